@@ -1,0 +1,3 @@
+from atenlens.cli import main
+
+raise SystemExit(main())

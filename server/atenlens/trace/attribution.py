@@ -1,0 +1,59 @@
+"""Which frames belong to the user's code, and the user stack of the current call.
+
+A frame is a user frame when its file is not part of torch, of an installed package
+(site-packages / dist-packages), of the standard library, or of atenlens itself. Results are
+cached per filename: a trace walks the stack for every op, so this must stay cheap.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from types import FrameType
+from typing import Optional
+
+from atenlens.report import Frame
+
+_ATENLENS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _library_roots() -> tuple[str, ...]:
+    roots = {_ATENLENS_DIR}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            roots.add(os.path.abspath(path) + os.sep)
+    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
+        roots.add(os.path.join(os.path.abspath(prefix), "lib") + os.sep)
+    return tuple(sorted(roots))
+
+
+_ROOTS = _library_roots()
+_is_user: dict[str, bool] = {}
+
+
+def is_user_file(filename: str) -> bool:
+    cached = _is_user.get(filename)
+    if cached is not None:
+        return cached
+    if filename.startswith("<") and filename.endswith(">"):
+        verdict = False                       # <string>, <frozen ...>, <eval>
+    else:
+        path = os.path.abspath(filename)
+        verdict = not path.startswith(_ROOTS) and (os.sep + "site-packages" + os.sep) not in path \
+            and (os.sep + "dist-packages" + os.sep) not in path
+    _is_user[filename] = verdict
+    return verdict
+
+
+def user_stack(frame: Optional[FrameType] = None) -> tuple[Frame, ...]:
+    """User frames from `frame` (default: the caller) outwards, returned outermost first."""
+    f = frame if frame is not None else sys._getframe(1)
+    frames: list[Frame] = []
+    while f is not None:
+        code = f.f_code
+        if is_user_file(code.co_filename):
+            frames.append(Frame(code.co_filename, f.f_lineno, code.co_qualname))
+        f = f.f_back
+    frames.reverse()
+    return tuple(frames)
