@@ -53,7 +53,7 @@ def user_stack(frame: Optional[FrameType] = None) -> tuple[Frame, ...]:
     while f is not None:
         code = f.f_code
         if is_user_file(code.co_filename):
-            frames.append(Frame(code.co_filename, f.f_lineno, code.co_qualname))
+            frames.append(Frame(code.co_filename, f.f_lineno, getattr(code, "co_qualname", code.co_name)))
         f = f.f_back
     frames.reverse()
     return tuple(frames)

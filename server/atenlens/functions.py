@@ -1,0 +1,104 @@
+"""The functions of a source file that can be traced, and their example-call directives.
+
+Torch-free and protocol-free: the engine uses it to pick inputs, the language server to place
+code lenses. A directive is a comment directly above a `def` (or above its decorators):
+
+    # atenlens: train_step(*setup())
+
+whose text after `atenlens:` is a Python call expression evaluated in the module's namespace.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+DIRECTIVE = re.compile(r"^\s*#\s*atenlens:\s*(?P<expr>.*?)\s*$")
+
+
+@dataclass(frozen=True)
+class FunctionInfo:
+    qualname: str              # "train_step", "MLP.forward", "outer.<locals>.inner" is not listed
+    name: str
+    line: int                  # 1-based line of the `def` keyword
+    column: int                # 0-based column of the `def` (or `async def`) keyword
+    first_line: int            # first decorator line, or `line`
+    end_line: int              # last line of the body
+    needs_args: bool           # has required parameters (beyond `self`/`cls` of a method)
+    is_method: bool
+    directive: Optional[str]   # the example call, or None
+    directive_line: Optional[int]
+
+
+def _required_params(node: ast.FunctionDef | ast.AsyncFunctionDef, is_method: bool) -> int:
+    args = node.args
+    positional = args.posonlyargs + args.args
+    required = len(positional) - len(args.defaults)
+    if is_method and positional and not _is_staticmethod(node):
+        required -= 1          # self / cls is bound by the directive's receiver
+    required += sum(1 for d in args.kw_defaults if d is None)
+    return max(required, 0)
+
+
+def _is_staticmethod(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    return any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in node.decorator_list)
+
+
+def directive_above(lines: list[str], first_line: int) -> tuple[Optional[str], Optional[int]]:
+    """The directive on the line directly above `first_line` (1-based), if any."""
+    index = first_line - 2
+    if 0 <= index < len(lines):
+        match = DIRECTIVE.match(lines[index])
+        if match and match.group("expr"):
+            return match.group("expr"), index + 1
+    return None, None
+
+
+def find_functions(source: str, tree: Optional[ast.Module] = None) -> list[FunctionInfo]:
+    """Module-level functions and methods of module-level classes (nested classes too), in
+    source order. Raises SyntaxError when `source` does not parse."""
+    tree = tree if tree is not None else ast.parse(source)
+    lines = source.splitlines()
+    found: list[FunctionInfo] = []
+
+    def visit(body: list[ast.stmt], prefix: str, in_class: bool) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                first = min([d.lineno for d in node.decorator_list] + [node.lineno])
+                directive, directive_line = directive_above(lines, first)
+                found.append(FunctionInfo(
+                    qualname=prefix + node.name,
+                    name=node.name,
+                    line=node.lineno,
+                    column=node.col_offset,
+                    first_line=first,
+                    end_line=node.end_lineno or node.lineno,
+                    needs_args=_required_params(node, in_class) > 0,
+                    is_method=in_class,
+                    directive=directive,
+                    directive_line=directive_line,
+                ))
+            elif isinstance(node, ast.ClassDef):
+                visit(node.body, prefix + node.name + ".", True)
+
+    visit(tree.body, "", False)
+    return found
+
+
+def function_at(functions: list[FunctionInfo], line: int) -> Optional[FunctionInfo]:
+    """The innermost listed function whose span (decorators and directive included) holds `line`."""
+    best: Optional[FunctionInfo] = None
+    for info in functions:
+        start = info.directive_line or info.first_line
+        if start <= line <= info.end_line and (best is None or start >= (best.directive_line or best.first_line)):
+            best = info
+    return best
+
+
+def directive_template(info: FunctionInfo) -> str:
+    """A directive to insert above a function that needs inputs, for the user to complete."""
+    if info.is_method:
+        owner = info.qualname.rsplit(".", 1)[0]
+        return f"# atenlens: {owner}(...).{info.name}(...)"
+    return f"# atenlens: {info.name}(...)"
