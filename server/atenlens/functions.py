@@ -25,7 +25,7 @@ class FunctionInfo:
     column: int                # 0-based column of the `def` (or `async def`) keyword
     first_line: int            # first decorator line, or `line`
     end_line: int              # last line of the body
-    needs_args: bool           # has required parameters (beyond `self`/`cls` of a method)
+    needs_args: bool           # has required parameters, or is an instance method (needs a receiver)
     is_method: bool
     directive: Optional[str]   # the example call, or None
     directive_line: Optional[int]
@@ -43,6 +43,10 @@ def _required_params(node: ast.FunctionDef | ast.AsyncFunctionDef, is_method: bo
 
 def _is_staticmethod(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in node.decorator_list)
+
+
+def _is_instance_method(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    return not any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in node.decorator_list)
 
 
 def directive_above(lines: list[str], first_line: int) -> tuple[Optional[str], Optional[int]]:
@@ -74,7 +78,7 @@ def find_functions(source: str, tree: Optional[ast.Module] = None) -> list[Funct
                     column=node.col_offset,
                     first_line=first,
                     end_line=node.end_lineno or node.lineno,
-                    needs_args=_required_params(node, in_class) > 0,
+                    needs_args=_required_params(node, in_class) > 0 or (in_class and _is_instance_method(node)),
                     is_method=in_class,
                     directive=directive,
                     directive_line=directive_line,
