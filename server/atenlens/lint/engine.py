@@ -1,0 +1,85 @@
+"""`lint_source`: parse once, give every selected rule the shared context, collect findings."""
+from __future__ import annotations
+
+import logging
+from typing import Collection, Iterable, Optional
+
+from atenlens.lint.context import LintContext
+from atenlens.lint.findings import Finding
+from atenlens.lint.noqa import is_suppressed, suppressed_codes
+from atenlens.lint.registry import Rule
+from atenlens.lint.rules import RULES
+from atenlens.lint.source import SourceText
+
+log = logging.getLogger(__name__)
+
+
+def select_rules(select: Optional[Collection[str]] = None,
+                 ignore: Optional[Collection[str]] = None) -> tuple[Rule, ...]:
+    """Rules whose code starts with one of `select` (all when None) and with none of `ignore`,
+    so `AL1` selects AL100 and AL101 as in ruff."""
+    chosen = []
+    for rule in RULES:
+        if select is not None and not any(rule.code.startswith(s.strip().upper()) for s in select if s.strip()):
+            continue
+        if ignore is not None and any(rule.code.startswith(s.strip().upper()) for s in ignore if s.strip()):
+            continue
+        chosen.append(rule)
+    return tuple(chosen)
+
+
+def lint_source(source: str, path: Optional[str] = None, select: Optional[Collection[str]] = None,
+                ignore: Optional[Collection[str]] = None) -> list[Finding]:
+    """Findings for `source`, sorted by position. Never raises: a rule that fails on some input
+    is logged and skipped, the other rules still report."""
+    try:
+        return _lint(source, select, ignore, strict=False)
+    except Exception:  # the parser or the text itself: nothing to report, nothing to crash
+        log.exception("lint failed on %s", path or "<source>")
+        return []
+
+
+def lint_source_strict(source: str, select: Optional[Collection[str]] = None,
+                       ignore: Optional[Collection[str]] = None) -> list[Finding]:
+    """`lint_source` that lets a rule's exception through (for tests: a bug must not hide)."""
+    return _lint(source, select, ignore, strict=True)
+
+
+def _lint(source: str, select: Optional[Collection[str]], ignore: Optional[Collection[str]],
+          strict: bool) -> list[Finding]:
+    if not isinstance(source, str):
+        raise TypeError("source must be str")
+    rules = select_rules(select, ignore)
+    if not rules:
+        return []
+    text = SourceText(source)
+    names: frozenset[str] = frozenset().union(*(rule.calls for rule in rules))
+    context = LintContext(text, names)
+    findings: list[Finding] = []
+    for rule in rules:
+        try:
+            findings.extend(_checked(rule, context.source, rule.check(context)))
+        except Exception:
+            if strict:
+                raise
+            log.exception("rule %s failed", rule.code)
+    return _without_suppressed(sorted(set(findings), key=_position), text)
+
+
+def _checked(rule: Rule, text: SourceText, found: Iterable[Finding]) -> list[Finding]:
+    return [f for f in found if f.code == rule.code]
+
+
+def _position(finding: Finding) -> tuple[int, int, str, int, int]:
+    return (finding.line, finding.column, finding.code, finding.end_line, finding.end_column)
+
+
+def _without_suppressed(findings: list[Finding], text: SourceText) -> list[Finding]:
+    kept = []
+    cache: dict[int, Optional[frozenset[str]]] = {}
+    for finding in findings:
+        if finding.line not in cache:
+            cache[finding.line] = suppressed_codes(text.line_bytes(finding.line - 1))
+        if not is_suppressed(finding.code, cache[finding.line]):
+            kept.append(finding)
+    return kept

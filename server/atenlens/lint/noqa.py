@@ -1,0 +1,28 @@
+"""`# noqa` and `# noqa: AL100, AL201` suppressions on the line a finding starts on, as in ruff."""
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+# Same shape ruff accepts: "# noqa", "#noqa", "# noqa: A1, B2", "# NOQA:A1 B2".
+_NOQA = re.compile(rb"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
+_CODE = re.compile(rb"[A-Za-z]+[0-9]+")
+
+ALL = "*"
+
+
+def suppressed_codes(line: bytes) -> Optional[frozenset[str]]:
+    """None when the line has no noqa comment; {"*"} for a bare `# noqa`; else the codes."""
+    if b"noqa" not in line.lower():
+        return None
+    match = _NOQA.search(line)
+    if match is None:
+        return None
+    codes = match.group("codes")
+    if codes is None:
+        return frozenset({ALL})
+    return frozenset(c.decode("ascii").upper() for c in _CODE.findall(codes))
+
+
+def is_suppressed(code: str, codes: Optional[frozenset[str]]) -> bool:
+    return codes is not None and (ALL in codes or code.upper() in codes)

@@ -1,0 +1,52 @@
+"""AL300 empty-cache-in-loop: `torch.cuda.empty_cache()` inside a loop.
+
+What it does:
+    Flags `torch.cuda.empty_cache()` (or `cuda.empty_cache()`) when the call runs once per
+    iteration of a loop or comprehension (same notion of "per iteration" as AL100).
+
+Why it matters:
+    `empty_cache()` returns the caching allocator's free blocks to the driver. The next
+    iteration then has to get them back with `cudaMalloc`, which is slow and synchronizes the
+    device; it does not give your own code more memory. Lint only: the engine does not report it.
+
+Example:
+    for batch in loader:
+        loss = step(batch)
+        torch.cuda.empty_cache()
+
+Fix:
+    Remove it. If memory is fragmented, call it once (outside the loop), or set
+    `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from atenlens.lint.context import LintContext
+from atenlens.lint.findings import Finding
+from atenlens.lint.registry import Rule
+from atenlens.lint.syntax import callee, dotted_name, repeating_loop
+from atenlens.report import Code
+
+EMPTY_CACHE_NAMES = frozenset({"torch.cuda.empty_cache", "cuda.empty_cache"})
+
+
+def check(ctx: LintContext) -> Iterator[Finding]:
+    for call in ctx.calls("empty_cache"):
+        name = dotted_name(callee(call))
+        if name in EMPTY_CACHE_NAMES and repeating_loop(call) is not None:
+            yield ctx.finding(
+                Code.EMPTY_CACHE_IN_LOOP,
+                f"`{name}()` inside a loop: frees cached blocks that the next iteration must allocate again",
+                call,
+            )
+
+
+RULE = Rule(
+    code=Code.EMPTY_CACHE_IN_LOOP,
+    name="empty-cache-in-loop",
+    summary="`torch.cuda.empty_cache()` inside a loop",
+    calls=frozenset({"empty_cache"}),
+    check=check,
+    doc=__doc__ or "",
+)

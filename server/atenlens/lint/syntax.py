@@ -1,0 +1,157 @@
+"""Small questions about tree-sitter Python nodes that several rules ask: what a call calls, its
+arguments, whether it runs once per loop iteration, which function it belongs to.
+
+Everything here is iterative (no recursion on the tree) and tolerant of ERROR nodes: a field that
+a half-typed line left missing is simply None.
+"""
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+from tree_sitter import Node
+
+from atenlens.lint.source import ancestors
+
+FUNCTION_TYPES = frozenset({"function_definition", "lambda"})
+SCOPE_TYPES = frozenset({"function_definition", "lambda", "class_definition", "module"})
+COMPREHENSION_TYPES = frozenset(
+    {"list_comprehension", "set_comprehension", "dictionary_comprehension", "generator_expression"}
+)
+LITERAL_TYPES = frozenset(
+    {"integer", "float", "string", "concatenated_string", "true", "false", "none", "list", "tuple",
+     "dictionary", "set", "list_comprehension", "set_comprehension", "dictionary_comprehension"}
+)
+
+
+def text(node: Optional[Node]) -> str:
+    if node is None or node.text is None:
+        return ""
+    return node.text.decode("utf-8", errors="replace")
+
+
+def dotted_name(node: Optional[Node]) -> Optional[str]:
+    """`torch.cuda.synchronize` for an identifier/attribute chain, None for anything else."""
+    parts: list[str] = []
+    while node is not None and node.type == "attribute":
+        attr = node.child_by_field_name("attribute")
+        if attr is None or attr.type != "identifier":
+            return None
+        parts.append(text(attr))
+        node = node.child_by_field_name("object")
+    if node is None or node.type != "identifier":
+        return None
+    parts.append(text(node))
+    return ".".join(reversed(parts))
+
+
+def callee(call: Node) -> Optional[Node]:
+    return call.child_by_field_name("function")
+
+
+def method_name(call: Node) -> Optional[str]:
+    """`item` for `x.item()`; None when the callee is not an attribute."""
+    fn = callee(call)
+    if fn is None or fn.type != "attribute":
+        return None
+    attr = fn.child_by_field_name("attribute")
+    return text(attr) if attr is not None else None
+
+
+def receiver(call: Node) -> Optional[Node]:
+    """`x` for `x.item()`."""
+    fn = callee(call)
+    if fn is None or fn.type != "attribute":
+        return None
+    return fn.child_by_field_name("object")
+
+
+def arguments(call: Node) -> tuple[list[Node], dict[str, Node]]:
+    """Positional argument nodes and keyword name -> value node (`*a`/`**k` are skipped)."""
+    positional: list[Node] = []
+    keywords: dict[str, Node] = {}
+    args = call.child_by_field_name("arguments")
+    if args is None or args.type != "argument_list":
+        return positional, keywords
+    for child in args.named_children:
+        if child.type == "keyword_argument":
+            name = child.child_by_field_name("name")
+            value = child.child_by_field_name("value")
+            if name is not None and value is not None:
+                keywords[text(name)] = value
+        elif child.type in ("list_splat", "dictionary_splat", "comment", "ERROR"):
+            continue
+        else:
+            positional.append(child)
+    return positional, keywords
+
+
+def has_splat(call: Node) -> bool:
+    args = call.child_by_field_name("arguments")
+    return args is not None and any(
+        c.type in ("list_splat", "dictionary_splat") for c in args.named_children
+    )
+
+
+def is_true(node: Optional[Node]) -> bool:
+    return node is not None and node.type == "true"
+
+
+def enclosing_function(node: Node) -> Optional[Node]:
+    """The innermost `def` or `lambda` around `node` (None at module or class level)."""
+    for parent in ancestors(node):
+        if parent.type in FUNCTION_TYPES:
+            return parent
+        if parent.type == "class_definition":
+            return None
+    return None
+
+
+def scope_of(node: Node) -> Node:
+    """The innermost function, lambda, class or module around `node`: the region whose statements
+    run in order with it."""
+    last = node
+    for parent in ancestors(node):
+        if parent.type in SCOPE_TYPES:
+            return parent
+        last = parent
+    return last
+
+
+def repeating_loop(node: Node) -> Optional[Node]:
+    """The innermost loop that runs `node` once per iteration, within its own function.
+
+    Per iteration means: a `for` or `while` body, a `while` condition, or the element, conditions
+    and inner iterables of a comprehension. A `for` loop's iterable and `else` clause, and the
+    first iterable of a comprehension, run once. A `def`, `lambda` or `class` inside a loop
+    stops the search: its body runs when it is called, not when the loop runs.
+    """
+    child = node
+    for parent in ancestors(node):
+        kind = parent.type
+        if kind in SCOPE_TYPES:
+            return None
+        if kind == "for_statement":
+            if parent.child_by_field_name("body") == child:
+                return parent
+        elif kind == "while_statement":
+            if child != parent.child_by_field_name("alternative"):
+                return parent
+        elif kind in COMPREHENSION_TYPES:
+            first = next((c for c in parent.named_children if c.type == "for_in_clause"), None)
+            once = first.child_by_field_name("right") if first is not None else None
+            if child != first or once is None or not _within(node, once):
+                return parent
+        child = parent
+    return None
+
+
+def _within(node: Node, outer: Node) -> bool:
+    return outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
+
+
+def within(node: Node, outer: Node) -> bool:
+    return _within(node, outer)
+
+
+def iter_children_named(node: Node) -> Iterator[Node]:
+    yield from node.named_children
