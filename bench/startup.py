@@ -1,0 +1,78 @@
+"""Benchmark 2 — start-up: process spawn to the first diagnostics, atenlens serve vs ruff server vs pylsp.
+
+Each round spawns every server afresh (in rotating order), sends initialize / initialized at once,
+opens the generated 5,000-line file and stops the clock when its diagnostics arrive (pushed, or
+pulled right after didOpen). Also shown: spawn to the initialize response.
+
+    python bench/startup.py [--quick] [--rounds N] [--lines N] [--json PATH]
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+
+from gen_corpus import generate
+from harness import Result, Table, Target, finish, median, ms, parser, rotated, spread
+from servers import ALL, available, start_session
+
+TARGET_MS = 1000.0          # "well under a second" (issue 4)
+
+
+async def one_start(spec, root: str, path: str, text: str) -> tuple[float, float]:
+    session = await start_session(spec, root)
+    try:
+        spawned = session.client.spawned_at
+        initialized = session.client.initialize_answered_at
+        first = await session.open(path, text)
+        return initialized - spawned, first - spawned
+    finally:
+        await session.client.shutdown()
+
+
+async def measure(specs, root: str, text: str, rounds: int):
+    path = os.path.join(root, "training_utils.py")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    to_init: dict[str, list[float]] = {s.name: [] for s in specs}
+    to_diag: dict[str, list[float]] = {s.name: [] for s in specs}
+    for r in range(rounds):
+        for spec in rotated(specs, r):
+            init, diag = await one_start(spec, root, path, text)
+            to_init[spec.name].append(init)
+            to_diag[spec.name].append(diag)
+    return to_init, to_diag
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--lines", type=int, default=5000)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.rounds, args.lines = 1, 600
+    specs, absent = available(ALL)
+    text = generate(args.lines)
+    with tempfile.TemporaryDirectory(prefix="atenlens-bench-") as root:
+        to_init, to_diag = asyncio.run(measure(specs, root, text, args.rounds))
+    result = Result("startup", f"Start-up: spawn to first diagnostics ({args.lines}-line file)",
+                    "python bench/startup.py" + (" --quick" if args.quick else ""), quick=args.quick)
+    table = Table(f"milliseconds, {args.rounds} rounds",
+                  ["server", "to initialize result: median", "spread", "to first diagnostics: median", "spread"])
+    for spec in specs:
+        init = [ms(x) for x in to_init[spec.name]]
+        diag = [ms(x) for x in to_diag[spec.name]]
+        table.add(spec.name, median(init), spread(init), median(diag), spread(diag))
+    result.tables.append(table)
+    result.raw = {"to_initialize_ms": {k: [ms(x) for x in v] for k, v in to_init.items()},
+                  "to_first_diagnostics_ms": {k: [ms(x) for x in v] for k, v in to_diag.items()}}
+    if "atenlens" in to_diag:
+        result.targets.append(Target("atenlens spawn to first diagnostics, median (well under a second)",
+                                     ms(median(to_diag["atenlens"])), TARGET_MS, "ms"))
+    result.notes += absent
+    return finish(result, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
