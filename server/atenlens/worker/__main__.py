@@ -1,0 +1,5 @@
+import sys
+
+from atenlens.worker.main import main
+
+sys.exit(main())

@@ -1,0 +1,121 @@
+"""The forked child that runs one trace, then `os._exit`s.
+
+It inherits the warm worker (torch imported, fake mode warmed up) by fork, so a trace starts at
+once, and whatever the user's module does to the process (globals, monkey patches, threads, a
+crash) dies with the child. The child never touches the protocol stream: fd 0 is /dev/null,
+fds 1 and 2 are pipes the worker reads (so C-level output is captured too), and the report goes
+to its own pipe.
+"""
+from __future__ import annotations
+
+import ctypes
+import faulthandler
+import io
+import os
+import resource
+import signal
+import sys
+import traceback
+from typing import Callable
+
+from atenlens.report import Code, TraceReport, TraceRequest
+from atenlens.worker.outcome import abnormal_report
+
+# The signal the worker sends before a hard kill, so the child writes where it was stuck.
+DUMP_SIGNAL = signal.SIGUSR1
+EXIT_NO_REPORT = 70                      # the child could not even build an error report
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this child if the worker dies, so no trace outlives its worker."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def apply_memory_limit(limit_mb: int) -> None:
+    """Cap the child's data segment (heap and private anonymous mappings; RLIMIT_DATA, Linux
+    >= 4.7). Unlike RLIMIT_AS it does not count torch's ~400 MB of mapped libraries or reserved
+    thread stacks, so the number means what a user expects: memory the trace may allocate."""
+    if limit_mb <= 0:
+        return
+    limit = limit_mb * 1024 * 1024
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def run_child(
+    request: TraceRequest,
+    runner: Callable[[TraceRequest], TraceReport],
+    *,
+    report_fd: int,
+    stdout_fd: int,
+    stderr_fd: int,
+    close_fds: tuple[int, ...],
+    memory_limit_mb: int,
+) -> None:
+    """Runs in the child after fork; never returns."""
+    status = EXIT_NO_REPORT
+    try:
+        os.setpgid(0, 0)                 # its own process group: the worker kills it and all it forked
+        _die_with_parent()
+        for fd in close_fds:
+            os.close(fd)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(stdout_fd, 1)
+        os.dup2(stderr_fd, 2)
+        os.close(stdout_fd)
+        os.close(stderr_fd)
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace")
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+                                      line_buffering=True)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+                                      write_through=True)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        faulthandler.enable(file=sys.stderr, all_threads=True)   # a crash names the user's line
+        faulthandler.register(DUMP_SIGNAL, file=sys.stderr, all_threads=True)
+        sys.dont_write_bytecode = True   # tracing leaves no __pycache__ in the user's project
+        apply_memory_limit(memory_limit_mb)
+        try:
+            report = runner(request)
+        except SystemExit as exit_:      # the runner reports user exceptions; this is a last resort
+            report = abnormal_report(
+                request, status="error", code=Code.WORKER_DIED, kind="exit",
+                message=f"the traced code called sys.exit({exit_.code!r})",
+            )
+        except BaseException as error:   # noqa: BLE001 - anything left must still become a report
+            report = abnormal_report(
+                request, status="error", code=Code.WORKER_DIED, kind="internal-error",
+                message=f"atenlens failed while tracing: {type(error).__name__}: {error}",
+                stderr=traceback.format_exc(),
+            )
+        _write_all(report_fd, report.to_json().encode("utf-8"))
+        os.close(report_fd)
+        status = 0
+    except BaseException:                # noqa: BLE001
+        try:
+            traceback.print_exc()
+        except BaseException:            # noqa: BLE001
+            pass
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:        # noqa: BLE001
+                pass
+        os._exit(status)

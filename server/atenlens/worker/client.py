@@ -1,0 +1,366 @@
+"""The client side of the trace worker, used by the language server and by `atenlens trace`.
+
+Torch-free (a test asserts it): it starts `python -m atenlens.worker` as a subprocess, talks to it
+over pipes (docs/worker.md) and turns everything that can go wrong on the way (the worker fails to
+start, dies, stops answering, the caller cancels) into an ordinary `TraceReport`.
+
+Thread model: `trace()` blocks and runs one trace at a time per worker; a second caller waits for
+the first to finish (a caller that wants to supersede calls `cancel()` first). `cancel()`,
+`close()` and `alive` may be called from any thread.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from typing import Optional
+
+import atenlens
+from atenlens.report import TraceReport, TraceRequest, from_jsonable, to_jsonable
+from atenlens.worker.outcome import cancelled_report, worker_died_report
+
+DEFAULT_MEMORY_LIMIT_MB = 4096          # same default as the worker's --memory-limit-mb
+DEFAULT_STARTUP_TIMEOUT = 120.0         # importing torch on a cold disk can take tens of seconds
+# How long past the worker's own hard timeout the client waits for an answer before it decides
+# the worker itself is stuck and kills it.
+ANSWER_MARGIN_SECONDS = 15.0
+# How long a cancelled trace may take to come back before the client kills the worker.
+CANCEL_WAIT_SECONDS = 5.0
+STDERR_TAIL_BYTES = 16 * 1024
+
+# Environment variables passed to the worker (docs/worker.md): what Python, torch and the user's
+# code need to start and find their files; nothing else (no tokens, no editor state).
+PASSED_ENV = (
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ",
+    "TMPDIR", "TEMP", "TMP", "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONHOME",
+    "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "TORCH_HOME",
+)
+
+
+def _package_root() -> str:
+    """The folder that holds the `atenlens` package this client was imported from."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(atenlens.__file__)))
+
+
+def worker_environment(extra: Optional[dict] = None, base: Optional[dict] = None) -> dict:
+    """The worker's environment: PASSED_ENV from `base` (default os.environ), PYTHONPATH with this
+    client's package root first (the language server may run from a bundled sys.path the worker
+    cannot see), one OpenMP thread, then `extra` on top."""
+    base = os.environ if base is None else base
+    env = {name: base[name] for name in PASSED_ENV if name in base}
+    paths = [_package_root()] + [p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    env["OMP_NUM_THREADS"] = "1"
+    env["PYTHONIOENCODING"] = "utf-8"
+    env.update(extra or {})
+    return env
+
+
+class _Pending:
+    """One trace in flight."""
+
+    def __init__(self, request_id: int, request: TraceRequest) -> None:
+        self.id = request_id
+        self.request = request
+        self.done = threading.Event()
+        self.report: Optional[TraceReport] = None
+        self.child_pid: Optional[int] = None
+        self.cancelled = False
+
+    def finish(self, report: TraceReport) -> None:
+        if not self.done.is_set():
+            self.report = report
+            self.done.set()
+
+
+class TraceWorker:
+    """A warm trace worker process, started on demand and replaced when it dies."""
+
+    def __init__(
+        self,
+        python: str = sys.executable,
+        env: Optional[dict] = None,
+        memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB,
+        startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
+    ) -> None:
+        self.python = python
+        self.env = env
+        self.memory_limit_mb = memory_limit_mb
+        self.startup_timeout = startup_timeout
+        self._state = threading.Lock()          # guards the fields below
+        self._trace_lock = threading.Lock()     # one trace at a time
+        self._process: Optional[subprocess.Popen] = None
+        self._ready = threading.Event()
+        self._ready_info: dict = {}
+        self._fatal: Optional[str] = None
+        self._pending: Optional[_Pending] = None
+        self._stderr_tail: deque[bytes] = deque()
+        self._ids = itertools.count(1)
+        self._closed = False
+        self._send_lock = threading.Lock()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Starts the worker in the background (returns at once); a no-op while one is alive."""
+        with self._state:
+            if self._closed:
+                raise RuntimeError("TraceWorker is closed")
+            if self._process is not None and self._process.poll() is None:
+                return
+            self._spawn()
+
+    def _spawn(self) -> None:
+        command = [self.python, "-m", "atenlens.worker", "--memory-limit-mb", str(self.memory_limit_mb)]
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=worker_environment(self.env),
+            start_new_session=True,            # a Ctrl-C in the caller's terminal is the caller's to handle
+            close_fds=True,
+        )
+        self._process = process
+        self._ready = threading.Event()
+        self._ready_info = {}
+        self._fatal = None
+        self._stderr_tail = deque()
+        threading.Thread(target=self._read_responses, args=(process, self._ready), name="atenlens-worker-out",
+                         daemon=True).start()
+        threading.Thread(target=self._read_stderr, args=(process, self._stderr_tail), name="atenlens-worker-err",
+                         daemon=True).start()
+
+    @property
+    def alive(self) -> bool:
+        with self._state:
+            return self._process is not None and self._process.poll() is None and self._fatal is None
+
+    @property
+    def pid(self) -> Optional[int]:
+        """The worker process's pid (None before start)."""
+        with self._state:
+            return self._process.pid if self._process is not None else None
+
+    @property
+    def ready_info(self) -> dict:
+        """What the worker said when it became ready: pid, torch version, warm-up seconds, notes."""
+        return dict(self._ready_info)
+
+    def wait_ready(self, timeout: Optional[float] = None) -> bool:
+        """Starts the worker if needed and waits until it is warm; False on failure or timeout."""
+        self.start()
+        with self._state:
+            ready = self._ready
+        return ready.wait(self.startup_timeout if timeout is None else timeout) and self.alive
+
+    def close(self) -> None:
+        """Ends the worker (and any trace it runs); the pending trace() returns "cancelled"."""
+        with self._state:
+            self._closed = True
+            process, self._process = self._process, None
+            pending = self._pending
+        if pending is not None:
+            pending.cancelled = True
+            pending.finish(cancelled_report(pending.request))
+        if process is not None:
+            self._end_process(process)
+
+    def __enter__(self) -> "TraceWorker":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @staticmethod
+    def _end_process(process: subprocess.Popen) -> None:
+        try:
+            process.stdin.close()              # the worker ends its running trace and exits at EOF
+        except OSError:
+            pass
+        try:
+            process.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    # -- tracing -------------------------------------------------------------------------------
+
+    def trace(self, request: TraceRequest) -> TraceReport:
+        """Runs one trace in the worker and returns its report; never raises for what the traced
+        code or the worker does. Blocks while another trace of this worker runs."""
+        with self._trace_lock:
+            pending = _Pending(next(self._ids), request)
+            with self._state:
+                if self._closed:
+                    return cancelled_report(request)
+                if self._process is None or self._process.poll() is not None or self._fatal is not None:
+                    if self._process is not None:
+                        self._discard_process_locked()
+                    self._spawn()
+                self._pending = pending
+                process, ready = self._process, self._ready
+            try:
+                return self._run(pending, process, ready)
+            finally:
+                with self._state:
+                    self._pending = None
+
+    def _run(self, pending: _Pending, process: subprocess.Popen, ready: threading.Event) -> TraceReport:
+        started = time.monotonic()
+        while not ready.wait(0.1):
+            if pending.done.is_set():
+                return pending.report                       # cancelled or closed while starting
+            if process.poll() is not None or self._fatal is not None:
+                break
+            if time.monotonic() - started > self.startup_timeout:
+                self._discard_process(process)
+                return worker_died_report(pending.request,
+                                          f"the trace worker did not start within {self.startup_timeout:g} s",
+                                          self._stderr_text())
+        if self._fatal is not None or process.poll() is not None:
+            message = self._fatal or f"the trace worker exited while starting (exit code {process.poll()})"
+            self._discard_process(process)
+            return worker_died_report(pending.request, f"the trace worker could not start: {message}",
+                                      self._stderr_text())
+        if pending.cancelled:
+            return cancelled_report(pending.request)
+        try:
+            self._send(process, {"id": pending.id, "request": to_jsonable(pending.request)})
+        except OSError:
+            pending.finish(self._death_report(pending, process))
+        limit = pending.request.timeout_seconds + 5.0 + ANSWER_MARGIN_SECONDS
+        if not pending.done.wait(limit):
+            self._discard_process(process)
+            pending.finish(worker_died_report(
+                pending.request, f"the trace worker stopped answering and was restarted", self._stderr_text()))
+        if pending.cancelled and pending.report is not None and pending.report.message != "cancelled":
+            return cancelled_report(pending.request, pending.report.stdout, pending.report.stderr)
+        return pending.report
+
+    def cancel(self) -> bool:
+        """Kills the running trace (from any thread); its trace() returns status "error" with
+        message "cancelled". Returns False when no trace was running."""
+        with self._state:
+            pending, process = self._pending, self._process
+        if pending is None or pending.done.is_set():
+            return False
+        pending.cancelled = True
+        if process is None or not self._ready.is_set():
+            pending.finish(cancelled_report(pending.request))
+            return True
+        try:
+            self._send(process, {"id": pending.id, "cancel": True})
+        except OSError:
+            pass
+        backstop = threading.Timer(CANCEL_WAIT_SECONDS, self._cancel_backstop, args=(pending, process))
+        backstop.daemon = True
+        backstop.start()
+        return True
+
+    def _cancel_backstop(self, pending: _Pending, process: subprocess.Popen) -> None:
+        """The worker did not answer a cancel in time: replace it."""
+        if not pending.done.is_set():
+            self._discard_process(process)
+            pending.finish(cancelled_report(pending.request))
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _send(self, process: subprocess.Popen, message: dict) -> None:
+        data = (json.dumps(message, separators=(",", ":")) + "\n").encode("utf-8")
+        with self._send_lock:
+            process.stdin.write(data)
+            process.stdin.flush()
+
+    def _discard_process(self, process: subprocess.Popen) -> None:
+        with self._state:
+            if self._process is process:
+                self._discard_process_locked()
+            else:
+                self._kill(process)
+
+    def _discard_process_locked(self) -> None:
+        process, self._process = self._process, None
+        if process is not None:
+            self._kill(process)
+
+    @staticmethod
+    def _kill(process: subprocess.Popen) -> None:
+        # The worker's trace children die with it (PR_SET_PDEATHSIG); the worker is its own session.
+        try:
+            os.killpg(process.pid, 9)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            process.kill()
+        except OSError:
+            pass
+        try:
+            process.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            pass
+        for stream in (process.stdin, process.stdout, process.stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+    def _read_responses(self, process: subprocess.Popen, ready: threading.Event) -> None:
+        for line in process.stdout:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue                        # cannot happen: only the worker writes here
+            event = message.get("event")
+            if self._process is not process:
+                break                           # replaced; nobody waits for this one any more
+            if event == "ready":
+                self._ready_info = message
+                ready.set()
+                continue
+            if event == "fatal":
+                self._fatal = message.get("message") or "unknown error"
+                self._stderr_tail.append((message.get("traceback") or "").encode())
+                ready.set()
+                continue
+            pending = self._pending
+            if pending is None or message.get("id") != pending.id:
+                continue
+            if event == "started":
+                pending.child_pid = message.get("pid")
+            elif "report" in message:
+                try:
+                    report = from_jsonable(TraceReport, message["report"])
+                except (TypeError, ValueError, KeyError) as error:
+                    report = worker_died_report(pending.request, f"unreadable report from the worker: {error}")
+                pending.finish(report)
+            elif "error" in message:
+                pending.finish(worker_died_report(pending.request, str(message["error"])))
+        # end of output: the worker is gone
+        process.wait()
+        ready.set()
+        pending = self._pending
+        if pending is not None and self._process is process:
+            pending.finish(self._death_report(pending, process))
+
+    def _death_report(self, pending: _Pending, process: subprocess.Popen) -> TraceReport:
+        if pending.cancelled:
+            return cancelled_report(pending.request)
+        code = process.poll()
+        how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited (exit code {code})"
+        return worker_died_report(pending.request, f"the trace worker {how}; the next trace starts a new one",
+                                  self._stderr_text())
+
+    def _read_stderr(self, process: subprocess.Popen, tail: deque) -> None:
+        size = 0
+        for chunk in iter(lambda: process.stderr.read1(1 << 14), b""):
+            tail.append(chunk)
+            size += len(chunk)
+            while size > STDERR_TAIL_BYTES and len(tail) > 1:
+                size -= len(tail.popleft())
+
+    def _stderr_text(self) -> str:
+        return b"".join(self._stderr_tail).decode("utf-8", errors="replace")[-STDERR_TAIL_BYTES:]

@@ -1,0 +1,259 @@
+"""The worker's side of one trace: fork the child, read its output and report while it runs,
+enforce the hard timeout, honour a cancel, and turn however the child ended into a report."""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import selectors
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Protocol
+
+from atenlens.report import Code, TraceReport, TraceRequest, to_jsonable
+from atenlens.worker.child import DUMP_SIGNAL, EXIT_NO_REPORT, run_child
+from atenlens.worker.outcome import BoundedCapture, abnormal_report, cancelled_report, signal_description
+
+# How long past the request's own timeout (which the runner enforces softly, reporting where the
+# code was) the worker waits before killing the child.
+HARD_TIMEOUT_GRACE_SECONDS = 5.0
+# After asking a stuck child to dump its stacks, how long to wait for the dump before SIGKILL.
+DUMP_WAIT_SECONDS = 0.5
+
+
+class ControlChannel(Protocol):
+    """The worker's control input (its stdin), watched while a child runs."""
+
+    fd: int
+
+    def on_readable(self, running_id: Any) -> Optional[str]:
+        """Reads what arrived; returns "cancel" (for `running_id`), "eof", or None."""
+
+
+@dataclass
+class ChildEnd:
+    """What the worker saw of one child."""
+
+    report_bytes: bytes
+    stdout: str
+    stderr: str
+    wait_status: Optional[int]       # os.waitpid status; None when it could not be collected
+    timed_out: bool
+    cancelled: bool
+    max_rss_kb: int
+
+
+def hard_timeout(request: TraceRequest) -> float:
+    return max(request.timeout_seconds, 0.0) + HARD_TIMEOUT_GRACE_SECONDS
+
+
+def _kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
+    # Called only while the child is unreaped (a zombie at worst), so its pid, which is also its
+    # process group id, cannot have been reused by anyone else.
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        pass
+
+
+def _set_nonblocking(fd: int) -> None:
+    os.set_blocking(fd, False)
+
+
+def _drain(fd: int, sink: Any) -> bool:
+    """Reads what is available without blocking; returns True at end of file."""
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return False
+        except OSError as error:
+            if error.errno == errno.EINTR:
+                continue
+            return True
+        if not chunk:
+            return True
+        sink(chunk)
+
+
+def run_supervised(
+    request: TraceRequest,
+    runner: Callable[[TraceRequest], TraceReport],
+    *,
+    memory_limit_mb: int,
+    inherited_fds: tuple[int, ...],
+    on_started: Callable[[int], None],
+    control: ControlChannel,
+    request_id: Any,
+) -> ChildEnd:
+    """Forks a child for `request` and supervises it to the end."""
+    report_r, report_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    pid = os.fork()
+    if pid == 0:
+        run_child(
+            request, runner,
+            report_fd=report_w, stdout_fd=out_w, stderr_fd=err_w,
+            close_fds=(report_r, out_r, err_r) + inherited_fds,
+            memory_limit_mb=memory_limit_mb,
+        )
+    for fd in (report_w, out_w, err_w):
+        os.close(fd)
+    try:
+        os.setpgid(pid, pid)             # also done by the child; whichever runs first wins the race
+    except OSError:
+        pass
+    on_started(pid)
+
+    report = bytearray()
+    stdout = BoundedCapture()
+    stderr = BoundedCapture()
+    sinks = {report_r: report.extend, out_r: stdout.feed, err_r: stderr.feed}
+    pidfd = os.pidfd_open(pid)
+    selector = selectors.DefaultSelector()
+    for fd in sinks:
+        _set_nonblocking(fd)
+        selector.register(fd, selectors.EVENT_READ, "pipe")
+    selector.register(pidfd, selectors.EVENT_READ, "exit")
+    selector.register(control.fd, selectors.EVENT_READ, "control")
+
+    deadline = time.monotonic() + hard_timeout(request)
+    timed_out = cancelled = False
+    try:
+        exited = False
+        while not exited:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            command = None
+            for key, _ in selector.select(remaining):
+                if key.data == "pipe":
+                    if _drain(key.fd, sinks[key.fd]):
+                        selector.unregister(key.fd)
+                elif key.data == "exit":
+                    exited = True
+                elif key.data == "control":
+                    command = control.on_readable(request_id) or command
+            if command in ("cancel", "eof"):
+                cancelled = True
+                break
+        if timed_out:
+            selector.unregister(control.fd)      # pending control input waits; it is not for us
+            _ask_for_stack_dump(pid, err_r, stderr, selector)
+        _kill_group(pid)                 # the child is dead or dies now; so does anything it forked
+        _, wait_status, usage = os.wait4(pid, 0)
+        for fd in sinks:                 # everything the child wrote is in the pipes by now
+            _drain(fd, sinks[fd])
+    finally:
+        selector.close()
+        for fd in list(sinks) + [pidfd]:
+            os.close(fd)
+    return ChildEnd(
+        report_bytes=bytes(report),
+        stdout=stdout.text(),
+        stderr=stderr.text(),
+        wait_status=wait_status,
+        timed_out=timed_out,
+        cancelled=cancelled,
+        max_rss_kb=usage.ru_maxrss,
+    )
+
+
+def _ask_for_stack_dump(pid: int, err_r: int, stderr: BoundedCapture, selector: selectors.BaseSelector) -> None:
+    """A stuck child is asked (SIGUSR1 -> faulthandler) to print its Python stacks, so the report
+    can say which line it was stuck on; it gets DUMP_WAIT_SECONDS to do so."""
+    try:
+        os.kill(pid, DUMP_SIGNAL)
+    except ProcessLookupError:
+        return
+    before = stderr.total
+    end = time.monotonic() + DUMP_WAIT_SECONDS
+    while time.monotonic() < end:
+        try:
+            key_events = selector.select(max(end - time.monotonic(), 0.0))
+        except OSError:
+            return
+        for key, _ in key_events:
+            if key.fd == err_r:
+                _drain(err_r, stderr.feed)
+        if stderr.total > before:
+            # the dump is written in a few writes from a signal handler; take what follows quickly
+            time.sleep(0.05)  # ok: lets the handler finish its writes before the hard kill
+            _drain(err_r, stderr.feed)
+            return
+
+
+def report_for(request: TraceRequest, end: ChildEnd, memory_limit_mb: int) -> dict:
+    """The report (as JSON-ready data) for how the child ended."""
+    if end.cancelled:
+        return to_jsonable(cancelled_report(request, end.stdout, end.stderr))
+    if end.timed_out:
+        seconds = hard_timeout(request)
+        return to_jsonable(abnormal_report(
+            request, status="timeout", code=Code.TIMEOUT, kind="timeout",
+            message=f"the trace did not finish within {request.timeout_seconds:g} s "
+                    f"and was killed after {seconds:g} s",
+            stdout=end.stdout, stderr=end.stderr,
+        ))
+    status = end.wait_status
+    if status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and end.report_bytes:
+        try:
+            data = json.loads(end.report_bytes)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            return _merge_output(data, end, memory_limit_mb)
+    return to_jsonable(_abnormal_exit_report(request, end, memory_limit_mb))
+
+
+def _merge_output(data: dict, end: ChildEnd, memory_limit_mb: int) -> dict:
+    """The runner's report plus the child's fd-level stdout/stderr (C-level output, prints the
+    runner did not capture itself)."""
+    for key, captured in (("stdout", end.stdout), ("stderr", end.stderr)):
+        if captured:
+            data[key] = (data.get(key) or "") + captured
+    if memory_limit_mb > 0:
+        for diagnostic in data.get("diagnostics") or []:
+            message = diagnostic.get("message") or ""
+            if diagnostic.get("kind") == "exception" and _is_out_of_memory(message):
+                diagnostic["message"] = message + f" (the trace's memory limit is {memory_limit_mb} MB)"
+    return data
+
+
+def _is_out_of_memory(text: str) -> bool:
+    return "MemoryError" in text or "can't allocate memory" in text or "bad_alloc" in text
+
+
+def _abnormal_exit_report(request: TraceRequest, end: ChildEnd, memory_limit_mb: int) -> TraceReport:
+    status = end.wait_status
+    out_of_memory = _is_out_of_memory(end.stderr)
+    if status is not None and os.WIFSIGNALED(status):
+        what = signal_description(os.WTERMSIG(status))
+        kind = "crash"
+    elif status is not None and os.WIFEXITED(status):
+        code = os.WEXITSTATUS(status)
+        if code == 0:
+            what = "exited (exit code 0) before atenlens could write its report"
+        elif code == EXIT_NO_REPORT and out_of_memory:
+            what = "could not write its report"
+        else:
+            what = f"exited with exit code {code} (os._exit, or a C extension called exit())"
+        kind = "exit"
+    else:
+        what, kind = "ended in an unknown way", "crash"
+    if out_of_memory:
+        what += f"; it ran out of memory (limit {memory_limit_mb} MB)"
+        kind = "out-of-memory"
+    return abnormal_report(
+        request, status="error", code=Code.WORKER_DIED, kind=kind,
+        message=f"the process running the trace {what}",
+        stdout=end.stdout, stderr=end.stderr,
+    )

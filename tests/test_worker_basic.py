@@ -1,0 +1,59 @@
+"""The trace worker through its client, with real subprocesses and the real engine."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from atenlens.worker.client import TraceWorker
+from worker_helpers import fixture, line_of, request
+
+TINY = fixture("worker", "tiny.py")
+
+
+@pytest.fixture(scope="module")
+def worker():
+    with TraceWorker() as warm:
+        warm.start()
+        assert warm.wait_ready(), "the worker did not become ready"
+        yield warm
+
+
+def test_a_trace_returns_the_engines_report(worker):
+    report = worker.trace(request(TINY, "linear_step"))
+    assert report.status == "ok", report.message
+    layer_line = line_of(TINY, "y = layer(")
+    forward = [e.name for e in report.events if e.kind == "op" and e.phase == "forward" and e.line == layer_line]
+    assert "aten.addmm.default" in forward
+    backward = [e.name for e in report.events if e.phase == "backward" and e.line == layer_line]
+    assert "aten.mm.default" in backward
+
+
+def test_user_prints_land_in_the_report(worker):
+    report = worker.trace(request(TINY, "linear_step"))
+    assert report.stdout == "hello from the traced code\n"
+
+
+def test_repeated_traces_reuse_one_warm_worker(worker):
+    pid = worker.pid
+    for _ in range(3):
+        assert worker.trace(request(TINY, "linear_step")).status == "ok"
+    assert worker.pid == pid and worker.alive
+
+
+def test_each_trace_starts_from_fresh_module_state(worker):
+    first = worker.trace(request(TINY, "bump_global"))
+    second = worker.trace(request(TINY, "bump_global"))
+    assert (first.stdout, second.stdout) == ("calls=1\n", "calls=1\n")
+    # bump_global replaced torch.nn.functional.silu in its own process only
+    report = worker.trace(request(TINY, "uses_silu"))
+    assert report.status == "ok", report.message
+    assert "aten.silu.default" in [e.name for e in report.events if e.kind == "op"]
+
+
+def test_the_client_does_not_import_torch():
+    code = "import sys, atenlens.worker.client; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,25 @@
+"""Shared helpers for the worker tests: fixture paths and requests."""
+from __future__ import annotations
+
+import os
+
+from atenlens.report import TraceRequest
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+
+
+def fixture(*parts: str) -> str:
+    return os.path.join(FIXTURES, *parts)
+
+
+def request(path: str, qualname: str, timeout: float = 30.0, device: str = "cpu") -> TraceRequest:
+    return TraceRequest(file=path, qualname=qualname, device=device, timeout_seconds=timeout)  # type: ignore[arg-type]
+
+
+def line_of(path: str, text: str) -> int:
+    """1-based line of the first line of `path` containing `text`."""
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if text in line:
+                return number
+    raise AssertionError(f"{text!r} not in {path}")
