@@ -1,0 +1,314 @@
+"""Records what a function does under fake tensors: public API calls and the aten ops they dispatch.
+
+Two torch modes work together:
+- `_CallRecorder` (a TorchFunctionMode) sees the public API as written (`torch.nn.functional.linear`,
+  `torch.Tensor.backward`): events of kind "call".
+- `_OpRecorder` (a TorchDispatchMode) sees every aten overload below autograd (`aten.addmm.default`),
+  forward and backward: events of kind "op", with input/output metadata and FLOPs.
+
+Attribution. A forward op belongs to the user stack at the moment it runs. A backward op runs later,
+possibly on autograd's device thread where no user frame exists, so it is attributed through the
+autograd node that runs it: when a forward op creates a node, the thread-local sequence counter has
+risen by the time the op reaches the dispatch mode, and `counter - 1` is that node's sequence number;
+in backward, the current node's sequence number finds the forward stack again. AccumulateGrad nodes
+(no forward op) go to the `backward()` call; ops bracketed by torch.optim's `Optimizer.*`
+record_function belong to phase "optimizer".
+
+The recorder stays installed while the user's module loads and while the example call's arguments
+are built, with recording off: those ops run (on fakes, with the same device behaviour) but are not
+the traced function's work and are not counted.
+"""
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any, Optional
+
+import torch
+from torch.overrides import TorchFunctionMode, resolve_name
+from torch.utils.flop_counter import flop_registry
+
+from atenlens.report import Event, Frame, TensorMeta
+from atenlens.trace import torch_compat as tc
+from atenlens.trace.attribution import is_user_file
+from atenlens.trace.diagnostics import DiagnosticSink
+
+_getframe = sys._getframe
+_Tensor = torch.Tensor
+_BACKWARD_CALLS = (torch.Tensor.backward, torch.autograd.backward)
+
+# Tensor methods that only read metadata (no op, nothing a performance engineer looks for): not
+# recorded as calls. Property getters (`x.shape`, `x.T`) are skipped by type instead.
+_METADATA_METHODS = frozenset({
+    "size", "dim", "ndimension", "stride", "numel", "nelement", "element_size", "data_ptr",
+    "storage_offset", "is_contiguous", "is_floating_point", "is_complex", "is_signed", "get_device",
+    "untyped_storage", "storage", "dim_order", "is_pinned", "is_shared", "has_names",
+    "__len__", "__format__", "__repr__", "__str__", "__hash__", "__setstate__", "__reduce_ex__",
+    "__deepcopy__", "__array__", "__dlpack__", "__dlpack_device__", "__contains__", "__torch_function__",
+})
+_DESCRIPTOR_WRAPPERS = (types.MethodWrapperType, types.WrapperDescriptorType, types.MethodDescriptorType)
+
+
+def _placeholder_scalar(dtype: torch.dtype) -> Any:
+    if dtype == torch.bool:
+        return True
+    if dtype.is_floating_point:
+        return 1.0
+    if dtype.is_complex:
+        return 1 + 0j
+    return 1
+
+
+class Recorder:
+    """The events of one trace. Enter `modes()` (outermost first) around the user's code; set
+    `recording` to True only while the traced function itself runs."""
+
+    def __init__(self, sink: DiagnosticSink) -> None:
+        self.sink = sink
+        self.events: list[Event] = []
+        self.recording = False
+        self.boundary: Any = None
+        self._in_backward = 0
+        self._record_functions: list[bool] = []     # open profiler regions: is each an Optimizer.* one?
+        self._optimizer_depth = 0
+        self._backward_stack: tuple[Frame, ...] = ()
+        self._site_of_node: dict[int, tuple[Frame, ...]] = {}   # autograd sequence nr -> forward user stack
+        self._last_sequence_nr = tc.sequence_nr()
+        self._op_names: dict[Any, str] = {}
+        self._call_names: dict[Any, Optional[str]] = {}
+        self._metas: dict[tuple, TensorMeta] = {}
+        self._call_mode = _CallRecorder(self)
+        self._op_mode = _OpRecorder(self)
+
+    def modes(self) -> list[Any]:
+        """The torch modes to enter, outermost first. Modes that must see ops after the recorder
+        (e.g. the device's sync placeholders) are entered before these, outside them."""
+        return [self._call_mode, self._op_mode]
+
+    def user_stack(self, frame: Any) -> tuple[Frame, ...]:
+        """User frames from `frame` outwards, outermost first, stopping at the code that started
+        the trace (so a caller that is itself a user file, e.g. a test, is not part of the stack)."""
+        frames: list[Frame] = []
+        boundary = self.boundary
+        while frame is not None:
+            code = frame.f_code
+            if code is boundary:
+                break
+            if is_user_file(code.co_filename):
+                frames.append(Frame(code.co_filename, frame.f_lineno, code.co_qualname))
+            frame = frame.f_back
+        frames.reverse()
+        return tuple(frames)
+
+    def start(self, boundary: Any = None) -> None:
+        """Record from now on. `boundary`: the code object of the frame making the traced call."""
+        self.boundary = boundary
+        self.recording = True
+        self._last_sequence_nr = tc.sequence_nr()
+
+    def stop(self) -> None:
+        self.recording = False
+
+    # -- phase ---------------------------------------------------------------------------------
+    def _current_phase(self) -> str:
+        if self._optimizer_depth:
+            return "optimizer"
+        if self._in_backward:
+            return "backward"
+        return "forward"
+
+    # -- names and metadata (cached: the same few ops and shapes repeat thousands of times) ----------
+    def op_name(self, func: Any) -> str:
+        name = self._op_names.get(func)
+        if name is None:
+            name = self._op_names[func] = str(func)
+        return name
+
+    def call_name(self, func: Any) -> Optional[str]:
+        """The public name of an API call, or None when it is not worth recording."""
+        try:
+            return self._call_names[func]
+        except KeyError:
+            pass
+        except TypeError:          # unhashable callables: name them each time
+            return self._compute_call_name(func)
+        name = self._call_names[func] = self._compute_call_name(func)
+        return name
+
+    @staticmethod
+    def _compute_call_name(func: Any) -> Optional[str]:
+        if isinstance(func, _DESCRIPTOR_WRAPPERS) and getattr(func, "__name__", "") in ("__get__", "__set__"):
+            return None
+        try:
+            name = resolve_name(func)
+        except Exception:
+            name = None
+        if name is None:
+            name = f"{getattr(func, '__module__', None) or 'torch'}.{getattr(func, '__qualname__', repr(func))}"
+        last = name.rsplit(".", 1)[-1]
+        if last in _METADATA_METHODS or last in ("__get__", "__set__"):
+            return None
+        if last.startswith("_") and not last.startswith("__"):
+            return None            # private helpers (Tensor._version, ...)
+        return name
+
+    def meta(self, t: torch.Tensor) -> TensorMeta:
+        key = (t.dtype, t.shape, t.device)
+        found = self._metas.get(key)
+        if found is None:
+            found = self._metas[key] = TensorMeta(str(t.dtype)[6:], tuple(t.shape), str(t.device))
+        return found
+
+    def metas(self, values: Any) -> tuple[TensorMeta, ...]:
+        found: list[TensorMeta] = []
+        for v in values:
+            if isinstance(v, _Tensor):
+                found.append(self.meta(v))
+            elif isinstance(v, (list, tuple)):
+                for w in v:
+                    if isinstance(w, _Tensor):
+                        found.append(self.meta(w))
+        return tuple(found)
+
+
+def _innermost(stack: Optional[tuple[Frame, ...]]) -> tuple[Optional[str], Optional[int]]:
+    if stack:
+        inner = stack[-1]
+        return inner.file, inner.line
+    return None, None
+
+
+def _flops(func: Any, args: tuple, kwargs: dict, out: Any) -> Optional[int]:
+    formula = flop_registry.get(func._overloadpacket)
+    if formula is None:
+        return None
+    try:
+        return int(formula(*args, **kwargs, out_val=out))
+    except Exception:          # a formula that does not cover this overload's arguments
+        return None
+
+
+def _run(func: Any, args: tuple, kwargs: dict) -> Any:
+    try:
+        return func(*args, **kwargs)
+    except tc.DataDependentOutputException:
+        # `.item()`, `bool(t)`, `float(t)` on a fake tensor have no value. The device's sync handling
+        # (inside this mode) answers them on simulated CUDA; anywhere else answer with a placeholder
+        # so the user's function runs on, as it would with real data.
+        if func is torch.ops.aten._local_scalar_dense.default:
+            return _placeholder_scalar(args[0].dtype)
+        raise
+
+
+class _OpRecorder(tc.TorchDispatchMode):
+    def __init__(self, recorder: Recorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
+        kwargs = kwargs or {}
+        rec = self.recorder
+        namespace = func.namespace
+        if namespace == "prim":                  # prim.device & co: metadata queries of FakeTensor's device policy
+            return func(*args, **kwargs)
+        if namespace == "profiler":
+            return self._profiler_op(func, args, kwargs)
+        if not rec.recording:
+            return _run(func, args, kwargs)
+
+        node = tc.current_autograd_node()
+        if node is not None:
+            sequence_nr = node._sequence_nr()
+            if sequence_nr == tc.ACCUMULATE_GRAD_SEQUENCE_NR:
+                stack = rec._backward_stack
+            else:
+                stack = rec._site_of_node.get(sequence_nr)
+            out = _run(func, args, kwargs)
+            node_name = node.name()
+            if node_name.startswith("torch::autograd::"):       # "torch::autograd::AccumulateGrad"
+                node_name = node_name[len("torch::autograd::"):]
+            phase = "backward"
+        else:
+            stack = rec.user_stack(_getframe(1))
+            now = tc.sequence_nr()
+            if now > rec._last_sequence_nr:
+                # the autograd node(s) this op created: their backward ops belong to this stack
+                site_of_node = rec._site_of_node
+                for sequence_nr in range(rec._last_sequence_nr, now):
+                    site_of_node[sequence_nr] = stack
+            out = _run(func, args, kwargs)
+            rec._last_sequence_nr = tc.sequence_nr()
+            node_name = None
+            phase = rec._current_phase()
+            if phase == "backward" and not stack:
+                stack = rec._backward_stack
+
+        if isinstance(out, _Tensor):
+            outputs = (rec.meta(out),)
+        elif isinstance(out, (tuple, list)):
+            outputs = rec.metas(out)
+        else:
+            outputs = ()
+        file, line = _innermost(stack)
+        rec.events.append(Event(
+            kind="op",
+            name=rec.op_name(func),
+            phase=phase,  # type: ignore[arg-type]
+            file=file,
+            line=line,
+            stack=stack or (),
+            outputs=outputs,
+            inputs=rec.metas(args),
+            flops=_flops(func, args, kwargs, out),
+            node=node_name,
+        ))
+        return out
+
+    def _profiler_op(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        rec = self.recorder
+        out = func(*args, **kwargs)
+        # record_function regions nest (they are context managers), and the handle passed to the
+        # exit op is a fresh Python wrapper, so a stack of "is this an optimizer region" suffices.
+        if func is tc.RECORD_FUNCTION_ENTER:
+            is_optimizer = isinstance(args[0], str) and args[0].startswith("Optimizer.")
+            rec._record_functions.append(is_optimizer)
+            rec._optimizer_depth += is_optimizer
+        elif func is tc.RECORD_FUNCTION_EXIT and rec._record_functions:
+            rec._optimizer_depth -= rec._record_functions.pop()
+        return out
+
+
+class _CallRecorder(TorchFunctionMode):
+    def __init__(self, recorder: Recorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
+        kwargs = kwargs or {}
+        rec = self.recorder
+        if not rec.recording:
+            return func(*args, **kwargs)
+        name = rec.call_name(func)
+        stack: tuple[Frame, ...] = ()
+        if name is not None:
+            stack = rec.user_stack(_getframe(1))
+            file, line = _innermost(stack)
+            is_backward = func in _BACKWARD_CALLS
+            rec.events.append(Event(
+                kind="call",
+                name=name,
+                phase="backward" if is_backward else rec._current_phase(),  # type: ignore[arg-type]
+                file=file,
+                line=line,
+                stack=stack,
+            ))
+            if is_backward:
+                previous = rec._backward_stack
+                rec._backward_stack = stack
+                rec._in_backward += 1
+                try:
+                    return func(*args, **kwargs)
+                finally:
+                    rec._in_backward -= 1
+                    rec._backward_stack = previous
+        return func(*args, **kwargs)

@@ -1,0 +1,376 @@
+"""Run one traced function in this process: load the user's module, build the example call, record.
+
+`run_trace` is the engine's entry point. The worker calls it in a fresh, disposable child process
+(user code never runs in a long-lived process); tests call it directly. It never raises for anything
+the user's code does: exceptions, `SystemExit`, time running out and missing inputs all become a
+report with a status and a diagnostic.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib
+import importlib.util
+import os
+import signal
+import sys
+import threading
+import time
+import types
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Optional
+
+from atenlens.functions import FunctionInfo, directive_template, find_functions
+from atenlens.report import Code, Diagnostic, Event, Frame, Summary, Target, TraceReport, TraceRequest
+from atenlens.trace.attribution import is_user_file
+from atenlens.trace.diagnostics import DiagnosticSink
+
+_PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+_CALL_FILENAME = "<atenlens example call>"
+
+
+class TraceTimeout(BaseException):
+    """Raised in the main thread when the time budget runs out. A BaseException so that the user's
+    `except Exception:` cannot swallow it."""
+
+
+class _Stop(Exception):
+    """Ends a trace early with a finished report (needs-inputs, target not found)."""
+
+    def __init__(self, status: str, message: str, diagnostic: Optional[Diagnostic] = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.diagnostic = diagnostic
+
+
+@dataclass(frozen=True)
+class _ExampleCall:
+    expression: Optional[str]            # None: call the function with no arguments
+    function: Callable[..., Any]
+    args: tuple
+    kwargs: dict
+
+
+def run_trace(request: TraceRequest) -> TraceReport:
+    import torch
+
+    from atenlens.trace import torch_compat
+    from atenlens.trace.device import simulated_device
+    from atenlens.trace.recorder import Recorder
+
+    started = time.perf_counter()
+    deadline = started + request.timeout_seconds
+    file = os.path.abspath(request.file)
+    target = Target(file=file, qualname=request.qualname)
+    sink = DiagnosticSink()
+    recorder = Recorder(sink)
+    status = "ok"
+    message = ""
+    call_expression: Optional[str] = None
+    notes: tuple[str, ...] = ()
+    device = request.device
+    stage = "load"
+    info: Optional[FunctionInfo] = None
+
+    with _user_import_state(file), torch_compat.fake_module_fixes(), _time_budget(deadline):
+        try:
+            source = request.source if request.source is not None else _read_source(file)
+            info = _function_info(source, file, request.qualname)
+            with simulated_device(request.device) as session, contextlib.ExitStack() as modes:
+                device = session.device
+                notes = tuple(session.notes)
+                modes.enter_context(session.make_fake_mode())
+                for mode in session.extra_modes(sink):
+                    modes.enter_context(mode)
+                for mode in recorder.modes():
+                    modes.enter_context(mode)
+                module = _load_module(file, source)
+                stage = "setup"
+                function = _resolve(module, request.qualname)
+                example = _example_call(module, function, info, request.call)
+                call_expression = example.expression
+                stage = "trace"
+                recorder.start(boundary=sys._getframe().f_code)
+                try:
+                    example.function(*example.args, **example.kwargs)
+                finally:
+                    recorder.stop()
+        except _Stop as stop:
+            status, message = stop.status, stop.message
+            extra = (stop.diagnostic,) if stop.diagnostic is not None else ()
+            return _report(target, status, device, recorder, sink, started, message, call_expression,
+                           notes, torch.__version__, extra=extra)
+        except TraceTimeout as timeout:
+            status = "timeout"
+            if stage == "load":
+                message = (f"loading {os.path.basename(file)} ran past the {request.timeout_seconds:g} s budget; "
+                           "guard script code with `if __name__ == \"__main__\":`")
+                code = Code.LOAD_TIMEOUT
+            else:
+                message = f"the trace ran past its {request.timeout_seconds:g} s budget; events so far are kept"
+                code = Code.TIMEOUT
+            stack = _user_frames_of(timeout.__traceback__)
+            extra = _diagnostic_at(stack, "timeout", code, message, severity="error",
+                                   fallback=(file, info.line if info is not None else None))
+            return _report(target, status, device, recorder, sink, started, message, call_expression,
+                           notes, torch.__version__, extra=(extra,))
+        except BaseException as error:       # the user's code raised (SystemExit and KeyboardInterrupt too)
+            status = "error"
+            message = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+            if isinstance(error, SystemExit):
+                message = f"SystemExit({error.code!r}): the traced code called exit()"
+            stack = _user_frames_of(error.__traceback__)
+            column = _column_of(error.__traceback__)
+            if isinstance(error, SyntaxError) and error.filename and os.path.abspath(error.filename) == file:
+                stack = (Frame(file, error.lineno or 1, "<module>"),)
+                column = (error.offset - 1) if error.offset else None
+            extra = _diagnostic_at(stack, "exception", Code.EXCEPTION, message, severity="error", column=column,
+                                   fallback=(file, None))
+            return _report(target, status, device, recorder, sink, started, message, call_expression,
+                           notes, torch.__version__, extra=(extra,))
+    return _report(target, status, device, recorder, sink, started, message, call_expression, notes,
+                   torch.__version__)
+
+
+# -- the report -------------------------------------------------------------------------------------
+
+def _report(target: Target, status: str, device: str, recorder: Any, sink: DiagnosticSink, started: float,
+            message: str, call: Optional[str], notes: tuple[str, ...], torch_version: str,
+            extra: tuple[Diagnostic, ...] = ()) -> TraceReport:
+    events = tuple(recorder.events)
+    diagnostics = sink.diagnostics() + extra
+    return TraceReport(
+        target=target,
+        status=status,  # type: ignore[arg-type]
+        device=device,
+        events=events,
+        diagnostics=diagnostics,
+        summary=summarize(events, diagnostics, time.perf_counter() - started),
+        message=message,
+        call=call,
+        notes=notes,
+        torch_version=torch_version,
+    )
+
+
+def summarize(events: tuple[Event, ...], diagnostics: tuple[Diagnostic, ...], seconds: float) -> Summary:
+    ops: dict[str, int] = {"forward": 0, "backward": 0, "optimizer": 0}
+    calls = 0
+    flops = 0
+    for event in events:
+        if event.kind == "op":
+            ops[event.phase] = ops.get(event.phase, 0) + 1
+            flops += event.flops or 0
+        else:
+            calls += 1
+    syncs = sum(d.count for d in diagnostics if d.kind == "sync")
+    return Summary(ops=ops, calls=calls, flops=flops, syncs=syncs, seconds=round(seconds, 4))
+
+
+def _user_frames_of(tb: Optional[types.TracebackType]) -> tuple[Frame, ...]:
+    frames: list[Frame] = []
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if is_user_file(code.co_filename):
+            frames.append(Frame(code.co_filename, tb.tb_lineno, getattr(code, "co_qualname", code.co_name)))
+        tb = tb.tb_next
+    return tuple(frames)
+
+
+def _column_of(tb: Optional[types.TracebackType]) -> Optional[int]:
+    """0-based column of the expression that raised in the innermost user frame (Python 3.11+)."""
+    innermost = None
+    while tb is not None:
+        if is_user_file(tb.tb_frame.f_code.co_filename):
+            innermost = tb
+        tb = tb.tb_next
+    if innermost is None:
+        return None
+    try:
+        positions = list(innermost.tb_frame.f_code.co_positions())
+        line, _end_line, column, _end_column = positions[innermost.tb_lasti // 2]
+    except (AttributeError, IndexError, ValueError):
+        return None
+    return column if line == innermost.tb_lineno else None
+
+
+def _diagnostic_at(stack: tuple[Frame, ...], kind: str, code: str, message: str, *, severity: str,
+                   column: Optional[int] = None, fallback: tuple[Optional[str], Optional[int]] = (None, None)
+                   ) -> Diagnostic:
+    file, line = (stack[-1].file, stack[-1].line) if stack else fallback
+    return Diagnostic(file=file, line=line, column=column, severity=severity,  # type: ignore[arg-type]
+                      code=code, kind=kind, message=message, stack=stack)
+
+
+# -- loading the user's module ----------------------------------------------------------------------
+
+def _read_source(file: str) -> str:
+    with open(file, encoding="utf-8") as f:
+        return f.read()
+
+
+def _function_info(source: str, file: str, qualname: str) -> Optional[FunctionInfo]:
+    tree = compile(source, file, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)   # SyntaxError: the user's
+    for info in find_functions(source, tree):
+        if info.qualname == qualname:
+            return info
+    return None
+
+
+def project_root(folder: str) -> str:
+    """The nearest folder at or above `folder` with a project marker, or `folder` itself."""
+    current = folder
+    while True:
+        if any(os.path.exists(os.path.join(current, marker)) for marker in _PROJECT_MARKERS):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return folder
+        current = parent
+
+
+def module_name_for(file: str) -> tuple[str, str]:
+    """(dotted module name, folder to put on sys.path) as `import` would see the file: the file's
+    package chain (folders with __init__.py) is kept so relative imports work."""
+    folder, base = os.path.split(file)
+    parts = [os.path.splitext(base)[0]]
+    while os.path.exists(os.path.join(folder, "__init__.py")):
+        folder, package = os.path.split(folder)
+        parts.insert(0, package)
+    return ".".join(parts), folder
+
+
+def _load_module(file: str, source: str) -> types.ModuleType:
+    name, _import_root = module_name_for(file)
+    package = name.rpartition(".")[0]
+    if package:
+        importlib.import_module(package)     # relative imports need the parent package (its errors are the user's)
+    elif name in sys.modules:
+        # a file named like an already imported module (`copy.py`, `test.py`): keep both importable
+        name = f"{name}__atenlens_traced"
+    module = types.ModuleType(name)
+    module.__file__ = file
+    module.__package__ = package
+    module.__spec__ = importlib.util.spec_from_file_location(name, file)
+    sys.modules[name] = module
+    code = compile(source, file, "exec", dont_inherit=True)
+    exec(code, module.__dict__)
+    return module
+
+
+@contextlib.contextmanager
+def _user_import_state(file: str) -> Iterator[None]:
+    """The file's folder and project root on sys.path (sibling modules import normally); on exit
+    sys.path is restored and the user's modules are dropped from sys.modules, so the next trace
+    in this process loads fresh code."""
+    folder = os.path.dirname(file)
+    _name, import_root = module_name_for(file)
+    saved_path = list(sys.path)
+    saved_modules = set(sys.modules)
+    for entry in (project_root(folder), import_root, folder):
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        sys.path[:] = saved_path
+        for name in set(sys.modules) - saved_modules:
+            module_file = getattr(sys.modules[name], "__file__", None)
+            if module_file is None or is_user_file(module_file):
+                del sys.modules[name]
+
+
+# -- the time budget --------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _time_budget(deadline: float) -> Iterator[None]:
+    """Raise TraceTimeout in the main thread at `deadline` (a soft limit: the worker's hard limit
+    kills the process if the code never returns to Python). No-op outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise TraceTimeout()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, max(deadline - time.perf_counter(), 0.001))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+# -- the example call -------------------------------------------------------------------------------
+
+def _resolve(module: types.ModuleType, qualname: str) -> Callable[..., Any]:
+    value: Any = module
+    for part in qualname.split("."):
+        if not hasattr(value, part):
+            raise _Stop("error", f"{qualname} is not defined at the top level of {os.path.basename(module.__file__)}")
+        value = getattr(value, part)
+    if not callable(value):
+        raise _Stop("error", f"{qualname} is not a function")
+    return value
+
+
+def _example_call(module: types.ModuleType, function: Callable[..., Any], info: Optional[FunctionInfo],
+                  override: Optional[str]) -> _ExampleCall:
+    expression = override or (info.directive if info is not None else None)
+    if expression is None:
+        needs_args = info.needs_args if info is not None else _needs_args(function)
+        if needs_args:
+            template = directive_template(info) if info is not None else f"# atenlens: {function.__name__}(...)"
+            message = (f"{getattr(function, '__qualname__', 'this function')} needs example inputs: "
+                       f"add a directive above the def, e.g. `{template}`, or pass --call")
+            line = (info.directive_line or info.first_line) if info is not None else None
+            diagnostic = Diagnostic(file=module.__file__, line=line, column=info.column if info else None,
+                                    severity="information", code=Code.NEEDS_INPUTS, kind="needs-inputs",
+                                    message=message)
+            raise _Stop("needs-inputs", message, diagnostic)
+        return _ExampleCall(None, function, (), {})
+    return _build_call(module, expression)
+
+
+def _needs_args(function: Callable[..., Any]) -> bool:
+    import inspect
+
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return False
+    return any(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+               for p in signature.parameters.values())
+
+
+def _build_call(module: types.ModuleType, expression: str) -> _ExampleCall:
+    """Evaluate the callee and the arguments of `expression` (not recorded: `*setup()` is not the
+    traced function's work); the call itself is made by the caller, recorded."""
+    try:
+        tree = ast.parse(expression.strip(), _CALL_FILENAME, mode="eval")
+    except SyntaxError as error:
+        raise _Stop("error", f"the example call `{expression}` is not valid Python: {error.msg}") from None
+    call = tree.body
+    if not isinstance(call, ast.Call):
+        raise _Stop("error", f"the example call `{expression}` must be a call, e.g. `f(x)`")
+    namespace = module.__dict__
+
+    def evaluate(node: ast.expr) -> Any:
+        return eval(compile(ast.Expression(node), _CALL_FILENAME, "eval"), namespace)
+
+    function = evaluate(call.func)
+    args: list[Any] = []
+    for arg in call.args:
+        if isinstance(arg, ast.Starred):
+            args.extend(evaluate(arg.value))
+        else:
+            args.append(evaluate(arg))
+    kwargs: dict[str, Any] = {}
+    for keyword in call.keywords:
+        if keyword.arg is None:
+            kwargs.update(evaluate(keyword.value))
+        else:
+            kwargs[keyword.arg] = evaluate(keyword.value)
+    return _ExampleCall(expression.strip(), function, tuple(args), kwargs)

@@ -1,0 +1,95 @@
+"""Every private torch API the engine relies on lives here, each with the reason it is needed.
+
+torch 2.13 is the version measured (docs and /shared probes); when a later torch moves one of these,
+this is the one file to change. Public torch APIs are used directly elsewhere.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterator, Optional
+
+import torch
+import torch.utils
+from torch._C._autograd import _get_sequence_nr  # noqa: F401  (re-exported: thread-local autograd node counter)
+from torch._subclasses.fake_tensor import (  # noqa: F401  (re-exported for the engine)
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensor,
+    FakeTensorMode,
+)
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: F401
+
+# The autograd node running on this thread (None outside backward). Public in spirit, private in name.
+current_autograd_node: Callable[[], Any] = torch._C._current_autograd_node
+
+# AccumulateGrad nodes carry this sequence number (UINT64_MAX): they belong to no forward op.
+ACCUMULATE_GRAD_SEQUENCE_NR = 2**64 - 1
+
+# Profiler ops that bracket `Optimizer.step` / `Optimizer.zero_grad` (torch.optim wraps both in
+# record_function); under a dispatch mode they arrive as ordinary ops of namespace "profiler".
+RECORD_FUNCTION_ENTER = torch.ops.profiler._record_function_enter_new.default
+RECORD_FUNCTION_EXIT = torch.ops.profiler._record_function_exit._RecordFunction
+
+
+def sequence_nr() -> int:
+    """The next autograd node sequence number of this thread (rises by one per node created)."""
+    return _get_sequence_nr()
+
+
+def _active_fake_mode(tensor: Any) -> Optional[FakeTensorMode]:
+    mode = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
+    return mode if mode is not None else getattr(tensor, "fake_mode", None)
+
+
+def _swap_tensors_clearing_fake_memo(original: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    # torch 2.13: nn.Module._apply always swaps FakeTensor parameters with torch.utils.swap_tensors,
+    # which refuses tensors that have weak references. FakeTensorMode's meta converter keeps a
+    # WeakValueDictionary memo that holds such references (nn.Parameter(fake) detaches), so
+    # module.to(device) / .to(dtype) / .cuda() fail with "Couldn't swap Linear.weight".
+    # The memo is only a cache: clearing it right before the swap is safe.
+    def swap_tensors(t1: Any, t2: Any) -> None:
+        if isinstance(t1, FakeTensor) or isinstance(t2, FakeTensor):
+            mode = _active_fake_mode(t1)
+            if mode is not None:
+                mode.fake_tensor_converter.meta_converter.tensor_memo.clear()
+        return original(t1, t2)
+
+    swap_tensors.__wrapped__ = original  # type: ignore[attr-defined]
+    return swap_tensors
+
+
+def _deepcopy_fake_as_clone(original: Callable[..., Any]) -> Callable[..., Any]:
+    # torch 2.13: Tensor.__deepcopy__ of a FakeTensor (e.g. BatchNorm's num_batches_tracked buffer)
+    # goes through set_() of a meta storage from a cpu one and can corrupt the heap; a clone is an
+    # exact fake copy with the same metadata and no storage sharing.
+    def __deepcopy__(self: torch.Tensor, memo: dict) -> torch.Tensor:
+        if not isinstance(self, FakeTensor):
+            return original(self, memo)
+        if id(self) in memo:
+            return memo[id(self)]
+        with torch.no_grad():
+            copied = self.clone()
+        if isinstance(self, torch.nn.Parameter):
+            copied = torch.nn.Parameter(copied, requires_grad=self.requires_grad)
+        else:
+            copied.requires_grad_(self.requires_grad)
+        memo[id(self)] = copied
+        return copied
+
+    __deepcopy__.__wrapped__ = original  # type: ignore[attr-defined]
+    return __deepcopy__
+
+
+@contextlib.contextmanager
+def fake_module_fixes() -> Iterator[None]:
+    """Make modules built under FakeTensorMode movable, castable and deep-copyable; restores
+    torch afterwards so the process is left as it was found."""
+    original_swap = torch.utils.swap_tensors
+    original_deepcopy = torch.Tensor.__deepcopy__
+    torch.utils.swap_tensors = _swap_tensors_clearing_fake_memo(original_swap)
+    torch.Tensor.__deepcopy__ = _deepcopy_fake_as_clone(original_deepcopy)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.utils.swap_tensors = original_swap
+        torch.Tensor.__deepcopy__ = original_deepcopy  # type: ignore[method-assign]
