@@ -6,8 +6,14 @@ from typing import Optional
 
 from tree_sitter import Node, Query, QueryCursor
 
+from atenlens.lint.dataflow import ScopeBindings, scope_for
 from atenlens.lint.findings import Finding, Fix
 from atenlens.lint.source import SourceText, python_language
+
+
+@lru_cache(maxsize=1)
+def _any_call_query() -> Query:
+    return Query(python_language(), "(call) @call")
 
 
 @lru_cache(maxsize=64)
@@ -23,6 +29,7 @@ def _calls_query(names: tuple[str, ...]) -> Query:
 class LintContext:
     def __init__(self, source: SourceText, call_names: frozenset[str]) -> None:
         self.source = source
+        self._bindings: dict[int, ScopeBindings] = {}
         self._calls: dict[str, list[Node]] = {name: [] for name in call_names}
         if call_names:
             query = _calls_query(tuple(sorted(call_names)))
@@ -44,6 +51,25 @@ class LintContext:
         if len(names) > 1:
             found.sort(key=lambda n: n.start_byte)
         return found
+
+    def calls_between(self, start_byte: int, end_byte: int) -> list[Node]:
+        """Every call that lies entirely within [start_byte, end_byte), in source order."""
+        if end_byte <= start_byte:
+            return []
+        cursor = QueryCursor(_any_call_query())
+        cursor.set_byte_range(start_byte, end_byte)
+        found = cursor.captures(self.source.root).get("call", [])
+        inside = [c for c in found if start_byte <= c.start_byte and c.end_byte <= end_byte]
+        inside.sort(key=lambda n: n.start_byte)
+        return inside
+
+    def bindings(self, node: Node) -> ScopeBindings:
+        """The bindings of the function (or module) that `node` runs in, collected once."""
+        scope = scope_for(node)
+        key = scope.id
+        if key not in self._bindings:
+            self._bindings[key] = ScopeBindings(scope)
+        return self._bindings[key]
 
     def finding(self, code: str, message: str, node: Node, fix: Optional[Fix] = None,
                 end: Optional[Node] = None) -> Finding:

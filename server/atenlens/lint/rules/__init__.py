@@ -5,13 +5,21 @@ from __future__ import annotations
 
 from atenlens.lint.registry import Rule
 from atenlens.lint.rules import (
+    create_then_move,
     empty_cache_in_loop,
+    pageable_copy,
     sync_in_loop,
     synchronize_in_loop,
+    unsynced_d2h_read,
+    unsynced_timing,
 )
 
 RULES: tuple[Rule, ...] = (
     sync_in_loop.RULE,
     synchronize_in_loop.RULE,
+    pageable_copy.RULE,
+    unsynced_d2h_read.RULE,
     empty_cache_in_loop.RULE,
+    unsynced_timing.RULE,
+    create_then_move.RULE,
 )

@@ -33,6 +33,7 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
+from atenlens.lint.pinning import is_device_to_host
 from atenlens.lint.registry import Rule
 from atenlens.lint.source import ancestors
 from atenlens.lint.syntax import (
@@ -83,12 +84,7 @@ def _provably_not_cuda(value: Optional[Node], call: Node) -> bool:
         inner = method_name(value)
         if inner in HOST_RESULT_METHODS:
             return True
-        if inner == "to":
-            positional, keywords = arguments(value)
-            device = keywords.get("device") or (positional[0] if positional else None)
-            if device is not None and device.type == "string" and text(device).strip("\"'").startswith("cpu"):
-                return True
-        return False
+        return inner == "to" and is_device_to_host(value)
     if value.type == "identifier":
         return _is_range_loop_variable(text(value), call)
     return False

@@ -1,0 +1,85 @@
+"""AL200 pageable-copy: `non_blocking=True` host-to-device copy from memory not known to be pinned.
+
+What it does:
+    Flags `non_blocking=True` on `.to(...)`, `.cuda(...)` and `dst.copy_(src, ...)` when the
+    source tensor is not provably in pinned memory. Provably pinned, following assignments within
+    the function: `.pin_memory()`, a factory called with `pin_memory=True`, a view or item of a
+    pinned tensor (`x[0]`, `x.view(...)`, `batch["x"]`), a loop variable over
+    `DataLoader(..., pin_memory=True)` (also through a variable holding the loader, unpacked
+    batches `for x, y in loader:` and `enumerate(loader)`). Device-to-host copies
+    (`.to("cpu", non_blocking=True)`, `.cpu(non_blocking=True)`, `pinned.copy_(src, ...)` into a
+    pinned buffer) and dtype-only casts (`.to(torch.float16, non_blocking=True)`) are not AL200.
+
+Why it matters:
+    A host-to-device copy can run asynchronously only from page-locked memory. From ordinary
+    (pageable) memory the driver first stages the data through a pinned buffer while the host
+    waits, so `non_blocking=True` silently does nothing. Same code as the engine's
+    `pageable-copy` diagnostic.
+
+Example:
+    def step(model, batch, device):
+        x = batch.to(device, non_blocking=True)
+        return model(x)
+
+Fix:
+    Pin the source: `DataLoader(..., pin_memory=True)` or `batch.pin_memory()` (once, where the
+    batch is made), or drop `non_blocking=True`.
+"""
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+from tree_sitter import Node
+
+from atenlens.lint.context import LintContext
+from atenlens.lint.findings import Finding
+from atenlens.lint.pinning import is_device_to_host, is_pinned, to_device_argument
+from atenlens.lint.registry import Rule
+from atenlens.lint.syntax import arguments, is_true, method_name, receiver
+from atenlens.report import Code
+
+COPY_METHODS = ("to", "cuda", "copy_")
+
+
+def host_to_device_source(call: Node) -> tuple[bool, Optional[Node]]:
+    """(is a candidate non_blocking H2D copy, its source tensor)."""
+    method = method_name(call)
+    positional, keywords = arguments(call)
+    if method not in COPY_METHODS or not is_true(keywords.get("non_blocking")):
+        return False, None
+    if method == "to":
+        if is_device_to_host(call) or to_device_argument(call) is None:
+            return False, None
+        return True, receiver(call)
+    if method == "cuda":
+        return True, receiver(call)
+    source = keywords.get("src") or (positional[0] if positional else None)
+    return True, source
+
+
+def check(ctx: LintContext) -> Iterator[Finding]:
+    for call in ctx.calls(*COPY_METHODS):
+        candidate, source = host_to_device_source(call)
+        if not candidate or source is None:
+            continue
+        if method_name(call) == "copy_" and is_pinned(ctx, receiver(call)):
+            continue  # a copy into a pinned host buffer: device-to-host, asynchronous by design
+        if is_pinned(ctx, source):
+            continue
+        keyword = arguments(call)[1]["non_blocking"].parent or call
+        yield ctx.finding(
+            Code.PAGEABLE_COPY,
+            "`non_blocking=True` copy from memory not known to be pinned: from pageable memory the host "
+            "waits for the copy; pin the source (`.pin_memory()`, `DataLoader(pin_memory=True)`)",
+            keyword,
+        )
+
+
+RULE = Rule(
+    code=Code.PAGEABLE_COPY,
+    name="pageable-copy",
+    summary="`non_blocking=True` host-to-device copy whose source is not provably pinned",
+    calls=frozenset(COPY_METHODS),
+    check=check,
+    doc=__doc__ or "",
+)

@@ -1,0 +1,145 @@
+"""AL201 unsynced-d2h-read: the result of a `non_blocking=True` device-to-host copy read before a synchronize.
+
+What it does:
+    Finds device-to-host copies with `non_blocking=True` — `.cpu(non_blocking=True)`,
+    `.to("cpu", non_blocking=True)`, `buf.copy_(src, non_blocking=True)` into a provably pinned
+    `buf` (see AL200 for "provably pinned") — and flags the first read of the result (the name it
+    is assigned to, or `buf`) that comes after the copy and before any synchronize in the same
+    function: `torch.cuda.synchronize()`, `event.synchronize()`, `stream.synchronize()` (any
+    call of a `synchronize` method or function). A copy whose result is used at once
+    (`x.cpu(non_blocking=True).numpy()`, `print(x.to("cpu", non_blocking=True))`) is flagged at
+    the copy. "After" and "before" are textual order within the function.
+
+Why it matters:
+    A non-blocking device-to-host copy returns before the data has arrived. Reading the
+    destination before synchronizing may read stale or partial data, with no error. Same code as
+    the engine's `unsynced-d2h-read` diagnostic.
+
+Example:
+    def fetch(logits):
+        host = logits.to("cpu", non_blocking=True)
+        return host.argmax(-1)
+
+Fix:
+    Record an event after the copy and synchronize on it before reading:
+    `done = torch.cuda.Event(); done.record(); ...; done.synchronize()`, or
+    `torch.cuda.synchronize()` before the first read, or drop `non_blocking=True`.
+"""
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+from tree_sitter import Node
+
+from atenlens.lint.context import LintContext
+from atenlens.lint.dataflow import scope_for, scope_nodes
+from atenlens.lint.findings import Finding
+from atenlens.lint.pinning import is_device_to_host, is_pinned
+from atenlens.lint.registry import Rule
+from atenlens.lint.syntax import arguments, is_true, method_name, receiver, text
+from atenlens.report import Code
+
+COPY_METHODS = ("to", "cpu", "copy_")
+
+
+def _is_d2h_non_blocking(ctx: LintContext, call: Node) -> bool:
+    method = method_name(call)
+    if method not in COPY_METHODS or not is_true(arguments(call)[1].get("non_blocking")):
+        return False
+    if method == "copy_":
+        return is_pinned(ctx, receiver(call))
+    return is_device_to_host(call)
+
+
+def _result(call: Node) -> tuple[Optional[str], bool]:
+    """(the name holding the copy's result, whether the result is used right where it is made)."""
+    parent = call.parent
+    if method_name(call) == "copy_":
+        dst = receiver(call)
+        return (text(dst) if dst is not None and dst.type == "identifier" else None), False
+    if parent is None or parent.type == "expression_statement":
+        return None, False
+    if parent.type == "assignment" and parent.child_by_field_name("right") == call:
+        left = parent.child_by_field_name("left")
+        return (text(left) if left is not None and left.type == "identifier" else None), False
+    if parent.type in ("assignment", "augmented_assignment", "return_statement", "yield",
+                       "expression_list", "pattern_list", "named_expression"):
+        return None, False
+    return None, True
+
+
+def _is_read(node: Node) -> bool:
+    """An identifier that reads its variable (not a keyword name, an attribute name or an
+    assignment target)."""
+    parent = node.parent
+    if parent is None:
+        return True
+    if parent.type == "keyword_argument" and parent.child_by_field_name("name") == node:
+        return False
+    if parent.type == "attribute" and parent.child_by_field_name("attribute") == node:
+        return False
+    # `return host` hands the tensor to the caller, which may synchronize before reading it.
+    if parent.type == "expression_list" and parent.parent is not None:
+        parent = parent.parent
+    if parent.type in ("return_statement", "yield"):
+        return False
+    return True
+
+
+def _is_rebinding(node: Node) -> bool:
+    parent = node.parent
+    return parent is not None and parent.type == "assignment" and parent.child_by_field_name("left") == node
+
+
+def check(ctx: LintContext) -> Iterator[Finding]:
+    syncs = ctx.calls("synchronize")
+    for call in ctx.calls(*COPY_METHODS):
+        if not _is_d2h_non_blocking(ctx, call):
+            continue
+        name, used_at_once = _result(call)
+        if used_at_once:
+            yield ctx.finding(
+                Code.UNSYNCED_D2H_READ,
+                "the result of a `non_blocking=True` device-to-host copy is used at once, before any "
+                "synchronize: it may not have landed yet (stale data, no error)",
+                call,
+            )
+            continue
+        if name is None:
+            continue
+        scope = scope_for(call)
+        boundary = min((s.start_byte for s in syncs if s.start_byte > call.end_byte and scope_for(s) == scope),
+                       default=None)
+        rebound_after: Optional[int] = None
+        for node in scope_nodes(scope):
+            if node.start_byte < call.end_byte or node.type != "identifier":
+                continue
+            if boundary is not None and node.start_byte >= boundary:
+                break
+            if rebound_after is not None and node.start_byte >= rebound_after:
+                break
+            if text(node) != name:
+                continue
+            if _is_rebinding(node):
+                # `name = ...` ends the copy's result; its right side still runs first.
+                rebound_after = node.parent.end_byte if node.parent is not None else node.end_byte
+                continue
+            if _is_read(node):
+                line = ctx.source.position(call.start_point)[0]
+                yield ctx.finding(
+                    Code.UNSYNCED_D2H_READ,
+                    f"`{name}` is read before a synchronize: the `non_blocking=True` device-to-host copy on "
+                    f"line {line} may not have landed yet (stale data, no error)",
+                    node,
+                )
+                break
+
+
+RULE = Rule(
+    code=Code.UNSYNCED_D2H_READ,
+    name="unsynced-d2h-read",
+    summary="result of a `non_blocking=True` device-to-host copy read before any synchronize",
+    calls=frozenset(COPY_METHODS) | {"synchronize"},
+    check=check,
+    doc=__doc__ or "",
+)
