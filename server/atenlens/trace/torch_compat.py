@@ -93,3 +93,34 @@ def fake_module_fixes() -> Iterator[None]:
     finally:
         torch.utils.swap_tensors = original_swap
         torch.Tensor.__deepcopy__ = original_deepcopy  # type: ignore[method-assign]
+
+
+# -- simulated CUDA (trace/device.py, trace/gpu/) -----------------------------------------------------
+
+class NoDeviceInitFakeTensorMode(FakeTensorMode):
+    """FakeTensorMode that never initializes a real device, even while torch.cuda.is_available() is
+    patched to True for simulated CUDA. FakeTensorMode derives `avoid_device_init` from
+    is_available(); with it False the mode would constant-fold device moves by running them for real
+    (on a GPU that does not exist) and would lift cuda constants instead of keeping them fake."""
+
+    @property
+    def avoid_device_init(self) -> bool:  # type: ignore[override]
+        return True
+
+
+@contextlib.contextmanager
+def foreach_optimizers_for_fake_tensors() -> Iterator[None]:
+    """torch.optim takes its foreach path (`_foreach_*` ops, as on a real GPU) only for tensor types
+    in the private `_foreach_supported_types`; FakeTensor is not among them, so AdamW on fake cuda
+    parameters would take the per-parameter loop that no GPU run takes. Added for one trace."""
+    import torch.optim.optimizer as optimizer_module
+
+    supported = optimizer_module._foreach_supported_types
+    added = FakeTensor not in supported
+    if added:
+        supported.append(FakeTensor)
+    try:
+        yield
+    finally:
+        if added and FakeTensor in supported:
+            supported.remove(FakeTensor)
