@@ -1,0 +1,111 @@
+"""`lsp_*` helpers: lint findings, trace diagnostics, functions and hints -> lsprotocol types.
+
+Every column computed here goes through `text.column_to_units` in the negotiated position
+encoding; `lines` is always the text the positions refer to (split by `text.split_lines`)."""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from lsprotocol import types
+
+from atenlens.functions import FunctionInfo
+from atenlens.lint.findings import Finding, Fix
+from atenlens.report import Diagnostic
+from atenlens.lsp.text import column_to_units
+
+LINT_SOURCE = "atenlens"
+TRACE_SOURCE = "atenlens trace"
+
+_SEVERITY = {
+    "error": types.DiagnosticSeverity.Error,
+    "warning": types.DiagnosticSeverity.Warning,
+    "information": types.DiagnosticSeverity.Information,
+    "info": types.DiagnosticSeverity.Information,
+    "hint": types.DiagnosticSeverity.Hint,
+}
+
+
+def _line(lines: Sequence[str], index: int) -> str:
+    return lines[index] if 0 <= index < len(lines) else ""
+
+
+def lsp_position(lines: Sequence[str], line: int, column: int, encoding: str) -> types.Position:
+    """0-based line and str column -> an LSP position (clamped into the text)."""
+    if not lines:
+        return types.Position(line=0, character=0)
+    if line >= len(lines):
+        return types.Position(line=len(lines) - 1, character=column_to_units(lines[-1], len(lines[-1]), encoding))
+    line = max(line, 0)
+    return types.Position(line=line, character=column_to_units(lines[line], column, encoding))
+
+
+def lsp_line_end(lines: Sequence[str], line: int, encoding: str) -> types.Position:
+    return lsp_position(lines, line, len(_line(lines, line)), encoding)
+
+
+def lsp_range(lines: Sequence[str], line: int, column: int, end_line: int, end_column: int,
+              encoding: str) -> types.Range:
+    return types.Range(start=lsp_position(lines, line, column, encoding),
+                       end=lsp_position(lines, end_line, end_column, encoding))
+
+
+def lsp_line_range(lines: Sequence[str], line: int, encoding: str, column: Optional[int] = None) -> types.Range:
+    """From `column` (default: the first non-blank character) to the end of the line."""
+    text = _line(lines, line)
+    start = column if column is not None else len(text) - len(text.lstrip())
+    return lsp_range(lines, line, start, line, len(text), encoding)
+
+
+def lsp_severity(severity: str) -> types.DiagnosticSeverity:
+    return _SEVERITY.get(severity, types.DiagnosticSeverity.Warning)
+
+
+def lsp_finding_diagnostic(finding: Finding, lines: Sequence[str], encoding: str) -> types.Diagnostic:
+    return types.Diagnostic(
+        range=lsp_range(lines, finding.line - 1, finding.column, finding.end_line - 1, finding.end_column, encoding),
+        message=finding.message,
+        severity=lsp_severity(finding.severity),
+        code=finding.code,
+        source=LINT_SOURCE,
+    )
+
+
+def lsp_trace_diagnostic(line: int, diagnostic: Diagnostic, lines: Sequence[str], encoding: str) -> types.Diagnostic:
+    message = diagnostic.message
+    if diagnostic.count > 1:
+        message += f" (×{diagnostic.count} in this trace)"
+    return types.Diagnostic(
+        range=lsp_line_range(lines, line, encoding, diagnostic.column if diagnostic.line is not None else None),
+        message=message,
+        severity=lsp_severity(diagnostic.severity),
+        code=diagnostic.code or None,
+        source=TRACE_SOURCE,
+    )
+
+
+def lsp_fix_action(uri: str, fix: Fix, diagnostic: types.Diagnostic, lines: Sequence[str],
+                   encoding: str) -> types.CodeAction:
+    edits = [types.TextEdit(range=lsp_range(lines, e.line - 1, e.column, e.end_line - 1, e.end_column, encoding),
+                            new_text=e.new_text) for e in fix.edits]
+    return types.CodeAction(title=fix.title, kind=types.CodeActionKind.QuickFix, diagnostics=[diagnostic],
+                            is_preferred=True, edit=types.WorkspaceEdit(changes={uri: edits}))
+
+
+def lsp_directive_edit(uri: str, info: FunctionInfo, template: str, lines: Sequence[str],
+                       encoding: str) -> types.WorkspaceEdit:
+    """Insert `template` on its own line above the function (above its decorators), indented
+    like the `def`."""
+    line = info.first_line - 1
+    indent = _line(lines, info.line - 1)[: info.column]
+    position = lsp_position(lines, line, 0, encoding)
+    return types.WorkspaceEdit(changes={uri: [types.TextEdit(range=types.Range(start=position, end=position),
+                                                             new_text=f"{indent}{template}\n")]})
+
+
+def lsp_function_range(info: FunctionInfo, lines: Sequence[str], encoding: str) -> types.Range:
+    return lsp_line_range(lines, info.line - 1, encoding, info.column)
+
+
+def lsp_inlay_hint(line: int, label: str, lines: Sequence[str], encoding: str) -> types.InlayHint:
+    return types.InlayHint(position=lsp_line_end(lines, line, encoding), label=label,
+                           kind=types.InlayHintKind.Type, padding_left=True)

@@ -1,0 +1,69 @@
+"""What the server remembers about each open document besides its text (pygls keeps the text):
+the functions of its last good parse, its lint results, its traces. Protocol-free."""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Optional
+
+from atenlens.functions import FunctionInfo, find_functions
+from atenlens.lint.findings import Finding
+from atenlens.lsp.text import LineShift, map_line
+from atenlens.lsp.trace_view import DocumentTraces
+
+
+def shift_function(info: FunctionInfo, change: LineShift) -> Optional[FunctionInfo]:
+    """The function's 1-based lines after `change`, or None when its `def` line went away."""
+    line = change.map(info.line - 1)
+    if line is None:
+        return None
+    first = change.map(info.first_line - 1)
+    end = change.map(info.end_line - 1)
+    directive = change.map(info.directive_line - 1) if info.directive_line is not None else None
+    return dataclasses.replace(
+        info, line=line + 1,
+        first_line=(first if first is not None else line) + 1,
+        end_line=max(end if end is not None else line, line) + 1,
+        directive_line=directive + 1 if directive is not None else None,
+        directive=info.directive if directive is not None else None)
+
+
+@dataclass
+class LintResult:
+    version: Optional[int]
+    lines: list[str]
+    findings: list[Finding]
+
+
+@dataclass
+class DocumentState:
+    uri: str
+    traces: DocumentTraces = field(default_factory=DocumentTraces)
+    lint: Optional[LintResult] = None
+    lint_task: Optional["asyncio.Task[None]"] = None
+    _functions: list[FunctionInfo] = field(default_factory=list)
+    _functions_source: Optional[str] = None
+    syntax_ok: bool = True
+
+    def functions(self, source: str) -> list[FunctionInfo]:
+        """The functions of `source`; while it does not parse (mid-edit), those of the last text
+        that did, moved along with the edits since."""
+        if source != self._functions_source:
+            try:
+                self._functions = find_functions(source)
+                self.syntax_ok = True
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                self.syntax_ok = False
+            self._functions_source = source
+        return self._functions
+
+    def shift(self, change: LineShift) -> None:
+        self.traces.shift(change)
+        self._functions = [s for s in (shift_function(f, change) for f in self._functions) if s is not None]
+        # the cached parse no longer belongs to the current text
+        if self._functions_source is not None:
+            self._functions_source = None
+
+
+__all__ = ["DocumentState", "LintResult", "map_line", "shift_function"]

@@ -1,0 +1,137 @@
+"""Compact text for hints, lenses and hovers, in the vocabulary of torch's logging tensor
+(`f32[8, 32]`). Pure functions of report data."""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from atenlens.report import Event, Summary, TensorMeta
+
+_DTYPES = {
+    "float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64",
+    "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2",
+    "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8",
+    "bool": "b8", "complex64": "c64", "complex128": "c128",
+}
+
+
+def short_dtype(dtype: str) -> str:
+    return _DTYPES.get(dtype, dtype)
+
+
+def tensor_label(meta: TensorMeta) -> str:
+    """`f32[8, 32]`."""
+    return f"{short_dtype(meta.dtype)}[{', '.join(str(d) for d in meta.shape)}]"
+
+
+def tensor_label_with_device(meta: TensorMeta) -> str:
+    """`f32[8, 32] cuda:0`."""
+    return f"{tensor_label(meta)} {meta.device}"
+
+
+def short_op(name: str) -> str:
+    """`aten.addmm.default` -> `addmm`; `aten._foreach_mul_.Scalar` -> `_foreach_mul_`."""
+    parts = name.split(".")
+    if parts[0] in ("aten", "prims") and len(parts) > 1:
+        return parts[1]
+    return name
+
+
+def counted_names(events: Sequence[Event]) -> list[str]:
+    """Op names in order of first appearance, repeats folded: `mm×2`."""
+    counts: dict[str, int] = {}
+    for event in events:
+        key = short_op(event.name)
+        counts[key] = counts.get(key, 0) + 1
+    return [name if count == 1 else f"{name}×{count}" for name, count in counts.items()]
+
+
+def last_output(events: Sequence[Event]) -> Optional[TensorMeta]:
+    for event in reversed(events):
+        if event.outputs:
+            return event.outputs[-1]
+    return None
+
+
+class _Segment:
+    """One part of a hint: a prefix, names (some of which may be cut) and a suffix."""
+
+    def __init__(self, prefix: str, names: list[str], suffix: str = "") -> None:
+        self.prefix = prefix
+        self.names = names
+        self.cut = 0
+        self.suffix = suffix
+
+    def render(self) -> str:
+        text = self.prefix + ", ".join(self.names)
+        if self.cut:
+            text += f" +{self.cut}"
+        return text + self.suffix
+
+
+def _join(segments: list[_Segment]) -> str:
+    return " · ".join(segment.render() for segment in segments)
+
+
+def fit(segments: list[_Segment], max_length: int) -> str:
+    """Drop names from the end of the longest segment until the label fits (each segment keeps
+    at least one name); dropped names are counted as `+N`."""
+    text = _join(segments)
+    while len(text) > max_length:
+        longest = max(segments, key=lambda s: len(s.names))
+        if len(longest.names) <= 1:
+            break
+        longest.names.pop()
+        longest.cut += 1
+        text = _join(segments)
+    return text
+
+
+def line_hint(forward: Sequence[Event], backward: Sequence[Event], optimizer: Sequence[Event],
+              max_length: int) -> str:
+    """`addmm f32[8, 32] · ∇ mm, sum` for a line's own ops."""
+    segments: list[_Segment] = []
+    if forward:
+        output = last_output(forward)
+        segments.append(_Segment("", counted_names(forward), f" {tensor_label(output)}" if output else ""))
+    if backward:
+        segments.append(_Segment("∇ ", counted_names(backward)))
+    if optimizer:
+        segments.append(_Segment("opt ", counted_names(optimizer)))
+    return fit(segments, max_length)
+
+
+def rollup_hint(nested: Sequence[Event], backward: Sequence[Event]) -> str:
+    """`14 ops -> f32[8, 4]` for a line that calls into user code (its ops happen deeper)."""
+    count = len(nested)
+    text = f"{count} op{'s' if count != 1 else ''}"
+    output = last_output(nested)
+    if output is not None:
+        text += f" -> {tensor_label(output)}"
+    if backward:
+        text += f" · ∇ {len(backward)} op{'s' if len(backward) != 1 else ''}"
+    return text
+
+
+def flops_label(flops: int) -> str:
+    """2_100_000 -> `2.1 MFLOP`."""
+    value = float(flops)
+    for unit in ("", "k", "M", "G", "T", "P"):
+        if abs(value) < 1000 or unit == "P":
+            if unit == "":
+                return f"{int(value)} FLOP"
+            return f"{value:.1f} {unit}FLOP"
+        value /= 1000
+    raise AssertionError("unreachable")
+
+
+def summary_label(summary: Summary) -> str:
+    """`fwd 12 · bwd 17 · opt 4 · 1 sync · 2.1 MFLOP`."""
+    parts = [f"fwd {summary.ops.get('forward', 0)}"]
+    if summary.ops.get("backward"):
+        parts.append(f"bwd {summary.ops['backward']}")
+    if summary.ops.get("optimizer"):
+        parts.append(f"opt {summary.ops['optimizer']}")
+    parts.append(f"{summary.syncs} sync{'s' if summary.syncs != 1 else ''}")
+    if summary.flops:
+        parts.append(flops_label(summary.flops))
+    return " · ".join(parts)

@@ -1,0 +1,434 @@
+"""`atenlens serve`: the language server. Handlers are named after the LSP method they answer
+and are glue: the analysis lives in lint/, functions.py, trace_view.py, labels.py, hover.py,
+the conversion in convert.py, the tracing in tracing.py (through the worker process).
+
+This process never imports torch and never runs user code: linting is static, tracing happens
+in the trace worker's child process, which is started on the first trace and never when
+`trace.enabled` is false. The custom request `atenlens/serverInfo` reports both facts.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import logging
+import os
+import sys
+from typing import Any, Optional
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+from pygls.workspace import TextDocument
+
+from atenlens.functions import FunctionInfo, directive_template, function_at
+from atenlens.lint import lint_source
+from atenlens.lsp import convert
+from atenlens.lsp.documents import DocumentState, LintResult
+from atenlens.lsp.hover import hover_markdown
+from atenlens.lsp.settings import Settings, merge_problem_message, settings_from_json
+from atenlens.lsp.text import UTF16, LineShift, split_lines
+from atenlens.lsp.trace_view import build_traced_function
+from atenlens.lsp.tracing import TraceJob, TraceQueue
+from atenlens.report import TraceRequest
+
+logger = logging.getLogger(__name__)
+
+NAME = "atenlens"
+VERSION = "0.1.0"
+LINT_DEBOUNCE_SECONDS = 0.03      # coalesces a burst of keystrokes; lints only the latest version
+
+CMD_TRACE = "atenlens.trace"
+CMD_INSERT_DIRECTIVE = "atenlens.insertDirective"
+CMD_RESTART_WORKER = "atenlens.restartWorker"
+REQUEST_SERVER_INFO = "atenlens/serverInfo"
+
+
+class AtenlensServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__(NAME, VERSION, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.settings = Settings()
+        self.pending_settings_message: Optional[str] = None
+        self.documents: dict[str, DocumentState] = {}
+        self.traces = TraceQueue(self._make_worker)
+        self._progress_ids = itertools.count(1)
+
+    # --- helpers used by the handlers -------------------------------------------------------
+
+    @property
+    def encoding(self) -> str:
+        encoding = self.workspace.position_encoding
+        return str(getattr(encoding, "value", encoding) or UTF16)
+
+    def state(self, uri: str) -> DocumentState:
+        if uri not in self.documents:
+            self.documents[uri] = DocumentState(uri)
+        return self.documents[uri]
+
+    def document(self, uri: str) -> Optional[TextDocument]:
+        if uri not in self.documents:
+            return None
+        return self.workspace.get_text_document(uri)
+
+    def capability(self, path: str) -> bool:
+        value: Any = self.client_capabilities
+        for name in path.split("."):
+            value = getattr(value, name, None)
+            if value is None:
+                return False
+        return bool(value)
+
+    def _make_worker(self) -> Any:
+        from atenlens.worker.client import TraceWorker   # torch-free; imported only when tracing
+
+        return TraceWorker(python=sys.executable, memory_limit_mb=self.settings.trace.memory_limit_mb)
+
+    def apply_settings(self, data: Any) -> None:
+        settings, problems = settings_from_json(data)
+        previous, self.settings = self.settings, settings
+        message = merge_problem_message(problems)
+        if message:
+            self.show(message, types.MessageType.Warning)
+        if previous.trace != settings.trace and (not settings.trace.enabled
+                                                 or previous.trace.memory_limit_mb != settings.trace.memory_limit_mb):
+            asyncio.get_running_loop().create_task(self.traces.restart())
+
+    def show(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
+        self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+
+    # --- lint + diagnostics -----------------------------------------------------------------
+
+    def schedule_lint(self, uri: str, delay: float) -> None:
+        state = self.state(uri)
+        if state.lint_task is not None and not state.lint_task.done():
+            state.lint_task.cancel()
+        state.lint_task = asyncio.get_running_loop().create_task(self._lint_later(uri, delay))
+
+    async def _lint_later(self, uri: str, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)   # debounce: a newer change cancels this task
+        document = self.document(uri)
+        if document is None:
+            return
+        version, source = document.version, document.source
+        lint = self.settings.lint
+        findings = []
+        if lint.enabled:
+            findings = await asyncio.to_thread(
+                lint_source, source, document.path, list(lint.select) or None, list(lint.ignore) or None)
+        current = self.document(uri)
+        if current is None or current.version != version:
+            return                       # a newer version is on its way to being linted
+        state = self.state(uri)
+        state.lint = LintResult(version=version, lines=split_lines(source), findings=findings)
+        self.publish(uri)
+
+    def publish(self, uri: str) -> None:
+        state, document = self.state(uri), self.document(uri)
+        if document is None or state.lint is None:
+            return
+        lines = state.lint.lines
+        diagnostics = [convert.lsp_finding_diagnostic(f, lines, self.encoding) for f in state.lint.findings]
+        current = split_lines(document.source) if document.version != state.lint.version else lines
+        diagnostics += [convert.lsp_trace_diagnostic(line, d, current, self.encoding)
+                        for line, d in state.traces.diagnostics()]
+        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
+            uri=uri, version=state.lint.version, diagnostics=diagnostics))
+
+    def refresh_views(self) -> None:
+        if self.capability("workspace.inlay_hint.refresh_support"):
+            self.workspace_inlay_hint_refresh(None)
+        if self.capability("workspace.code_lens.refresh_support"):
+            self.workspace_code_lens_refresh(None)
+
+    # --- tracing ----------------------------------------------------------------------------
+
+    def resolve_target(self, argument: Any) -> tuple[TextDocument, FunctionInfo]:
+        """`{"uri", "qualname"}` or `{"uri", "position": {"line", "character"}}` -> the function."""
+        if isinstance(argument, list) and len(argument) == 1:
+            argument = argument[0]
+        if not isinstance(argument, dict) or not isinstance(argument.get("uri"), str):
+            raise JsonRpcInvalidParams(message='expected [{"uri": ..., "qualname": ...}] or '
+                                               '[{"uri": ..., "position": {"line": ..., "character": ...}}]')
+        uri = argument["uri"]
+        document = self.document(uri)
+        if document is None:
+            raise JsonRpcInvalidParams(message=f"{uri} is not open")
+        functions = self.state(uri).functions(document.source)
+        info: Optional[FunctionInfo] = None
+        if isinstance(argument.get("qualname"), str):
+            info = next((f for f in functions if f.qualname == argument["qualname"]), None)
+        elif isinstance(argument.get("position"), dict) and isinstance(argument["position"].get("line"), int):
+            info = function_at(functions, argument["position"]["line"] + 1)
+        else:
+            raise JsonRpcInvalidParams(message="expected a qualname or a position")
+        if info is None:
+            raise JsonRpcInvalidParams(message="no traceable function there"
+                                       + (f" named {argument['qualname']!r}" if "qualname" in argument else ""))
+        return document, info
+
+    async def run_trace(self, document: TextDocument, info: FunctionInfo) -> dict[str, Any]:
+        uri, source = document.uri, document.source
+        settings = self.settings.trace
+        request = TraceRequest(file=document.path, qualname=info.qualname, device=settings.device,  # type: ignore[arg-type]
+                               timeout_seconds=settings.timeout_seconds, source=source)
+        first = (info.directive_line or info.first_line) - 1
+        meta: dict[str, Any] = {"first": first, "last": info.end_line - 1, "def_line": info.line - 1,
+                                "shifts": [], "lines": split_lines(source)}
+        job = self.traces.submit((uri, info.qualname), request, meta)
+        token = await self._begin_progress(job, f"atenlens: tracing {info.qualname}")
+        try:
+            outcome = await job.future
+        finally:
+            if token is not None:
+                self.work_done_progress.end(token, types.WorkDoneProgressEnd(
+                    message=job.reason or "done"))
+                self.work_done_progress.tokens.pop(token, None)
+        if outcome.cancelled:
+            return {"status": "cancelled", "qualname": info.qualname, "message": outcome.reason}
+        if outcome.report is None:
+            self.show(f"atenlens: the trace of {info.qualname} failed: {outcome.error}", types.MessageType.Error)
+            return {"status": "error", "qualname": info.qualname, "message": outcome.error or ""}
+        if self.document(uri) is None:
+            return {"status": "closed", "qualname": info.qualname, "message": "the document was closed"}
+        traced = build_traced_function(outcome.report, document.path, meta["lines"], info.qualname,
+                                       meta["first"], meta["last"], meta["def_line"])
+        for shift in meta["shifts"]:
+            traced.shift(shift)
+        current = self.document(uri)
+        assert current is not None
+        traced.revalidate(split_lines(current.source))
+        state = self.state(uri)
+        state.traces.put(traced)
+        self.publish(uri)
+        self.refresh_views()
+        return {"status": outcome.report.status, "qualname": info.qualname, "summary": traced.summary,
+                "message": outcome.report.message}
+
+    async def _begin_progress(self, job: TraceJob, title: str) -> Optional[str]:
+        if not self.capability("window.work_done_progress"):
+            return None
+        token = f"atenlens-trace-{os.getpid()}-{next(self._progress_ids)}"
+        try:
+            await self.work_done_progress.create_async(token)
+        except Exception:               # the client refused: trace without progress
+            logger.exception("window/workDoneProgress/create failed")
+            return None
+        self.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=True,
+                                                                         message="running on fake tensors"))
+        cancelled = self.work_done_progress.tokens.get(token)
+        if cancelled is not None:
+            cancelled.add_done_callback(
+                lambda future: self.traces.cancel(job, "cancelled by the user") if future.cancelled() else None)
+        return token
+
+    def on_text_change(self, uri: str, shift: LineShift) -> None:
+        """Move everything line-based along with one change; cancel traces of edited functions."""
+        self.state(uri).shift(shift)
+        for job in self.traces.jobs():
+            if job.key[0] != uri:
+                continue
+            meta = job.meta
+            meta["shifts"].append(shift)
+            if shift.touches(meta["first"], meta["last"]):
+                self.traces.cancel(job, "the function was edited")
+            for name in ("first", "last"):
+                moved = shift.map(meta[name])
+                meta[name] = moved if moved is not None else shift.start
+
+
+def lsp_shift(change: types.TextDocumentContentChangeEvent) -> LineShift:
+    if isinstance(change, types.TextDocumentContentChangePartial):
+        return LineShift.of_change(change.range.start.line, change.range.end.line,
+                                   change.range.end.character, change.text)
+    return LineShift.whole_text()
+
+
+def create_server() -> AtenlensServer:
+    server = AtenlensServer()
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: AtenlensServer, params: types.InitializeParams) -> None:
+        settings, problems = settings_from_json(params.initialization_options)
+        ls.settings = settings
+        ls.pending_settings_message = merge_problem_message(problems)
+
+    @server.feature(types.INITIALIZED)
+    def initialized(ls: AtenlensServer, params: types.InitializedParams) -> None:
+        if ls.pending_settings_message:
+            ls.show(ls.pending_settings_message, types.MessageType.Warning)
+            ls.pending_settings_message = None
+
+    @server.feature(types.SHUTDOWN)
+    async def shutdown(ls: AtenlensServer, params: None) -> None:
+        await ls.traces.close()
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def workspace_did_change_configuration(ls: AtenlensServer,
+                                                 params: types.DidChangeConfigurationParams) -> None:
+        data = params.settings
+        if not data and ls.capability("workspace.configuration"):
+            answer = await ls.workspace_configuration_async(types.ConfigurationParams(
+                items=[types.ConfigurationItem(section="atenlens")]))
+            data = answer[0] if answer else None
+        ls.apply_settings(data)
+        for uri in list(ls.documents):
+            ls.schedule_lint(uri, 0)
+        ls.refresh_views()
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: AtenlensServer, params: types.DidOpenTextDocumentParams) -> None:
+        ls.state(params.text_document.uri)
+        ls.schedule_lint(params.text_document.uri, 0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: AtenlensServer, params: types.DidChangeTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        if uri not in ls.documents:
+            return
+        for change in params.content_changes:
+            ls.on_text_change(uri, lsp_shift(change))
+        document = ls.document(uri)
+        if document is not None:
+            ls.state(uri).traces.revalidate(split_lines(document.source))
+        ls.schedule_lint(uri, LINT_DEBOUNCE_SECONDS)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: AtenlensServer, params: types.DidSaveTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        document = ls.document(uri)
+        if document is None or not (ls.settings.trace.enabled and ls.settings.trace.on_save):
+            return
+        functions = {f.qualname: f for f in ls.state(uri).functions(document.source)}
+        for qualname in list(ls.state(uri).traces.functions):
+            if qualname in functions:
+                asyncio.get_running_loop().create_task(ls.run_trace(document, functions[qualname]))
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: AtenlensServer, params: types.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        state = ls.documents.pop(uri, None)
+        if state is not None and state.lint_task is not None:
+            state.lint_task.cancel()
+        ls.traces.cancel_where(lambda job: job.key[0] == uri, "the document was closed")
+        ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
+        code_action_kinds=[types.CodeActionKind.QuickFix]))
+    def code_action(ls: AtenlensServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        uri = params.text_document.uri
+        document, state = ls.document(uri), ls.documents.get(uri)
+        if document is None or state is None:
+            return []
+        actions: list[types.CodeAction] = []
+        lint = state.lint
+        first, last = params.range.start.line, params.range.end.line
+        if lint is not None and lint.version == document.version:
+            for finding in lint.findings:
+                if finding.fix is not None and finding.line - 1 <= last and finding.end_line - 1 >= first:
+                    diagnostic = convert.lsp_finding_diagnostic(finding, lint.lines, ls.encoding)
+                    actions.append(convert.lsp_fix_action(uri, finding.fix, diagnostic, lint.lines, ls.encoding))
+        info = function_at(state.functions(document.source), first + 1)
+        if info is not None and info.needs_args and info.directive is None:
+            lines = split_lines(document.source)
+            actions.append(types.CodeAction(
+                title=f"Add an atenlens example call for {info.qualname}", kind=types.CodeActionKind.QuickFix,
+                edit=convert.lsp_directive_edit(uri, info, directive_template(info), lines, ls.encoding)))
+        return actions
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
+    def code_lens(ls: AtenlensServer, params: types.CodeLensParams) -> list[types.CodeLens]:
+        uri = params.text_document.uri
+        document, state = ls.document(uri), ls.documents.get(uri)
+        if document is None or state is None:
+            return []
+        lines = split_lines(document.source)
+        lenses: list[types.CodeLens] = []
+        for info in state.functions(document.source):
+            where = convert.lsp_function_range(info, lines, ls.encoding)
+            target = [{"uri": uri, "qualname": info.qualname}]
+            if ls.settings.trace.enabled:
+                if info.needs_args and info.directive is None:
+                    command = types.Command(title="Trace this step: add an example call",
+                                            command=CMD_INSERT_DIRECTIVE, arguments=target)
+                else:
+                    command = types.Command(title="Trace this step", command=CMD_TRACE, arguments=target)
+                lenses.append(types.CodeLens(range=where, command=command))
+            traced = state.traces.functions.get(info.qualname)
+            if traced is not None:
+                lenses.append(types.CodeLens(range=where, command=types.Command(title=traced.summary, command="")))
+        return lenses
+
+    @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
+    def inlay_hint(ls: AtenlensServer, params: types.InlayHintParams) -> list[types.InlayHint]:
+        uri = params.text_document.uri
+        document, state = ls.document(uri), ls.documents.get(uri)
+        if document is None or state is None or not ls.settings.hints.enabled:
+            return []
+        lines = split_lines(document.source)
+        hints = state.traces.hints(ls.settings.hints.max_length, params.range.start.line, params.range.end.line)
+        return [convert.lsp_inlay_hint(line, label, lines, ls.encoding) for line, label in hints if line < len(lines)]
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    def hover(ls: AtenlensServer, params: types.HoverParams) -> Optional[types.Hover]:
+        uri = params.text_document.uri
+        document, state = ls.document(uri), ls.documents.get(uri)
+        if document is None or state is None:
+            return None
+        trace = state.traces.line(params.position.line)
+        if trace is None:
+            return None
+        markdown = hover_markdown(trace)
+        if not markdown:
+            return None
+        lines = split_lines(document.source)
+        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=markdown),
+                           range=convert.lsp_line_range(lines, params.position.line, ls.encoding))
+
+    @server.command(CMD_TRACE)
+    async def trace(ls: AtenlensServer, *arguments: Any) -> dict[str, Any]:
+        document, info = ls.resolve_target(list(arguments))
+        if not ls.settings.trace.enabled:
+            message = ("atenlens: tracing is disabled (atenlens.trace.enabled is false, e.g. in an untrusted "
+                       "workspace): no code was run")
+            ls.show(message, types.MessageType.Warning)
+            return {"status": "disabled", "qualname": info.qualname, "message": message}
+        return await ls.run_trace(document, info)
+
+    @server.command(CMD_INSERT_DIRECTIVE)
+    async def insert_directive(ls: AtenlensServer, *arguments: Any) -> dict[str, Any]:
+        document, info = ls.resolve_target(list(arguments))
+        if info.directive is not None:
+            return {"applied": False, "message": "the function already has a directive"}
+        lines = split_lines(document.source)
+        edit = convert.lsp_directive_edit(document.uri, info, directive_template(info), lines, ls.encoding)
+        result = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
+            edit=edit, label="atenlens: add an example call"))
+        return {"applied": bool(result.applied)}
+
+    @server.command(CMD_RESTART_WORKER)
+    async def restart_worker(ls: AtenlensServer, *arguments: Any) -> dict[str, Any]:
+        await ls.traces.restart()
+        return {"restarted": True}
+
+    @server.feature(REQUEST_SERVER_INFO)
+    def server_info(ls: AtenlensServer, params: Any) -> dict[str, Any]:
+        return {"name": NAME, "version": VERSION, "pid": os.getpid(),
+                "torchImported": "torch" in sys.modules, "workerStarts": ls.traces.worker_starts,
+                "positionEncoding": ls.encoding}
+
+    return server
+
+
+def serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    server = create_server()
+    if getattr(args, "tcp", None):
+        host, _, port = args.tcp.rpartition(":")
+        if not port.isdigit():
+            print(f"atenlens serve: --tcp expects HOST:PORT, got {args.tcp!r}", file=sys.stderr)
+            return 2
+        server.start_tcp(host or "127.0.0.1", int(port))
+    else:
+        server.start_io()
+    return 0

@@ -1,0 +1,203 @@
+"""What the editor shows of the traces of one document: per line, the events and diagnostics of
+the latest trace that covered it, kept in step with the text as the user edits.
+
+Protocol-free (no pygls, no lsprotocol) so that it is tested on its own; lines here are 0-based.
+A trace's lines carry the text they had when traced: after an edit, a line whose text differs is
+dropped (its hint disappears until the next trace) while untouched lines move with the text.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Optional, Sequence
+
+from atenlens.report import Diagnostic, Event, TraceReport
+from atenlens.lsp.labels import line_hint, rollup_hint, summary_label
+from atenlens.lsp.text import LineShift
+
+
+def same_file(a: Optional[str], b: Optional[str]) -> bool:
+    if not a or not b:
+        return False
+    return os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))
+
+
+@dataclass
+class LineTrace:
+    text: str                                           # the line's text when it was traced
+    forward: list[Event] = field(default_factory=list)
+    backward: list[Event] = field(default_factory=list)
+    optimizer: list[Event] = field(default_factory=list)
+    calls: list[Event] = field(default_factory=list)    # public API calls made on this line
+    nested: list[Event] = field(default_factory=list)   # forward/optimizer ops deeper in user code called here
+    nested_backward: list[Event] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def has_ops(self) -> bool:
+        return bool(self.forward or self.backward or self.optimizer or self.nested or self.nested_backward)
+
+    def hint(self, max_length: int) -> Optional[str]:
+        if self.nested:
+            return rollup_hint(self.nested + self.forward + self.optimizer,
+                               self.nested_backward + self.backward)
+        if not (self.forward or self.backward or self.optimizer):
+            return None
+        return line_hint(self.forward, self.backward, self.optimizer, max_length)
+
+
+@dataclass
+class TracedFunction:
+    """One trace of one function, mapped onto the current text of its document."""
+
+    qualname: str
+    report: TraceReport
+    first: int                                  # span of the function (decorators..last line)
+    last: int
+    def_line: int
+    lines: dict[int, LineTrace]
+    general: list[Diagnostic]                   # diagnostics with no line in this document
+    diagnostics_cleared: bool = False
+
+    @property
+    def summary(self) -> str:
+        if self.report.status != "ok":
+            return f"trace {self.report.status}: {self.report.message}".rstrip(": ")
+        return summary_label(self.report.summary)
+
+    def shift(self, change: LineShift) -> None:
+        if change.touches(self.first, self.last):
+            self.diagnostics_cleared = True
+        moved: dict[int, LineTrace] = {}
+        for line, trace in self.lines.items():
+            target = change.map(line)
+            if target is not None:
+                moved[target] = trace
+        self.lines = moved
+        for name in ("first", "last", "def_line"):
+            target = change.map(getattr(self, name))
+            if target is None:
+                # the line itself went away: keep the span's end points near the change
+                target = change.start if name != "last" else change.start + max(change.delta, 0)
+            setattr(self, name, target)
+        if self.last < self.first:
+            self.last = self.first
+
+    def revalidate(self, current: Sequence[str]) -> None:
+        """Drop lines whose text is no longer what was traced."""
+        self.lines = {line: trace for line, trace in self.lines.items()
+                      if line < len(current) and current[line] == trace.text}
+
+    def diagnostics(self) -> Iterator[tuple[int, Diagnostic]]:
+        if self.diagnostics_cleared:
+            return
+        for diagnostic in self.general:
+            yield self.def_line, diagnostic
+        for line, trace in sorted(self.lines.items()):
+            for diagnostic in trace.diagnostics:
+                yield line, diagnostic
+
+
+def build_traced_function(report: TraceReport, path: str, source_lines: Sequence[str],
+                          qualname: str, first: int, last: int, def_line: int) -> TracedFunction:
+    """Sort a report's events and diagnostics onto the 0-based lines of `path` as it was traced
+    (`source_lines`, the text sent with the request)."""
+    lines: dict[int, LineTrace] = {}
+
+    def at(line_1based: int) -> Optional[LineTrace]:
+        index = line_1based - 1
+        if not 0 <= index < len(source_lines):
+            return None
+        if index not in lines:
+            lines[index] = LineTrace(text=source_lines[index])
+        return lines[index]
+
+    for event in report.events:
+        own = at(event.line) if event.line is not None and same_file(event.file, path) else None
+        if own is not None:
+            if event.kind == "call":
+                own.calls.append(event)
+            elif event.phase == "backward":
+                own.backward.append(event)
+            elif event.phase == "optimizer":
+                own.optimizer.append(event)
+            else:
+                own.forward.append(event)
+        if event.kind != "op":
+            continue
+        # Lines further out on the user stack (calls into user code) roll up what happens deeper.
+        seen: set[int] = set()
+        for frame in event.stack:
+            if not same_file(frame.file, path) or frame.line in seen:
+                continue
+            if own is not None and frame.line == event.line:
+                continue
+            seen.add(frame.line)
+            outer = at(frame.line)
+            if outer is None:
+                continue
+            (outer.nested_backward if event.phase == "backward" else outer.nested).append(event)
+
+    general: list[Diagnostic] = []
+    for diagnostic in report.diagnostics:
+        own = (at(diagnostic.line) if diagnostic.line is not None and same_file(diagnostic.file, path)
+               else None)
+        if own is None:
+            general.append(diagnostic)
+        else:
+            own.diagnostics.append(diagnostic)
+    if report.status != "ok" and not report.diagnostics:
+        general.append(Diagnostic(file=path, line=def_line + 1, column=None, severity="error",
+                                  code="", kind=report.status, message=report.message or report.status))
+    return TracedFunction(qualname=qualname, report=report, first=first, last=last, def_line=def_line,
+                          lines=lines, general=general)
+
+
+class DocumentTraces:
+    """The traces of one document, latest last (a line covered by two traces shows the latest)."""
+
+    def __init__(self) -> None:
+        self.functions: dict[str, TracedFunction] = {}
+
+    def put(self, traced: TracedFunction) -> None:
+        self.functions.pop(traced.qualname, None)
+        self.functions[traced.qualname] = traced
+
+    def shift(self, change: LineShift) -> None:
+        for traced in self.functions.values():
+            traced.shift(change)
+
+    def revalidate(self, current: Sequence[str]) -> None:
+        for traced in self.functions.values():
+            traced.revalidate(current)
+
+    def line_traces(self) -> dict[int, LineTrace]:
+        merged: dict[int, LineTrace] = {}
+        for traced in self.functions.values():
+            merged.update(traced.lines)
+        return merged
+
+    def line(self, line: int) -> Optional[LineTrace]:
+        found = None
+        for traced in self.functions.values():
+            found = traced.lines.get(line, found)
+        return found
+
+    def hints(self, max_length: int, first: int = 0, last: Optional[int] = None) -> list[tuple[int, str]]:
+        result = []
+        for line, trace in sorted(self.line_traces().items()):
+            if line < first or (last is not None and line > last):
+                continue
+            label = trace.hint(max_length)
+            if label:
+                result.append((line, label))
+        return result
+
+    def diagnostics(self) -> list[tuple[int, Diagnostic]]:
+        found: list[tuple[int, Diagnostic]] = []
+        for traced in self.functions.values():
+            found.extend(traced.diagnostics())
+        return found
+
+    def summaries(self) -> Iterable[TracedFunction]:
+        return self.functions.values()

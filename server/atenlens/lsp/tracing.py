@@ -1,0 +1,134 @@
+"""One trace at a time through one warm worker process, on behalf of the language server.
+
+Requests are keyed by (document uri, qualname). A new request for a key that is running kills the
+running trace (`TraceWorker.cancel()`) and takes its place; one for a key that is waiting replaces
+the waiting one; other keys wait in order. So there is never more than one worker process, and
+never more than one trace per function in flight. The worker starts on the first trace, never
+before: with tracing disabled, nothing here is ever constructed.
+
+The blocking `TraceWorker.trace` call runs in a thread (`asyncio.to_thread`); everything else runs
+on the server's event loop, so cancelling never races with the start of the next trace.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from atenlens.report import TraceReport, TraceRequest
+
+logger = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+
+
+@dataclass
+class TraceOutcome:
+    report: Optional[TraceReport] = None
+    cancelled: bool = False
+    reason: str = ""                 # why it was cancelled, or why no report came back
+    error: Optional[str] = None
+
+
+@dataclass(eq=False)
+class TraceJob:
+    key: Key
+    request: TraceRequest
+    future: "asyncio.Future[TraceOutcome]"
+    meta: dict[str, Any] = field(default_factory=dict)   # the server's bookkeeping (span, shift index)
+    cancelled: bool = False
+    reason: str = ""
+
+
+class TraceQueue:
+    def __init__(self, make_worker: Callable[[], Any]) -> None:
+        self._make_worker = make_worker
+        self._worker: Any = None
+        self._pending: collections.deque[TraceJob] = collections.deque()
+        self._running: Optional[TraceJob] = None
+        self._runner: Optional[asyncio.Task[None]] = None
+        self.worker_starts = 0
+
+    @property
+    def running(self) -> Optional[TraceJob]:
+        return self._running
+
+    def jobs(self) -> list[TraceJob]:
+        return ([self._running] if self._running else []) + list(self._pending)
+
+    def submit(self, key: Key, request: TraceRequest, meta: Optional[dict[str, Any]] = None) -> TraceJob:
+        loop = asyncio.get_running_loop()
+        job = TraceJob(key=key, request=request, future=loop.create_future(), meta=meta or {})
+        for waiting in [j for j in self._pending if j.key == key]:
+            self._pending.remove(waiting)
+            self._finish(waiting, TraceOutcome(cancelled=True, reason="superseded by a newer request"))
+        if self._running is not None and self._running.key == key:
+            self.cancel(self._running, "superseded by a newer request")
+        self._pending.append(job)
+        if self._runner is None or self._runner.done():
+            self._runner = loop.create_task(self._run())
+        return job
+
+    def cancel(self, job: TraceJob, reason: str) -> None:
+        """Cancel a waiting job, or kill the running trace."""
+        if job.future.done():
+            return
+        job.cancelled = True
+        job.reason = reason
+        if job in self._pending:
+            self._pending.remove(job)
+            self._finish(job, TraceOutcome(cancelled=True, reason=reason))
+        elif job is self._running and self._worker is not None:
+            try:
+                self._worker.cancel()
+            except Exception:  # the worker may already be gone; the trace thread reports that
+                logger.exception("cancelling the running trace failed")
+
+    def cancel_where(self, predicate: Callable[[TraceJob], bool], reason: str) -> None:
+        for job in self.jobs():
+            if predicate(job):
+                self.cancel(job, reason)
+
+    async def restart(self) -> None:
+        """Drop the worker process; the next trace starts a fresh one."""
+        worker, self._worker = self._worker, None
+        if self._running is not None:
+            self.cancel(self._running, "the trace worker was restarted")
+        if worker is not None:
+            await asyncio.to_thread(worker.close)
+
+    async def close(self) -> None:
+        for job in self.jobs():
+            self.cancel(job, "the server is shutting down")
+        await self.restart()
+
+    @staticmethod
+    def _finish(job: TraceJob, outcome: TraceOutcome) -> None:
+        if not job.future.done():
+            job.future.set_result(outcome)
+
+    async def _run(self) -> None:
+        while self._pending:
+            job = self._pending.popleft()
+            self._running = job
+            try:
+                if self._worker is None:
+                    worker = self._make_worker()
+                    await asyncio.to_thread(worker.start)
+                    self._worker = worker
+                    self.worker_starts += 1
+                if job.cancelled:
+                    outcome = TraceOutcome(cancelled=True, reason=job.reason)
+                else:
+                    report = await asyncio.to_thread(self._worker.trace, job.request)
+                    outcome = (TraceOutcome(cancelled=True, reason=job.reason) if job.cancelled
+                               else TraceOutcome(report=report))
+            except Exception as exc:  # a worker that cannot start or answer must not stop the server
+                logger.exception("trace failed")
+                outcome = (TraceOutcome(cancelled=True, reason=job.reason) if job.cancelled
+                           else TraceOutcome(error=f"{type(exc).__name__}: {exc}"))
+            finally:
+                self._running = None
+            self._finish(job, outcome)

@@ -1,0 +1,94 @@
+"""Lint while typing, through the real server process (as VS Code and as Neovim)."""
+from __future__ import annotations
+
+from lsprotocol import types
+
+from lsp_helpers import change, client, encoding_of, initialize, open_document, simple, units, wait_for_diagnostics  # noqa: F401
+
+LOOP = '''import torch
+
+
+def train(loader, model):
+    for x in loader:
+        loss = model(x)
+        print(loss.item())
+'''
+
+
+async def test_diagnostics_on_open_and_change(client, tmp_path):
+    await initialize(client)
+    uri = await open_document(client, tmp_path / "loop.py", LOOP)
+    assert simple(client.diagnostics[uri]) == [(6, 19, 6, 25, "AL100", "atenlens")]
+
+    published = len(client.recorder.published)
+    change(client, uri, 2, (6, 0), (6, 0), "        torch.cuda.empty_cache()\n")
+    diagnostics = await wait_for_diagnostics(client, uri, 2, after=published)
+    assert simple(diagnostics) == [(6, 8, 6, 32, "AL300", "atenlens"), (7, 19, 7, 25, "AL100", "atenlens")]
+
+
+async def test_only_the_latest_version_is_published(client, tmp_path):
+    await initialize(client)
+    uri = await open_document(client, tmp_path / "loop.py", LOOP)
+    published = len(client.recorder.published)
+    # Type ".cpu()" one character at a time: the burst is linted once, at its last version.
+    for version, char in enumerate(".cpu()", start=2):
+        column = len("        print(loss.item())") + version - 2
+        change(client, uri, version, (6, column), (6, column), char)
+    diagnostics = await wait_for_diagnostics(client, uri, 7, after=published)
+    assert simple(diagnostics) == [(6, 19, 6, 25, "AL100", "atenlens"), (6, 27, 6, 32, "AL100", "atenlens")]
+    versions = [p.version for p in client.recorder.published[published:] if p.uri == uri]
+    assert versions == sorted(versions) and versions[-1] == 7
+    assert len(versions) < 6
+
+
+async def test_syntax_error_elsewhere_still_lints_the_rest(client, tmp_path):
+    await initialize(client)
+    text = "def broken(:\n    y = loss.\n\n" + LOOP
+    uri = await open_document(client, tmp_path / "broken.py", text)
+    lint = [d for d in client.diagnostics[uri] if d.code == "AL100"]
+    assert simple(lint) == [(9, 19, 9, 25, "AL100", "atenlens")]
+    # the code lenses of the part that parsed are still there (from the last good parse: none yet)
+    lenses = await client.text_document_code_lens_async(types.CodeLensParams(
+        text_document=types.TextDocumentIdentifier(uri=uri)))
+    assert list(lenses) == []
+
+
+async def test_quick_fix_creates_on_the_device(client, tmp_path):
+    result = await initialize(client)
+    text = 'import torch\n\n\ndef make(device):\n    label = "形状 🚀"\n    return torch.randn(3, 4).to(device), label\n'
+    uri = await open_document(client, tmp_path / "move.py", text)
+    encoding = encoding_of(result)
+    line = text.splitlines()[5]
+    start = units(line[: line.index("torch.randn")], encoding)
+    end = units(line[: line.index(", label")], encoding)
+    assert simple(client.diagnostics[uri]) == [
+        (5, units(line[: line.index(".to(") + 1], encoding), 5, end, "AL302", "atenlens")]
+    actions = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        range=types.Range(start=types.Position(line=5, character=0), end=types.Position(line=5, character=0)),
+        context=types.CodeActionContext(diagnostics=list(client.diagnostics[uri]))))
+    fixes = [a for a in actions if a.diagnostics and a.diagnostics[0].code == "AL302"]
+    assert len(fixes) == 1
+    (edit,) = fixes[0].edit.changes[uri]
+    assert (edit.range.start.line, edit.range.start.character, edit.range.end.line, edit.range.end.character) == \
+        (5, start, 5, end)
+    assert edit.new_text == "torch.randn(3, 4, device=device)"
+
+
+async def test_lint_ignore_setting_takes_effect(client, tmp_path):
+    await initialize(client)
+    uri = await open_document(client, tmp_path / "loop.py", LOOP)
+    assert [d.code for d in client.diagnostics[uri]] == ["AL100"]
+    published = len(client.recorder.published)
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"atenlens": {"lint": {"ignore": ["AL100"]}}}))
+    assert await wait_for_diagnostics(client, uri, 1, after=published) == []
+
+
+async def test_invalid_settings_fall_back_with_one_message(client, tmp_path):
+    await initialize(client, {"hints": {"maxLength": "wide"}, "trace": {"device": "tpu"}, "lint": {"ignore": ["AL100"]}})
+    uri = await open_document(client, tmp_path / "loop.py", LOOP)
+    assert list(client.diagnostics[uri]) == []    # the valid part of the settings applies
+    warnings = [m for m in client.messages if m.type == types.MessageType.Warning]
+    assert len(warnings) == 1
+    assert "atenlens.hints.maxLength" in warnings[0].message and "atenlens.trace.device" in warnings[0].message
