@@ -23,3 +23,13 @@ def line_of(path: str, text: str) -> int:
             if text in line:
                 return number
     raise AssertionError(f"{text!r} not in {path}")
+
+
+def process_is_gone(pid: int) -> bool:
+    """True when `pid` no longer runs: absent, or a zombie waiting to be reaped by init."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("Z", "X")

@@ -16,7 +16,7 @@ import resource
 import signal
 import sys
 import traceback
-from typing import Callable
+from typing import Callable, Optional
 
 from atenlens.report import Code, TraceReport, TraceRequest
 from atenlens.worker.outcome import abnormal_report
@@ -57,11 +57,36 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+def report_frame(nonce: str, payload: bytes) -> bytes:
+    """The report as written to the report pipe. The traced code can write to any descriptor the
+    child holds, that pipe included; the worker takes the last frame carrying the nonce it chose
+    for this trace and ignores anything else in the pipe."""
+    return f"\natenlens-report {nonce} {len(payload)}\n".encode("ascii") + payload
+
+
+def read_report_frame(data: bytes, nonce: str) -> Optional[bytes]:
+    """The payload of the last complete frame with `nonce` in `data`, or None."""
+    marker = f"\natenlens-report {nonce} ".encode("ascii")
+    start = data.rfind(marker)
+    if start < 0:
+        return None
+    header_end = data.find(b"\n", start + len(marker))
+    if header_end < 0:
+        return None
+    try:
+        length = int(data[start + len(marker):header_end])
+    except ValueError:
+        return None
+    payload = data[header_end + 1:header_end + 1 + length]
+    return payload if len(payload) == length else None
+
+
 def run_child(
     request: TraceRequest,
     runner: Callable[[TraceRequest], TraceReport],
     *,
     report_fd: int,
+    nonce: str,
     stdout_fd: int,
     stderr_fd: int,
     close_fds: tuple[int, ...],
@@ -69,6 +94,7 @@ def run_child(
 ) -> None:
     """Runs in the child after fork; never returns."""
     status = EXIT_NO_REPORT
+    me = os.getpid()
     try:
         os.setpgid(0, 0)                 # its own process group: the worker kills it and all it forked
         _die_with_parent()
@@ -104,7 +130,9 @@ def run_child(
                 message=f"atenlens failed while tracing: {type(error).__name__}: {error}",
                 stderr=traceback.format_exc(),
             )
-        _write_all(report_fd, report.to_json().encode("utf-8"))
+        if os.getpid() != me:
+            os._exit(0)                  # a copy the traced code forked: only the child reports
+        _write_all(report_fd, report_frame(nonce, report.to_json().encode("utf-8")))
         os.close(report_fd)
         status = 0
     except BaseException:                # noqa: BLE001

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections import deque
-from typing import Optional
+from typing import Callable, Optional
 
 import atenlens
 from atenlens.report import TraceReport, TraceRequest, from_jsonable, to_jsonable
@@ -38,8 +38,9 @@ STDERR_TAIL_BYTES = 16 * 1024
 PASSED_ENV = (
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ",
     "TMPDIR", "TEMP", "TMP", "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONHOME",
-    "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "TORCH_HOME",
+    "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "TORCH_HOME", "XDG_CACHE_HOME", "CXX",
 )
+PASSED_ENV_PREFIXES = ("ATENLENS_",)    # the product's own settings (ATENLENS_CACHE_DIR, ATENLENS_CXX)
 
 
 def _package_root() -> str:
@@ -52,7 +53,8 @@ def worker_environment(extra: Optional[dict] = None, base: Optional[dict] = None
     client's package root first (the language server may run from a bundled sys.path the worker
     cannot see), one OpenMP thread, then `extra` on top."""
     base = os.environ if base is None else base
-    env = {name: base[name] for name in PASSED_ENV if name in base}
+    env = {name: value for name, value in base.items()
+           if name in PASSED_ENV or name.startswith(PASSED_ENV_PREFIXES)}
     paths = [_package_root()] + [p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     env["OMP_NUM_THREADS"] = "1"
@@ -64,9 +66,11 @@ def worker_environment(extra: Optional[dict] = None, base: Optional[dict] = None
 class _Pending:
     """One trace in flight."""
 
-    def __init__(self, request_id: int, request: TraceRequest) -> None:
+    def __init__(self, request_id: int, request: TraceRequest,
+                 on_started: Optional[Callable[[int], None]] = None) -> None:
         self.id = request_id
         self.request = request
+        self.on_started = on_started
         self.done = threading.Event()
         self.report: Optional[TraceReport] = None
         self.child_pid: Optional[int] = None
@@ -107,7 +111,8 @@ class TraceWorker:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Starts the worker in the background (returns at once); a no-op while one is alive."""
+        """Starts the worker in the background (returns at once); a no-op while one is alive. A
+        worker that cannot be started is reported by the next trace(), not raised here."""
         with self._state:
             if self._closed:
                 raise RuntimeError("TraceWorker is closed")
@@ -115,15 +120,20 @@ class TraceWorker:
                 return
             self._spawn()
 
-    def _spawn(self) -> None:
+    def _spawn(self) -> Optional[str]:
+        """Starts a worker process; returns why it could not be started, or None."""
         command = [self.python, "-m", "atenlens.worker", "--memory-limit-mb", str(self.memory_limit_mb)]
-        process = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=worker_environment(self.env),
-            start_new_session=True,            # a Ctrl-C in the caller's terminal is the caller's to handle
-            close_fds=True,
-        )
+        try:
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env=worker_environment(self.env),
+                start_new_session=True,        # a Ctrl-C in the caller's terminal is the caller's to handle
+                close_fds=True,
+            )
+        except OSError as error:
+            self._process = None
+            return f"cannot run {self.python!r}: {error.strerror or error}"
         self._process = process
         self._ready = threading.Event()
         self._ready_info = {}
@@ -133,6 +143,7 @@ class TraceWorker:
                          daemon=True).start()
         threading.Thread(target=self._read_stderr, args=(process, self._stderr_tail), name="atenlens-worker-err",
                          daemon=True).start()
+        return None
 
     @property
     def alive(self) -> bool:
@@ -154,6 +165,8 @@ class TraceWorker:
         """Starts the worker if needed and waits until it is warm; False on failure or timeout."""
         self.start()
         with self._state:
+            if self._process is None:
+                return False
             ready = self._ready
         return ready.wait(self.startup_timeout if timeout is None else timeout) and self.alive
 
@@ -189,18 +202,22 @@ class TraceWorker:
 
     # -- tracing -------------------------------------------------------------------------------
 
-    def trace(self, request: TraceRequest) -> TraceReport:
+    def trace(self, request: TraceRequest, on_started: Optional[Callable[[int], None]] = None) -> TraceReport:
         """Runs one trace in the worker and returns its report; never raises for what the traced
-        code or the worker does. Blocks while another trace of this worker runs."""
+        code or the worker does. Blocks while another trace of this worker runs. `on_started`
+        (optional) is called, on the client's reader thread, with the pid of the process running
+        the trace once it runs."""
         with self._trace_lock:
-            pending = _Pending(next(self._ids), request)
+            pending = _Pending(next(self._ids), request, on_started)
             with self._state:
                 if self._closed:
                     return cancelled_report(request)
                 if self._process is None or self._process.poll() is not None or self._fatal is not None:
                     if self._process is not None:
                         self._discard_process_locked()
-                    self._spawn()
+                    failure = self._spawn()
+                    if failure is not None:
+                        return worker_died_report(request, f"the trace worker could not start: {failure}")
                 self._pending = pending
                 process, ready = self._process, self._ready
             try:
@@ -331,6 +348,11 @@ class TraceWorker:
                 continue
             if event == "started":
                 pending.child_pid = message.get("pid")
+                if pending.on_started is not None and pending.child_pid is not None:
+                    try:
+                        pending.on_started(pending.child_pid)
+                    except Exception:           # noqa: BLE001 - a caller's callback must not stop the reader
+                        pass
             elif "report" in message:
                 try:
                     report = from_jsonable(TraceReport, message["report"])

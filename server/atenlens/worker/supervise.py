@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol
 
 from atenlens.report import Code, TraceReport, TraceRequest, to_jsonable
-from atenlens.worker.child import DUMP_SIGNAL, EXIT_NO_REPORT, run_child
+from atenlens.worker.child import DUMP_SIGNAL, EXIT_NO_REPORT, read_report_frame, run_child
 from atenlens.worker.outcome import BoundedCapture, abnormal_report, cancelled_report, signal_description
 
 # How long past the request's own timeout (which the runner enforces softly, reporting where the
@@ -36,7 +36,7 @@ class ControlChannel(Protocol):
 class ChildEnd:
     """What the worker saw of one child."""
 
-    report_bytes: bytes
+    report_bytes: Optional[bytes]    # the child's report (JSON), None when it wrote none
     stdout: str
     stderr: str
     wait_status: Optional[int]       # os.waitpid status; None when it could not be collected
@@ -91,6 +91,7 @@ def run_supervised(
     request_id: Any,
 ) -> ChildEnd:
     """Forks a child for `request` and supervises it to the end."""
+    nonce = os.urandom(16).hex()
     report_r, report_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -100,7 +101,7 @@ def run_supervised(
     if pid == 0:
         run_child(
             request, runner,
-            report_fd=report_w, stdout_fd=out_w, stderr_fd=err_w,
+            report_fd=report_w, nonce=nonce, stdout_fd=out_w, stderr_fd=err_w,
             close_fds=(report_r, out_r, err_r) + inherited_fds,
             memory_limit_mb=memory_limit_mb,
         )
@@ -157,7 +158,7 @@ def run_supervised(
         for fd in list(sinks) + [pidfd]:
             os.close(fd)
     return ChildEnd(
-        report_bytes=bytes(report),
+        report_bytes=read_report_frame(bytes(report), nonce),
         stdout=stdout.text(),
         stderr=stderr.text(),
         wait_status=wait_status,
@@ -228,6 +229,18 @@ def _merge_output(data: dict, end: ChildEnd, memory_limit_mb: int) -> dict:
     return data
 
 
+_DEEP_STACK_FRAMES = 100                 # faulthandler prints at most this many frames per thread
+
+
+def _dump_depth(stderr: str) -> int:
+    """Frames in the first thread of a faulthandler dump in `stderr`."""
+    start = stderr.find("(most recent call first):")
+    if start < 0:
+        return 0
+    block = stderr[start:].split("\n\n", 1)[0]
+    return sum(1 for line in block.splitlines() if line.lstrip().startswith('File "'))
+
+
 def _is_out_of_memory(text: str) -> bool:
     return "MemoryError" in text or "can't allocate memory" in text or "bad_alloc" in text
 
@@ -238,10 +251,12 @@ def _abnormal_exit_report(request: TraceRequest, end: ChildEnd, memory_limit_mb:
     if status is not None and os.WIFSIGNALED(status):
         what = signal_description(os.WTERMSIG(status))
         kind = "crash"
+        if os.WTERMSIG(status) == signal.SIGSEGV and _dump_depth(end.stderr) >= _DEEP_STACK_FRAMES:
+            what += f"; its stack was over {_DEEP_STACK_FRAMES} frames deep (unbounded recursion?)"
     elif status is not None and os.WIFEXITED(status):
         code = os.WEXITSTATUS(status)
         if code == 0:
-            what = "exited (exit code 0) before atenlens could write its report"
+            what = "exited (exit code 0) without a report: the traced code ended it or wrote over the report"
         elif code == EXIT_NO_REPORT and out_of_memory:
             what = "could not write its report"
         else:
