@@ -124,3 +124,20 @@ def foreach_optimizers_for_fake_tensors() -> Iterator[None]:
     finally:
         if added and FakeTensor in supported:
             supported.remove(FakeTensor)
+
+
+@contextlib.contextmanager
+def fake_tensor_tolist(replacement: Callable[[Any, Callable[[Any], Any]], Any]) -> Iterator[None]:
+    """FakeTensor overrides `tolist` in Python (one `.item()` per element), so a TorchFunctionMode
+    never sees `Tensor.tolist` on a fake and a 1,000-element `.tolist()` would look like 1,000 syncs
+    instead of one copy. `replacement(tensor, original)` runs instead for one trace."""
+    original = FakeTensor.tolist
+
+    def tolist(self: Any) -> Any:
+        return replacement(self, original)
+
+    FakeTensor.tolist = tolist  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        FakeTensor.tolist = original  # type: ignore[method-assign]
