@@ -1,0 +1,230 @@
+"""torch.cuda.* and torch.accelerator.* answering as one idle CUDA GPU, for device-agnostic code.
+
+Programs choose their device with `torch.cuda.is_available()`, size batches from
+`get_device_properties().total_memory`, time with `torch.cuda.Event`, and call
+`torch.cuda.synchronize()`. On a machine without a GPU these raise or answer "no"; patched, the
+program takes its GPU branch. The synchronizing calls (`synchronize`, `Event.synchronize`,
+`Stream.synchronize`) tell the hazard tracker (`SyncListener`) so it can report them and mark
+pending device-to-host copies as landed. Patches are applied for one trace and undone after it.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Optional, Protocol
+
+import torch
+
+DEVICE_COUNT = 1                       # the same count the C++ shims report
+
+
+@dataclass(frozen=True)
+class SimulatedDeviceProperties:
+    """The answers of `torch.cuda.get_device_properties()`: an H100 SXM, the usual training GPU."""
+
+    name: str = "NVIDIA H100 80GB HBM3 (simulated by atenlens)"
+    major: int = 9
+    minor: int = 0
+    total_memory: int = 80 * 2**30
+    multi_processor_count: int = 132
+    is_integrated: bool = False
+    is_multi_gpu_board: bool = False
+    warp_size: int = 32
+    max_threads_per_multi_processor: int = 2048
+    regs_per_multiprocessor: int = 65536
+    shared_memory_per_block: int = 48 * 1024
+    shared_memory_per_block_optin: int = 227 * 1024
+    shared_memory_per_multiprocessor: int = 228 * 1024
+    L2_cache_size: int = 50 * 2**20
+    gcnArchName: str = "NVIDIA H100 80GB HBM3"
+    uuid: str = "00000000-0000-0000-0000-000000000000"
+    pci_bus_id: int = 0
+    pci_device_id: int = 0
+    pci_domain_id: int = 0
+
+
+PROPERTIES = SimulatedDeviceProperties()
+
+
+class SyncListener(Protocol):
+    def api_sync(self, name: str, event: Optional["torch.Event"] = None) -> None: ...
+    def event_recorded(self, event: "torch.Event") -> None: ...
+
+
+class ListenerSlot:
+    """The hazard tracker of the trace that is running, if any (set by the hazard modes)."""
+
+    def __init__(self) -> None:
+        self.listener: Optional[SyncListener] = None
+
+    def api_sync(self, name: str, event: Any = None) -> None:
+        if self.listener is not None:
+            self.listener.api_sync(name, event)
+
+    def event_recorded(self, event: Any) -> None:
+        if self.listener is not None:
+            self.listener.event_recorded(event)
+
+
+def _device(device: Any) -> torch.device:
+    if device is None:
+        return torch.device("cuda", 0)
+    if isinstance(device, int):
+        return torch.device("cuda", device)
+    resolved = torch.device(device)
+    return resolved if resolved.index is not None else torch.device("cuda", 0)
+
+
+def _make_stream_and_event_types(slot: ListenerSlot) -> tuple[type, type]:
+    class Event(torch.Event):
+        def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
+                    external: bool = False):
+            return super().__new__(cls, device="cuda", enable_timing=enable_timing, blocking=blocking,
+                                   interprocess=interprocess)
+
+        def record(self, stream: Any = None) -> None:
+            slot.event_recorded(self)
+
+        def synchronize(self) -> None:
+            slot.api_sync("torch.cuda.Event.synchronize", self)
+
+        def query(self) -> bool:
+            return True
+
+        def wait(self, stream: Any = None) -> None:
+            pass                          # orders device work; the host does not wait
+
+        def elapsed_time(self, end_event: Any) -> float:
+            return 0.0
+
+    class Stream(torch.Stream):
+        def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any):
+            return super().__new__(cls, device=_device(device), priority=priority)
+
+        def synchronize(self) -> None:
+            slot.api_sync("torch.cuda.Stream.synchronize")
+
+        def query(self) -> bool:
+            return True
+
+        def wait_event(self, event: Any) -> None:
+            pass
+
+        def wait_stream(self, stream: Any) -> None:
+            pass
+
+        def record_event(self, event: Any = None) -> Any:
+            event = event if event is not None else Event()
+            event.record(self)
+            return event
+
+    return Stream, Event
+
+
+class _CurrentStream(threading.local):
+    stream: Optional[Any] = None
+
+
+@contextlib.contextmanager
+def simulated_cuda_api(slot: ListenerSlot) -> Iterator[None]:
+    """Patch torch.cuda / torch.accelerator for the duration of one trace."""
+    # FakeTensorMode imports dynamo, and dynamo's import indexes every torch.cuda function once
+    # (and rejects one function object under two names): let it index the real ones.
+    import torch._dynamo  # noqa: F401
+
+    Stream, Event = _make_stream_and_event_types(slot)
+    default_stream = Stream()
+    current = _CurrentStream()
+
+    def current_stream(device: Any = None) -> Any:
+        return current.stream if current.stream is not None else default_stream
+
+    def set_stream(stream: Any) -> None:
+        current.stream = stream
+
+    @contextlib.contextmanager
+    def stream(s: Any) -> Iterator[None]:
+        previous, current.stream = current.stream, s if s is not None else current.stream
+        try:
+            yield
+        finally:
+            current.stream = previous
+
+    @contextlib.contextmanager
+    def device(d: Any) -> Iterator[None]:
+        yield
+
+    def synchronize(device: Any = None) -> None:
+        slot.api_sync("torch.cuda.synchronize")
+
+    def accelerator_synchronize(device: Any = None) -> None:
+        slot.api_sync("torch.accelerator.synchronize")
+
+    def zero(*args: Any, **kwargs: Any) -> int:
+        return 0
+
+    def nothing(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    cuda = torch.cuda
+    patches: list[tuple[Any, str, Any]] = [
+        (cuda, "is_available", lambda: True),
+        (cuda, "device_count", lambda: DEVICE_COUNT),
+        (cuda, "_lazy_init", nothing),
+        (cuda, "current_device", lambda: 0),
+        (cuda, "set_device", nothing),
+        (cuda, "device", device),
+        (cuda, "get_device_properties", lambda device=None: PROPERTIES),
+        (cuda, "get_device_capability", lambda device=None: (PROPERTIES.major, PROPERTIES.minor)),
+        (cuda, "get_device_name", lambda device=None: PROPERTIES.name),
+        (cuda, "get_arch_list", lambda: ["sm_80", "sm_90"]),
+        (cuda, "is_bf16_supported", lambda including_emulation=True: True),
+        (cuda, "synchronize", synchronize),
+        (cuda, "Stream", Stream),
+        (cuda, "Event", Event),
+        (cuda, "current_stream", current_stream),
+        (cuda, "default_stream", lambda device=None: default_stream),
+        (cuda, "set_stream", set_stream),
+        (cuda, "stream", stream),
+        (cuda, "memory_allocated", zero),
+        (cuda, "max_memory_allocated", zero),
+        (cuda, "memory_reserved", zero),
+        (cuda, "max_memory_reserved", zero),
+        (cuda, "memory_stats", lambda device=None: OrderedDict()),
+        (cuda, "mem_get_info", lambda device=None: (PROPERTIES.total_memory, PROPERTIES.total_memory)),
+        (cuda, "reset_peak_memory_stats", nothing),
+        (cuda, "reset_accumulated_memory_stats", nothing),
+        (cuda, "empty_cache", nothing),
+        (torch.accelerator, "synchronize", accelerator_synchronize),
+        (torch.accelerator, "current_stream", current_stream),
+        (torch.accelerator, "set_stream", set_stream),
+        (torch.accelerator, "current_accelerator",
+         lambda check_available=False: torch.device("cuda")),
+        (torch.accelerator, "device_count", lambda: DEVICE_COUNT),
+        (torch.accelerator, "is_available", lambda: True),
+    ]
+    memory = getattr(torch.accelerator, "memory", None)
+    if memory is not None:
+        for name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved"):
+            patches.append((memory, name, zero))
+        patches += [(memory, "empty_cache", nothing), (memory, "reset_peak_memory_stats", nothing),
+                    (memory, "memory_stats", lambda device_index=None: OrderedDict())]
+    for module in (torch.cuda.memory,):
+        for name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved"):
+            patches.append((module, name, zero))
+    originals = [(obj, name, obj.__dict__.get(name, _MISSING)) for obj, name, _ in patches]
+    for obj, name, value in patches:
+        setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        for obj, name, value in reversed(originals):
+            if value is _MISSING:
+                delattr(obj, name)
+            else:
+                setattr(obj, name, value)
+
+
+_MISSING = object()

@@ -1,0 +1,254 @@
+"""Handlers for host-device syncs: ops whose result the host must wait for.
+
+A CUDA kernel launch returns at once and the host runs ahead of the GPU; anything that needs a
+value computed on the GPU (a scalar, a copy to host memory, the size of a data-dependent output)
+makes the host wait until the GPU has drained its queue, leaving it idle while the host catches up.
+Each handler reports the sync (only for tensors on cuda: a value already on the CPU costs no GPU
+wait) and returns what the program needs to run on: the fake result when fake tensors know it
+(constants), a placeholder otherwise (1 / 1.0 / True for scalars, the largest possible shape for
+data-dependent outputs). The host-side reads of pending non_blocking copies are in copies.py.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from atenlens.trace.gpu.registry import DISPATCH_HANDLERS, FUNCTION_HANDLERS, InterceptedCall
+from atenlens.trace.gpu.tracker import HazardTracker, is_cuda, tensor_label
+from atenlens.trace.torch_compat import DataDependentOutputException, DynamicOutputShapeException, FakeTensor
+
+aten = torch.ops.aten
+
+# How the function level names what the user wrote, for messages about `_local_scalar_dense`.
+_SCALAR_READERS = {
+    "item": "`.item()`",
+    "__bool__": "`bool()` / `if tensor:`",
+    "__float__": "`float()`",
+    "__int__": "`int()`",
+    "__index__": "using a tensor as an index",
+    "__format__": "formatting a tensor",
+    "__repr__": "printing a tensor",
+    "tolist": "`.tolist()`",
+    "__len__": "`len()`",
+}
+
+WAITS = "the host waits until the GPU has finished all queued work"
+
+
+def placeholder_scalar(dtype: torch.dtype) -> Any:
+    if dtype == torch.bool:
+        return True
+    if dtype.is_floating_point:
+        return 1.0
+    if dtype.is_complex:
+        return 1 + 0j
+    return 1
+
+
+def _run_or(call: InterceptedCall, placeholder: Any) -> Any:
+    """The fake result when fake tensors know it (constants), else the placeholder."""
+    try:
+        return call.run()
+    except (DataDependentOutputException, DynamicOutputShapeException):
+        return placeholder() if callable(placeholder) else placeholder
+
+
+def _is_fake(t: Any) -> bool:
+    return isinstance(t, FakeTensor)
+
+
+def _report_sync(call: InterceptedCall, t: torch.Tensor, message: str) -> None:
+    if is_cuda(t) and not call.tracker.reported_at_api_level:
+        call.tracker.sync(message, str(call.target))
+
+
+# -- scalars -----------------------------------------------------------------------------------------
+
+@DISPATCH_HANDLERS.register(aten._local_scalar_dense.default)
+def scalar_to_host(call: InterceptedCall) -> Any:
+    t = call.args[0]
+    reader = _SCALAR_READERS.get(call.tracker.current_api or "", "reading a tensor's value on the host")
+    _report_sync(call, t, f"{reader} copies a value of cuda {tensor_label(t)} to the host: {WAITS}")
+    if not _is_fake(t):
+        return call.run()
+    return _run_or(call, placeholder_scalar(t.dtype))
+
+
+@DISPATCH_HANDLERS.register(aten.equal.default)
+def tensors_equal(call: InterceptedCall) -> Any:
+    a = call.args[0]
+    _report_sync(call, a, f"`torch.equal` returns a Python bool computed on the GPU: {WAITS}")
+    return _run_or(call, True)
+
+
+# -- data-dependent output shapes -------------------------------------------------------------------
+
+def _shape_message(what: str) -> str:
+    return (f"{what} has a data-dependent output shape: the host waits for the GPU to compute the size "
+            "before it can allocate the result (the trace goes on with the largest possible size)")
+
+
+@DISPATCH_HANDLERS.register(aten.nonzero.default)
+def nonzero(call: InterceptedCall) -> Any:
+    t = call.args[0]
+    what = "one-argument `torch.where`" if call.tracker.current_api == "where" else "`nonzero`"
+    _report_sync(call, t, _shape_message(what))
+    return _run_or(call, lambda: torch.empty((t.numel(), t.dim()), dtype=torch.long, device=t.device))
+
+
+def _is_mask(index: Any) -> bool:
+    return isinstance(index, torch.Tensor) and index.dtype in (torch.bool, torch.uint8)
+
+
+def _masks_as_indices(indices: list) -> list:
+    """Replace each boolean mask by integer indices of its largest possible result (all true)."""
+    converted: list = []
+    for index in indices:
+        if _is_mask(index):
+            converted += [torch.zeros(index.numel(), dtype=torch.long, device=index.device)] * index.dim()
+        else:
+            converted.append(index)
+    return converted
+
+
+@DISPATCH_HANDLERS.register(aten.index.Tensor)
+def index_with_mask(call: InterceptedCall) -> Any:
+    self, indices = call.args[0], list(call.args[1])
+    if not any(_is_mask(i) for i in indices):
+        return call.run()
+    _report_sync(call, self, _shape_message("boolean-mask indexing `x[mask]`"))
+    return _run_or(call, lambda: aten.index.Tensor(self, _masks_as_indices(indices)))
+
+
+@DISPATCH_HANDLERS.register(aten.index_put_.default, aten.index_put.default, aten._index_put_impl_.default)
+def index_put_with_mask(call: InterceptedCall) -> Any:
+    self, indices = call.args[0], list(call.args[1])
+    if not any(_is_mask(i) for i in indices):
+        return call.run()
+    _report_sync(call, self, "boolean-mask assignment `x[mask] = v` turns the mask into indices with "
+                             f"`nonzero` on the GPU: {WAITS}")
+    inplace = call.target is not aten.index_put.default
+    return _run_or(call, lambda: self if inplace else self.clone())
+
+
+@DISPATCH_HANDLERS.register(aten.masked_select.default)
+def masked_select(call: InterceptedCall) -> Any:
+    self, mask = call.args[0], call.args[1]
+    _report_sync(call, self, _shape_message("`masked_select`"))
+    size = torch.broadcast_shapes(self.shape, mask.shape).numel()
+    return _run_or(call, lambda: torch.empty((size,), dtype=self.dtype, device=self.device))
+
+
+def _unique_placeholder(self: torch.Tensor, return_inverse: bool, return_counts: bool, dim: Any = None) -> tuple:
+    values = self.clone() if dim is not None else torch.empty((self.numel(),), dtype=self.dtype, device=self.device)
+    inverse_shape = (self.shape[dim],) if dim is not None else self.shape
+    counts = (values.shape[dim] if dim is not None else self.numel(),)
+    return (values,
+            torch.empty(inverse_shape if return_inverse else (0,), dtype=torch.long, device=self.device),
+            torch.empty(counts if return_counts else (0,), dtype=torch.long, device=self.device))
+
+
+@DISPATCH_HANDLERS.register(aten._unique2.default)
+def unique(call: InterceptedCall) -> Any:
+    self = call.args[0]
+    _report_sync(call, self, _shape_message("`unique`"))
+    return _run_or(call, lambda: _unique_placeholder(self, call.arg(2, "return_inverse", False),
+                                                     call.arg(3, "return_counts", False)))
+
+
+@DISPATCH_HANDLERS.register(aten.unique_dim.default)
+def unique_dim(call: InterceptedCall) -> Any:
+    self = call.args[0]
+    _report_sync(call, self, _shape_message("`unique(dim=...)`"))
+    return _run_or(call, lambda: _unique_placeholder(self, call.arg(3, "return_inverse", False),
+                                                     call.arg(4, "return_counts", False), call.arg(1, "dim")))
+
+
+@DISPATCH_HANDLERS.register(aten.unique_consecutive.default)
+def unique_consecutive(call: InterceptedCall) -> Any:
+    self = call.args[0]
+    _report_sync(call, self, _shape_message("`unique_consecutive`"))
+    return _run_or(call, lambda: _unique_placeholder(self, call.arg(1, "return_inverse", False),
+                                                     call.arg(2, "return_counts", False), call.arg(3, "dim")))
+
+
+@DISPATCH_HANDLERS.register(aten.repeat_interleave.Tensor)
+def repeat_interleave(call: InterceptedCall) -> Any:
+    repeats = call.args[0]
+    if call.arg(1, "output_size") is not None:
+        return call.run()
+    _report_sync(call, repeats, _shape_message("`repeat_interleave` without `output_size`"))
+    return _run_or(call, lambda: torch.empty((repeats.numel(),), dtype=torch.long, device=repeats.device))
+
+
+# -- function level: values the host formats or converts ---------------------------------------------
+
+def _nested_placeholder(t: torch.Tensor) -> Any:
+    value = placeholder_scalar(t.dtype)
+
+    def build(shape: tuple) -> Any:
+        return [build(shape[1:]) for _ in range(shape[0])] if shape else value
+
+    return build(tuple(t.shape))
+
+
+def fake_tolist(tracker: "HazardTracker", t: torch.Tensor) -> Any:
+    """`.tolist()` of a fake tensor (FakeTensor defines tolist itself, bypassing the function mode;
+    device.py routes it here): one copy to the host, so one sync, and a nested list of placeholders."""
+    if is_cuda(t):
+        tracker.sync(f"`.tolist()` copies cuda {tensor_label(t)} to the host: {WAITS}", "aten._local_scalar_dense.default")
+    return _nested_placeholder(t)
+
+
+@FUNCTION_HANDLERS.register(torch.Tensor.__repr__)
+def tensor_repr(call: InterceptedCall) -> Any:
+    t = call.args[0]
+    if _is_fake(t) and is_cuda(t):
+        call.tracker.sync(f"printing a cuda tensor copies its values ({tensor_label(t)}) to the host: {WAITS}",
+                          "aten._local_scalar_dense.default")
+    return call.run()
+
+
+@FUNCTION_HANDLERS.register(torch.Tensor.__format__)
+def tensor_format(call: InterceptedCall) -> Any:
+    t, spec = call.args[0], call.arg(1, "format_spec", "")
+    if not _is_fake(t):
+        return call.run()
+    if is_cuda(t):
+        call.tracker.sync(f"formatting a cuda tensor copies its values ({tensor_label(t)}) to the host: {WAITS}",
+                          "aten._local_scalar_dense.default")
+    if t.dim() == 0 and spec:
+        return format(placeholder_scalar(t.dtype), spec)
+    return call.run()
+
+
+_NUMPY_DTYPES: dict[torch.dtype, str] = {
+    torch.float32: "float32", torch.float64: "float64", torch.float16: "float16",
+    torch.int64: "int64", torch.int32: "int32", torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8",
+    torch.bool: "bool", torch.complex64: "complex64", torch.complex128: "complex128",
+}
+
+
+_TORCH_SCALAR_TYPE_NAMES = {torch.bfloat16: "BFloat16", torch.float8_e4m3fn: "Float8_e4m3fn",
+                            torch.float8_e5m2: "Float8_e5m2"}
+
+
+@FUNCTION_HANDLERS.register(torch.Tensor.numpy)
+def to_numpy(call: InterceptedCall) -> Any:
+    t = call.args[0]
+    if not _is_fake(t):
+        return call.run()
+    force = bool(call.arg(1, "force", False))
+    if is_cuda(t):
+        if not force:            # what torch does on a real GPU
+            raise TypeError(f"can't convert {t.device} device type tensor to numpy. Use Tensor.cpu() to copy "
+                            "the tensor to host memory first.")
+        call.tracker.sync(f"`.numpy(force=True)` copies cuda {tensor_label(t)} to the host: {WAITS}",
+                          "aten._to_copy.default")
+    dtype = _NUMPY_DTYPES.get(t.dtype)
+    if dtype is None:            # numpy has no bfloat16 (nor float8): torch raises the same
+        raise TypeError(f"Got unsupported ScalarType {_TORCH_SCALAR_TYPE_NAMES.get(t.dtype, str(t.dtype))}")
+    import numpy
+
+    return numpy.zeros(tuple(t.shape), dtype=dtype)

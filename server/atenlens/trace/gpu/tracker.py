@@ -1,0 +1,197 @@
+"""What the hazard handlers of one trace share: pinned storages, pending device-to-host copies,
+the API call in progress, and how a finding becomes a diagnostic (code, severity, location).
+
+Severity of syncs and copy hazards (docs/diagnostics.md says the same):
+- "warning" when the site runs inside a loop — any user frame on its stack is inside a `for`,
+  `while` or comprehension — or on every call of the traced step (the default: the traced function
+  is the step, and a program calls its step over and over);
+- "information" when it runs once, outside any loop, while the user's module loads (its outermost
+  user frame is the module's top level) or while the example call's arguments are built (the
+  engine marks that stretch with `setup()`).
+"""
+from __future__ import annotations
+
+import contextlib
+import dis
+import itertools
+import sys
+from dataclasses import dataclass
+from types import CodeType, FrameType
+from typing import Any, Iterator, Optional
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from atenlens.report import Code, Severity
+from atenlens.trace.attribution import is_user_file
+from atenlens.trace.diagnostics import DiagnosticSink
+
+_SHORT_DTYPES = {
+    torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
+    torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8",
+    torch.bool: "b8", torch.complex64: "c64", torch.complex128: "c128",
+}
+
+
+def tensor_label(t: torch.Tensor) -> str:
+    """`f32[8, 32]`, the logging_tensor vocabulary."""
+    dtype = _SHORT_DTYPES.get(t.dtype, str(t.dtype).removeprefix("torch."))
+    return f"{dtype}[{', '.join(str(s) for s in t.shape)}]"
+
+
+def is_cuda(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.device.type == "cuda"
+
+
+def is_cpu(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.device.type == "cpu"
+
+
+# -- loops ---------------------------------------------------------------------------------------
+
+_BACKWARD_JUMPS = frozenset(name for name in dis.opmap if "BACKWARD" in name and "NO_INTERRUPT" not in name)
+_loop_spans: dict[CodeType, tuple[tuple[int, int], ...]] = {}
+
+
+def _spans(code: CodeType) -> tuple[tuple[int, int], ...]:
+    """Bytecode offset ranges that a backward jump repeats: the bodies of the loops of `code`.
+    Bytecode rather than the source, so unsaved editor text and comprehensions need nothing else."""
+    spans = _loop_spans.get(code)
+    if spans is None:
+        spans = tuple((ins.argval, ins.offset) for ins in dis.get_instructions(code)
+                      if ins.opname in _BACKWARD_JUMPS and isinstance(ins.argval, int))
+        _loop_spans[code] = spans
+    return spans
+
+
+def frame_in_loop(frame: FrameType) -> bool:
+    offset = frame.f_lasti
+    return any(start <= offset <= end for start, end in _spans(frame.f_code))
+
+
+def _user_frames(frame: Optional[FrameType]) -> list[FrameType]:
+    frames = []
+    while frame is not None:
+        if is_user_file(frame.f_code.co_filename):
+            frames.append(frame)
+        frame = frame.f_back
+    return frames                   # innermost first
+
+
+def _column(frame: FrameType) -> Optional[int]:
+    try:
+        positions = next(itertools.islice(frame.f_code.co_positions(), frame.f_lasti // 2, None))
+    except StopIteration:
+        return None
+    return positions[2]
+
+
+# -- pending copies --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PendingCopy:
+    storage: StorageWeakRef
+    sequence: int                   # order among device-to-host copies (events cover lower numbers)
+    line: Optional[int]             # where the copy was issued, for the message
+    label: str
+
+
+def storage_key(t: torch.Tensor) -> Optional[int]:
+    try:
+        return t.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+class HazardTracker:
+    def __init__(self, sink: DiagnosticSink, simulating_cuda: bool) -> None:
+        self.sink = sink
+        self.simulating_cuda = simulating_cuda
+        self.current_api: Optional[str] = None    # the API call the function-level mode is running
+        self.reported_at_api_level = False        # a function-level handler already reported this call
+        self.in_setup = False
+        self._pinned: dict[int, StorageWeakRef] = {}
+        self._pending: dict[int, PendingCopy] = {}
+        self._sequence = 0
+        self._event_marks: dict[int, int] = {}    # id(event) -> copies issued before its last record()
+
+    # -- reporting --------------------------------------------------------------------------------
+    def _report(self, kind: str, code: str, message: str, op: Optional[str]) -> None:
+        frames = _user_frames(sys._getframe(1))
+        self.sink.add(kind, code, message, op=op, severity=self._severity(frames),
+                      column=_column(frames[0]) if frames else None)
+
+    def _severity(self, frames: list[FrameType]) -> Severity:
+        if any(frame_in_loop(f) for f in frames):
+            return "warning"
+        once = self.in_setup or (frames and frames[-1].f_code.co_name == "<module>")
+        return "information" if once else "warning"
+
+    def sync(self, message: str, op: Optional[str], code: str = Code.SYNC) -> None:
+        self._report("sync", code, message, op)
+
+    def pageable_copy(self, message: str, op: Optional[str]) -> None:
+        self._report("pageable-copy", Code.PAGEABLE_COPY, message, op)
+
+    def unsynced_read(self, message: str, op: Optional[str]) -> None:
+        self._report("unsynced-d2h-read", Code.UNSYNCED_D2H_READ, message, op)
+
+    @contextlib.contextmanager
+    def setup(self) -> Iterator[None]:
+        previous, self.in_setup = self.in_setup, True
+        try:
+            yield
+        finally:
+            self.in_setup = previous
+
+    # -- pinned host memory -----------------------------------------------------------------------
+    def mark_pinned(self, t: torch.Tensor) -> None:
+        key = storage_key(t)
+        if key is not None:
+            self._pinned[key] = StorageWeakRef(t.untyped_storage())
+
+    def is_pinned(self, t: torch.Tensor) -> bool:
+        key = storage_key(t)
+        ref = self._pinned.get(key) if key is not None else None
+        if ref is None:
+            return False
+        if ref.expired():                        # the address was reused by another storage
+            del self._pinned[key]
+            return False
+        return True
+
+    # -- device-to-host copies that may still be in flight ------------------------------------------
+    def copy_issued(self, host: torch.Tensor) -> None:
+        key = storage_key(host)
+        if key is None:
+            return
+        self._sequence += 1
+        frames = _user_frames(sys._getframe(1))
+        self._pending[key] = PendingCopy(StorageWeakRef(host.untyped_storage()), self._sequence,
+                                         frames[0].f_lineno if frames else None, tensor_label(host))
+
+    def has_pending(self) -> bool:
+        return bool(self._pending)
+
+    def take_pending(self, t: torch.Tensor) -> Optional[PendingCopy]:
+        """The in-flight copy `t` belongs to, forgotten once read (the first read is the finding)."""
+        key = storage_key(t)
+        pending = self._pending.pop(key, None) if key is not None else None
+        if pending is not None and pending.storage.expired():
+            return None
+        return pending
+
+    def event_recorded(self, event: Any) -> None:
+        self._event_marks[id(event)] = self._sequence
+
+    def api_sync(self, name: str, event: Any = None) -> None:
+        """`torch.cuda.synchronize()` and friends: a sync, and copies issued before it have landed."""
+        self.sync(f"`{name}()` blocks the host until the GPU has finished "
+                  + ("the work recorded before this event" if event is not None else "all queued work"),
+                  None, Code.SYNC_API)
+        if event is None:
+            self._pending.clear()
+            return
+        covered = self._event_marks.get(id(event))
+        if covered is not None:
+            self._pending = {k: p for k, p in self._pending.items() if p.sequence > covered}
