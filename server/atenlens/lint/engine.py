@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Collection, Iterable, Optional
+from typing import Collection, Optional
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
@@ -31,43 +31,40 @@ def select_rules(select: Optional[Collection[str]] = None,
 def lint_source(source: str, path: Optional[str] = None, select: Optional[Collection[str]] = None,
                 ignore: Optional[Collection[str]] = None) -> list[Finding]:
     """Findings for `source`, sorted by position. Never raises: a rule that fails on some input
-    is logged and skipped, the other rules still report."""
+    is logged and skipped, the other rules still report. `path` (a file path or document URI)
+    names the document: its previous tree is kept and re-parsed incrementally."""
     try:
-        return _lint(source, select, ignore, strict=False)
+        return _lint(source, select, ignore, strict=False, document=path)
     except Exception:  # the parser or the text itself: nothing to report, nothing to crash
         log.exception("lint failed on %s", path or "<source>")
         return []
 
 
 def lint_source_strict(source: str, select: Optional[Collection[str]] = None,
-                       ignore: Optional[Collection[str]] = None) -> list[Finding]:
+                       ignore: Optional[Collection[str]] = None, path: Optional[str] = None) -> list[Finding]:
     """`lint_source` that lets a rule's exception through (for tests: a bug must not hide)."""
-    return _lint(source, select, ignore, strict=True)
+    return _lint(source, select, ignore, strict=True, document=path)
 
 
 def _lint(source: str, select: Optional[Collection[str]], ignore: Optional[Collection[str]],
-          strict: bool) -> list[Finding]:
+          strict: bool, document: Optional[str] = None) -> list[Finding]:
     if not isinstance(source, str):
         raise TypeError("source must be str")
     rules = select_rules(select, ignore)
     if not rules:
         return []
-    text = SourceText(source)
+    text = SourceText(source, document)
     names: frozenset[str] = frozenset().union(*(rule.calls for rule in rules))
     context = LintContext(text, names)
     findings: list[Finding] = []
     for rule in rules:
         try:
-            findings.extend(_checked(rule, context.source, rule.check(context)))
+            findings.extend(rule.check(context))
         except Exception:
             if strict:
                 raise
             log.exception("rule %s failed", rule.code)
     return _without_suppressed(sorted(set(findings), key=_position), text)
-
-
-def _checked(rule: Rule, text: SourceText, found: Iterable[Finding]) -> list[Finding]:
-    return [f for f in found if f.code == rule.code]
 
 
 def _position(finding: Finding) -> tuple[int, int, str, int, int]:

@@ -4,20 +4,33 @@ The parser is tree-sitter's Python grammar (docs/rules.md, "Parser"): it never f
 broken region of a half-typed line with ERROR nodes and keeps the rest of the tree intact, and it
 parses a 5,000-line file in milliseconds. Tree-sitter counts columns in UTF-8 bytes; findings count
 Python str characters, so every position goes through `SourceText.position`.
+
+Recovery: tree-sitter's own recovery is good for most damage but an unclosed bracket (the
+typical half-typed line, `y = x.to(`) can swallow everything after it into one ERROR node. When
+an ERROR node spans several lines, the line it starts on is blanked (replaced by spaces of the
+same byte length, so every offset and position stays valid) and the text re-parsed
+incrementally, a few times at most. Rules then see the code around the damage as written.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from collections import OrderedDict
 from functools import lru_cache
 from typing import Iterator, Optional
 
 import tree_sitter_python
-from tree_sitter import Language, Node, Parser, Tree
+from tree_sitter import Language, Node, Parser, Point, Tree
 
 
 @lru_cache(maxsize=1)
 def python_language() -> Language:
     return Language(tree_sitter_python.language())
+
+
+MAX_REPAIRS = 16
+CACHED_DOCUMENTS = 16
+_parse_lock = threading.Lock()          # a tree-sitter Parser is not safe to share between threads
+_last_parse: "OrderedDict[str, tuple[bytes, Tree]]" = OrderedDict()
 
 
 @lru_cache(maxsize=1)
@@ -31,22 +44,126 @@ def encode_source(text: str) -> bytes:
     return text.encode("utf-8", errors="surrogatepass")
 
 
+def _parse_document(data: bytes, document: Optional[str]) -> Tree:
+    """Parse `data`; when `document` (a path or URI) was parsed before, re-parse incrementally
+    from its previous tree, which is what makes linting on every keystroke cheap."""
+    with _parse_lock:
+        previous = _last_parse.get(document) if document is not None else None
+        if previous is None:
+            tree = _parser().parse(data)
+        elif previous[0] == data:
+            tree = previous[1]
+        else:
+            old_data, old_tree = previous
+            tree = old_tree.copy()
+            _apply_edit(tree, old_data, data)
+            tree = _parser().parse(data, tree)
+        if document is not None:
+            _last_parse[document] = (data, tree)
+            _last_parse.move_to_end(document)
+            while len(_last_parse) > CACHED_DOCUMENTS:
+                _last_parse.popitem(last=False)
+        return tree
+
+
+def _apply_edit(tree: Tree, old: bytes, new: bytes) -> None:
+    """Tell `tree` (parsed from `old`) which byte range changed to give `new`."""
+    limit = min(len(old), len(new))
+    prefix = _common_length(old, new, limit, from_end=False)
+    suffix = _common_length(old, new, limit - prefix, from_end=True)
+    old_end, new_end = len(old) - suffix, len(new) - suffix
+    tree.edit(start_byte=prefix, old_end_byte=old_end, new_end_byte=new_end,
+              start_point=_point(old, prefix), old_end_point=_point(old, old_end),
+              new_end_point=_point(new, new_end))
+
+
+def _common_length(a: bytes, b: bytes, limit: int, from_end: bool) -> int:
+    """Length of the common prefix (or suffix) of a and b, at most `limit`: a binary search of
+    slice comparisons, each a memcmp."""
+    low, high = 0, limit
+    while low < high:
+        mid = (low + high + 1) // 2
+        same = a[len(a) - mid:] == b[len(b) - mid:] if from_end else a[:mid] == b[:mid]
+        if same:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _point(data: bytes, offset: int) -> Point:
+    row = data.count(b"\n", 0, offset)
+    return Point(row, offset - (data.rfind(b"\n", 0, offset) + 1))
+
+
 class SourceText:
     """The text, its UTF-8 bytes and the tree of one lint run."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, document: Optional[str] = None) -> None:
         self.text = text
-        self.data = encode_source(text)
-        self.tree: Tree = _parser().parse(self.data)
-        self.root: Node = self.tree.root_node
+        self.original = encode_source(text)
         # Tree-sitter rows split at "\n" only (a lone "\r" is not a row break for it), so the
         # line table does the same.
         self._line_starts = [0]
-        find = self.data.find
+        find = self.original.find
         at = find(b"\n")
         while at != -1:
             self._line_starts.append(at + 1)
             at = find(b"\n", at + 1)
+        self.data = self.original           # what was parsed: the original with blanked lines
+        self.blanked_rows: list[int] = []
+        self.tree: Tree = _parse_document(self.data, document)
+        if self.tree.root_node.has_error:
+            self.tree = self.tree.copy()      # recovery edits the tree; the cached one stays as parsed
+            self._recover()
+        self.root: Node = self.tree.root_node
+
+    def _recover(self) -> None:
+        data = bytearray(self.data)
+        blanked: set[int] = set()
+        for _ in range(MAX_REPAIRS):
+            row = self._first_spreading_error_row(blanked)
+            if row is None:
+                break
+            start = self._line_starts[row]
+            end = self._line_end(row)
+            data[start:end] = b" " * (end - start)
+            blanked.add(row)
+            width = end - start
+            self.tree.edit(start_byte=start, old_end_byte=end, new_end_byte=end,
+                           start_point=Point(row, 0), old_end_point=Point(row, width),
+                           new_end_point=Point(row, width))
+            self.data = bytes(data)
+            with _parse_lock:
+                self.tree = _parser().parse(self.data, self.tree)
+        self.blanked_rows = sorted(blanked)
+
+    def _first_spreading_error_row(self, blanked: set[int]) -> Optional[int]:
+        """Where the first damage that spreads over several lines starts: for an ERROR node, the
+        statement it sits in (a half-typed `y = x.to(` can turn the next lines into its
+        arguments, so the ERROR shows up lines below the bracket that caused it). Returns that
+        statement's first non-blank line not yet blanked."""
+        for error in _error_nodes(self.tree.root_node):
+            statement = _statement_of(error)
+            first = min(statement.start_point.row, error.start_point.row)
+            last = max(statement.end_point.row, error.end_point.row)
+            if last == first:
+                continue
+            rows = [row for row in range(first, min(last, self.line_count - 1) + 1)
+                    if row not in blanked and self.data[self._line_starts[row]:self._line_end(row)].strip()]
+            # The line that leaves a bracket open is the usual culprit; else the first line.
+            for row in rows:
+                if _opens_bracket(self.data[self._line_starts[row]:self._line_end(row)]):
+                    return row
+            if rows:
+                return rows[0]
+        return None
+
+    def _line_end(self, row: int) -> int:
+        end = self._line_starts[row + 1] - 1 if row + 1 < len(self._line_starts) else len(self.original)
+        if end > self._line_starts[row] and self.original[end - 1:end] == b"\r":
+            end -= 1
+        return end
 
     @property
     def line_count(self) -> int:
@@ -57,8 +174,8 @@ class SourceText:
         if row < 0 or row >= len(self._line_starts):
             return b""
         start = self._line_starts[row]
-        end = self._line_starts[row + 1] - 1 if row + 1 < len(self._line_starts) else len(self.data)
-        return self.data[start:end]
+        end = self._line_starts[row + 1] - 1 if row + 1 < len(self._line_starts) else len(self.original)
+        return self.original[start:end]
 
     def position(self, point: tuple[int, int]) -> tuple[int, int]:
         """Tree-sitter (row, byte column) -> (1-based line, 0-based str column)."""
@@ -76,6 +193,59 @@ class SourceText:
         line, col = self.position(node.start_point)
         end_line, end_col = self.position(node.end_point)
         return line, col, end_line, end_col
+
+
+_STATEMENT_PARENTS = frozenset({"block", "module"})
+_COMPOUND = frozenset({"function_definition", "class_definition", "decorated_definition", "if_statement",
+                       "for_statement", "while_statement", "with_statement", "try_statement", "match_statement",
+                       "elif_clause", "else_clause", "except_clause", "finally_clause", "case_clause"})
+_OPEN, _CLOSE = b"([{", b")]}"
+
+
+def _opens_bracket(line: bytes) -> bool:
+    """Does this line leave a bracket open at its end (strings and comments skipped, roughly)?"""
+    depth = 0
+    quote = 0
+    i, n = 0, len(line)
+    while i < n:
+        ch = line[i]
+        if quote:
+            if ch == 0x5C:  # backslash escapes the next byte
+                i += 1
+            elif ch == quote:
+                quote = 0
+        elif ch in (0x22, 0x27):
+            quote = ch
+        elif ch == 0x23:  # '#': a comment runs to the end of the line
+            break
+        elif ch in _OPEN:
+            depth += 1
+        elif ch in _CLOSE:
+            depth -= 1
+        i += 1
+    return depth > 0
+
+
+def _statement_of(node: Node) -> Node:
+    """The innermost simple or compound statement around `node` (itself if it is one)."""
+    current = node
+    parent = node.parent
+    while parent is not None and parent.type not in _STATEMENT_PARENTS and parent.type not in _COMPOUND:
+        if parent.type == "ERROR" and parent.parent is None:
+            break
+        current, parent = parent, parent.parent
+    return current
+
+
+def _error_nodes(root: Node) -> Iterator[Node]:
+    """ERROR nodes in document order, outermost first, visiting only subtrees that have an error
+    (a query would walk the whole tree)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.type == "ERROR":
+            yield node
+        stack.extend(reversed([c for c in node.children if c.has_error]))
 
 
 def ancestors(node: Node) -> Iterator[Node]:

@@ -1,0 +1,114 @@
+"""Parser choice for the static lint: tree-sitter vs ast vs parso on a 5,000-line file.
+
+Times, on the generated 5,000-line corpus (bench/gen_corpus.py) and on the same file with a
+half-typed line (`    y = x.to(`) in its middle:
+- parse only: tree-sitter-python, `ast.parse`, parso (when installed; not a dependency);
+- the whole `lint_source` (parse, recovery, all rules), warm (median of N runs in this process)
+  and cold (a fresh interpreter: import of atenlens.lint, then the first `lint_source`).
+
+    python bench/lint_parser.py [--runs N] [--lines N]
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Callable
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_corpus import generate  # noqa: E402
+
+COLD = r"""
+import sys, time
+src = open(sys.argv[1], encoding="utf-8").read()
+t0 = time.perf_counter()
+from atenlens.lint import lint_source
+t1 = time.perf_counter()
+found = lint_source(src)
+t2 = time.perf_counter()
+print(f"{(t1 - t0) * 1e3:.1f} {(t2 - t1) * 1e3:.1f} {len(found)}")
+"""
+
+
+def median_ms(fn: Callable[[], object], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def with_half_typed_line(text: str) -> str:
+    lines = text.splitlines(keepends=True)
+    middle = len(lines) // 2
+    while not lines[middle].startswith("    ") or not lines[middle].strip():
+        middle += 1
+    return "".join(lines[:middle] + ["    y = x.to(\n"] + lines[middle:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    args_parser.add_argument("--runs", type=int, default=30)
+    args_parser.add_argument("--lines", type=int, default=5000)
+    args = args_parser.parse_args(argv)
+
+    from tree_sitter import Parser
+
+    from atenlens.lint import lint_source
+    from atenlens.lint.source import python_language
+
+    valid = generate(lines=args.lines)
+    broken = with_half_typed_line(valid)
+    ts_parser = Parser(python_language())
+    rows: list[tuple[str, str, str]] = []
+
+    for label, text in (("valid", valid), ("half-typed line", broken)):
+        data = text.encode()
+        rows.append((f"tree-sitter parse ({label})", f"{median_ms(lambda: ts_parser.parse(data), args.runs):.2f}",
+                     "error-tolerant"))
+
+        def parse_ast(text: str = text) -> object:
+            try:
+                return ast.parse(text)
+            except SyntaxError:
+                return None
+        ok = parse_ast() is not None
+        rows.append((f"ast.parse ({label})", f"{median_ms(parse_ast, args.runs):.2f}",
+                     "tree" if ok else "SyntaxError: no tree at all"))
+        try:
+            import parso
+            grammar = parso.load_grammar()
+            rows.append((f"parso parse ({label})",
+                         f"{median_ms(lambda: grammar.parse(text, error_recovery=True, cache=False), max(3, args.runs // 5)):.2f}",
+                         "error-tolerant"))
+        except ImportError:
+            rows.append((f"parso parse ({label})", "-", "parso not installed"))
+        found = len(lint_source(text))
+        rows.append((f"lint_source warm ({label})", f"{median_ms(lambda: lint_source(text), args.runs):.2f}",
+                     f"{found} findings"))
+
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False, encoding="utf-8") as handle:
+        handle.write(valid)
+    try:
+        out = subprocess.run([sys.executable, "-c", COLD, handle.name], capture_output=True, text=True,
+                             check=True).stdout.split()
+    finally:
+        os.unlink(handle.name)
+    rows.append(("import atenlens.lint (cold process)", out[0], ""))
+    rows.append(("first lint_source (cold process, valid)", out[1], f"{out[2]} findings"))
+
+    print(f"{args.lines}-line file, median of {args.runs} runs (ms)")
+    width = max(len(r[0]) for r in rows)
+    for name, value, note in rows:
+        print(f"{name:<{width}}  {value:>8}  {note}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""`lint_source` as the language server uses it: broken code, odd text, selection, suppression."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from atenlens.lint import RULES, Finding, lint_source
+from atenlens.report import Code
+
+ROOT = Path(__file__).resolve().parents[2]
+
+LOOP_WITH_ITEM = (
+    "def train(loader, model):\n"
+    "    for x in loader:\n"
+    "        total = model(x).item()\n"
+)
+
+
+def positions(findings: list[Finding]) -> list[tuple[int, int, str]]:
+    return [(f.line, f.column, f.code) for f in findings]
+
+
+def test_a_half_typed_line_leaves_the_rest_of_the_file_linted() -> None:
+    source = (
+        "import torch\n"
+        "def typing_now(x):\n"
+        "    y = x.to(\n"
+        + LOOP_WITH_ITEM
+        + "def other():\n"
+        "    for _ in range(3):\n"
+        "        torch.cuda.synchronize()\n"
+    )
+    assert positions(lint_source(source)) == [(6, 25, "AL100"), (9, 8, "AL101")]
+
+
+def test_a_syntax_error_elsewhere_leaves_the_rest_of_the_file_linted() -> None:
+    source = (
+        "import torch\n"
+        "def broken(:\n"
+        "    return )\n"
+        + LOOP_WITH_ITEM
+        + "x = torch.randn(3).to(device)\n"
+    )
+    assert positions(lint_source(source)) == [(6, 25, "AL100"), (7, 19, "AL302")]
+
+
+def test_an_unclosed_string_above_does_not_hide_later_findings() -> None:
+    source = "s = 'unterminated\n" + LOOP_WITH_ITEM
+    assert positions(lint_source(source)) == [(4, 25, "AL100")]
+
+
+def test_columns_count_str_characters_not_bytes() -> None:
+    source = 'for x in xs:\n    s = "形状 🚀"; v = x.item()\n'
+    (finding,) = lint_source(source)
+    assert (finding.line, finding.column, finding.end_column) == (2, 22, 28)
+    assert source.splitlines()[1][finding.column:finding.end_column] == "item()"
+
+
+def test_odd_text_gives_findings_or_nothing_but_never_raises() -> None:
+    for source in ["", "\x00", "for x in y:\n\x00  x.item()\n", "\ud800 = 1\nfor x in y: x.item()\n",
+                   "for x in y:\r\n    x.item()\r\n", "(" * 5000, "[" * 3000 + "x.item() for x in y" + "]" * 3000,
+                   "\ufeffimport torch\n", "def f(:\n" * 500]:
+        result = lint_source(source)
+        assert isinstance(result, list)
+    assert positions(lint_source("for x in y:\r\n    x.item()\r\n")) == [(2, 6, "AL100")]
+    assert positions(lint_source("\ud800 = 1\nfor x in y: x.item()\n")) == [(2, 14, "AL100")]
+
+
+def test_findings_are_sorted_by_position() -> None:
+    source = Path(ROOT / "tests/lint/fixtures/AL302_create_then_move.py").read_text()
+    found = lint_source(source)
+    assert [(f.line, f.column) for f in found] == sorted((f.line, f.column) for f in found)
+    assert len(found) == 9
+
+
+def test_select_and_ignore_take_codes_and_prefixes() -> None:
+    source = LOOP_WITH_ITEM + "        torch.cuda.synchronize()\n"
+    assert [f.code for f in lint_source(source)] == ["AL100", "AL101"]
+    assert [f.code for f in lint_source(source, select=["AL101"])] == ["AL101"]
+    assert [f.code for f in lint_source(source, select=["AL1"])] == ["AL100", "AL101"]
+    assert [f.code for f in lint_source(source, ignore=["al100"])] == ["AL101"]
+    assert lint_source(source, select=["AL2"]) == []
+    assert lint_source(source, select=["AL1"], ignore=["AL1"]) == []
+
+
+def test_noqa_suppresses_the_named_codes_or_all_on_its_line() -> None:
+    body = "for x in y:\n    torch.cuda.synchronize(); x.item()  {}\n"
+    assert [f.code for f in lint_source(body.format(""))] == ["AL101", "AL100"]
+    assert [f.code for f in lint_source(body.format("# noqa: AL100"))] == ["AL101"]
+    assert [f.code for f in lint_source(body.format("# noqa:AL101,AL100"))] == []
+    assert [f.code for f in lint_source(body.format("# noqa"))] == []
+    assert [f.code for f in lint_source(body.format("# noqa: AL300"))] == ["AL101", "AL100"]
+
+
+def test_rule_codes_are_unique_and_come_from_the_shared_code_table() -> None:
+    codes = [rule.code for rule in RULES]
+    assert len(codes) == len(set(codes)) == 7
+    names = [rule.name for rule in RULES]
+    assert len(names) == len(set(names))
+    shared = {value for key, value in vars(Code).items() if key.isupper()}
+    assert set(codes) <= shared
+    assert {Code.SYNC, Code.SYNC_API, Code.PAGEABLE_COPY, Code.UNSYNCED_D2H_READ} <= set(codes)
+
+
+def test_every_rule_docstring_has_the_fixed_sections() -> None:
+    for rule in RULES:
+        headings = re.findall(r"^(What it does|Why it matters|Example|Fix):$", rule.doc, flags=re.M)
+        assert headings == ["What it does", "Why it matters", "Example", "Fix"], rule.code
+
+
+def test_every_rule_is_documented_in_docs_rules_md() -> None:
+    doc = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
+    sections = re.split(r"^## ", doc, flags=re.M)
+    for rule in RULES:
+        (section,) = [s for s in sections if s.startswith(f"{rule.code} ")]
+        assert f"`{rule.name}`" in section.splitlines()[0]
+        for heading in ("What it does", "Why it matters", "Example", "Fix"):
+            assert f"**{heading}**" in section, (rule.code, heading)
+        assert "```python" in section
