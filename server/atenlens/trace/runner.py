@@ -11,6 +11,7 @@ import ast
 import contextlib
 import importlib
 import importlib.util
+import logging
 import os
 import signal
 import sys
@@ -73,7 +74,7 @@ def run_trace(request: TraceRequest) -> TraceReport:
     stage = "load"
     info: Optional[FunctionInfo] = None
 
-    with _user_import_state(file), torch_compat.fake_module_fixes(), _time_budget(deadline):
+    with _user_import_state(file), torch_compat.fake_module_fixes(), _quiet_torch_logs(), _time_budget(deadline):
         try:
             source = request.source if request.source is not None else _read_source(file)
             info = _function_info(source, file, request.qualname)
@@ -81,14 +82,18 @@ def run_trace(request: TraceRequest) -> TraceReport:
                 device = session.device
                 notes = tuple(session.notes)
                 modes.enter_context(session.make_fake_mode())
+                # torch hands each op to the most recently entered mode first: the recorder, entered
+                # last, sees every op before the device's hazard modes answer it.
                 for mode in session.extra_modes(sink):
                     modes.enter_context(mode)
                 for mode in recorder.modes():
                     modes.enter_context(mode)
-                module = _load_module(file, source)
-                stage = "setup"
-                function = _resolve(module, request.qualname)
-                example = _example_call(module, function, info, request.call)
+                # the device may treat loading and argument building differently (a sync there runs once)
+                with getattr(session, "setup", contextlib.nullcontext)():
+                    module = _load_module(file, source)
+                    stage = "setup"
+                    function = _resolve(module, request.qualname)
+                    example = _example_call(module, function, info, request.call)
                 call_expression = example.expression
                 stage = "trace"
                 recorder.start(boundary=sys._getframe().f_code)
@@ -279,6 +284,20 @@ def _user_import_state(file: str) -> Iterator[None]:
             module_file = getattr(sys.modules[name], "__file__", None)
             if module_file is None or is_user_file(module_file):
                 del sys.modules[name]
+
+
+@contextlib.contextmanager
+def _quiet_torch_logs() -> Iterator[None]:
+    """FakeTensorMode logs an internal traceback at ERROR level when a meta kernel rejects the user's
+    shapes; the user gets that error as a diagnostic at their line, so torch's log would only clutter
+    the captured stderr."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    previous = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(previous)
 
 
 # -- the time budget --------------------------------------------------------------------------------
