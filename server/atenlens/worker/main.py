@@ -120,8 +120,11 @@ def _warm_up(preload: str) -> tuple[str, tuple[str, ...]]:
     with FakeTensorMode():
         layer = torch.nn.Linear(4, 4)
         inputs = torch.randn(2, 4, requires_grad=True)
-        layer(inputs).relu().sum().backward()
-        torch.optim.SGD(layer.parameters(), lr=0.1).step()
+        layer(inputs).relu().sum()
+        # No backward here: the first backward starts autograd's device threads (one per simulated
+        # CUDA device), and a child forked after that refuses to run backward at all
+        # ("Unable to handle autograd's threading in combination with fork-based multiprocessing").
+        # Each child starts them itself, at its first backward.
     import atenlens.trace.runner  # noqa: F401  - the engine, imported before the first fork
     return torch.__version__, notes
 

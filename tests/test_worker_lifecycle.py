@@ -1,0 +1,160 @@
+"""The worker's lifecycle through its client: cancel, a dying worker, start failures, the
+environment it gets, concurrent callers, and the raw protocol."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from atenlens.report import Code, TraceReport, TraceRequest
+from atenlens.worker.client import PASSED_ENV, TraceWorker, worker_environment
+from worker_helpers import fixture, line_of, process_is_gone, request
+
+TINY = fixture("worker", "tiny.py")
+LOOP = fixture("hostile", "infinite_loop.py")
+
+
+@pytest.fixture(scope="module")
+def worker():
+    with TraceWorker() as warm:
+        assert warm.wait_ready(), "the worker did not become ready"
+        yield warm
+
+
+def start_in_thread(worker: TraceWorker, req: TraceRequest):
+    """Runs worker.trace(req) in a thread; returns (pid-of-trace event holder, result holder, thread)."""
+    started = threading.Event()
+    pids: list[int] = []
+    result: list[TraceReport] = []
+
+    def on_started(pid: int) -> None:
+        pids.append(pid)
+        started.set()
+
+    thread = threading.Thread(target=lambda: result.append(worker.trace(req, on_started=on_started)))
+    thread.start()
+    assert started.wait(60), "the trace did not start"
+    return pids, result, thread
+
+
+def test_cancel_kills_the_running_trace_and_keeps_the_worker(worker):
+    pid = worker.pid
+    pids, result, thread = start_in_thread(worker, request(LOOP, "step", timeout=300))
+    assert worker.cancel() is True
+    thread.join(30)
+    assert not thread.is_alive()
+    report = result[0]
+    assert (report.status, report.message, report.diagnostics) == ("error", "cancelled", ())
+    assert process_is_gone(pids[0])
+    assert worker.pid == pid and worker.trace(request(TINY, "linear_step")).status == "ok"
+
+
+def test_cancel_without_a_running_trace_does_nothing(worker):
+    assert worker.cancel() is False
+    assert worker.trace(request(TINY, "linear_step")).status == "ok"
+
+
+def test_a_second_caller_waits_for_the_first(worker):
+    reports: list[TraceReport] = []
+    threads = [threading.Thread(target=lambda: reports.append(worker.trace(request(TINY, "bump_global"))))
+               for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert [(r.status, r.stdout) for r in reports] == [("ok", "calls=1\n")] * 4
+
+
+def test_a_dead_worker_fails_its_trace_and_is_replaced():
+    with TraceWorker() as worker:
+        assert worker.wait_ready()
+        first_pid = worker.pid
+        pids, result, thread = start_in_thread(worker, request(LOOP, "step", timeout=300))
+        os.kill(first_pid, signal.SIGKILL)
+        thread.join(30)
+        report = result[0]
+        assert report.status == "error"
+        assert [(d.code, d.line) for d in report.diagnostics] == [(Code.WORKER_DIED, line_of(LOOP, "def step"))]
+        assert "the trace worker was killed by signal 9" in report.message
+        assert not worker.alive
+        next_report = worker.trace(request(TINY, "linear_step"))
+        assert next_report.status == "ok", next_report.message
+        assert worker.pid != first_pid and worker.alive
+
+
+def test_a_worker_that_cannot_start_becomes_a_report():
+    with TraceWorker(python="/nonexistent/python3") as worker:
+        worker.start()
+        assert worker.wait_ready(5) is False
+        report = worker.trace(request(TINY, "linear_step"))
+    assert report.status == "error"
+    assert report.diagnostics[0].code == Code.WORKER_DIED
+    assert report.diagnostics[0].line == line_of(TINY, "def linear_step")
+    assert report.message.startswith("the trace worker could not start: cannot run '/nonexistent/python3'")
+
+
+def test_a_python_without_torch_says_so():
+    system_python = "/usr/bin/python3"
+    probe = subprocess.run([system_python, "-c", "import torch"], capture_output=True)
+    assert probe.returncode != 0, "this test needs a Python without torch"
+    with TraceWorker(python=system_python) as worker:
+        report = worker.trace(request(TINY, "linear_step"))
+    assert report.status == "error"
+    assert report.message == ("the trace worker could not start: "
+                              "ModuleNotFoundError: No module named 'torch'")
+
+
+def test_close_ends_the_worker():
+    worker = TraceWorker()
+    assert worker.wait_ready()
+    pid = worker.pid
+    worker.close()
+    assert not worker.alive and process_is_gone(pid)
+
+
+def test_the_worker_gets_only_the_environment_it_needs(monkeypatch):
+    monkeypatch.setenv("GITHUB_TOKEN", "not-for-user-code")
+    monkeypatch.setenv("ATENLENS_CACHE_DIR", os.environ.get("ATENLENS_CACHE_DIR", os.path.expanduser("~/.cache/atenlens")))
+    with TraceWorker() as worker:
+        report = worker.trace(request(fixture("worker", "environment.py"), "show_environment"))
+    assert report.status == "ok", report.message
+    names = set(report.stdout.split())
+    assert "GITHUB_TOKEN" not in names
+    expected = set(worker_environment())
+    # nothing else reaches user code but what Python and torch set in the process itself
+    assert expected <= names and names - expected <= {"LC_CTYPE", "TORCHINDUCTOR_CACHE_DIR"}
+    assert set(worker_environment()) - set(PASSED_ENV) <= {"PYTHONPATH", "OMP_NUM_THREADS", "PYTHONIOENCODING",
+                                                           "ATENLENS_CACHE_DIR"}
+
+
+def test_the_worker_finds_this_package_without_the_callers_sys_path():
+    env = worker_environment(base={"PATH": os.environ["PATH"]})
+    root = os.path.dirname(os.path.dirname(os.path.abspath(sys.modules["atenlens"].__file__)))
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == root
+
+
+def test_raw_protocol_survives_junk_and_answers_by_id():
+    process = subprocess.Popen([sys.executable, "-m", "atenlens.worker"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=worker_environment())
+    try:
+        ready = json.loads(process.stdout.readline())
+        assert ready["event"] == "ready" and ready["pid"] == process.pid
+        good = json.dumps({"id": "b", "request": json.loads(request(TINY, "linear_step").to_json())})
+        process.stdin.write(b"this is not json\n" + json.dumps({"id": "a", "request": {"file": 1}}).encode()
+                            + b"\n" + good.encode() + b"\n")
+        process.stdin.flush()
+        malformed = json.loads(process.stdout.readline())
+        assert malformed["id"] == "a" and malformed["error"].startswith("malformed request")
+        started = json.loads(process.stdout.readline())
+        assert started["id"] == "b" and started["event"] == "started" and started["pid"] != process.pid
+        answer = json.loads(process.stdout.readline())
+        assert answer["id"] == "b" and answer["report"]["status"] == "ok"
+        assert answer["report"]["stdout"] == "hello from the traced code\n"
+    finally:
+        process.stdin.close()
+        assert process.wait(30) == 0
