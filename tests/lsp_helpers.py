@@ -56,6 +56,13 @@ def install_recorder(client: LanguageClient) -> Recorder:
         recorder.note()
 
     features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = publish_diagnostics
+    keep_progress = features[types.PROGRESS]
+
+    def progress(params: types.ProgressParams) -> None:
+        keep_progress(params)
+        recorder.note()
+
+    features[types.PROGRESS] = progress
 
     @client.feature(types.WORKSPACE_INLAY_HINT_REFRESH)
     def inlay_hint_refresh(params: None) -> None:
@@ -144,3 +151,40 @@ def change(client: LanguageClient, uri: str, version: int, start: tuple[int, int
 def simple(diagnostics: list[types.Diagnostic]) -> list[tuple[int, int, int, int, str, str]]:
     return sorted((d.range.start.line, d.range.start.character, d.range.end.line, d.range.end.character,
                    str(d.code), d.source or "") for d in diagnostics)
+
+
+async def execute(client: LanguageClient, command: str, *arguments: Any) -> Any:
+    return await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command=command, arguments=list(arguments)))
+
+
+async def server_info(client: LanguageClient) -> dict[str, Any]:
+    info = await client.protocol.send_request_async("atenlens/serverInfo", {})
+    return info._asdict() if hasattr(info, "_asdict") else dict(info)   # pygls answers unknown results as a namedtuple
+
+
+async def inlay_hints(client: LanguageClient, uri: str, lines: int) -> list[tuple[int, int, str]]:
+    hints = await client.text_document_inlay_hint_async(types.InlayHintParams(
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=lines, character=0))))
+    return [(h.position.line, h.position.character, h.label) for h in hints or []]
+
+
+async def code_lenses(client: LanguageClient, uri: str) -> list[tuple[int, str, str]]:
+    lenses = await client.text_document_code_lens_async(types.CodeLensParams(
+        text_document=types.TextDocumentIdentifier(uri=uri)))
+    return [(lens.range.start.line, lens.command.title, lens.command.command) for lens in lenses or []]
+
+
+def children_of(pid: int) -> list[int]:
+    """Processes whose parent is `pid` (Linux /proc)."""
+    found = []
+    for entry in pathlib.Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found

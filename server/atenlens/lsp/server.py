@@ -93,6 +93,17 @@ class AtenlensServer(LanguageServer):
                                                  or previous.trace.memory_limit_mb != settings.trace.memory_limit_mb):
             asyncio.get_running_loop().create_task(self.traces.restart())
 
+    def reconfigure(self, data: Any) -> None:
+        self.apply_settings(data)
+        for uri in list(self.documents):
+            self.schedule_lint(uri, 0)
+        self.refresh_views()
+
+    async def pull_configuration(self) -> None:
+        answer = await self.workspace_configuration_async(types.ConfigurationParams(
+            items=[types.ConfigurationItem(section="atenlens")]))
+        self.reconfigure(answer[0] if answer else None)
+
     def show(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
         self.window_show_message(types.ShowMessageParams(type=kind, message=message))
 
@@ -264,17 +275,11 @@ def create_server() -> AtenlensServer:
         await ls.traces.close()
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
-    async def workspace_did_change_configuration(ls: AtenlensServer,
-                                                 params: types.DidChangeConfigurationParams) -> None:
-        data = params.settings
-        if not data and ls.capability("workspace.configuration"):
-            answer = await ls.workspace_configuration_async(types.ConfigurationParams(
-                items=[types.ConfigurationItem(section="atenlens")]))
-            data = answer[0] if answer else None
-        ls.apply_settings(data)
-        for uri in list(ls.documents):
-            ls.schedule_lint(uri, 0)
-        ls.refresh_views()
+    def workspace_did_change_configuration(ls: AtenlensServer, params: types.DidChangeConfigurationParams) -> None:
+        if params.settings or not ls.capability("workspace.configuration"):
+            ls.reconfigure(params.settings)
+        else:   # the client sends no values (e.g. Neovim): ask for them
+            asyncio.get_running_loop().create_task(ls.pull_configuration())
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: AtenlensServer, params: types.DidOpenTextDocumentParams) -> None:

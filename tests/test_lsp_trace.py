@@ -1,0 +1,167 @@
+"""Tracing from the editor through the real server, the real trace worker and the real engine
+(examples/train_step.py on fake tensors), as VS Code and as Neovim."""
+from __future__ import annotations
+
+import pathlib
+import shutil
+
+from lsprotocol import types
+
+from lsp_helpers import (  # noqa: F401
+    change, children_of, client, code_lenses, encoding_of, execute, initialize, inlay_hints, open_document,
+    server_info, simple, units, wait_for_diagnostics)
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "train_step.py"
+FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures" / "lsp"
+
+
+def line_of(text: str, needle: str) -> int:
+    (index,) = [i for i, line in enumerate(text.split("\n")) if needle in line]
+    return index
+
+
+async def test_trace_train_step(client, tmp_path):
+    result = await initialize(client)
+    encoding = encoding_of(result)
+    path = tmp_path / "train_step.py"
+    shutil.copy(EXAMPLE, path)
+    text = path.read_text()
+    lines = text.split("\n")
+    uri = await open_document(client, path, text)
+
+    fwd, loss_line, backward_line, step_line = (line_of(text, s) for s in (
+        "logits = model(x)", "loss = F.cross_entropy", "loss.backward()", "opt.step()"))
+    fc1, fc2 = line_of(text, "h = F.relu(self.fc1(x))"), line_of(text, "return self.fc2(h)")
+    defs = {name: line_of(text, f"def {name}(") for name in ("__init__", "forward", "setup", "train_step", "train")}
+
+    assert await code_lenses(client, uri) == [
+        (defs["__init__"], "Trace this step: add an example call", "atenlens.insertDirective"),
+        (defs["forward"], "Trace this step: add an example call", "atenlens.insertDirective"),
+        (defs["setup"], "Trace this step", "atenlens.trace"),
+        (defs["train_step"], "Trace this step", "atenlens.trace"),
+        (defs["train"], "Trace this step", "atenlens.trace"),
+    ]
+    assert await inlay_hints(client, uri, len(lines)) == []
+
+    outcome = await execute(client, "atenlens.trace", {"uri": uri, "qualname": "train_step"})
+    print(outcome)
+    assert outcome["status"] == "ok"
+    expected_refreshes = {"inlayHint", "codeLens"} if client.editor == "visual-studio-code" else {"inlayHint"}
+    assert set(client.recorder.refreshes) == expected_refreshes
+
+    hints = await inlay_hints(client, uri, len(lines))
+    print(hints)
+    at_end = lambda line: units(lines[line], encoding)  # noqa: E731
+    assert hints == [
+        (fc1, at_end(fc1), "t, addmm, relu, detach f32[8, 32] · ∇ threshold_backward +6"),
+    ]
+
+
+async def test_hint_sits_at_the_end_of_a_line_with_wide_characters(client, tmp_path):
+    result = await initialize(client)
+    encoding = encoding_of(result)
+    path = tmp_path / "unicode_step.py"
+    shutil.copy(FIXTURES / "unicode_step.py", path)
+    text = path.read_text()
+    lines = text.split("\n")
+    uri = await open_document(client, path, text)
+    outcome = await execute(client, "atenlens.trace", {"uri": uri, "position": {"line": line_of(text, "return h"), "character": 4}})
+    assert outcome["status"] == "ok", outcome
+    linear, relu = line_of(text, "形状 🚀"), line_of(text, "return h.relu()")
+    # 形 and 状 are one UTF-16 unit and three UTF-8 bytes each, 🚀 is two UTF-16 units (a surrogate pair)
+    assert units(lines[linear], encoding) == {"utf-8": 44, "utf-16": 38, "utf-32": 37}[encoding]
+    assert await inlay_hints(client, uri, len(lines)) == [
+        (linear, units(lines[linear], encoding), "t, mm f32[8, 32]"),
+        (relu, units(lines[relu], encoding), "relu f32[8, 32]"),
+    ]
+
+
+async def progress_begun(client, title: str) -> str:
+    """Wait until the server has begun a work-done progress with `title`; its token."""
+    def begun():
+        for token, reports in client.progress_reports.items():
+            if reports and isinstance(reports[0], types.WorkDoneProgressBegin) and reports[0].title == title \
+                    and len(reports) == 1:
+                return token
+        return None
+    return await client.recorder.until(begun)
+
+
+async def test_progress_cancel_edit_and_supersede(client, tmp_path):
+    import asyncio
+
+    await initialize(client, {"trace": {"timeoutSeconds": 120}})
+    path = tmp_path / "spin.py"
+    shutil.copy(FIXTURES / "spin.py", path)
+    text = path.read_text()
+    uri = await open_document(client, path, text)
+    target = {"uri": uri, "qualname": "spin"}
+
+    # The user cancels the progress: the running trace is killed.
+    running = asyncio.ensure_future(execute(client, "atenlens.trace", target))
+    token = await progress_begun(client, "atenlens: tracing spin")
+    assert client.progress_reports[token][0].cancellable is True
+    client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
+    assert await running == {"status": "cancelled", "qualname": "spin", "message": "cancelled by the user"}
+    assert isinstance(client.progress_reports[token][-1], types.WorkDoneProgressEnd)
+
+    # A second request for the same function supersedes the first.
+    first = asyncio.ensure_future(execute(client, "atenlens.trace", target))
+    token = await progress_begun(client, "atenlens: tracing spin")
+    second = asyncio.ensure_future(execute(client, "atenlens.trace", target))
+    assert await first == {"status": "cancelled", "qualname": "spin", "message": "superseded by a newer request"}
+
+    # An edit inside the function kills its trace.
+    token = await progress_begun(client, "atenlens: tracing spin")
+    change(client, uri, 2, (line_of(text, "x = x + 1"), 8), (line_of(text, "x = x + 1"), 9), "y")
+    assert await second == {"status": "cancelled", "qualname": "spin", "message": "the function was edited"}
+
+    info = await server_info(client)
+    assert info["torchImported"] is False
+    assert info["workerStarts"] == 1
+
+
+async def test_trace_disabled_runs_nothing(client, tmp_path):
+    await initialize(client, {"trace": {"enabled": False}})
+    path = tmp_path / "train_step.py"
+    shutil.copy(EXAMPLE, path)
+    text = path.read_text()
+    uri = await open_document(client, path, text)
+    assert await code_lenses(client, uri) == []          # no "Trace this step" where tracing is off
+    for argument in ({"uri": uri, "qualname": "train_step"}, {"uri": uri, "position": {"line": 33, "character": 0}}):
+        outcome = await execute(client, "atenlens.trace", argument)
+        assert outcome["status"] == "disabled"
+    warnings = [m.message for m in client.messages if m.type == types.MessageType.Warning]
+    assert len(warnings) == 2 and "tracing is disabled" in warnings[0]
+    info = await server_info(client)
+    assert info["workerStarts"] == 0 and info["torchImported"] is False
+    assert children_of(info["pid"]) == []                 # no worker process, not even an idle one
+    # Turning it on again (the workspace became trusted) brings the lenses back.
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"atenlens": {"trace": {"enabled": True}}}))
+    lenses = await code_lenses(client, uri)
+    assert (line_of(text, "def train_step("), "Trace this step", "atenlens.trace") in lenses
+
+
+async def test_add_an_example_call(client, tmp_path):
+    await initialize(client)
+    path = tmp_path / "train_step.py"
+    shutil.copy(EXAMPLE, path)
+    text = path.read_text()
+    uri = await open_document(client, path, text)
+    forward = line_of(text, "def forward(")
+    outcome = await execute(client, "atenlens.insertDirective", {"uri": uri, "qualname": "MLP.forward"})
+    assert outcome == {"applied": True}
+    (applied,) = client.recorder.applied_edits
+    (edit,) = applied.edit.changes[uri]
+    assert (edit.range.start.line, edit.range.start.character, edit.range.end.line, edit.range.end.character) == \
+        (forward, 0, forward, 0)
+    assert edit.new_text == "    # atenlens: MLP(...).forward(...)\n"
+    actions = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        range=types.Range(start=types.Position(line=forward + 1, character=8), end=types.Position(line=forward + 1, character=8)),
+        context=types.CodeActionContext(diagnostics=[])))
+    titles = [a.title for a in actions]
+    assert titles == ["Add an atenlens example call for MLP.forward"]
+    assert actions[0].edit.changes[uri][0].new_text == "    # atenlens: MLP(...).forward(...)\n"
