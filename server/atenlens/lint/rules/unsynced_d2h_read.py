@@ -32,7 +32,7 @@ from typing import Iterator, Optional
 from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
-from atenlens.lint.dataflow import scope_for, scope_nodes
+from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding
 from atenlens.lint.pinning import is_device_to_host, is_pinned
 from atenlens.lint.registry import Rule
@@ -111,14 +111,11 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         boundary = min((s.start_byte for s in syncs if s.start_byte > call.end_byte and scope_for(s) == scope),
                        default=None)
         rebound_after: Optional[int] = None
-        for node in scope_nodes(scope):
-            if node.start_byte < call.end_byte or node.type != "identifier":
-                continue
-            if boundary is not None and node.start_byte >= boundary:
-                break
+        end = boundary if boundary is not None else scope.end_byte
+        for node in ctx.identifiers((name,), call.end_byte, end):
             if rebound_after is not None and node.start_byte >= rebound_after:
                 break
-            if text(node) != name:
+            if scope_for(node) != scope:
                 continue
             if _is_rebinding(node):
                 # `name = ...` ends the copy's result; its right side still runs first.

@@ -29,6 +29,7 @@ Fix:
 """
 from __future__ import annotations
 
+import bisect
 import re
 from typing import Iterator
 
@@ -58,6 +59,11 @@ def _is_logging(call: Node) -> bool:
     return name in NOT_WORK or head in ("logging", "logger", "log", "LOGGER")
 
 
+def _waits(call: Node) -> bool:
+    name = dotted_name(callee(call)) or ""
+    return (method_name(call) or name) in WAITING_METHODS or name.endswith(".synchronize")
+
+
 def check(ctx: LintContext) -> Iterator[Finding]:
     by_scope: dict[int, list[Node]] = {}
     scopes: dict[int, Node] = {}
@@ -66,6 +72,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             scope = scope_for(call)
             by_scope.setdefault(scope.id, []).append(call)
             scopes[scope.id] = scope
+    waiting = [c for c in ctx.calls(*WAITING_METHODS) if _waits(c)]
+    waiting_starts = [c.start_byte for c in waiting]
     for key, reads in by_scope.items():
         if len(reads) < 2:
             continue
@@ -73,26 +81,30 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         if not _MENTIONS_CUDA.search(ctx.source.data, scope.start_byte, scope.end_byte):
             continue
         for first, second in zip(reads, reads[1:]):
-            between = [c for c in ctx.calls_between(first.end_byte, second.start_byte) if scope_for(c) == scope]
-            work = [c for c in between if not is_clock_read(c) and not _is_logging(c)]
-            waits = [c for c in between if (method_name(c) or dotted_name(callee(c)) or "") in WAITING_METHODS
-                     or (dotted_name(callee(c)) or "").endswith(".synchronize")]
-            if work and not waits:
-                name = dotted_name(callee(second))
-                line = ctx.source.position(first.start_point)[0]
-                yield ctx.finding(
-                    Code.UNSYNCED_TIMING,
-                    f"`{name}()` read with no synchronize since the clock read on line {line}: CUDA work is "
-                    "asynchronous, so the interval measures its launch, not its run time",
-                    second,
-                )
+            start, end = first.end_byte, second.start_byte
+            first_wait = bisect.bisect_left(waiting_starts, start)
+            if any(c.end_byte <= end and scope_for(c) == scope
+                   for c in waiting[first_wait:bisect.bisect_left(waiting_starts, end)]):
+                continue
+            work = next((c for c in ctx.calls_within(start, end)
+                         if scope_for(c) == scope and not is_clock_read(c) and not _is_logging(c)), None)
+            if work is None:
+                continue
+            name = dotted_name(callee(second))
+            line = ctx.source.position(first.start_point)[0]
+            yield ctx.finding(
+                Code.UNSYNCED_TIMING,
+                f"`{name}()` read with no synchronize since the clock read on line {line}: CUDA work is "
+                "asynchronous, so the interval measures its launch, not its run time",
+                second,
+            )
 
 
 RULE = Rule(
     code=Code.UNSYNCED_TIMING,
     name="unsynced-timing",
     summary="wall-clock timing of CUDA work with no synchronize before the second clock read",
-    calls=frozenset(CLOCK_FUNCTIONS),
+    calls=frozenset(CLOCK_FUNCTIONS) | WAITING_METHODS,
     check=check,
     doc=__doc__ or "",
 )
