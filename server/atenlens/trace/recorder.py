@@ -36,6 +36,9 @@ from atenlens.trace.diagnostics import DiagnosticSink
 _getframe = sys._getframe
 _Tensor = torch.Tensor
 _BACKWARD_CALLS = (torch.Tensor.backward, torch.autograd.backward)
+# nn.Parameter(fake) takes torch's "custom tensor" path, `data.detach().requires_grad_()`, which a
+# real tensor never runs (it uses _make_subclass): bookkeeping of fakes, not the user's program.
+_PARAMETER_NEW_CODE = torch.nn.Parameter.__new__.__code__
 
 # Tensor methods that only read metadata (no op, nothing a performance engineer looks for): not
 # recorded as calls. Property getters (`x.shape`, `x.T`) are skipped by type instead.
@@ -288,6 +291,12 @@ class _CallRecorder(TorchFunctionMode):
         rec = self.recorder
         if not rec.recording:
             return func(*args, **kwargs)
+        if _getframe(1).f_code is _PARAMETER_NEW_CODE:
+            rec.recording = False
+            try:
+                return func(*args, **kwargs)
+            finally:
+                rec.recording = True
         name = rec.call_name(func)
         stack: tuple[Frame, ...] = ()
         if name is not None:

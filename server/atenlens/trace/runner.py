@@ -46,7 +46,7 @@ class _Stop(Exception):
 
 
 @dataclass(frozen=True)
-class _ExampleCall:
+class ExampleCall:
     expression: Optional[str]            # None: call the function with no arguments
     function: Callable[..., Any]
     args: tuple
@@ -336,7 +336,7 @@ def _resolve(module: types.ModuleType, qualname: str) -> Callable[..., Any]:
 
 
 def _example_call(module: types.ModuleType, function: Callable[..., Any], info: Optional[FunctionInfo],
-                  override: Optional[str]) -> _ExampleCall:
+                  override: Optional[str]) -> ExampleCall:
     expression = override or (info.directive if info is not None else None)
     if expression is None:
         needs_args = info.needs_args if info is not None else _needs_args(function)
@@ -349,8 +349,8 @@ def _example_call(module: types.ModuleType, function: Callable[..., Any], info: 
                                     severity="information", code=Code.NEEDS_INPUTS, kind="needs-inputs",
                                     message=message)
             raise _Stop("needs-inputs", message, diagnostic)
-        return _ExampleCall(None, function, (), {})
-    return _build_call(module, expression)
+        return ExampleCall(None, function, (), {})
+    return build_example_call(module, expression)
 
 
 def _needs_args(function: Callable[..., Any]) -> bool:
@@ -364,7 +364,7 @@ def _needs_args(function: Callable[..., Any]) -> bool:
                for p in signature.parameters.values())
 
 
-def _build_call(module: types.ModuleType, expression: str) -> _ExampleCall:
+def build_example_call(module: types.ModuleType, expression: str) -> ExampleCall:
     """Evaluate the callee and the arguments of `expression` (not recorded: `*setup()` is not the
     traced function's work); the call itself is made by the caller, recorded."""
     try:
@@ -392,4 +392,4 @@ def _build_call(module: types.ModuleType, expression: str) -> _ExampleCall:
             kwargs.update(evaluate(keyword.value))
         else:
             kwargs[keyword.arg] = evaluate(keyword.value)
-    return _ExampleCall(expression.strip(), function, tuple(args), kwargs)
+    return ExampleCall(expression.strip(), function, tuple(args), kwargs)
