@@ -26,6 +26,7 @@ from atenlens.lint import lint_source
 from atenlens.lsp import convert
 from atenlens.lsp.documents import DocumentState, LintResult
 from atenlens.lsp.hover import hover_markdown
+from atenlens.lsp.protocol import AtenlensProtocol
 from atenlens.lsp.settings import Settings, merge_problem_message, settings_from_json
 from atenlens.lsp.text import UTF16, LineShift, split_lines
 from atenlens.lsp.trace_view import build_traced_function
@@ -46,7 +47,8 @@ REQUEST_SERVER_INFO = "atenlens/serverInfo"
 
 class AtenlensServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__(NAME, VERSION, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__(NAME, VERSION, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+                         protocol_cls=AtenlensProtocol)
         self.settings = Settings()
         self.pending_settings_message: Optional[str] = None
         self.documents: dict[str, DocumentState] = {}
