@@ -24,6 +24,7 @@ from pygls.workspace import TextDocument
 from atenlens.functions import FunctionInfo, directive_template, function_at
 from atenlens.lint import lint_source
 from atenlens.lsp import convert
+from atenlens.lsp.debug import register_debug_requests
 from atenlens.lsp.documents import DocumentState, LintResult
 from atenlens.lsp.hover import hover_markdown
 from atenlens.lsp.protocol import AtenlensProtocol
@@ -424,6 +425,7 @@ def create_server() -> AtenlensServer:
                 "torchImported": "torch" in sys.modules, "workerStarts": ls.traces.worker_starts,
                 "positionEncoding": ls.encoding}
 
+    register_debug_requests(server)
     return server
 
 
