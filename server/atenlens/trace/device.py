@@ -11,8 +11,9 @@ Contract used by the runner and the worker:
   last); `extra_modes(sink)` gives the hazard modes, to enter next; the recorder's modes are entered
   after them: torch hands each op to the most recently entered mode first, so the recorder sees
   every op before the hazard modes answer it (with a placeholder where fakes know no value).
-  While a "cuda" session is open, torch.cuda.* / torch.accelerator.* answer as one idle GPU and
-  optimizers take their foreach path; everything is restored when it closes.
+  While a "cuda" session is open, torch.cuda.* / torch.accelerator.* answer as one idle GPU. In
+  every session optimizers and clip_grad_norm_ treat fake tensors as real ones when choosing their
+  foreach path; everything is restored when the session closes.
 - When simulated CUDA is impossible (no compiler, the build failed, torch imported before the
   shims), a "cuda" request is traced on cpu: `session.device` is "cpu", `session.notes` says why,
   and `extra_modes(sink)` adds an information diagnostic with code AL905 (Code.DEVICE_FALLBACK).
@@ -97,7 +98,7 @@ def simulated_device(device: str) -> Iterator[DeviceSession]:
             yield
 
     if not simulating:
-        with torch_compat.fake_tensor_tolist(tolist):
+        with torch_compat.foreach_optimizers_for_fake_tensors(), torch_compat.fake_tensor_tolist(tolist):
             yield DeviceSession(device="cpu", notes=notes, make_fake_mode=torch_compat.FakeTensorMode,
                                 extra_modes=extra_modes, setup=setup)
         return

@@ -110,20 +110,24 @@ class NoDeviceInitFakeTensorMode(FakeTensorMode):
 
 @contextlib.contextmanager
 def foreach_optimizers_for_fake_tensors() -> Iterator[None]:
-    """torch.optim takes its foreach path (`_foreach_*` ops, as on a real GPU) only for tensor types
-    in the private `_foreach_supported_types`; FakeTensor is not among them, so AdamW on fake cuda
-    parameters would take the per-parameter loop that no GPU run takes. Added for one trace."""
+    """torch.optim and torch.nn.utils.clip_grad_norm_ take their foreach paths (`_foreach_*` ops, as
+    real tensors do) only for tensor types in the private `_foreach_supported_types` lists; FakeTensor
+    is in neither, so AdamW on fake cuda parameters would take a per-parameter loop that no GPU run
+    takes, and clip_grad_norm_ one norm per gradient. Added for one trace. (Devices still decide as
+    for real tensors: optimizers use foreach only on cuda, clip_grad_norm_ on cpu and cuda.)"""
     import torch.optim.optimizer as optimizer_module
+    import torch.utils._foreach_utils as foreach_utils
 
-    supported = optimizer_module._foreach_supported_types
-    added = FakeTensor not in supported
-    if added:
-        supported.append(FakeTensor)
+    lists = (optimizer_module._foreach_supported_types, foreach_utils._foreach_supported_types)
+    added = [types for types in lists if FakeTensor not in types]
+    for types in added:
+        types.append(FakeTensor)
     try:
         yield
     finally:
-        if added and FakeTensor in supported:
-            supported.remove(FakeTensor)
+        for types in added:
+            if FakeTensor in types:
+                types.remove(FakeTensor)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,119 @@
+"""Simulated CUDA through the real trace worker: device-agnostic code takes its GPU branch, modules
+move and cast, autocast casts, sdpa and AdamW take the kernels a real GPU takes."""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from atenlens.worker.client import TraceWorker
+from gpu_helpers import CORPUS, cuda_request, ops_named
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "gpu" / "device_api.py"
+
+
+@pytest.fixture(scope="module")
+def worker():
+    with TraceWorker() as warm:
+        warm.start()
+        assert warm.wait_ready(), "the worker did not become ready"
+        yield warm
+
+
+def trace(worker, qualname, call=None, path=FIXTURE):
+    report = worker.trace(cuda_request(path, qualname, call=call))
+    assert report.status == "ok", report.message
+    assert report.device == "cuda"
+    return report
+
+
+def line_of(text: str, path: Path = FIXTURE) -> int:
+    hits = [n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line]
+    assert len(hits) == 1, hits
+    return hits[0]
+
+
+def test_device_agnostic_code_takes_its_gpu_branch(worker):
+    report = trace(worker, "gpu_branch")
+    assert report.stdout.splitlines() == [
+        "device cuda 1 0",
+        "props 9 0 80 132",
+        "capability (9, 0) True",
+        "accelerator True cuda 1 0",
+        "memory 0 0",
+        "stream cuda:0 cuda:0",
+    ]
+    assert report.diagnostics == ()
+
+
+def test_modules_move_to_cuda_and_cast(worker):
+    report = trace(worker, "module_moves")
+    assert report.stdout.splitlines() == [
+        "built cpu",
+        "to cuda:0 torch.float32",
+        "cuda cuda:0",
+        "cast cuda:0 torch.bfloat16",
+        "grad cuda:0 torch.bfloat16",
+    ]
+    addmm = [e for e in report.events if e.name == "aten.addmm.default" and e.line == line_of("y = layer(x)")]
+    assert [(o.dtype, o.shape, o.device) for e in addmm for o in e.outputs] == [("bfloat16", (2, 4), "cuda:0")]
+
+
+def test_autocast_bf16_runs_matmuls_in_bf16_on_cuda(worker):
+    report = trace(worker, "autocast_bf16")
+    assert report.stdout == "torch.bfloat16 torch.float32\n"
+    inside = [e for e in report.events if e.name == "aten.addmm.default" and e.line == line_of("inside = layer(x)")]
+    outside = [e for e in report.events if e.name == "aten.addmm.default" and e.line == line_of("outside = layer(x)")]
+    assert [o.dtype for e in inside for o in e.outputs] == ["bfloat16"]
+    assert [o.dtype for e in outside for o in e.outputs] == ["float32"]
+    casts = [e for e in report.events if e.name == "aten._to_copy.default" and e.line == line_of("inside = layer(x)")]
+    assert {o.dtype for e in casts for o in e.outputs} == {"bfloat16"}
+
+
+@pytest.mark.parametrize("call, forward, backward", [
+    ('attention("bfloat16")', "aten._scaled_dot_product_flash_attention.default",
+     "aten._scaled_dot_product_flash_attention_backward.default"),
+    ('attention("float16")', "aten._scaled_dot_product_flash_attention.default",
+     "aten._scaled_dot_product_flash_attention_backward.default"),
+    ('attention("float32")', "aten._scaled_dot_product_efficient_attention.default",
+     "aten._scaled_dot_product_efficient_attention_backward.default"),
+    ('attention("bfloat16", masked=True)', "aten._scaled_dot_product_efficient_attention.default",
+     "aten._scaled_dot_product_efficient_attention_backward.default"),
+])
+def test_sdpa_takes_the_fused_kernel_a_gpu_takes(worker, call, forward, backward):
+    report = trace(worker, "attention", call=call)
+    assert ops_named(report, "aten._scaled_dot_product_", "forward") == [forward]
+    assert ops_named(report, "aten._scaled_dot_product_", "backward") == [backward]
+    assert ops_named(report, "aten.bmm") == []           # not the math path
+    assert report.stdout == f"torch.Size([2, 4, 64, 32]) torch.{call.split(chr(34))[1]}\n"
+
+
+def test_sdpa_kernel_math_keeps_the_math_path(worker):
+    report = trace(worker, "attention", call='attention("bfloat16", backend="math")')
+    assert ops_named(report, "aten._scaled_dot_product_") == []
+    forward = set(ops_named(report, "aten.", "forward"))
+    assert {"aten.bmm.default", "aten._safe_softmax.default"} <= forward
+
+
+def test_adamw_takes_the_foreach_path(worker):
+    report = trace(worker, "adamw_step")
+    optimizer = Counter(e.name for e in report.events if e.kind == "op" and e.phase == "optimizer")
+    assert optimizer["aten._foreach_lerp_.Scalar"] == 1
+    assert optimizer["aten._foreach_addcdiv_.ScalarList"] == 1
+    assert optimizer["aten.lerp_.Scalar"] == 0             # the per-parameter loop is not taken
+    assert report.summary.syncs == 0                        # the CPU step counters are no GPU sync
+
+
+def test_gpt_train_step_with_adamw_and_clipping_traces_to_the_end_without_syncs(worker):
+    path = CORPUS / "clean_training.py"
+    report = trace(worker, "case_train", path=path)
+    assert report.summary.syncs == 0 and report.diagnostics == ()
+    assert report.summary.ops["optimizer"] > 0 and report.summary.ops["backward"] > 0
+    assert len(ops_named(report, "aten._scaled_dot_product_flash_attention.default", "forward")) == 6  # 2 layers x 3
+    assert len(ops_named(report, "aten._foreach_lerp_", "optimizer")) == 3
+    clip_line = line_of("clip_grad_norm_(", path)
+    clip_ops = {e.name for e in report.events if e.kind == "op" and e.line == clip_line}
+    assert {"aten._foreach_norm.Scalar", "aten._foreach_mul_.Tensor"} <= clip_ops          # foreach, as on a GPU
+    step_line = line_of("optimizer.step()", path)
+    assert {e.phase for e in report.events if e.line == step_line and e.kind == "op"} == {"optimizer"}
