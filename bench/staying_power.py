@@ -1,29 +1,29 @@
 """Benchmark 5 — staying power: many traces in one warm trace worker.
 
 Starts one `TraceWorker`, waits until it is warm, then runs the same trace N times (default 50,
-examples/train_step.py::train_step; `--gpt2` adds a GPT-2-small-shaped train step). After each
+examples/train_step.py::train_step, then a GPT-2-small-shaped train step from bench/trace_models.py). After each
 trace it samples the resident memory of the worker's whole process tree (the worker and any child
 still alive), so a leak in the worker or a child that never exits shows up. Reported: memory after
 warm-up, after the first trace and after the last, the growth from the first trace to the last,
 and the time per trace at the start, middle and end of the run.
 
-    python bench/staying_power.py [--quick] [--traces N] [--gpt2] [--json PATH]
+    python bench/staying_power.py [--quick] [--traces N] [--no-gpt2] [--json PATH]
 """
 from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import time
 
 from harness import REPO_ROOT, Result, Table, Target, finish, median, ms, parser, spread, tree_rss_bytes
 
 TARGET_GROWTH_MB = 50.0
 EXAMPLE = os.path.join(REPO_ROOT, "examples", "train_step.py")
+MODELS = os.path.join(REPO_ROOT, "bench", "trace_models.py")      # GPT-2 / Llama-shaped user code
 MB = 2**20
 
 
-def run_series(file: str, qualname: str, traces: int, device: str) -> dict:
+def run_series(file: str, qualname: str, call: str | None, traces: int, device: str) -> dict:
     from atenlens.report import TraceRequest
     from atenlens.worker.client import TraceWorker
 
@@ -38,7 +38,8 @@ def run_series(file: str, qualname: str, traces: int, device: str) -> dict:
         seconds, rss, statuses = [], [], []
         for _ in range(traces):
             t = time.perf_counter()
-            report = worker.trace(TraceRequest(file=file, qualname=qualname, device=device, timeout_seconds=120))
+            report = worker.trace(TraceRequest(file=file, qualname=qualname, device=device, call=call,
+                                                timeout_seconds=120))
             seconds.append(time.perf_counter() - t)
             statuses.append(report.status)
             if worker.pid != pid:
@@ -51,33 +52,23 @@ def run_series(file: str, qualname: str, traces: int, device: str) -> dict:
         worker.close()
 
 
-def gpt2_file(directory: str) -> str:
-    """A user file with a GPT-2-small-shaped train step, from the trace-cost benchmark's models."""
-    import trace_models
-
-    path = os.path.join(directory, "gpt2_step.py")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(trace_models.gpt2_user_file())
-    return path
-
-
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--traces", type=int, default=50)
     p.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
-    p.add_argument("--gpt2", action="store_true", help="also run the series on a GPT-2-small-shaped train step")
+    p.add_argument("--no-gpt2", dest="gpt2", action="store_false", help="skip the GPT-2-small series")
     args = p.parse_args(argv)
     if args.quick:
         args.traces, args.gpt2 = 3, False
-    targets = [("examples/train_step.py::train_step", EXAMPLE, "train_step")]
-    with tempfile.TemporaryDirectory(prefix="atenlens-bench-") as tmp:
-        if args.gpt2:
-            targets.append(("GPT-2-small train step", gpt2_file(tmp), "train_step"))
-        series = {label: run_series(file, qualname, args.traces, args.device) for label, file, qualname in targets}
+    targets = [("examples/train_step.py::train_step", EXAMPLE, "train_step", None)]
+    if args.gpt2:
+        targets.append(("GPT-2-small train step", MODELS, "train_step", 'train_step(*setup("gpt2"))'))
+    series = {label: run_series(file, qualname, call, args.traces, args.device)
+              for label, file, qualname, call in targets}
 
     result = Result("staying_power", f"Staying power: {args.traces} traces in one warm worker",
                     "python bench/staying_power.py" + (" --quick" if args.quick else "")
-                    + (" --gpt2" if args.gpt2 and not args.quick else ""), quick=args.quick)
+                    + (" --no-gpt2" if not args.gpt2 and not args.quick else ""), quick=args.quick)
     third = max(1, args.traces // 3)
     memory = Table("worker process tree, resident memory (MB)",
                    ["trace", "device", "warm", "after trace 1", f"after trace {args.traces}", "growth 1 -> last"])
