@@ -45,17 +45,71 @@ async def test_trace_train_step(client, tmp_path):
     assert await inlay_hints(client, uri, len(lines)) == []
 
     outcome = await execute(client, "atenlens.trace", {"uri": uri, "qualname": "train_step"})
-    print(outcome)
-    assert outcome["status"] == "ok"
+    assert outcome["status"] == "ok", outcome
     expected_refreshes = {"inlayHint", "codeLens"} if client.editor == "visual-studio-code" else {"inlayHint"}
     assert set(client.recorder.refreshes) == expected_refreshes
 
-    hints = await inlay_hints(client, uri, len(lines))
-    print(hints)
     at_end = lambda line: units(lines[line], encoding)  # noqa: E731
-    assert hints == [
-        (fc1, at_end(fc1), "t, addmm, relu, detach f32[8, 32] · ∇ threshold_backward +6"),
+    expected = [
+        (fc1, "addmm, relu +2 f32[8, 32] · ∇ threshold_backward, mm, sum +5"),
+        (fc2, "t, addmm f32[8, 4] · ∇ t×4, mm×2, sum, view"),
+        (fwd, "6 ops -> f32[8, 4] · ∇ 16 ops"),               # calls into MLP.forward: a roll-up
+        (loss_line, "_log_softmax +2 f32[] · ∇ nll_loss_backward +2"),
+        (backward_line, "∇ ones_like, detach×4"),
+        (step_line, "opt _foreach_add_"),
     ]
+    assert await inlay_hints(client, uri, len(lines)) == [(line, at_end(line), label) for line, label in expected]
+
+    hover = await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=fc1, character=8)))
+    markdown = hover.contents.value
+    assert "**API calls:** `torch.nn.functional.linear`, `torch.nn.functional.relu`" in markdown
+    assert "| `addmm` | f32[32] cuda:0, f32[8, 16] cuda:0, f32[16, 32] cuda:0 | f32[8, 32] cuda:0 |" in markdown
+    assert "| `threshold_backward` | `ReluBackward0` | f32[8, 32] cuda:0, f32[8, 32] cuda:0 | f32[8, 32] cuda:0 |" \
+        in markdown
+    assert "**FLOPs:** 16.4 kFLOP" in markdown
+    assert (hover.range.start.line, hover.range.end.line, hover.range.end.character) == (fc1, fc1, at_end(fc1))
+
+    lenses = await code_lenses(client, uri)
+    assert (defs["train_step"], "fwd 9 · bwd 24 · opt 1 · 0 syncs · 22.5 kFLOP", "") in lenses
+
+    # Tracing the loop finds the sync the lint finds too; both are published, each with its source.
+    published = len(client.recorder.published)
+    outcome = await execute(client, "atenlens.trace", {"uri": uri, "qualname": "train"})
+    assert outcome["status"] == "ok", outcome
+    item = line_of(text, "total += loss.item()")
+    diagnostics = await wait_for_diagnostics(client, uri, 1, after=published)
+    item_column = units(lines[item][: lines[item].index("loss.item()")], encoding)
+    assert [(d.range.start.line, d.code, d.source) for d in sorted(diagnostics, key=lambda d: d.source)] == [
+        (item, "AL100", "atenlens"), (item, "AL100", "atenlens trace")]
+    (traced,) = [d for d in diagnostics if d.source == "atenlens trace"]
+    assert (traced.range.start.character, traced.range.end.character) == (item_column, at_end(item))
+
+    # The latest trace (three steps of the loop) now speaks for the lines it covers.
+    call = line_of(text, "loss = train_step(model, opt, x, y)")
+    latest = [(line, label) for line, _, label in await inlay_hints(client, uri, len(lines))]
+    assert [line for line, _ in latest] == [fc1, fc2, fwd, loss_line, backward_line, step_line, call, item]
+    assert dict(latest)[call] == "30 ops -> f32[] · ∇ 72 ops"
+
+    # Edits: a line inserted above the class moves every hint down by one; editing the loss line
+    # removes its hint only; editing `train` clears its trace diagnostics but not the lint's.
+    published = len(client.recorder.published)
+    change(client, uri, 2, (0, 0), (0, 0), "# a new first line\n")
+    lines.insert(0, "# a new first line")
+    moved = [(line + 1, label) for line, label in latest]
+    assert await inlay_hints(client, uri, len(lines)) == [(line, at_end(line), label) for line, label in moved]
+    change(client, uri, 3, (loss_line + 1, 4), (loss_line + 1, 8), "loss2")
+    lines[loss_line + 1] = lines[loss_line + 1].replace("loss", "loss2", 1)
+    assert await inlay_hints(client, uri, len(lines)) == [
+        (line, at_end(line), label) for line, label in moved if line != loss_line + 1]
+    change(client, uri, 4, (item + 1, 0), (item + 1, 0), "        pass\n")
+    diagnostics = await wait_for_diagnostics(client, uri, 4, after=published)
+    assert [(d.range.start.line, d.code, d.source) for d in diagnostics] == [(item + 2, "AL100", "atenlens")]
+
+    info = await server_info(client)
+    assert info["torchImported"] is False
+    assert info["workerStarts"] == 1
+    assert info["positionEncoding"] == encoding
 
 
 async def test_hint_sits_at_the_end_of_a_line_with_wide_characters(client, tmp_path):

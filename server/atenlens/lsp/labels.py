@@ -72,16 +72,36 @@ def _join(segments: list[_Segment]) -> str:
     return " · ".join(segment.render() for segment in segments)
 
 
+# Ops that only re-view or re-label a tensor: the first to go when a hint must be cut, so that
+# `t, addmm, relu, detach` becomes `addmm, relu +2` rather than `t, addmm +2`.
+MINOR_OPS = frozenset({
+    "t", "detach", "view", "_unsafe_view", "alias", "expand", "reshape", "transpose", "permute",
+    "unsqueeze", "squeeze", "as_strided", "lift_fresh", "clone", "_to_copy", "slice", "select",
+})
+
+
+def _is_minor(name: str) -> bool:
+    return name.split("×", 1)[0] in MINOR_OPS
+
+
 def fit(segments: list[_Segment], max_length: int) -> str:
-    """Drop names from the end of the longest segment until the label fits (each segment keeps
-    at least one name); dropped names are counted as `+N`."""
+    """Drop names until the label fits (each segment keeps at least one name): view-like ops
+    first, then from the end of the segment with the most names; dropped names are counted as
+    `+N`."""
     text = _join(segments)
     while len(text) > max_length:
-        longest = max(segments, key=lambda s: len(s.names))
-        if len(longest.names) <= 1:
+        candidates = [s for s in segments if len(s.names) > 1]
+        if not candidates:
             break
-        longest.names.pop()
-        longest.cut += 1
+        minor = [s for s in candidates if any(_is_minor(n) for n in s.names)]
+        if minor:
+            segment = max(minor, key=lambda s: len(s.names))
+            index = max(i for i, n in enumerate(segment.names) if _is_minor(n))
+        else:
+            segment = max(candidates, key=lambda s: len(s.names))
+            index = len(segment.names) - 1
+        name = segment.names.pop(index)
+        segment.cut += int(name.split("×", 1)[1]) if "×" in name else 1
         text = _join(segments)
     return text
 

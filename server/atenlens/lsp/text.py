@@ -94,8 +94,8 @@ class LineShift:
         """Whether the change overlaps lines first..last (0-based, inclusive)."""
         if self.full:
             return True
-        if self.inserts_lines_only:
-            return False
+        if self.inserts_lines_only:      # new lines between two of the span's lines edit it
+            return first < self.start <= last
         end = self.end - 1 if self.end_at_column_zero and self.end > self.start else self.end
         return self.start <= last and end >= first
 
