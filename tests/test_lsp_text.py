@@ -1,0 +1,74 @@
+"""How the server keeps line-based results in step with edits, and reads its settings."""
+from __future__ import annotations
+
+from atenlens.lsp.settings import Settings, TraceSettings, default_settings_json, settings_from_json
+from atenlens.lsp.text import LineShift, column_from_units, column_to_units, map_line, split_lines, units
+
+LINE = '    note = "形状 🚀"; h = F.linear(x, w)'
+
+
+def apply(text: str, start: tuple[int, int], end: tuple[int, int], new: str) -> str:
+    lines = text.split("\n")
+    offset = lambda line, col: sum(len(l) + 1 for l in lines[:line]) + col  # noqa: E731
+    return text[: offset(*start)] + new + text[offset(*end):]
+
+
+def survivors(text: str, start, end, new) -> dict[int, int]:
+    """old line -> new line, for the lines whose text is unchanged where the shift puts them."""
+    after = apply(text, start, end, new)
+    old, current = split_lines(text), split_lines(after)
+    shift = LineShift.of_change(start[0], end[0], end[1], new)
+    found = {}
+    for line in range(len(old)):
+        target = shift.map(line)
+        if target is not None and target < len(current) and current[target] == old[line]:
+            found[line] = target
+    return found
+
+
+TEXT = "a = 1\nb = 2\nc = 3\nd = 4\n"
+
+
+def test_lines_move_with_inserted_and_deleted_lines():
+    assert survivors(TEXT, (1, 0), (1, 0), "x = 0\n") == {0: 0, 1: 2, 2: 3, 3: 4, 4: 5}
+    assert survivors(TEXT, (1, 0), (3, 0), "") == {0: 0, 3: 1, 4: 2}
+    assert survivors(TEXT, (1, 5), (1, 5), "\n") == {0: 0, 1: 1, 2: 3, 3: 4, 4: 5}   # Enter at a line's end
+
+
+def test_an_edited_line_is_not_kept():
+    assert survivors(TEXT, (2, 4), (2, 5), "9") == {0: 0, 1: 1, 3: 3, 4: 4}
+    assert survivors(TEXT, (1, 2), (2, 2), "") == {0: 0, 3: 2, 4: 3}                # join two lines
+
+
+def test_a_whole_text_change_keeps_nothing():
+    assert map_line(0, [LineShift.whole_text()]) is None
+
+
+def test_touches_spans():
+    function = (4, 9)
+    assert LineShift.of_change(5, 5, 3, "x").touches(*function)
+    assert LineShift.of_change(6, 6, 0, "pass\n").touches(*function)          # a line inserted inside
+    assert not LineShift.of_change(4, 4, 0, "# above\n").touches(*function)   # a line inserted above
+    assert not LineShift.of_change(10, 10, 0, "x").touches(*function)
+    assert not LineShift.of_change(1, 4, 0, "").touches(*function)            # lines above deleted
+
+
+def test_columns_in_each_encoding():
+    end = len(LINE)
+    assert [column_to_units(LINE, end, e) for e in ("utf-8", "utf-16", "utf-32")] == [44, 38, 37]
+    assert column_from_units(LINE, 38, "utf-16") == end
+    rocket = LINE.index("🚀")
+    assert (column_from_units(LINE, rocket, "utf-16"), column_from_units(LINE, rocket + 2, "utf-16")) == \
+        (rocket, rocket + 1)
+    assert column_from_units(LINE, rocket + 4, "utf-8") == rocket      # 形 and 状: 3 bytes each
+    assert units("🚀", "utf-16") == 2 and units("形", "utf-8") == 3
+
+
+def test_settings_defaults_and_fallbacks():
+    assert settings_from_json(None) == (Settings(), [])
+    assert settings_from_json(default_settings_json()) == (Settings(), [])
+    settings, problems = settings_from_json({"atenlens": {"trace": {"timeoutSeconds": -1, "onSave": True}}})
+    assert settings.trace == TraceSettings(on_save=True)
+    assert problems == ["atenlens.trace.timeoutSeconds must be a positive number (got -1); using the default 30.0"]
+    settings, problems = settings_from_json(["not", "an", "object"])
+    assert settings == Settings() and len(problems) == 1
