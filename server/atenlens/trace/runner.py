@@ -74,33 +74,34 @@ def run_trace(request: TraceRequest) -> TraceReport:
     stage = "load"
     info: Optional[FunctionInfo] = None
 
-    with _user_import_state(file), torch_compat.fake_module_fixes(), _quiet_torch_logs(), _time_budget(deadline):
+    with _user_import_state(file), torch_compat.fake_module_fixes(), _quiet_torch_logs():
         try:
-            source = request.source if request.source is not None else _read_source(file)
-            info = _function_info(source, file, request.qualname)
-            with simulated_device(request.device) as session, contextlib.ExitStack() as modes:
-                device = session.device
-                notes = tuple(session.notes)
-                modes.enter_context(session.make_fake_mode())
-                # torch hands each op to the most recently entered mode first: the recorder, entered
-                # last, sees every op before the device's hazard modes answer it.
-                for mode in session.extra_modes(sink):
-                    modes.enter_context(mode)
-                for mode in recorder.modes():
-                    modes.enter_context(mode)
-                # the device may treat loading and argument building differently (a sync there runs once)
-                with getattr(session, "setup", contextlib.nullcontext)():
-                    module = _load_module(file, source)
-                    stage = "setup"
-                    function = _resolve(module, request.qualname)
-                    example = _example_call(module, function, info, request.call)
-                call_expression = example.expression
-                stage = "trace"
-                recorder.start(boundary=sys._getframe().f_code)
-                try:
-                    example.function(*example.args, **example.kwargs)
-                finally:
-                    recorder.stop()
+            with _time_budget(deadline):   # inside the try: an expiry at any point is handled
+                source = request.source if request.source is not None else _read_source(file)
+                info = _function_info(source, file, request.qualname)
+                with simulated_device(request.device) as session, contextlib.ExitStack() as modes:
+                    device = session.device
+                    notes = tuple(session.notes)
+                    modes.enter_context(session.make_fake_mode())
+                    # torch hands each op to the most recently entered mode first: the recorder, entered
+                    # last, sees every op before the device's hazard modes answer it.
+                    for mode in session.extra_modes(sink):
+                        modes.enter_context(mode)
+                    for mode in recorder.modes():
+                        modes.enter_context(mode)
+                    # the device may treat loading and argument building differently (a sync there runs once)
+                    with getattr(session, "setup", contextlib.nullcontext)():
+                        module = _load_module(file, source)
+                        stage = "setup"
+                        function = _resolve(module, request.qualname)
+                        example = _example_call(module, function, info, request.call)
+                    call_expression = example.expression
+                    stage = "trace"
+                    recorder.start(boundary=sys._getframe().f_code)
+                    try:
+                        example.function(*example.args, **example.kwargs)
+                    finally:
+                        recorder.stop()
         except _Stop as stop:
             status, message = stop.status, stop.message
             extra = (stop.diagnostic,) if stop.diagnostic is not None else ()
