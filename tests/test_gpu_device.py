@@ -43,6 +43,7 @@ def test_device_agnostic_code_takes_its_gpu_branch(worker):
         "accelerator True cuda 1 0",
         "memory 0 0",
         "stream cuda:0 cuda:0",
+        "rng (16,) torch.uint8",
     ]
     assert report.diagnostics == ()
 

@@ -168,6 +168,10 @@ def simulated_cuda_api(slot: ListenerSlot) -> Iterator[None]:
     def nothing(*args: Any, **kwargs: Any) -> None:
         return None
 
+    def rng_state(device: Any = "cuda") -> torch.Tensor:
+        # the Philox state of a CUDA generator: seed and offset, 16 bytes, held on the host
+        return torch.zeros(16, dtype=torch.uint8)
+
     cuda = torch.cuda
     patches: list[tuple[Any, str, Any]] = [
         (cuda, "is_available", lambda: True),
@@ -197,6 +201,11 @@ def simulated_cuda_api(slot: ListenerSlot) -> Iterator[None]:
         (cuda, "reset_peak_memory_stats", nothing),
         (cuda, "reset_accumulated_memory_stats", nothing),
         (cuda, "empty_cache", nothing),
+        (cuda, "get_rng_state", rng_state),
+        (cuda, "get_rng_state_all", lambda: [rng_state() for _ in range(DEVICE_COUNT)]),
+        (cuda, "set_rng_state", nothing),
+        (cuda, "set_rng_state_all", nothing),
+        (cuda, "initial_seed", zero),
         (torch.accelerator, "synchronize", accelerator_synchronize),
         (torch.accelerator, "current_stream", current_stream),
         (torch.accelerator, "set_stream", set_stream),
