@@ -8,7 +8,7 @@ handing the didChange to the pipe to the arrival of the diagnostics of that docu
 servers take turns edit by edit (A B C, B C A, ...), so noise hits all of them. Then the settle
 time: 50 changes sent back to back, clock from the last one to the diagnostics of the final version.
 
-    python bench/lint_latency.py [--quick] [--edits N] [--bursts N] [--lines N] [--json PATH]
+    python bench/lint_latency.py [--quick] [--servers atenlens,ruff,pylsp] [--edits N] [--bursts N] [--lines N] [--json PATH]
 """
 from __future__ import annotations
 
@@ -77,10 +77,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--burst-size", type=int, default=50)
     p.add_argument("--lines", type=int, default=5000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--servers", default="atenlens,ruff,pylsp", help="comma-separated subset to measure")
     args = p.parse_args(argv)
     if args.quick:
         args.edits, args.bursts, args.burst_size, args.lines = 6, 1, 10, 600
-    specs, absent = available(ALL)
+    wanted = [n.strip() for n in args.servers.split(",")]
+    specs, absent = available([s for s in ALL if s.name in wanted])
     text = generate(args.lines, args.seed)
     with tempfile.TemporaryDirectory(prefix="atenlens-bench-") as root:
         per_edit, settle, modes = asyncio.run(

@@ -49,14 +49,18 @@ class LspClient:
     _waiters: list[_Waiter] = field(default_factory=list)
     _reader: Optional[asyncio.Task] = None
     keep_history: bool = False     # keep every message in `received` (off: large diagnostics lists pile up)
+    stderr_path: Optional[str] = None   # the server's stderr goes here (default: discarded)
 
     async def start(self) -> None:
+        stderr = open(self.stderr_path, "ab") if self.stderr_path else asyncio.subprocess.DEVNULL
         self.spawned_at = time.perf_counter()
         self.process = await asyncio.create_subprocess_exec(
             *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL, cwd=self.cwd, env=self.env,
+            stderr=stderr, cwd=self.cwd, env=self.env,
             limit=64 * 1024 * 1024,
         )
+        if self.stderr_path:
+            stderr.close()
         self._reader = asyncio.create_task(self._read_loop())
 
     # -- sending ------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
@@ -179,7 +180,11 @@ class Session:
     async def _diagnostics_after(self, sent: float, waiting: Optional[asyncio.Future],
                                  timeout: float = 60.0) -> float:
         if waiting is not None:
-            received = await asyncio.wait_for(waiting, timeout)
+            try:
+                received = await asyncio.wait_for(waiting, timeout)
+            except asyncio.TimeoutError:
+                raise TimeoutError(f"{self.spec.name} published no diagnostics for version {self.version} of "
+                                   f"{self.uri} within {timeout:g} s") from None
             return received.at
         _, received = await self.client.request(
             "textDocument/diagnostic", {"textDocument": {"uri": self.uri}}, timeout=timeout)
@@ -189,8 +194,10 @@ class Session:
 async def start_session(spec: ServerSpec, root: str) -> Session:
     argv = spec.command()
     assert argv is not None
+    logs = os.environ.get("ATENLENS_BENCH_LOGS")      # a folder: keep each server's stderr there
     client = LspClient(argv, cwd=root, request_answers={
-        "workspace/configuration": _configuration_answer(spec.settings)})
+        "workspace/configuration": _configuration_answer(spec.settings)},
+        stderr_path=os.path.join(logs, f"{spec.name}.stderr") if logs else None)
     await client.start()
     await client.initialize(root, CLIENT_CAPABILITIES, spec.initialization_options)
     if spec.settings is not None:

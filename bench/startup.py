@@ -4,7 +4,7 @@ Each round spawns every server afresh (in rotating order), sends initialize / in
 opens the generated 5,000-line file and stops the clock when its diagnostics arrive (pushed, or
 pulled right after didOpen). Also shown: spawn to the initialize response.
 
-    python bench/startup.py [--quick] [--rounds N] [--lines N] [--json PATH]
+    python bench/startup.py [--quick] [--servers atenlens,ruff,pylsp] [--rounds N] [--lines N] [--json PATH]
 """
 from __future__ import annotations
 
@@ -49,10 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--lines", type=int, default=5000)
+    p.add_argument("--servers", default="atenlens,ruff,pylsp", help="comma-separated subset to measure")
     args = p.parse_args(argv)
     if args.quick:
         args.rounds, args.lines = 1, 600
-    specs, absent = available(ALL)
+    wanted = [n.strip() for n in args.servers.split(",")]
+    specs, absent = available([s for s in ALL if s.name in wanted])
     text = generate(args.lines)
     with tempfile.TemporaryDirectory(prefix="atenlens-bench-") as root:
         to_init, to_diag = asyncio.run(measure(specs, root, text, args.rounds))
