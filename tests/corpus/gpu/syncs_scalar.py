@@ -23,7 +23,9 @@ def case_conversions():
     a = float(x.sum())  # expect: AL100:warning
     b = int(x.argmax())  # expect: AL100:warning
     c = bool(x.max() > 0)  # expect: AL100:warning
-    return a, b, c
+    same = torch.equal(x, x.clone())  # expect: AL100:warning
+    steps = list(range(x.argmax()))  # expect: AL100:warning
+    return a, b, c, same, steps
 
 
 def case_if_tensor():

@@ -8,7 +8,8 @@ def case_nonzero():
     x = torch.randn(64, device=DEVICE)
     idx = torch.nonzero(x > 0)  # expect: AL100:warning
     rows = torch.where(x > 0)  # expect: AL100:warning
-    return idx.shape, rows[0].shape
+    where = torch.argwhere(x < 0)  # expect: AL100:warning
+    return idx.shape, rows[0].shape, where.shape
 
 
 def case_boolean_mask():
@@ -41,4 +42,5 @@ def case_shapes_known_in_advance():
     expanded = torch.repeat_interleave(counts, output_size=8)
     clipped = torch.where(x > 0, x, torch.zeros_like(x))
     zeroed = x.masked_fill(x < 0, 0.0)
-    return expanded.shape, clipped.sum() + zeroed.sum()
+    first = torch.nonzero_static(x > 0, size=8)
+    return expanded.shape, clipped.sum() + zeroed.sum(), first.shape
