@@ -84,6 +84,11 @@ async def test_trace_train_step(client, tmp_path):
         (item, "AL100", "atenlens"), (item, "AL100", "atenlens trace")]
     (traced,) = [d for d in diagnostics if d.source == "atenlens trace"]
     assert (traced.range.start.character, traced.range.end.character) == (item_column, at_end(item))
+    assert traced.message.endswith("(×3 in this trace)")
+    hover = await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=item, character=8)))
+    assert "| `_local_scalar_dense` | f32[] cuda:0 | — |" in hover.contents.value
+    assert "**Diagnostics**\n\n- `AL100` `.item()` copies a value of cuda f32[] to the host" in hover.contents.value
 
     # The latest trace (three steps of the loop) now speaks for the lines it covers.
     call = line_of(text, "loss = train_step(model, opt, x, y)")
@@ -113,7 +118,7 @@ async def test_trace_train_step(client, tmp_path):
 
 
 async def test_hint_sits_at_the_end_of_a_line_with_wide_characters(client, tmp_path):
-    result = await initialize(client)
+    result = await initialize(client, {"trace": {"onSave": True}})
     encoding = encoding_of(result)
     path = tmp_path / "unicode_step.py"
     shutil.copy(FIXTURES / "unicode_step.py", path)
@@ -128,6 +133,18 @@ async def test_hint_sits_at_the_end_of_a_line_with_wide_characters(client, tmp_p
     assert await inlay_hints(client, uri, len(lines)) == [
         (linear, units(lines[linear], encoding), "t, mm f32[8, 32]"),
         (relu, units(lines[relu], encoding), "relu f32[8, 32]"),
+    ]
+
+    # Editing the last line drops its hint; saving traces the function again (trace.onSave).
+    change(client, uri, 2, (relu, 13), (relu, 17), "sigmoid")
+    lines[relu] = lines[relu].replace("relu", "sigmoid")
+    assert await inlay_hints(client, uri, len(lines)) == [(linear, units(lines[linear], encoding), "t, mm f32[8, 32]")]
+    refreshes = client.recorder.refreshes.count("inlayHint")
+    client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+    await client.recorder.until(lambda: client.recorder.refreshes.count("inlayHint") > refreshes)
+    assert await inlay_hints(client, uri, len(lines)) == [
+        (linear, units(lines[linear], encoding), "t, mm f32[8, 32]"),
+        (relu, units(lines[relu], encoding), "sigmoid f32[8, 32]"),
     ]
 
 

@@ -92,8 +92,10 @@ class AtenlensServer(LanguageServer):
         message = merge_problem_message(problems)
         if message:
             self.show(message, types.MessageType.Warning)
-        if previous.trace != settings.trace and (not settings.trace.enabled
-                                                 or previous.trace.memory_limit_mb != settings.trace.memory_limit_mb):
+        if not settings.trace.enabled and previous.trace.enabled:
+            # waiting traces are dropped too: none of them may start a worker now
+            asyncio.get_running_loop().create_task(self.traces.close())
+        elif previous.trace.memory_limit_mb != settings.trace.memory_limit_mb:
             asyncio.get_running_loop().create_task(self.traces.restart())
 
     def reconfigure(self, data: Any) -> None:
