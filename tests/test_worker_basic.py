@@ -57,3 +57,16 @@ def test_the_client_does_not_import_torch():
     code = "import sys, atenlens.worker.client; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_one_worker_serves_cpu_and_simulated_cuda(worker, device):
+    # the worker loads the simulated-CUDA shims once at start; a cpu trace must not see them
+    report = worker.trace(request(TINY, "device_step", device=device))
+    assert report.status == "ok", report.message
+    assert report.device == device
+    line = line_of(TINY, "y = layer(torch.randn(2, 4, device=device))")
+    addmm = [e for e in report.events if e.name == "aten.addmm.default" and e.line == line]
+    assert [o.device for e in addmm for o in e.outputs] == ["cuda:0" if device == "cuda" else "cpu"]
+    assert "aten.mm.default" in [e.name for e in report.events if e.phase == "backward" and e.line == line]
+    assert report.stdout == f"cuda available: {device == 'cuda'}\n"

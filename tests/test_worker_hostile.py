@@ -60,7 +60,7 @@ CASES = [
     Case("memory_hog.py", "error", Code.EXCEPTION, "exception", "blocks.append(",
          f"MemoryError (the trace's memory limit is {MEMORY_LIMIT_MB} MB)"),
     Case("recursion.py", "error", Code.EXCEPTION, "exception", "return down(n + 1) + 1", "RecursionError"),
-    Case("deep_recursion.py", "error", Code.WORKER_DIED, "crash", "return list(map(down",
+    Case("deep_recursion.py", "error", Code.WORKER_DIED, "crash", "def down(n): return list(map(down",
          "segmentation fault (SIGSEGV); its stack was over 100 frames deep (unbounded recursion?)"),
     Case("reads_stdin.py", "error", Code.EXCEPTION, "exception", "return input(", "EOFError"),
 ]
@@ -147,3 +147,9 @@ def test_a_fork_that_goes_on_tracing_does_not_report_twice(worker):
     assert report.status == "ok", report.message
     line = line_of(path, "torch.ones(2) + 1")
     assert [e.name for e in report.events if e.kind == "op" and e.line == line].count("aten.add.Tensor") == 1
+
+
+def test_output_of_c_code_is_captured(worker):
+    report = trace_then_check_worker(worker, hostile("c_printf.py"))
+    assert report.status == "ok", report.message
+    assert (report.stdout, report.stderr) == ("printed by C, 42\n", "also by C\n")

@@ -146,4 +146,13 @@ def run_child(
                 stream.flush()
             except BaseException:        # noqa: BLE001
                 pass
+        _flush_c_stdio()
         os._exit(status)
+
+
+def _flush_c_stdio() -> None:
+    """os._exit skips C's exit handlers: flush what C extensions printf'ed into stdio buffers."""
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):
+        pass

@@ -22,11 +22,11 @@ from typing import Callable, Optional
 
 import atenlens
 from atenlens.report import TraceReport, TraceRequest, from_jsonable, to_jsonable
+from atenlens.worker.limits import DEFAULT_MEMORY_LIMIT_MB, hard_timeout
 from atenlens.worker.outcome import cancelled_report, worker_died_report
 
-DEFAULT_MEMORY_LIMIT_MB = 4096          # same default as the worker's --memory-limit-mb
 DEFAULT_STARTUP_TIMEOUT = 120.0         # importing torch on a cold disk can take tens of seconds
-# How long past the worker's own hard timeout the client waits for an answer before it decides
+# How long past the worker's own hard timeout (limits.hard_timeout) the client waits for an answer before it decides
 # the worker itself is stuck and kills it.
 ANSWER_MARGIN_SECONDS = 15.0
 # How long a cancelled trace may take to come back before the client kills the worker.
@@ -249,7 +249,7 @@ class TraceWorker:
             self._send(process, {"id": pending.id, "request": to_jsonable(pending.request)})
         except OSError:
             pending.finish(self._death_report(pending, process))
-        limit = pending.request.timeout_seconds + 5.0 + ANSWER_MARGIN_SECONDS
+        limit = hard_timeout(pending.request) + ANSWER_MARGIN_SECONDS
         if not pending.done.wait(limit):
             self._discard_process(process)
             pending.finish(worker_died_report(

@@ -9,6 +9,7 @@ first, so that nothing torch or user code prints can ever corrupt it.
 from __future__ import annotations
 
 import argparse
+import gc
 import io
 import json
 import os
@@ -20,9 +21,8 @@ from collections import deque
 from typing import Any, Callable, Optional
 
 from atenlens.report import TraceReport, TraceRequest, from_jsonable
+from atenlens.worker.limits import DEFAULT_MEMORY_LIMIT_MB
 from atenlens.worker.supervise import report_for, run_supervised
-
-DEFAULT_MEMORY_LIMIT_MB = 4096
 
 
 class ProtocolOut:
@@ -65,10 +65,11 @@ class ControlIn:
             try:
                 message = json.loads(line)
             except ValueError:
-                print(f"atenlens worker: ignoring a malformed message: {line[:200]!r}", file=sys.stderr)
-                continue
+                message = None
             if isinstance(message, dict):
                 self._queue.append(message)
+            else:
+                print(f"atenlens worker: ignoring a malformed message: {line[:200]!r}", file=sys.stderr)
 
     def next_message(self) -> Optional[dict]:
         """Blocks for the next message; None at end of input."""
@@ -125,8 +126,20 @@ def _warm_up(preload: str) -> tuple[str, tuple[str, ...]]:
         # CUDA device), and a child forked after that refuses to run backward at all
         # ("Unable to handle autograd's threading in combination with fork-based multiprocessing").
         # Each child starts them itself, at its first backward.
-    import atenlens.trace.runner  # noqa: F401  - the engine, imported before the first fork
+    _warm_up_engine(("cuda", "cpu") if preload == "cuda" else ("cpu",))
+    gc.collect()
+    gc.freeze()                      # children's collections skip (and so never copy) the warm heap
     return torch.__version__, notes
+
+
+def _warm_up_engine(devices: tuple[str, ...]) -> None:
+    """One real trace per device of atenlens's own warm-up step, in this process: a child forked
+    after it finds the engine's imports and torch's caches ready (about half of a small trace's time)."""
+    from atenlens.trace.runner import run_trace
+    from atenlens.worker import warmup_step
+
+    for device in devices:
+        run_trace(TraceRequest(file=warmup_step.__file__, qualname="warmup_step", device=device))
 
 
 def _load_runner() -> Callable[[TraceRequest], TraceReport]:

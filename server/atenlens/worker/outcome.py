@@ -14,17 +14,15 @@ from typing import Optional
 
 from atenlens.functions import find_functions
 from atenlens.report import Code, Diagnostic, Target, TraceReport, TraceRequest
+from atenlens.worker.limits import CAPTURE_HEAD_BYTES, CAPTURE_TAIL_BYTES
 
 CANCELLED = "cancelled"
 
-# What one trace may keep of its stdout and of its stderr: the first HEAD bytes and the last TAIL
-# bytes; the middle of a flood is dropped with a note saying how much.
-CAPTURE_HEAD_BYTES = 64 * 1024
-CAPTURE_TAIL_BYTES = 16 * 1024
 
 
 class BoundedCapture:
-    """Keeps the head and the tail of a byte stream of any length in bounded memory."""
+    """Keeps the head and the tail of a byte stream of any length in bounded memory; the middle of
+    a flood is dropped with a note saying how much."""
 
     def __init__(self, head: int = CAPTURE_HEAD_BYTES, tail: int = CAPTURE_TAIL_BYTES) -> None:
         self._head_limit = head

@@ -14,11 +14,9 @@ from typing import Any, Callable, Optional, Protocol
 
 from atenlens.report import Code, TraceReport, TraceRequest, to_jsonable
 from atenlens.worker.child import DUMP_SIGNAL, EXIT_NO_REPORT, read_report_frame, run_child
+from atenlens.worker.limits import hard_timeout
 from atenlens.worker.outcome import BoundedCapture, abnormal_report, cancelled_report, signal_description
 
-# How long past the request's own timeout (which the runner enforces softly, reporting where the
-# code was) the worker waits before killing the child.
-HARD_TIMEOUT_GRACE_SECONDS = 5.0
 # After asking a stuck child to dump its stacks, how long to wait for the dump before SIGKILL.
 DUMP_WAIT_SECONDS = 0.5
 
@@ -43,10 +41,6 @@ class ChildEnd:
     timed_out: bool
     cancelled: bool
     max_rss_kb: int
-
-
-def hard_timeout(request: TraceRequest) -> float:
-    return max(request.timeout_seconds, 0.0) + HARD_TIMEOUT_GRACE_SECONDS
 
 
 def _kill_group(pid: int, sig: int = signal.SIGKILL) -> None:

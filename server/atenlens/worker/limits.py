@@ -1,0 +1,17 @@
+"""The worker's limits, in one place (torch-free: the client reads them too). docs/worker.md."""
+from __future__ import annotations
+
+from atenlens.report import TraceRequest
+
+DEFAULT_MEMORY_LIMIT_MB = 4096      # data segment (RLIMIT_DATA) of each trace's process; 0: none
+# How long past the request's own timeout (which the engine enforces softly, reporting the line
+# it stopped at) the worker waits before it kills the trace's process.
+HARD_TIMEOUT_GRACE_SECONDS = 5.0
+# What a trace keeps of its stdout and of its stderr: the first HEAD and the last TAIL bytes.
+CAPTURE_HEAD_BYTES = 64 * 1024
+CAPTURE_TAIL_BYTES = 16 * 1024
+
+
+def hard_timeout(request: TraceRequest) -> float:
+    """Seconds after which the worker kills a trace's process."""
+    return max(request.timeout_seconds, 0.0) + HARD_TIMEOUT_GRACE_SECONDS
