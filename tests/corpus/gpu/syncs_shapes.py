@@ -44,3 +44,12 @@ def case_shapes_known_in_advance():
     zeroed = x.masked_fill(x < 0, 0.0)
     first = torch.nonzero_static(x > 0, size=8)
     return expanded.shape, clipped.sum() + zeroed.sum(), first.shape
+
+
+def case_linalg_error_checks():
+    a = torch.randn(4, 4, device=DEVICE)
+    spd = a @ a.T + torch.eye(4, device=DEVICE)
+    factor = torch.linalg.cholesky(spd)  # expect: AL100:warning
+    inverse = torch.linalg.inv(a)  # expect: AL100:warning
+    unchecked, info = torch.linalg.inv_ex(a)
+    return factor, inverse, unchecked, info

@@ -82,6 +82,16 @@ def tensors_equal(call: InterceptedCall) -> Any:
     return _run_or(call, True)
 
 
+@DISPATCH_HANDLERS.register(aten._linalg_check_errors.default)
+def linalg_error_check(call: InterceptedCall) -> Any:
+    info = call.args[0]
+    api = call.tracker.current_api
+    what = f"`torch.linalg.{api.removeprefix('linalg_')}`" if api else "a torch.linalg function"
+    _report_sync(call, info, f"{what} checks its result for errors on the host (the `info` codes of the "
+                             f"kernel): {WAITS}; the `_ex` variants (e.g. `torch.linalg.inv_ex`) do not")
+    return call.run()
+
+
 # -- data-dependent output shapes -------------------------------------------------------------------
 
 def _shape_message(what: str) -> str:
