@@ -231,8 +231,13 @@ async def test_add_an_example_call(client, tmp_path):
     assert edit.new_text == "    # atenlens: MLP(...).forward(...)\n"
     actions = await client.text_document_code_action_async(types.CodeActionParams(
         text_document=types.TextDocumentIdentifier(uri=uri),
-        range=types.Range(start=types.Position(line=forward + 1, character=8), end=types.Position(line=forward + 1, character=8)),
+        range=types.Range(start=types.Position(line=forward, character=8), end=types.Position(line=forward, character=8)),
         context=types.CodeActionContext(diagnostics=[])))
     titles = [a.title for a in actions]
     assert titles == ["Add an atenlens example call for MLP.forward"]
+    in_the_body = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        range=types.Range(start=types.Position(line=forward + 1, character=8), end=types.Position(line=forward + 1, character=8)),
+        context=types.CodeActionContext(diagnostics=[])))
+    assert list(in_the_body or []) == []
     assert actions[0].edit.changes[uri][0].new_text == "    # atenlens: MLP(...).forward(...)\n"

@@ -32,7 +32,7 @@ from atenlens.lsp.settings import Settings, merge_problem_message, settings_from
 from atenlens.lsp.text import UTF16, LineShift, split_lines
 from atenlens.lsp.trace_view import build_traced_function
 from atenlens.lsp.tracing import TraceJob, TraceQueue
-from atenlens.report import TraceRequest
+from atenlens.report import Code, TraceRequest
 
 logger = logging.getLogger(__name__)
 
@@ -143,10 +143,11 @@ class AtenlensServer(LanguageServer):
         state, document = self.state(uri), self.document(uri)
         if document is None or state.lint is None:
             return
+        if document.version != state.lint.version:
+            return      # a lint of the newer text is scheduled; it publishes both kinds, in step
         lines = state.lint.lines
         diagnostics = [convert.lsp_finding_diagnostic(f, lines, self.encoding) for f in state.lint.findings]
-        current = split_lines(document.source) if document.version != state.lint.version else lines
-        diagnostics += [convert.lsp_trace_diagnostic(line, d, current, self.encoding)
+        diagnostics += [convert.lsp_trace_diagnostic(line, d, lines, self.encoding)
                         for line, d in state.traces.diagnostics()]
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
             uri=uri, version=state.lint.version, diagnostics=diagnostics))
@@ -298,9 +299,9 @@ def create_server() -> AtenlensServer:
             return
         for change in params.content_changes:
             ls.on_text_change(uri, lsp_shift(change))
-        document = ls.document(uri)
-        if document is not None:
-            ls.state(uri).traces.revalidate(split_lines(document.source))
+        document, state = ls.document(uri), ls.state(uri)
+        if document is not None and state.traces.functions:
+            state.traces.revalidate(split_lines(document.source))
         ls.schedule_lint(uri, LINT_DEBOUNCE_SECONDS)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
@@ -338,8 +339,11 @@ def create_server() -> AtenlensServer:
                 if finding.fix is not None and finding.line - 1 <= last and finding.end_line - 1 >= first:
                     diagnostic = convert.lsp_finding_diagnostic(finding, lint.lines, ls.encoding)
                     actions.append(convert.lsp_fix_action(uri, finding.fix, diagnostic, lint.lines, ls.encoding))
+        # Offered on the `def` line (or on a needs-inputs diagnostic), not all over the body.
         info = function_at(state.functions(document.source), first + 1)
-        if info is not None and info.needs_args and info.directive is None:
+        asked = info is not None and (info.first_line - 1 <= first <= info.line - 1 or any(
+            d.code == Code.NEEDS_INPUTS for d in params.context.diagnostics))
+        if info is not None and asked and info.needs_args and info.directive is None:
             lines = split_lines(document.source)
             actions.append(types.CodeAction(
                 title=f"Add an atenlens example call for {info.qualname}", kind=types.CodeActionKind.QuickFix,
