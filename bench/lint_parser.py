@@ -4,7 +4,9 @@ Times, on the generated 5,000-line corpus (bench/gen_corpus.py) and on the same 
 half-typed line (`    y = x.to(`) in its middle:
 - parse only: tree-sitter-python, `ast.parse`, parso (when installed; not a dependency);
 - the whole `lint_source` (parse, recovery, all rules), warm (median of N runs in this process)
-  and cold (a fresh interpreter: import of atenlens.lint, then the first `lint_source`).
+  with a fresh parse each time and, as in the editor, on the same document after a one-character
+  edit (incremental re-parse); and cold (a fresh interpreter: import of atenlens.lint, then the
+  first `lint_source`).
 
     python bench/lint_parser.py [--runs N] [--lines N]
 """
@@ -44,11 +46,26 @@ def median_ms(fn: Callable[[], object], runs: int) -> float:
 
 
 def with_half_typed_line(text: str) -> str:
+    """The corpus with `    y = x.to(` typed as a new statement at the top of a function body
+    in the middle of the file (what an editor sends while the user types)."""
     lines = text.splitlines(keepends=True)
     middle = len(lines) // 2
-    while not lines[middle].startswith("    ") or not lines[middle].strip():
+    while not (lines[middle].startswith("def ") and lines[middle].rstrip().endswith(":")):
         middle += 1
-    return "".join(lines[:middle] + ["    y = x.to(\n"] + lines[middle:])
+    return "".join(lines[:middle + 1] + ["    y = x.to(\n"] + lines[middle + 1:])
+
+
+def one_character_edits(text: str, count: int) -> list[str]:
+    """`count` versions of `text`, each with one letter typed into (alternately removed from) a
+    comment line spread over the file."""
+    lines = text.splitlines(keepends=True)
+    targets = [i for i, line in enumerate(lines) if line.strip() == ""][:: max(1, len(lines) // (4 * count))]
+    versions = []
+    for k in range(count):
+        row = targets[k % len(targets)]
+        edited = lines[:row] + ["x\n"] + lines[row + 1:] if k % 2 == 0 else lines
+        versions.append("".join(edited))
+    return versions
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,8 +106,14 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:
             rows.append((f"parso parse ({label})", "-", "parso not installed"))
         found = len(lint_source(text))
-        rows.append((f"lint_source warm ({label})", f"{median_ms(lambda: lint_source(text), args.runs):.2f}",
+        rows.append((f"lint_source, fresh parse ({label})", f"{median_ms(lambda: lint_source(text), args.runs):.2f}",
                      f"{found} findings"))
+        versions = iter(one_character_edits(text, args.runs + 1))
+        document = f"bench://{label}"
+        lint_source(next(versions), path=document)
+        rows.append((f"lint_source, after a 1-char edit ({label})",
+                     f"{median_ms(lambda: lint_source(next(versions), path=document), args.runs):.2f}",
+                     "incremental re-parse"))
 
     import tempfile
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False, encoding="utf-8") as handle:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 
 from atenlens.lint import RULES, Finding, lint_source
@@ -117,3 +118,26 @@ def test_every_rule_is_documented_in_docs_rules_md() -> None:
         for heading in ("What it does", "Why it matters", "Example", "Fix"):
             assert f"**{heading}**" in section, (rule.code, heading)
         assert "```python" in section
+
+
+def _docstring_sections(doc: str) -> dict[str, str]:
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in doc.splitlines()[1:]:
+        heading = re.fullmatch(r"(What it does|Why it matters|Example|Fix):", line)
+        if heading:
+            current = heading.group(1)
+            sections[current] = []
+        elif current is not None:
+            sections[current].append(line)
+    return {name: textwrap.dedent("\n".join(lines)).strip() for name, lines in sections.items()}
+
+
+def test_docs_rules_md_says_what_each_rule_docstring_says() -> None:
+    doc = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
+    for rule in RULES:
+        section = doc.split(f"## {rule.code} `{rule.name}`\n", 1)[1].split("\n## ", 1)[0]
+        parts = _docstring_sections(rule.doc)
+        for heading in ("What it does", "Why it matters", "Fix"):
+            assert f"**{heading}**\n\n{parts[heading]}\n" in section, (rule.code, heading)
+        assert f"**Example**\n\n```python\n{parts['Example']}\n```\n" in section, rule.code

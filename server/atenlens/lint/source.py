@@ -58,6 +58,10 @@ def _parse_document(data: bytes, document: Optional[str]) -> Tree:
             tree = old_tree.copy()
             _apply_edit(tree, old_data, data)
             tree = _parser().parse(data, tree)
+            if tree.root_node.has_error:
+                # Error recovery depends on the previous tree; a fresh parse makes the findings
+                # depend on the text alone, not on the order of the edits that led to it.
+                tree = _parser().parse(data)
         if document is not None:
             _last_parse[document] = (data, tree)
             _last_parse.move_to_end(document)

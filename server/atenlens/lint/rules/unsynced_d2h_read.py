@@ -8,7 +8,10 @@ What it does:
     function: `torch.cuda.synchronize()`, `event.synchronize()`, `stream.synchronize()` (any
     call of a `synchronize` method or function). A copy whose result is used at once
     (`x.cpu(non_blocking=True).numpy()`, `print(x.to("cpu", non_blocking=True))`) is flagged at
-    the copy. "After" and "before" are textual order within the function.
+    the copy. Returning the result (`return host`, `return t.cpu(non_blocking=True)`) hands it
+    to the caller and is not a read; keyword names (`f(host=1)`) and attribute names
+    (`obj.host`) are not reads either. "After" and "before" are textual order within the
+    function; assigning the name again ends the tracking.
 
 Why it matters:
     A non-blocking device-to-host copy returns before the data has arrived. Reading the
