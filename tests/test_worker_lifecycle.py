@@ -13,7 +13,7 @@ import pytest
 
 from atenlens.report import Code, TraceReport, TraceRequest
 from atenlens.worker.client import PASSED_ENV, TraceWorker, worker_environment
-from worker_helpers import fixture, line_of, process_is_gone, request
+from worker_helpers import exits_within, fixture, line_of, process_is_gone, request
 
 TINY = fixture("worker", "tiny.py")
 LOOP = fixture("hostile", "infinite_loop.py")
@@ -81,6 +81,7 @@ def test_a_dead_worker_fails_its_trace_and_is_replaced():
         assert report.status == "error"
         assert [(d.code, d.line) for d in report.diagnostics] == [(Code.WORKER_DIED, line_of(LOOP, "def step"))]
         assert "the trace worker was killed by signal 9" in report.message
+        assert exits_within(pids[0], 10), "the trace outlived its worker"
         assert not worker.alive
         next_report = worker.trace(request(TINY, "linear_step"))
         assert next_report.status == "ok", next_report.message
@@ -98,15 +99,48 @@ def test_a_worker_that_cannot_start_becomes_a_report():
     assert report.message.startswith("the trace worker could not start: cannot run '/nonexistent/python3'")
 
 
-def test_a_python_without_torch_says_so():
-    system_python = "/usr/bin/python3"
-    probe = subprocess.run([system_python, "-c", "import torch"], capture_output=True)
-    assert probe.returncode != 0, "this test needs a Python without torch"
-    with TraceWorker(python=system_python) as worker:
+def test_a_python_without_torch_says_so(tmp_path):
+    # this interpreter without its site-packages (-S): atenlens comes from PYTHONPATH, torch from nowhere
+    python = tmp_path / "python-without-site"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    python.chmod(0o755)
+    with TraceWorker(python=str(python)) as worker:
         report = worker.trace(request(TINY, "linear_step"))
     assert report.status == "error"
     assert report.message == ("the trace worker could not start: "
                               "ModuleNotFoundError: No module named 'torch'")
+
+
+def test_a_worker_that_stops_answering_is_replaced():
+    with TraceWorker() as worker:
+        assert worker.wait_ready()
+        stuck_pid = worker.pid
+        pids, result, thread = start_in_thread(worker, request(LOOP, "step", timeout=300))
+        os.kill(stuck_pid, signal.SIGSTOP)            # the worker can no longer answer a cancel
+        try:
+            assert worker.cancel() is True
+            thread.join(60)
+            assert (result[0].status, result[0].message) == ("error", "cancelled")
+        finally:
+            try:
+                os.kill(stuck_pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        assert process_is_gone(stuck_pid)
+        assert exits_within(pids[0], 10), "the trace outlived its worker"
+        report = worker.trace(request(TINY, "linear_step"))
+        assert report.status == "ok", report.message
+        assert worker.pid != stuck_pid
+
+
+def test_close_during_a_trace_ends_it():
+    worker = TraceWorker()
+    pids, result, thread = start_in_thread(worker, request(LOOP, "step", timeout=300))
+    worker_pid = worker.pid
+    worker.close()
+    thread.join(30)
+    assert (result[0].status, result[0].message) == ("error", "cancelled")
+    assert process_is_gone(worker_pid) and process_is_gone(pids[0])
 
 
 def test_close_ends_the_worker():

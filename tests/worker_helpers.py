@@ -33,3 +33,18 @@ def process_is_gone(pid: int) -> bool:
     except FileNotFoundError:
         return True
     return state in ("Z", "X")
+
+
+def exits_within(pid: int, seconds: float) -> bool:
+    """Waits (on a pidfd, no polling) until `pid` exits; False if it still runs after `seconds`."""
+    import select
+
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        readable, _, _ = select.select([fd], [], [], seconds)
+        return bool(readable) or process_is_gone(pid)
+    finally:
+        os.close(fd)
