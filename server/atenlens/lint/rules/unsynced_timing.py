@@ -3,11 +3,15 @@
 What it does:
     Looks at the wall-clock reads of each function (or of the module's top level):
     `time.time()`, `time.perf_counter()`, `time.monotonic()` and their `_ns` forms (also
-    imported bare: `perf_counter()`, `monotonic()`). For each two consecutive reads (in text
-    order), it flags the second one when
+    imported bare: `perf_counter()`, `monotonic()`). For each two consecutive reads of the same
+    clock (in text order), it flags the second one when
     1. the function's text mentions CUDA — the word `cuda` or `device` — anywhere, and
-    2. there is a call between the two reads other than a clock read, `print` or a logging call
-       (the work being timed), and
+    2. there is a call between the two reads that can be the work being timed: not a clock
+       read, not `print` or a logging call (`logging.*`, `logger.*`, `log.*`), not a builtin
+       that never touches a tensor (`range`, `len`, `enumerate`, `zip`, `list`, `dict`,
+       `tuple`, `set`, `str`, `int`, `float`, `bool`, `isinstance`, `sorted`, `repr`,
+       `format`) and not a list or dict method (`append`, `extend`, `items`, `keys`,
+       `values`, `get`), and
     3. no call between the two reads waits for the GPU: a `synchronize` call
        (`torch.cuda.synchronize()`, `event.synchronize()`, `stream.synchronize()`) or a call of
        `.item()`, `.tolist()`, `.cpu()` or `.numpy()` (each waits for the queued work).
@@ -45,7 +49,9 @@ from atenlens.report import Code
 CLOCK_FUNCTIONS = ("time", "perf_counter", "monotonic", "time_ns", "perf_counter_ns", "monotonic_ns")
 CLOCK_NAMES = frozenset({f"time.{n}" for n in CLOCK_FUNCTIONS} | {n for n in CLOCK_FUNCTIONS if n != "time"})
 WAITING_METHODS = frozenset({"synchronize", "item", "tolist", "cpu", "numpy"})
-NOT_WORK = frozenset({"print"})
+NOT_WORK = frozenset({"print", "range", "len", "enumerate", "zip", "list", "dict", "tuple", "set", "str", "int",
+                      "float", "bool", "isinstance", "sorted", "repr", "format"})
+NOT_WORK_METHODS = frozenset({"append", "extend", "items", "keys", "values", "get"})
 _MENTIONS_CUDA = re.compile(rb"\b(cuda|device)\b")
 
 
@@ -56,7 +62,8 @@ def is_clock_read(call: Node) -> bool:
 def _is_logging(call: Node) -> bool:
     name = dotted_name(callee(call)) or ""
     head = name.split(".")[0]
-    return name in NOT_WORK or head in ("logging", "logger", "log", "LOGGER")
+    return (name in NOT_WORK or head in ("logging", "logger", "log", "LOGGER")
+            or method_name(call) in NOT_WORK_METHODS)
 
 
 def _waits(call: Node) -> bool:
@@ -65,19 +72,20 @@ def _waits(call: Node) -> bool:
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:
-    by_scope: dict[int, list[Node]] = {}
+    by_clock: dict[tuple[int, str], list[Node]] = {}
     scopes: dict[int, Node] = {}
     for call in ctx.calls(*CLOCK_FUNCTIONS):
         if is_clock_read(call):
             scope = scope_for(call)
-            by_scope.setdefault(scope.id, []).append(call)
+            clock = (dotted_name(callee(call)) or "").split(".")[-1]
+            by_clock.setdefault((scope.id, clock), []).append(call)
             scopes[scope.id] = scope
     waiting = [c for c in ctx.calls(*WAITING_METHODS) if _waits(c)]
     waiting_starts = [c.start_byte for c in waiting]
-    for key, reads in by_scope.items():
+    for (scope_id, _), reads in by_clock.items():
         if len(reads) < 2:
             continue
-        scope = scopes[key]
+        scope = scopes[scope_id]
         if not _MENTIONS_CUDA.search(ctx.source.data, scope.start_byte, scope.end_byte):
             continue
         for first, second in zip(reads, reads[1:]):
