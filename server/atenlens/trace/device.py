@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from atenlens.trace.diagnostics import DiagnosticSink
 
@@ -34,9 +34,6 @@ class DeviceSession:
     make_fake_mode: Callable[..., Any] = None     # returns a FakeTensorMode for this device
     extra_modes: Callable[[DiagnosticSink], list] = field(default=lambda sink: [])
     # modes entered BEFORE (outside) the recorder's modes, after the fake mode (see above)
-    setup: Callable[[], ContextManager[None]] = contextlib.nullcontext
-    # optional: wrap the module load and the example call's argument evaluation in it; a sync that
-    # runs once there (not in a loop) is reported as information, not as a per-step warning
 
 
 def preload_before_torch(device: str) -> tuple[str, ...]:
@@ -90,19 +87,12 @@ def simulated_device(device: str) -> Iterator[DeviceSession]:
     def tolist(t: Any, original: Callable[[Any], Any]) -> Any:
         return tolist_of_fake(trackers[-1], t) if trackers else original(t)
 
-    @contextlib.contextmanager
-    def setup() -> Iterator[None]:
-        with contextlib.ExitStack() as stack:
-            for tracker in trackers:
-                stack.enter_context(tracker.setup())
-            yield
-
     if not simulating:
         with torch_compat.foreach_optimizers_for_fake_tensors(), torch_compat.fake_tensor_tolist(tolist):
             yield DeviceSession(device="cpu", notes=notes, make_fake_mode=torch_compat.FakeTensorMode,
-                                extra_modes=extra_modes, setup=setup)
+                                extra_modes=extra_modes)
         return
     with simulated_cuda_api(slot), torch_compat.foreach_optimizers_for_fake_tensors(), \
             torch_compat.fake_tensor_tolist(tolist):
         yield DeviceSession(device="cuda", notes=notes, make_fake_mode=torch_compat.NoDeviceInitFakeTensorMode,
-                            extra_modes=extra_modes, setup=setup)
+                            extra_modes=extra_modes)

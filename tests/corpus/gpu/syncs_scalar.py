@@ -3,6 +3,8 @@ import torch
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 CALIBRATION = torch.ones(4, device=DEVICE).sum().item()  # expect: AL100:information
+for _warmup in range(2):
+    torch.ones(4, device=DEVICE).sum().item()  # expect: AL100:warning
 
 
 def case_item_once():
@@ -66,3 +68,14 @@ def case_helper_called_in_loop():
     for _ in range(3):
         loss = torch.randn(8, device=DEVICE).mean()
         log_every_step(loss)
+
+
+def make_inputs():
+    x = torch.randn(8, device=DEVICE)
+    scale = x.abs().max().item()  # expect: AL100:information
+    return (x / scale,)
+
+
+# atenlens: case_with_setup(*make_inputs())
+def case_with_setup(x):
+    return (x * 2).sum().item()  # expect: AL100:warning

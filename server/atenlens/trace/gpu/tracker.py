@@ -7,17 +7,16 @@ Severity of syncs and copy hazards (docs/diagnostics.md says the same):
   is the step, and a program calls its step over and over);
 - "information" when it runs once, outside any loop, while the user's module loads (its outermost
   user frame is the module's top level) or while the example call's arguments are built (the
-  engine marks that stretch with `setup()`).
+  runner's frame evaluating the `# atenlens:` expression is on the stack).
 """
 from __future__ import annotations
 
-import contextlib
 import dis
 import itertools
 import sys
 from dataclasses import dataclass
 from types import CodeType, FrameType
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
@@ -25,6 +24,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from atenlens.report import Code, Severity
 from atenlens.trace.attribution import is_user_file
 from atenlens.trace.diagnostics import DiagnosticSink
+from atenlens.trace.runner import _CALL_FILENAME as EXAMPLE_CALL_FILENAME  # the example call's code
 
 _SHORT_DTYPES = {
     torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
@@ -86,6 +86,21 @@ def _column(frame: FrameType) -> Optional[int]:
     return positions[2]
 
 
+def _in_example_call_setup(frame: Optional[FrameType]) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename == EXAMPLE_CALL_FILENAME:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _severity(frame: FrameType, user_frames: list[FrameType]) -> Severity:
+    if any(frame_in_loop(f) for f in user_frames):
+        return "warning"
+    loading = bool(user_frames) and user_frames[-1].f_code.co_name == "<module>"
+    return "information" if loading or _in_example_call_setup(frame) else "warning"
+
+
 # -- pending copies --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -109,7 +124,6 @@ class HazardTracker:
         self.simulating_cuda = simulating_cuda
         self.current_api: Optional[str] = None    # the API call the function-level mode is running
         self.reported_at_api_level = False        # a function-level handler already reported this call
-        self.in_setup = False
         self._pinned: dict[int, StorageWeakRef] = {}
         self._pending: dict[int, PendingCopy] = {}
         self._sequence = 0
@@ -117,15 +131,10 @@ class HazardTracker:
 
     # -- reporting --------------------------------------------------------------------------------
     def _report(self, kind: str, code: str, message: str, op: Optional[str]) -> None:
-        frames = _user_frames(sys._getframe(1))
-        self.sink.add(kind, code, message, op=op, severity=self._severity(frames),
+        frame = sys._getframe(1)
+        frames = _user_frames(frame)
+        self.sink.add(kind, code, message, op=op, severity=_severity(frame, frames),
                       column=_column(frames[0]) if frames else None)
-
-    def _severity(self, frames: list[FrameType]) -> Severity:
-        if any(frame_in_loop(f) for f in frames):
-            return "warning"
-        once = self.in_setup or (frames and frames[-1].f_code.co_name == "<module>")
-        return "information" if once else "warning"
 
     def sync(self, message: str, op: Optional[str], code: str = Code.SYNC) -> None:
         self._report("sync", code, message, op)
@@ -135,14 +144,6 @@ class HazardTracker:
 
     def unsynced_read(self, message: str, op: Optional[str]) -> None:
         self._report("unsynced-d2h-read", Code.UNSYNCED_D2H_READ, message, op)
-
-    @contextlib.contextmanager
-    def setup(self) -> Iterator[None]:
-        previous, self.in_setup = self.in_setup, True
-        try:
-            yield
-        finally:
-            self.in_setup = previous
 
     # -- pinned host memory -----------------------------------------------------------------------
     def mark_pinned(self, t: torch.Tensor) -> None:
