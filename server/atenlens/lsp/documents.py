@@ -41,7 +41,8 @@ class DocumentState:
     uri: str
     traces: DocumentTraces = field(default_factory=DocumentTraces)
     lint: Optional[LintResult] = None
-    lint_task: Optional["asyncio.Task[None]"] = None
+    lint_task: Optional["asyncio.Task[None]"] = None        # the latest lint asked for
+    lint_running: Optional["asyncio.Task[None]"] = None     # the one whose thread is running
     _functions: list[FunctionInfo] = field(default_factory=list)
     _functions_source: Optional[str] = None
     syntax_ok: bool = True

@@ -115,14 +115,29 @@ class AtenlensServer(LanguageServer):
     # --- lint + diagnostics -----------------------------------------------------------------
 
     def schedule_lint(self, uri: str, delay: float) -> None:
+        """Lint `uri` after `delay`. A lint still waiting is superseded; a lint already running in
+        its thread finishes (a thread cannot be interrupted) and the new one waits for it, so at
+        most one lint per document runs and at most one waits."""
         state = self.state(uri)
-        if state.lint_task is not None and not state.lint_task.done():
+        if state.lint_task is not None and not state.lint_task.done() and state.lint_task is not state.lint_running:
             state.lint_task.cancel()
         state.lint_task = asyncio.get_running_loop().create_task(self._lint_later(uri, delay))
 
     async def _lint_later(self, uri: str, delay: float) -> None:
         if delay:
             await asyncio.sleep(delay)   # debounce: a newer change cancels this task
+        state = self.documents.get(uri)
+        if state is None:
+            return                       # closed meanwhile
+        while state.lint_running is not None:
+            await asyncio.wait([state.lint_running])
+        state.lint_running = asyncio.current_task()
+        try:
+            await self._lint_now(uri)
+        finally:
+            state.lint_running = None
+
+    async def _lint_now(self, uri: str) -> None:
         document = self.document(uri)
         if document is None:
             return
@@ -135,13 +150,13 @@ class AtenlensServer(LanguageServer):
         current = self.document(uri)
         if current is None or current.version != version:
             return                       # a newer version is on its way to being linted
-        state = self.state(uri)
+        state = self.documents[uri]
         state.lint = LintResult(version=version, lines=split_lines(source), findings=findings)
         self.publish(uri)
 
     def publish(self, uri: str) -> None:
-        state, document = self.state(uri), self.document(uri)
-        if document is None or state.lint is None:
+        state, document = self.documents.get(uri), self.document(uri)
+        if state is None or document is None or state.lint is None:
             return
         if document.version != state.lint.version:
             return      # a lint of the newer text is scheduled; it publishes both kinds, in step
