@@ -1,7 +1,6 @@
 """The trace worker through its client, with real subprocesses and the real engine."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 

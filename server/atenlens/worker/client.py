@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -253,7 +254,7 @@ class TraceWorker:
         if not pending.done.wait(limit):
             self._discard_process(process)
             pending.finish(worker_died_report(
-                pending.request, f"the trace worker stopped answering and was restarted", self._stderr_text()))
+                pending.request, "the trace worker stopped answering and was restarted", self._stderr_text()))
         if pending.cancelled and pending.report is not None and pending.report.message != "cancelled":
             return cancelled_report(pending.request, pending.report.stdout, pending.report.stderr)
         return pending.report
@@ -295,9 +296,8 @@ class TraceWorker:
     def _discard_process(self, process: subprocess.Popen) -> None:
         with self._state:
             if self._process is process:
-                self._discard_process_locked()
-            else:
-                self._kill(process)
+                self._process = None
+        self._kill(process)                 # outside the lock: `alive` and `pid` never wait on a kill
 
     def _discard_process_locked(self) -> None:
         process, self._process = self._process, None
@@ -308,7 +308,7 @@ class TraceWorker:
     def _kill(process: subprocess.Popen) -> None:
         # The worker's trace children die with it (PR_SET_PDEATHSIG); the worker is its own session.
         try:
-            os.killpg(process.pid, 9)
+            os.killpg(process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         try:

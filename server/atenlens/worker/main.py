@@ -173,7 +173,8 @@ def serve(protocol: ProtocolOut, control: ControlIn, memory_limit_mb: int, prelo
             request, runner,
             memory_limit_mb=memory_limit_mb,
             inherited_fds=inherited_fds,
-            on_started=lambda pid: protocol.send({"id": request_id, "event": "started", "pid": pid}),
+            on_started=lambda pid, request_id=request_id: protocol.send(
+                {"id": request_id, "event": "started", "pid": pid}),
             control=control,
             request_id=request_id,
         )
