@@ -49,7 +49,9 @@ def _parse_document(data: bytes, document: Optional[str]) -> Tree:
     from its previous tree, which is what makes linting on every keystroke cheap."""
     with _parse_lock:
         previous = _last_parse.get(document) if document is not None else None
-        if previous is None:
+        if previous is None or previous[1].root_node.has_error:
+            # After a broken version the next is usually broken too, and a broken re-parse is
+            # done fresh anyway (below): skip the incremental attempt.
             tree = _parser().parse(data)
         elif previous[0] == data:
             tree = previous[1]
