@@ -77,7 +77,7 @@ def simulated_device(device: str) -> Iterator[DeviceSession]:
     trackers: list[HazardTracker] = []
 
     def extra_modes(sink: DiagnosticSink) -> list:
-        tracker = HazardTracker(sink, simulating_cuda=simulating)
+        tracker = HazardTracker(sink)
         trackers.append(tracker)
         slot.listener = tracker                   # torch.cuda.synchronize() & co. report to this trace
         if reason is not None:

@@ -12,7 +12,9 @@ def case_cpu_values():
     if weights.sum() > 0:
         scale = float(weights.max()) + int(torch.tensor(2))
     print(weights, f"{weights.mean():.3f}")
-    return scale, as_list, weights.numpy()
+    import numpy as np
+
+    return scale, as_list, weights.numpy(), np.asarray(weights).shape
 
 
 def case_metadata_of_gpu_tensors():

@@ -17,7 +17,9 @@ def case_read_by_numpy_and_print():
     arr = a.numpy()  # expect: AL201:warning
     b = (x * 2).to("cpu", non_blocking=True)
     print(b)  # expect: AL201:warning
-    return arr
+    c = x.to("cpu", non_blocking=True)
+    as_array = np.asarray(c, dtype=np.float64)  # expect: AL201:warning
+    return arr, as_array.dtype
 
 
 def case_read_by_an_op():

@@ -35,6 +35,8 @@ from typing import Optional
 
 _SOURCE_DIR = os.path.dirname(os.path.abspath(__file__))
 COMPILE_TIMEOUT_SECONDS = 180.0
+# C++17 is what torch's headers need; -w because torch's headers warn under some compilers.
+CXX_FLAGS = ("-O1", "-std=c++17", "-shared", "-fPIC", "-w")
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,7 @@ def shim_cache_dir(torch_install: TorchInstall, compiler: str) -> str:
             digest.update(f.read())
     c10 = _shared_library(torch_install.lib_dir, "c10")
     stat = os.stat(c10) if c10 else None
-    digest.update(repr((compiler, torch_install.root, stat and (stat.st_size, stat.st_mtime_ns))).encode())
+    digest.update(repr((compiler, CXX_FLAGS, torch_install.root, stat and (stat.st_size, stat.st_mtime_ns))).encode())
     abi = "cxx11abi" if torch_install.cxx11_abi else "precxx11abi"
     python = f"cp{sys.version_info.major}{sys.version_info.minor}"
     name = f"torch-{torch_install.version}-{abi}-{python}-{sys.platform}-{platform.machine()}-{digest.hexdigest()[:12]}"
@@ -166,7 +168,7 @@ def _compile(shim: Shim, torch_install: TorchInstall, compiler: str, out_dir: st
     fd, partial = tempfile.mkstemp(prefix=shim.name + ".", suffix=".so.partial", dir=out_dir)
     os.close(fd)
     command = [
-        compiler, "-O1", "-std=c++20", "-shared", "-fPIC", "-w",
+        compiler, *CXX_FLAGS,
         f"-D_GLIBCXX_USE_CXX11_ABI={int(torch_install.cxx11_abi)}",
         "-I", torch_install.include_dir,
         os.path.join(_SOURCE_DIR, shim.name + ".cpp"),

@@ -59,7 +59,7 @@ def _is_fake(t: Any) -> bool:
 
 
 def _report_sync(call: InterceptedCall, t: torch.Tensor, message: str) -> None:
-    if is_cuda(t) and not call.tracker.reported_at_api_level:
+    if is_cuda(t):
         call.tracker.sync(message, str(call.target))
 
 
@@ -244,12 +244,13 @@ _TORCH_SCALAR_TYPE_NAMES = {torch.bfloat16: "BFloat16", torch.float8_e4m3fn: "Fl
                             torch.float8_e5m2: "Float8_e5m2"}
 
 
-@FUNCTION_HANDLERS.register(torch.Tensor.numpy)
+@FUNCTION_HANDLERS.register(torch.Tensor.numpy, torch.Tensor.__array__)
 def to_numpy(call: InterceptedCall) -> Any:
+    """`.numpy()`, and `numpy.asarray(t)` (Tensor.__array__, which calls numpy() itself)."""
     t = call.args[0]
     if not _is_fake(t):
         return call.run()
-    force = bool(call.arg(1, "force", False))
+    force = call.target is torch.Tensor.numpy and bool(call.arg(1, "force", False))
     if is_cuda(t):
         if not force:            # what torch does on a real GPU
             raise TypeError(f"can't convert {t.device} device type tensor to numpy. Use Tensor.cpu() to copy "
@@ -261,4 +262,6 @@ def to_numpy(call: InterceptedCall) -> Any:
         raise TypeError(f"Got unsupported ScalarType {_TORCH_SCALAR_TYPE_NAMES.get(t.dtype, str(t.dtype))}")
     import numpy
 
-    return numpy.zeros(tuple(t.shape), dtype=dtype)
+    array = numpy.zeros(tuple(t.shape), dtype=dtype)
+    wanted = call.arg(1, "dtype") if call.target is torch.Tensor.__array__ else None
+    return array.astype(wanted, copy=False) if wanted is not None else array

@@ -119,11 +119,9 @@ def storage_key(t: torch.Tensor) -> Optional[int]:
 
 
 class HazardTracker:
-    def __init__(self, sink: DiagnosticSink, simulating_cuda: bool) -> None:
+    def __init__(self, sink: DiagnosticSink) -> None:
         self.sink = sink
-        self.simulating_cuda = simulating_cuda
         self.current_api: Optional[str] = None    # the API call the function-level mode is running
-        self.reported_at_api_level = False        # a function-level handler already reported this call
         self._pinned: dict[int, StorageWeakRef] = {}
         self._pending: dict[int, PendingCopy] = {}
         self._sequence = 0
