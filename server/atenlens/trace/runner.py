@@ -83,7 +83,11 @@ def run_trace(request: TraceRequest) -> TraceReport:
                     device = session.device
                     notes = tuple(session.notes)
                     modes.enter_context(session.make_fake_mode())
+                    # torch hands each op to the most recently entered mode first: the recorder, entered
+                    # last, sees every op before the device's hazard modes answer it.
                     for mode in session.extra_modes(sink):
+                        modes.enter_context(mode)
+                    for mode in recorder.modes():
                         modes.enter_context(mode)
                     # the device may treat loading and argument building differently (a sync there runs once)
                     with getattr(session, "setup", contextlib.nullcontext)():
@@ -93,11 +97,6 @@ def run_trace(request: TraceRequest) -> TraceReport:
                         example = _example_call(module, function, info, request.call)
                     call_expression = example.expression
                     stage = "trace"
-                    # The recorder's modes exist only around the traced call (loading and setup run at
-                    # fake-tensor speed). Entered last, they are the first torch hands each op to, so
-                    # the recorder sees every op before the device's hazard modes answer it.
-                    for mode in recorder.modes():
-                        modes.enter_context(mode)
                     recorder.start(boundary=sys._getframe().f_code)
                     try:
                         example.function(*example.args, **example.kwargs)
