@@ -183,10 +183,17 @@ async def test_progress_cancel_edit_and_supersede(client, tmp_path):
     second = asyncio.ensure_future(execute(client, "atenlens.trace", target))
     assert await first == {"status": "cancelled", "qualname": "spin", "message": "superseded by a newer request"}
 
-    # An edit inside the function kills its trace.
+    # Another function waits for its turn (one worker, one trace at a time) ...
     token = await progress_begun(client, "atenlens: tracing spin")
-    change(client, uri, 2, (line_of(text, "x = x + 1"), 8), (line_of(text, "x = x + 1"), 9), "y")
+    other = asyncio.ensure_future(execute(client, "atenlens.trace", {"uri": uri, "qualname": "quick"}))
+    await progress_begun(client, "atenlens: tracing quick")
+    assert not other.done()
+    # ... until an edit inside `spin` kills its trace; an edit outside it does not.
+    change(client, uri, 2, (0, 12), (0, 12), "  # an edit outside both functions")
+    change(client, uri, 3, (line_of(text, "x = x + 1"), 8), (line_of(text, "x = x + 1"), 9), "y")
     assert await second == {"status": "cancelled", "qualname": "spin", "message": "the function was edited"}
+    quick = await other
+    assert quick["status"] == "ok" and quick["summary"].startswith("fwd 2 · 0 syncs"), quick
 
     info = await server_info(client)
     assert info["torchImported"] is False
