@@ -1,6 +1,7 @@
 """The trace worker through its client, with real subprocesses and the real engine."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -69,3 +70,10 @@ def test_one_worker_serves_cpu_and_simulated_cuda(worker, device):
     assert [o.device for e in addmm for o in e.outputs] == ["cuda:0" if device == "cuda" else "cpu"]
     assert "aten.mm.default" in [e.name for e in report.events if e.phase == "backward" and e.line == line]
     assert report.stdout == f"cuda available: {device == 'cuda'}\n"
+
+
+def test_the_worker_forks_from_a_single_thread(worker):
+    # a thread alive at fork time (autograd's device threads after a backward, a pool) would be
+    # missing in every child, and any lock it held would stay held there
+    assert worker.trace(request(TINY, "linear_step")).status == "ok"
+    assert os.listdir(f"/proc/{worker.pid}/task") == [str(worker.pid)]

@@ -26,7 +26,7 @@ from atenlens.report import TraceReport, TraceRequest, from_jsonable, to_jsonabl
 from atenlens.worker.limits import DEFAULT_MEMORY_LIMIT_MB, hard_timeout
 from atenlens.worker.outcome import cancelled_report, worker_died_report
 
-DEFAULT_STARTUP_TIMEOUT = 120.0         # importing torch on a cold disk can take tens of seconds
+DEFAULT_STARTUP_TIMEOUT = 240.0         # a first start may compile the simulated-CUDA shims; torch on a cold disk is slow too
 # How long past the worker's own hard timeout (limits.hard_timeout) the client waits for an answer before it decides
 # the worker itself is stuck and kills it.
 ANSWER_MARGIN_SECONDS = 15.0
