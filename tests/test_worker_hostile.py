@@ -57,6 +57,7 @@ CASES = [
     Case("os_exit.py", "error", Code.WORKER_DIED, "exit", "def step", "exited with exit code 7", column=0),
     Case("segfault.py", "error", Code.WORKER_DIED, "crash", "ctypes.string_at(0)", "segmentation fault (SIGSEGV)"),
     Case("aborts.py", "error", Code.WORKER_DIED, "crash", "os.abort()", "aborted (SIGABRT"),
+    Case("torch_abort.py", "error", Code.WORKER_DIED, "crash", "torch._C._abort()", "aborted (SIGABRT"),
     Case("memory_hog.py", "error", Code.EXCEPTION, "exception", "blocks.append(",
          f"MemoryError (the trace's memory limit is {MEMORY_LIMIT_MB} MB)"),
     Case("recursion.py", "error", Code.EXCEPTION, "exception", "return down(n + 1) + 1", "RecursionError"),
