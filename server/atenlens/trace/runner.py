@@ -1,7 +1,8 @@
 """Run one traced function in this process: load the user's module, build the example call, record.
 
-`run_trace` is the engine's entry point. The worker calls it in a fresh, disposable child process
-(user code never runs in a long-lived process); tests call it directly. It never raises for anything
+`run_trace` is the engine's entry point. The worker imports this module before it forks (so every
+import here is paid once, not per trace) and calls it in a fresh, disposable child process (user
+code never runs in a long-lived process); tests call it directly. It never raises for anything
 the user's code does: exceptions, `SystemExit`, time running out and missing inputs all become a
 report with a status and a diagnostic.
 """
@@ -21,10 +22,15 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
+import torch
+
 from atenlens.functions import FunctionInfo, directive_template, find_functions
 from atenlens.report import Code, Diagnostic, Event, Frame, Summary, Target, TraceReport, TraceRequest
 from atenlens.trace.attribution import is_user_file
+from atenlens.trace import torch_compat
+from atenlens.trace.device import simulated_device
 from atenlens.trace.diagnostics import DiagnosticSink
+from atenlens.trace.recorder import Recorder
 
 _PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 _CALL_FILENAME = "<atenlens example call>"
@@ -54,12 +60,6 @@ class ExampleCall:
 
 
 def run_trace(request: TraceRequest) -> TraceReport:
-    import torch
-
-    from atenlens.trace import torch_compat
-    from atenlens.trace.device import simulated_device
-    from atenlens.trace.recorder import Recorder
-
     started = time.perf_counter()
     deadline = started + request.timeout_seconds
     file = os.path.abspath(request.file)
@@ -83,11 +83,7 @@ def run_trace(request: TraceRequest) -> TraceReport:
                     device = session.device
                     notes = tuple(session.notes)
                     modes.enter_context(session.make_fake_mode())
-                    # torch hands each op to the most recently entered mode first: the recorder, entered
-                    # last, sees every op before the device's hazard modes answer it.
                     for mode in session.extra_modes(sink):
-                        modes.enter_context(mode)
-                    for mode in recorder.modes():
                         modes.enter_context(mode)
                     # the device may treat loading and argument building differently (a sync there runs once)
                     with getattr(session, "setup", contextlib.nullcontext)():
@@ -97,6 +93,11 @@ def run_trace(request: TraceRequest) -> TraceReport:
                         example = _example_call(module, function, info, request.call)
                     call_expression = example.expression
                     stage = "trace"
+                    # The recorder's modes exist only around the traced call (loading and setup run at
+                    # fake-tensor speed). Entered last, they are the first torch hands each op to, so
+                    # the recorder sees every op before the device's hazard modes answer it.
+                    for mode in recorder.modes():
+                        modes.enter_context(mode)
                     recorder.start(boundary=sys._getframe().f_code)
                     try:
                         example.function(*example.args, **example.kwargs)
