@@ -118,3 +118,11 @@ def test_gpt_train_step_with_adamw_and_clipping_traces_to_the_end_without_syncs(
     assert {"aten._foreach_norm.Scalar", "aten._foreach_mul_.Tensor"} <= clip_ops          # foreach, as on a GPU
     step_line = line_of("optimizer.step()", path)
     assert {e.phase for e in report.events if e.line == step_line and e.kind == "op"} == {"optimizer"}
+
+
+def test_side_stream_prefetch_with_nvtx_ranges_runs_without_findings(worker):
+    report = trace(worker, "side_stream_prefetch")
+    assert report.stdout == "cuda:0 1 False\n"
+    assert report.diagnostics == ()
+    record = [e for e in report.events if e.name == "aten.record_stream.default"]
+    assert [e.line for e in record] == [line_of("on_gpu.record_stream(")]

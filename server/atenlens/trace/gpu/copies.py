@@ -93,3 +93,12 @@ def is_pinned(call: InterceptedCall) -> Any:
     if not isinstance(t, FakeTensor):
         return call.run()
     return call.tracker.is_pinned(t)
+
+
+@DISPATCH_HANDLERS.register(aten.record_stream.default)
+def record_stream(call: InterceptedCall) -> Any:
+    """Tells the caching allocator that another stream uses the tensor; there is no allocator and
+    one queue in the trace (fake tensors have no kernel for it)."""
+    if not isinstance(call.args[0], FakeTensor):
+        return call.run()
+    return None

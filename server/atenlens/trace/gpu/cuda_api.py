@@ -172,6 +172,17 @@ def simulated_cuda_api(slot: ListenerSlot) -> Iterator[None]:
         # the Philox state of a CUDA generator: seed and offset, 16 bytes, held on the host
         return torch.zeros(16, dtype=torch.uint8)
 
+    sync_debug_mode = [0]
+
+    def set_sync_debug_mode(debug_mode: Any) -> None:
+        # accepted and remembered; the trace reports syncs itself, whatever the mode
+        names = {"default": 0, "warn": 1, "error": 2}
+        sync_debug_mode[0] = names[debug_mode] if isinstance(debug_mode, str) else int(debug_mode)
+
+    @contextlib.contextmanager
+    def nvtx_range(msg: str, *args: Any, **kwargs: Any) -> Iterator[None]:
+        yield
+
     cuda = torch.cuda
     patches: list[tuple[Any, str, Any]] = [
         (cuda, "is_available", lambda: True),
@@ -206,6 +217,21 @@ def simulated_cuda_api(slot: ListenerSlot) -> Iterator[None]:
         (cuda, "set_rng_state", nothing),
         (cuda, "set_rng_state_all", nothing),
         (cuda, "initial_seed", zero),
+        (cuda, "set_sync_debug_mode", set_sync_debug_mode),
+        (cuda, "get_sync_debug_mode", lambda: sync_debug_mode[0]),
+        (cuda, "memory_summary", lambda device=None, abbreviated=False: "(memory is not modelled by atenlens)"),
+        (cuda, "ipc_collect", nothing),
+        (cuda, "can_device_access_peer", lambda device, peer_device: False),
+        (cuda, "is_current_stream_capturing", lambda: False),
+        (cuda, "get_allocator_backend", lambda: "native"),
+        (cuda, "current_blas_handle", zero),
+        (cuda.graphs, "is_current_stream_capturing", lambda: False),
+        (cuda.nvtx, "range_push", zero),
+        (cuda.nvtx, "range_pop", zero),
+        (cuda.nvtx, "range_start", zero),
+        (cuda.nvtx, "range_end", nothing),
+        (cuda.nvtx, "mark", nothing),
+        (cuda.nvtx, "range", nvtx_range),
         (torch.accelerator, "synchronize", accelerator_synchronize),
         (torch.accelerator, "current_stream", current_stream),
         (torch.accelerator, "set_stream", set_stream),
