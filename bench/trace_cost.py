@@ -1,14 +1,18 @@
 """Benchmark — what a trace costs: GPT-2-small and Llama-7B-shaped training steps, atenlens vs the floor.
 
-For each model, side by side in alternating rounds (A B A B ...), each in a fresh warm process:
+For each model, side by side in alternating rounds (A B C, B C A, ...), each in a fresh warm process:
 - atenlens: `run_trace` of `bench/trace_models.py::train_step` on simulated CUDA (module load, model
   and optimizer built on fake tensors, one AdamW step recorded: calls, ops, attribution, hazards);
-- floor:    the same load, build and step under the device's bare FakeTensorMode, nothing recorded.
-Reported: median and spread (min-max) of the wall time, the ratio of medians, peak RSS (ru_maxrss of
+- floor:    the same load, build and step under the device's bare FakeTensorMode, nothing recorded;
+- DebugMode: the floor with torch's own op logger around the step,
+  `torch.utils._debug_mode.DebugMode(record_faketensor=True, record_stack_trace=True)` (aten ops with
+  shapes, and a Python stack for each, backward ops' forward stacks through anomaly mode; no function-
+  level calls, no attribution to lines, no hazards): what a user can get from torch itself today.
+Reported: median and spread (min-max) of the wall time, the ratios of medians, peak RSS (ru_maxrss of
 the whole process, torch included) and the op counts. A "warm process" has imported torch and
 entered a first FakeTensorMode before the clock starts, as the trace worker has.
 
-    python bench/trace_cost.py [--quick] [--rounds N] [--json PATH]
+    python bench/trace_cost.py [--quick] [--rounds N] [--json PATH]     (--quick: GPT-2 at tiny sizes only)
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from harness import REPO_ROOT, Result, Table, Target, finish, median, parser, spread
+from harness import REPO_ROOT, Result, Table, Target, finish, median, parser, rotated, spread
 
 MODELS = os.path.join(REPO_ROOT, "bench", "trace_models.py")
 MiB = 2**20
@@ -58,15 +62,23 @@ if mode == "atenlens":
     result["unattributed_backward"] = sum(1 for e in report.events
                                           if e.kind == "op" and e.phase == "backward" and e.line is None)
 else:
+    import contextlib
+    from torch.utils._debug_mode import DebugMode
     started, cpu = time.perf_counter(), time.process_time()
     with simulated_device("cuda") as session, torch_compat.fake_module_fixes(), session.make_fake_mode():
         spec = importlib.util.spec_from_file_location("trace_models", models)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         example = build_example_call(module, call)
-        example.function(*example.args, **example.kwargs)
+        # like atenlens's recorder, DebugMode is active around the step only
+        logger = (DebugMode(record_faketensor=True, record_stack_trace=True) if mode == "debugmode"
+                  else contextlib.nullcontext())
+        with logger:
+            example.function(*example.args, **example.kwargs)
     result["seconds"], result["cpu_seconds"] = time.perf_counter() - started, time.process_time() - cpu
     result["device"] = session.device
+    if mode == "debugmode":
+        result["logged"] = len(logger.operators)
 result["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps(result))
 """
@@ -80,6 +92,7 @@ class Run:
     device: str
     ops: dict
     unattributed_backward: int
+    logged: int = 0                     # DebugMode: entries in its log
 
 
 def example_call(kind: str, tiny: bool) -> str:
@@ -88,21 +101,24 @@ def example_call(kind: str, tiny: bool) -> str:
 
 
 def measure_once(mode: str, kind: str, tiny: bool) -> Run:
-    """One fresh process: `mode` is "atenlens" (run_trace) or "floor" (bare FakeTensorMode)."""
+    """One fresh process: `mode` is "atenlens" (run_trace), "floor" (bare FakeTensorMode) or "debugmode"."""
     out = subprocess.run([sys.executable, "-c", PROBE, mode, MODELS, example_call(kind, tiny)],
                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=1800)
     if out.returncode != 0:
         raise RuntimeError(f"{mode} {kind} failed:\n{out.stderr[-3000:]}")
     data = json.loads(out.stdout.strip().splitlines()[-1])
     return Run(data["seconds"], data["cpu_seconds"], data["peak_rss"], data["device"], data.get("ops", {}),
-               data.get("unattributed_backward", 0))
+               data.get("unattributed_backward", 0), data.get("logged", 0))
+
+
+MODES = ("atenlens", "floor", "debugmode")
 
 
 def measure_model(kind: str, tiny: bool, rounds: int) -> dict[str, list[Run]]:
-    """Alternating rounds, atenlens then floor, so that drift on a shared machine hits both."""
-    runs: dict[str, list[Run]] = {"atenlens": [], "floor": []}
-    for _ in range(rounds):
-        for mode in ("atenlens", "floor"):
+    """Rounds in rotating order (A B C, B C A, ...), so that drift on a shared machine hits all."""
+    runs: dict[str, list[Run]] = {mode: [] for mode in MODES}
+    for r in range(rounds):
+        for mode in rotated(MODES, r):
             runs[mode].append(measure_once(mode, kind, tiny))
     return runs
 
@@ -119,10 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     times = Table(f"one AdamW train step, batch {shape['batch']}, seq {shape['seq']}, seconds, {rounds} rounds "
                   "(fresh warm process each)",
                   ["model", "atenlens median", "spread", "floor median", "spread", "ratio", "CPU-time ratio",
-                   "device"])
+                   "DebugMode median", "spread", "atenlens / DebugMode", "device"])
     memory = Table("peak RSS of the process (torch included), MiB, and what was recorded",
-                   ["model", "atenlens", "floor", "ops forward / backward / optimizer", "unattributed backward"])
-    for name, kind, seconds_target in MODELS_MEASURED:
+                   ["model", "atenlens", "floor", "DebugMode", "ops forward / backward / optimizer",
+                    "unattributed backward", "DebugMode log entries"])
+    # --quick (the smoke test): one model, the same code path; each variant still in its own process
+    for name, kind, seconds_target in (MODELS_MEASURED[:1] if args.quick else MODELS_MEASURED):
         name = f"{name}, tiny sizes" if args.quick else name
         runs = measure_model(kind, args.quick, rounds)
         traced = [r.seconds for r in runs["atenlens"]]
@@ -130,15 +148,20 @@ def main(argv: list[str] | None = None) -> int:
         ratio = median(traced) / median(floor)
         cpu_ratio = median([r.cpu_seconds for r in runs["atenlens"]]) / median([r.cpu_seconds for r in runs["floor"]])
         first = runs["atenlens"][0]
-        times.add(name, median(traced), spread(traced), median(floor), spread(floor), ratio, cpu_ratio, first.device)
+        logged = [r.seconds for r in runs["debugmode"]]
+        vs_debugmode = median(traced) / median(logged)
+        times.add(name, median(traced), spread(traced), median(floor), spread(floor), ratio, cpu_ratio,
+                  median(logged), spread(logged), vs_debugmode, first.device)
         peak = max(r.peak_rss for r in runs["atenlens"])
         memory.add(name, peak / MiB, max(r.peak_rss for r in runs["floor"]) / MiB,
+                   max(r.peak_rss for r in runs["debugmode"]) / MiB,
                    " / ".join(str(first.ops.get(p, 0)) for p in ("forward", "backward", "optimizer")),
-                   str(first.unattributed_backward))
+                   str(first.unattributed_backward), str(runs["debugmode"][0].logged))
         if not args.quick:
             result.targets.append(Target(f"{name}: trace time", median(traced), seconds_target, "s"))
             result.targets.append(Target(f"{name}: ratio to bare FakeTensorMode", ratio, RATIO_TARGET))
             result.targets.append(Target(f"{name}: peak RSS", peak / MiB, RSS_TARGET_BYTES / MiB, "MiB"))
+            result.targets.append(Target(f"{name}: time / DebugMode's (faster than DebugMode)", vs_debugmode, 1.0))
         result.raw[kind] = {mode: [r.__dict__ for r in rs] for mode, rs in runs.items()}
     result.tables += [times, memory]
     result.notes.append("CPU-time ratio = ratio of the medians of process CPU time over the same interval: less "
