@@ -59,26 +59,49 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def report_frame(nonce: str, payload: bytes) -> bytes:
     """The report as written to the report pipe. The traced code can write to any descriptor the
-    child holds, that pipe included; the worker takes the last frame carrying the nonce it chose
-    for this trace and ignores anything else in the pipe."""
+    child holds, that pipe included; the worker takes the frame carrying the nonce it chose for
+    this trace and ignores anything else in the pipe."""
     return f"\natenlens-report {nonce} {len(payload)}\n".encode("ascii") + payload
 
 
-def read_report_frame(data: bytes, nonce: str) -> Optional[bytes]:
-    """The payload of the last complete frame with `nonce` in `data`, or None."""
-    marker = f"\natenlens-report {nonce} ".encode("ascii")
-    start = data.rfind(marker)
-    if start < 0:
-        return None
-    header_end = data.find(b"\n", start + len(marker))
-    if header_end < 0:
-        return None
-    try:
-        length = int(data[start + len(marker):header_end])
-    except ValueError:
-        return None
-    payload = data[header_end + 1:header_end + 1 + length]
-    return payload if len(payload) == length else None
+class ReportFrameReader:
+    """Reads the report pipe incrementally and knows when the framed report is complete (the pipe
+    itself may never end: something the traced code forked can hold it open)."""
+
+    def __init__(self, nonce: str) -> None:
+        self._marker = f"\natenlens-report {nonce} ".encode("ascii")
+        self._data = bytearray()
+        self._scanned = 0                # where the marker search resumes
+        self._start: Optional[int] = None
+        self._length: Optional[int] = None
+
+    def feed(self, chunk: bytes) -> None:
+        self._data += chunk
+        if self._length is None:
+            self._find_header()
+
+    def _find_header(self) -> None:
+        found = self._data.find(self._marker, max(0, self._scanned - len(self._marker)))
+        if found < 0:
+            self._scanned = len(self._data)
+            return
+        self._scanned = found
+        header_end = self._data.find(b"\n", found + len(self._marker))
+        if header_end < 0:
+            return
+        try:
+            self._length = int(self._data[found + len(self._marker):header_end])
+        except ValueError:               # cannot happen without the nonce; skip this marker
+            self._scanned = header_end
+            return
+        self._start = header_end + 1
+
+    @property
+    def payload(self) -> Optional[bytes]:
+        """The report's JSON once complete, else None."""
+        if self._length is None or self._start is None or len(self._data) < self._start + self._length:
+            return None
+        return bytes(self._data[self._start:self._start + self._length])
 
 
 def run_child(
@@ -132,7 +155,9 @@ def run_child(
             )
         if os.getpid() != me:
             os._exit(0)                  # a copy the traced code forked: only the child reports
-        _write_all(report_fd, report_frame(nonce, report.to_json().encode("utf-8")))
+        payload = report.to_json().encode("utf-8")
+        _flush_all()                     # all output is in its pipes before the report is complete,
+        _write_all(report_fd, report_frame(nonce, payload))   # so the worker can answer at once
         os.close(report_fd)
         status = 0
     except BaseException:                # noqa: BLE001
@@ -141,17 +166,18 @@ def run_child(
         except BaseException:            # noqa: BLE001
             pass
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:        # noqa: BLE001
-                pass
-        _flush_c_stdio()
+        _flush_all()
         os._exit(status)
 
 
-def _flush_c_stdio() -> None:
-    """os._exit skips C's exit handlers: flush what C extensions printf'ed into stdio buffers."""
+def _flush_all() -> None:
+    """Python's and C's stdio buffers (os._exit skips C's exit handlers, so what C extensions
+    printf'ed would be lost)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:            # noqa: BLE001
+            pass
     try:
         ctypes.CDLL(None).fflush(None)
     except (OSError, AttributeError):

@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional
 
 from atenlens.report import TraceReport, TraceRequest, from_jsonable
 from atenlens.worker.limits import DEFAULT_MEMORY_LIMIT_MB
-from atenlens.worker.supervise import report_for, run_supervised
+from atenlens.worker.supervise import ChildEnd, report_for, run_supervised
 
 
 class ProtocolOut:
@@ -169,17 +169,20 @@ def serve(protocol: ProtocolOut, control: ControlIn, memory_limit_mb: int, prelo
         except (KeyError, TypeError, ValueError) as error:
             protocol.send({"id": request_id, "error": f"malformed request: {type(error).__name__}: {error}"})
             continue
-        end = run_supervised(
+        def on_end(end: ChildEnd, request: TraceRequest = request, request_id: Any = request_id) -> None:
+            data = _with_preload_notes(report_for(request, end, memory_limit_mb), request, preload_notes)
+            protocol.send({"id": request_id, "report": data})
+
+        run_supervised(
             request, runner,
             memory_limit_mb=memory_limit_mb,
             inherited_fds=inherited_fds,
             on_started=lambda pid, request_id=request_id: protocol.send(
                 {"id": request_id, "event": "started", "pid": pid}),
+            on_end=on_end,
             control=control,
             request_id=request_id,
         )
-        data = _with_preload_notes(report_for(request, end, memory_limit_mb), request, preload_notes)
-        protocol.send({"id": request_id, "report": data})
         if control.eof:
             return
 

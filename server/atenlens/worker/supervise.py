@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol
 
 from atenlens.report import Code, TraceReport, TraceRequest, to_jsonable
-from atenlens.worker.child import DUMP_SIGNAL, EXIT_NO_REPORT, read_report_frame, run_child
+from atenlens.worker.child import DUMP_SIGNAL, EXIT_NO_REPORT, ReportFrameReader, run_child
 from atenlens.worker.limits import hard_timeout
 from atenlens.worker.outcome import BoundedCapture, abnormal_report, cancelled_report, signal_description
 
@@ -37,10 +37,9 @@ class ChildEnd:
     report_bytes: Optional[bytes]    # the child's report (JSON), None when it wrote none
     stdout: str
     stderr: str
-    wait_status: Optional[int]       # os.waitpid status; None when it could not be collected
+    wait_status: Optional[int]       # os.waitpid status; None when the report came first
     timed_out: bool
     cancelled: bool
-    max_rss_kb: int
 
 
 def _kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
@@ -81,10 +80,16 @@ def run_supervised(
     memory_limit_mb: int,
     inherited_fds: tuple[int, ...],
     on_started: Callable[[int], None],
+    on_end: Callable[[ChildEnd], None],
     control: ControlChannel,
     request_id: Any,
-) -> ChildEnd:
-    """Forks a child for `request` and supervises it to the end."""
+) -> None:
+    """Forks a child for `request`, supervises it, calls `on_end` once with how it ended, and
+    returns when the child and everything it forked are gone and reaped.
+
+    A child that wrote its report has nothing left to say (it flushes its output before the report),
+    so `on_end` is called as soon as the report is complete; the child's exit (tearing down a copy
+    of a 300 MB process) and the reaping happen after the answer, off the caller's clock."""
     nonce = os.urandom(16).hex()
     report_r, report_w = os.pipe()
     out_r, out_w = os.pipe()
@@ -107,10 +112,10 @@ def run_supervised(
         pass
     on_started(pid)
 
-    report = bytearray()
+    report = ReportFrameReader(nonce)
     stdout = BoundedCapture()
     stderr = BoundedCapture()
-    sinks = {report_r: report.extend, out_r: stdout.feed, err_r: stderr.feed}
+    sinks = {report_r: report.feed, out_r: stdout.feed, err_r: stderr.feed}
     pidfd = os.pidfd_open(pid)
     selector = selectors.DefaultSelector()
     for fd in sinks:
@@ -120,10 +125,9 @@ def run_supervised(
     selector.register(control.fd, selectors.EVENT_READ, "control")
 
     deadline = time.monotonic() + hard_timeout(request)
-    timed_out = cancelled = False
+    timed_out = cancelled = exited = False
     try:
-        exited = False
-        while not exited:
+        while not exited and report.payload is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 timed_out = True
@@ -140,26 +144,24 @@ def run_supervised(
             if command in ("cancel", "eof"):
                 cancelled = True
                 break
+        payload = report.payload
+        if payload is not None and not cancelled:
+            for fd in sinks:             # what the child printed is in its pipes by now
+                _drain(fd, sinks[fd])
+            on_end(ChildEnd(payload, stdout.text(), stderr.text(), None, False, False))
         if timed_out:
             selector.unregister(control.fd)      # pending control input waits; it is not for us
             _ask_for_stack_dump(pid, err_r, stderr, selector)
         _kill_group(pid)                 # the child is dead or dies now; so does anything it forked
-        _, wait_status, usage = os.wait4(pid, 0)
-        for fd in sinks:                 # everything the child wrote is in the pipes by now
-            _drain(fd, sinks[fd])
+        _, wait_status = os.waitpid(pid, 0)
+        if payload is None or cancelled:
+            for fd in sinks:             # everything the child wrote is in the pipes by now
+                _drain(fd, sinks[fd])
+            on_end(ChildEnd(report.payload, stdout.text(), stderr.text(), wait_status, timed_out, cancelled))
     finally:
         selector.close()
         for fd in list(sinks) + [pidfd]:
             os.close(fd)
-    return ChildEnd(
-        report_bytes=read_report_frame(bytes(report), nonce),
-        stdout=stdout.text(),
-        stderr=stderr.text(),
-        wait_status=wait_status,
-        timed_out=timed_out,
-        cancelled=cancelled,
-        max_rss_kb=usage.ru_maxrss,
-    )
 
 
 def _ask_for_stack_dump(pid: int, err_r: int, stderr: BoundedCapture, selector: selectors.BaseSelector) -> None:
@@ -198,8 +200,7 @@ def report_for(request: TraceRequest, end: ChildEnd, memory_limit_mb: int) -> di
                     f"and was killed after {seconds:g} s",
             stdout=end.stdout, stderr=end.stderr,
         ))
-    status = end.wait_status
-    if status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and end.report_bytes:
+    if end.report_bytes is not None:
         try:
             data = json.loads(end.report_bytes)
         except ValueError:
