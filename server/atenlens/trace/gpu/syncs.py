@@ -68,8 +68,9 @@ def _report_sync(call: InterceptedCall, t: torch.Tensor, message: str) -> None:
 @DISPATCH_HANDLERS.register(aten._local_scalar_dense.default)
 def scalar_to_host(call: InterceptedCall) -> Any:
     t = call.args[0]
-    reader = _SCALAR_READERS.get(call.tracker.current_api or "", "reading a tensor's value on the host")
-    _report_sync(call, t, f"{reader} copies a value of cuda {tensor_label(t)} to the host: {WAITS}")
+    if is_cuda(t):               # checked first: the optimizer reads CPU step counters hundreds of times
+        reader = _SCALAR_READERS.get(call.tracker.current_api or "", "reading a tensor's value on the host")
+        _report_sync(call, t, f"{reader} copies a value of cuda {tensor_label(t)} to the host: {WAITS}")
     if not _is_fake(t):
         return call.run()
     return _run_or(call, placeholder_scalar(t.dtype))
