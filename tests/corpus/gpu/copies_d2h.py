@@ -70,6 +70,13 @@ def case_read_one_step_later():
     return previous
 
 
+def case_read_after_another_sync():
+    x = torch.randn(4, device=DEVICE)
+    host = x.to("cpu", non_blocking=True)
+    total = x.sum().item()  # expect: AL100:warning
+    return host + total
+
+
 def case_event_recorded_before_the_copy():
     x = torch.randn(4, device=DEVICE)
     early = torch.cuda.Event()

@@ -134,8 +134,11 @@ class HazardTracker:
         self.sink.add(kind, code, message, op=op, severity=_severity(frame, frames),
                       column=_column(frames[0]) if frames else None)
 
-    def sync(self, message: str, op: Optional[str], code: str = Code.SYNC) -> None:
-        self._report("sync", code, message, op)
+    def sync(self, message: str, op: Optional[str]) -> None:
+        """A wait for the GPU (AL100). The wait drains the stream, so every device-to-host copy
+        issued before it has landed (the trace models one stream)."""
+        self._report("sync", Code.SYNC, message, op)
+        self._pending.clear()
 
     def pageable_copy(self, message: str, op: Optional[str]) -> None:
         self._report("pageable-copy", Code.PAGEABLE_COPY, message, op)
@@ -185,9 +188,8 @@ class HazardTracker:
 
     def api_sync(self, name: str, event: Any = None) -> None:
         """`torch.cuda.synchronize()` and friends: a sync, and copies issued before it have landed."""
-        self.sync(f"`{name}()` blocks the host until the GPU has finished "
-                  + ("the work recorded before this event" if event is not None else "all queued work"),
-                  None, Code.SYNC_API)
+        self._report("sync", Code.SYNC_API, f"`{name}()` blocks the host until the GPU has finished "
+                     + ("the work recorded before this event" if event is not None else "all queued work"), None)
         if event is None:
             self._pending.clear()
             return
