@@ -3,6 +3,9 @@ with random text: 10,000 cases in all (8,500 mangled programs, 1,500 documents e
 keystroke by keystroke, 1 to 6 edits each). `lint_source` must never raise and every finding (and
 every quick-fix edit) must point inside the text it was given.
 
+Each test is a row of docs/reliability.md (the `reliability` fixture of tests/reliability_report.py):
+how many cases ran, how many findings they produced, and that none raised.
+
 The rules run strictly here (`lint_source_strict` lets a rule's exception through): the public
 `lint_source` would log and hide it, and a hidden bug is still a bug.
 """
@@ -16,8 +19,9 @@ from hypothesis import strategies as st
 
 from atenlens.lint import Finding, lint_source
 from atenlens.lint.engine import lint_source_strict
+from reliability_report import CaseRecord
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = sorted(
     p.read_text(encoding="utf-8")
     for p in [*ROOT.glob("examples/*.py"), *(ROOT / "tests" / "lint" / "fixtures").glob("*.py")]
@@ -30,8 +34,13 @@ SNIPPETS = [
     "# noqa: AL100", "# noqa", "return ", "yield ", "if x:\n", "else:\n", "match x:\n    case 1:\n",
 ]
 
+# The `reliability` record is shared by all examples of a test on purpose (it counts them).
 settings.register_profile("lint-fuzz", deadline=None, database=None, derandomize=True,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                 HealthCheck.function_scoped_fixture])
+
+MANGLED_CASES = 8_500
+EDITED_DOCUMENTS = 1_500
 
 
 def check_positions(text: str, findings: list[Finding]) -> None:
@@ -67,21 +76,36 @@ def mangle(text: str, rng: random.Random) -> str:
     return text
 
 
+def counted(record: CaseRecord, name: str, amount: int = 1) -> None:
+    record.number(name, record.numbers.get(name, 0) + amount)
+
+
 # Hypothesis drives the choices (one controlled Random per case: cheap to generate, and a
 # failure is replayed and shrunk like any other draw).
-@settings(settings.get_profile("lint-fuzz"), max_examples=8_500)
-@given(st.sampled_from(PROGRAMS), st.randoms(use_true_random=False))
-def test_mangled_programs_never_raise_and_findings_stay_inside_the_text(program: str, rng: random.Random) -> None:
+@settings(settings.get_profile("lint-fuzz"), max_examples=MANGLED_CASES)
+@given(program=st.sampled_from(PROGRAMS), rng=st.randoms(use_true_random=False))
+def test_mangled_programs_never_raise_and_findings_stay_inside_the_text(
+        reliability: CaseRecord, program: str, rng: random.Random) -> None:
+    reliability.record("Fuzzing", "static lint on mangled programs",
+                       f"the {len(PROGRAMS)} example and fixture programs, each cut, truncated and spliced with "
+                       "snippets or random characters (NUL, lone surrogates, CR, brackets, quotes) 1-4 times")
     text = mangle(program, rng)
     findings = lint_source_strict(text)
     check_positions(text, findings)
+    counted(reliability, "cases")
+    counted(reliability, "findings", len(findings))
+    reliability.number("exceptions", 0)
 
 
-@settings(settings.get_profile("lint-fuzz"), max_examples=1_500)
-@given(st.sampled_from(PROGRAMS), st.randoms(use_true_random=False))
-def test_a_document_edited_keystroke_by_keystroke_lints_like_a_fresh_parse(text: str, rng: random.Random) -> None:
+@settings(settings.get_profile("lint-fuzz"), max_examples=EDITED_DOCUMENTS)
+@given(text=st.sampled_from(PROGRAMS), rng=st.randoms(use_true_random=False))
+def test_a_document_edited_keystroke_by_keystroke_lints_like_a_fresh_parse(
+        reliability: CaseRecord, text: str, rng: random.Random) -> None:
     """Up to 6 small edits of one document: linted with its previous tree (incremental re-parse,
     as the language server does) it gives exactly what a fresh parse gives."""
+    reliability.record("Fuzzing", "static lint on a document edited keystroke by keystroke",
+                       "1-6 random snippet edits per document, each linted incrementally and compared with a "
+                       "fresh parse")
     document = "fuzz://edited.py"
     lint_source(text, path=document)
     for _ in range(rng.randint(1, 6)):
@@ -90,8 +114,13 @@ def test_a_document_edited_keystroke_by_keystroke_lints_like_a_fresh_parse(text:
         incremental = lint_source(text, path=document)
         check_positions(text, incremental)
         assert incremental == lint_source_strict(text)
+        counted(reliability, "edits")
+    counted(reliability, "documents")
+    reliability.number("differences from a fresh parse", 0)
 
 
-def test_the_fuzz_corpus_holds_the_examples_and_every_fixture() -> None:
+def test_the_fuzz_corpus_holds_the_examples_and_every_fixture(reliability: CaseRecord) -> None:
+    reliability.record("Fuzzing", "static lint fuzz corpus", "examples/*.py and tests/lint/fixtures/*.py")
+    reliability.number("programs", len(PROGRAMS))
     assert len(PROGRAMS) >= 16
     assert any("def train_step" in p for p in PROGRAMS)
