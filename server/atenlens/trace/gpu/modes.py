@@ -61,7 +61,7 @@ class HazardDispatchMode(TorchDispatchMode):
         tracker = self.tracker
         if tracker.has_pending() and func not in _NOT_READS and func.namespace == "aten" and not func.is_view:
             read = tree_leaves((args[1:], kwargs) if func in _WRITES_FIRST_ONLY else (args, kwargs))
-            reader = _FUNCTION_READERS.get(tracker.current_api or "", f"`{func}`")
+            reader = _FUNCTION_READERS.get(tracker.current_api or "", "an op")   # the op is named after the message
             _check_reads(tracker, read, reader, str(func))
         handler = DISPATCH_HANDLERS.lookup(func)
         if handler is None:

@@ -129,6 +129,8 @@ class HazardTracker:
 
     # -- reporting --------------------------------------------------------------------------------
     def _report(self, kind: str, code: str, message: str, op: Optional[str]) -> None:
+        if op is not None:                       # the message names the op too, for plain-text readers
+            message = f"{message} [{op.removesuffix('.default')}]"
         frame = sys._getframe(1)
         frames = _user_frames(frame)
         self.sink.add(kind, code, message, op=op, severity=_severity(frame, frames),
