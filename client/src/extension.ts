@@ -12,7 +12,7 @@ import {
   WorkDoneProgress,
 } from "vscode-languageclient/node";
 import { Interpreter, primaryResource, pythonExtensionApi, resolveInterpreter } from "./interpreter";
-import { bundledLibs, serverExecutable } from "./server";
+import { launcherScript, serverExecutable } from "./server";
 import { serverSettingNames, serverSettings } from "./settings";
 import { StatusItem } from "./status";
 import { describeTraceResult, describeTraceTarget } from "./trace";
@@ -65,7 +65,7 @@ class AtenlensExtension implements vscode.Disposable {
     const interpreter = await resolveInterpreter(resource, this.log);
     this.interpreter = interpreter;
     const cwd = resource ? vscode.workspace.getWorkspaceFolder(resource)?.uri.fsPath : undefined;
-    const executable = serverExecutable(interpreter, bundledLibs(this.context), cwd);
+    const executable = serverExecutable(interpreter, launcherScript(this.context), cwd);
     this.log.info(`Starting the server with ${interpreter.command} (from ${describeSource(interpreter)})`);
     const clientOptions: LanguageClientOptions = {
       documentSelector: [
