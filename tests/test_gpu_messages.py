@@ -1,0 +1,75 @@
+"""What a hazard diagnostic says, exactly: kind, code, severity, op, position, count, message."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from atenlens.worker.client import TraceWorker
+from gpu_helpers import CORPUS, cuda_request
+
+
+@pytest.fixture(scope="module")
+def worker():
+    with TraceWorker() as warm:
+        warm.start()
+        assert warm.wait_ready(), "the worker did not become ready"
+        yield warm
+
+
+def position(path: Path, code: str) -> tuple[int, int]:
+    """(1-based line, 0-based column) of the only occurrence of `code` in the file."""
+    lines = path.read_text().splitlines()
+    hits = [(n, line.index(code)) for n, line in enumerate(lines, 1) if code in line]
+    assert len(hits) == 1, hits
+    return hits[0]
+
+
+def only_diagnostic_at(report, path: Path, line: int):
+    found = [d for d in report.diagnostics if d.file == str(path) and d.line == line]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_item_in_a_loop_is_one_warning_counted_per_iteration(worker):
+    path = CORPUS / "syncs_scalar.py"
+    report = worker.trace(cuda_request(path, "case_item_in_loop"))
+    line, column = position(path, "total += loss.item()")
+    column += len("total += ")
+    d = only_diagnostic_at(report, path, line)
+    assert (d.kind, d.code, d.severity, d.op, d.column, d.count) == (
+        "sync", "AL100", "warning", "aten._local_scalar_dense.default", column, 5)
+    assert d.message == ("`.item()` copies a value of cuda f32[] to the host: the host waits until the GPU has "
+                         "finished all queued work [aten._local_scalar_dense]")
+    assert [f.function for f in d.stack] == ["case_item_in_loop"]
+    module_level = [x for x in report.diagnostics if x.severity == "information"]
+    assert report.summary.syncs == 5 + sum(x.count for x in report.diagnostics if x is not d)
+    assert [x.line for x in module_level] == [position(path, "CALIBRATION =")[0]]
+
+
+def test_pageable_upload_names_the_api_the_tensor_and_the_fix(worker):
+    path = CORPUS / "copies_h2d.py"
+    report = worker.trace(cuda_request(path, "case_pageable_sources"))
+    line, column = position(path, "batch.cuda(non_blocking=True)")
+    d = only_diagnostic_at(report, path, line)
+    assert (d.kind, d.code, d.severity, d.op, d.column) == (
+        "pageable-copy", "AL200", "warning", "aten._to_copy.default", column)
+    assert d.message == ("`.cuda()` with non_blocking=True copies f32[32, 16] from pageable (unpinned) host memory: "
+                         "the driver stages it through a pinned buffer and the host waits, so the copy does not "
+                         "overlap with GPU work; pin the source (`.pin_memory()`, `DataLoader(pin_memory=True)`) "
+                         "or drop non_blocking [aten._to_copy]")
+    assert report.summary.syncs == 0
+
+
+def test_unsynced_read_points_back_to_the_copy(worker):
+    path = CORPUS / "copies_d2h.py"
+    report = worker.trace(cuda_request(path, "case_read_too_early"))
+    read_line, column = position(path, "return host.item()  # expect: AL201")
+    column += len("return ")
+    copy_line = read_line - 1
+    d = only_diagnostic_at(report, path, read_line)
+    assert (d.kind, d.code, d.severity, d.op, d.column) == (
+        "unsynced-d2h-read", "AL201", "warning", "aten._local_scalar_dense.default", column)
+    assert d.message == (f"`.item()` reads host tensor f32[] while the non_blocking device-to-host copy into it "
+                         f"(line {copy_line}) may still be in flight: with no event, stream or device synchronize "
+                         "in between, the host can read stale data, with no error [aten._local_scalar_dense]")
