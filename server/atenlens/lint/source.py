@@ -9,7 +9,8 @@ Recovery: tree-sitter's own recovery is good for most damage but an unclosed bra
 typical half-typed line, `y = x.to(`) can swallow everything after it into one ERROR node. When
 an ERROR node spans several lines, the line it starts on is blanked (replaced by spaces of the
 same byte length, so every offset and position stays valid) and the text re-parsed
-incrementally, a few times at most. Rules then see the code around the damage as written.
+incrementally: up to 16 times, fewer for files over ~200 KB (the bytes re-parsed are bounded).
+Rules then see the code around the damage as written.
 """
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ def python_language() -> Language:
 
 
 MAX_REPAIRS = 16
+# Each repair re-parses the damaged file; bound the bytes re-parsed in all so that a huge file
+# with damage everywhere costs a few parses, not sixteen (16 repairs up to ~200 KB, 5,000 lines).
+REPAIR_BYTES_BUDGET = 16 * 200_000
 CACHED_DOCUMENTS = 16
 _parse_lock = threading.Lock()          # a tree-sitter Parser is not safe to share between threads
 _last_parse: "OrderedDict[str, tuple[bytes, Tree]]" = OrderedDict()
@@ -127,7 +131,8 @@ class SourceText:
     def _recover(self) -> None:
         data = bytearray(self.data)
         blanked: set[int] = set()
-        for _ in range(MAX_REPAIRS):
+        repairs = max(1, min(MAX_REPAIRS, REPAIR_BYTES_BUDGET // max(1, len(data))))
+        for _ in range(repairs):
             row = self._first_spreading_error_row(blanked)
             if row is None:
                 break
