@@ -108,7 +108,6 @@ class PendingCopy:
     storage: StorageWeakRef
     sequence: int                   # order among device-to-host copies (events cover lower numbers)
     line: Optional[int]             # where the copy was issued, for the message
-    label: str
 
 
 def storage_key(t: torch.Tensor) -> Optional[int]:
@@ -159,7 +158,7 @@ class HazardTracker:
         ref = self._pinned.get(key) if key is not None else None
         if ref is None:
             return False
-        if ref.expired():                        # the address was reused by another storage
+        if ref.expired():                        # freed: its address may now be another storage's
             del self._pinned[key]
             return False
         return True
@@ -172,7 +171,7 @@ class HazardTracker:
         self._sequence += 1
         frames = _user_frames(sys._getframe(1))
         self._pending[key] = PendingCopy(StorageWeakRef(host.untyped_storage()), self._sequence,
-                                         frames[0].f_lineno if frames else None, tensor_label(host))
+                                         frames[0].f_lineno if frames else None)
 
     def has_pending(self) -> bool:
         return bool(self._pending)
