@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-# Same shape ruff accepts: "# noqa", "#noqa", "# noqa: A1, B2", "# NOQA:A1 B2".
+# The shapes ruff accepts: bare, or a colon and codes split by commas or spaces, in any case.
 _NOQA = re.compile(rb"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
 _CODE = re.compile(rb"[A-Za-z]+[0-9]+")
 

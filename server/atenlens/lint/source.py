@@ -197,14 +197,6 @@ class SourceText:
             return row + 1, len(head)
         return row + 1, len(head.decode("utf-8", errors="surrogatepass"))
 
-    def node_text(self, node: Node) -> str:
-        return self.data[node.start_byte:node.end_byte].decode("utf-8", errors="replace")
-
-    def span(self, node: Node) -> tuple[int, int, int, int]:
-        line, col = self.position(node.start_point)
-        end_line, end_col = self.position(node.end_point)
-        return line, col, end_line, end_col
-
 
 _STATEMENT_PARENTS = frozenset({"block", "module"})
 _COMPOUND = frozenset({"function_definition", "class_definition", "decorated_definition", "if_statement",
@@ -264,22 +256,3 @@ def ancestors(node: Node) -> Iterator[Node]:
     while parent is not None:
         yield parent
         parent = parent.parent
-
-
-def walk(node: Node) -> Iterator[Node]:
-    """Pre-order walk of `node`'s subtree (named and anonymous nodes), iterative so that deeply
-    nested input cannot exhaust the Python stack."""
-    cursor = node.walk()
-    depth = 0
-    while True:
-        yield cursor.node  # type: ignore[misc]
-        if cursor.goto_first_child():
-            depth += 1
-            continue
-        while True:
-            if depth == 0:
-                return
-            if cursor.goto_next_sibling():
-                break
-            cursor.goto_parent()
-            depth -= 1

@@ -6,7 +6,7 @@ a half-typed line left missing is simply None.
 """
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Optional
 
 from tree_sitter import Node
 
@@ -96,27 +96,6 @@ def is_true(node: Optional[Node]) -> bool:
     return node is not None and node.type == "true"
 
 
-def enclosing_function(node: Node) -> Optional[Node]:
-    """The innermost `def` or `lambda` around `node` (None at module or class level)."""
-    for parent in ancestors(node):
-        if parent.type in FUNCTION_TYPES:
-            return parent
-        if parent.type == "class_definition":
-            return None
-    return None
-
-
-def scope_of(node: Node) -> Node:
-    """The innermost function, lambda, class or module around `node`: the region whose statements
-    run in order with it."""
-    last = node
-    for parent in ancestors(node):
-        if parent.type in SCOPE_TYPES:
-            return parent
-        last = parent
-    return last
-
-
 def repeating_loop(node: Node) -> Optional[Node]:
     """The innermost loop that runs `node` once per iteration, within its own function.
 
@@ -147,11 +126,3 @@ def repeating_loop(node: Node) -> Optional[Node]:
 
 def _within(node: Node, outer: Node) -> bool:
     return outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
-
-
-def within(node: Node, outer: Node) -> bool:
-    return _within(node, outer)
-
-
-def iter_children_named(node: Node) -> Iterator[Node]:
-    yield from node.named_children
