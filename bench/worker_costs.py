@@ -21,7 +21,28 @@ from atenlens.report import TraceRequest
 from atenlens.worker.client import TraceWorker, worker_environment
 
 TINY = os.path.join(REPO_ROOT, "tests", "fixtures", "worker", "tiny.py")
-FUNCTIONS = [("uses_silu", "forward only, 1 op"), ("linear_step", "Linear + backward")]
+TRAIN_STEP = os.path.join(REPO_ROOT, "examples", "train_step.py")
+TRACES = [  # (label, file, qualname, device)
+    ("tiny.py::uses_silu (forward only, 1 op), cpu", TINY, "uses_silu", "cpu"),
+    ("tiny.py::linear_step (Linear + backward), cpu", TINY, "linear_step", "cpu"),
+    ("examples/train_step.py::train_step, cuda", TRAIN_STEP, "train_step", "cuda"),
+]
+
+IN_PROCESS_PROBE = """
+import sys, time
+from atenlens.trace.device import preload_before_torch
+preload_before_torch("cuda")
+from atenlens.report import TraceRequest
+from atenlens.trace.runner import run_trace
+request = TraceRequest.from_json(sys.argv[1])
+run_trace(request)
+times = []
+for _ in range(int(sys.argv[2])):
+    started = time.perf_counter()
+    run_trace(request)
+    times.append(time.perf_counter() - started)
+print(" ".join(repr(t) for t in times))
+"""
 
 FORK_PROBE = """
 import os, sys, time
@@ -51,30 +72,25 @@ def cold_starts(rounds: int) -> tuple[list[float], list[float]]:
     return total, warm_up
 
 
-def round_trips(worker: TraceWorker, qualname: str, rounds: int) -> tuple[list[float], list[float]]:
+def round_trips(worker: TraceWorker, request: TraceRequest, rounds: int) -> tuple[list[float], list[float]]:
     """(request to report, request to the child's start) per trace."""
     total, to_start = [], []
     for _ in range(rounds):
         marks: list[float] = []
         started = time.perf_counter()
-        report = worker.trace(TraceRequest(file=TINY, qualname=qualname, device="cpu"),
-                              on_started=lambda pid: marks.append(time.perf_counter()))
+        report = worker.trace(request, on_started=lambda pid: marks.append(time.perf_counter()))
         total.append(time.perf_counter() - started)
         to_start.append(marks[0] - started)
         assert report.status == "ok", report.message
     return total, to_start
 
 
-def in_process(qualname: str, rounds: int) -> list[float]:
-    from atenlens.trace.runner import run_trace
-
-    run_trace(TraceRequest(file=TINY, qualname=qualname, device="cpu"))      # warm this process too
-    times = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        run_trace(TraceRequest(file=TINY, qualname=qualname, device="cpu"))
-        times.append(time.perf_counter() - started)
-    return times
+def in_process(request: TraceRequest, rounds: int) -> list[float]:
+    """The same trace in a process that loaded the simulated-CUDA shims before torch (like the
+    worker), called repeatedly: warm, no isolation."""
+    out = subprocess.run([sys.executable, "-c", IN_PROCESS_PROBE, request.to_json(), str(rounds)],
+                         env=worker_environment(), capture_output=True, text=True, check=True)
+    return [float(t) for t in out.stdout.split()[-rounds:]]
 
 
 def fork_costs(rounds: int) -> list[float]:
@@ -98,19 +114,20 @@ def main(argv: list[str] | None = None) -> int:
     start_table.add("of which the worker's own warm-up after interpreter start", median(warm_up), spread(warm_up))
     result.tables.append(start_table)
 
-    trip_table = Table(f"one trace of tests/fixtures/worker/tiny.py, milliseconds, {rounds} rounds",
-                       ["function", "worker: request to report", "spread", "request to child started",
-                        "in this process (no isolation)", "ratio worker / in-process"])
+    trip_table = Table(f"one trace, back to back, milliseconds, {rounds} rounds",
+                       ["trace", "worker: request to report", "spread", "request to child started",
+                        "in one process (no isolation)", "ratio worker / in-process"])
     with TraceWorker() as worker:
         assert worker.wait_ready()
         rss_ready = rss_bytes(worker.pid)
         raw = {}
-        for qualname, what in FUNCTIONS:
-            worker_times, to_start = round_trips(worker, qualname, rounds)
-            local = in_process(qualname, rounds)
-            trip_table.add(f"{qualname} ({what})", ms(median(worker_times)), spread([ms(t) for t in worker_times]),
+        for label, file, qualname, device in TRACES:
+            request = TraceRequest(file=file, qualname=qualname, device=device)  # type: ignore[arg-type]
+            worker_times, to_start = round_trips(worker, request, rounds)
+            local = in_process(request, rounds)
+            trip_table.add(label, ms(median(worker_times)), spread([ms(t) for t in worker_times]),
                            ms(median(to_start)), ms(median(local)), median(worker_times) / median(local))
-            raw[qualname] = {"worker_ms": [ms(t) for t in worker_times], "in_process_ms": [ms(t) for t in local]}
+            raw[label] = {"worker_ms": [ms(t) for t in worker_times], "in_process_ms": [ms(t) for t in local]}
         rss_after = rss_bytes(worker.pid)
     result.tables.append(trip_table)
 
@@ -118,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     memory_table = Table("fork and memory", ["what", "value"])
     memory_table.add("fork + exit + wait of a warm worker-sized process, median ms", ms(median(forks)))
     memory_table.add("worker RSS when ready, MB", rss_ready / 2**20)
-    memory_table.add(f"worker RSS after {2 * rounds} traces, MB", rss_after / 2**20)
+    memory_table.add(f"worker RSS after {len(TRACES) * rounds} traces, MB", rss_after / 2**20)
     result.tables.append(memory_table)
     result.raw = {"cold_start_s": total, "warm_up_s": warm_up, "fork_ms": [ms(t) for t in forks], **raw}
     result.notes.append("Each trace forks a fresh child of the warm worker, so the worker's own memory stays "

@@ -145,3 +145,11 @@ def test_output_of_c_code_is_captured(worker):
     report = trace_then_check_worker(worker, hostile("c_printf.py"))
     assert report.status == "ok", report.message
     assert (report.stdout, report.stderr) == ("printed by C, 42\n", "also by C\n")
+
+
+def test_eight_forked_processes_are_killed_with_their_trace(worker):
+    report = trace_then_check_worker(worker, hostile("forks_many.py"))
+    assert report.status == "ok", report.message
+    pids = [int(pid) for pid in report.stdout.split()]
+    assert len(pids) == 8
+    assert [pid for pid in pids if not process_is_gone(pid)] == []

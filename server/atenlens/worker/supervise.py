@@ -53,6 +53,18 @@ def _kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
         pass
 
 
+def _kill_stragglers(pgid: int, rounds: int = 100) -> None:
+    """After the child is reaped: kill again whatever its group still holds (a process forked while
+    the first kill went through the group). A group id stays reserved while any member lives, so
+    this cannot hit a stranger; it stops when the group is empty."""
+    for _ in range(rounds):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return
+        os.sched_yield()
+
+
 def _set_nonblocking(fd: int) -> None:
     os.set_blocking(fd, False)
 
@@ -154,6 +166,7 @@ def run_supervised(
             _ask_for_stack_dump(pid, err_r, stderr, selector)
         _kill_group(pid)                 # the child is dead or dies now; so does anything it forked
         _, wait_status = os.waitpid(pid, 0)
+        _kill_stragglers(pid)
         if payload is None or cancelled:
             for fd in sinks:             # everything the child wrote is in the pipes by now
                 _drain(fd, sinks[fd])
