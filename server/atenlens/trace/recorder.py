@@ -34,6 +34,8 @@ from atenlens.trace.attribution import is_user_file
 from atenlens.trace.diagnostics import DiagnosticSink
 
 _getframe = sys._getframe
+_current_node = tc.current_autograd_node
+_sequence_nr = tc._get_sequence_nr
 _Tensor = torch.Tensor
 _BACKWARD_CALLS = (torch.Tensor.backward, torch.autograd.backward)
 # nn.Parameter(fake) takes torch's "custom tensor" path, `data.detach().requires_grad_()`, which a
@@ -62,13 +64,22 @@ def _placeholder_scalar(dtype: torch.dtype) -> Any:
     return 1
 
 
+# A report is read by an editor: past this many events (a long training loop), the rest are counted
+# in the summary but not kept.
+MAX_EVENTS = 200_000
+
+
 class Recorder:
     """The events of one trace. Enter `modes()` (outermost first) around the user's code; set
     `recording` to True only while the traced function itself runs."""
 
-    def __init__(self, sink: DiagnosticSink) -> None:
+    def __init__(self, sink: DiagnosticSink, max_events: int = MAX_EVENTS) -> None:
         self.sink = sink
         self.events: list[Event] = []
+        self.max_events = max_events
+        self.dropped_ops: dict[str, int] = {}          # phase -> ops counted but not kept
+        self.dropped_calls = 0
+        self.dropped_flops = 0
         self.recording = False
         self.boundary: Any = None
         self._in_backward = 0
@@ -80,6 +91,9 @@ class Recorder:
         self._op_names: dict[Any, str] = {}
         self._call_names: dict[Any, Optional[str]] = {}
         self._metas: dict[tuple, TensorMeta] = {}
+        self._flop_formulas: dict[Any, Any] = {}
+        self._is_user_code: dict[Any, bool] = {}                  # code object -> is it in a user file
+        self._stacks: dict[tuple, tuple[Frame, ...]] = {}         # (code, line, ...) innermost first -> stack                  # op overload -> torch's formula or None
         self._call_mode = _CallRecorder(self)
         self._op_mode = _OpRecorder(self)
 
@@ -88,20 +102,46 @@ class Recorder:
         (e.g. the device's sync placeholders) are entered before these, outside them."""
         return [self._call_mode, self._op_mode]
 
+    def keep(self, event: Event) -> None:
+        if len(self.events) < self.max_events:
+            self.events.append(event)
+        elif event.kind == "op":
+            self.dropped_ops[event.phase] = self.dropped_ops.get(event.phase, 0) + 1
+            self.dropped_flops += event.flops or 0
+        else:
+            self.dropped_calls += 1
+
+    @property
+    def dropped(self) -> int:
+        return sum(self.dropped_ops.values()) + self.dropped_calls
+
     def user_stack(self, frame: Any) -> tuple[Frame, ...]:
         """User frames from `frame` outwards, outermost first, stopping at the code that started
-        the trace (so a caller that is itself a user file, e.g. a test, is not part of the stack)."""
-        frames: list[Frame] = []
+        the trace (so a caller that is itself a user file, e.g. a test, is not part of the stack).
+
+        Runs for every op and call, so: whether a code object is the user's is cached per code
+        object, and equal stacks (the same lines again, as in a loop) share one tuple of Frames."""
+        is_user_code = self._is_user_code
         boundary = self.boundary
+        key: list[Any] = []
         while frame is not None:
             code = frame.f_code
             if code is boundary:
                 break
-            if is_user_file(code.co_filename):
-                frames.append(Frame(code.co_filename, frame.f_lineno, code.co_qualname))
+            user = is_user_code.get(code)
+            if user is None:
+                user = is_user_code[code] = is_user_file(code.co_filename)
+            if user:
+                key.append(code)
+                key.append(frame.f_lineno)
             frame = frame.f_back
-        frames.reverse()
-        return tuple(frames)
+        stack_key = tuple(key)
+        stack = self._stacks.get(stack_key)
+        if stack is None:
+            stack = self._stacks[stack_key] = tuple(
+                Frame(code.co_filename, line, code.co_qualname)
+                for code, line in reversed(list(zip(key[0::2], key[1::2]))))
+        return stack
 
     def start(self, boundary: Any = None) -> None:
         """Record from now on. `boundary`: the code object of the frame making the traced call."""
@@ -181,8 +221,14 @@ def _innermost(stack: Optional[tuple[Frame, ...]]) -> tuple[Optional[str], Optio
     return None, None
 
 
-def _flops(func: Any, args: tuple, kwargs: dict, out: Any) -> Optional[int]:
-    formula = flop_registry.get(func._overloadpacket)
+_NO_FORMULA = object()
+
+
+def _flops(rec: Recorder, func: Any, args: tuple, kwargs: dict, out: Any) -> Optional[int]:
+    formulas = rec._flop_formulas
+    formula = formulas.get(func, _NO_FORMULA)
+    if formula is _NO_FORMULA:
+        formula = formulas[func] = flop_registry.get(func._overloadpacket)
     if formula is None:
         return None
     try:
@@ -219,7 +265,7 @@ class _OpRecorder(tc.TorchDispatchMode):
         if not rec.recording:
             return _run(func, args, kwargs)
 
-        node = tc.current_autograd_node()
+        node = _current_node()
         if node is not None:
             sequence_nr = node._sequence_nr()
             if sequence_nr == tc.ACCUMULATE_GRAD_SEQUENCE_NR:
@@ -233,14 +279,14 @@ class _OpRecorder(tc.TorchDispatchMode):
             phase = "backward"
         else:
             stack = rec.user_stack(_getframe(1))
-            now = tc.sequence_nr()
+            now = _sequence_nr()
             if now > rec._last_sequence_nr:
                 # the autograd node(s) this op created: their backward ops belong to this stack
                 site_of_node = rec._site_of_node
                 for sequence_nr in range(rec._last_sequence_nr, now):
                     site_of_node[sequence_nr] = stack
             out = _run(func, args, kwargs)
-            rec._last_sequence_nr = tc.sequence_nr()
+            rec._last_sequence_nr = _sequence_nr()
             node_name = None
             phase = rec._current_phase()
             if phase == "backward" and not stack:
@@ -253,7 +299,7 @@ class _OpRecorder(tc.TorchDispatchMode):
         else:
             outputs = ()
         file, line = _innermost(stack)
-        rec.events.append(Event(
+        rec.keep(Event(
             kind="op",
             name=rec.op_name(func),
             phase=phase,  # type: ignore[arg-type]
@@ -262,7 +308,7 @@ class _OpRecorder(tc.TorchDispatchMode):
             stack=stack or (),
             outputs=outputs,
             inputs=rec.metas(args),
-            flops=_flops(func, args, kwargs, out),
+            flops=_flops(rec, func, args, kwargs, out),
             node=node_name,
         ))
         return out
@@ -303,7 +349,7 @@ class _CallRecorder(TorchFunctionMode):
             stack = rec.user_stack(_getframe(1))
             file, line = _innermost(stack)
             is_backward = func in _BACKWARD_CALLS
-            rec.events.append(Event(
+            rec.keep(Event(
                 kind="call",
                 name=name,
                 phase="backward" if is_backward else rec._current_phase(),  # type: ignore[arg-type]

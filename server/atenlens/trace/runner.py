@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Optional
 
 import torch
@@ -147,13 +147,22 @@ def _report(target: Target, status: str, device: str, recorder: Any, sink: Diagn
             extra: tuple[Diagnostic, ...] = ()) -> TraceReport:
     events = tuple(recorder.events)
     diagnostics = sink.diagnostics() + extra
+    summary = summarize(events, diagnostics, time.perf_counter() - started)
+    if recorder.dropped:
+        ops = dict(summary.ops)
+        for phase, count in recorder.dropped_ops.items():
+            ops[phase] = ops.get(phase, 0) + count
+        summary = replace(summary, ops=ops, calls=summary.calls + recorder.dropped_calls,
+                          flops=summary.flops + recorder.dropped_flops)
+        notes = notes + (f"kept the first {len(events)} events; {recorder.dropped} more were counted in the "
+                         "summary but not kept",)
     return TraceReport(
         target=target,
         status=status,  # type: ignore[arg-type]
         device=device,
         events=events,
         diagnostics=diagnostics,
-        summary=summarize(events, diagnostics, time.perf_counter() - started),
+        summary=summary,
         message=message,
         call=call,
         notes=notes,
