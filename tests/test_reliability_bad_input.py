@@ -186,7 +186,7 @@ def test_a_100000_line_document(server, tmp_path, reliability):
 def test_binary_junk_in_a_document(server, tmp_path, reliability):
     reliability.record("Bad input", "binary junk in a .py",
                        "NUL bytes, control characters, 4 KiB of random bytes decoded with errors='replace', "
-                       "lone surrogates escaped, between valid code")
+                       "a BOM and Unicode line separators, between valid code; junk typed into a clean file")
     generator = random.Random(7)
     junk = bytes(generator.randrange(256) for _ in range(4096)).decode("utf-8", errors="replace")
     text = "x = 1\0\0\0\n\x01\x02\x1b[31m\n" + junk + "\n" + LOOP_SYNC + "\ufeff\u2028\u0085\r\n\r\nz = 2\n"
