@@ -8,7 +8,10 @@ What it does:
     function: `torch.cuda.synchronize()`, `event.synchronize()`, `stream.synchronize()` (any
     call of a `synchronize` method or function). A copy whose result is used at once
     (`x.cpu(non_blocking=True).numpy()`, `print(x.to("cpu", non_blocking=True))`) is flagged at
-    the copy. Returning the result (`return host`, `return t.cpu(non_blocking=True)`) hands it
+    the copy. Besides a synchronize, any other wait for the GPU between the copy and the read
+    settles it — a call of `.item()`, `.tolist()`, `.numpy()` or a blocking `.cpu()` (the AL100
+    syncs: each waits for everything queued before it, the copy included) — unless that call
+    itself reads the result (`host.numpy()` is the read). Returning the result (`return host`, `return t.cpu(non_blocking=True)`) hands it
     to the caller and is not a read; keyword names (`f(host=1)`) and attribute names
     (`obj.host`) are not reads either. "After" and "before" are textual order within the
     function; assigning the name again ends the tracking.
@@ -94,8 +97,24 @@ def _is_rebinding(node: Node) -> bool:
     return parent is not None and parent.type == "assignment" and parent.child_by_field_name("left") == node
 
 
+WAITS = ("synchronize", "item", "tolist", "numpy", "cpu")
+
+
+def _is_wait(call: Node) -> bool:
+    """A synchronize, or a host read that waits for all queued GPU work (AL100's syncs)."""
+    if method_name(call) == "cpu":
+        return not is_true(arguments(call)[1].get("non_blocking"))
+    return True
+
+
+def _settles(ctx: LintContext, wait: Node, name: str) -> bool:
+    """Does `wait` settle the copy held in `name` before anything reads it? Not when the wait
+    is itself a read of `name` (`host.numpy()`)."""
+    return not any(_is_read(n) for n in ctx.identifiers((name,), wait.start_byte, wait.end_byte))
+
+
 def check(ctx: LintContext) -> Iterator[Finding]:
-    syncs = ctx.calls("synchronize")
+    waits = [c for c in ctx.calls(*WAITS) if _is_wait(c)]
     for call in ctx.calls(*COPY_METHODS):
         if not _is_d2h_non_blocking(ctx, call):
             continue
@@ -111,8 +130,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         if name is None:
             continue
         scope = scope_for(call)
-        boundary = min((s.start_byte for s in syncs if s.start_byte > call.end_byte and scope_for(s) == scope),
-                       default=None)
+        boundary = min((w.start_byte for w in waits if w.start_byte >= call.end_byte and scope_for(w) == scope
+                        and _settles(ctx, w, name)), default=None)
         rebound_after: Optional[int] = None
         end = boundary if boundary is not None else scope.end_byte
         for node in ctx.identifiers((name,), call.end_byte, end):
@@ -139,7 +158,7 @@ RULE = Rule(
     code=Code.UNSYNCED_D2H_READ,
     name="unsynced-d2h-read",
     summary="result of a `non_blocking=True` device-to-host copy read before any synchronize",
-    calls=frozenset(COPY_METHODS) | {"synchronize"},
+    calls=frozenset(COPY_METHODS) | frozenset(WAITS),
     check=check,
     doc=__doc__ or "",
 )
