@@ -81,6 +81,9 @@ _FIELDS: dict[tuple[str, str], tuple[Callable[[Any], bool], Callable[[Any], Any]
 }
 
 
+FAIL_CLOSED = ("trace", "enabled")
+
+
 def settings_from_json(data: Any) -> tuple[Settings, list[str]]:
     """camelCase JSON -> Settings, plus one line per rejected value (which keeps its default).
 
@@ -103,6 +106,10 @@ def settings_from_json(data: Any) -> tuple[Settings, list[str]]:
         if raw is None:
             raw = {}
         if not isinstance(raw, dict):
+            if section == FAIL_CLOSED[0]:
+                problems.append(f"atenlens.{section} must be an object; using its defaults, tracing stays off")
+                sections[section] = dataclasses.replace(default_section, **{FAIL_CLOSED[1]: False})
+                continue
             problems.append(f"atenlens.{section} must be an object; using its defaults")
             sections[section] = default_section
             continue
@@ -114,6 +121,11 @@ def settings_from_json(data: Any) -> tuple[Settings, list[str]]:
             valid, convert, expected = _FIELDS[(section, item.name)]
             if valid(raw[key]):
                 values[item.name] = convert(raw[key])
+            elif (section, item.name) == FAIL_CLOSED:
+                # the switch that keeps user code from running: a value that is not a clear
+                # `true` keeps tracing off rather than falling back to the default (on)
+                values[item.name] = False
+                problems.append(f"atenlens.{section}.{key} must be {expected} (got {raw[key]!r}); tracing stays off")
             else:
                 problems.append(
                     f"atenlens.{section}.{key} must be {expected} (got {raw[key]!r}); "
