@@ -285,3 +285,30 @@ def line_of(text: str, needle: str) -> int:
     """0-based line of the only line of `text` containing `needle`."""
     (index,) = [i for i, line in enumerate(text.split("\n")) if needle in line]
     return index
+
+
+class ProcessSampler:
+    """Samples the server's child and descendant processes until stopped."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.max_children = 0
+        self.max_descendants = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.max_children = max(self.max_children, len(children_of(self.pid)))
+            self.max_descendants = max(self.max_descendants, len(descendants_of(self.pid)))
+            self.samples += 1
+            self._stop.wait(0.005)            # ok: a sampling interval, not a wait for a result
+
+    def __enter__(self) -> "ProcessSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()

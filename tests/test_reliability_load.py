@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import collections
 import shutil
-import threading
 import time
 
 import pytest
 
 from reliability_helpers import (
-    FIXTURES, Server, descendants_of, children_of, hover, line_of, open_document, rss_kib, server_info,
-    start_server, trace)
+    FIXTURES, ProcessSampler, Server, children_of, hover, line_of, open_document, rss_kib, server_info,
+    start_server)
 
 FUNCTIONS = ["linear_step", "norm_step", "conv_step", "softmax_step"]
 CHANGES = 2_000
@@ -39,33 +38,6 @@ def steps(server, tmp_path_factory):
     uri = open_document(server, path, text)
     server.diagnostics(uri, 1)
     return uri, text
-
-
-class ProcessSampler:
-    """Samples the server's child and descendant processes until stopped."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.max_children = 0
-        self.max_descendants = 0
-        self.samples = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.max_children = max(self.max_children, len(children_of(self.pid)))
-            self.max_descendants = max(self.max_descendants, len(descendants_of(self.pid)))
-            self.samples += 1
-            self._stop.wait(0.005)            # ok: a sampling interval, not a wait for a result
-
-    def __enter__(self) -> "ProcessSampler":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def test_twenty_trace_requests_at_once(server, steps, reliability):

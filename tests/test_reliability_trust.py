@@ -1,0 +1,123 @@
+"""Trust: with `trace.enabled` false the real server runs no user code whatever arrives (no worker
+process ever starts, the module's top level never runs), and when tracing does run, the traced
+code sees only the environment the worker passes on, not the editor's secrets; through the server
+and through `atenlens trace`."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+from reliability_helpers import (
+    FIXTURES, INVALID_PARAMS, ROOT, ProcessSampler, children_of, hover, line_of, open_document, position,
+    server_info, span, start_server, trace)
+
+# What an editor's environment may hold and user code must not see (names without the
+# ATENLENS_ prefix, which the worker passes on by design: docs/security.md).
+SECRETS = {"AWS_SECRET_ACCESS_KEY": "aws-secret-1234", "GITHUB_TOKEN": "ghp_secret5678",
+           "MY_SERVICE_PASSWORD": "hunter2"}
+
+
+def copy_marker(folder: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    path = folder / "marker.py"
+    shutil.copy(FIXTURES / "marker.py", path)
+    return path, path.with_suffix(".ran")
+
+
+def assert_no_secrets(environment: dict[str, str]) -> None:
+    assert "PATH" in environment                          # the marker really recorded an environment
+    leaked = {name for name, value in environment.items() if name in SECRETS or value in SECRETS.values()}
+    assert leaked == set(), f"the traced code saw {sorted(leaked)}"
+
+
+def test_with_tracing_disabled_no_user_code_runs(tmp_path, reliability):
+    reliability.record("Trust", "trace.enabled false: no user code runs",
+                       "every command and request that could trace (by name, by position, 20 at once, on save, "
+                       "insert directive, restart worker, settings changes), child processes sampled every 5 ms; "
+                       "then tracing enabled as a control")
+    server = start_server({"trace": {"enabled": False, "onSave": True, "device": "cpu"}}, env=SECRETS)
+    try:
+        path, marker = copy_marker(tmp_path)
+        text = path.read_text()
+        uri = open_document(server, path, text)
+        server.diagnostics(uri, 1)
+        step = line_of(text, "def step")
+        attempts = 0
+        with ProcessSampler(server.pid) as sampler:
+            for argument in ({"uri": uri, "qualname": "step"},
+                             {"uri": uri, "position": position(step + 1, 4)}):
+                answer = server.result("workspace/executeCommand", {"command": "atenlens.trace",
+                                                                    "arguments": [argument]})
+                assert answer["status"] == "disabled" and "no code was run" in answer["message"]
+                attempts += 1
+            ids = [server.request_async("workspace/executeCommand", {
+                "command": "atenlens.trace", "arguments": [{"uri": uri, "qualname": "step"}]}) for _ in range(20)]
+            assert all(server.response(i)["result"]["status"] == "disabled" for i in ids)
+            attempts += 20
+            for command in ("atenlens.insertDirective", "atenlens.restartWorker"):
+                server.request("workspace/executeCommand", {"command": command,
+                                                            "arguments": [{"uri": uri, "qualname": "step"}]})
+                attempts += 1
+            # a save with trace-on-save set, edits, settings that change everything but `enabled`
+            server.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
+            server.notify("workspace/didChangeConfiguration", {"settings": {"atenlens": {"trace": {
+                "enabled": False, "onSave": True, "timeoutSeconds": 5, "device": "cuda", "memoryLimitMb": 512}}}})
+            server.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [
+                {"range": span((step + 1, 4), (step + 1, 4)), "text": "x = 1\n    "}]})
+            server.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
+            attempts += 3
+            # settings that are invalid fall back to the defaults, but never to "enabled"
+            server.notify("workspace/didChangeConfiguration", {"settings": {"atenlens": {"trace": {
+                "enabled": "yes", "timeoutSeconds": -1}}}})
+            lenses = server.result("textDocument/codeLens", {"textDocument": {"uri": uri}})
+            assert [lens["command"]["command"] for lens in lenses if lens["command"]["command"]] == [], lenses
+            answer = server.result("workspace/executeCommand", {"command": "atenlens.trace",
+                                                                "arguments": [{"uri": uri, "qualname": "step"}]})
+            attempts += 1
+            hover(server, uri, step + 1, 4)
+            server.result("textDocument/inlayHint", {"textDocument": {"uri": uri}, "range": span((0, 0), (20, 0))})
+            server.result("textDocument/codeAction", {"textDocument": {"uri": uri}, "range": span((0, 0), (20, 0)),
+                                                      "context": {"diagnostics": []}})
+            # a file that is not open cannot be traced either way
+            other = server.request("workspace/executeCommand", {"command": "atenlens.trace", "arguments": [
+                {"uri": (tmp_path / "elsewhere.py").as_uri(), "qualname": "step"}]})
+            assert other["error"]["code"] == INVALID_PARAMS
+            info = server_info(server)
+        assert answer["status"] == "disabled", "an invalid `enabled` turned tracing on"
+        assert info["workerStarts"] == 0 and info["torchImported"] is False
+        assert sampler.max_children == 0, "a process was started while tracing was disabled"
+        assert sampler.samples >= 1
+        assert not marker.exists(), "the module's code ran while tracing was disabled"
+
+        # The control: the same module, once tracing is enabled, does run (and leaves its marker),
+        # in exactly one worker process, with none of the editor's secrets.
+        server.notify("workspace/didChangeConfiguration", {"settings": {"atenlens": {"trace": {
+            "enabled": True, "device": "cpu"}}}})
+        assert trace(server, uri, "step")["result"]["status"] == "ok"
+        assert marker.exists()
+        assert len(children_of(server.pid)) == 1
+        server_environment = pathlib.Path(f"/proc/{server.pid}/environ").read_bytes().split(b"\0")
+        assert b"GITHUB_TOKEN=ghp_secret5678" in server_environment       # the server itself had them
+        assert_no_secrets(json.loads(marker.read_text()))
+        reliability.number("attempts to run code while disabled", attempts)
+        reliability.number("process samples while disabled / max child processes",
+                           f"{sampler.samples} / {sampler.max_children}")
+    finally:
+        server.stop()
+
+
+def test_atenlens_trace_passes_no_secrets(tmp_path, reliability):
+    reliability.record("Trust", "the worker's environment (`atenlens trace`)",
+                       f"`atenlens trace` run with {len(SECRETS)} secret variables set; the traced module records "
+                       "the environment it sees")
+    path, marker = copy_marker(tmp_path)
+    result = subprocess.run([sys.executable, "-m", "atenlens", "trace", f"{path}::step", "--device", "cpu"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, **SECRETS})
+    assert result.returncode == 0, result.stderr
+    environment = json.loads(marker.read_text())
+    assert_no_secrets(environment)
+    reliability.number("variables the traced code saw", len(environment))
