@@ -73,3 +73,20 @@ def test_unsynced_read_points_back_to_the_copy(worker):
     assert d.message == (f"`.item()` reads host tensor f32[] while the non_blocking device-to-host copy into it "
                          f"(line {copy_line}) may still be in flight: with no event, stream or device synchronize "
                          "in between, the host can read stale data, with no error [aten._local_scalar_dense]")
+
+
+def test_the_input_pipeline_example_shows_each_stall_and_its_fix(worker):
+    path = Path(__file__).resolve().parent.parent / "examples" / "input_pipeline.py"
+    stalling = worker.trace(cuda_request(path, "train_stalling"))
+    assert (stalling.status, stalling.device) == ("ok", "cuda")
+    found = sorted((d.line, d.code, d.severity, d.count) for d in stalling.diagnostics)
+    upload_x = position(path, "x = x.to(DEVICE, non_blocking=True)         # pageable")[0]
+    assert found == [
+        (upload_x, "AL200", "warning", 4),
+        (upload_x + 1, "AL200", "warning", 4),                       # y = y.to(DEVICE, non_blocking=True)
+        (position(path, "total += loss.item()")[0], "AL100", "warning", 4),
+        (position(path, 'print(f"last loss')[0], "AL201", "warning", 4),
+    ]
+    assert stalling.summary.syncs == 4
+    overlapped = worker.trace(cuda_request(path, "train_overlapped"))
+    assert (overlapped.status, overlapped.diagnostics, overlapped.summary.syncs) == ("ok", (), 0)
