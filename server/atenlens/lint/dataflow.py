@@ -3,7 +3,8 @@
 
 Bindings of a name are found on demand (where the name is written in the scope, then what the
 tree says stands there) and looked up by position: the binding that applies at a point is the
-last one that starts before it. That is textual order, the order the code usually runs in; loops
+last one that took effect before it (an assignment after its right side, a loop variable from
+its `for`). That is textual order, the order the code usually runs in; loops
 that rebind a name late in the body are read as written. Nested `def`/`lambda`/`class` scopes
 are separate; comprehensions belong to the function around them.
 """
@@ -26,7 +27,7 @@ PATTERN_TYPES = frozenset({"pattern_list", "tuple_pattern", "list_pattern", "exp
 @dataclass(frozen=True)
 class Binding:
     name: str
-    at: int                        # start byte of the binding statement
+    at: int                        # byte where the binding takes effect (after an assignment's right side)
     value: Optional[Node]          # `name = value`: the value; None when unknown
     loop: Optional[Node] = None    # `for ... in ...`: the for statement / for_in_clause
     path: tuple[int, ...] = ()     # position of the name inside the loop target (`for i, (x, y) in`)
@@ -46,23 +47,24 @@ def binding_of(ident: Node) -> Optional[Binding]:
         return None
     kind = parent.type
     if kind == "assignment" and parent.child_by_field_name("left") == child:
-        if child != ident:
-            return Binding(name, parent.start_byte, None)
-        value = parent.child_by_field_name("right")
-        while value is not None and value.type == "assignment":   # `a = b = value`
-            value = value.child_by_field_name("right")
+        # The name is bound once the right side has run: `x = x.to(...)` reads the old `x`.
         outer = parent
         while outer.parent is not None and outer.parent.type == "assignment":
             outer = outer.parent
-        return Binding(name, outer.start_byte, value)
+        if child != ident:
+            return Binding(name, outer.end_byte, None)
+        value = parent.child_by_field_name("right")
+        while value is not None and value.type == "assignment":   # `a = b = value`
+            value = value.child_by_field_name("right")
+        return Binding(name, outer.end_byte, value)
     if kind in ("for_statement", "for_in_clause") and parent.child_by_field_name("left") == child:
         # A comprehension's element is written before its `for` clause but runs after it.
         at = parent.parent.start_byte if kind == "for_in_clause" and parent.parent is not None else parent.start_byte
         return Binding(name, at, None, loop=parent, path=tuple(path))
     if kind == "named_expression" and parent.child_by_field_name("name") == child:
-        return Binding(name, parent.start_byte, parent.child_by_field_name("value"))
+        return Binding(name, parent.end_byte, parent.child_by_field_name("value"))
     if kind == "augmented_assignment" and parent.child_by_field_name("left") == child:
-        return Binding(name, parent.start_byte, None)
+        return Binding(name, parent.end_byte, None)
     return None
 
 
@@ -87,7 +89,7 @@ class ScopeBindings:
         found = None
         for binding in self.of(name):
             # `>=`: of two bindings at one place (a comprehension's clauses), the later written wins.
-            if binding.at < position and (found is None or binding.at >= found.at):
+            if binding.at <= position and (found is None or binding.at >= found.at):
                 found = binding
         return found
 
