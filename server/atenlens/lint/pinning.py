@@ -22,6 +22,8 @@ VIEW_METHODS = frozenset({"view", "view_as", "narrow", "select", "unsqueeze", "s
                           "transpose", "permute", "t", "T", "mT", "as_strided", "unflatten", "detach",
                           "unbind", "split", "chunk", "movedim"})
 MAX_DEPTH = 12
+TORCH_FACTORIES = frozenset({"randn", "rand", "randint", "randperm", "zeros", "ones", "empty", "full", "arange",
+                             "linspace", "logspace", "eye", "tensor", "as_tensor", "empty_strided"})
 
 DTYPE_NAMES = frozenset({"float", "float16", "float32", "float64", "half", "bfloat16", "double", "int", "int8",
                          "int16", "int32", "int64", "long", "short", "uint8", "bool", "complex64", "complex128",
@@ -103,6 +105,53 @@ def is_pinned(ctx: LintContext, node: Optional[Node], depth: int = 0) -> bool:
         binding = ctx.bindings(node).at(text(node), node.start_byte)
         return binding is not None and _binding_pinned(ctx, binding, depth + 1)
     return False
+
+
+def _resolve(ctx: LintContext, node: Optional[Node], depth: int) -> Optional[Node]:
+    """The expression behind `node`: through parentheses and names bound by plain assignment."""
+    while node is not None and depth <= MAX_DEPTH:
+        node = strip_parens(node)
+        if node.type != "identifier":
+            return node
+        binding = ctx.bindings(node).at(text(node), node.start_byte)
+        if binding is None or binding.loop is not None:
+            return None
+        node, depth = binding.value, depth + 1
+    return None
+
+
+def _is_factory(call: Node) -> bool:
+    name = dotted_name(callee(call)) or ""
+    parts = name.split(".")
+    return len(parts) == 2 and parts[0] == "torch" and parts[1] in TORCH_FACTORIES
+
+
+def is_on_device(ctx: LintContext, node: Optional[Node], depth: int = 0) -> bool:
+    """Provably not in host memory: made with a `device=` that is not the CPU, or the result of
+    `.cuda(...)` or of `.to(<device that is not the CPU>)`."""
+    value = _resolve(ctx, node, depth)
+    if value is None or value.type != "call":
+        return False
+    method = method_name(value)
+    if method == "cuda":
+        return True
+    if method == "to":
+        device = to_device_argument(value)
+        return device is not None and not is_cpu_device(device) and device.type != "none"
+    device = arguments(value)[1].get("device")
+    return _is_factory(value) and device is not None and device.type != "none" and not is_cpu_device(device)
+
+
+def is_host_tensor(ctx: LintContext, node: Optional[Node], depth: int = 0) -> bool:
+    """Provably in host memory: a torch factory without `device=` (or with the CPU), or the
+    result of `.cpu(...)` / `.to("cpu")`."""
+    value = _resolve(ctx, node, depth)
+    if value is None or value.type != "call":
+        return False
+    if is_device_to_host(value):
+        return True
+    device = arguments(value)[1].get("device")
+    return _is_factory(value) and (device is None or is_cpu_device(device))
 
 
 def _binding_pinned(ctx: LintContext, binding: Binding, depth: int) -> bool:

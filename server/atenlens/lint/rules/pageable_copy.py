@@ -6,9 +6,12 @@ What it does:
     the function: `.pin_memory()`, a factory called with `pin_memory=True`, a view or item of a
     pinned tensor (`x[0]`, `x.view(...)`, `batch["x"]`), a loop variable over
     `DataLoader(..., pin_memory=True)` (also through a variable holding the loader, unpacked
-    batches `for x, y in loader:` and `enumerate(loader)`). Device-to-host copies
-    (`.to("cpu", non_blocking=True)`, `.cpu(non_blocking=True)`, `pinned.copy_(src, ...)` into a
-    pinned buffer) and dtype-only casts (`.to(torch.float16, non_blocking=True)`) are not AL200.
+    batches `for x, y in loader:` and `enumerate(loader)`). Not AL200: device-to-host copies
+    (`.to("cpu", non_blocking=True)`, `.cpu(non_blocking=True)`, `dst.copy_(src, ...)` into a
+    pinned buffer or into a provably host tensor: a torch factory without `device=` or with the
+    CPU, a `.cpu()` / `.to("cpu")` result), copies whose source is provably on the device
+    (made with a `device=` that is not the CPU, or by `.cuda()` / `.to(<not the CPU>)`), and
+    dtype-only casts (`.to(torch.float16, non_blocking=True)`).
 
 Why it matters:
     A host-to-device copy can run asynchronously only from page-locked memory. From ordinary
@@ -33,7 +36,7 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
-from atenlens.lint.pinning import is_device_to_host, is_pinned, to_device_argument
+from atenlens.lint.pinning import is_device_to_host, is_host_tensor, is_on_device, is_pinned, to_device_argument
 from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import arguments, is_true, method_name, receiver
 from atenlens.report import Code
@@ -62,10 +65,12 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         candidate, source = host_to_device_source(call)
         if not candidate or source is None:
             continue
-        if method_name(call) == "copy_" and is_pinned(ctx, receiver(call)):
-            continue  # a copy into a pinned host buffer: device-to-host, asynchronous by design
-        if is_pinned(ctx, source):
-            continue
+        if method_name(call) == "copy_":
+            destination = receiver(call)
+            if is_pinned(ctx, destination) or is_host_tensor(ctx, destination):
+                continue  # a copy into host memory: device-to-host (AL201's concern), not an upload
+        if is_pinned(ctx, source) or is_on_device(ctx, source):
+            continue  # from pinned memory the copy is asynchronous; from the device it is no upload
         keyword = arguments(call)[1]["non_blocking"].parent or call
         yield ctx.finding(
             Code.PAGEABLE_COPY,
