@@ -10,14 +10,43 @@ pygls 2.1 also keeps the future of every notification whose handler is a generat
 didOpen/didChange/didClose), a coroutine or a thread under a fresh uuid in `_request_futures`,
 and only requests are ever removed from it: each keystroke leaked about 2 KB, for as long as the
 server lives. Here a notification's future is dropped once its handler has finished.
+
+pygls 2.1 splits a document into lines with `str.splitlines()`, which also breaks at \x0b, \x0c
+(a form feed, found in real Python files), \x1c-\x1e, \x85, \u2028 and \u2029; LSP clients
+count only \n, \r\n and \r. After such a character every incremental change landed on the wrong
+line and the server's text silently differed from the editor's. The documents here count lines
+as LSP does.
 """
 from __future__ import annotations
 
+import re
 from concurrent.futures import Future
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.protocol import LanguageServerProtocol
+from pygls.workspace import TextDocument, Workspace
+
+# A line and its end, as LSP counts lines (the last line may have no end).
+_LSP_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def lsp_lines(text: str) -> tuple[str, ...]:
+    """`text.splitlines(keepends=True)`, but breaking only at \\n, \\r\\n and \\r."""
+    return tuple(_LSP_LINE.findall(text))
+
+
+class LspTextDocument(TextDocument):
+    @property
+    def lines(self) -> Sequence[str]:
+        return lsp_lines(self.source)
+
+
+class LspWorkspace(Workspace):
+    def _create_text_document(self, doc_uri: str, source: Optional[str] = None, version: Optional[int] = None,
+                              language_id: Optional[str] = None) -> TextDocument:
+        return LspTextDocument(doc_uri, source=source, version=version, language_id=language_id,
+                               sync_kind=self._sync_kind, position_codec=self._position_codec)
 
 
 class _Answered:
@@ -30,6 +59,18 @@ ANSWERED = _Answered()
 
 
 class AtenlensProtocol(LanguageServerProtocol):
+    # pygls creates its Workspace inside its own `initialize` handler; it becomes an LspWorkspace
+    # as it is stored (the subclass only overrides a method, so the object is unchanged otherwise).
+    @property
+    def _workspace(self) -> Optional[Workspace]:
+        return self.__dict__.get("_lsp_workspace")
+
+    @_workspace.setter
+    def _workspace(self, workspace: Optional[Workspace]) -> None:
+        if type(workspace) is Workspace:
+            workspace.__class__ = LspWorkspace
+        self.__dict__["_lsp_workspace"] = workspace
+
     def structure_message(self, data: dict[str, Any]) -> Any:
         try:
             return super().structure_message(data)
