@@ -36,6 +36,7 @@ from atenlens.trace.diagnostics import DiagnosticSink
 _getframe = sys._getframe
 _current_node = tc.current_autograd_node
 _sequence_nr = tc._get_sequence_nr
+_tensor_device = tc.tensor_device
 _Tensor = torch.Tensor
 _BACKWARD_CALLS = (torch.Tensor.backward, torch.autograd.backward)
 # nn.Parameter(fake) takes torch's "custom tensor" path, `data.detach().requires_grad_()`, which a
@@ -196,10 +197,10 @@ class Recorder:
         return name
 
     def meta(self, t: torch.Tensor) -> TensorMeta:
-        key = (t.dtype, t.shape, t.device)
+        key = (t.dtype, t.shape, _tensor_device(t))
         found = self._metas.get(key)
         if found is None:
-            found = self._metas[key] = TensorMeta(str(t.dtype)[6:], tuple(t.shape), str(t.device))
+            found = self._metas[key] = TensorMeta(str(key[0])[6:], tuple(key[1]), str(key[2]))
         return found
 
     def metas(self, values: Any) -> tuple[TensorMeta, ...]:

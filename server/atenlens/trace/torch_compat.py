@@ -36,6 +36,14 @@ def sequence_nr() -> int:
     return _get_sequence_nr()
 
 
+def tensor_device(t: torch.Tensor) -> torch.device:
+    """The (simulated) device of a tensor without asking the dispatcher: on a FakeTensor `.device`
+    dispatches `prim.device` through every active Python mode, and the recorder reads the device
+    of every input and output of every op."""
+    device = getattr(t, "fake_device", None)
+    return device if device is not None else t.device
+
+
 def _active_fake_mode(tensor: Any) -> Optional[FakeTensorMode]:
     mode = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
     return mode if mode is not None else getattr(tensor, "fake_mode", None)
