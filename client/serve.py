@@ -21,4 +21,5 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (LIBS, os.environ.get("PYT
 
 from atenlens.cli import main  # noqa: E402  (after the path is set)
 
-sys.exit(main(["serve", *sys.argv[1:]]))
+# stdio is the default; some clients say so with --stdio
+sys.exit(main(["serve", *[arg for arg in sys.argv[1:] if arg != "--stdio"]]))

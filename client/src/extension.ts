@@ -99,7 +99,7 @@ class AtenlensExtension implements vscode.Disposable {
     } catch (error) {
       const message =
         `The atenlens server did not start with ${interpreter.command} (from ${describeSource(interpreter)}): ` +
-        `${errorText(error)}. Set "atenlens.interpreter" to a Python 3.11+ interpreter.`;
+        `${errorText(error)}. See the log; "atenlens.interpreter" chooses the Python (3.11 or newer).`;
       this.log.error(message);
       this.status.failed(message);
       void vscode.window.showErrorMessage(message, "Show the log").then((choice) => choice && this.log.show());

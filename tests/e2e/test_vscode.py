@@ -153,7 +153,7 @@ def test_extension_in_code_server(tools: Path, vsix: Path, tmp_path: Path) -> No
         "workbench.startupEditor": "none", "workbench.tips.enabled": False,
         "workbench.enableExperiments": False, "workbench.secondarySideBar.defaultVisibility": "hidden",
         "chat.disableAIFeatures": True, "editor.minimap.enabled": False, "editor.inlayHints.enabled": "on",
-        "editor.codeLens": True, "editor.hover.delay": 150, "window.commandCenter": False,
+        "editor.codeLens": True, "editor.hover.delay": 150, "editor.hover.above": False, "window.commandCenter": False,
         "workbench.colorTheme": "Default Dark Modern", "editor.stickyScroll.enabled": False,
     }))
     port = free_port()
