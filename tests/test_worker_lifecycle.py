@@ -192,3 +192,20 @@ def test_raw_protocol_survives_junk_and_answers_by_id():
     finally:
         process.stdin.close()
         assert process.wait(30) == 0
+
+
+def test_without_pidfd_the_worker_polls_for_the_childs_exit(tmp_path):
+    # the path for systems without pidfd_open (macOS, Linux < 5.3), forced here
+    python = tmp_path / "python-without-pidfd"
+    code = ("import sys, atenlens.worker.supervise as s; s.USE_PIDFD = False; "
+            "from atenlens.worker.main import main; sys.exit(main(sys.argv[3:]))")
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" -c "{code}" "$@"\n')
+    python.chmod(0o755)
+    with TraceWorker(python=str(python)) as worker:
+        assert worker.trace(request(TINY, "linear_step")).status == "ok"
+        crash = worker.trace(request(fixture("hostile", "os_exit.py"), "step"))
+        assert "exited with exit code 7" in crash.message
+        stuck = fixture("hostile", "blocks_alarm.py")
+        timeout = worker.trace(request(stuck, "step", timeout=1))
+        assert (timeout.status, timeout.diagnostics[0].line) == ("timeout", line_of(stuck, "while True:"))
+        assert worker.trace(request(TINY, "linear_step")).status == "ok"

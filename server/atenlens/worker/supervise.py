@@ -17,8 +17,12 @@ from atenlens.worker.child import DUMP_SIGNAL, EXIT_NO_REPORT, ReportFrameReader
 from atenlens.worker.limits import hard_timeout
 from atenlens.worker.outcome import BoundedCapture, abnormal_report, cancelled_report, signal_description
 
+# The child's exit is watched with a pidfd (Linux 5.3+); elsewhere the worker polls at this rate.
+USE_PIDFD = hasattr(os, "pidfd_open")
+EXIT_POLL_SECONDS = 0.02
 # After asking a stuck child to dump its stacks, how long to wait for the dump before SIGKILL.
-DUMP_WAIT_SECONDS = 0.5
+DUMP_WAIT_SECONDS = 2.0
+DUMP_QUIET_SECONDS = 0.1
 
 
 class ControlChannel(Protocol):
@@ -51,6 +55,14 @@ def _kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
         pass
     except PermissionError:
         pass
+
+
+def _has_exited(pid: int) -> bool:
+    """Whether the child has exited, leaving it unreaped (WNOWAIT), so its group id stays ours."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 def _kill_stragglers(pgid: int, rounds: int = 100) -> None:
@@ -128,12 +140,13 @@ def run_supervised(
     stdout = BoundedCapture()
     stderr = BoundedCapture()
     sinks = {report_r: report.feed, out_r: stdout.feed, err_r: stderr.feed}
-    pidfd = os.pidfd_open(pid)
+    pidfd = os.pidfd_open(pid) if USE_PIDFD else None
     selector = selectors.DefaultSelector()
     for fd in sinks:
         _set_nonblocking(fd)
         selector.register(fd, selectors.EVENT_READ, "pipe")
-    selector.register(pidfd, selectors.EVENT_READ, "exit")
+    if pidfd is not None:
+        selector.register(pidfd, selectors.EVENT_READ, "exit")
     selector.register(control.fd, selectors.EVENT_READ, "control")
 
     deadline = time.monotonic() + hard_timeout(request)
@@ -145,7 +158,8 @@ def run_supervised(
                 timed_out = True
                 break
             command = None
-            for key, _ in selector.select(remaining):
+            wait = remaining if pidfd is not None else min(remaining, EXIT_POLL_SECONDS)
+            for key, _ in selector.select(wait):
                 if key.data == "pipe":
                     if _drain(key.fd, sinks[key.fd]):
                         selector.unregister(key.fd)
@@ -156,6 +170,8 @@ def run_supervised(
             if command in ("cancel", "eof"):
                 cancelled = True
                 break
+            if pidfd is None and not exited:
+                exited = _has_exited(pid)
         payload = report.payload
         if payload is not None and not cancelled:
             for fd in sinks:             # what the child printed is in its pipes by now
@@ -173,32 +189,38 @@ def run_supervised(
             on_end(ChildEnd(report.payload, stdout.text(), stderr.text(), wait_status, timed_out, cancelled))
     finally:
         selector.close()
-        for fd in list(sinks) + [pidfd]:
+        for fd in list(sinks) + ([pidfd] if pidfd is not None else []):
             os.close(fd)
 
 
 def _ask_for_stack_dump(pid: int, err_r: int, stderr: BoundedCapture, selector: selectors.BaseSelector) -> None:
     """A stuck child is asked (SIGUSR1 -> faulthandler) to print its Python stacks, so the report
-    can say which line it was stuck on; it gets DUMP_WAIT_SECONDS to do so."""
+    can say which line it was stuck on. faulthandler writes a dump in many small writes, so the
+    worker reads until stderr has been quiet for DUMP_QUIET_SECONDS after the dump began, or
+    DUMP_WAIT_SECONDS in all."""
     try:
         os.kill(pid, DUMP_SIGNAL)
     except ProcessLookupError:
         return
     before = stderr.total
-    end = time.monotonic() + DUMP_WAIT_SECONDS
-    while time.monotonic() < end:
+    now = time.monotonic()
+    end = now + DUMP_WAIT_SECONDS
+    while now < end:
+        began = stderr.total > before
+        wait = min(end, now + DUMP_QUIET_SECONDS) - now if began else end - now
         try:
-            key_events = selector.select(max(end - time.monotonic(), 0.0))
+            ready = selector.select(max(wait, 0.0))
         except OSError:
             return
-        for key, _ in key_events:
+        got = False
+        for key, _ in ready:
             if key.fd == err_r:
-                _drain(err_r, stderr.feed)
-        if stderr.total > before:
-            # the dump is written in a few writes from a signal handler; take what follows quickly
-            time.sleep(0.05)  # ok: lets the handler finish its writes before the hard kill
-            _drain(err_r, stderr.feed)
-            return
+                got = True
+                if _drain(err_r, stderr.feed):
+                    return
+        if began and not got:
+            return                       # quiet after the dump began: it is complete
+        now = time.monotonic()
 
 
 def report_for(request: TraceRequest, end: ChildEnd, memory_limit_mb: int) -> dict:
