@@ -77,3 +77,19 @@ def test_the_worker_forks_from_a_single_thread(worker):
     # missing in every child, and any lock it held would stay held there
     assert worker.trace(request(TINY, "linear_step")).status == "ok"
     assert os.listdir(f"/proc/{worker.pid}/task") == [str(worker.pid)]
+
+
+def test_many_traces_leak_no_descriptors_and_no_memory(worker):
+    def open_descriptors() -> int:
+        return len(os.listdir(f"/proc/{worker.pid}/fd"))
+
+    def resident_kb() -> int:
+        with open(f"/proc/{worker.pid}/status", encoding="ascii") as handle:
+            return next(int(line.split()[1]) for line in handle if line.startswith("VmRSS:"))
+
+    assert worker.trace(request(TINY, "linear_step")).status == "ok"
+    descriptors, memory = open_descriptors(), resident_kb()
+    for _ in range(10):
+        assert worker.trace(request(TINY, "linear_step")).status == "ok"
+    assert open_descriptors() == descriptors
+    assert resident_kb() - memory < 1024        # the traces ran in children; the worker did not grow
