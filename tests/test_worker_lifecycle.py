@@ -179,11 +179,15 @@ def test_raw_protocol_survives_junk_and_answers_by_id():
         ready = json.loads(process.stdout.readline())
         assert ready["event"] == "ready" and ready["pid"] == process.pid
         good = json.dumps({"id": "b", "request": json.loads(request(TINY, "linear_step").to_json())})
-        process.stdin.write(b"this is not json\n" + json.dumps({"id": "a", "request": {"file": 1}}).encode()
-                            + b"\n" + good.encode() + b"\n")
+        bad_requests = [{"file": 1}, {"file": 1, "qualname": "step"}, {"file": "x.py", "qualname": "f", "device": "tpu"},
+                        {"file": "x.py", "qualname": "f", "timeout_seconds": "soon"}]
+        lines = [b"this is not json", b"[1, 2]"] + [json.dumps({"id": f"bad{i}", "request": bad}).encode()
+                                                   for i, bad in enumerate(bad_requests)] + [good.encode()]
+        process.stdin.write(b"\n".join(lines) + b"\n")
         process.stdin.flush()
-        malformed = json.loads(process.stdout.readline())
-        assert malformed["id"] == "a" and malformed["error"].startswith("malformed request")
+        for i in range(len(bad_requests)):
+            malformed = json.loads(process.stdout.readline())
+            assert malformed["id"] == f"bad{i}" and malformed["error"].startswith("malformed request")
         started = json.loads(process.stdout.readline())
         assert started["id"] == "b" and started["event"] == "started" and started["pid"] != process.pid
         answer = json.loads(process.stdout.readline())

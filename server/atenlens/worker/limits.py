@@ -1,12 +1,15 @@
 """The worker's limits, in one place (torch-free: the client reads them too). docs/worker.md."""
 from __future__ import annotations
 
+import math
+
 from atenlens.report import TraceRequest
 
 DEFAULT_MEMORY_LIMIT_MB = 4096      # data segment (RLIMIT_DATA) of each trace's process; 0: none
 # How long past the request's own timeout (which the engine enforces softly, reporting the line
 # it stopped at) the worker waits before it kills the trace's process.
 HARD_TIMEOUT_GRACE_SECONDS = 5.0
+LONGEST_TIMEOUT_SECONDS = 24 * 3600.0  # what an infinite or absurd request timeout means
 # What a trace keeps of its stdout and of its stderr: the first HEAD and the last TAIL bytes.
 CAPTURE_HEAD_BYTES = 64 * 1024
 CAPTURE_TAIL_BYTES = 16 * 1024
@@ -14,4 +17,7 @@ CAPTURE_TAIL_BYTES = 16 * 1024
 
 def hard_timeout(request: TraceRequest) -> float:
     """Seconds after which the worker kills a trace's process."""
-    return max(request.timeout_seconds, 0.0) + HARD_TIMEOUT_GRACE_SECONDS
+    seconds = float(request.timeout_seconds)
+    if math.isnan(seconds):
+        seconds = 0.0
+    return min(max(seconds, 0.0), LONGEST_TIMEOUT_SECONDS) + HARD_TIMEOUT_GRACE_SECONDS

@@ -155,6 +155,21 @@ def _with_preload_notes(data: dict, request: TraceRequest, notes: tuple[str, ...
     return data
 
 
+def _checked(request: TraceRequest) -> TraceRequest:
+    """Rejects a request whose fields have the wrong types (JSON does not enforce them, and an
+    integer `file` would be opened as a file descriptor of the worker)."""
+    if not isinstance(request.file, str) or not isinstance(request.qualname, str):
+        raise TypeError("'file' and 'qualname' must be strings")
+    if request.device not in ("cpu", "cuda"):
+        raise ValueError(f"'device' must be \"cpu\" or \"cuda\", not {request.device!r}")
+    if isinstance(request.timeout_seconds, bool) or not isinstance(request.timeout_seconds, (int, float)):
+        raise TypeError("'timeout_seconds' must be a number")
+    for name in ("call", "source"):
+        if getattr(request, name) is not None and not isinstance(getattr(request, name), str):
+            raise TypeError(f"'{name}' must be a string or null")
+    return request
+
+
 def serve(protocol: ProtocolOut, control: ControlIn, memory_limit_mb: int, preload_notes: tuple[str, ...],
           runner: Callable[[TraceRequest], TraceReport], inherited_fds: tuple[int, ...]) -> None:
     while True:
@@ -165,7 +180,7 @@ def serve(protocol: ProtocolOut, control: ControlIn, memory_limit_mb: int, prelo
             continue                 # nothing is running
         request_id = message.get("id")
         try:
-            request: TraceRequest = from_jsonable(TraceRequest, message["request"])
+            request: TraceRequest = _checked(from_jsonable(TraceRequest, message["request"]))
         except (KeyError, TypeError, ValueError) as error:
             protocol.send({"id": request_id, "error": f"malformed request: {type(error).__name__}: {error}"})
             continue
