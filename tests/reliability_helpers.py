@@ -274,6 +274,16 @@ def descendants_of(pid: int) -> list[int]:
     return found
 
 
+def wait_until(predicate: Callable[[], Any], message: str, timeout: float = 30.0) -> Any:
+    """Polls a condition that no event announces (processes ending), until it holds."""
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    while not (result := predicate()):
+        assert time.monotonic() < deadline, message
+        pause.wait(0.01)                  # ok: the interval of a poll on /proc, not a wait for a result
+    return result
+
+
 def rss_kib(pid: int) -> int:
     for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
