@@ -149,14 +149,19 @@ async def test_hint_sits_at_the_end_of_a_line_with_wide_characters(client, tmp_p
 
 
 async def progress_begun(client, title: str) -> str:
-    """Wait until the server has begun a work-done progress with `title`; its token."""
+    """Wait until the server begins a work-done progress with `title` that no earlier call
+    returned; its token."""
+    seen = client.__dict__.setdefault("seen_progress", set())
+
     def begun():
         for token, reports in client.progress_reports.items():
-            if reports and isinstance(reports[0], types.WorkDoneProgressBegin) and reports[0].title == title \
-                    and len(reports) == 1:
+            if token not in seen and reports and isinstance(reports[0], types.WorkDoneProgressBegin) \
+                    and reports[0].title == title:
                 return token
         return None
-    return await client.recorder.until(begun)
+    token = await client.recorder.until(begun)
+    seen.add(token)
+    return token
 
 
 async def test_progress_cancel_edit_and_supersede(client, tmp_path):
@@ -186,7 +191,8 @@ async def test_progress_cancel_edit_and_supersede(client, tmp_path):
     # Another function waits for its turn (one worker, one trace at a time) ...
     token = await progress_begun(client, "atenlens: tracing spin")
     other = asyncio.ensure_future(execute(client, "atenlens.trace", {"uri": uri, "qualname": "quick"}))
-    await progress_begun(client, "atenlens: tracing quick")
+    waiting = await progress_begun(client, "atenlens: tracing quick")
+    assert client.progress_reports[waiting][0].message == "waiting for another trace to finish"
     assert not other.done()
     # ... until an edit inside `spin` kills its trace; an edit outside it does not.
     change(client, uri, 2, (0, 12), (0, 12), "  # an edit outside both functions")
@@ -194,6 +200,9 @@ async def test_progress_cancel_edit_and_supersede(client, tmp_path):
     assert await second == {"status": "cancelled", "qualname": "spin", "message": "the function was edited"}
     quick = await other
     assert quick["status"] == "ok" and quick["summary"].startswith("fwd 2 · 0 syncs"), quick
+    assert [type(r).__name__ for r in client.progress_reports[waiting]] == \
+        ["WorkDoneProgressBegin", "WorkDoneProgressReport", "WorkDoneProgressEnd"]
+    assert client.progress_reports[waiting][1].message == "running on fake tensors"
 
     info = await server_info(client)
     assert info["torchImported"] is False
@@ -212,6 +221,7 @@ async def test_trace_disabled_runs_nothing(client, tmp_path):
         assert outcome["status"] == "disabled"
     warnings = [m.message for m in client.messages if m.type == types.MessageType.Warning]
     assert len(warnings) == 2 and "tracing is disabled" in warnings[0]
+    assert await execute(client, "atenlens.restartWorker") == {"restarted": True}
     info = await server_info(client)
     assert info["workerStarts"] == 0 and info["torchImported"] is False
     assert children_of(info["pid"]) == []                 # no worker process, not even an idle one

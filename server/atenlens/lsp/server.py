@@ -246,8 +246,13 @@ class AtenlensServer(LanguageServer):
         except Exception:               # the client refused: trace without progress
             logger.exception("window/workDoneProgress/create failed")
             return None
-        self.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=True,
-                                                                         message="running on fake tensors"))
+        running = "running on fake tensors"
+        waiting = self.traces.running is not job
+        self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
+            title=title, cancellable=True, message="waiting for another trace to finish" if waiting else running))
+        if waiting:
+            job.meta["on_start"] = lambda: self.work_done_progress.report(
+                token, types.WorkDoneProgressReport(message=running))
         cancelled = self.work_done_progress.tokens.get(token)
         if cancelled is not None:
             cancelled.add_done_callback(

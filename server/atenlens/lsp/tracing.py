@@ -113,6 +113,9 @@ class TraceQueue:
         while self._pending:
             job = self._pending.popleft()
             self._running = job
+            started = job.meta.get("on_start")
+            if callable(started):
+                started()
             try:
                 if self._worker is None:
                     worker = self._make_worker()
