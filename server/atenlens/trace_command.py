@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tokenize
 from typing import Optional, TextIO
 
 from atenlens.functions import find_functions
@@ -45,9 +46,9 @@ def build_request(args: argparse.Namespace) -> TraceRequest:
     if args.timeout is not None and not args.timeout > 0:
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     try:
-        with open(file, encoding="utf-8") as f:
+        with tokenize.open(file) as f:  # as Python reads it: a `# coding:` declaration, else UTF-8
             source = f.read()
-    except (OSError, UnicodeDecodeError) as error:
+    except (OSError, UnicodeDecodeError, SyntaxError) as error:
         raise UsageError(f"cannot read {file}: {error}") from None
     try:
         functions = find_functions(source)

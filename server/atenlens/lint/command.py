@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import io
 import json
 import os
 import sys
+import tokenize
 from pathlib import Path
 from typing import Iterator, Optional, TextIO
 
@@ -44,6 +46,15 @@ def python_files(path: Path) -> Iterator[Path]:
                 yield Path(root) / name
 
 
+def _decode(data: bytes) -> str:
+    """Source bytes as Python reads them: a `# coding:` declaration (PEP 263), else UTF-8."""
+    try:
+        encoding = tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+    except SyntaxError:                 # undecodable first lines, no usable declaration
+        encoding = "utf-8"
+    return data.decode(encoding)
+
+
 def run_lint_command(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     select, ignore = _codes(getattr(args, "select", None)), _codes(getattr(args, "ignore", None))
     known = {r.code for r in select_rules()}
@@ -63,7 +74,7 @@ def run_lint_command(args: argparse.Namespace, out: TextIO = sys.stdout, err: Te
     for root in paths:
         for file in python_files(root):
             try:
-                source = file.read_bytes().decode("utf-8")
+                source = _decode(file.read_bytes())
             except UnicodeDecodeError as exc:
                 print(f"{file}: not UTF-8 (byte {exc.start}: {exc.reason}); skipped", file=err)
                 unreadable += 1

@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 import time
+import tokenize
 import types
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Optional
@@ -222,7 +223,7 @@ def _diagnostic_at(stack: tuple[Frame, ...], kind: str, code: str, message: str,
 # -- loading the user's module ----------------------------------------------------------------------
 
 def _read_source(file: str) -> str:
-    with open(file, encoding="utf-8") as f:
+    with tokenize.open(file) as f:      # as Python reads it: a `# coding:` declaration, else UTF-8
         return f.read()
 
 
