@@ -218,20 +218,27 @@ def test_binary_junk_in_a_document(server, tmp_path, reliability):
 
 def test_a_file_that_is_not_utf8_on_disk(tmp_path, reliability):
     reliability.record("Bad input", "a file that is not UTF-8 on disk (`atenlens lint`)",
-                       "`atenlens lint` of a folder with a Latin-1 file, a file of random bytes and a UTF-8 file")
+                       "`atenlens lint` of a folder with a Latin-1 file with and one without a coding declaration, "
+                       "a file of random bytes and a UTF-8 file")
     (tmp_path / "latin1.py").write_bytes('s = "café ÿþ"\nfor x in xs:\n    x.item()\n'.encode("latin-1"))
     generator = random.Random(3)
     (tmp_path / "random.py").write_bytes(bytes(generator.randrange(256) for _ in range(2048)))
     (tmp_path / "good.py").write_text("import torch\n\nfor y in ys:\n    y.cpu()\n", encoding="utf-8")
+    # a coding declaration (PEP 263) makes a Latin-1 file valid Python: it is linted like one
+    (tmp_path / "declared.py").write_bytes('# -*- coding: latin-1 -*-\ns = "café"\nfor x in xs:\n    x.numpy()\n'
+                                           .encode("latin-1"))
     result = subprocess.run([sys.executable, "-m", "atenlens", "lint", str(tmp_path)], cwd=ROOT,
                             capture_output=True, text=True, timeout=120)
-    good = tmp_path / "good.py"
+    good, declared = tmp_path / "good.py", tmp_path / "declared.py"
     assert result.returncode == 1, result
-    assert result.stdout.splitlines()[0] == (f"{good}:4:7: AL100 `.cpu()` inside a loop: "
-                                             "the host waits for the GPU on every iteration"), result.stdout
+    assert result.stdout.splitlines() == [
+        f"{declared}:4:7: AL100 `.numpy()` inside a loop: the host waits for the GPU on every iteration",
+        f"{good}:4:7: AL100 `.cpu()` inside a loop: the host waits for the GPU on every iteration",
+        "Found 2 problems in 2 files.",
+    ], result.stdout
     problems = sorted(result.stderr.splitlines())
     assert len(problems) == 2, result.stderr
     assert problems[0].startswith(f"{tmp_path / 'latin1.py'}: not UTF-8 (byte ")
     assert problems[1].startswith(f"{tmp_path / 'random.py'}: not UTF-8 (byte ")
     assert all(p.endswith("skipped") for p in problems)
-    reliability.number("files", "3 (1 linted, 2 skipped with one line each)")
+    reliability.number("files", "4 (2 linted, one of them Latin-1 with a coding declaration; 2 skipped with one line each)")

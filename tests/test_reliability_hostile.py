@@ -243,3 +243,40 @@ def test_hostile_code_through_atenlens_trace(cli_runs, case: Case, reliability):
     reliability.number("result", f"exit {code}, {report['status']}"
                        + (f", {case.code} at line {case.line + 1}" if case.code else ""))
     reliability.number("command took", f"{seconds:.1f} s")
+
+
+# -- a file that is not UTF-8 on disk, traced -------------------------------------------------------------
+
+LATIN1_STEP = 'import torch\n\n\ndef step():\n    name = "café ÿ"\n    x = torch.ones(4, 8)\n    return x @ torch.ones(8, 2)\n'
+DECLARATION = "# -*- coding: latin-1 -*-\n"
+
+
+def test_a_file_that_is_not_utf8_traced(server, tmp_path, reliability):
+    reliability.record("Bad input", "a file that is not UTF-8 on disk (traced)",
+                       "a Latin-1 file without a coding declaration traced through the server (the editor's "
+                       "text is traced) and by `atenlens trace` (refused in one line); one with a declaration "
+                       "traced by `atenlens trace`")
+    undeclared, declared = tmp_path / "undeclared.py", tmp_path / "declared.py"
+    undeclared.write_bytes(LATIN1_STEP.encode("latin-1"))
+    declared.write_bytes((DECLARATION + LATIN1_STEP).encode("latin-1"))
+    # the editor decoded the file (as Latin-1, or with replacement characters): the server traces
+    # that text, never the bytes on disk
+    for text in (LATIN1_STEP, undeclared.read_bytes().decode("utf-8", errors="replace")):
+        uri = open_document(server, undeclared, text)
+        server.diagnostics(uri, 1)
+        assert trace(server, uri, "step")["result"]["status"] == "ok"
+        answer = hover(server, uri, line_of(LATIN1_STEP, "return x @"), 4)
+        assert "`mm`" in answer["result"]["contents"]["value"]
+        server.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+    refused = subprocess.run([sys.executable, "-m", "atenlens", "trace", f"{undeclared}::step", "--device", "cpu"],
+                             capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.count("\n") == 1
+    assert refused.stderr.startswith(f"atenlens trace: cannot read {undeclared}: 'utf-8' codec can't decode byte 0xe9")
+    traced = subprocess.run([sys.executable, "-m", "atenlens", "trace", f"{declared}::step", "--device", "cpu",
+                             "--json"], capture_output=True, text=True, timeout=300)
+    assert traced.returncode == 0, traced.stderr
+    report = json.loads(traced.stdout)
+    matmul = line_of(DECLARATION + LATIN1_STEP, "return x @") + 1
+    assert "aten.mm.default" in [e["name"] for e in report["events"] if e["line"] == matmul]
+    reliability.number("result", "server: traced twice (ok); CLI: exit 2 without a declaration, exit 0 with one")
