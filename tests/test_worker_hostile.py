@@ -50,8 +50,8 @@ class Case:
 
 
 CASES = [
-    Case("infinite_loop.py", "timeout", Code.TIMEOUT, "timeout", "x = x + 1", "ran past its 1 s budget", timeout=1),
-    Case("blocks_alarm.py", "timeout", Code.TIMEOUT, "timeout", "while True:",
+    Case("infinite_loop.py", "timeout", Code.TIMEOUT, "timeout", "while True: x = x + 1", "ran past its 1 s budget", timeout=1),
+    Case("blocks_alarm.py", "timeout", Code.TIMEOUT, "timeout", "while True: pass",
          "did not finish within 1 s and was killed after 6 s", timeout=1),
     Case("sys_exit.py", "error", Code.EXCEPTION, "exception", "sys.exit(3)", "SystemExit(3)", column=4),
     Case("os_exit.py", "error", Code.WORKER_DIED, "exit", "def step", "exited with exit code 7", column=0),
