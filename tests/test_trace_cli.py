@@ -135,3 +135,22 @@ def test_colour_in_a_terminal_unless_no_color_is_set() -> None:
     assert "\x1b[1m" in coloured and "aten.addmm.default" in coloured
     plain = _run_in_terminal({**environment, "NO_COLOR": "1"})
     assert "\x1b[" not in plain and "aten.addmm.default" in plain
+
+
+def test_timeout_exits_1_and_names_the_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "spin.py", """
+        import torch
+
+
+        def spin():
+            x = torch.ones(2)
+            while True:
+                x = x * 1
+    """)
+    result = atenlens(f"{path}::spin", "--device", "cpu", "--timeout", "2", "--json")
+    assert result.returncode == 1
+    data = json.loads(result.stdout)
+    assert data["status"] == "timeout"
+    [diagnostic] = data["diagnostics"]
+    assert diagnostic["code"] == "AL902"
+    assert diagnostic["line"] in (line_of(path, "while True:"), line_of(path, "x = x * 1"))
