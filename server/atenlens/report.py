@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional, get_args, get_origin, get_type_hints
+from typing import Any, Callable, Literal, Optional, get_args, get_origin, get_type_hints
 
 SCHEMA_VERSION = 1
 
@@ -142,7 +142,7 @@ class TraceRequest:
 def to_jsonable(value: Any) -> Any:
     """Dataclasses -> dicts, tuples -> lists, recursively (dataclasses.asdict keeps tuples)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return _encoder(type(value))(value)
     if isinstance(value, (list, tuple)):
         return [to_jsonable(v) for v in value]
     if isinstance(value, dict):
@@ -150,29 +150,114 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
+_ENCODERS: dict[type, Callable[[Any], dict]] = {}
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _is_plain(hint: Any) -> bool:
+    """A JSON scalar type: str/int/float/bool/None, a Literal of those, or an Optional of those."""
+    if hint in _PLAIN:
+        return True
+    origin = get_origin(hint)
+    if origin is Literal:
+        return True
+    if origin is not None and origin is not tuple and origin is not dict:
+        return all(_is_plain(a) for a in get_args(hint))
+    return False
+
+
+def _encoder(cls: type) -> Callable[[Any], dict]:
+    """An encoder per dataclass, built once from its type hints (reports hold thousands of events)."""
+    encoder = _ENCODERS.get(cls)
+    if encoder is None:
+        hints = get_type_hints(cls)
+        simple = [n for n in _field_names(cls) if _is_plain(hints[n])]
+        nested = [n for n in _field_names(cls) if n not in simple]
+
+        def encoder(value: Any) -> dict:
+            out = {n: getattr(value, n) for n in simple}
+            for n in nested:
+                out[n] = to_jsonable(getattr(value, n))
+            return {n: out[n] for n in _field_names(cls)}
+        _ENCODERS[cls] = encoder
+    return encoder
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_DECODERS: dict[Any, Callable[[Any], Any]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
 
 
 def from_jsonable(cls: Any, data: Any) -> Any:
     """The inverse of to_jsonable for the types in this module; unknown keys are ignored so that
     newer reports stay readable."""
-    if data is None:
-        return None
-    origin = get_origin(cls)
-    if origin is Optional or (origin is not None and type(None) in get_args(cls)):
-        inner = [a for a in get_args(cls) if a is not type(None)]
-        return from_jsonable(inner[0], data) if len(inner) == 1 else data
-    if origin is tuple:
-        args = get_args(cls)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(from_jsonable(args[0], v) for v in data)
-        return tuple(data)
-    if origin is dict:
-        return dict(data)
-    if dataclasses.is_dataclass(cls):
-        hints = _HINTS.get(cls)
-        if hints is None:
-            hints = _HINTS[cls] = get_type_hints(cls)
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: from_jsonable(hints[k], v) for k, v in data.items() if k in names})
+    return _decoder(cls)(data)
+
+
+def _identity(data: Any) -> Any:
     return data
+
+
+def _decoder(cls: Any) -> Callable[[Any], Any]:
+    """A decoder per type, built once: reports hold thousands of events, and resolving type
+    hints per value made decoding the slowest part of a trace round trip."""
+    decoder = _DECODERS.get(cls)
+    if decoder is None:
+        decoder = _DECODERS[cls] = _build_decoder(cls)
+    return decoder
+
+
+def _build_decoder(cls: Any) -> Callable[[Any], Any]:
+    origin = get_origin(cls)
+    args = get_args(cls)
+    if origin is not None and type(None) in args:
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) != 1:
+            return _identity
+        decode_inner = _decoder(inner[0])
+        return lambda data: None if data is None else decode_inner(data)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            item = _decoder(args[0])
+            if item is _identity:
+                return tuple
+            return lambda data: tuple(item(v) for v in data)
+        return tuple
+    if origin is dict:
+        return dict
+    if dataclasses.is_dataclass(cls):
+        hints = get_type_hints(cls)
+        fields = {name: _decoder(hints[name]) for name in _field_names(cls)}
+        if cls is Frame:                      # stacks repeat the same frames over and over
+            interned: dict[tuple, Frame] = {}
+
+            def decode_frame(data: dict) -> Frame:
+                key = (data.get("file"), data.get("line"), data.get("function"))
+                frame = interned.get(key)
+                if frame is None:
+                    frame = interned[key] = Frame(*key)
+                return frame
+            return decode_frame
+
+        defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+        factories = {f.name: f.default_factory for f in dataclasses.fields(cls)
+                     if f.default_factory is not dataclasses.MISSING}
+
+        def decode(data: Any) -> Any:
+            if data is None:
+                return None
+            if any(name not in data for name in fields):
+                return cls(**{k: fields[k](v) for k, v in data.items() if k in fields})
+            # Every field present: skip the frozen __init__ (object.__setattr__ per field).
+            obj = object.__new__(cls)
+            obj.__dict__.update({k: decode_field(data[k]) for k, decode_field in fields.items()})
+            return obj
+        del defaults, factories
+        return decode
+    return _identity
