@@ -210,11 +210,7 @@ async function trusted(page) {
   // (1) The lint's warning, before anything is traced: a squiggle on the line, its message on hover.
   await step(page, "02-lint-squiggle", async () => {
     await moveTo(page, plan.lintLine, 1);
-    const lines = await until(page, (n) => {
-      const marks = [...document.querySelectorAll(".editor-instance .monaco-editor .squiggly-warning")];
-      const lines = marks.map((m) => { const r = m.getBoundingClientRect(); return window.__atenlensLineAt((r.top + r.bottom) / 2); });
-      return lines.includes(n) ? lines : false;
-    }, plan.lintLine, plan.lintTimeoutMs);
+    const lines = await squiggleLines(page, plan.lintLine, plan.lintTimeoutMs);
     lap("lint");
     const squigglePoint = () => page.evaluate((n) => {
       const marks = [...document.querySelectorAll(".editor-instance .monaco-editor .squiggly-warning")];
