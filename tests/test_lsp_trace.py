@@ -258,3 +258,26 @@ async def test_add_an_example_call(client, tmp_path):
         context=types.CodeActionContext(diagnostics=[])))
     assert list(in_the_body or []) == []
     assert actions[0].edit.changes[uri][0].new_text == "    # atenlens: MLP(...).forward(...)\n"
+
+
+async def test_an_exception_is_a_diagnostic_at_its_line(client, tmp_path):
+    result = await initialize(client)
+    encoding = encoding_of(result)
+    path = tmp_path / "raises.py"
+    shutil.copy(FIXTURES / "raises.py", path)
+    text = path.read_text()
+    lines = text.split("\n")
+    uri = await open_document(client, path, text)
+    published = len(client.recorder.published)
+    outcome = await execute(client, "atenlens.trace", {"uri": uri, "qualname": "boom"})
+    message = "RuntimeError: a and b must have same reduction dim, but got [2, 3] X [2, 3]."
+    assert outcome == {"status": "error", "qualname": "boom", "summary": f"trace error: {message}", "message": message}
+    diagnostics = await wait_for_diagnostics(client, uri, 1, after=published)
+    matmul = line_of(text, "return x @ x")
+    assert simple(diagnostics) == [
+        (matmul, units(lines[matmul][:11], encoding), matmul, units(lines[matmul], encoding), "AL900", "atenlens trace")]
+    assert diagnostics[0].severity == types.DiagnosticSeverity.Error and diagnostics[0].message == message
+    # what ran before the exception is still shown
+    assert await inlay_hints(client, uri, len(lines)) == [
+        (line_of(text, "torch.ones"), units(lines[line_of(text, "torch.ones")], encoding), "ones f32[2, 3]")]
+    assert (line_of(text, "def boom"), f"trace error: {message}", "") in await code_lenses(client, uri)
