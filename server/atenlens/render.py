@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional
 
 from atenlens.functions import FunctionInfo, find_functions
-from atenlens.report import Diagnostic, Event, TensorMeta, TraceReport
+from atenlens.report import Diagnostic, TensorMeta, TraceReport
 
 DTYPE_LABELS = {
     "float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
@@ -207,7 +207,8 @@ def _collect(report: TraceReport) -> "dict[tuple, _LineWork]":
                 outer_work = at((outer.file, outer.line))
                 counts = outer_work.callees.setdefault(inner.function, {})
                 counts[event.phase] = counts.get(event.phase, 0) + 1
-                outer_work.callee_flops[inner.function] = outer_work.callee_flops.get(inner.function, 0) + (event.flops or 0)
+                callee_flops = outer_work.callee_flops
+                callee_flops[inner.function] = callee_flops.get(inner.function, 0) + (event.flops or 0)
     for diagnostic in report.diagnostics:
         at((diagnostic.file, diagnostic.line)).diagnostics.append(diagnostic)
     for line_work in work.values():

@@ -31,7 +31,8 @@ def parse_target(target: str) -> tuple[str, str]:
     """`path/to/file.py::Class.method` -> (path, qualname)."""
     file, separator, qualname = target.rpartition("::")
     if not separator or not file or not qualname:
-        raise UsageError(f"target must look like FILE::QUALNAME (e.g. examples/train_step.py::train_step), got {target!r}")
+        raise UsageError("target must look like FILE::QUALNAME (e.g. examples/train_step.py::train_step), "
+                         f"got {target!r}")
     if not all(part.isidentifier() for part in qualname.split(".")):
         raise UsageError(f"{qualname!r} is not a function name (use Class.method for methods)")
     return file, qualname

@@ -92,9 +92,9 @@ class Recorder:
         self._op_names: dict[Any, str] = {}
         self._call_names: dict[Any, Optional[str]] = {}
         self._metas: dict[tuple, TensorMeta] = {}
-        self._flop_formulas: dict[Any, Any] = {}
+        self._flop_formulas: dict[Any, Any] = {}                  # op overload -> torch's formula or None
         self._is_user_code: dict[Any, bool] = {}                  # code object -> is it in a user file
-        self._stacks: dict[tuple, tuple[Frame, ...]] = {}         # (code, line, ...) innermost first -> stack                  # op overload -> torch's formula or None
+        self._stacks: dict[tuple, tuple[Frame, ...]] = {}         # (code, line, ...) innermost first -> stack
         self._call_mode = _CallRecorder(self)
         self._op_mode = _OpRecorder(self)
 
