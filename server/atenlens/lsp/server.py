@@ -416,7 +416,10 @@ def create_server() -> AtenlensServer:
         if not markdown:
             return None
         lines = split_lines(document.source)
-        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=markdown),
+        formats = getattr(getattr(ls.client_capabilities.text_document, "hover", None), "content_format", None)
+        kind = (types.MarkupKind.Markdown if not formats or types.MarkupKind.Markdown in formats
+                else types.MarkupKind.PlainText)   # the markdown source reads fine as plain text
+        return types.Hover(contents=types.MarkupContent(kind=kind, value=markdown),
                            range=convert.lsp_line_range(lines, params.position.line, ls.encoding))
 
     @server.command(CMD_TRACE)
