@@ -113,3 +113,25 @@ def test_block_directive_builds_the_module_unrecorded() -> None:
     assert "torch.nn.functional.scaled_dot_product_attention" in names(calls(report, line=sdpa_line))
     assert [label(e) for e in ops(report, line=sdpa_line) if e.outputs][-1].startswith("float32[2, 4, 8, 16]")
     assert not any(e.name in ("aten.empty.memory_format", "aten.uniform_.default") for e in report.events)
+
+
+def test_generators_and_coroutines_are_run_not_just_created(tmp_path: Path) -> None:
+    path = write(tmp_path, "lazy.py", """
+        import torch
+
+
+        def batches():
+            while True:
+                yield torch.randn(4, 8).relu()
+
+
+        async def forward():
+            return torch.ones(3).exp()
+    """)
+    report = trace(path, "batches")
+    assert report.status == "ok", report.message
+    assert names(ops(report)).count("aten.relu.default") == 100
+    assert report.notes[-1] == "the generator was traced for its first 100 items"
+    report = trace(path, "forward")
+    assert report.status == "ok", report.message
+    assert names(ops(report)) == ["aten.ones.default", "aten.exp.default"]

@@ -9,9 +9,11 @@ report with a status and a diagnostic.
 from __future__ import annotations
 
 import ast
+import asyncio
 import contextlib
 import importlib
 import importlib.util
+import inspect
 import logging
 import os
 import signal
@@ -35,6 +37,7 @@ from atenlens.trace.recorder import Recorder
 
 _PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 _CALL_FILENAME = "<atenlens example call>"
+MAX_GENERATOR_ITEMS = 100
 
 
 class TraceTimeout(BaseException):
@@ -101,7 +104,7 @@ def run_trace(request: TraceRequest) -> TraceReport:
                         modes.enter_context(mode)
                     recorder.start(boundary=sys._getframe().f_code)
                     try:
-                        example.function(*example.args, **example.kwargs)
+                        notes += _drive(example.function(*example.args, **example.kwargs))
                     finally:
                         recorder.stop()
         except _Stop as stop:
@@ -139,6 +142,19 @@ def run_trace(request: TraceRequest) -> TraceReport:
                            notes, torch.__version__, extra=(extra,))
     return _report(target, status, device, recorder, sink, started, message, call_expression, notes,
                    torch.__version__)
+
+
+def _drive(result: Any) -> tuple[str, ...]:
+    """Run what calling the function only started: a coroutine to completion, a generator for up to
+    MAX_GENERATOR_ITEMS items (a data pipeline may never end). Returns notes for the report."""
+    if inspect.iscoroutine(result):
+        asyncio.run(result)
+    elif inspect.isgenerator(result):
+        for count, _item in enumerate(result, 1):
+            if count >= MAX_GENERATOR_ITEMS:
+                result.close()
+                return (f"the generator was traced for its first {MAX_GENERATOR_ITEMS} items",)
+    return ()
 
 
 # -- the report -------------------------------------------------------------------------------------
@@ -366,8 +382,6 @@ def _example_call(module: types.ModuleType, function: Callable[..., Any], info: 
 
 
 def _needs_args(function: Callable[..., Any]) -> bool:
-    import inspect
-
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError):
