@@ -147,6 +147,13 @@ async def test_hint_sits_at_the_end_of_a_line_with_wide_characters(client, tmp_p
         (relu, units(lines[relu], encoding), "sigmoid f32[8, 32]"),
     ]
 
+    # A narrower hints.maxLength cuts view-like ops first and counts them.
+    refreshes = client.recorder.refreshes.count("inlayHint")
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"atenlens": {"hints": {"maxLength": 12}, "trace": {"onSave": True}}}))
+    await client.recorder.until(lambda: client.recorder.refreshes.count("inlayHint") > refreshes)
+    assert [label for _, _, label in await inlay_hints(client, uri, len(lines))] == ["mm +1 f32[8, 32]", "sigmoid f32[8, 32]"]
+
 
 async def progress_begun(client, title: str) -> str:
     """Wait until the server begins a work-done progress with `title` that no earlier call
