@@ -23,6 +23,8 @@ PROGRAMS = [
     ("train_step.py", "train"),
     ("gpt_block.py", "Block.forward"),
     ("gpt_block.py", "lm_train_step"),
+    ("input_pipeline.py", "train_stalling"),
+    ("input_pipeline.py", "train_overlapped"),
 ]
 
 
@@ -73,3 +75,10 @@ def test_fake_forward_ops_per_line_equal_the_real_run(file: str, qualname: str) 
     # backward and optimizer work is there too, on the same lines
     fake_backward = {(e.file, e.line) for e in report.events if e.kind == "op" and e.phase == "backward"}
     assert all(line is not None for _file, line in fake_backward)
+
+
+def test_every_example_with_a_directive_is_checked_here() -> None:
+    with_directive = {(path.name, info.qualname) for path in EXAMPLES.glob("*.py")
+                      for info in find_functions(path.read_text()) if info.directive}
+    assert len(with_directive) >= 5
+    assert with_directive <= set(PROGRAMS)
