@@ -92,3 +92,18 @@ async def test_invalid_settings_fall_back_with_one_message(client, tmp_path):
     warnings = [m for m in client.messages if m.type == types.MessageType.Warning]
     assert len(warnings) == 1
     assert "atenlens.hints.maxLength" in warnings[0].message and "atenlens.trace.device" in warnings[0].message
+
+
+async def test_code_lenses_survive_a_half_typed_line(client, tmp_path):
+    await initialize(client)
+    uri = await open_document(client, tmp_path / "loop.py", LOOP + "\n\ndef later():\n    return 1\n")
+    lenses = await client.text_document_code_lens_async(types.CodeLensParams(
+        text_document=types.TextDocumentIdentifier(uri=uri)))
+    assert [(lens.range.start.line, lens.command.title) for lens in lenses] == [
+        (3, "Trace this step: add an example call"), (9, "Trace this step")]
+    # A half-typed call above `later` (the file no longer parses) moves its lens down one line.
+    change(client, uri, 2, (8, 0), (8, 0), "x = model(\n")
+    lenses = await client.text_document_code_lens_async(types.CodeLensParams(
+        text_document=types.TextDocumentIdentifier(uri=uri)))
+    assert [(lens.range.start.line, lens.command.title) for lens in lenses] == [
+        (3, "Trace this step: add an example call"), (10, "Trace this step")]
