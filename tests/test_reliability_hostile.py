@@ -13,6 +13,7 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -23,8 +24,8 @@ from typing import Optional
 import pytest
 
 from reliability_helpers import (
-    FIXTURES, Server, children_of, descendants_of, hover, line_of, open_document, start_server, trace,
-    wait_until)
+    FIXTURES, Server, children_of, descendants_of, hover, line_of, open_document, server_info, start_server,
+    trace, wait_until)
 
 MEMORY_LIMIT_MB = 1024
 TIMEOUT_SECONDS = 20.0
@@ -177,6 +178,24 @@ def test_hostile_code_through_the_server(server, document, case: Case, reliabili
     reliability.number("result", f"{case.status}" + (f", {case.code} at line {case.line + 1}" if case.code else ""))
     reliability.number("trace answered in", f"{traced:.1f} s")
     reliability.number("next lint / trace / hover", f"{linted * 1000:.0f} ms / {retraced:.1f} s / {hovered * 1000:.0f} ms")
+
+
+def test_a_killed_worker_is_replaced(server, document, reliability):
+    reliability.record("Hostile code (server)", "the trace worker itself killed (SIGKILL, as the OOM killer would)",
+                       "SIGKILL to the warm worker process, then a trace, a hover and a lint")
+    uri = document["uri"]
+    (worker,) = children_of(server.pid)
+    os.kill(worker, signal.SIGKILL)
+    wait_until(lambda: children_of(server.pid) != [worker], "the killed worker was not reaped")
+    started = time.monotonic()
+    answer = trace(server, uri, "fine_step")
+    seconds = time.monotonic() - started
+    assert answer["result"]["status"] == "ok", answer
+    (replacement,) = children_of(server.pid)
+    assert replacement != worker
+    assert "`mm`" in hover(server, uri, line_of(TEXT, "return x @ torch.ones(8, 2)"), 4)["result"]["contents"]["value"]
+    assert server.alive and server_info(server)["torchImported"] is False
+    reliability.number("next trace (with a fresh worker) answered in", f"{seconds:.1f} s")
 
 
 # -- through `atenlens trace` -------------------------------------------------------------------------
