@@ -6,7 +6,8 @@ Drives `atenlens serve` as VS Code would, on a copy of examples/train_step.py:
   (`workspace/inlayHint/refresh`), i.e. when the hints can be shown. Each cold round is a new server.
 - warm: the same command again in the same server (worker warm).
 - cached: `textDocument/inlayHint` over the whole file and `textDocument/hover` on a traced line,
-  answered from the trace cache.
+  answered from the trace cache; beside them, in turn, a hover on an untraced line (`import torch`):
+  no work to do, so its latency is the floor set by the transport and the machine.
 For reference, the same trace from a terminal: `atenlens trace examples/train_step.py::train_step`
 (a new process each time), interleaved with the warm editor traces.
 
@@ -28,6 +29,7 @@ from servers import ATENLENS, CLIENT_CAPABILITIES
 EXAMPLE = os.path.join(REPO_ROOT, "examples", "train_step.py")
 QUALNAME = "train_step"
 HOVER_SOURCE_LINE = "    logits = model(x)"
+IDLE_SOURCE_LINE = "import torch"
 TARGET_WARM_MS = 300.0
 TARGET_CACHED_P95_MS = 5.0
 INIT_OPTIONS = {"trace": {"enabled": True}}
@@ -60,7 +62,7 @@ async def cli_trace(path: str) -> float:
 async def server_round(root: str, path: str, text: str, warm: int, requests: int, with_cli: bool) -> dict:
     client = LspClient(ATENLENS.command(), cwd=root)
     await client.start()
-    out: dict = {"warm": [], "warm_answer": [], "cli": [], "hints": [], "hover": [], "hint_count": 0}
+    out: dict = {"warm": [], "warm_answer": [], "cli": [], "hints": [], "hover": [], "idle": [], "hint_count": 0}
     try:
         await client.initialize(root, CLIENT_CAPABILITIES, INIT_OPTIONS)
         uri = f"file://{path}"
@@ -77,6 +79,7 @@ async def server_round(root: str, path: str, text: str, warm: int, requests: int
         whole = {"start": {"line": 0, "character": 0}, "end": {"line": len(lines), "character": 0}}
         hover_line = lines.index(HOVER_SOURCE_LINE)
         hover_at = {"line": hover_line, "character": lines[hover_line].index("model")}
+        idle_at = {"line": lines.index(IDLE_SOURCE_LINE), "character": 0}    # nothing traced there
         for _ in range(requests):
             sent, answer = await client.request("textDocument/inlayHint", {"textDocument": {"uri": uri}, "range": whole})
             out["hints"].append(answer.at - sent)
@@ -84,6 +87,9 @@ async def server_round(root: str, path: str, text: str, warm: int, requests: int
             sent, answer = await client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": hover_at})
             out["hover"].append(answer.at - sent)
             out["hover_found"] = answer.message.get("result") is not None
+            sent, answer = await client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": idle_at})
+            out["idle"].append(answer.at - sent)
+            out["idle_empty"] = answer.message.get("result") is None
     finally:
         await client.shutdown()
     return out
@@ -116,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     cold = [ms(r["cold"]) for r in rounds]
     cold_answer = [ms(r["cold_answer"]) for r in rounds]
     warm, warm_answer, cli = pooled("warm"), pooled("warm_answer"), pooled("cli")
-    hints, hover = pooled("hints"), pooled("hover")
+    hints, hover, idle = pooled("hints"), pooled("hover"), pooled("idle")
 
     result = Result("editor_roundtrip", "Editor round trip: trace command to inlay hints (examples/train_step.py::train_step)",
                     "python bench/editor_roundtrip.py" + (" --quick" if args.quick else ""), quick=args.quick)
@@ -132,13 +138,15 @@ def main(argv: list[str] | None = None) -> int:
               max(hints), f"{rounds[-1]['hint_count']} hints")
     cache.add("textDocument/hover (traced line)", str(len(hover)), percentile(hover, 50), percentile(hover, 95),
               max(hover), "markdown" if rounds[-1].get("hover_found") else "empty")
+    cache.add("reference: textDocument/hover (untraced line)", str(len(idle)), percentile(idle, 50),
+              percentile(idle, 95), max(idle), "null (nothing to show)" if rounds[-1].get("idle_empty") else "content")
     result.tables += [trace, cache]
     result.targets += [
         Target("warm trace -> hints refresh, median", median(warm), TARGET_WARM_MS, "ms"),
         Target("inlay hints from cache, p95", percentile(hints, 95), TARGET_CACHED_P95_MS, "ms"),
         Target("hover from cache, p95", percentile(hover, 95), TARGET_CACHED_P95_MS, "ms"),
     ]
-    result.raw = {"cold_ms": cold, "warm_ms": warm, "cli_ms": cli, "hints_ms": hints, "hover_ms": hover,
+    result.raw = {"cold_ms": cold, "warm_ms": warm, "cli_ms": cli, "hints_ms": hints, "hover_ms": hover, "idle_ms": idle,
                   "command_result": rounds[-1]["answer"]}
     result.notes.append(f"the terminal reference runs interleaved with the first {CLI_RUNS_PER_ROUND} warm editor traces "
                         "of each round (editor, terminal, ...)")

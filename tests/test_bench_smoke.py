@@ -136,10 +136,12 @@ def test_editor_round_trip_traces_and_serves_hints_from_cache(quick_run):
     _, trace_rows = table(result, 0)
     assert [r[0] for r in trace_rows] == ["cold (new server)", "warm"]
     _, cache_rows = table(result, 1)
-    assert [r[0] for r in cache_rows] == ["textDocument/inlayHint (whole file)", "textDocument/hover (traced line)"]
+    assert [r[0] for r in cache_rows] == ["textDocument/inlayHint (whole file)", "textDocument/hover (traced line)",
+                                          "reference: textDocument/hover (untraced line)"]
     hints = cache_rows[0][-1]
     assert hints.endswith(" hints") and int(hints.split()[0]) > 0
     assert cache_rows[1][-1] == "markdown"
+    assert cache_rows[2][-1] == "null (nothing to show)"
     assert_targets(result, ["warm trace -> hints refresh, median", "inlay hints from cache, p95",
                             "hover from cache, p95"])
 
