@@ -14,7 +14,9 @@ Rules then see the code around the damage as written.
 """
 from __future__ import annotations
 
+import re
 import threading
+from bisect import bisect_right
 from collections import OrderedDict
 from functools import lru_cache
 from typing import Iterator, Optional
@@ -132,10 +134,20 @@ class SourceText:
         data = bytearray(self.data)
         blanked: set[int] = set()
         repairs = max(1, min(MAX_REPAIRS, REPAIR_BYTES_BUDGET // max(1, len(data))))
-        for _ in range(repairs):
+        pending: list[int] = []
+        for attempt in range(repairs):
             row = self._first_spreading_error_row(blanked)
             if row is None:
                 break
+            if attempt == 0:
+                # Damage that spreads usually comes from a bracket or a triple-quoted string that
+                # the user has not closed yet, and tree-sitter's recovery may then mark innocent
+                # lines far from it (or the whole file): blank the lines that leave one open first.
+                pending = unclosed_rows(self.data, self._line_starts)
+            while pending and pending[0] in blanked:
+                pending.pop(0)
+            if pending:
+                row = pending.pop(0)
             start = self._line_starts[row]
             end = self._line_end(row)
             data[start:end] = b" " * (end - start)
@@ -227,6 +239,41 @@ def _opens_bracket(line: bytes) -> bool:
             depth -= 1
         i += 1
     return depth > 0
+
+
+# One token per match: a comment, a whole string (triple-quoted first), a quote that never
+# closes, or a bracket; a regular expression scans the bytes at C speed.
+_BRACKET_TOKENS = re.compile(
+    rb"""#[^\n]*"""
+    rb'''|"""(?:[^"\\]|\\.|"(?!""))*"""'''
+    rb"""|'''(?:[^'\\]|\\.|'(?!''))*'''"""
+    rb'''|"""|\'\'\''''
+    rb'''|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*\''''
+    rb'''|["'()\[\]{}]''',
+    re.DOTALL)
+_TRIPLE_QUOTES = (b'"""', b"'''")
+
+
+def unclosed_rows(data: bytes, line_starts: list[int]) -> list[int]:
+    """Rows (0-based, ascending) holding a bracket that is never closed, a closing bracket that
+    closes nothing, or a triple-quoted string that never ends: the lines a user is still typing.
+    Brackets inside strings and comments do not count."""
+    opened: list[int] = []
+    culprits: set[int] = set()
+    for match in _BRACKET_TOKENS.finditer(data):
+        at = match.start()
+        first = data[at]
+        if first in _OPEN:
+            opened.append(at)
+        elif first in _CLOSE:
+            if opened:
+                opened.pop()
+            else:
+                culprits.add(at)
+        elif match.end() - at == 3 and data[at:at + 3] in _TRIPLE_QUOTES:
+            culprits.add(at)            # no later triple quote closes it
+    culprits.update(opened)
+    return sorted({bisect_right(line_starts, at) - 1 for at in culprits})
 
 
 def _statement_of(node: Node) -> Node:
