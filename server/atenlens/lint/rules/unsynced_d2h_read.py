@@ -33,6 +33,7 @@ Fix:
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Iterator, Optional
 
 from tree_sitter import Node
@@ -113,8 +114,22 @@ def _settles(ctx: LintContext, wait: Node, name: str) -> bool:
     return not any(_is_read(n) for n in ctx.identifiers((name,), wait.start_byte, wait.end_byte))
 
 
+def _first_settling_wait(ctx: LintContext, waits: list[Node], starts: list[int], call: Node, scope: Node,
+                         name: str) -> Optional[int]:
+    """Where the first wait after `call` in `scope` that settles `name` starts (None: no such
+    wait). `waits` is in source order and `starts` holds their start bytes."""
+    for index in range(bisect_left(starts, call.end_byte), len(waits)):
+        wait = waits[index]
+        if wait.start_byte >= scope.end_byte:
+            break
+        if scope_for(wait) == scope and _settles(ctx, wait, name):
+            return wait.start_byte
+    return None
+
+
 def check(ctx: LintContext) -> Iterator[Finding]:
-    waits = [c for c in ctx.calls(*WAITS) if _is_wait(c)]
+    waits: Optional[list[Node]] = None
+    starts: list[int] = []
     for call in ctx.calls(*COPY_METHODS):
         if not _is_d2h_non_blocking(ctx, call):
             continue
@@ -130,8 +145,10 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         if name is None:
             continue
         scope = scope_for(call)
-        boundary = min((w.start_byte for w in waits if w.start_byte >= call.end_byte and scope_for(w) == scope
-                        and _settles(ctx, w, name)), default=None)
+        if waits is None:
+            waits = [c for c in ctx.calls(*WAITS) if _is_wait(c)]
+            starts = [w.start_byte for w in waits]
+        boundary = _first_settling_wait(ctx, waits, starts, call, scope, name)
         rebound_after: Optional[int] = None
         end = boundary if boundary is not None else scope.end_byte
         for node in ctx.identifiers((name,), call.end_byte, end):
