@@ -108,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     if "atenlens" in p95 and "pylsp" in p95:
         result.targets.append(Target("atenlens p95 below pylsp p95", p95["atenlens"], p95["pylsp"], "ms"))
     result.notes += absent
+    result.notes.append("each server runs with its defaults (ruff: its default rule set, no configuration file in "
+                        "the workspace; pylsp: pyflakes only, its other linters switched off)")
     result.notes.append(f"{len(specs)} servers interleaved edit by edit; edits: {args.edits // 2} random code "
                         f"lines, one letter typed then deleted; bursts: {args.bursts} rounds")
     return finish(result, args)
