@@ -50,6 +50,7 @@ class ReliabilityReport:
         self.outcomes: dict[str, str] = {}
         self.deselected = False
         self.files_collected: set[str] = set()
+        self.failures: dict[str, str] = {}      # nodeid -> the first line of its first failure
 
     @staticmethod
     def is_reliability(nodeid: str) -> bool:
@@ -76,9 +77,8 @@ class ReliabilityReport:
         previous = self.outcomes.get(item.nodeid, "passed")
         if report.failed:
             self.outcomes[item.nodeid] = "failed"
-            record = self.records.get(item.nodeid)
-            if record is not None and not record.failure:
-                record.failure = _first_line(report)
+            self.failures.setdefault(item.nodeid, f"{report.when}: {_first_line(report)}"
+                                     if report.when != "call" else _first_line(report))
         elif report.skipped:
             self.outcomes[item.nodeid] = "skipped"
         elif report.when == "call" or item.nodeid not in self.outcomes:
@@ -103,13 +103,14 @@ class ReliabilityReport:
                 self.records[nodeid] = CaseRecord(nodeid, area=area, case=name)
         for nodeid, record in self.records.items():
             record.outcome = self.outcomes.get(nodeid, "not run")
+            record.failure = self.failures.get(nodeid, "")
         DOCUMENT.parent.mkdir(parents=True, exist_ok=True)
         DOCUMENT.write_text(render(list(self.records.values()), self.outcomes), encoding="utf-8")
 
 
 def _first_line(report: pytest.TestReport) -> str:
     text = str(report.longrepr or "")
-    lines = [line.strip() for line in text.splitlines() if line.strip().startswith("E ")]
+    lines = [line.strip() for line in text.splitlines() if line.strip().startswith("E ") and line.strip()[1:].strip()]
     return (lines[0][1:].strip() if lines else text.strip().splitlines()[-1] if text.strip() else "")[:200]
 
 
