@@ -288,3 +288,85 @@ async def test_an_exception_is_a_diagnostic_at_its_line(client, tmp_path):
     assert await inlay_hints(client, uri, len(lines)) == [
         (line_of(text, "torch.ones"), units(lines[line_of(text, "torch.ones")], encoding), "ones f32[2, 3]")]
     assert (line_of(text, "def boom"), f"trace error: {message}", "") in await code_lenses(client, uri)
+
+
+def count_progress_creates(client) -> list:
+    """The tokens of the `window/workDoneProgress/create` requests the server sends from now on."""
+    features = client.protocol.fm.features
+    answer = features[types.WINDOW_WORK_DONE_PROGRESS_CREATE]
+    created: list = []
+
+    def create(params: types.WorkDoneProgressCreateParams):
+        created.append(params.token)
+        return answer(params)
+
+    features[types.WINDOW_WORK_DONE_PROGRESS_CREATE] = create
+    return created
+
+
+def kinds(reports: list) -> list[str]:
+    """A progress's kinds in order, reports left out (a trace that waited for the queue reports when it runs)."""
+    return [r.kind for r in reports if r.kind != "report"]
+
+
+async def test_progress_under_the_clients_work_done_token(client, tmp_path):
+    import asyncio
+
+    await initialize(client, {"trace": {"timeoutSeconds": 120}})
+    created = count_progress_creates(client)
+    path = tmp_path / "spin.py"
+    shutil.copy(FIXTURES / "spin.py", path)
+    uri = await open_document(client, path, path.read_text())
+
+    # The client's token (as VS Code sends with every command): the trace reports under it, no token is created,
+    # and cancelling that token kills the trace.
+    token = "client-token-7"
+    client.progress_reports[token] = []         # a client knows the tokens it hands out
+    running = asyncio.ensure_future(client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="atenlens.trace", arguments=[{"uri": uri, "qualname": "spin"}], work_done_token=token)))
+    assert await progress_begun(client, "atenlens: tracing spin") == token
+    client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
+    assert await running == {"status": "cancelled", "qualname": "spin", "message": "cancelled by the user"}
+    assert kinds(client.progress_reports[token]) == ["begin", "end"]
+    assert client.progress_reports[token][0].cancellable is True
+    assert created == []
+
+    # Without one, the server creates its own (both editors declare window.workDoneProgress).
+    outcome = await execute(client, "atenlens.trace", {"uri": uri, "qualname": "quick"})
+    assert outcome["status"] == "ok", outcome
+    (own,) = created
+    assert own != token
+    assert kinds(client.progress_reports[own]) == ["begin", "end"]
+    assert client.progress_reports[own][0].title == "atenlens: tracing quick"
+
+
+async def test_trace_notes_in_the_lens_the_hover_and_the_log(client, tmp_path):
+    await initialize(client)
+    path = tmp_path / "noted.py"
+    shutil.copy(FIXTURES / "noted.py", path)
+    text = path.read_text()
+    uri = await open_document(client, path, text)
+    outcome = await execute(client, "atenlens.trace", {"uri": uri, "qualname": "batches"})
+    assert outcome["status"] == "ok", outcome
+    note = "the generator was traced for its first 100 items"
+
+    lenses = await client.text_document_code_lens_async(types.CodeLensParams(
+        text_document=types.TextDocumentIdentifier(uri=uri)))
+    (summary,) = [lens.command for lens in lenses if lens.command.command == ""]
+    assert (summary.title, summary.tooltip) == (outcome["summary"] + " · 1 note", note)
+
+    hover = await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        position=types.Position(line=line_of(text, "yield x.sum(0)"), character=8)))
+    assert hover.contents.value.startswith(f"_Note: {note}_\n\n**API calls:** `torch.Tensor.sum`")
+    assert [m.message for m in client.log_messages if m.message.startswith("atenlens: trace of")] == \
+        [f"atenlens: trace of batches: {note}"]
+
+    # A trace without notes keeps the plain summary and no note in its hovers.
+    change(client, uri, 2, (0, 0), (0, 0), "def plain():\n    return torch.ones(2)\n\n\n")
+    outcome = await execute(client, "atenlens.trace", {"uri": uri, "qualname": "plain"})
+    assert outcome["status"] == "ok", outcome
+    assert (0, outcome["summary"], "") in await code_lenses(client, uri)
+    hover = await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=1, character=8)))
+    assert "Note" not in hover.contents.value

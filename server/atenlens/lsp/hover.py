@@ -63,4 +63,7 @@ def hover_markdown(trace: LineTrace) -> str:
     if trace.diagnostics:
         parts.append("**Diagnostics**\n\n" + "\n".join(
             f"- `{d.code}` {d.message}" + (f" (×{d.count})" if d.count > 1 else "") for d in trace.diagnostics))
+    if parts and trace.notes:
+        # what the whole trace is subject to (traced on cpu instead of cuda, events cut): first, one line each
+        parts.insert(0, "\n\n".join(f"_Note: {note}_" for note in trace.notes))
     return "\n\n".join(parts)

@@ -16,16 +16,30 @@ pygls 2.1 splits a document into lines with `str.splitlines()`, which also break
 count only \n, \r\n and \r. After such a character every incremental change landed on the wrong
 line and the server's text silently differed from the editor's. The documents here count lines
 as LSP does.
+
+pygls 2.1 passes a command handler only the command's arguments; the `workDoneToken` a client
+sends with `workspace/executeCommand` (VS Code always sends one) is lost, so the server could only
+report progress under a token of its own, which VS Code shows apart from the command. Here the
+token is put in WORK_DONE_TOKEN for the command's handler (a context variable: each handler runs
+in its own task, so concurrent commands each see their own).
 """
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import re
 from concurrent.futures import Future
 from typing import Any, Callable, Optional, Sequence
 
+from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
 from pygls.workspace import TextDocument, Workspace
+
+# The workDoneToken of the `workspace/executeCommand` request whose handler is running, if any.
+WORK_DONE_TOKEN: contextvars.ContextVar[Optional[types.ProgressToken]] = contextvars.ContextVar(
+    "atenlens_work_done_token", default=None)
 
 # A line and its end, as LSP counts lines (the last line may have no end).
 _LSP_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
@@ -96,3 +110,21 @@ class AtenlensProtocol(LanguageServerProtocol):
         if message is ANSWERED:
             return
         super().handle_message(message)
+
+    @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
+    def lsp_workspace__execute_command(self, params: types.ExecuteCommandParams) -> Any:
+        commands = super().lsp_workspace__execute_command(params)
+        handler, args, kwargs = next(commands)      # raises InvalidParams as pygls does
+        token = params.work_done_token
+        if token is not None and asyncio.iscoroutinefunction(handler):
+            command = handler
+
+            async def handler(*args: Any, **kwargs: Any) -> Any:
+                WORK_DONE_TOKEN.set(token)
+                return await command(*args, **kwargs)
+        result = yield handler, args, kwargs
+        try:
+            commands.send(result)
+        except StopIteration as stop:
+            return stop.value
+        return result

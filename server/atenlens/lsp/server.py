@@ -27,7 +27,7 @@ from atenlens.lsp import convert
 from atenlens.lsp.debug import register_debug_requests
 from atenlens.lsp.documents import DocumentState, LintResult
 from atenlens.lsp.hover import hover_markdown
-from atenlens.lsp.protocol import AtenlensProtocol
+from atenlens.lsp.protocol import WORK_DONE_TOKEN, AtenlensProtocol
 from atenlens.lsp.settings import Settings, merge_problem_message, settings_from_json
 from atenlens.lsp.text import UTF16, LineShift, split_lines
 from atenlens.lsp.trace_view import build_traced_function
@@ -230,6 +230,9 @@ class AtenlensServer(LanguageServer):
         current = self.document(uri)
         assert current is not None
         traced.revalidate(split_lines(current.source))
+        for note in outcome.report.notes:
+            self.window_log_message(types.LogMessageParams(
+                type=types.MessageType.Info, message=f"atenlens: trace of {info.qualname}: {note}"))
         state = self.state(uri)
         state.traces.put(traced)
         self.publish(uri)
@@ -237,15 +240,20 @@ class AtenlensServer(LanguageServer):
         return {"status": outcome.report.status, "qualname": info.qualname, "summary": traced.summary,
                 "message": outcome.report.message}
 
-    async def _begin_progress(self, job: TraceJob, title: str) -> Optional[str]:
-        if not self.capability("window.work_done_progress"):
-            return None
-        token = f"atenlens-trace-{os.getpid()}-{next(self._progress_ids)}"
-        try:
-            await self.work_done_progress.create_async(token)
-        except Exception:               # the client refused: trace without progress
-            logger.exception("window/workDoneProgress/create failed")
-            return None
+    async def _begin_progress(self, job: TraceJob, title: str) -> Optional[types.ProgressToken]:
+        """Begins the trace's work-done progress: under the `workDoneToken` the client sent with
+        the command when it sent one (its own progress UI then shows the trace), else under a
+        token the server creates, if the client supports that."""
+        token = WORK_DONE_TOKEN.get()
+        if token is None:
+            if not self.capability("window.work_done_progress"):
+                return None
+            token = f"atenlens-trace-{os.getpid()}-{next(self._progress_ids)}"
+            try:
+                await self.work_done_progress.create_async(token)
+            except Exception:               # the client refused: trace without progress
+                logger.exception("window/workDoneProgress/create failed")
+                return None
         running = "running on fake tensors"
         waiting = self.traces.running is not job
         self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
@@ -390,7 +398,8 @@ def create_server() -> AtenlensServer:
                 lenses.append(types.CodeLens(range=where, command=command))
             traced = state.traces.functions.get(info.qualname)
             if traced is not None:
-                lenses.append(types.CodeLens(range=where, command=types.Command(title=traced.summary, command="")))
+                lenses.append(types.CodeLens(range=where, command=types.Command(
+                    title=traced.lens_title, command="", tooltip=traced.lens_tooltip)))
         return lenses
 
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)

@@ -32,6 +32,7 @@ class LineTrace:
     nested: list[Event] = field(default_factory=list)   # forward/optimizer ops deeper in user code called here
     nested_backward: list[Event] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    notes: tuple[str, ...] = ()                         # the trace's notes (report.notes), shown in its hover
 
     @property
     def has_ops(self) -> bool:
@@ -64,6 +65,17 @@ class TracedFunction:
         if self.report.status != "ok":
             return f"trace {self.report.status}: {self.report.message}".rstrip(": ")
         return summary_label(self.report.summary)
+
+    @property
+    def lens_title(self) -> str:
+        """The summary lens: the summary, and how many notes the trace has (the notes themselves
+        are the lens's tooltip and top the hovers of its lines)."""
+        count = len(self.report.notes)
+        return self.summary + (f" · {count} note{'s' if count != 1 else ''}" if count else "")
+
+    @property
+    def lens_tooltip(self) -> Optional[str]:
+        return "\n".join(self.report.notes) or None
 
     def shift(self, change: LineShift) -> None:
         if change.touches(self.first, self.last):
@@ -109,7 +121,7 @@ def build_traced_function(report: TraceReport, path: str, source_lines: Sequence
         if not 0 <= index < len(source_lines):
             return None
         if index not in lines:
-            lines[index] = LineTrace(text=source_lines[index])
+            lines[index] = LineTrace(text=source_lines[index], notes=tuple(report.notes))
         return lines[index]
 
     for event in report.events:
