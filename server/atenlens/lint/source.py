@@ -18,6 +18,7 @@ import re
 import threading
 from bisect import bisect_right
 from collections import OrderedDict
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterator, Optional
 
@@ -36,7 +37,19 @@ MAX_REPAIRS = 16
 REPAIR_BYTES_BUDGET = 16 * 200_000
 CACHED_DOCUMENTS = 16
 _parse_lock = threading.Lock()          # a tree-sitter Parser is not safe to share between threads
-_last_parse: "OrderedDict[str, tuple[bytes, Tree]]" = OrderedDict()
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """What one lint run of a document parsed: its text, the text with blanked rows and the tree
+    of the latter (never edited once cached)."""
+    original: bytes
+    data: bytes
+    tree: Tree
+    blanked_rows: tuple[int, ...]
+
+
+_last_parse: "OrderedDict[str, _Parsed]" = OrderedDict()
 
 
 @lru_cache(maxsize=1)
@@ -50,32 +63,34 @@ def encode_source(text: str) -> bytes:
     return text.encode("utf-8", errors="surrogatepass")
 
 
-def _parse_document(data: bytes, document: Optional[str]) -> Tree:
-    """Parse `data`; when `document` (a path or URI) was parsed before, re-parse incrementally
-    from its previous tree, which is what makes linting on every keystroke cheap."""
+def _parse(data: bytes, previous: Optional[tuple[bytes, Tree]] = None) -> Tree:
+    """Parse `data`, incrementally from `previous` (bytes and their tree, left untouched) when
+    given: only the changed byte range is re-parsed, which is what makes linting on every
+    keystroke cheap."""
     with _parse_lock:
-        previous = _last_parse.get(document) if document is not None else None
-        if previous is None or previous[1].root_node.has_error:
-            # After a broken version the next is usually broken too, and a broken re-parse is
-            # done fresh anyway (below): skip the incremental attempt.
-            tree = _parser().parse(data)
-        elif previous[0] == data:
-            tree = previous[1]
-        else:
-            old_data, old_tree = previous
-            tree = old_tree.copy()
-            _apply_edit(tree, old_data, data)
-            tree = _parser().parse(data, tree)
-            if tree.root_node.has_error:
-                # Error recovery depends on the previous tree; a fresh parse makes the findings
-                # depend on the text alone, not on the order of the edits that led to it.
-                tree = _parser().parse(data)
-        if document is not None:
-            _last_parse[document] = (data, tree)
-            _last_parse.move_to_end(document)
-            while len(_last_parse) > CACHED_DOCUMENTS:
-                _last_parse.popitem(last=False)
-        return tree
+        if previous is None:
+            return _parser().parse(data)
+        old_data, old_tree = previous
+        tree = old_tree.copy()
+        _apply_edit(tree, old_data, data)
+        return _parser().parse(data, tree)
+
+
+def _cached(document: Optional[str]) -> Optional[_Parsed]:
+    if document is None:
+        return None
+    with _parse_lock:
+        return _last_parse.get(document)
+
+
+def _remember(document: Optional[str], parsed: _Parsed) -> None:
+    if document is None:
+        return
+    with _parse_lock:
+        _last_parse[document] = parsed
+        _last_parse.move_to_end(document)
+        while len(_last_parse) > CACHED_DOCUMENTS:
+            _last_parse.popitem(last=False)
 
 
 def _apply_edit(tree: Tree, old: bytes, new: bytes) -> None:
@@ -122,44 +137,68 @@ class SourceText:
         while at != -1:
             self._line_starts.append(at + 1)
             at = find(b"\n", at + 1)
-        self.data = self.original           # what was parsed: the original with blanked lines
-        self.blanked_rows: list[int] = []
-        self.tree: Tree = _parse_document(self.data, document)
-        if self.tree.root_node.has_error:
-            self.tree = self.tree.copy()      # recovery edits the tree; the cached one stays as parsed
-            self._recover()
+        cached = _cached(document)
+        if cached is not None and cached.original == self.original:
+            self.data, self.tree, self.blanked_rows = cached.data, cached.tree, list(cached.blanked_rows)
+        else:
+            self._parse(None if cached is None else (cached.data, cached.tree))
+            _remember(document, _Parsed(self.original, self.data, self.tree, tuple(self.blanked_rows)))
         self.root: Node = self.tree.root_node
 
-    def _recover(self) -> None:
+    def _parse(self, previous: Optional[tuple[bytes, Tree]]) -> None:
+        """Set `data` (the original with blanked rows), `tree` and `blanked_rows`.
+
+        First every line that leaves a bracket or a triple-quoted string open is blanked: the
+        line being typed. Left in, tree-sitter's recovery may mark innocent lines far from it
+        (or make the whole file one ERROR), and parsing the text around it costs a full parse
+        on every keystroke; blanked, the re-parse is incremental like any other edit.
+
+        The result depends on the text alone, never on the versions parsed before it: an
+        error-free tree is the same however it was reached, but error recovery depends on the
+        tree a re-parse starts from, so a text that still has errors is parsed fresh before its
+        damage is examined."""
+        rows = rows_left_open(self.original, self._line_starts)
+        self.blanked_rows = rows
+        self.data = self._blanked(rows) if rows else self.original
+        tree = _parse(self.data, previous)
+        if tree.root_node.has_error and previous is not None:
+            tree = _parse(self.data)
+        self.tree = tree
+        if tree.root_node.has_error:
+            self._recover()
+
+    def _blanked(self, rows: list[int]) -> bytes:
+        data = bytearray(self.original)
+        for row in rows:
+            start, end = self._line_starts[row], self._line_end(row)
+            data[start:end] = b" " * (end - start)
+        return bytes(data)
+
+    def _blank(self, rows: list[int]) -> None:
+        """Replace `rows` by spaces of the same byte length (every offset and position stays
+        valid) and re-parse incrementally."""
         data = bytearray(self.data)
-        blanked: set[int] = set()
-        repairs = max(1, min(MAX_REPAIRS, REPAIR_BYTES_BUDGET // max(1, len(data))))
-        pending: list[int] = []
-        for attempt in range(repairs):
-            row = self._first_spreading_error_row(blanked)
-            if row is None:
-                break
-            if attempt == 0:
-                # Damage that spreads usually comes from a bracket or a triple-quoted string that
-                # the user has not closed yet, and tree-sitter's recovery may then mark innocent
-                # lines far from it (or the whole file): blank the lines that leave one open first.
-                pending = unclosed_rows(self.data, self._line_starts)
-            while pending and pending[0] in blanked:
-                pending.pop(0)
-            if pending:
-                row = pending.pop(0)
+        for row in rows:
             start = self._line_starts[row]
             end = self._line_end(row)
             data[start:end] = b" " * (end - start)
-            blanked.add(row)
             width = end - start
             self.tree.edit(start_byte=start, old_end_byte=end, new_end_byte=end,
                            start_point=Point(row, 0), old_end_point=Point(row, width),
                            new_end_point=Point(row, width))
-            self.data = bytes(data)
-            with _parse_lock:
-                self.tree = _parser().parse(self.data, self.tree)
-        self.blanked_rows = sorted(blanked)
+        self.data = bytes(data)
+        self.blanked_rows = sorted(set(self.blanked_rows) | set(rows))
+        with _parse_lock:
+            self.tree = _parser().parse(self.data, self.tree)
+
+    def _recover(self) -> None:
+        """Blank the first line of damage that spreads over several lines, re-parse, repeat."""
+        repairs = max(1, min(MAX_REPAIRS, REPAIR_BYTES_BUDGET // max(1, len(self.data))))
+        for _ in range(repairs):
+            row = self._first_spreading_error_row(set(self.blanked_rows))
+            if row is None:
+                break
+            self._blank([row])
 
     def _first_spreading_error_row(self, blanked: set[int]) -> Optional[int]:
         """Where the first damage that spreads over several lines starts: for an ERROR node, the
@@ -252,6 +291,16 @@ _BRACKET_TOKENS = re.compile(
     rb'''|["'()\[\]{}]''',
     re.DOTALL)
 _TRIPLE_QUOTES = (b'"""', b"'''")
+
+
+def rows_left_open(data: bytes, line_starts: list[int]) -> list[int]:
+    """`unclosed_rows`, or nothing at once when every kind of bracket is written as often opened
+    as closed and triple quotes come in pairs (the scan is only needed when they do not)."""
+    if data.count(b"(") == data.count(b")") and data.count(b"[") == data.count(b"]") \
+            and data.count(b"{") == data.count(b"}") \
+            and data.count(b'"""') % 2 == 0 and data.count(b"'''") % 2 == 0:
+        return []
+    return unclosed_rows(data, line_starts)
 
 
 def unclosed_rows(data: bytes, line_starts: list[int]) -> list[int]:
