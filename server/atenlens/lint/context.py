@@ -89,6 +89,13 @@ class LintContext:
                     and call.start_byte >= start and call.end_byte <= end:
                 yield call
 
+    def writes_in_arguments(self, call: Node, word: bytes) -> bool:
+        """Is `word` written anywhere in `call`'s argument list? A byte search: a cheap test
+        that rules out most calls before their arguments are looked at (`non_blocking=True`
+        cannot be passed without writing `non_blocking`)."""
+        args = call.child_by_field_name("arguments")
+        return args is not None and self.source.data.find(word, args.start_byte, args.end_byte) != -1
+
     def calls(self, *names: str) -> list[Node]:
         """Calls whose callee is `name` or `<anything>.name`, in source order."""
         found: list[Node] = []

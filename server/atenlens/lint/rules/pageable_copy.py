@@ -62,6 +62,8 @@ def host_to_device_source(call: Node) -> tuple[bool, Optional[Node]]:
 
 def check(ctx: LintContext) -> Iterator[Finding]:
     for call in ctx.calls(*COPY_METHODS):
+        if not ctx.writes_in_arguments(call, b"non_blocking"):
+            continue
         candidate, source = host_to_device_source(call)
         if not candidate or source is None:
             continue

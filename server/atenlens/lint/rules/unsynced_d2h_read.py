@@ -131,7 +131,7 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     waits: Optional[list[Node]] = None
     starts: list[int] = []
     for call in ctx.calls(*COPY_METHODS):
-        if not _is_d2h_non_blocking(ctx, call):
+        if not ctx.writes_in_arguments(call, b"non_blocking") or not _is_d2h_non_blocking(ctx, call):
             continue
         name, used_at_once = _result(call)
         if used_at_once:
