@@ -72,3 +72,22 @@ def test_cutting_a_file_and_half_typing_a_line_keeps_the_findings_above(program:
             assert found == above, (cut, tail)
             checked += len(above)
     assert checked > 0 or not any(lint_source_strict("".join(lines)))
+
+
+def test_typing_a_line_keystroke_by_keystroke_lints_each_version_like_a_fresh_parse() -> None:
+    """In the editor each version is re-parsed from the previous one (a half-typed version
+    included); the findings must be those of the text alone, and the rest of the file keeps its
+    findings at every keystroke."""
+    lines = BASE.read_text().splitlines(keepends=True)
+    typed = 'y = x.to("cuda", non_blocking=True)[0]\n'
+    document = "test://half-typed/keystrokes.py"
+    lint_source_strict("".join(lines), path=document)
+    kept = base_findings_shifted(INSERTED_AT)
+    for end in range(1, len(typed) + 1):
+        line = "    " + typed[:end].rstrip("\n") + "\n"
+        text = "".join(lines[:INSERTED_AT - 1] + [line] + lines[INSERTED_AT - 1:])
+        edited = [(f.line, f.column, f.code) for f in lint_source_strict(text, path=document)]
+        assert edited == [(f.line, f.column, f.code) for f in lint_source_strict(text)], typed[:end]
+        assert set(kept) <= set(edited), typed[:end]
+    column = len("    " + typed[:typed.index("non_blocking")])
+    assert edited == sorted(kept + [(INSERTED_AT, column, "AL200")])

@@ -5,12 +5,14 @@ broken region of a half-typed line with ERROR nodes and keeps the rest of the tr
 parses a 5,000-line file in milliseconds. Tree-sitter counts columns in UTF-8 bytes; findings count
 Python str characters, so every position goes through `SourceText.position`.
 
-Recovery: tree-sitter's own recovery is good for most damage but an unclosed bracket (the
-typical half-typed line, `y = x.to(`) can swallow everything after it into one ERROR node. When
-an ERROR node spans several lines, the line it starts on is blanked (replaced by spaces of the
-same byte length, so every offset and position stays valid) and the text re-parsed
-incrementally: up to 16 times, fewer for files over ~200 KB (the bytes re-parsed are bounded).
-Rules then see the code around the damage as written.
+Recovery: tree-sitter's own recovery is good for most damage, but an unclosed bracket or
+triple-quoted string (the typical half-typed line, `y = x.to(`) can swallow everything after it
+into one ERROR node, or make the whole file one. So before parsing, every line that leaves a
+bracket or a triple-quoted string open (a regular-expression scan, only when the counts of
+brackets or triple quotes do not match) is blanked: replaced by spaces of the same byte length, so
+every offset and position stays valid. When an ERROR node still spans several lines, the line it
+starts on is blanked and the text re-parsed incrementally: up to 16 times, fewer for files over
+~200 KB (the bytes re-parsed are bounded). Rules then see the code around the damage as written.
 """
 from __future__ import annotations
 
