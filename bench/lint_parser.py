@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         lint_source(next(versions), path=document)
         rows.append((f"lint_source, after a 1-char edit ({label})",
                      f"{median_ms(lambda: lint_source(next(versions), path=document), args.runs):.2f}",
-                     "incremental re-parse" if label == "valid" else "broken text: fresh parse + recovery"))
+                     "incremental re-parse" if label == "valid" else "half-typed line blanked, incremental re-parse"))
 
     import tempfile
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False, encoding="utf-8") as handle:
