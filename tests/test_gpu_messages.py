@@ -7,6 +7,7 @@ import pytest
 
 from atenlens.worker.client import TraceWorker
 from gpu_helpers import CORPUS, cuda_request
+from engine_helpers import EXAMPLES
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +44,30 @@ def test_item_in_a_loop_is_one_warning_counted_per_iteration(worker):
                          "finished all queued work [aten._local_scalar_dense]")
     assert [f.function for f in d.stack] == ["case_item_in_loop"]
     module_level = [x for x in report.diagnostics if x.severity == "information"]
-    assert report.summary.syncs == 5 + sum(x.count for x in report.diagnostics if x is not d)
     assert [x.line for x in module_level] == [position(path, "CALIBRATION =")[0]]
+    # the module's top level syncs too (once, then twice in its warm-up loop): reported, but
+    # summary.syncs counts the traced call's only
+    assert sorted(x.count for x in report.diagnostics if x is not d) == [1, 2]
+    assert report.summary.syncs == 5
+
+
+def test_summary_counts_the_syncs_of_the_traced_call_weighted_by_count(worker):
+    report = worker.trace(cuda_request(EXAMPLES / "train_step.py", "train"))       # steps=3, one .item() each
+    assert report.status == "ok", report.message
+    assert [(d.kind, d.count) for d in report.diagnostics] == [("sync", 3)]
+    assert report.summary.syncs == 3
+
+
+def test_syncs_while_the_example_call_arguments_are_built_are_not_counted(worker):
+    path = CORPUS / "syncs_scalar.py"
+    call = "case_item_once(*([] if torch.ones(2, device=DEVICE).sum().item() else []))"
+    report = worker.trace(cuda_request(path, "case_item_once", call=call))
+    assert report.status == "ok", report.message
+    setup = [d for d in report.diagnostics if d.file is None]       # the example call is no file of the user's
+    assert [(d.kind, d.severity, d.count) for d in setup] == [("sync", "information", 1)]
+    once = only_diagnostic_at(report, path, position(path, "return loss.item()")[0])
+    assert (once.severity, once.count) == ("warning", 1)
+    assert report.summary.syncs == 1
 
 
 def test_pageable_upload_names_the_api_the_tensor_and_the_fix(worker):

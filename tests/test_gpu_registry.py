@@ -44,7 +44,7 @@ def test_exact_keys_win_over_predicates_and_lookups_see_late_registrations():
 def test_the_engine_registers_the_sync_and_copy_ops():
     import torch
 
-    from atenlens.trace.gpu import modes  # noqa: F401  (registers the handlers)
+    from atenlens.trace.gpu import hooks  # noqa: F401  (registers the handlers)
     from atenlens.trace.gpu.registry import DISPATCH_HANDLERS
 
     aten = torch.ops.aten

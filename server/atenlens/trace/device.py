@@ -7,24 +7,48 @@ Contract used by the runner and the worker:
   cuda tensors are native and it does nothing. Only the trace worker calls it: a process that serves
   the editor never loads the shims.
 - `simulated_device(device)` is entered around each trace and yields a `DeviceSession`:
-  `make_fake_mode()` gives the FakeTensorMode to enter first (innermost for dispatch, it always runs
-  last); `extra_modes(sink)` gives the hazard modes, to enter next; the recorder's modes are entered
-  after them: torch hands each op to the most recently entered mode first, so the recorder sees
-  every op before the hazard modes answer it (with a placeholder where fakes know no value).
+  `make_fake_mode()` gives the FakeTensorMode to enter first; `hooks(sink)` gives the `DeviceHooks`
+  of one trace, which the recorder's two modes (entered next, around loading, the example call's
+  arguments and the traced call) call for every API call (`call`) and every aten op (`op`): the
+  hooks run it, find the device's hazards (syncs, copies, pinned memory) and may answer with a
+  placeholder where fakes know no value; the recorder records what the user's code issued. The
+  device adds no torch mode of its own: each Python mode costs every op a trip through it.
   While a "cuda" session is open, torch.cuda.* / torch.accelerator.* answer as one idle GPU. In
   every session optimizers and clip_grad_norm_ treat fake tensors as real ones when choosing their
   foreach path; everything is restored when the session closes.
 - When simulated CUDA is impossible (no compiler, the build failed, torch imported before the
   shims), a "cuda" request is traced on cpu: `session.device` is "cpu", `session.notes` says why,
-  and `extra_modes(sink)` adds an information diagnostic with code AL905 (Code.DEVICE_FALLBACK).
+  and `hooks(sink)` adds an information diagnostic with code AL905 (Code.DEVICE_FALLBACK).
 """
 from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Protocol
 
 from atenlens.trace.diagnostics import DiagnosticSink
+
+
+class DeviceHooks(Protocol):
+    """How the device takes part in one trace: the recorder's modes hand it each API call and op to run."""
+
+    def call(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """Run an API call (torch function level) and return what the program sees."""
+
+    def op(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """Run an aten op (dispatch level, below autograd) and return what the program sees."""
+
+
+class PlainHooks:
+    """No device behaviour: run everything as it is."""
+
+    @staticmethod
+    def call(func: Any, args: tuple, kwargs: dict) -> Any:
+        return func(*args, **kwargs)
+
+    @staticmethod
+    def op(func: Any, args: tuple, kwargs: dict) -> Any:
+        return func(*args, **kwargs)
 
 
 @dataclass
@@ -32,8 +56,8 @@ class DeviceSession:
     device: str                                   # what is simulated: "cpu" or "cuda"
     notes: tuple[str, ...] = ()
     make_fake_mode: Callable[..., Any] = None     # returns a FakeTensorMode for this device
-    extra_modes: Callable[[DiagnosticSink], list] = field(default=lambda sink: [])
-    # modes entered BEFORE (outside) the recorder's modes, after the fake mode (see above)
+    hooks: Callable[[DiagnosticSink], DeviceHooks] = field(default=lambda sink: PlainHooks())
+    # the hooks of one trace, reporting to `sink` (see above)
 
 
 def preload_before_torch(device: str) -> tuple[str, ...]:
@@ -67,7 +91,7 @@ def simulated_device(device: str) -> Iterator[DeviceSession]:
     from atenlens.report import Code
     from atenlens.trace import torch_compat
     from atenlens.trace.gpu.cuda_api import ListenerSlot, simulated_cuda_api
-    from atenlens.trace.gpu.modes import HazardDispatchMode, HazardFunctionMode, tolist_of_fake
+    from atenlens.trace.gpu.hooks import HazardHooks, tolist_of_fake
     from atenlens.trace.gpu.tracker import HazardTracker
 
     reason = _cuda_unavailable_reason() if device == "cuda" else None
@@ -76,13 +100,13 @@ def simulated_device(device: str) -> Iterator[DeviceSession]:
     slot = ListenerSlot()
     trackers: list[HazardTracker] = []
 
-    def extra_modes(sink: DiagnosticSink) -> list:
+    def hooks(sink: DiagnosticSink) -> DeviceHooks:
         tracker = HazardTracker(sink)
         trackers.append(tracker)
         slot.listener = tracker                   # torch.cuda.synchronize() & co. report to this trace
         if reason is not None:
             sink.add("device-fallback", Code.DEVICE_FALLBACK, notes[0], severity="information", stack=())
-        return [HazardFunctionMode(tracker), HazardDispatchMode(tracker)]
+        return HazardHooks(tracker)
 
     def tolist(t: Any, original: Callable[[Any], Any]) -> Any:
         return tolist_of_fake(trackers[-1], t) if trackers else original(t)
@@ -90,9 +114,9 @@ def simulated_device(device: str) -> Iterator[DeviceSession]:
     if not simulating:
         with torch_compat.foreach_optimizers_for_fake_tensors(), torch_compat.fake_tensor_tolist(tolist):
             yield DeviceSession(device="cpu", notes=notes, make_fake_mode=torch_compat.FakeTensorMode,
-                                extra_modes=extra_modes)
+                                hooks=hooks)
         return
     with simulated_cuda_api(slot), torch_compat.foreach_optimizers_for_fake_tensors(), \
             torch_compat.fake_tensor_tolist(tolist):
         yield DeviceSession(device="cuda", notes=notes, make_fake_mode=torch_compat.NoDeviceInitFakeTensorMode,
-                            extra_modes=extra_modes)
+                            hooks=hooks)

@@ -14,6 +14,12 @@ in backward, the current node's sequence number finds the forward stack again. A
 (no forward op) go to the `backward()` call; ops bracketed by torch.optim's `Optimizer.*`
 record_function belong to phase "optimizer".
 
+Device. These are the only Python modes of a trace (each mode on the stack costs every op a trip
+through the dispatcher): the recorder records, and hands each call and op to the device's hooks
+(trace/device.py `DeviceHooks`) to run, which find hazards and may answer with a placeholder. Inside
+a mode's handler that mode is off, so what the hooks run themselves is not recorded: the recorder
+sees each op as the user's code issued it.
+
 The recorder stays installed while the user's module loads and while the example call's arguments
 are built, with recording off: those ops run (on fakes, with the same device behaviour) but are not
 the traced function's work and are not counted.
@@ -31,6 +37,7 @@ from torch.utils.flop_counter import flop_registry
 from atenlens.report import Event, Frame, TensorMeta
 from atenlens.trace import torch_compat as tc
 from atenlens.trace.attribution import is_user_file
+from atenlens.trace.device import DeviceHooks, PlainHooks
 from atenlens.trace.diagnostics import DiagnosticSink
 
 _getframe = sys._getframe
@@ -74,8 +81,10 @@ class Recorder:
     """The events of one trace. Enter `modes()` (outermost first) around the user's code; set
     `recording` to True only while the traced function itself runs."""
 
-    def __init__(self, sink: DiagnosticSink, max_events: int = MAX_EVENTS) -> None:
+    def __init__(self, sink: DiagnosticSink, max_events: int = MAX_EVENTS,
+                 device_hooks: Optional[DeviceHooks] = None) -> None:
         self.sink = sink
+        self.use_device_hooks(device_hooks if device_hooks is not None else PlainHooks())
         self.events: list[Event] = []
         self.max_events = max_events
         self.dropped_ops: dict[str, int] = {}          # phase -> ops counted but not kept
@@ -99,9 +108,13 @@ class Recorder:
         self._op_mode = _OpRecorder(self)
 
     def modes(self) -> list[Any]:
-        """The torch modes to enter, outermost first. Modes that must see ops after the recorder
-        (e.g. the device's sync placeholders) are entered before these, outside them."""
+        """The torch modes to enter, in this order, after the fake mode."""
         return [self._call_mode, self._op_mode]
+
+    def use_device_hooks(self, hooks: DeviceHooks) -> None:
+        """Run calls and ops through `hooks` from now on."""
+        self.run_call = hooks.call
+        self.run_op = hooks.op
 
     def keep(self, event: Event) -> None:
         if len(self.events) < self.max_events:
@@ -238,13 +251,13 @@ def _flops(rec: Recorder, func: Any, args: tuple, kwargs: dict, out: Any) -> Opt
         return None
 
 
-def _run(func: Any, args: tuple, kwargs: dict) -> Any:
+def _run(run_op: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     try:
-        return func(*args, **kwargs)
+        return run_op(func, args, kwargs)
     except tc.DataDependentOutputException:
         # `.item()`, `bool(t)`, `float(t)` on a fake tensor have no value. The device's sync handling
-        # (inside this mode) answers them on simulated CUDA; anywhere else answer with a placeholder
-        # so the user's function runs on, as it would with real data.
+        # (run_op) answers them on simulated CUDA; anywhere else answer with a placeholder so the
+        # user's function runs on, as it would with real data.
         if func is torch.ops.aten._local_scalar_dense.default:
             return _placeholder_scalar(args[0].dtype)
         raise
@@ -264,7 +277,7 @@ class _OpRecorder(tc.TorchDispatchMode):
         if namespace == "profiler":
             return self._profiler_op(func, args, kwargs)
         if not rec.recording:
-            return _run(func, args, kwargs)
+            return _run(rec.run_op, func, args, kwargs)
 
         node = _current_node()
         if node is not None:
@@ -273,7 +286,7 @@ class _OpRecorder(tc.TorchDispatchMode):
                 stack = rec._backward_stack
             else:
                 stack = rec._site_of_node.get(sequence_nr)
-            out = _run(func, args, kwargs)
+            out = _run(rec.run_op, func, args, kwargs)
             node_name = node.name()
             if node_name.startswith("torch::autograd::"):       # "torch::autograd::AccumulateGrad"
                 node_name = node_name[len("torch::autograd::"):]
@@ -286,7 +299,7 @@ class _OpRecorder(tc.TorchDispatchMode):
                 site_of_node = rec._site_of_node
                 for sequence_nr in range(rec._last_sequence_nr, now):
                     site_of_node[sequence_nr] = stack
-            out = _run(func, args, kwargs)
+            out = _run(rec.run_op, func, args, kwargs)
             rec._last_sequence_nr = _sequence_nr()
             node_name = None
             phase = rec._current_phase()
@@ -336,12 +349,13 @@ class _CallRecorder(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
         kwargs = kwargs or {}
         rec = self.recorder
+        run_call = rec.run_call
         if not rec.recording:
-            return func(*args, **kwargs)
+            return run_call(func, args, kwargs)
         if _getframe(1).f_code is _PARAMETER_NEW_CODE:
             rec.recording = False
             try:
-                return func(*args, **kwargs)
+                return run_call(func, args, kwargs)
             finally:
                 rec.recording = True
         name = rec.call_name(func)
@@ -363,8 +377,8 @@ class _CallRecorder(TorchFunctionMode):
                 rec._backward_stack = stack
                 rec._in_backward += 1
                 try:
-                    return func(*args, **kwargs)
+                    return run_call(func, args, kwargs)
                 finally:
                     rec._in_backward -= 1
                     rec._backward_stack = previous
-        return func(*args, **kwargs)
+        return run_call(func, args, kwargs)

@@ -77,6 +77,7 @@ def run_trace(request: TraceRequest) -> TraceReport:
     device = request.device
     stage = "load"
     info: Optional[FunctionInfo] = None
+    syncs_before: Optional[int] = None      # syncs found before the traced call started (load, setup)
 
     with _user_import_state(file), torch_compat.fake_module_fixes(), _quiet_torch_logs():
         try:
@@ -87,21 +88,19 @@ def run_trace(request: TraceRequest) -> TraceReport:
                     device = session.device
                     notes = tuple(session.notes)
                     modes.enter_context(session.make_fake_mode())
-                    for mode in session.extra_modes(sink):
-                        modes.enter_context(mode)
-                    # the device may treat loading and argument building differently (a sync there runs once)
-                    with getattr(session, "setup", contextlib.nullcontext)():
-                        module = _load_module(file, source)
-                        stage = "setup"
-                        function = _resolve(module, request.qualname)
-                        example = _example_call(module, function, info, request.call)
-                    call_expression = example.expression
-                    stage = "trace"
-                    # The recorder's modes exist only around the traced call (loading and setup run at
-                    # fake-tensor speed). Entered last, they are the first torch hands each op to, so
-                    # the recorder sees every op before the device's hazard modes answer it.
+                    # The recorder's modes are the trace's only Python modes: from loading on they run
+                    # every call and op through the device's hooks (hazards at load time are found too)
+                    # and record only from `start()`.
+                    recorder.use_device_hooks(session.hooks(sink))
                     for mode in recorder.modes():
                         modes.enter_context(mode)
+                    module = _load_module(file, source)
+                    stage = "setup"
+                    function = _resolve(module, request.qualname)
+                    example = _example_call(module, function, info, request.call)
+                    call_expression = example.expression
+                    stage = "trace"
+                    syncs_before = _sync_count(sink.diagnostics())
                     recorder.start(boundary=sys._getframe().f_code)
                     try:
                         notes += _drive(example.function(*example.args, **example.kwargs))
@@ -110,7 +109,7 @@ def run_trace(request: TraceRequest) -> TraceReport:
         except _Stop as stop:
             status, message = stop.status, stop.message
             extra = (stop.diagnostic,) if stop.diagnostic is not None else ()
-            return _report(target, status, device, recorder, sink, started, message, call_expression,
+            return _report(target, status, device, recorder, sink, syncs_before, started, message, call_expression,
                            notes, torch.__version__, extra=extra)
         except TraceTimeout as timeout:
             status = "timeout"
@@ -124,7 +123,7 @@ def run_trace(request: TraceRequest) -> TraceReport:
             stack = _user_frames_of(timeout.__traceback__)
             extra = _diagnostic_at(stack, "timeout", code, message, severity="error",
                                    fallback=(file, info.line if info is not None else None))
-            return _report(target, status, device, recorder, sink, started, message, call_expression,
+            return _report(target, status, device, recorder, sink, syncs_before, started, message, call_expression,
                            notes, torch.__version__, extra=(extra,))
         except BaseException as error:       # the user's code raised (SystemExit and KeyboardInterrupt too)
             status = "error"
@@ -138,9 +137,9 @@ def run_trace(request: TraceRequest) -> TraceReport:
                 column = (error.offset - 1) if error.offset else None
             extra = _diagnostic_at(stack, "exception", Code.EXCEPTION, message, severity="error", column=column,
                                    fallback=(file, None))
-            return _report(target, status, device, recorder, sink, started, message, call_expression,
+            return _report(target, status, device, recorder, sink, syncs_before, started, message, call_expression,
                            notes, torch.__version__, extra=(extra,))
-    return _report(target, status, device, recorder, sink, started, message, call_expression, notes,
+    return _report(target, status, device, recorder, sink, syncs_before, started, message, call_expression, notes,
                    torch.__version__)
 
 
@@ -159,12 +158,14 @@ def _drive(result: Any) -> tuple[str, ...]:
 
 # -- the report -------------------------------------------------------------------------------------
 
-def _report(target: Target, status: str, device: str, recorder: Any, sink: DiagnosticSink, started: float,
-            message: str, call: Optional[str], notes: tuple[str, ...], torch_version: str,
-            extra: tuple[Diagnostic, ...] = ()) -> TraceReport:
+def _report(target: Target, status: str, device: str, recorder: Any, sink: DiagnosticSink,
+            syncs_before: Optional[int], started: float, message: str, call: Optional[str],
+            notes: tuple[str, ...], torch_version: str, extra: tuple[Diagnostic, ...] = ()) -> TraceReport:
     events = tuple(recorder.events)
     diagnostics = sink.diagnostics() + extra
-    summary = summarize(events, diagnostics, time.perf_counter() - started)
+    # the traced call's syncs: counts only grow, so those found before it started are subtracted
+    syncs = _sync_count(diagnostics) - syncs_before if syncs_before is not None else 0
+    summary = summarize(events, syncs, time.perf_counter() - started)
     if recorder.dropped:
         ops = dict(summary.ops)
         for phase, count in recorder.dropped_ops.items():
@@ -187,7 +188,12 @@ def _report(target: Target, status: str, device: str, recorder: Any, sink: Diagn
     )
 
 
-def summarize(events: tuple[Event, ...], diagnostics: tuple[Diagnostic, ...], seconds: float) -> Summary:
+def _sync_count(diagnostics: tuple[Diagnostic, ...]) -> int:
+    return sum(d.count for d in diagnostics if d.kind == "sync")
+
+
+def summarize(events: tuple[Event, ...], syncs: int, seconds: float) -> Summary:
+    """`syncs`: how many host-device syncs the traced call made."""
     ops: dict[str, int] = {"forward": 0, "backward": 0, "optimizer": 0}
     calls = 0
     flops = 0
@@ -197,7 +203,6 @@ def summarize(events: tuple[Event, ...], diagnostics: tuple[Diagnostic, ...], se
             flops += event.flops or 0
         else:
             calls += 1
-    syncs = sum(d.count for d in diagnostics if d.kind == "sync")
     return Summary(ops=ops, calls=calls, flops=flops, syncs=syncs, seconds=round(seconds, 4))
 
 

@@ -1,23 +1,24 @@
-"""The two torch modes that run the hazard handlers for one trace.
+"""The hazard handling of one trace, as the hooks the recorder's two torch modes call.
 
-The runner enters them before (outside) the recorder's modes. Torch gives each op and API call to
-the most recently entered mode first, so the recorder sees everything first and its own call then
-reaches these modes, which may answer with a placeholder; FakeTensorMode, an infra mode, always
-runs last. Inside a mode's handler the mode itself is off, so the function mode sees only the
-outermost API call of the user's line (what `tracker.current_api` names in messages).
+There is one TorchFunctionMode and one TorchDispatchMode per trace, the recorder's (every Python
+mode on the stack costs each op a round trip through the dispatcher). They record what the user's
+code does and hand every API call to `HazardHooks.call` and every aten op to `HazardHooks.op`,
+which run it — through the registered handler when there is one (a dict lookup per op; handlers
+only for the ops they concern), which may answer with a placeholder. Inside a mode's handler that
+mode is off, so the ops a handler runs itself (placeholders, pinned copies) reach only the fake
+mode and are not recorded, and the function hook sees only the outermost API call of the user's
+line (what `tracker.current_api` names in messages).
 """
 from __future__ import annotations
 
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
 from atenlens.trace.gpu import copies, sdpa, syncs  # noqa: F401  (importing registers their handlers)
 from atenlens.trace.gpu.registry import DISPATCH_HANDLERS, FUNCTION_HANDLERS, InterceptedCall
 from atenlens.trace.gpu.tracker import HazardTracker, tensor_label
-from atenlens.trace.torch_compat import TorchDispatchMode
 
 aten = torch.ops.aten
 
@@ -51,26 +52,43 @@ def _check_reads(tracker: HazardTracker, tensors: list, reader: str, op: Any) ->
                 tracker.unsynced_read(_unsynced_read_message(reader, tensor_label(t), pending.line), op)
 
 
-class HazardDispatchMode(TorchDispatchMode):
-    def __init__(self, tracker: HazardTracker) -> None:
-        super().__init__()
-        self.tracker = tracker
+class HazardHooks:
+    """Runs API calls and aten ops for the recorder's modes, finding hazards on the way (the
+    `DeviceHooks` of trace/device.py)."""
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
+    def __init__(self, tracker: HazardTracker) -> None:
+        self.tracker = tracker
+        self._op_handler = DISPATCH_HANDLERS.lookup
+        self._call_handler = FUNCTION_HANDLERS.lookup
+
+    def op(self, func: Any, args: tuple, kwargs: dict) -> Any:
         tracker = self.tracker
         if tracker.has_pending() and func not in _NOT_READS and func.namespace == "aten" and not func.is_view:
             read = tree_leaves((args[1:], kwargs) if func in _WRITES_FIRST_ONLY else (args, kwargs))
             reader = _FUNCTION_READERS.get(tracker.current_api or "", "an op")   # the op is named after the message
             _check_reads(tracker, read, reader, str(func))
-        handler = DISPATCH_HANDLERS.lookup(func)
+        handler = self._op_handler(func)
         if handler is None:
             out = func(*args, **kwargs)
         else:
             out = handler(InterceptedCall(func, args, kwargs, tracker, run=lambda: func(*args, **kwargs)))
-        if kwargs.get("pin_memory") and isinstance(out, torch.Tensor) and out.device.type == "cpu":
+        if kwargs and kwargs.get("pin_memory") and isinstance(out, torch.Tensor) and out.device.type == "cpu":
             tracker.mark_pinned(out)    # torch.empty(..., pin_memory=True) and other factories
         return out
+
+    def call(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        tracker = self.tracker
+        name = getattr(func, "__name__", None)
+        previous, tracker.current_api = tracker.current_api, name
+        try:
+            if name in _FUNCTION_LEVEL_READS and tracker.has_pending() and args:
+                _check_reads(tracker, [args[0]], _FUNCTION_READERS[name], None)
+            handler = self._call_handler(func)
+            if handler is None:
+                return func(*args, **kwargs)
+            return handler(InterceptedCall(func, args, kwargs, tracker, run=lambda: func(*args, **kwargs)))
+        finally:
+            tracker.current_api = previous
 
 
 def tolist_of_fake(tracker: HazardTracker, t: torch.Tensor) -> Any:
@@ -78,24 +96,3 @@ def tolist_of_fake(tracker: HazardTracker, t: torch.Tensor) -> Any:
     if tracker.has_pending():
         _check_reads(tracker, [t], "`.tolist()`", None)
     return syncs.fake_tolist(tracker, t)
-
-
-class HazardFunctionMode(TorchFunctionMode):
-    def __init__(self, tracker: HazardTracker) -> None:
-        super().__init__()
-        self.tracker = tracker
-
-    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        tracker = self.tracker
-        name = getattr(func, "__name__", None)
-        previous, tracker.current_api = tracker.current_api, name
-        try:
-            if name in _FUNCTION_LEVEL_READS and tracker.has_pending() and args:
-                _check_reads(tracker, [args[0]], _FUNCTION_READERS[name], None)
-            handler = FUNCTION_HANDLERS.lookup(func)
-            if handler is None:
-                return func(*args, **kwargs)
-            return handler(InterceptedCall(func, args, kwargs, tracker, run=lambda: func(*args, **kwargs)))
-        finally:
-            tracker.current_api = previous
