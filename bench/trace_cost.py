@@ -10,7 +10,8 @@ For each model, side by side in alternating rounds (A B C, B C A, ...), each in 
   level calls, no attribution to lines, no hazards): what a user can get from torch itself today.
 Reported: median and spread (min-max) of the wall time, the ratios of medians, peak RSS (ru_maxrss of
 the whole process, torch included) and the op counts. A "warm process" has imported torch and
-entered a first FakeTensorMode before the clock starts, as the trace worker has.
+entered a first FakeTensorMode before the clock starts, and frozen its heap (gc.freeze), as the trace
+worker has.
 
     python bench/trace_cost.py [--quick] [--rounds N] [--json PATH]     (--quick: GPT-2 at tiny sizes only)
 """
@@ -49,6 +50,9 @@ with FakeTensorMode():                                 # warm like the worker: t
 from atenlens.report import TraceRequest
 from atenlens.trace import torch_compat
 from atenlens.trace.runner import build_example_call, run_trace
+import gc                                              # and, like the worker before it forks a trace, move
+gc.collect()                                           # the warm heap out of the collector's reach: else a
+gc.freeze()                                            # full collection (~0.4 s here) lands in a run or not, by chance
 
 result = {"mode": mode, "notes": list(notes)}
 if mode == "atenlens":
