@@ -213,3 +213,64 @@ def test_without_pidfd_the_worker_polls_for_the_childs_exit(tmp_path):
         timeout = worker.trace(request(stuck, "step", timeout=1))
         assert (timeout.status, timeout.diagnostics[0].line) == ("timeout", line_of(stuck, "while True: pass"))
         assert worker.trace(request(TINY, "linear_step")).status == "ok"
+
+
+# A `torch` that waits at import until the test opens the gate (a fifo), then fails: the worker's
+# start is held at a point the test controls, and then fails, without sleeping.
+GATED_TORCH = '''
+import os
+with open(os.environ["ATENLENS_TEST_GATE"], "rb") as gate:
+    gate.read()
+raise ImportError("this torch cannot be imported")
+'''
+
+
+@pytest.fixture
+def gated_worker(tmp_path):
+    stub = tmp_path / "stub"
+    stub.mkdir()
+    (stub / "torch.py").write_text(GATED_TORCH)
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    with TraceWorker(env={"PYTHONPATH": str(stub), "ATENLENS_TEST_GATE": str(gate)}) as worker:
+        yield worker, gate
+
+
+def open_gate(gate) -> None:
+    with open(gate, "wb") as writer:       # the worker's torch reads to end of file, then fails
+        writer.write(b"go")
+
+
+def test_a_trace_cancelled_while_the_worker_starts_is_cancelled_and_the_failure_is_the_next_ones(gated_worker):
+    worker, gate = gated_worker
+    result: list[TraceReport] = []
+    thread = threading.Thread(target=lambda: result.append(worker.trace(request(TINY, "linear_step"))))
+    thread.start()
+    # The first trace waits for the worker's start; wait until it is the running one, then cancel it.
+    while not worker.cancel():
+        assert thread.is_alive()
+    thread.join(60)
+    assert (result[0].status, result[0].message) == ("error", "cancelled")
+    # The worker now fails to start: the next trace says why (not that "the trace worker exited"),
+    # and so does every trace after it, each with a new worker.
+    reports: list[TraceReport] = []
+    thread = threading.Thread(target=lambda: reports.append(worker.trace(request(TINY, "linear_step"))))
+    thread.start()
+    open_gate(gate)
+    thread.join(60)
+    for _ in range(3):
+        open_gate_later = threading.Thread(target=open_gate, args=(gate,))
+        open_gate_later.start()
+        reports.append(worker.trace(request(TINY, "linear_step")))
+        open_gate_later.join(60)
+    assert [(r.status, r.message) for r in reports] == [
+        ("error", "the trace worker could not start: ImportError: this torch cannot be imported")] * 4
+    assert all('raise ImportError("this torch cannot be imported")' in r.stderr for r in reports)
+
+
+def test_a_cancel_decided_before_the_trace_reaches_the_worker_runs_nothing(worker):
+    pid = worker.pid
+    started: list[int] = []
+    report = worker.trace(request(LOOP, "step", timeout=300), on_started=started.append, is_cancelled=lambda: True)
+    assert (report.status, report.message, started) == ("error", "cancelled", [])
+    assert worker.pid == pid and worker.trace(request(TINY, "linear_step")).status == "ok"

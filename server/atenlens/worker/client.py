@@ -76,6 +76,10 @@ class _Pending:
         self.report: Optional[TraceReport] = None
         self.child_pid: Optional[int] = None
         self.cancelled = False
+        # Set (under the client's state lock) once the request is on its way to a worker that said
+        # it was ready. Before that, the trace has nothing in the worker to cancel, and a worker that
+        # dies is a start failure, which the tracing thread reports with its cause.
+        self.sent = False
 
     def finish(self, report: TraceReport) -> None:
         if not self.done.is_set():
@@ -100,7 +104,8 @@ class TraceWorker:
         self._state = threading.Lock()          # guards the fields below
         self._trace_lock = threading.Lock()     # one trace at a time
         self._process: Optional[subprocess.Popen] = None
-        self._ready = threading.Event()
+        self._ready = threading.Event()        # set when the worker is ready, failed to start, or ended
+        self._ended = threading.Event()        # set when the client has read all of the worker's output
         self._ready_info: dict = {}
         self._fatal: Optional[str] = None
         self._pending: Optional[_Pending] = None
@@ -137,11 +142,12 @@ class TraceWorker:
             return f"cannot run {self.python!r}: {error.strerror or error}"
         self._process = process
         self._ready = threading.Event()
+        self._ended = threading.Event()
         self._ready_info = {}
         self._fatal = None
         self._stderr_tail = deque()
-        threading.Thread(target=self._read_responses, args=(process, self._ready), name="atenlens-worker-out",
-                         daemon=True).start()
+        threading.Thread(target=self._read_responses, args=(process, self._ready, self._ended),
+                         name="atenlens-worker-out", daemon=True).start()
         threading.Thread(target=self._read_stderr, args=(process, self._stderr_tail), name="atenlens-worker-err",
                          daemon=True).start()
         return None
@@ -203,11 +209,14 @@ class TraceWorker:
 
     # -- tracing -------------------------------------------------------------------------------
 
-    def trace(self, request: TraceRequest, on_started: Optional[Callable[[int], None]] = None) -> TraceReport:
+    def trace(self, request: TraceRequest, on_started: Optional[Callable[[int], None]] = None,
+              is_cancelled: Optional[Callable[[], bool]] = None) -> TraceReport:
         """Runs one trace in the worker and returns its report; never raises for what the traced
         code or the worker does. Blocks while another trace of this worker runs. `on_started`
         (optional) is called, on the client's reader thread, with the pid of the process running
-        the trace once it runs."""
+        the trace once it runs. `is_cancelled` (optional) is asked once this trace is the one that
+        `cancel()` cancels: a caller that decided to cancel before that (while this call was on
+        its way, or waiting for another trace) says so there, and nothing runs."""
         with self._trace_lock:
             pending = _Pending(next(self._ids), request, on_started)
             with self._state:
@@ -220,35 +229,47 @@ class TraceWorker:
                     if failure is not None:
                         return worker_died_report(request, f"the trace worker could not start: {failure}")
                 self._pending = pending
-                process, ready = self._process, self._ready
+                process, ready, ended = self._process, self._ready, self._ended
             try:
-                return self._run(pending, process, ready)
+                if is_cancelled is not None and is_cancelled():
+                    pending.cancelled = True
+                    return cancelled_report(request)
+                return self._run(pending, process, ready, ended)
             finally:
                 with self._state:
                     self._pending = None
 
-    def _run(self, pending: _Pending, process: subprocess.Popen, ready: threading.Event) -> TraceReport:
+    def _run(self, pending: _Pending, process: subprocess.Popen, ready: threading.Event,
+             ended: threading.Event) -> TraceReport:
         started = time.monotonic()
-        while not ready.wait(0.1):
+        while not ready.wait(0.1):           # the reader sets it at "ready", at "fatal" and at end of output
             if pending.done.is_set():
                 return pending.report                       # cancelled or closed while starting
-            if process.poll() is not None or self._fatal is not None:
-                break
             if time.monotonic() - started > self.startup_timeout:
                 self._discard_process(process)
                 return worker_died_report(pending.request,
                                           f"the trace worker did not start within {self.startup_timeout:g} s",
                                           self._stderr_text())
-        if self._fatal is not None or process.poll() is not None:
-            message = self._fatal or f"the trace worker exited while starting (exit code {process.poll()})"
-            self._discard_process(process)
-            return worker_died_report(pending.request, f"the trace worker could not start: {message}",
-                                      self._stderr_text())
-        if pending.cancelled:
+        if pending.done.is_set():
+            return pending.report
+        with self._send_lock:                # a cancel() is written after the request, never before it
+            with self._state:
+                failed = self._fatal is not None or not self._ready_info or ended.is_set()
+                if not failed and not pending.cancelled:
+                    pending.sent = True
+            written = False
+            if pending.sent:
+                try:
+                    self._write(process, {"id": pending.id, "request": to_jsonable(pending.request)})
+                    written = True
+                except (OSError, ValueError):    # the worker died (its stdin is closed)
+                    pass
+        if failed:
+            return self._start_failure(pending, process, ended)
+        if not pending.sent:
             return cancelled_report(pending.request)
-        try:
-            self._send(process, {"id": pending.id, "request": to_jsonable(pending.request)})
-        except OSError:
+        if not written:
+            ended.wait(CANCEL_WAIT_SECONDS)      # its output's end has the exit status
             pending.finish(self._death_report(pending, process))
         limit = hard_timeout(pending.request) + ANSWER_MARGIN_SECONDS
         if not pending.done.wait(limit):
@@ -259,20 +280,35 @@ class TraceWorker:
             return cancelled_report(pending.request, pending.report.stdout, pending.report.stderr)
         return pending.report
 
+    def _start_failure(self, pending: _Pending, process: subprocess.Popen, ended: threading.Event) -> TraceReport:
+        """The worker said "fatal", or ended, before this trace's request was sent: report why,
+        with what it wrote to stderr (read to its end first: the reason is often its last line)."""
+        ended.wait(CANCEL_WAIT_SECONDS)
+        if self._fatal is None and self._ready_info:
+            report = self._death_report(pending, process)      # it was ready, then died before the request
+        else:
+            code = process.poll()
+            message = self._fatal or f"the trace worker exited while starting (exit code {code})"
+            report = worker_died_report(pending.request, f"the trace worker could not start: {message}",
+                                        self._stderr_text())
+        self._discard_process(process)
+        return report
+
     def cancel(self) -> bool:
         """Kills the running trace (from any thread); its trace() returns status "error" with
         message "cancelled". Returns False when no trace was running."""
         with self._state:
             pending, process = self._pending, self._process
-        if pending is None or pending.done.is_set():
-            return False
-        pending.cancelled = True
-        if process is None or not self._ready.is_set():
+            if pending is None or pending.done.is_set():
+                return False
+            pending.cancelled = True
+            sent = pending.sent
+        if process is None or not sent:
             pending.finish(cancelled_report(pending.request))
             return True
         try:
             self._send(process, {"id": pending.id, "cancel": True})
-        except OSError:
+        except (OSError, ValueError):        # the worker is gone (its stdin closed): its end answers
             pass
         backstop = threading.Timer(CANCEL_WAIT_SECONDS, self._cancel_backstop, args=(pending, process))
         backstop.daemon = True
@@ -280,18 +316,27 @@ class TraceWorker:
         return True
 
     def _cancel_backstop(self, pending: _Pending, process: subprocess.Popen) -> None:
-        """The worker did not answer a cancel in time: replace it."""
-        if not pending.done.is_set():
-            self._discard_process(process)
-            pending.finish(cancelled_report(pending.request))
+        """The worker did not answer a cancel in time: replace it. Decided under the state lock:
+        a worker that answered meanwhile may already run the next trace, and must not be killed."""
+        with self._state:
+            if pending.done.is_set() or self._pending is not pending or self._process is not process:
+                return
+            self._process = None
+        self._kill(process)
+        pending.finish(cancelled_report(pending.request))
 
     # -- plumbing ------------------------------------------------------------------------------
 
     def _send(self, process: subprocess.Popen, message: dict) -> None:
-        data = (json.dumps(message, separators=(",", ":")) + "\n").encode("utf-8")
         with self._send_lock:
-            process.stdin.write(data)
-            process.stdin.flush()
+            self._write(process, message)
+
+    @staticmethod
+    def _write(process: subprocess.Popen, message: dict) -> None:
+        """One message to the worker; the caller holds the send lock."""
+        data = (json.dumps(message, separators=(",", ":")) + "\n").encode("utf-8")
+        process.stdin.write(data)
+        process.stdin.flush()
 
     def _discard_process(self, process: subprocess.Popen) -> None:
         with self._state:
@@ -325,7 +370,23 @@ class TraceWorker:
             except OSError:
                 pass
 
-    def _read_responses(self, process: subprocess.Popen, ready: threading.Event) -> None:
+    def _read_responses(self, process: subprocess.Popen, ready: threading.Event, ended: threading.Event) -> None:
+        try:
+            self._read_messages(process, ready)
+        except (OSError, ValueError):        # the stream was closed under us: the worker was discarded
+            pass
+        # end of output: the worker is gone. Only a trace whose request was sent dies with it here;
+        # one still waiting for the worker to start is reported by its own thread, with the cause.
+        process.wait()
+        with self._state:
+            ended.set()
+            pending = self._pending if self._process is process else None
+            sent = pending is not None and pending.sent
+        ready.set()
+        if sent:
+            pending.finish(self._death_report(pending, process))
+
+    def _read_messages(self, process: subprocess.Popen, ready: threading.Event) -> None:
         for line in process.stdout:
             try:
                 message = json.loads(line)
@@ -333,7 +394,7 @@ class TraceWorker:
                 continue                        # cannot happen: only the worker writes here
             event = message.get("event")
             if self._process is not process:
-                break                           # replaced; nobody waits for this one any more
+                return                          # replaced; nobody waits for this one any more
             if event == "ready":
                 self._ready_info = message
                 ready.set()
@@ -361,12 +422,6 @@ class TraceWorker:
                 pending.finish(report)
             elif "error" in message:
                 pending.finish(worker_died_report(pending.request, str(message["error"])))
-        # end of output: the worker is gone
-        process.wait()
-        ready.set()
-        pending = self._pending
-        if pending is not None and self._process is process:
-            pending.finish(self._death_report(pending, process))
 
     def _death_report(self, pending: _Pending, process: subprocess.Popen) -> TraceReport:
         if pending.cancelled:
