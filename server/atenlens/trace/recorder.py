@@ -194,6 +194,11 @@ class Recorder:
 
     @staticmethod
     def _compute_call_name(func: Any) -> Optional[str]:
+        if isinstance(func, tc.OP_OBJECT_TYPES):
+            # An op object called from Python is torch's own plumbing (prim.device from FakeTensor's
+            # device checks of `_foreach_*` ops inside the dispatch mode, profiler ops of
+            # record_function): the dispatch mode records real ops, and these are no API call.
+            return None
         if isinstance(func, _DESCRIPTOR_WRAPPERS) and getattr(func, "__name__", "") in ("__get__", "__set__"):
             return None
         try:

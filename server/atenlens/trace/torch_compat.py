@@ -30,6 +30,11 @@ ACCUMULATE_GRAD_SEQUENCE_NR = 2**64 - 1
 RECORD_FUNCTION_ENTER = torch.ops.profiler._record_function_enter_new.default
 RECORD_FUNCTION_EXIT = torch.ops.profiler._record_function_exit._RecordFunction
 
+# An aten/prim/profiler op called as a Python object (`torch.ops.prim.device.default(t)`). torch
+# itself calls them so, e.g. FakeTensor's device checks of a foreach op from inside the recorder's
+# dispatch mode; a TorchFunctionMode sees those calls too.
+OP_OBJECT_TYPES: tuple[type, ...] = (torch._ops.OpOverload, torch._ops.OpOverloadPacket)
+
 
 def sequence_nr() -> int:
     """The next autograd node sequence number of this thread (rises by one per node created)."""
