@@ -174,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     result.tables += [times, memory]
     result.notes.append("CPU-time ratio = ratio of the medians of process CPU time over the same interval: less "
                         "sensitive than wall time to other load on a shared machine")
+    result.notes.append("each process freezes its warm heap (gc.freeze) before the clock starts, as the trace worker "
+                        "does before it forks: unfrozen, a full collection of that heap (~0.4 s here) falls inside "
+                        "some runs and not others, more often in traces, whose events allocate")
     result.notes.append("trace time = run_trace in a warm process: load the module, build the model, optimizer "
                         "and batch on fake tensors, record the step; the worker's fork and JSON are not included "
                         "(bench/worker_costs.py measures those)")
