@@ -39,6 +39,7 @@ from atenlens.trace import torch_compat as tc
 from atenlens.trace.attribution import is_user_file
 from atenlens.trace.device import DeviceHooks, PlainHooks
 from atenlens.trace.diagnostics import DiagnosticSink
+from atenlens.trace.placeholders import placeholder_scalar
 
 _getframe = sys._getframe
 _current_node = tc.current_autograd_node
@@ -60,16 +61,6 @@ _METADATA_METHODS = frozenset({
     "__deepcopy__", "__array__", "__dlpack__", "__dlpack_device__", "__contains__", "__torch_function__",
 })
 _DESCRIPTOR_WRAPPERS = (types.MethodWrapperType, types.WrapperDescriptorType, types.MethodDescriptorType)
-
-
-def _placeholder_scalar(dtype: torch.dtype) -> Any:
-    if dtype == torch.bool:
-        return True
-    if dtype.is_floating_point:
-        return 1.0
-    if dtype.is_complex:
-        return 1 + 0j
-    return 1
 
 
 # A report is read by an editor: past this many events (a long training loop), the rest are counted
@@ -264,7 +255,7 @@ def _run(run_op: Any, func: Any, args: tuple, kwargs: dict) -> Any:
         # (run_op) answers them on simulated CUDA; anywhere else answer with a placeholder so the
         # user's function runs on, as it would with real data.
         if func is torch.ops.aten._local_scalar_dense.default:
-            return _placeholder_scalar(args[0].dtype)
+            return placeholder_scalar(args[0].dtype)
         raise
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from atenlens.trace.gpu.registry import DISPATCH_HANDLERS, FUNCTION_HANDLERS, InterceptedCall
+from atenlens.trace.placeholders import placeholder_scalar
 from atenlens.trace.gpu.tracker import HazardTracker, is_cuda, tensor_label
 from atenlens.trace.torch_compat import DataDependentOutputException, DynamicOutputShapeException, FakeTensor
 
@@ -34,16 +35,6 @@ _SCALAR_READERS = {
 }
 
 WAITS = "the host waits until the GPU has finished all queued work"
-
-
-def placeholder_scalar(dtype: torch.dtype) -> Any:
-    if dtype == torch.bool:
-        return True
-    if dtype.is_floating_point:
-        return 1.0
-    if dtype.is_complex:
-        return 1 + 0j
-    return 1
 
 
 def _run_or(call: InterceptedCall, placeholder: Any) -> Any:
