@@ -43,6 +43,7 @@ class DocumentState:
     lint: Optional[LintResult] = None
     lint_task: Optional["asyncio.Task[None]"] = None        # the latest lint asked for
     lint_running: Optional["asyncio.Task[None]"] = None     # the one whose thread is running
+    last_change: float = float("-inf")                      # loop time of the latest didChange
     _functions: list[FunctionInfo] = field(default_factory=list)
     _functions_source: Optional[str] = None
     syntax_ok: bool = True

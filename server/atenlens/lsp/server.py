@@ -38,7 +38,7 @@ logger = logging.getLogger(__name__)
 
 NAME = "atenlens"
 VERSION = "0.1.0"
-LINT_DEBOUNCE_SECONDS = 0.03      # coalesces a burst of keystrokes; lints only the latest version
+LINT_DEBOUNCE_SECONDS = 0.03      # coalesces a burst of changes; lints only the latest version
 
 CMD_TRACE = "atenlens.trace"
 CMD_INSERT_DIRECTIVE = "atenlens.insertDirective"
@@ -330,7 +330,12 @@ def create_server() -> AtenlensServer:
         document, state = ls.document(uri), ls.state(uri)
         if document is not None and state.traces.functions:
             state.traces.revalidate(split_lines(document.source))
-        ls.schedule_lint(uri, LINT_DEBOUNCE_SECONDS)
+        # A change after a pause (typing) is linted at once; changes that follow each other
+        # within the debounce (a paste, a replace-all, an editor replaying edits) are coalesced.
+        now = asyncio.get_running_loop().time()
+        in_burst = now - state.last_change < LINT_DEBOUNCE_SECONDS
+        state.last_change = now
+        ls.schedule_lint(uri, LINT_DEBOUNCE_SECONDS if in_burst else 0)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: AtenlensServer, params: types.DidSaveTextDocumentParams) -> None:
