@@ -20,9 +20,13 @@ FALLBACK = Path(__file__).resolve().parent / "fixtures" / "gpu" / "fallback.py"
 MISSING_COMPILER = "/nonexistent/bin/c++"
 
 # Loads the shims, then imports torch and runs what needs them: backward through fake cuda tensors
-# (hooks) and .to("cuda") (device guard).
+# (hooks) and .to("cuda") (device guard). It leaves as the trace worker's children do (flush, then
+# os._exit): after a backward on a cuda device, torch's autograd device thread may still hold the
+# last reference to the finished graph task, whose captured thread-local state holds the
+# FakeTensorMode; a normal interpreter exit can race it, and the thread, unable to take the GIL of
+# a finalizing interpreter, is unwound through a noexcept destructor (std::terminate, SIGABRT).
 LOAD_AND_USE = textwrap.dedent("""
-    import json, sys
+    import json, os, sys
     from atenlens.trace.gpu import shims
     status = shims.load_shims()
     result = {"available": status.available, "built": status.built, "cache_dir": status.cache_dir,
@@ -36,6 +40,9 @@ LOAD_AND_USE = textwrap.dedent("""
             (x @ w).sum().backward()
             result["grad"] = str(w.grad.device)
     print(json.dumps(result))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 """)
 
 

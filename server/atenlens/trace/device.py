@@ -6,6 +6,12 @@ Contract used by the runner and the worker:
   (first use; cached) and loads the C++ shims of `atenlens.trace.gpu.shims`; on a CUDA build fake
   cuda tensors are native and it does nothing. Only the trace worker calls it: a process that serves
   the editor never loads the shims.
+- A process that ran a backward on (simulated or real) cuda tensors leaves with `os._exit` after
+  flushing, as the worker's children do, never through a normal interpreter exit: torch's autograd
+  device thread may still hold the last reference to the finished graph task, whose captured
+  thread-local state holds Python objects (the FakeTensorMode); if the interpreter is finalizing
+  when that thread asks for the GIL, the thread is unwound through a noexcept destructor and the
+  process aborts ("terminate called without an active exception").
 - `simulated_device(device)` is entered around each trace and yields a `DeviceSession`:
   `make_fake_mode()` gives the FakeTensorMode to enter first; `hooks(sink)` gives the `DeviceHooks`
   of one trace, which the recorder's two modes (entered next, around loading, the example call's
