@@ -37,7 +37,7 @@ RATIO_TARGET = 1.3
 
 # Runs in a fresh interpreter: warm up like the worker, then time one trace (or one floor run).
 PROBE = r"""
-import importlib.util, json, resource, sys, time
+import importlib.util, json, os, resource, sys, time
 mode, models, call = sys.argv[1], sys.argv[2], sys.argv[3]
 from atenlens.trace.device import preload_before_torch, simulated_device
 notes = preload_before_torch("cuda")
@@ -85,6 +85,8 @@ else:
         result["logged"] = len(logger.operators)
 result["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps(result))
+# leave as the worker's children do: a normal exit can race autograd's device thread (device.py)
+sys.stdout.flush(); sys.stderr.flush(); os._exit(0)
 """
 
 

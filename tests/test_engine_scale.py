@@ -44,6 +44,8 @@ print(json.dumps({
     "embedding_grad": sorted({e.node for e in ops if e.name == "aten.embedding_dense_backward.default"}),
     "parameters": sum(1 for e in ops if e.phase == "backward" and e.node == "AccumulateGrad"),
 }))
+# leave as the worker's children do: a normal exit can race autograd's device thread (device.py)
+sys.stdout.flush(); sys.stderr.flush(); os._exit(0)
 """
 
 
