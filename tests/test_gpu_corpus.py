@@ -13,14 +13,6 @@ from gpu_helpers import (Finding, case_functions, corpus_files, cuda_request, la
 HAZARD_CODES = {"AL100", "AL101", "AL200", "AL201"}
 
 
-@pytest.fixture(scope="module")
-def worker():
-    with TraceWorker() as warm:
-        warm.start()
-        assert warm.wait_ready(), "the worker did not become ready"
-        yield warm
-
-
 def _trace_file(worker: TraceWorker, path: Path) -> set[Finding]:
     found: set[Finding] = set()
     for qualname in case_functions(path):

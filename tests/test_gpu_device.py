@@ -7,18 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from atenlens.worker.client import TraceWorker
 from gpu_helpers import CORPUS, cuda_request, ops_named
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "gpu" / "device_api.py"
-
-
-@pytest.fixture(scope="module")
-def worker():
-    with TraceWorker() as warm:
-        warm.start()
-        assert warm.wait_ready(), "the worker did not become ready"
-        yield warm
 
 
 def trace(worker, qualname, call=None, path=FIXTURE):

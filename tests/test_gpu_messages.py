@@ -3,19 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from atenlens.worker.client import TraceWorker
 from gpu_helpers import CORPUS, cuda_request
 from engine_helpers import EXAMPLES
-
-
-@pytest.fixture(scope="module")
-def worker():
-    with TraceWorker() as warm:
-        warm.start()
-        assert warm.wait_ready(), "the worker did not become ready"
-        yield warm
 
 
 def position(path: Path, code: str) -> tuple[int, int]:

@@ -7,18 +7,9 @@ import sys
 
 import pytest
 
-from atenlens.worker.client import TraceWorker
 from worker_helpers import fixture, line_of, request
 
 TINY = fixture("worker", "tiny.py")
-
-
-@pytest.fixture(scope="module")
-def worker():
-    with TraceWorker() as warm:
-        warm.start()
-        assert warm.wait_ready(), "the worker did not become ready"
-        yield warm
 
 
 def test_a_trace_returns_the_engines_report(worker):
