@@ -1,10 +1,10 @@
 """A construct the user is still typing (an unclosed bracket or string, `def f(`, `for x in`)
 anywhere in a file, at its very end included, leaves the findings of the rest of the file.
 
-fixtures/half_typed/base.py is a complete file; every other fixture there is base.py with one
-half-typed line appended (`end_*`) or inserted as the first line of `train`'s body (`middle_*`).
-Each is compared line for line with its `.expected` file, and every one of them must report what
-base.py reports (shifted down one line after an inserted line)."""
+fixtures/half_typed/base.py is a complete file; each variant below is base.py with one half-typed
+line appended (`end_*`) or inserted as the first line of `train`'s body (`middle_*`). Each is
+compared line for line with its `fixtures/half_typed/<name>.expected` file, and every one of them
+must report what base.py reports (shifted down one line after an inserted line)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,8 +15,32 @@ from atenlens.lint.engine import lint_source_strict
 
 FIXTURES = Path(__file__).parent / "fixtures" / "half_typed"
 BASE = FIXTURES / "base.py"
-VARIANTS = sorted(p for p in FIXTURES.glob("*.py") if p != BASE)
-INSERTED_AT = 17   # 1-based line of the `middle_*` fixtures' inserted line
+INSERTED_AT = 17   # 1-based line of the `middle_*` variants' inserted line
+# name -> the half-typed text: appended to base.py (end_*) or inserted at INSERTED_AT (middle_*)
+VARIANTS = {
+    "end_dangling_def": "def f(",
+    "end_for_in": "    for x in",
+    "end_fstring_brace": '    s = f"loss {',
+    "end_triple_quoted_string": '    s = """abc\n',
+    "end_unclosed_call": "    y = model(",
+    "end_unclosed_call_newline": "    y = model(\n",
+    "end_unclosed_list": "    y = [",
+    "end_unclosed_string": "    s = 'abc",
+    "end_while_paren": "    while (",
+    "middle_dangling_def": "def f(\n",
+    "middle_for_in": "    for x in\n",
+    "middle_stray_close": "    y = x)\n",
+    "middle_unclosed_call": "    y = x.to(\n",
+    "middle_unclosed_list": "    y = [\n",
+}
+
+
+def variant_text(name: str) -> str:
+    base = BASE.read_text(encoding="utf-8")
+    if name.startswith("end_"):
+        return base + VARIANTS[name]
+    lines = base.splitlines(keepends=True)
+    return "".join(lines[:INSERTED_AT - 1] + [VARIANTS[name]] + lines[INSERTED_AT - 1:])
 
 
 def render(source: str) -> list[str]:
@@ -32,11 +56,11 @@ def test_the_base_file_has_findings_in_every_function() -> None:
         ["7:37", "AL302"], ["8:28", "AL302"], ["12:7", "AL302"], ["21:20", "AL100"], ["22:9", "AL300"]]
 
 
-@pytest.mark.parametrize("fixture", VARIANTS, ids=[p.stem for p in VARIANTS])
-def test_half_typed_fixture_gives_exactly_the_expected_findings(fixture: Path) -> None:
-    text = fixture.read_text(encoding="utf-8")
-    assert render(text) == fixture.with_suffix(".expected").read_text(encoding="utf-8").splitlines()
-    after = INSERTED_AT if fixture.stem.startswith("middle_") else 10 ** 6
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_half_typed_fixture_gives_exactly_the_expected_findings(name: str) -> None:
+    text = variant_text(name)
+    assert render(text) == (FIXTURES / f"{name}.expected").read_text(encoding="utf-8").splitlines()
+    after = INSERTED_AT if name.startswith("middle_") else 10 ** 6
     if after < 10 ** 6:
         assert text.splitlines()[INSERTED_AT - 2] == "def train(loader, model, opt):"
     found = [(f.line, f.column, f.code) for f in lint_source_strict(text)]
