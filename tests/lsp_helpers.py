@@ -11,6 +11,8 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from reliability_helpers import children_of  # noqa: F401  (re-exported for the LSP tests)
+
 SERVER = [sys.executable, "-m", "atenlens", "serve"]
 EDITORS = ["visual-studio-code", "neovim"]
 
@@ -174,17 +176,3 @@ async def code_lenses(client: LanguageClient, uri: str) -> list[tuple[int, str, 
     lenses = await client.text_document_code_lens_async(types.CodeLensParams(
         text_document=types.TextDocumentIdentifier(uri=uri)))
     return [(lens.range.start.line, lens.command.title, lens.command.command) for lens in lenses or []]
-
-
-def children_of(pid: int) -> list[int]:
-    """Processes whose parent is `pid` (Linux /proc)."""
-    found = []
-    for entry in pathlib.Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
