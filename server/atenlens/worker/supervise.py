@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional, Protocol
 from atenlens.report import Code, TraceReport, TraceRequest, to_jsonable
 from atenlens.worker.child import DUMP_SIGNAL, EXIT_NO_REPORT, ReportFrameReader, run_child
 from atenlens.worker.limits import hard_timeout
+from atenlens.worker.validate import MalformedReport, checked_report
 from atenlens.worker.outcome import BoundedCapture, abnormal_report, cancelled_report, signal_description
 
 # The child's exit is watched with a pidfd (Linux 5.3+); elsewhere the worker polls at this rate.
@@ -238,11 +239,24 @@ def report_for(request: TraceRequest, end: ChildEnd, memory_limit_mb: int) -> di
     if end.report_bytes is not None:
         try:
             data = json.loads(end.report_bytes)
-        except ValueError:
-            data = None
-        if isinstance(data, dict):
-            return _merge_output(data, end, memory_limit_mb)
+            checked_report(data)
+        except (ValueError, RecursionError) as error:    # MalformedReport is a ValueError
+            return to_jsonable(abnormal_report(
+                request, status="error", code=Code.WORKER_DIED, kind="malformed-report",
+                message=f"the process running the trace wrote a malformed report ({_reason(error)}); "
+                        "the traced code may have written over it",
+                stdout=end.stdout, stderr=end.stderr,
+            ))
+        return _merge_output(data, end, memory_limit_mb)
     return to_jsonable(_abnormal_exit_report(request, end, memory_limit_mb))
+
+
+def _reason(error: BaseException) -> str:
+    if isinstance(error, MalformedReport):
+        return str(error)
+    if isinstance(error, RecursionError):
+        return "nested too deeply"
+    return f"not JSON: {error}"
 
 
 def _merge_output(data: dict, end: ChildEnd, memory_limit_mb: int) -> dict:

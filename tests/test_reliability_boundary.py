@@ -1,0 +1,83 @@
+"""The boundary between the traced code and the server, through the real language server: a report
+forged by the traced code (which can read the report pipe and its nonce from its own frames) is
+that trace's error and nothing more; cancel, exit and end of input while a trace runs end it at
+once and leave no process behind."""
+from __future__ import annotations
+
+import shutil
+import time
+
+import pytest
+
+from reliability_helpers import (
+    FIXTURES, descendants_of, hover, line_of, open_document, start_server, trace, wait_until)
+
+TEXT = (FIXTURES / "boundary.py").read_text()
+SETTINGS = {"trace": {"device": "cpu", "timeoutSeconds": 60}}
+
+
+@pytest.fixture(scope="module")
+def server():
+    started = start_server(SETTINGS)
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="module")
+def document(server, tmp_path_factory):
+    path = tmp_path_factory.mktemp("boundary") / "boundary.py"
+    shutil.copy(FIXTURES / "boundary.py", path)
+    uri = open_document(server, path, TEXT)
+    server.diagnostics(uri, 1)
+    assert trace(server, uri, "fine_step")["result"]["status"] == "ok"     # the worker is warm
+    return {"uri": uri, "version": 1, "lines": TEXT.split("\n")}
+
+
+FORGERIES = [
+    ("forges_a_line", "a diagnostic whose line is a string",
+     "report.diagnostics[0].line: expected an integer, got str 'seven'"),
+    ("forges_events", "events that are an object", "report.events: expected an array, got dict"),
+    ("forges_a_summary", "a summary whose op counts are a list", "report.summary.ops: expected an object, got list"),
+    ("forges_nesting", "100,000 nested arrays", "nested too deeply"),
+    ("forges_not_json", "a truncated JSON object", "not JSON"),
+]
+
+
+@pytest.mark.parametrize("qualname, what, reason", FORGERIES, ids=[f[0] for f in FORGERIES])
+def test_a_forged_report_is_that_traces_error(server, document, qualname, what, reason, reliability):
+    reliability.record("Boundary", f"a forged report: {what}",
+                       f"`{qualname}` finds the report pipe and nonce in its frames and writes a report; then a "
+                       "lint, a trace of another function and a hover in the same document")
+    uri = document["uri"]
+    worker = descendants_of(server.pid)
+    answer = trace(server, uri, qualname)["result"]
+    assert answer["status"] == "error", answer
+    assert "wrote a malformed report" in answer["message"] and reason in answer["message"], answer["message"]
+    # the forged trace's one diagnostic sits at its `def` line
+    published = server.notifications("textDocument/publishDiagnostics")[-1]
+    ours = [d for d in published["diagnostics"] if d["source"] == "atenlens trace" and reason in d["message"]]
+    assert [(d["code"], d["range"]["start"]["line"]) for d in ours] == [("AL903", line_of(TEXT, f"def {qualname}"))]
+
+    # the document still works: a lint publishes, another function traces, its hover answers
+    document["version"] += 1
+    lines = document["lines"]
+    mark = server.mark()
+    server.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": document["version"]},
+                                             "contentChanges": [{"range": {
+                                                 "start": {"line": len(lines) - 1, "character": 0},
+                                                 "end": {"line": len(lines) - 1, "character": 0}},
+                                                 "text": f"# after {qualname}\n"}]})
+    lines.insert(len(lines) - 1, f"# after {qualname}")
+    server.diagnostics(uri, document["version"], after=mark)
+    assert trace(server, uri, "fine_step")["result"]["status"] == "ok"
+    answer = hover(server, uri, line_of(TEXT, "return x @ torch.ones(8, 2)"), 4)
+    assert "`mm`" in answer["result"]["contents"]["value"], answer
+    # and the forged trace can be run again: it fails the same way, it is not stuck
+    again = trace(server, uri, qualname)["result"]
+    assert again["status"] == "error" and reason in again["message"], again
+    wait_until(lambda: descendants_of(server.pid) == worker, "a process outlived its trace")
+    reliability.number("answer", answer_text(again["message"]))
+
+
+def answer_text(message: str) -> str:
+    return message if len(message) <= 120 else message[:117] + "..."
