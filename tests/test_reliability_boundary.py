@@ -81,3 +81,32 @@ def test_a_forged_report_is_that_traces_error(server, document, qualname, what, 
 
 def answer_text(message: str) -> str:
     return message if len(message) <= 120 else message[:117] + "..."
+
+
+def start_sleeping_trace(server, uri: str, worker: list[int]) -> tuple[int, int]:
+    """Sends a trace of `sleeps`; returns (request id, pid of the process running it) once it runs."""
+    request_id = server.request_async("workspace/executeCommand", {
+        "command": "atenlens.trace", "arguments": [{"uri": uri, "qualname": "sleeps"}]})
+    (child,) = wait_until(lambda: [p for p in descendants_of(server.pid) if p not in worker],
+                          "the trace did not start")
+    return request_id, child
+
+
+def test_cancel_request_kills_the_trace(server, document, reliability):
+    reliability.record("Boundary", "`$/cancelRequest` for a running trace",
+                       "a trace of a function that sleeps 600 s (60 s budget), cancelled with `$/cancelRequest` "
+                       "once its process runs; then a trace of another function")
+    uri = document["uri"]
+    worker = descendants_of(server.pid)
+    request_id, child = start_sleeping_trace(server, uri, worker)
+    started = time.monotonic()
+    server.notify("$/cancelRequest", {"id": request_id})
+    answer = server.response(request_id)
+    assert answer["error"]["code"] == -32800, answer                 # RequestCancelled
+    wait_until(lambda: child not in descendants_of(server.pid), "the cancelled trace kept running")
+    killed = time.monotonic() - started
+    assert descendants_of(server.pid) == worker                      # the warm worker is kept
+    assert trace(server, uri, "fine_step")["result"]["status"] == "ok"
+    next_trace = time.monotonic() - started
+    reliability.number("trace process gone after the cancel", f"{killed:.2f} s")
+    reliability.number("next trace answered after the cancel", f"{next_trace:.2f} s")

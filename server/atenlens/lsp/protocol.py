@@ -21,7 +21,9 @@ pygls 2.1 passes a command handler only the command's arguments; the `workDoneTo
 sends with `workspace/executeCommand` (VS Code always sends one) is lost, so the server could only
 report progress under a token of its own, which VS Code shows apart from the command. Here the
 token is put in WORK_DONE_TOKEN for the command's handler (a context variable: each handler runs
-in its own task, so concurrent commands each see their own).
+in its own task, so concurrent commands each see their own). And a `$/cancelRequest` for a command
+only cancelled the future its answer comes from, not the task running the command (a trace ran on
+to its hard timeout); here the command's task is cancelled with it.
 """
 from __future__ import annotations
 
@@ -116,11 +118,18 @@ class AtenlensProtocol(LanguageServerProtocol):
         commands = super().lsp_workspace__execute_command(params)
         handler, args, kwargs = next(commands)      # raises InvalidParams as pygls does
         token = params.work_done_token
-        if token is not None and asyncio.iscoroutinefunction(handler):
+        # The future the request's answer comes from; a `$/cancelRequest` cancels it, but pygls runs
+        # the command in a task of its own that the cancel does not reach.
+        request = self._request_futures.get(self._ctx_msg_id.get())
+        if asyncio.iscoroutinefunction(handler):
             command = handler
 
             async def handler(*args: Any, **kwargs: Any) -> Any:
-                WORK_DONE_TOKEN.set(token)
+                if token is not None:
+                    WORK_DONE_TOKEN.set(token)
+                if request is not None:
+                    task = asyncio.current_task()
+                    request.add_done_callback(lambda future: task.cancel() if future.cancelled() else None)
                 return await command(*args, **kwargs)
         result = yield handler, args, kwargs
         try:

@@ -39,6 +39,7 @@ logger = logging.getLogger(__name__)
 NAME = "atenlens"
 VERSION = "0.1.0"
 LINT_DEBOUNCE_SECONDS = 0.03      # coalesces a burst of changes; lints only the latest version
+PROGRESS_CREATE_SECONDS = 2.0     # how long a trace waits for the client to accept its progress token
 
 CMD_TRACE = "atenlens.trace"
 CMD_INSERT_DIRECTIVE = "atenlens.insertDirective"
@@ -208,9 +209,15 @@ class AtenlensServer(LanguageServer):
         meta: dict[str, Any] = {"first": first, "last": info.end_line - 1, "def_line": info.line - 1,
                                 "shifts": [], "lines": split_lines(source)}
         job = self.traces.submit((uri, info.qualname), request, meta)
-        token = await self._begin_progress(job, f"atenlens: tracing {info.qualname}")
+        token = None
         try:
-            outcome = await job.future
+            token = await self._begin_progress(job, f"atenlens: tracing {info.qualname}")
+            # shielded: a cancelled request ($/cancelRequest) cancels this task, and the trace is
+            # then killed through the queue (its future stays the queue's to finish)
+            outcome = await asyncio.shield(job.future)
+        except asyncio.CancelledError:
+            self.traces.cancel(job, "cancelled by the client")
+            raise
         finally:
             if token is not None:
                 self.work_done_progress.end(token, types.WorkDoneProgressEnd(
@@ -250,7 +257,12 @@ class AtenlensServer(LanguageServer):
                 return None
             token = f"atenlens-trace-{os.getpid()}-{next(self._progress_ids)}"
             try:
-                await self.work_done_progress.create_async(token)
+                # the trace runs meanwhile; a client that never answers delays its answer this long at most
+                await asyncio.wait_for(self.work_done_progress.create_async(token), PROGRESS_CREATE_SECONDS)
+            except asyncio.TimeoutError:
+                logger.warning("window/workDoneProgress/create was not answered within %g s: tracing without "
+                               "progress", PROGRESS_CREATE_SECONDS)
+                return None
             except Exception:               # the client refused: trace without progress
                 logger.exception("window/workDoneProgress/create failed")
                 return None
