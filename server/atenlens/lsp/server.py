@@ -21,6 +21,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 
+from atenlens import __version__
 from atenlens.functions import FunctionInfo, directive_template, function_at
 from atenlens.lint import lint_source
 from atenlens.lsp import convert
@@ -37,7 +38,7 @@ from atenlens.report import Code, TraceRequest
 logger = logging.getLogger(__name__)
 
 NAME = "atenlens"
-VERSION = "0.1.0"
+VERSION = __version__
 LINT_DEBOUNCE_SECONDS = 0.03      # coalesces a burst of changes; lints only the latest version
 PROGRESS_CREATE_SECONDS = 2.0     # how long a trace waits for the client to accept its progress token
 
