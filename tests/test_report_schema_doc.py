@@ -22,7 +22,8 @@ def first_column(text: str) -> list[str]:
     return re.findall(r"^\| `([^`]+)` \|", text, re.M)
 
 
-@pytest.mark.parametrize("cls", [report.TraceReport, report.Target, report.Event, report.Frame, report.TensorMeta,
+@pytest.mark.parametrize("cls", [report.TraceReport, report.Target, report.Event, report.ModuleCall, report.Frame,
+                                 report.TensorMeta,
                                  report.Diagnostic, report.Summary, report.TraceRequest])
 def test_every_field_is_documented_and_nothing_else(cls) -> None:
     documented = first_column(section(cls.__name__))

@@ -22,6 +22,12 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--call", metavar="EXPR", help="example call, overrides the '# atenlens:' directive")
     trace.add_argument("--timeout", metavar="SECONDS", type=float, default=60.0,
                        help="time budget for loading the module and running the function (default: 60)")
+    trace.add_argument("--all-ops", action="store_true",
+                       help="also list bookkeeping ops (views, detach: they allocate and compute nothing)")
+    from atenlens.render import DEFAULT_DEPTH     # torch-free, small
+
+    trace.add_argument("--depth", metavar="N", type=int, default=DEFAULT_DEPTH,
+                       help=f"module tree levels shown below a model called from your code (default: {DEFAULT_DEPTH})")
 
     lint = sub.add_parser("lint", help="static checks for host-device syncs and copy hazards (no torch needed)")
     lint.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")

@@ -4,24 +4,34 @@ Pure: a report (plus the source text of the files it names) in, a string out. La
 
     header        target, device, example call, status
     per function  every user function that did work, the traced one first: its source lines, and
-                  under each line that did work its calls, its aten ops per phase with output labels
-                  (`f32[8, 32]`, torch logging_tensor's vocabulary), autograd nodes and FLOPs;
-                  a line that calls into other user code says what that call caused (`-> MLP.forward`)
+                  under each line that did work its calls, the module tree of the models it called
+                  (qualified names, types, outputs, ops, FLOPs, parameters, as torchinfo shows them),
+                  its aten ops per phase with output labels (`f32[8, 32]`, torch logging_tensor's
+                  vocabulary), autograd nodes and FLOPs; a line that calls into other user code says
+                  what that call caused (`-> MLP.forward`)
     totals        ops per phase, calls, FLOPs, syncs, seconds
     diagnostics   syncs, copy hazards, the exception
     stdout/stderr what the traced code printed, fenced
 
-Identical ops of one line are folded (`aten.add_.Tensor  f32[4]  x4`); many shapes of one op on
-one line are folded into one row with a count.
+What keeps a big trace readable: identical ops of one line fold into one row with a count
+(`aten.add_.Tensor  f32[4]  x4`); more than MAX_SHAPES_PER_ROW shapes of one op on one line fold
+into one row that names the most common shapes; an op with many tensors (`_foreach_*`) is one row
+(`161 f32 tensors`); a long list of API calls is cut to the most frequent; bookkeeping ops (views
+and `detach`: they allocate and compute nothing) are hidden unless `all_ops`; numbered sibling
+modules that did the same work fold into one tree row (`h.0-47  Block  x48`).
+
+The columns of op rows and of module rows are declared once (OP_COLUMNS, MODULE_COLUMNS): a new
+column is one entry there and one cell in the row builder.
 """
 from __future__ import annotations
 
 import os
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Optional, Sequence
 
 from atenlens.functions import FunctionInfo, find_functions
+from atenlens.module_tree import ModuleNode, module_trees, walk
 from atenlens.report import Diagnostic, TensorMeta, TraceReport
 
 DTYPE_LABELS = {
@@ -34,10 +44,14 @@ DTYPE_LABELS = {
 }
 PHASES = ("forward", "backward", "optimizer")
 MAX_SHAPES_PER_ROW = 3        # more distinct output shapes of one op on one line fold into one row
+MAX_TENSORS_LISTED = 4        # an op with more output tensors than this shows their count
+MAX_CALLS_WIDTH = 100         # a line's `call` row is cut to about this many characters
+DEFAULT_DEPTH = 2             # module tree rows shown below the root module (`--depth`)
 
 _COLORS = {
     "dim": "\x1b[2m", "bold": "\x1b[1m", "reset": "\x1b[0m",
     "forward": "\x1b[36m", "backward": "\x1b[35m", "optimizer": "\x1b[33m", "call": "\x1b[34m",
+    "module": "\x1b[32m",
     "error": "\x1b[31m", "warning": "\x1b[33m", "information": "\x1b[34m", "hint": "\x1b[2m",
     "ok": "\x1b[32m",
 }
@@ -48,11 +62,28 @@ def tensor_label(meta: TensorMeta) -> str:
     return f"{DTYPE_LABELS.get(meta.dtype, meta.dtype)}[{', '.join(str(d) for d in meta.shape)}]"
 
 
+def tensors_label(metas: Sequence[TensorMeta]) -> str:
+    """`f32[8, 32], f32[8]`; past MAX_TENSORS_LISTED tensors their count: `161 f32 tensors`."""
+    if len(metas) <= MAX_TENSORS_LISTED:
+        return ", ".join(tensor_label(m) for m in metas)
+    dtypes = {m.dtype for m in metas}
+    kind = f"{DTYPE_LABELS.get(next(iter(dtypes)), next(iter(dtypes)))} " if len(dtypes) == 1 else ""
+    return f"{len(metas)} {kind}tensors"
+
+
 def format_flops(flops: int) -> str:
     for unit, size in (("T", 10**12), ("G", 10**9), ("M", 10**6), ("K", 10**3)):
         if flops >= size:
             return f"{flops / size:.3g}{unit}FLOP"
     return f"{flops}FLOP"
+
+
+def format_count(n: int) -> str:
+    """12_345_678 -> `12.3M` (parameter counts)."""
+    for unit, size in (("G", 10**9), ("M", 10**6), ("K", 10**3)):
+        if n >= size:
+            return f"{n / size:.3g}{unit}"
+    return str(n)
 
 
 def _read_file(path: str) -> Optional[str]:
@@ -61,6 +92,62 @@ def _read_file(path: str) -> Optional[str]:
             return f.read()
     except (OSError, UnicodeDecodeError):
         return None
+
+
+# -- columns -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a table of rows: cells are padded to the longest cell of the column, within
+    [min_width, max_width] (a longer cell overflows rather than being cut)."""
+    key: str
+    align: str = "<"              # "<" left, ">" right
+    min_width: int = 0
+    max_width: int = 1000
+    before: str = "  "            # separator printed before the column
+    style: Optional[str] = None   # a _COLORS key; "phase" takes the row's phase
+
+
+# An op row: `forward   aten.addmm.default   f32[8, 32]   x3   8.19KFLOP  AddmmBackward0`
+OP_COLUMNS = (
+    Column("phase", min_width=10, max_width=10, before="", style="phase"),
+    Column("op", max_width=48, before=""),
+    Column("output", max_width=40),
+    Column("count", ">", min_width=5, max_width=5),
+    Column("flops", ">", min_width=11, max_width=11),
+    Column("node", style="dim"),
+)
+
+# A module tree row: `module    layer1.0  Block  f32[2, 8, 16, 16]  x3  24 ops  1.2MFLOP  1.2K params`
+MODULE_COLUMNS = (
+    Column("tag", min_width=10, max_width=10, before="", style="module"),
+    Column("name", max_width=36, before=""),
+    Column("type", max_width=24),
+    Column("output", max_width=40),
+    Column("count", ">", min_width=4, max_width=6),
+    Column("ops", ">", max_width=10),
+    Column("flops", ">", max_width=11),
+    Column("params", ">", max_width=14),
+)
+
+
+def column_widths(columns: Sequence[Column], rows: Iterable[dict[str, str]]) -> dict[str, int]:
+    longest: dict[str, int] = {c.key: 0 for c in columns}
+    for row in rows:
+        for c in columns:
+            longest[c.key] = max(longest[c.key], len(row.get(c.key, "")))
+    return {c.key: min(max(longest[c.key], c.min_width), c.max_width) for c in columns}
+
+
+def format_row(columns: Sequence[Column], widths: dict[str, int], row: dict[str, str], style: "_Style",
+               phase: Optional[str] = None) -> str:
+    parts: list[str] = []
+    for c in columns:
+        text = row.get(c.key, "")
+        pad = " " * max(widths[c.key] - len(text), 0)
+        styled = style(text, phase if c.style == "phase" else c.style) if text else text
+        parts.append(c.before + (styled + pad if c.align == "<" else pad + styled))
+    return "".join(parts).rstrip()
 
 
 @dataclass
@@ -73,12 +160,47 @@ class _Row:
     flops: int = 0
     has_flops: bool = False
     node: Optional[str] = None
+    folded: bool = False          # stands for several shapes: its label may overflow the column
+
+    def cells(self) -> dict[str, str]:
+        return {
+            "op": self.name,
+            "output": self.labels[0],
+            "count": f"x{self.count}" if self.count > 1 else "",
+            "flops": format_flops(self.flops) if self.has_flops and self.flops else "",
+            "node": self.node or "",
+        }
+
+
+@dataclass
+class _ModuleRow:
+    """One row of a module tree: one module, or numbered siblings that did the same work."""
+    depth: int
+    name: str
+    type: str
+    output: str
+    calls: int
+    ops: int
+    flops: int
+    params: int
+
+    def cells(self) -> dict[str, str]:
+        return {
+            "name": "  " * self.depth + self.name,
+            "type": self.type,
+            "output": self.output,
+            "count": f"x{self.calls}" if self.calls > 1 else "",
+            "ops": f"{self.ops} op{'s' if self.ops != 1 else ''}",
+            "flops": format_flops(self.flops) if self.flops else "",
+            "params": f"{format_count(self.params)} params" if self.params else "",
+        }
 
 
 @dataclass
 class _LineWork:
     calls: "OrderedDict[str, int]" = field(default_factory=OrderedDict)
     rows: list[_Row] = field(default_factory=list)
+    trees: list[list[_ModuleRow]] = field(default_factory=list)
     # callee function -> phase -> op count, for work this line caused inside other user functions
     callees: "OrderedDict[str, dict[str, int]]" = field(default_factory=OrderedDict)
     callee_flops: "dict[str, int]" = field(default_factory=dict)
@@ -89,7 +211,8 @@ class _Style:
     def __init__(self, color: bool) -> None:
         self.color = color
 
-    def __call__(self, text: str, *styles: str) -> str:
+    def __call__(self, text: str, *styles: Optional[str]) -> str:
+        styles = tuple(s for s in styles if s)
         if not self.color or not styles:
             return text
         return "".join(_COLORS[s] for s in styles) + text + _COLORS["reset"]
@@ -101,17 +224,21 @@ def render(
     color: bool = False,
     read_source: Callable[[str], Optional[str]] = _read_file,
     base: Optional[str] = None,
+    all_ops: bool = False,
+    depth: int = DEFAULT_DEPTH,
 ) -> str:
     """The annotated listing. `read_source(path)` gives a file's text (None when unreadable);
-    `base` is the folder paths are shown relative to (default: as recorded)."""
+    `base` is the folder paths are shown relative to (default: as recorded); `all_ops` shows the
+    bookkeeping ops (views, detach) too; `depth`: module tree levels below the root module."""
     style = _Style(color)
     show = _path_shower(base)
     out: list[str] = []
     out.extend(_header(report, style, show))
 
-    work = _collect(report)
+    hidden = frozenset() if all_ops else frozenset(report.bookkeeping_ops)
+    work = _collect(report, hidden, depth)
     sections = _sections(report, work, read_source)
-    ops_width, labels_width = _column_widths(work)
+    widths = column_widths(OP_COLUMNS, (r.cells() for w in work.values() for r in w.rows if not r.folded))
     for file, function, lines, source_lines in sections:
         out.append("")
         out.append(style(f"{function}", "bold") + style(f"  {show(file)}", "dim"))
@@ -122,16 +249,16 @@ def render(
             line_work = work.get((file, number))
             if line_work is not None:
                 gutter = " " * number_width + " |     "
-                out.extend(gutter + row for row in _annotations(line_work, ops_width, labels_width, style, show))
+                out.extend(gutter + row for row in _annotations(line_work, widths, style, show))
 
     unattributed = work.get((None, None))
     if unattributed is not None:
         out.append("")
         out.append(style("no user line", "bold") + style("  (ops that ran outside the user's code)", "dim"))
-        out.extend("    " + row for row in _annotations(unattributed, ops_width, labels_width, style, show))
+        out.extend("    " + row for row in _annotations(unattributed, widths, style, show))
 
     out.append("")
-    out.extend(_totals(report, style))
+    out.extend(_totals(report, style, hidden))
     if report.diagnostics:
         out.append("")
         out.append(style("diagnostics", "bold"))
@@ -173,8 +300,9 @@ def _header(report: TraceReport, style: _Style, show: Callable[[Optional[str]], 
     return lines
 
 
-def _collect(report: TraceReport) -> "dict[tuple, _LineWork]":
-    """Events and diagnostics grouped by the line that owns them (its innermost user frame)."""
+def _collect(report: TraceReport, hidden: frozenset, depth: int) -> "dict[tuple, _LineWork]":
+    """Events and diagnostics grouped by the line that owns them (its innermost user frame).
+    Ops named in `hidden` get no row (they still count in roll-ups and totals)."""
     work: dict[tuple, _LineWork] = {}
     rows_by_key: dict[tuple, dict[tuple, _Row]] = defaultdict(dict)
 
@@ -186,12 +314,18 @@ def _collect(report: TraceReport) -> "dict[tuple, _LineWork]":
 
     for event in report.events:
         key = (event.file, event.line)
-        line_work = at(key)
         if event.kind == "call":
+            line_work = at(key)
             short = event.name.rsplit(".", 1)[-1]
             line_work.calls[short] = line_work.calls.get(short, 0) + 1
-        else:
-            label = ", ".join(tensor_label(o) for o in event.outputs) or "-"
+        elif event.name not in hidden:
+            line_work = at(key)
+            if event.outputs:
+                label = tensors_label(event.outputs)
+            elif len(event.inputs) > MAX_TENSORS_LISTED:
+                label = "in: " + tensors_label(event.inputs)     # an in-place `_foreach_*` op
+            else:
+                label = "-"
             row_key = (event.phase, event.name, event.node, label)
             row = rows_by_key[key].get(row_key)
             if row is None:
@@ -211,14 +345,24 @@ def _collect(report: TraceReport) -> "dict[tuple, _LineWork]":
                 callee_flops[inner.function] = callee_flops.get(inner.function, 0) + (event.flops or 0)
     for diagnostic in report.diagnostics:
         at((diagnostic.file, diagnostic.line)).diagnostics.append(diagnostic)
+    for key, roots in module_trees(report).items():
+        at(key).trees = [_module_rows(root, depth) for root in roots]
     for line_work in work.values():
         line_work.rows = _fold_shapes(line_work.rows)
     return work
 
 
+def _module_rows(root: ModuleNode, depth: int) -> list[_ModuleRow]:
+    return [_ModuleRow(depth=level, name=node.name, type=node.type, output=tensors_label(node.outputs[:1])
+                       if len(node.outputs) == 1 else tensors_label(node.outputs),
+                       calls=node.calls, ops=node.ops, flops=node.flops, params=node.params)
+            for level, node in walk(root, max(depth, 0))]
+
+
 def _fold_shapes(rows: list[_Row]) -> list[_Row]:
     """Rows of one op that differ only by output shape: kept apart up to MAX_SHAPES_PER_ROW, else
-    one row with the total count (an optimizer's per-parameter loop over 148 parameters)."""
+    one row with the total count that names the most common shapes (an optimizer's per-parameter
+    loop over 148 parameters: `f32[768] x98, f32[768, 768] x48 +3 shapes`)."""
     groups: "OrderedDict[tuple, list[_Row]]" = OrderedDict()
     for row in rows:
         groups.setdefault((row.phase, row.name, row.node), []).append(row)
@@ -227,7 +371,7 @@ def _fold_shapes(rows: list[_Row]) -> list[_Row]:
         if len(group) <= MAX_SHAPES_PER_ROW:
             folded.extend(group)
             continue
-        merged = _Row(phase, name, [f"{len(group)} shapes"], node=node)
+        merged = _Row(phase, name, [_common_shapes(group)], node=node, folded=True)
         for row in group:
             merged.count += row.count
             merged.flops += row.flops
@@ -236,6 +380,21 @@ def _fold_shapes(rows: list[_Row]) -> list[_Row]:
     order = {phase: i for i, phase in enumerate(PHASES)}
     folded.sort(key=lambda r: order.get(r.phase, len(order)))     # stable: program order within a phase
     return folded
+
+
+def _common_shapes(group: list[_Row], width: int = 40) -> str:
+    """The most common labels (with their counts when some repeat), as many as fit `width`, and
+    how many other shapes there were: `f32[768] x98, f32[768, 768] x48 +3 shapes`."""
+    ranked = sorted(group, key=lambda r: -r.count)          # stable: first seen first among equals
+    counted = ranked[0].count > 1
+    shown: list[str] = []
+    for row in ranked:
+        item = f"{row.labels[0]} x{row.count}" if counted else row.labels[0]
+        if shown and len(", ".join(shown + [item])) + len(f" +{len(group)} shapes") > width:
+            break
+        shown.append(item)
+    rest = len(group) - len(shown)
+    return ", ".join(shown) + (f" +{rest} shapes" if rest else "")
 
 
 def _sections(report: TraceReport, work: "dict[tuple, _LineWork]",
@@ -289,28 +448,42 @@ def _sections(report: TraceReport, work: "dict[tuple, _LineWork]",
     return sections
 
 
-def _column_widths(work: "dict[tuple, _LineWork]") -> tuple[int, int]:
-    ops_width = max((len(r.name) for w in work.values() for r in w.rows), default=0)
-    labels_width = max((len(r.labels[0]) for w in work.values() for r in w.rows), default=0)
-    return min(ops_width, 48), min(labels_width, 40)
+def _calls_text(calls: "OrderedDict[str, int]", width: int = MAX_CALLS_WIDTH) -> str:
+    """`linear, relu x2`; when that is longer than `width`: the most frequent names that fit, in
+    program order, and how many other names and calls there were."""
+    named = [name if n == 1 else f"{name} x{n}" for name, n in calls.items()]
+    text = ", ".join(named)
+    if len(text) <= width:
+        return text
+    ranked = sorted(calls, key=lambda name: -calls[name])
+    kept: set[str] = set()
+    for name in ranked:
+        trial = kept | {name}
+        shown = ", ".join(n if calls[n] == 1 else f"{n} x{calls[n]}" for n in calls if n in trial)
+        if len(shown) > width - 24 and kept:
+            break
+        kept = trial
+    others = [n for n in calls if n not in kept]
+    shown = ", ".join(n if calls[n] == 1 else f"{n} x{calls[n]}" for n in calls if n in kept)
+    return f"{shown} +{len(others)} more ({sum(calls[n] for n in others)} calls)"
 
 
-def _annotations(line_work: _LineWork, ops_width: int, labels_width: int, style: _Style,
+def _annotations(line_work: _LineWork, widths: dict[str, int], style: _Style,
                  show: Callable[[Optional[str]], str]) -> Iterable[str]:
     if line_work.calls:
-        listed = ", ".join(name if n == 1 else f"{name} x{n}" for name, n in line_work.calls.items())
-        yield style("call".ljust(10), "call") + listed
+        yield style("call".ljust(10), "call") + _calls_text(line_work.calls)
+    for tree in line_work.trees:
+        cells = [row.cells() for row in tree]
+        cells[0]["tag"] = "module"
+        tree_widths = column_widths(MODULE_COLUMNS, cells)
+        for row in cells:
+            yield format_row(MODULE_COLUMNS, tree_widths, row, style)
     previous_phase = None
     for row in line_work.rows:
-        phase = row.phase if row.phase != previous_phase else ""
+        cells = row.cells()
+        cells["phase"] = row.phase if row.phase != previous_phase else ""
         previous_phase = row.phase
-        count = f"x{row.count}" if row.count > 1 else ""
-        flops = format_flops(row.flops) if row.has_flops and row.flops else ""
-        text = (style(phase.ljust(10), row.phase) + row.name.ljust(ops_width) + "  "
-                + row.labels[0].ljust(labels_width) + "  " + count.rjust(5) + "  " + flops.rjust(11))
-        if row.node:
-            text += "  " + style(row.node, "dim")
-        yield text.rstrip()
+        yield format_row(OP_COLUMNS, widths, cells, style, phase=row.phase)
     for callee, counts in line_work.callees.items():
         summary = ", ".join(f"{counts[p]} {p}" for p in PHASES if counts.get(p))
         flops = line_work.callee_flops.get(callee, 0)
@@ -333,9 +506,14 @@ def _diagnostic_line(d: Diagnostic, style: _Style, show: Callable[[Optional[str]
     return where + style(f"{d.severity} {d.code}", d.severity) + f" {d.kind}: {d.message}{count}"
 
 
-def _totals(report: TraceReport, style: _Style) -> list[str]:
+def _totals(report: TraceReport, style: _Style, hidden: frozenset = frozenset()) -> list[str]:
     s = report.summary
     ops = ", ".join(f"{s.ops.get(p, 0)} {p}" for p in PHASES)
     parts = [f"ops: {ops}", f"calls: {s.calls}", f"FLOPs: {format_flops(s.flops) if s.flops else '0'}",
              f"syncs: {s.syncs}", f"{s.seconds:.2f} s"]
-    return [style("totals", "bold") + "  " + "  |  ".join(parts)]
+    lines = [style("totals", "bold") + "  " + "  |  ".join(parts)]
+    not_shown = sum(1 for e in report.events if e.kind == "op" and e.name in hidden)
+    if not_shown:
+        lines.append(style(f"{not_shown} bookkeeping op{'s' if not_shown != 1 else ''} (views, detach: no memory, "
+                           "no compute) not listed; --all-ops lists them", "dim"))
+    return lines

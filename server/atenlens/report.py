@@ -65,6 +65,20 @@ class Event:
     inputs: tuple[TensorMeta, ...] = ()
     flops: Optional[int] = None
     node: Optional[str] = None       # autograd node that ran a backward op ("AddmmBackward0")
+    module: Optional[int] = None     # index in TraceReport.modules of the innermost module call running a forward op
+
+
+@dataclass(frozen=True)
+class ModuleCall:
+    """One call of an `nn.Module` (its forward) during the traced call: the module tree torchinfo shows."""
+
+    path: str                        # qualified name under the root module: "layer1.0.conv1"; "" for the root
+    type: str                        # the module's class name: "Conv2d"
+    parent: Optional[int]            # index in TraceReport.modules of the call it ran inside; None for a root
+    file: Optional[str]              # innermost user frame when the call began (for a root: the line calling it)
+    line: Optional[int]
+    outputs: tuple[TensorMeta, ...] = ()     # the tensors it returned (tuples, lists, dicts flattened)
+    params: int = 0                  # elements of the parameters the module holds itself (not its children's)
 
 
 @dataclass(frozen=True)
@@ -110,6 +124,8 @@ class TraceReport:
     call: Optional[str] = None       # the example call expression that was evaluated
     notes: tuple[str, ...] = ()      # e.g. why simulated CUDA fell back to cpu
     torch_version: Optional[str] = None
+    modules: tuple[ModuleCall, ...] = ()     # module calls in the order they began (Event.module indexes them)
+    bookkeeping_ops: tuple[str, ...] = ()    # ops of `events` that allocate and compute nothing (views, detach)
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self, **kwargs: Any) -> str:

@@ -44,6 +44,8 @@ def build_request(args: argparse.Namespace) -> TraceRequest:
     file, qualname = parse_target(args.target)
     if not os.path.isfile(file):
         raise UsageError(f"no such file: {file}")
+    if getattr(args, "depth", 0) < 0:
+        raise UsageError(f"--depth must be 0 or more, got {args.depth}")
     if args.timeout is not None and not args.timeout > 0:
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     try:
@@ -79,13 +81,15 @@ def use_color(stream: TextIO) -> bool:
     return bool(isatty and isatty())
 
 
-def print_report(report: TraceReport, as_json: bool, stream: TextIO) -> None:
+def print_report(report: TraceReport, as_json: bool, stream: TextIO, all_ops: bool = False,
+                 depth: Optional[int] = None) -> None:
     if as_json:
         stream.write(report.to_json(indent=2) + "\n")
         return
-    from atenlens.render import render
+    from atenlens.render import DEFAULT_DEPTH, render
 
-    stream.write(render(report, color=use_color(stream), base=os.getcwd()))
+    stream.write(render(report, color=use_color(stream), base=os.getcwd(), all_ops=all_ops,
+                        depth=DEFAULT_DEPTH if depth is None else depth))
 
 
 def trace_through_worker(request: TraceRequest) -> TraceReport:
@@ -112,5 +116,6 @@ def run_trace_command(args: argparse.Namespace, stdout: Optional[TextIO] = None,
     except KeyboardInterrupt:
         stderr.write("atenlens trace: interrupted\n")
         return 130
-    print_report(report, args.json, stdout)
+    print_report(report, args.json, stdout, all_ops=getattr(args, "all_ops", False),
+                 depth=getattr(args, "depth", None))
     return exit_code_for(report)

@@ -39,6 +39,7 @@ from atenlens.trace import torch_compat as tc
 from atenlens.trace.attribution import is_user_file
 from atenlens.trace.device import DeviceHooks, PlainHooks
 from atenlens.trace.diagnostics import DiagnosticSink
+from atenlens.trace.modules import ModuleTracker
 from atenlens.trace.placeholders import placeholder_scalar
 
 _getframe = sys._getframe
@@ -90,11 +91,13 @@ class Recorder:
         self._site_of_node: dict[int, tuple[Frame, ...]] = {}   # autograd sequence nr -> forward user stack
         self._last_sequence_nr = tc.sequence_nr()
         self._op_names: dict[Any, str] = {}
+        self.bookkeeping_ops: set[str] = set()                   # names of recorded ops that are views/detach
         self._call_names: dict[Any, Optional[str]] = {}
         self._metas: dict[tuple, TensorMeta] = {}
         self._flop_formulas: dict[Any, Any] = {}                  # op overload -> torch's formula or None
         self._is_user_code: dict[Any, bool] = {}                  # code object -> is it in a user file
         self._stacks: dict[tuple, tuple[Frame, ...]] = {}         # (code, line, ...) innermost first -> stack
+        self.modules = ModuleTracker(self.user_stack, self.metas)
         self._call_mode = _CallRecorder(self)
         self._op_mode = _OpRecorder(self)
 
@@ -153,9 +156,11 @@ class Recorder:
         self.boundary = boundary
         self.recording = True
         self._last_sequence_nr = tc.sequence_nr()
+        self.modules.install()
 
     def stop(self) -> None:
         self.recording = False
+        self.modules.uninstall()
 
     # -- phase ---------------------------------------------------------------------------------
     def _current_phase(self) -> str:
@@ -170,6 +175,8 @@ class Recorder:
         name = self._op_names.get(func)
         if name is None:
             name = self._op_names[func] = str(func)
+            if tc.is_bookkeeping_op(func):
+                self.bookkeeping_ops.add(name)
         return name
 
     def call_name(self, func: Any) -> Optional[str]:
@@ -287,6 +294,7 @@ class _OpRecorder(tc.TorchDispatchMode):
             if node_name.startswith("torch::autograd::"):       # "torch::autograd::AccumulateGrad"
                 node_name = node_name[len("torch::autograd::"):]
             phase = "backward"
+            module = None
         else:
             stack = rec.user_stack(_getframe(1))
             now = _sequence_nr()
@@ -298,6 +306,7 @@ class _OpRecorder(tc.TorchDispatchMode):
             out = _run(rec.run_op, func, args, kwargs)
             rec._last_sequence_nr = _sequence_nr()
             node_name = None
+            module = rec.modules.current
             phase = rec._current_phase()
             if phase == "backward" and not stack:
                 stack = rec._backward_stack
@@ -320,6 +329,7 @@ class _OpRecorder(tc.TorchDispatchMode):
             inputs=rec.metas(args),
             flops=_flops(rec, func, args, kwargs, out),
             node=node_name,
+            module=module,
         ))
         return out
 

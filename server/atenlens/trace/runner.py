@@ -174,6 +174,9 @@ def _report(target: Target, status: str, device: str, recorder: Any, sink: Diagn
                           flops=summary.flops + recorder.dropped_flops)
         notes = notes + (f"kept the first {len(events)} events; {recorder.dropped} more were counted in the "
                          "summary but not kept",)
+    if recorder.modules.dropped:
+        notes = notes + (f"the module tree keeps the first {len(recorder.modules.calls)} module calls; "
+                         f"{recorder.modules.dropped} more ran",)
     return TraceReport(
         target=target,
         status=status,  # type: ignore[arg-type]
@@ -185,6 +188,8 @@ def _report(target: Target, status: str, device: str, recorder: Any, sink: Diagn
         call=call,
         notes=notes,
         torch_version=torch_version,
+        modules=recorder.modules.module_calls(),
+        bookkeeping_ops=tuple(sorted(recorder.bookkeeping_ops)),
     )
 
 

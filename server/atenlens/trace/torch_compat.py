@@ -158,3 +158,21 @@ def fake_tensor_tolist(replacement: Callable[[Any, Callable[[Any], Any]], Any]) 
         yield
     finally:
         FakeTensor.tolist = original  # type: ignore[method-assign]
+
+
+# Ops that return a fresh tensor header over existing memory without declaring it in their schema
+# (`_unsafe_view` is a view in all but name: autograd's "unsafe" variant of `view`).
+_VIEWS_BY_NAME = frozenset({"_unsafe_view"})
+
+
+def is_bookkeeping_op(func: Any) -> bool:
+    """An op that allocates and computes nothing: every output aliases an input without writing to
+    it (views: `view`, `t`, `transpose`, `expand`, `as_strided`, `alias`, `detach`, `split`, ...), as the
+    op's schema declares (`Tensor(a) self -> Tensor(a)`). Reads the private `OpOverload._schema`."""
+    if getattr(func, "_opname", None) in _VIEWS_BY_NAME:
+        return True
+    try:
+        returns = func._schema.returns
+    except AttributeError:
+        return False
+    return bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)

@@ -1,0 +1,237 @@
+"""Reading the trace of a model from a library: the module tree under the calling line, long rows
+folded, bookkeeping ops out of the way (render.py, with the engine's module data)."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from atenlens.render import render
+from engine_helpers import REPO, line_of, trace, write
+
+# A resnet-like model in an installed package: none of its frames are the user's, so every op of
+# the forward lands on the one line that calls it, as with torchvision's resnet50.
+LIBRARY = '''
+import torch
+import torch.nn as nn
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, c_in, c_out, stride=1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c_out)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c_out)
+        self.downsample = None
+        if stride != 1 or c_in != c_out:
+            self.downsample = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out))
+
+    def forward(self, x):
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return self.relu(out + identity)
+
+
+class TinyResNet(nn.Module):
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.relu = nn.ReLU(inplace=True)
+        self.layer1 = nn.Sequential(BasicBlock(8, 8), BasicBlock(8, 8), BasicBlock(8, 8))
+        self.layer2 = nn.Sequential(BasicBlock(8, 16, 2), BasicBlock(16, 16))
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(16, classes)
+
+    def forward(self, x):
+        x = self.relu(self.bn1(self.conv1(x)))
+        x = self.layer2(self.layer1(x))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+def many_calls(x):
+    for fn in (torch.sin, torch.cos, torch.tan, torch.exp, torch.log1p, torch.sqrt, torch.abs, torch.neg,
+               torch.sigmoid, torch.tanh, torch.relu, torch.floor, torch.ceil, torch.round, torch.sign,
+               torch.erf, torch.expm1, torch.rsqrt, torch.square, torch.trunc):
+        x = fn(x)
+    for _ in range(3):
+        x = torch.sin(x)
+    return x
+
+
+def many_shapes(n):
+    return [torch.ones(i + 1) * 2 for i in range(n)] + [torch.ones(1) * 2 for _ in range(4)]
+'''
+
+USER = '''
+import sys
+sys.path.insert(0, {site!r})
+
+import torch
+from tinyvision import TinyResNet, many_calls, many_shapes
+
+
+def setup():
+    return TinyResNet(), torch.randn(2, 3, 16, 16)
+
+
+# atenlens: step(*setup())
+def step(model, images):
+    output = model(images)
+    loss = output.logsumexp(1).mean()
+    loss.backward()
+    return loss
+
+
+def foreach():
+    xs = [torch.randn(4, 4) for _ in range(8)]
+    ys = torch._foreach_mul(xs, 2.0)
+    torch._foreach_add_(xs, ys)
+    return xs
+
+
+def library_lines():
+    a = many_calls(torch.randn(8))
+    b = many_shapes(6)
+    return a, b
+'''
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("models")
+    site = folder / "env" / "lib" / "site-packages"
+    write(site, "tinyvision/__init__.py", LIBRARY)
+    return write(folder, "train.py", USER.format(site=str(site)))
+
+
+@pytest.fixture(scope="module")
+def step_report(program: Path):
+    report = trace(program, "step")
+    assert report.status == "ok", report.message
+    return report
+
+
+def rows_under(listing: str, number: int) -> list[str]:
+    lines = listing.splitlines()
+    start = next(i for i, text in enumerate(lines) if re.match(rf"^\s*{number} \| ", text))
+    rows = []
+    for text in lines[start + 1:]:
+        if not re.match(r"^\s+\|\s{5}", text):
+            break
+        rows.append(text.split("|", 1)[1][5:].rstrip())
+    return rows
+
+
+def tree_rows(rows: list[str]) -> list[str]:
+    """The module tree rows among a line's rows: from `module` to the first op row."""
+    start = next(i for i, r in enumerate(rows) if r.startswith("module"))
+    end = next((i for i, r in enumerate(rows) if i > start and r.startswith(("forward", "backward", "->"))),
+               len(rows))
+    return rows[start:end]
+
+
+def test_a_library_model_call_shows_its_module_tree(program: Path, step_report) -> None:
+    rows = rows_under(render(step_report), line_of(program, "output = model(images)"))
+    assert rows[0] == ("call      conv2d x12, add_ x12, batch_norm x12, relu x11, add x5, adaptive_avg_pool2d, "
+                       "flatten, linear")
+    # torchinfo's view: qualified names, types, output shapes, ops and FLOPs of the module and
+    # below, parameters; numbered blocks that did the same work fold into one row (layer1.0-2 x3)
+    assert tree_rows(rows) == [
+        "module    TinyResNet                         f32[2, 10]               79 ops  5.86MFLOP  12.3K params",
+        "            conv1         Conv2d             f32[2, 8, 16, 16]          1 op   221KFLOP    216 params",
+        "            bn1           BatchNorm2d        f32[2, 8, 16, 16]         3 ops                16 params",
+        "            relu          ReLU               f32[2, 8, 16, 16]         2 ops",
+        "            layer1        Sequential         f32[2, 8, 16, 16]        39 ops  3.54MFLOP  3.55K params",
+        "              layer1.0-2  BasicBlock         f32[2, 8, 16, 16]    x3  39 ops  3.54MFLOP  3.55K params",
+        "            layer2        Sequential         f32[2, 16, 8, 8]         30 ops   2.1MFLOP  8.35K params",
+        "              layer2.0    BasicBlock         f32[2, 16, 8, 8]         17 ops   918KFLOP  3.68K params",
+        "              layer2.1    BasicBlock         f32[2, 16, 8, 8]         13 ops  1.18MFLOP  4.67K params",
+        "            avgpool       AdaptiveAvgPool2d  f32[2, 16, 1, 1]           1 op",
+        "            fc            Linear             f32[2, 10]                2 ops    640FLOP    170 params",
+    ]
+    # the forward ops of the model (all on this line) are 79 of the trace's 82 forward ops
+    assert sum(1 for e in step_report.events if e.kind == "op" and e.phase == "forward"
+               and e.line == line_of(program, "output = model(images)")) == 79
+
+
+def test_depth_chooses_how_much_of_the_tree_is_shown(program: Path, step_report) -> None:
+    line = line_of(program, "output = model(images)")
+    assert tree_rows(rows_under(render(step_report, depth=0), line)) == [
+        "module    TinyResNet    f32[2, 10]        79 ops  5.86MFLOP  12.3K params"]
+    deep = [r.split()[0] for r in tree_rows(rows_under(render(step_report, depth=3), line))]
+    assert deep[:9] == ["module", "conv1", "bn1", "relu", "layer1", "layer1.0-2", "layer1.0-2.conv1",
+                        "layer1.0-2.bn1", "layer1.0-2.relu"]
+    assert "layer2.0.downsample" in deep and "layer2.0.downsample.0" not in deep
+
+
+def test_module_data_in_the_report(program: Path, step_report) -> None:
+    modules = step_report.modules
+    line = line_of(program, "output = model(images)")
+    root = modules[0]
+    assert (root.path, root.type, root.parent, root.line) == ("", "TinyResNet", None, line)
+    assert [(m.path, m.type) for m in modules if m.parent == 0] == [
+        ("conv1", "Conv2d"), ("bn1", "BatchNorm2d"), ("relu", "ReLU"), ("layer1", "Sequential"),
+        ("layer2", "Sequential"), ("avgpool", "AdaptiveAvgPool2d"), ("fc", "Linear")]
+    conv = next(i for i, m in enumerate(modules) if m.path == "layer2.0.downsample.0")
+    assert [tuple(o.shape) for o in modules[conv].outputs] == [(2, 16, 8, 8)]
+    assert modules[conv].params == 8 * 16
+    convolutions = [e for e in step_report.events if e.name == "aten.convolution.default" and e.module == conv]
+    assert len(convolutions) == 1
+    assert all(e.module is None for e in step_report.events if e.phase == "backward")
+
+
+def test_bookkeeping_ops_are_hidden_unless_asked(program: Path, step_report) -> None:
+    line = line_of(program, "output = model(images)")
+    assert "aten.view.default" in step_report.bookkeeping_ops
+    assert "aten.detach.default" in step_report.bookkeeping_ops
+    assert "aten.convolution.default" not in step_report.bookkeeping_ops
+    default = rows_under(render(step_report), line)
+    every = rows_under(render(step_report, all_ops=True), line)
+    assert not any("aten.view.default" in r or "aten.t.default" in r for r in default)
+    assert any(re.fullmatch(r"\s*aten\.view\.default\s+f32\[2, 16\]", r) for r in every)
+    assert any(re.fullmatch(r"\s*aten\.t\.default\s+f32\[16, 10\]", r) for r in every)
+
+
+def test_foreach_ops_are_one_short_row(program: Path) -> None:
+    report = trace(program, "foreach")
+    listing = render(report)
+    assert rows_under(listing, line_of(program, "ys = torch._foreach_mul(xs, 2.0)")) == [
+        "forward   aten._foreach_mul.Scalar  8 f32 tensors"]
+    # an in-place foreach op returns nothing: its row counts what it was given
+    assert rows_under(listing, line_of(program, "torch._foreach_add_(xs, ys)")) == [
+        "forward   aten._foreach_add_.List   in: 16 f32 tensors"]
+
+
+def test_long_call_rows_and_many_shapes_fold(program: Path) -> None:
+    report = trace(program, "library_lines")
+    listing = render(report)
+    # 21 distinct functions: the most frequent that fit, then what was left out
+    assert rows_under(listing, line_of(program, "a = many_calls(torch.randn(8))"))[0] == (
+        "call      randn, sin x4, cos, tan, exp, log1p, sqrt, abs, neg, sigmoid, tanh, relu +9 more (9 calls)")
+    # six shapes of one op: the most common first, with counts, and how many others
+    assert rows_under(listing, line_of(program, "b = many_shapes(6)"))[1:] == [
+        "forward   aten.ones.default       f32[1] x5, f32[2] x1 +4 shapes    x10",
+        "          aten.mul.Tensor         f32[1] x5, f32[2] x1 +4 shapes    x10",
+    ]
+
+
+def test_cli_lists_every_op_and_the_chosen_depth_on_request(program: Path) -> None:
+    line = line_of(program, "output = model(images)")
+    result = subprocess.run([sys.executable, "-m", "atenlens", "trace", f"{program}::step", "--device", "cpu",
+                             "--all-ops", "--depth", "1"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    rows = rows_under(result.stdout, line)
+    assert [r.split()[0] for r in tree_rows(rows)] == [
+        "module", "conv1", "bn1", "relu", "layer1", "layer2", "avgpool", "fc"]
+    assert any(re.fullmatch(r"\s*aten\.view\.default\s+f32\[2, 16\]", r) for r in rows)
+    assert "not listed" not in result.stdout
+    result = subprocess.run([sys.executable, "-m", "atenlens", "trace", f"{program}::step", "--depth", "-1"],
+                            cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stderr) == (2, "atenlens trace: --depth must be 0 or more, got -1\n")
