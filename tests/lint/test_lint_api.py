@@ -11,7 +11,7 @@ from atenlens.report import Code
 ROOT = Path(__file__).resolve().parents[2]
 
 LOOP_WITH_ITEM = (
-    "def train(loader, model):\n"
+    "def train(loader, model, device):\n"
     "    for x in loader:\n"
     "        total = model(x).item()\n"
 )
@@ -51,7 +51,7 @@ def test_an_unclosed_string_above_does_not_hide_later_findings() -> None:
 
 
 def test_columns_count_str_characters_not_bytes() -> None:
-    source = 'for x in xs:\n    s = "形状 🚀"; v = x.item()\n'
+    source = 'for x in xs.cuda():\n    s = "形状 🚀"; v = x.item()\n'
     (finding,) = lint_source(source)
     assert (finding.line, finding.column, finding.end_column) == (2, 22, 28)
     assert source.splitlines()[1][finding.column:finding.end_column] == "item()"
@@ -63,8 +63,8 @@ def test_odd_text_gives_findings_or_nothing_but_never_raises() -> None:
                    "\ufeffimport torch\n", "def f(:\n" * 500]:
         result = lint_source(source)
         assert isinstance(result, list)
-    assert positions(lint_source("for x in y:\r\n    x.item()\r\n")) == [(2, 6, "AL100")]
-    assert positions(lint_source("\ud800 = 1\nfor x in y: x.item()\n")) == [(2, 14, "AL100")]
+    assert positions(lint_source("for x in y.cuda():\r\n    x.item()\r\n")) == [(2, 6, "AL100")]
+    assert positions(lint_source("\ud800 = 1\nfor x in y.cuda(): x.item()\n")) == [(2, 21, "AL100")]
 
 
 def test_findings_are_sorted_by_position() -> None:
@@ -85,7 +85,7 @@ def test_select_and_ignore_take_codes_and_prefixes() -> None:
 
 
 def test_noqa_suppresses_the_named_codes_or_all_on_its_line() -> None:
-    body = "for x in y:\n    torch.cuda.synchronize(); x.item()  {}\n"
+    body = "for x in y.cuda():\n    torch.cuda.synchronize(); x.item()  {}\n"
     assert [f.code for f in lint_source(body.format(""))] == ["AL101", "AL100"]
     assert [f.code for f in lint_source(body.format("# noqa: AL100"))] == ["AL101"]
     assert [f.code for f in lint_source(body.format("# noqa:AL101,AL100"))] == []

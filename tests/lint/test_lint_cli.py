@@ -21,7 +21,7 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_text_output_is_ruff_shaped_with_one_based_columns_and_exit_1(tmp_path: Path) -> None:
-    write(tmp_path / "train.py", "import torch\nfor x in xs:\n    v = x.item()\n    torch.cuda.synchronize()\n")
+    write(tmp_path / "train.py", "import torch\nfor x in xs.cuda():\n    v = x.item()\n    torch.cuda.synchronize()\n")
     result = run_lint("train.py", cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     assert result.stdout.splitlines() == [
@@ -60,8 +60,8 @@ def test_json_output_of_a_clean_run_is_an_empty_list(tmp_path: Path) -> None:
 
 
 def test_folders_are_searched_for_python_files_in_order(tmp_path: Path) -> None:
-    write(tmp_path / "pkg" / "b.py", "for x in y:\n    x.cpu()\n")
-    write(tmp_path / "pkg" / "sub" / "a.py", "for x in y:\n    x.numpy()\n")
+    write(tmp_path / "pkg" / "b.py", "for x in y.cuda():\n    x.cpu()\n")
+    write(tmp_path / "pkg" / "sub" / "a.py", "for x in y.cuda():\n    x.tolist()\n")
     write(tmp_path / "pkg" / "notes.txt", "for x in y:\n    x.item()\n")
     write(tmp_path / "pkg" / ".venv" / "lib.py", "for x in y:\n    x.item()\n")
     result = run_lint("pkg", cwd=tmp_path)
@@ -71,8 +71,8 @@ def test_folders_are_searched_for_python_files_in_order(tmp_path: Path) -> None:
 
 
 def test_a_file_that_is_not_utf8_is_reported_and_the_others_still_linted(tmp_path: Path) -> None:
-    (tmp_path / "latin1.py").write_bytes("# caf\xe9\nfor x in y:\n    x.item()\n".encode("latin-1"))
-    write(tmp_path / "good.py", "for x in y:\n    x.tolist()\n")
+    (tmp_path / "latin1.py").write_bytes("# caf\xe9\nfor x in y.cuda():\n    x.item()\n".encode("latin-1"))
+    write(tmp_path / "good.py", "for x in y.cuda():\n    x.tolist()\n")
     result = run_lint("latin1.py", "good.py", cwd=tmp_path)
     assert result.returncode == 1
     assert result.stderr == "latin1.py: not UTF-8 (byte 5: invalid continuation byte); skipped\n"
@@ -88,7 +88,7 @@ def test_an_unreadable_file_alone_still_fails_the_run(tmp_path: Path) -> None:
 
 
 def test_select_and_ignore(tmp_path: Path) -> None:
-    write(tmp_path / "t.py", "import torch\nfor x in y:\n    x.item()\n    torch.cuda.empty_cache()\n")
+    write(tmp_path / "t.py", "import torch\nfor x in y.cuda():\n    x.item()\n    torch.cuda.empty_cache()\n")
     selected = run_lint("t.py", "--select", "AL3", cwd=tmp_path)
     assert [line.split(": ")[1].split()[0] for line in selected.stdout.splitlines()[:-1]] == ["AL300"]
     ignored = run_lint("t.py", "--ignore", "AL100,AL300", cwd=tmp_path)

@@ -48,6 +48,7 @@ class LintContext:
     def __init__(self, source: SourceText, call_names: frozenset[str]) -> None:
         self.source = source
         self._bindings: dict[int, ScopeBindings] = {}
+        self._attribute_values: dict[str, list[Node]] = {}
         self._calls: dict[str, list[Node]] = {name: [] for name in call_names}
         for ident in self.identifiers(call_names):
             call = _called_name(ident)
@@ -113,9 +114,28 @@ class LintContext:
             self._bindings[key] = ScopeBindings(scope, self)
         return self._bindings[key]
 
+    def attribute_assignments(self, dotted: str) -> list[Node]:
+        """The values assigned to `dotted` (`self.loader`) anywhere in the module, in source order:
+        an attribute set in `__init__` is read in the other methods."""
+        if dotted not in self._attribute_values:
+            last = dotted.rsplit(".", 1)[-1]
+            values = []
+            for ident in self.identifiers((last,)):
+                target = ident.parent
+                if target is None or target.type != "attribute" or self.source.data[
+                        target.start_byte:target.end_byte].decode(errors="replace") != dotted:
+                    continue
+                parent = target.parent
+                if parent is not None and parent.type == "assignment" and parent.child_by_field_name("left") == target:
+                    value = parent.child_by_field_name("right")
+                    if value is not None:
+                        values.append(value)
+            self._attribute_values[dotted] = values
+        return self._attribute_values[dotted]
+
     def finding(self, code: str, message: str, node: Node, fix: Optional[Fix] = None,
-                end: Optional[Node] = None) -> Finding:
+                end: Optional[Node] = None, severity: str = "warning") -> Finding:
         line, col = self.source.position(node.start_point)
         end_line, end_col = self.source.position((end or node).end_point)
         return Finding(code=code, message=message, line=line, column=col, end_line=end_line,
-                       end_column=end_col, fix=fix)
+                       end_column=end_col, fix=fix, severity=severity)

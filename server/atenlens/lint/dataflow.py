@@ -30,7 +30,8 @@ class Binding:
     at: int                        # byte where the binding takes effect (after an assignment's right side)
     value: Optional[Node]          # `name = value`: the value; None when unknown
     loop: Optional[Node] = None    # `for ... in ...`: the for statement / for_in_clause
-    path: tuple[int, ...] = ()     # position of the name inside the loop target (`for i, (x, y) in`)
+    path: tuple[int, ...] = ()     # position of the name inside the loop or assignment target (`for i, (x, y) in`)
+    unpacked_from: Optional[Node] = None   # `a, b = value`: the value unpacked (then `value` is None)
 
 
 def binding_of(ident: Node) -> Optional[Binding]:
@@ -51,11 +52,11 @@ def binding_of(ident: Node) -> Optional[Binding]:
         outer = parent
         while outer.parent is not None and outer.parent.type == "assignment":
             outer = outer.parent
-        if child != ident:
-            return Binding(name, outer.end_byte, None)
         value = parent.child_by_field_name("right")
         while value is not None and value.type == "assignment":   # `a = b = value`
             value = value.child_by_field_name("right")
+        if child != ident:
+            return Binding(name, outer.end_byte, None, path=tuple(path), unpacked_from=value)
         return Binding(name, outer.end_byte, value)
     if kind in ("for_statement", "for_in_clause") and parent.child_by_field_name("left") == child:
         # A comprehension's element is written before its `for` clause but runs after it.

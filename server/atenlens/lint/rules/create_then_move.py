@@ -33,7 +33,7 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding, Fix, TextEdit
-from atenlens.lint.pinning import is_cpu_device, strip_parens, to_device_argument
+from atenlens.lint.provenance import is_cpu_device, strip_parens, to_device_argument
 from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import arguments, callee, dotted_name, has_splat, method_name, receiver, text
 from atenlens.report import Code

@@ -36,9 +36,10 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
-from atenlens.lint.pinning import is_device_to_host, is_host_tensor, is_on_device, is_pinned, to_device_argument
+from atenlens.lint.provenance import Device, device_of, is_device_to_host, is_pinned, module_pins_loaders, to_device_argument
 from atenlens.lint.registry import Rule
-from atenlens.lint.syntax import arguments, is_true, method_name, receiver
+from atenlens.lint.provenance import VIEW_METHODS, strip_parens
+from atenlens.lint.syntax import arguments, is_true, method_name, receiver, text
 from atenlens.report import Code
 
 COPY_METHODS = ("to", "cuda", "copy_")
@@ -69,10 +70,12 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             continue
         if method_name(call) == "copy_":
             destination = receiver(call)
-            if is_pinned(ctx, destination) or is_host_tensor(ctx, destination):
+            if is_pinned(ctx, destination) or device_of(ctx, destination) in (Device.CPU, Device.HOST):
                 continue  # a copy into host memory: device-to-host (AL201's concern), not an upload
-        if is_pinned(ctx, source) or is_on_device(ctx, source):
+        if is_pinned(ctx, source) or device_of(ctx, source) is Device.CUDA:
             continue  # from pinned memory the copy is asynchronous; from the device it is no upload
+        if module_pins_loaders(ctx) and _from_a_loop(ctx, source):
+            continue  # a batch of a loader this module builds with `pin_memory=True`, handed in
         keyword = arguments(call)[1]["non_blocking"].parent or call
         yield ctx.finding(
             Code.PAGEABLE_COPY,
@@ -82,11 +85,35 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         )
 
 
+def _from_a_loop(ctx: LintContext, node: Optional[Node]) -> bool:
+    """Does `node` come from the loop variable of a loop over something this function did not
+    make (a loader passed in, `self.loader`)?"""
+    for _ in range(8):
+        if node is None:
+            return False
+        node = strip_parens(node)
+        if node.type in ("subscript", "attribute"):
+            node = node.child_by_field_name("value" if node.type == "subscript" else "object")
+            continue
+        if node.type == "call" and method_name(node) in VIEW_METHODS:
+            node = receiver(node)
+            continue
+        if node.type != "identifier":
+            return False
+        binding = ctx.bindings(node).at(text(node), node.start_byte)
+        if binding is None:
+            return True  # a parameter: the batch handed in
+        if binding.loop is not None:
+            return True
+        node = binding.value
+    return False
+
+
 RULE = Rule(
     code=Code.PAGEABLE_COPY,
     name="pageable-copy",
     summary="`non_blocking=True` host-to-device copy whose source is not provably pinned",
-    calls=frozenset(COPY_METHODS),
+    calls=frozenset(COPY_METHODS) | {"DataLoader"},
     check=check,
     doc=__doc__ or "",
 )

@@ -1,15 +1,28 @@
-"""AL100 sync-in-loop: `.item()`, `.tolist()`, `.cpu()` or `.numpy()` inside a loop.
+"""AL100 sync-in-loop: reading a CUDA tensor on the host inside a loop.
 
 What it does:
-    Flags a call of `.item()`, `.tolist()`, `.cpu()` or `.numpy()` that runs once per iteration
-    of a `for` or `while` loop or of a comprehension (its body, a `while` condition, a
-    comprehension's element, conditions and inner iterables; not a `for` loop's iterable or
-    `else`, and not the body of a `def`/`lambda` nested in the loop). The linter knows no types,
-    so it stays silent only where the receiver is provably not a CUDA tensor: a literal, a
-    builtin's result (`len(x)`, `range(n)`, `float(v)`, ...), the variable of a
-    `for ... in range(...)` loop, or the result of an earlier `.cpu()`/`.numpy()`/`.tolist()`/
-    `.item()`/`.to("cpu")` in the same expression (the copy was already reported).
-    `.cpu(non_blocking=True)` does not wait (see AL201).
+    Flags, inside a `for`/`while` loop or a comprehension (its body, a `while` condition, a
+    comprehension's element and conditions; not a `for` loop's iterable or `else`, not a nested
+    `def`/`lambda`), each way the host reads a tensor that is on the GPU:
+    `.item()`, `.tolist()`, a blocking `.cpu()`; `float(t)`, `int(t)`, `bool(t)`, `str(t)`;
+    a tensor as a condition (`if torch.isnan(loss) or torch.isinf(loss):`, `if mask.any():`,
+    `while t:`, `x if t else y`, `assert t`); printing it (`print(loss)`, `f"{loss}"`); and
+    operations whose output shape depends on the data (`.nonzero()`, `torch.nonzero`,
+    `.unique()`, `torch.where(mask)` with one argument, `torch.masked_select`, `.argwhere()`,
+    reading `x[mask]` with a boolean mask). `scaler.step(optimizer)` of a `GradScaler` (fp16
+    loss scaling reads its inf/NaN flag on the host once per step) is reported at information
+    level: it is the price of fp16 loss scaling, not a mistake.
+    Only tensors with evidence of being on the GPU are reported (frequency.py and
+    provenance.py): made or moved there (`.cuda()`, `.to(device)`, `device=`), computed from
+    such a tensor, or a model's output or a loss (`model(x)`, `criterion(...)`, `outputs.loss`,
+    a name spelled with `loss`, a parameter's `.grad`) in a file that speaks of a device.
+    Tensors made on the CPU (`torch.linspace(0, 1, 5)`, `.cpu()` results, a `DataLoader`'s
+    batches), numpy arrays, Python values and tensor metadata (`x.dtype`, `x.shape`) are never
+    reported; neither is a tensor of unknown origin (a parameter nothing else says more about).
+    Deliberate or cheap reads are information, with a message that says how often: under
+    `if step % N == 0:` or `if i == 0:`, in an epoch loop, in a loop over a few literal values
+    (`range(3)`); a loop that runs once is not a loop. `.cpu(non_blocking=True)` does not wait
+    (see AL201).
 
 Why it matters:
     CUDA kernels run asynchronously: the host queues work and moves on. Reading a value on the
@@ -18,96 +31,324 @@ Why it matters:
 
 Example:
     for x, y in loader:
-        loss = model(x).sub(y).pow(2).mean()
+        loss = model(x.cuda()).sub(y.cuda()).pow(2).mean()
         total += loss.item()
+        if torch.isnan(loss):
+            break
 
 Fix:
     Keep the value on the device and read it once after the loop:
-    `total = total + loss.detach()` inside the loop, `total.item()` after it; or log every N steps.
+    `total = total + loss.detach()` inside the loop, `total.item()` after it; or log every N steps
+    (`if step % 100 == 0:`); check for NaN on the device (`torch.nan_to_num`, or one
+    `torch.isfinite(total).all()` read every N steps).
 """
 from __future__ import annotations
 
+import re
 from typing import Iterator, Optional
 
 from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
-from atenlens.lint.pinning import is_device_to_host
+from atenlens.lint.frequency import Frequency, frequency
+from atenlens.lint.provenance import Device, device_of, is_dtype, likely_device, strip_parens
 from atenlens.lint.registry import Rule
-from atenlens.lint.source import ancestors
-from atenlens.lint.syntax import (
-    LITERAL_TYPES, SCOPE_TYPES, arguments, callee, dotted_name, is_true, method_name, receiver,
-    repeating_loop, text,
-)
+from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, text
 from atenlens.report import Code
 
-SYNC_METHODS = ("item", "tolist", "cpu", "numpy")
-HOST_RESULT_METHODS = frozenset({"cpu", "numpy", "tolist", "item"})
-NOT_TENSOR_BUILTINS = frozenset(
-    {"len", "range", "int", "float", "str", "bool", "list", "tuple", "dict", "set", "enumerate",
-     "zip", "repr", "format", "round", "abs", "ord", "chr"}
-)
+SYNC_METHODS = ("item", "tolist", "cpu")
+CONVERSIONS = ("float", "int", "bool", "str")
+DATA_DEPENDENT_METHODS = ("nonzero", "unique", "argwhere", "unique_consecutive", "masked_select")
+DATA_DEPENDENT_FUNCTIONS = frozenset({"torch.nonzero", "torch.unique", "torch.argwhere", "torch.masked_select",
+                                      "torch.unique_consecutive"})
+SCALER_NAME = re.compile(r"(?:^|_)scaler$", re.I)
+CALLS = frozenset(SYNC_METHODS + CONVERSIONS + DATA_DEPENDENT_METHODS + ("where", "print", "step"))
+_KEYWORDS = re.compile(rb"\b(if|elif|while|assert)\b")
+_FSTRING = re.compile(rb"\b[fFrR]{0,2}[fF][rR]?(?=[\"'])")
+_SUBSCRIPT = re.compile(rb"[\w)\]]\s*(\[)")
+MASK_METHODS = frozenset({"bool", "isnan", "isinf", "isfinite", "logical_not", "logical_and", "logical_or", "eq",
+                          "ne", "lt", "gt", "le", "ge"})
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:
+    yield from _method_reads(ctx)
+    yield from _conversions(ctx)
+    yield from _prints(ctx)
+    yield from _data_dependent(ctx)
+    yield from _conditions(ctx)
+    yield from _fstrings(ctx)
+    yield from _masked_reads(ctx)
+    yield from _scaler_steps(ctx)
+
+
+def _report(ctx: LintContext, what: str, node: Node, end: Optional[Node] = None,
+            how: Optional[Frequency] = None) -> Optional[Finding]:
+    how = how or frequency(node)
+    if how.loop is None:
+        return None
+    return ctx.finding(
+        Code.SYNC,
+        f"{what} inside a loop: the host waits for the GPU {how.how_often}",
+        node, end=end, severity="warning" if how.every_iteration else "information",
+    )
+
+
+def _method_reads(ctx: LintContext) -> Iterator[Finding]:
     for call in ctx.calls(*SYNC_METHODS):
         method = method_name(call)
         if method not in SYNC_METHODS:
             continue
         if method == "cpu" and is_true(arguments(call)[1].get("non_blocking")):
             continue
-        loop = repeating_loop(call)
-        if loop is None or _provably_not_cuda(receiver(call), call):
+        if not likely_device(ctx, receiver(call)):
             continue
         fn = callee(call)
         attr = fn.child_by_field_name("attribute") if fn is not None else None
+        finding = _report(ctx, f"`.{method}()`", attr or call, end=call, how=frequency(call))
+        if finding is not None:
+            yield finding
+
+
+def _single_argument(call: Node) -> Optional[Node]:
+    positional, keywords = arguments(call)
+    return positional[0] if len(positional) == 1 and not keywords else None
+
+
+def _conversions(ctx: LintContext) -> Iterator[Finding]:
+    for call in ctx.calls(*CONVERSIONS):
+        name = dotted_name(callee(call))
+        argument = _single_argument(call)
+        if name not in CONVERSIONS or argument is None or not likely_device(ctx, argument):
+            continue
+        finding = _report(ctx, f"`{name}()` of a CUDA tensor", call)
+        if finding is not None:
+            yield finding
+
+
+def _prints(ctx: LintContext) -> Iterator[Finding]:
+    for call in ctx.calls("print"):
+        if dotted_name(callee(call)) != "print":
+            continue
+        positional, _ = arguments(call)
+        shown = next((a for a in positional if a.type != "string" and likely_device(ctx, a)), None)
+        if shown is None:
+            continue
+        finding = _report(ctx, f"printing a CUDA tensor (`{_short(shown)}`)", call)
+        if finding is not None:
+            yield finding
+
+
+def _data_dependent(ctx: LintContext) -> Iterator[Finding]:
+    for call in ctx.calls(*DATA_DEPENDENT_METHODS, "where"):
+        name = dotted_name(callee(call)) or ""
+        method = method_name(call)
+        positional, keywords = arguments(call)
+        if name in DATA_DEPENDENT_FUNCTIONS or (name == "torch.where" and len(positional) == 1 and not keywords):
+            subject = positional[0] if positional else keywords.get("input")
+            label = f"`{name}(...)`"
+        elif method in DATA_DEPENDENT_METHODS and not name.startswith("torch."):
+            subject = receiver(call)
+            label = f"`.{method}()`"
+        else:
+            continue
+        if subject is None or not likely_device(ctx, subject):
+            continue
+        finding = _report(ctx, f"{label} (its output's shape depends on the data)", call)
+        if finding is not None:
+            yield finding
+
+
+def _conditions(ctx: LintContext) -> Iterator[Finding]:
+    root = ctx.source.root
+    seen: set[int] = set()
+    for match in _KEYWORDS.finditer(ctx.source.data):
+        keyword = root.descendant_for_byte_range(match.start(1), match.end(1))
+        if keyword is None or keyword.type != match.group(1).decode() or keyword.parent is None:
+            continue
+        statement = keyword.parent
+        if statement.type in ("if_statement", "elif_clause", "while_statement", "conditional_expression"):
+            condition = statement.child_by_field_name("condition")
+            if statement.type == "conditional_expression":
+                parts = statement.named_children
+                condition = parts[1] if len(parts) >= 2 else None
+        elif statement.type == "assert_statement":
+            parts = statement.named_children
+            condition = parts[0] if parts else None
+        else:
+            continue
+        if condition is None or condition.id in seen:
+            continue
+        seen.add(condition.id)
+        tested = _tensor_truth_test(ctx, condition)
+        if tested is None:
+            continue
+        finding = _report(ctx, f"a CUDA tensor as a condition (`{_short(tested)}`)", tested)
+        if finding is not None:
+            yield finding
+
+
+def _tensor_truth_test(ctx: LintContext, condition: Node) -> Optional[Node]:
+    """The first part of `condition` whose truth value is taken of a CUDA tensor."""
+    node = strip_parens(condition)
+    if node.type == "boolean_operator":
+        for side in ("left", "right"):
+            found = _tensor_truth_test(ctx, node.child_by_field_name(side)) if node.child_by_field_name(side) else None
+            if found is not None:
+                return found
+        return None
+    if node.type == "not_operator":
+        argument = node.child_by_field_name("argument")
+        return _tensor_truth_test(ctx, argument) if argument is not None else None
+    if node.type == "comparison_operator":
+        operators = [text(c) for c in node.children if not c.is_named]
+        if any(op in ("is", "is not", "in", "not in") for op in operators) or " ".join(operators) in ("is not", "not in"):
+            return None
+    if node.type in ("call", "identifier", "attribute", "subscript", "comparison_operator"):
+        if device_of(ctx, node) is Device.HOST:
+            return None
+        if node.type == "call" and (dotted_name(callee(node)) or "") in ("isinstance", "hasattr", "callable", "len"):
+            return None
+        if node.type == "comparison_operator" and any(is_dtype(c) for c in node.named_children):
+            return None
+        if likely_device(ctx, node) and _is_tensor_valued(ctx, node):
+            return node
+    return None
+
+
+TENSOR_PREDICATES = frozenset({"any", "all", "isnan", "isinf", "isfinite", "isneginf", "isposinf", "sum", "eq",
+                               "ne", "gt", "lt", "ge", "le", "max", "min", "bool", "mean", "logical_not",
+                               "logical_and", "logical_or", "count_nonzero", "norm", "abs"})
+BOOL_RESULT_FUNCTIONS = frozenset({"torch.equal", "torch.allclose", "torch.is_same_size", "torch.is_tensor", "torch.is_floating_point", "torch.is_complex",
+                                   "torch.is_grad_enabled", "torch.is_autocast_enabled", "torch.is_nonzero"})
+
+
+def _is_tensor_valued(ctx: LintContext, node: Node) -> bool:
+    """Is the value tested a tensor? A comparison, a `torch.*` function or a tensor method that
+    returns a tensor (`.any()`, `.isnan()`), or a name proven to hold a CUDA tensor; not a
+    value that a model's output may carry as a Python flag."""
+    if node.type == "call":
+        name = dotted_name(callee(node)) or ""
+        if name in BOOL_RESULT_FUNCTIONS or name.startswith("torch.cuda.") or name.startswith("torch.distributed."):
+            return False
+        method = method_name(node)
+        return name.startswith("torch.") or (method in TENSOR_PREDICATES and not name.startswith(("np.", "math.")))
+    if node.type == "comparison_operator":
+        return True
+    return device_of(ctx, node) is Device.CUDA
+
+
+def _fstrings(ctx: LintContext) -> Iterator[Finding]:
+    root = ctx.source.root
+    for match in _FSTRING.finditer(ctx.source.data):
+        node = root.descendant_for_byte_range(match.start(), match.end())
+        while node is not None and node.type != "string":
+            node = node.parent if node.type in ("string_start",) else None
+        if node is None:
+            continue
+        for child in node.named_children:
+            if child.type != "interpolation":
+                continue
+            expression = child.child_by_field_name("expression") or (child.named_children[0]
+                                                                      if child.named_children else None)
+            if expression is None or strip_parens(expression).type not in ("identifier", "attribute", "subscript",
+                                                                            "call", "binary_operator"):
+                continue
+            if _formats_host_value(child) or not likely_device(ctx, expression):
+                continue
+            finding = _report(ctx, f"formatting a CUDA tensor (`{{{_short(expression)}}}`)", child)
+            if finding is not None:
+                yield finding
+                break
+
+
+def _formats_host_value(interpolation: Node) -> bool:
+    """`{x!r}` still formats the tensor; `{len(x)}` and the like never reach here."""
+    return False
+
+
+def _masked_reads(ctx: LintContext) -> Iterator[Finding]:
+    root = ctx.source.root
+    for match in _SUBSCRIPT.finditer(ctx.source.data):
+        bracket = root.descendant_for_byte_range(match.start(1), match.end(1))
+        node = bracket.parent if bracket is not None and bracket.type == "[" else None
+        if node is None or node.type != "subscript":
+            continue
+        index = node.child_by_field_name("subscript")
+        if index is None or not _is_mask(ctx, index) or _is_store(node):
+            continue
+        value = node.child_by_field_name("value")
+        if not likely_device(ctx, value):
+            continue
+        finding = _report(ctx, f"`{_short(node)}` (a boolean mask: the result's shape depends on the data)", node)
+        if finding is not None:
+            yield finding
+
+
+def _is_store(subscript: Node) -> bool:
+    parent = subscript.parent
+    return parent is not None and parent.type == "assignment" and parent.child_by_field_name("left") == subscript
+
+
+def _is_mask(ctx: LintContext, index: Node, depth: int = 0) -> bool:
+    index = strip_parens(index)
+    if depth > 6:
+        return False
+    if index.type == "comparison_operator":
+        operators = [text(c) for c in index.children if not c.is_named]
+        return all(op in ("==", "!=", "<", ">", "<=", ">=") for op in operators) and device_of(ctx, index) is not Device.HOST
+    if index.type == "unary_operator" and text(index.children[0]) == "~":
+        return True
+    if index.type == "call":
+        name = dotted_name(callee(index)) or ""
+        return name.split(".")[-1] in MASK_METHODS and (name.startswith("torch.") or method_name(index) is not None)
+    if index.type == "identifier":
+        binding = ctx.bindings(index).at(text(index), index.start_byte)
+        return binding is not None and binding.value is not None and _is_mask(ctx, binding.value, depth + 1)
+    return False
+
+
+def _scaler_steps(ctx: LintContext) -> Iterator[Finding]:
+    for call in ctx.calls("step"):
+        owner = receiver(call)
+        if method_name(call) != "step" or owner is None or not _is_grad_scaler(ctx, owner):
+            continue
+        how = frequency(call)
+        if how.loop is None:
+            continue
         yield ctx.finding(
             Code.SYNC,
-            f"`.{method}()` inside a loop: the host waits for the GPU on every iteration",
-            attr or call,
-            end=call,
+            "`scaler.step()` reads the GradScaler's inf/NaN check on the host: one wait for the GPU per "
+            "optimizer step, the price of fp16 loss scaling (bf16 needs no scaler)",
+            call, severity="information",
         )
 
 
-def _provably_not_cuda(value: Optional[Node], call: Node) -> bool:
-    if value is None:
+def _is_grad_scaler(ctx: LintContext, owner: Node) -> bool:
+    name = dotted_name(owner)
+    if name is None:
+        return False
+    if SCALER_NAME.search(name.split(".")[-1]):
         return True
-    while value.type == "parenthesized_expression" and value.named_child_count == 1:
-        value = value.named_children[0]
-    if value.type in LITERAL_TYPES:
-        return True
-    if value.type == "call":
-        name = dotted_name(callee(value))
-        if name in NOT_TENSOR_BUILTINS:
-            return True
-        inner = method_name(value)
-        if inner in HOST_RESULT_METHODS:
-            return True
-        return inner == "to" and is_device_to_host(value)
-    if value.type == "identifier":
-        return _is_range_loop_variable(text(value), call)
+    if owner.type == "identifier":
+        binding = ctx.bindings(owner).at(name, owner.start_byte)
+        value = binding.value if binding is not None else None
+        return value is not None and value.type == "call" and \
+            (dotted_name(callee(value)) or "").split(".")[-1] == "GradScaler"
     return False
 
 
-def _is_range_loop_variable(name: str, call: Node) -> bool:
-    for parent in ancestors(call):
-        if parent.type in SCOPE_TYPES:
-            return False
-        if parent.type == "for_statement":
-            target = parent.child_by_field_name("left")
-            iterable = parent.child_by_field_name("right")
-            if target is not None and target.type == "identifier" and text(target) == name:
-                return (iterable is not None and iterable.type == "call"
-                        and dotted_name(callee(iterable)) == "range")
-    return False
+def _short(node: Node) -> str:
+    value = " ".join(text(node).split())
+    return value if len(value) <= 40 else value[:37] + "..."
 
 
 RULE = Rule(
     code=Code.SYNC,
     name="sync-in-loop",
-    summary="`.item()`, `.tolist()`, `.cpu()` or `.numpy()` inside a loop: a host-device sync every iteration",
-    calls=frozenset(SYNC_METHODS),
+    summary="reading a CUDA tensor on the host (`.item()`, `float(t)`, `if t:`, printing, data-dependent "
+            "shapes) inside a loop: a host-device sync every iteration",
+    calls=CALLS,
     check=check,
     doc=__doc__ or "",
 )

@@ -41,7 +41,7 @@ from tree_sitter import Node
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding
-from atenlens.lint.pinning import is_device_to_host, is_pinned
+from atenlens.lint.provenance import is_device_to_host, is_pinned
 from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import arguments, is_true, method_name, receiver, text
 from atenlens.report import Code

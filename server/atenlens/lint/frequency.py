@@ -1,0 +1,157 @@
+"""How often a piece of code runs: once, on every iteration of a loop, or only on some.
+
+A finding that claims "every iteration" must be true: a `.item()` under `if step % 250 == 0:`,
+in an epoch loop, on the first iteration only or in a loop over three literal values is
+deliberate or cheap, and rules report it at information level with a message that says how
+often (`Frequency.how_often`).
+
+- Every iteration: the innermost loop that repeats the node (syntax.repeating_loop) with none of
+  the below between them.
+- Throttled: the node is in the body of an `if` (or `elif`) whose condition tests a modulo
+  (`step % N == 0`, `not step % N`), compares a counter with a number or the loop's end
+  (`i == 0`, `step == max_steps - 1`, `batch_idx == len(loader) - 1`) or calls a value spelled
+  like `should_log` / `is_last`; an `else` of such an `if` runs on the other iterations and is
+  not throttled.
+- Once per epoch: the repeating loop's variable or iterable is spelled with `epoch`.
+- Few: `for ... in range(K)` / over a literal list or tuple of K items with K <= 10 (K <= 1 is once).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from tree_sitter import Node
+
+from atenlens.lint.source import ancestors
+from atenlens.lint.syntax import SCOPE_TYPES, arguments, callee, dotted_name, repeating_loop, text
+
+FEW_ITERATIONS = 10
+_THROTTLE_NAME = re.compile(r"should_|is_last|last_step|log_now|do_log|is_log|_due$|^is_.*_step$", re.I)
+_PER_PROCESS = re.compile(r"rank|process_index|is_main|local_process|world", re.I)
+_EPOCH = re.compile(r"epoch", re.I)
+
+
+@dataclass(frozen=True)
+class Frequency:
+    loop: Optional[Node]       # the loop that repeats the node; None when it runs once per call
+    every_iteration: bool      # on every iteration of `loop`
+    how_often: str             # for messages: "on every iteration", "only when `step % 10 == 0`", ...
+
+
+ONCE = Frequency(None, False, "once")
+
+
+def frequency(node: Node) -> Frequency:
+    loop = repeating_loop(node)
+    if loop is None:
+        return ONCE
+    throttle = _throttle_between(node, loop)
+    if throttle is not None:
+        return Frequency(loop, False, f"only on iterations where `{_short(throttle)}`")
+    count = _literal_iterations(loop)
+    if count is not None and count <= 1:
+        return Frequency(None, False, "once (the loop runs once)")
+    if _is_epoch_loop(loop):
+        return Frequency(loop, False, "once per epoch")
+    if count is not None and count <= FEW_ITERATIONS:
+        return Frequency(loop, False, f"{count} times (the loop runs {count} times)")
+    return Frequency(loop, True, "on every iteration")
+
+
+def _short(node: Node) -> str:
+    value = " ".join(text(node).split())
+    return value if len(value) <= 60 else value[:57] + "..."
+
+
+def _throttle_between(node: Node, loop: Node) -> Optional[Node]:
+    child = node
+    for parent in ancestors(node):
+        if parent == loop or parent.type in SCOPE_TYPES:
+            return None
+        if parent.type in ("if_statement", "elif_clause"):
+            condition = parent.child_by_field_name("condition")
+            body = parent.child_by_field_name("consequence")
+            if body is not None and child == body and condition is not None and is_throttle(condition):
+                return condition
+        child = parent
+    return None
+
+
+def is_throttle(condition: Node) -> bool:
+    """Does this condition hold on a few iterations only (`step % N == 0`, `i == 0`, `should_log`)?"""
+    while condition.type == "parenthesized_expression" and condition.named_child_count == 1:
+        condition = condition.named_children[0]
+    kind = condition.type
+    if kind == "boolean_operator":
+        left = condition.child_by_field_name("left")
+        right = condition.child_by_field_name("right")
+        operator = text(condition.child_by_field_name("operator"))
+        parts = [p for p in (left, right) if p is not None]
+        if operator == "and":
+            return any(is_throttle(p) for p in parts)
+        return bool(parts) and all(is_throttle(p) for p in parts)
+    if kind == "not_operator":
+        argument = condition.child_by_field_name("argument")
+        return argument is not None and _is_modulo(argument)
+    if kind == "comparison_operator":
+        if any(_is_modulo(c) for c in condition.named_children):
+            return True
+        operators = [text(c) for c in condition.children if not c.is_named]
+        if operators and all(op == "==" for op in operators):
+            sides = condition.named_children
+            names = [s for s in sides if s.type in ("identifier", "attribute")]
+            if any(_PER_PROCESS.search(text(n)) for n in names):
+                return False
+            return bool(names) and any(_is_counter_bound(s) for s in sides if s not in names)
+        return False
+    if kind in ("identifier", "attribute", "call"):
+        name = dotted_name(callee(condition) if kind == "call" else condition) or ""
+        return bool(_THROTTLE_NAME.search(name.split(".")[-1]))
+    return False
+
+
+def _is_modulo(node: Node) -> bool:
+    while node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    return node.type == "binary_operator" and text(node.child_by_field_name("operator")) == "%"
+
+
+def _is_counter_bound(node: Node) -> bool:
+    """A number, or the end of a range (`len(loader) - 1`, `max_steps - 1`, `n_steps`)."""
+    if node.type == "integer":
+        return True
+    if node.type == "binary_operator" and text(node.child_by_field_name("operator")) == "-":
+        return True
+    return node.type == "call" and dotted_name(callee(node)) == "len"
+
+
+def _literal_iterations(loop: Node) -> Optional[int]:
+    if loop.type != "for_statement":
+        return None
+    iterable = loop.child_by_field_name("right")
+    if iterable is None:
+        return None
+    if iterable.type in ("list", "tuple"):
+        return len([c for c in iterable.named_children if c.type != "comment"])
+    if iterable.type == "call" and dotted_name(callee(iterable)) == "range":
+        positional, _ = arguments(iterable)
+        if not positional or not all(p.type == "integer" for p in positional):
+            return None
+        try:
+            values = [int(text(p), 0) for p in positional]
+        except ValueError:
+            return None
+        if len(values) == 1:
+            return max(values[0], 0)
+        step = values[2] if len(values) > 2 else 1
+        return len(range(values[0], values[1], step)) if step else None
+    return None
+
+
+def _is_epoch_loop(loop: Node) -> bool:
+    if loop.type != "for_statement":
+        return False
+    target = loop.child_by_field_name("left")
+    iterable = loop.child_by_field_name("right")
+    return any(part is not None and bool(_EPOCH.search(text(part))) for part in (target, iterable))

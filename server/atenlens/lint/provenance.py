@@ -1,0 +1,471 @@
+"""What the linter knows about a value: where it lives (CUDA, CPU, a host value that is no
+tensor, unknown), whether it is pinned, and whether it is likely a device tensor although nothing
+proves it. Every rule asks these questions here instead of matching names of its own.
+
+Everything follows bindings within a function (dataflow.py), depth-limited, and reads the tree
+only around the expression asked about.
+
+Device, from evidence only:
+- CUDA: `.cuda()`, `.to(<device>)` where the device is not the CPU (a string, `torch.device(...)`,
+  or a name or attribute spelled `device`/`dev`/`*_device`), a torch factory with such a `device=`,
+  and whatever is computed from a CUDA tensor (methods, views, arithmetic, `torch.*` functions).
+- CPU: a torch factory without `device=` or with the CPU (`torch.linspace(0, 1, 5)`),
+  `torch.from_numpy`, `.cpu()`, `.to("cpu")`, `.pin_memory()`, and what is computed from them.
+- HOST (not a tensor): literals, builtins' results (`len`, `float`, `range`, ...), numpy and math
+  results, `.item()`/`.tolist()`/`.numpy()` results, tensor metadata (`x.dtype`, `x.shape`,
+  `x.device`, `x.size()`, `x.numel()`), the variables of `for i in range(...)`/`enumerate`.
+- UNKNOWN: parameters, globals, attributes of other objects, calls of other functions.
+
+Likely on the device (`likely_device`), for UNKNOWN values: a model's output or a loss in code
+that mentions the device (the words `cuda` or `device` appear in the module): a name or
+attribute spelled with `loss`, the result of calling something spelled like a model
+(`model(x)`, `self.net(x)`, `criterion(...)`, `teacher(...)`), a parameter's `.grad`, and what is
+computed from those. Without that evidence a value of unknown device is not reported: a finding
+on a CPU tensor is worse than a missed one (precision first, docs/rules.md "Unknown devices").
+"""
+from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import Optional
+
+from tree_sitter import Node
+
+from atenlens.lint.context import LintContext
+from atenlens.lint.dataflow import Binding
+from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, text
+
+MAX_DEPTH = 12
+
+
+class Device(Enum):
+    CUDA = "cuda"
+    CPU = "cpu"
+    HOST = "host"          # a Python value, a numpy array, tensor metadata: no device tensor at all
+    UNKNOWN = "unknown"
+
+
+VIEW_METHODS = frozenset({"view", "view_as", "narrow", "select", "unsqueeze", "squeeze", "expand", "expand_as",
+                          "transpose", "permute", "t", "T", "mT", "as_strided", "unflatten", "detach",
+                          "unbind", "split", "chunk", "movedim", "reshape", "flatten", "contiguous"})
+TORCH_FACTORIES = frozenset({"randn", "rand", "randint", "randperm", "zeros", "ones", "empty", "full", "arange",
+                             "linspace", "logspace", "eye", "tensor", "as_tensor", "empty_strided", "normal",
+                             "bernoulli", "multinomial", "range", "tril_indices", "triu_indices"})
+DTYPE_NAMES = frozenset({"float", "float16", "float32", "float64", "half", "bfloat16", "double", "int", "int8",
+                         "int16", "int32", "int64", "long", "short", "uint8", "bool", "complex64", "complex128",
+                         "cfloat", "cdouble", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                         "float8_e5m2fnuz", "uint16", "uint32", "uint64", "bits16", "qint8", "quint8"})
+# Builtins whose result is never a tensor.
+HOST_BUILTINS = frozenset({"len", "range", "int", "float", "str", "bool", "repr", "format", "round", "ord", "chr",
+                           "isinstance", "hasattr", "callable", "hash", "id", "type", "enumerate", "zip",
+                           "sorted", "reversed", "open", "print", "input", "divmod"})
+HOST_MODULES = frozenset({"np", "numpy", "math", "time", "os", "random", "json", "re", "datetime", "statistics"})
+HOST_METHODS = frozenset({"item", "tolist", "numpy", "size", "dim", "numel", "nelement", "element_size",
+                          "stride", "data_ptr", "is_contiguous", "get_device", "is_floating_point",
+                          "is_complex", "storage_offset", "untyped_storage", "elapsed_time", "record",
+                          "query", "format", "join", "split", "startswith", "endswith", "keys"})
+HOST_ATTRIBUTES = frozenset({"dtype", "shape", "device", "ndim", "is_cuda", "requires_grad", "layout", "names",
+                             "itemsize", "nbytes", "is_leaf", "is_sparse", "is_quantized", "is_meta",
+                             "training", "__class__", "__name__"})
+SAME_DEVICE_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "real", "imag", "data", "grad"})
+# A method of a tensor returns a tensor on the same device, except these (host results, moves).
+MOVES = frozenset({"to", "cuda", "cpu", "pin_memory"})
+# A callee spelled as a model (its last word): `model`, `self.net`, `ref_model`, `text_encoder`,
+# `criterion`, `compute_loss`, `loss_fn`; not `get_model_info` or `compute_module_sizes`.
+_MODEL_CALLEE = re.compile(
+    r"^(?:[A-Za-z0-9]+_)*(?:model|net|network|module|forward|criterion|loss|loss_fn|loss_func|lossfn|teacher|"
+    r"student|policy|actor|critic|unet|transformer|vae|encoder|decoder|generator|discriminator|backbone|"
+    r"classifier|learner|lm_head)$", re.I)
+_LOSS_NAME = re.compile(r"loss", re.I)
+_LOSS_CALLEE = re.compile(r"loss|step|forward|criterion", re.I)
+_DEVICE_NAME = re.compile(r"(?:^|_)(?:device|dev)(?:$|_)|_device$|^device", re.I)
+_MENTIONS_DEVICE = re.compile(rb"\b(?:cuda|device)\b")
+
+
+def strip_parens(node: Node) -> Node:
+    while node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    return node
+
+
+def string_value(node: Node) -> str:
+    """The characters of a plain string literal (no interpolation), "" for anything else."""
+    return "".join(text(c) for c in node.named_children if c.type == "string_content")
+
+
+def is_cpu_device(node: Optional[Node]) -> bool:
+    """`"cpu"`, `'cpu:0'`, `torch.device("cpu")`."""
+    if node is None:
+        return False
+    node = strip_parens(node)
+    if node.type == "string":
+        return string_value(node).startswith("cpu")
+    if node.type == "call" and dotted_name(callee(node)) in ("torch.device", "device"):
+        positional, keywords = arguments(node)
+        first = keywords.get("type") or (positional[0] if positional else None)
+        return first is not None and is_cpu_device(first)
+    return False
+
+
+def is_dtype(node: Optional[Node]) -> bool:
+    """`torch.float16` and friends, `x.dtype`, a name spelled `dtype`/`*_dtype` (a `.to(dtype)` is
+    a cast, not a device copy)."""
+    if node is None:
+        return False
+    node = strip_parens(node)
+    name = dotted_name(node)
+    if name is None:
+        return False
+    last = name.split(".")[-1]
+    if name.startswith("torch.") and last in DTYPE_NAMES:
+        return True
+    return last == "dtype" or last.endswith("_dtype") or last.startswith("dtype_")
+
+
+def is_clear_device(node: Optional[Node]) -> bool:
+    """Is `node` certainly a device, written as one: a string literal, `torch.device(...)`, or a
+    name/attribute spelled `device`, `dev`, `*_device` (`self.device`, `x.device`,
+    `accelerator.device`)? Anything else may be a dtype or a tensor (`.to(other)`)."""
+    if node is None:
+        return False
+    node = strip_parens(node)
+    if node.type == "string":
+        return not any(c.type == "interpolation" for c in node.named_children) and bool(string_value(node))
+    if node.type == "call":
+        return dotted_name(callee(node)) in ("torch.device", "device")
+    name = dotted_name(node)
+    return name is not None and bool(_DEVICE_NAME.search(name.split(".")[-1]))
+
+
+def to_device_argument(call: Node) -> Optional[Node]:
+    """The device a `.to(...)` call moves to (positional or `device=`), None when it is only a
+    cast (a dtype) or the argument is not a device (`.to(other_tensor)`: not known as a device)."""
+    positional, keywords = arguments(call)
+    if "device" in keywords:
+        return keywords["device"]
+    if positional and not is_dtype(positional[0]):
+        return positional[0]
+    return None
+
+
+def is_device_to_host(call: Node) -> bool:
+    """`.cpu(...)` or `.to("cpu", ...)`."""
+    method = method_name(call)
+    if method == "cpu":
+        return True
+    if method == "to":
+        return is_cpu_device(to_device_argument(call))
+    return False
+
+
+def is_factory(call: Node) -> bool:
+    name = dotted_name(callee(call)) or ""
+    parts = name.split(".")
+    return len(parts) == 2 and parts[0] == "torch" and parts[1] in TORCH_FACTORIES
+
+
+def factory_device(call: Node) -> Device:
+    """Where a torch factory puts its tensor: CPU without `device=`."""
+    device = arguments(call)[1].get("device")
+    if device is None or device.type == "none" or is_cpu_device(device):
+        return Device.CPU
+    return Device.CUDA if is_clear_device(device) else Device.UNKNOWN
+
+
+def _binding(ctx: LintContext, ident: Node) -> Optional[Binding]:
+    return ctx.bindings(ident).at(text(ident), ident.start_byte)
+
+
+def _combine(devices: list[Device]) -> Device:
+    """Device of an operation on several operands: CUDA if any operand is, CPU if a CPU tensor
+    takes part and nothing unknown does, HOST if only host values do."""
+    if Device.CUDA in devices:
+        return Device.CUDA
+    if Device.UNKNOWN in devices or not devices:
+        return Device.UNKNOWN
+    return Device.CPU if Device.CPU in devices else Device.HOST
+
+
+def device_of(ctx: LintContext, node: Optional[Node], depth: int = 0) -> Device:
+    if node is None or depth > MAX_DEPTH:
+        return Device.UNKNOWN
+    node = strip_parens(node)
+    kind = node.type
+    if kind in ("integer", "float", "string", "concatenated_string", "true", "false", "none",
+                "boolean_operator", "not_operator"):
+        return Device.HOST
+    if kind == "identifier":
+        binding = _binding(ctx, node)
+        if binding is None:
+            return Device.UNKNOWN
+        if binding.loop is not None:
+            return _loop_element_device(ctx, binding.loop.child_by_field_name("right"), binding.path, depth + 1)
+        return device_of(ctx, binding.value, depth + 1)
+    if kind == "attribute":
+        attr = text(node.child_by_field_name("attribute"))
+        if attr in HOST_ATTRIBUTES:
+            return Device.HOST
+        if attr in SAME_DEVICE_ATTRIBUTES:
+            inner = device_of(ctx, node.child_by_field_name("object"), depth + 1)
+            return inner if inner in (Device.CUDA, Device.CPU) else Device.UNKNOWN
+        return Device.UNKNOWN
+    if kind == "subscript":
+        inner = device_of(ctx, node.child_by_field_name("value"), depth + 1)
+        return inner  # an element of a tensor lives where the tensor does; of a host value, on the host
+    if kind in ("binary_operator", "comparison_operator"):
+        return _combine([device_of(ctx, c, depth + 1) for c in node.named_children if c.type != "comment"])
+    if kind == "unary_operator":
+        return device_of(ctx, node.child_by_field_name("argument"), depth + 1)
+    if kind == "conditional_expression":
+        branches = [device_of(ctx, c, depth + 1) for c in node.named_children[::2]]
+        return branches[0] if len(set(branches)) == 1 else Device.UNKNOWN
+    if kind == "call":
+        return _call_device(ctx, node, depth)
+    if kind == "named_expression":
+        return device_of(ctx, node.child_by_field_name("value"), depth + 1)
+    return Device.UNKNOWN
+
+
+def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
+    name = dotted_name(callee(call)) or ""
+    method = method_name(call)
+    positional, keywords = arguments(call)
+    if name in HOST_BUILTINS or name.split(".")[0] in HOST_MODULES:
+        return Device.HOST
+    if method is not None and name.split(".")[0] != "torch":
+        if method in HOST_METHODS:
+            return Device.HOST
+        if method == "cuda":
+            return Device.CUDA
+        if method in ("cpu", "pin_memory"):
+            return Device.CPU
+        owner = device_of(ctx, receiver(call), depth + 1)
+        if method == "to":
+            device = keywords.get("device") or (positional[0] if positional and not is_dtype(positional[0])
+                                                else None)
+            if device is None:
+                return owner  # a cast keeps the device
+            if is_cpu_device(device):
+                return Device.CPU
+            if is_clear_device(device):
+                return Device.CUDA
+            return Device.UNKNOWN
+        if method.startswith("new_"):
+            return owner if owner in (Device.CUDA, Device.CPU) else Device.UNKNOWN
+        return owner if owner in (Device.CUDA, Device.CPU) else Device.UNKNOWN
+    if name == "torch.from_numpy":
+        return Device.CPU
+    if is_factory(call):
+        return factory_device(call)
+    if name.startswith("torch.") or name.startswith("F."):
+        if "device" in keywords:
+            device = keywords["device"]
+            return Device.CPU if is_cpu_device(device) else (Device.CUDA if is_clear_device(device) else Device.UNKNOWN)
+        first = positional[0] if positional else None
+        if first is not None and strip_parens(first).type in ("list", "tuple"):
+            items = [c for c in strip_parens(first).named_children if c.type != "comment"]
+            first = items[0] if items else None
+        inner = device_of(ctx, first, depth + 1)
+        return inner if inner in (Device.CUDA, Device.CPU) else Device.UNKNOWN
+    return Device.UNKNOWN
+
+
+def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple[int, ...], depth: int) -> Device:
+    if iterable is None or depth > MAX_DEPTH:
+        return Device.UNKNOWN
+    iterable = strip_parens(iterable)
+    if iterable.type == "call":
+        name = dotted_name(callee(iterable)) or ""
+        positional, _ = arguments(iterable)
+        if name == "range":
+            return Device.HOST
+        if name == "enumerate" and positional:
+            if path and path[0] == 0:
+                return Device.HOST
+            if path and path[0] == 1:
+                return _loop_element_device(ctx, positional[0], path[1:], depth + 1)
+            return Device.UNKNOWN
+        if name.split(".")[-1] == "DataLoader":
+            return Device.CPU  # a DataLoader yields host tensors (pinned or not)
+        if name in ("zip",) and path and path[0] < len(positional):
+            return _loop_element_device(ctx, positional[path[0]], path[1:], depth + 1)
+        if method_name(iterable) in ("tolist",):
+            return Device.HOST
+        return _tensor_rows(ctx, iterable, depth)
+    if iterable.type == "identifier":
+        binding = _binding(ctx, iterable)
+        if binding is None or binding.loop is not None:
+            return Device.UNKNOWN
+        return _loop_element_device(ctx, binding.value, path, depth + 1)
+    if iterable.type in ("list", "tuple"):
+        items = [device_of(ctx, c, depth + 1) for c in iterable.named_children if c.type != "comment"]
+        return items[0] if items and len(set(items)) == 1 and not path else Device.UNKNOWN
+    return Device.UNKNOWN
+
+
+def _tensor_rows(ctx: LintContext, iterable: Node, depth: int) -> Device:
+    """Iterating a tensor gives its rows, on the tensor's device."""
+    device = device_of(ctx, iterable, depth + 1)
+    return device if device in (Device.CUDA, Device.CPU) else Device.UNKNOWN
+
+
+def module_mentions_device(ctx: LintContext) -> bool:
+    """Does the file speak of a device at all (`cuda`, `device`)? Without it, a model output of
+    unknown device is not assumed to be on a GPU (CPU-only tests, data pipelines)."""
+    cached = getattr(ctx, "_mentions_device", None)
+    if cached is None:
+        cached = bool(_MENTIONS_DEVICE.search(ctx.source.data))
+        setattr(ctx, "_mentions_device", cached)
+    return cached
+
+
+def likely_device(ctx: LintContext, node: Optional[Node]) -> bool:
+    """Is `node` a CUDA tensor, proven or as a model output / loss in code about a device?"""
+    device = device_of(ctx, node)
+    if device is Device.CUDA:
+        return True
+    if device is not Device.UNKNOWN or not module_mentions_device(ctx):
+        return False
+    return _model_output(ctx, node, 0)
+
+
+def _model_output(ctx: LintContext, node: Optional[Node], depth: int) -> bool:
+    if node is None or depth > MAX_DEPTH:
+        return False
+    node = strip_parens(node)
+    kind = node.type
+    if kind == "identifier":
+        loss_named = bool(_LOSS_NAME.search(text(node)))
+        binding = _binding(ctx, node)
+        if binding is None:
+            return loss_named  # a parameter or global named `loss`
+        if binding.loop is not None:
+            return False
+        value = binding.value
+        if value is None:
+            if binding.unpacked_from is not None:   # `loss, logits = model(x)`
+                return _model_output(ctx, binding.unpacked_from, depth + 1)
+            return loss_named   # `loss += ...`
+        if loss_named and strip_parens(value).type == "call":
+            # `loss = chunked_cross_entropy(logits, y)`: a loss computed from model outputs, or by
+            # a function spelled like a loss or a step; not `val_loss = evaluate(...)` (a float).
+            call = strip_parens(value)
+            name = (dotted_name(callee(call)) or "").split(".")[-1]
+            if _LOSS_CALLEE.search(name):
+                return True
+            positional, keywords = arguments(call)
+            return _model_output(ctx, call, depth + 1) or any(
+                _model_output(ctx, a, depth + 1) for a in [*positional, *keywords.values()])
+        return _model_output(ctx, value, depth + 1)
+    if kind == "attribute":
+        attr = text(node.child_by_field_name("attribute"))
+        if attr in HOST_ATTRIBUTES:
+            return False
+        if _LOSS_NAME.search(attr) or attr == "grad" or attr == "logits":
+            return True
+        return _model_output(ctx, node.child_by_field_name("object"), depth + 1)
+    if kind == "subscript":
+        return _model_output(ctx, node.child_by_field_name("value"), depth + 1)
+    if kind in ("binary_operator", "comparison_operator"):
+        return any(_model_output(ctx, c, depth + 1) for c in node.named_children)
+    if kind == "unary_operator":
+        return _model_output(ctx, node.child_by_field_name("argument"), depth + 1)
+    if kind == "call":
+        name = dotted_name(callee(node)) or ""
+        method = method_name(node)
+        if name in HOST_BUILTINS or name.split(".")[0] in HOST_MODULES:
+            return False
+        if method is not None and name.split(".")[0] not in ("torch", "F"):
+            if method in HOST_METHODS or method in ("cpu", "pin_memory"):
+                return False
+            if _MODEL_CALLEE.search(method) and method not in ("forward_hook",):
+                return True
+            return _model_output(ctx, receiver(node), depth + 1)
+        if name.startswith("torch.") or name.startswith("F."):
+            positional, _ = arguments(node)
+            return bool(positional) and _model_output(ctx, positional[0], depth + 1)
+        return bool(name) and bool(_MODEL_CALLEE.search(name.split(".")[-1])) or name == "self"
+    return False
+
+
+# Pinned memory ---------------------------------------------------------------------------------
+
+def is_pinned(ctx: LintContext, node: Optional[Node], depth: int = 0) -> bool:
+    """Provably in pinned (page-locked) host memory: `.pin_memory()`, a call with
+    `pin_memory=True`, the result of `.to("cpu", non_blocking=True)` / `.cpu(non_blocking=True)`
+    (torch allocates it pinned), a view or item of one, a name bound to one, a loop variable over
+    a pinned `DataLoader` (see `_loop_element_pinned`)."""
+    if node is None or depth > MAX_DEPTH:
+        return False
+    node = strip_parens(node)
+    kind = node.type
+    if kind == "call":
+        if method_name(node) == "pin_memory" or is_true(arguments(node)[1].get("pin_memory")):
+            return True
+        if is_device_to_host(node) and is_true(arguments(node)[1].get("non_blocking")):
+            return True
+        if method_name(node) in VIEW_METHODS:
+            return is_pinned(ctx, receiver(node), depth + 1)
+        return False
+    if kind == "named_expression":
+        return is_pinned(ctx, node.child_by_field_name("value"), depth + 1)
+    if kind == "subscript":
+        return is_pinned(ctx, node.child_by_field_name("value"), depth + 1)
+    if kind == "attribute":
+        # `x.T`, `x.mT` (views) and `batch.inputs` (a field of a pinned batch) share the pinning.
+        return is_pinned(ctx, node.child_by_field_name("object"), depth + 1)
+    if kind == "identifier":
+        binding = _binding(ctx, node)
+        if binding is None:
+            return False
+        if binding.loop is not None:
+            return _loop_element_pinned(ctx, binding.loop.child_by_field_name("right"), binding.path, depth + 1)
+        return is_pinned(ctx, binding.value, depth + 1)
+    return False
+
+
+def _loop_element_pinned(ctx: LintContext, iterable: Optional[Node], path: tuple[int, ...], depth: int) -> bool:
+    """Is the part at `path` of each element of `iterable` pinned? A `DataLoader(...,
+    pin_memory=True)`, directly or through a name (in this function or, for `self.loader`, any
+    `self.loader = DataLoader(...)` of the module), pins every tensor of its batches."""
+    if iterable is None or depth > MAX_DEPTH:
+        return False
+    iterable = strip_parens(iterable)
+    if iterable.type == "call":
+        name = dotted_name(callee(iterable)) or ""
+        positional, keywords = arguments(iterable)
+        if name.split(".")[-1] == "DataLoader":
+            return pins(keywords.get("pin_memory"))
+        if name == "enumerate" and positional:
+            if not path:
+                return False
+            return path[0] == 1 and _loop_element_pinned(ctx, positional[0], path[1:], depth + 1)
+        return False
+    if iterable.type == "identifier":
+        binding = _binding(ctx, iterable)
+        if binding is None or binding.loop is not None:
+            return False
+        return _loop_element_pinned(ctx, binding.value, path, depth + 1)
+    if iterable.type == "attribute":
+        return any(_loop_element_pinned(ctx, value, path, depth + 1)
+                   for value in ctx.attribute_assignments(text(iterable)))
+    return False
+
+
+def pins(value: Optional[Node]) -> bool:
+    """`pin_memory=<value>` pins unless it is written False / None / 0."""
+    return value is not None and value.type not in ("false", "none") and text(value) != "0"
+
+
+def module_pins_loaders(ctx: LintContext) -> bool:
+    """Does the file build a `DataLoader` with `pin_memory=True`? Its batches reach the copies
+    through parameters and attributes the linter cannot follow. (A loader whose `pin_memory=` is
+    a variable is no evidence: the same file may build it both ways.)"""
+    cached = getattr(ctx, "_pins_loaders", None)
+    if cached is None:
+        cached = any(dotted_name(callee(call)) is not None
+                     and (dotted_name(callee(call)) or "").split(".")[-1] == "DataLoader"
+                     and is_true(arguments(call)[1].get("pin_memory"))
+                     for call in ctx.calls("DataLoader"))
+        setattr(ctx, "_pins_loaders", cached)
+    return cached
