@@ -110,3 +110,52 @@ def test_cancel_request_kills_the_trace(server, document, reliability):
     next_trace = time.monotonic() - started
     reliability.number("trace process gone after the cancel", f"{killed:.2f} s")
     reliability.number("next trace answered after the cancel", f"{next_trace:.2f} s")
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a live process (not gone, not a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+ENDINGS = [
+    ("exit", "an `exit` notification (no `shutdown`)", 1),
+    ("shutdown-exit", "`shutdown` (answered at once) then `exit`", 0),
+    ("eof", "the end of the server's input (the editor closed the pipe)", 1),
+]
+
+
+@pytest.mark.parametrize("how, what, code", ENDINGS, ids=[e[0] for e in ENDINGS])
+def test_the_server_ends_while_a_trace_runs(tmp_path, how, what, code, reliability):
+    reliability.record("Boundary", f"{what} while a trace runs",
+                       "a trace of a function that sleeps 600 s (60 s budget) runs; then " + what
+                       + "; the server, the worker and the trace's process must be gone")
+    own = start_server(SETTINGS)
+    try:
+        path = tmp_path / "boundary.py"
+        shutil.copy(FIXTURES / "boundary.py", path)
+        uri = open_document(own, path, TEXT)
+        assert trace(own, uri, "fine_step")["result"]["status"] == "ok"
+        worker = descendants_of(own.pid)
+        _, child = start_sleeping_trace(own, uri, worker)
+        processes = [own.pid] + worker + [child]
+        started = time.monotonic()
+        if how == "exit":
+            own.notify("exit")
+        elif how == "shutdown-exit":
+            assert own.request("shutdown")["result"] is None
+            own.notify("exit")
+        else:
+            own.process.stdin.close()
+        assert own.process.wait(timeout=30) == code
+        ended = time.monotonic() - started
+        wait_until(lambda: not any(alive(pid) for pid in processes), "a process outlived the server")
+        gone = time.monotonic() - started
+    finally:
+        if own.alive:
+            own.process.kill()
+    reliability.number("exit code", code)
+    reliability.number("server gone / all processes gone", f"{ended:.2f} s / {gone:.2f} s")

@@ -24,20 +24,32 @@ token is put in WORK_DONE_TOKEN for the command's handler (a context variable: e
 in its own task, so concurrent commands each see their own). And a `$/cancelRequest` for a command
 only cancelled the future its answer comes from, not the task running the command (a trace ran on
 to its hard timeout); here the command's task is cancelled with it.
+
+Messages reach the protocol through `dispatch_json` (lsp/stdio.py reads the frames), which
+enforces what pygls did not: a request's id is an integer or a string (else InvalidRequest with a
+null id); a notification method sent with an id is refused with InvalidRequest (pygls ran it as a
+notification, and the sender waited forever); a request before `initialize` gets
+ServerNotInitialized (-32002) instead of an InternalError with a traceback; a request after
+`shutdown` gets InvalidRequest (pygls never answered). A didChange whose range ends before it
+starts is refused whole (pygls dropped the change and still took the new version).
 """
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 import re
 from concurrent.futures import Future
 from typing import Any, Callable, Optional, Sequence
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.exceptions import (JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest,
+                              JsonRpcServerNotInitialized)
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 from pygls.workspace import TextDocument, Workspace
+
+logger = logging.getLogger(__name__)
 
 # The workDoneToken of the `workspace/executeCommand` request whose handler is running, if any.
 WORK_DONE_TOKEN: contextvars.ContextVar[Optional[types.ProgressToken]] = contextvars.ContextVar(
@@ -74,7 +86,102 @@ class _Answered:
 ANSWERED = _Answered()
 
 
+def _is_notification(method: str) -> bool:
+    known = types.METHOD_TO_TYPES.get(method)
+    return known is not None and known[0].__name__.endswith("Notification")
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
 class AtenlensProtocol(LanguageServerProtocol):
+    # Set by the stdio transport (lsp/stdio.py): called at `exit`, which then ends the process there.
+    on_exit: Optional[Callable[[], None]] = None
+    _initialize_seen = False
+
+    @property
+    def shutdown_received(self) -> bool:
+        return bool(self._shutdown)
+
+    def protocol_error(self, text: str) -> None:
+        """A frame or message that could not be read: said in the log (stderr and window/logMessage)."""
+        logger.error("atenlens: protocol error: %s", text)
+        try:
+            self.notify(types.WINDOW_LOG_MESSAGE, types.LogMessageParams(
+                type=types.MessageType.Error, message=f"atenlens: protocol error: {text}"))
+        except Exception:                # noqa: BLE001 - the log on stderr is enough
+            pass
+
+    def dispatch_json(self, data: Any) -> None:
+        """One message as parsed from a frame (only the top-level object is a message: objects
+        nested in its params are plain data, whatever their shape). Enforces what pygls does not:
+        an id is an integer or a string; a notification carries no id; requests before
+        `initialize` get ServerNotInitialized (-32002) and requests after `shutdown` get
+        InvalidRequest (-32600), without running anything."""
+        if not isinstance(data, dict):
+            self.protocol_error(f"a message that is not a JSON object ({type(data).__name__}); ignored")
+            return
+        method = data.get("method")
+        if "id" in data and not _valid_id(data["id"]):
+            if isinstance(method, str):
+                self._refuse(None, JsonRpcInvalidRequest(message=f"{method}: a request's id must be an integer "
+                                                                 "or a string"))
+            else:
+                self.protocol_error(f"a response whose id is not an integer or a string: {data['id']!r}; ignored")
+            return
+        if isinstance(method, str) and "id" in data:
+            if _is_notification(method):
+                self._refuse(data["id"], JsonRpcInvalidRequest(
+                    message=f"{method} is a notification; it was sent with an id and was not handled"))
+                return
+            if method != types.INITIALIZE and not self._initialize_seen:
+                self._refuse(data["id"], JsonRpcServerNotInitialized(
+                    message=f"{method}: the server has not been initialized"))
+                return
+            if self._shutdown:
+                self._refuse(data["id"], JsonRpcInvalidRequest(
+                    message=f"{method}: the server has been shut down; only `exit` is accepted"))
+                return
+            if method == types.INITIALIZE:
+                self._initialize_seen = True
+        elif isinstance(method, str) and method != types.EXIT and (self._shutdown or not self._initialize_seen):
+            logger.warning("ignoring the notification %s %s", method,
+                           "after shutdown" if self._shutdown else "before initialize")
+            return
+        try:
+            message = self.structure_message(data)
+            self.handle_message(message)
+        except Exception:                # noqa: BLE001 - one message never ends the server
+            logger.exception("unable to handle a message")
+
+    def _refuse(self, msg_id: Any, error: JsonRpcException) -> None:
+        self._send_response(msg_id, None, error.to_response_error())
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams) -> Any:
+        """pygls's, but a change whose range ends before it starts is refused as a whole (pygls
+        dropped that change and still took the new version): nothing is applied, the version
+        stays, and the log says the server's text may now differ from the editor's."""
+        for change in params.content_changes:
+            if isinstance(change, types.TextDocumentContentChangePartial):
+                start, end = change.range.start, change.range.end
+                if (end.line, end.character) < (start.line, start.character):
+                    self.protocol_error(
+                        f"textDocument/didChange of {params.text_document.uri} (version "
+                        f"{params.text_document.version}) has a range that ends ({end.line}:{end.character}) "
+                        f"before it starts ({start.line}:{start.character}); the change was not applied, and "
+                        "the server's text may differ from the editor's until the document is reopened")
+                    return None
+        return (yield from super().lsp_text_document__did_change(params))
+
+    @lsp_method(types.EXIT)
+    def lsp_exit(self, *args: Any) -> Any:
+        if self.on_exit is None:         # not on the stdio transport: pygls's own exit
+            return (yield from super().lsp_exit(*args))
+        self.on_exit()
+        return None
+
     # pygls creates its Workspace inside its own `initialize` handler; it becomes an LspWorkspace
     # as it is stored (the subclass only overrides a method, so the object is unchanged otherwise).
     @property

@@ -495,5 +495,7 @@ def serve(args: argparse.Namespace) -> int:
             return 2
         server.start_tcp(host or "127.0.0.1", int(port))
     else:
-        server.start_io()
+        from atenlens.lsp.stdio import serve_stdio
+
+        return serve_stdio(server)      # ends the process: 0 after shutdown + exit, 1 otherwise
     return 0

@@ -22,6 +22,8 @@ from atenlens.report import TraceReport, TraceRequest
 logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]
+# At exit, how long the worker may take to end its trace and itself before it is killed.
+EXIT_GRACE_SECONDS = 0.5
 
 
 @dataclass
@@ -98,6 +100,15 @@ class TraceQueue:
             self.cancel(self._running, "the trace worker was restarted")
         if worker is not None:
             await asyncio.to_thread(worker.close)
+
+    def terminate(self) -> None:
+        """Ends the worker and the trace it runs now, without waiting for the trace's thread (the
+        server is exiting: nothing may outlive it)."""
+        for job in self.jobs():
+            job.cancelled, job.reason = True, "the server is exiting"
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.close(grace=EXIT_GRACE_SECONDS)
 
     async def close(self) -> None:
         for job in self.jobs():

@@ -178,8 +178,10 @@ class TraceWorker:
             ready = self._ready
         return ready.wait(self.startup_timeout if timeout is None else timeout) and self.alive
 
-    def close(self) -> None:
-        """Ends the worker (and any trace it runs); the pending trace() returns "cancelled"."""
+    def close(self, grace: float = 2.0) -> None:
+        """Ends the worker (and any trace it runs); the pending trace() returns "cancelled". The
+        worker ends its trace and itself at the end of its input; one that has not after `grace`
+        seconds is killed."""
         with self._state:
             self._closed = True
             process, self._process = self._process, None
@@ -188,7 +190,7 @@ class TraceWorker:
             pending.cancelled = True
             pending.finish(cancelled_report(pending.request))
         if process is not None:
-            self._end_process(process)
+            self._end_process(process, grace)
 
     def __enter__(self) -> "TraceWorker":
         return self
@@ -197,16 +199,15 @@ class TraceWorker:
         self.close()
 
     @staticmethod
-    def _end_process(process: subprocess.Popen) -> None:
+    def _end_process(process: subprocess.Popen, grace: float) -> None:
         try:
             process.stdin.close()              # the worker ends its running trace and exits at EOF
         except OSError:
             pass
         try:
-            process.wait(timeout=2.0)
+            process.wait(timeout=grace)
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            TraceWorker._kill(process)         # its trace children die with it (PR_SET_PDEATHSIG)
 
     # -- tracing -------------------------------------------------------------------------------
 

@@ -1,0 +1,227 @@
+"""The server's stdio transport: LSP frames in, one message at a time to the protocol, and a clean
+end at `exit` or at the end of input.
+
+pygls 2.1's reader accepts only `Content-Length: N\\r\\n` exactly as written (a lowercase name, a
+double space or LF-only line ends were never matched, and every later message was lost with it:
+the server went deaf without a word), passed any length to a read (`Content-Length:
+1000000000000000` ended the server with a traceback), and parsed bodies with the protocol's
+message hook on *every* object, so an object shaped like a message inside a request's params was
+taken for a message and could be answered. Its `exit` left through `sys.exit` inside the event
+loop, so the exit code was lost (always 0) and the interpreter then waited for the thread of a
+running trace, up to the trace's hard timeout.
+
+Here a frame's header is found however it is written (any case, any spaces, CRLF or LF); a frame
+that cannot be read (too long, not JSON) is a protocol error written to the log, and reading goes
+on at the next header; only the top-level object of a body is a message. At `exit` or end of input
+the trace worker (and the trace it runs) is ended at once and the process leaves with os._exit
+(0 after `shutdown`, 1 otherwise, as the specification says), so nothing outlives the editor.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import sys
+import threading
+from collections import deque
+from typing import Any, BinaryIO, Callable, Optional
+
+from pygls.io_ import StdoutWriter
+
+logger = logging.getLogger(__name__)
+
+MAX_FRAME_BYTES = 256 * 1024 * 1024      # a frame's body; a longer one is refused (a 10 MB file is ~10 MB)
+MAX_HEADER_LINE_BYTES = 64 * 1024        # junk without a line end is dropped past this
+_HEADER = re.compile(rb"content-length[ \t]*:[ \t]*(\d+)", re.IGNORECASE)
+_OTHER_HEADER = re.compile(rb"^[A-Za-z][A-Za-z0-9-]*[ \t]*:")
+
+
+class FrameReader:
+    """Splits a byte stream into LSP message bodies. `feed` returns what became complete: the
+    bodies, and protocol errors (strings) for what had to be skipped to find them."""
+
+    def __init__(self, max_frame: int = MAX_FRAME_BYTES) -> None:
+        self.max_frame = max_frame
+        self._buffer = bytearray()
+        self._length: Optional[int] = None       # of the frame whose headers are being read
+        self._in_body = False
+        self._skipped = 0                        # junk bytes skipped since the last good header
+        self._errors: deque[str] = deque()       # protocol errors not yet returned
+
+    def feed(self, data: bytes) -> None:
+        self._buffer += data
+
+    def next(self) -> bytes | str | None:
+        """The next complete body, a protocol error (a string) for what had to be skipped to
+        find it, or None until more data arrives."""
+        while not self._errors:
+            if self._in_body:
+                assert self._length is not None
+                if len(self._buffer) < self._length:
+                    return None
+                body = bytes(self._buffer[:self._length])
+                del self._buffer[:self._length]
+                self._in_body, self._length = False, None
+                return body
+            newline = self._buffer.find(b"\n")
+            if newline < 0:
+                if len(self._buffer) > MAX_HEADER_LINE_BYTES:
+                    keep = 32                    # a header may start in the last bytes
+                    self._skipped += len(self._buffer) - keep
+                    del self._buffer[:-keep]
+                return None
+            line = bytes(self._buffer[:newline]).rstrip(b"\r")
+            del self._buffer[:newline + 1]
+            self._header_line(line)
+        return self._errors.popleft()
+
+    def unread(self, data: bytes) -> None:
+        """Puts `data` back in front of what is still to be read (the start of a frame found
+        inside a body that was too long)."""
+        self._buffer[:0] = data
+
+    def _header_line(self, line: bytes) -> None:
+        if not line.strip():
+            if self._length is not None:
+                self._in_body = True             # the blank line that ends the headers
+            return
+        match = _HEADER.search(line)
+        if match:
+            skipped = self._skipped + match.start()
+            self._skipped = 0
+            if skipped:
+                self._errors.append(f"skipped {skipped:,} bytes that were not part of a frame")
+            length = int(match.group(1))
+            if length > self.max_frame:
+                self._errors.append(f"a frame of {length:,} bytes (Content-Length) is over the limit of "
+                           f"{self.max_frame:,} bytes; it was skipped")
+                self._length = None
+                return
+            self._length = length
+            return
+        if self._length is not None and _OTHER_HEADER.match(line):
+            return                               # Content-Type and the like
+        self._skipped += len(line) + 1
+        self._length = None                      # a frame's headers do not contain junk
+
+
+def parse_body(body: bytes) -> tuple[Any, bytes]:
+    """(the body's JSON value, what follows it). Raises ValueError for a body that is not JSON or
+    that holds NaN/Infinity (not JSON, and an id of NaN would be echoed back as invalid JSON)."""
+    text = body.decode("utf-8")
+    decoder = json.JSONDecoder(parse_constant=_refuse_constant)
+    stripped = text.lstrip()
+    value, end = decoder.raw_decode(stripped)
+    return value, stripped[end:].encode("utf-8")
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+class StdioTransport:
+    """Reads stdin in a thread, hands each message to `dispatch` on the event loop, and ends the
+    process when the protocol says `exit` or the input ends."""
+
+    def __init__(self, dispatch: Callable[[Any], None], on_protocol_error: Callable[[str], None],
+                 stdin_fd: int = 0) -> None:
+        self.dispatch = dispatch
+        self.on_protocol_error = on_protocol_error
+        self.stdin_fd = stdin_fd
+        self.frames = FrameReader()
+
+    async def run(self) -> str:
+        """Serves until the input ends ("eof") or `stop()` is called (its reason)."""
+        loop = asyncio.get_running_loop()
+        self._done: asyncio.Future[str] = loop.create_future()
+        threading.Thread(target=self._read, args=(loop,), name="atenlens-stdin", daemon=True).start()
+        return await self._done
+
+    def stop(self, reason: str) -> None:
+        if not self._done.done():
+            self._done.set_result(reason)
+
+    def _read(self, loop: asyncio.AbstractEventLoop) -> None:
+        while True:
+            try:
+                chunk = os.read(self.stdin_fd, 1 << 16)
+            except OSError:
+                chunk = b""
+            try:
+                loop.call_soon_threadsafe(self._received, chunk)
+            except RuntimeError:                 # the loop is closed: the server is ending
+                return
+            if not chunk:
+                return
+
+    def _received(self, chunk: bytes) -> None:
+        if not chunk:
+            self.stop("eof")
+            return
+        self.frames.feed(chunk)
+        while not self._done.done() and (item := self.frames.next()) is not None:
+            if isinstance(item, str):
+                self.on_protocol_error(item)
+                continue
+            try:
+                value, rest = parse_body(item)
+            except (ValueError, RecursionError) as error:
+                self.on_protocol_error(f"a frame's body is not JSON ({_short(error)}); it was skipped")
+                self._resync(item)
+                continue
+            if rest.strip():
+                self.on_protocol_error(f"a frame's body has {len(rest):,} bytes after its message "
+                                       "(a wrong Content-Length?); reading on after the message")
+                self.frames.unread(rest)         # the stream after the message (the next frame, or its start)
+            self.dispatch(value)
+
+    def _resync(self, data: bytes) -> None:
+        """A body that ran into the next frame: read on from that frame's header."""
+        match = _HEADER.search(data)
+        if match:
+            self.frames.unread(data[match.start():])
+
+
+def _short(error: BaseException) -> str:
+    text = str(error) or type(error).__name__
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def serve_stdio(server: Any, stdin_fd: int = 0, stdout: Optional[BinaryIO] = None) -> int:
+    """Runs `server` (an AtenlensServer) on stdio; never returns: the process ends here."""
+    protocol = server.protocol
+    protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+    code = 1
+    try:
+        code = asyncio.run(_serve(server, stdin_fd))
+    except BaseException:                        # noqa: BLE001 - whatever happens, the process ends cleanly
+        logger.exception("the server's event loop failed")
+    finally:
+        _leave(code)
+    return code                                  # not reached
+
+
+async def _serve(server: Any, stdin_fd: int) -> int:
+    protocol = server.protocol
+    transport = StdioTransport(protocol.dispatch_json, protocol.protocol_error, stdin_fd)
+    protocol.on_exit = lambda: transport.stop("exit")
+    reason = await transport.run()
+    code = 0 if protocol.shutdown_received else 1
+    logger.info("ending at %s (exit code %d)", reason, code)
+    try:
+        server.traces.terminate()
+    except Exception:                            # noqa: BLE001 - the process ends anyway
+        logger.exception("ending the trace worker failed")
+    return code
+
+
+def _leave(code: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    logging.shutdown()
+    os._exit(code)
