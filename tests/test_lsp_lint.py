@@ -8,7 +8,7 @@ from lsp_helpers import change, client, encoding_of, initialize, open_document, 
 LOOP = '''import torch
 
 
-def train(loader, model):
+def train(loader, model, device):
     for x in loader:
         loss = model(x)
         print(loss.item())
@@ -30,12 +30,12 @@ async def test_only_the_latest_version_is_published(client, tmp_path):
     await initialize(client)
     uri = await open_document(client, tmp_path / "loop.py", LOOP)
     published = len(client.recorder.published)
-    # Type ".cpu()" one character at a time: the burst is linted once, at its last version.
-    for version, char in enumerate(".cpu()", start=2):
-        column = len("        print(loss.item())") + version - 2
+    # Type ", loss" one character at a time: the burst is linted once, at its last version.
+    for version, char in enumerate(", loss", start=2):
+        column = len("        print(loss.item()") + version - 2
         change(client, uri, version, (6, column), (6, column), char)
     diagnostics = await wait_for_diagnostics(client, uri, 7, after=published)
-    assert simple(diagnostics) == [(6, 19, 6, 25, "AL100", "atenlens"), (6, 27, 6, 32, "AL100", "atenlens")]
+    assert simple(diagnostics) == [(6, 8, 6, 32, "AL100", "atenlens"), (6, 19, 6, 25, "AL100", "atenlens")]
     versions = [p.version for p in client.recorder.published[published:] if p.uri == uri]
     assert versions == sorted(versions) and versions[-1] == 7
     assert len(versions) < 6

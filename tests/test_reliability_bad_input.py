@@ -16,7 +16,7 @@ from reliability_helpers import (
     INVALID_PARAMS, METHOD_NOT_FOUND, ROOT, Server, change, hover, line_of, open_document, position,
     server_info, span, start_server)
 
-LOOP_SYNC = "import torch\n\n\ndef step(xs):\n    total = 0.0\n    for x in xs:\n        total += x.sum().item()\n    return total\n"
+LOOP_SYNC = "import torch\n\n\ndef step(xs):\n    total = 0.0\n    for x in xs.cuda():\n        total += x.sum().item()\n    return total\n"
 SYNC_MESSAGE = "`.item()` inside a loop: the host waits for the GPU on every iteration"
 
 
@@ -43,7 +43,7 @@ def assert_serving(server: Server, uri: str, version: int, text: str) -> None:
     lines = text.split("\n")
     mark = server.mark()
     change(server, uri, version + 1, (len(lines) - 1, len(lines[-1])), (len(lines) - 1, len(lines[-1])),
-           "\nfor y in ys:\n    y.item()\n")
+           "\nfor y in ys.cuda():\n    y.item()\n")
     diagnostics = server.diagnostics(uri, version + 1, after=mark)
     assert (len(lines) + 1, 6, "AL100") in sync_lines(diagnostics), diagnostics
 
@@ -203,13 +203,13 @@ def test_binary_junk_in_a_document(server, tmp_path, reliability):
     server.result("textDocument/codeAction", {"textDocument": {"uri": uri}, "range": span((0, 0), (10, 0)),
                                               "context": {"diagnostics": []}})
     # junk typed into the middle of a clean document, one character at a time
-    clean = "import torch\n\nfor y in ys:\n    y.item()\n"
+    clean = "import torch\n\nfor y in ys.cuda():\n    y.item()\n"
     uri = open_document(server, tmp_path / "typing.py", clean)
     assert sync_lines(server.diagnostics(uri, 1)) == [(3, 6, "AL100")]
     typed = "\0\x7f\ufffd\x00(\"'["
     for version, character in enumerate(typed, start=2):
         change(server, uri, version, (1, 0), (1, 0), character)
-    now = "import torch\n" + "".join(reversed(typed)) + "\nfor y in ys:\n    y.item()\n"
+    now = "import torch\n" + "".join(reversed(typed)) + "\nfor y in ys.cuda():\n    y.item()\n"
     assert document_text(server, uri) == now
     assert sync_lines(server.diagnostics(uri, 1 + len(typed))) == [(3, 6, "AL100")]
     assert_serving(server, uri, 1 + len(typed), now)
@@ -220,19 +220,19 @@ def test_a_file_that_is_not_utf8_on_disk(tmp_path, reliability):
     reliability.record("Bad input", "a file that is not UTF-8 on disk (`atenlens lint`)",
                        "`atenlens lint` of a folder with a Latin-1 file with and one without a coding declaration, "
                        "a file of random bytes and a UTF-8 file")
-    (tmp_path / "latin1.py").write_bytes('s = "café ÿþ"\nfor x in xs:\n    x.item()\n'.encode("latin-1"))
+    (tmp_path / "latin1.py").write_bytes('s = "café ÿþ"\nfor x in xs.cuda():\n    x.item()\n'.encode("latin-1"))
     generator = random.Random(3)
     (tmp_path / "random.py").write_bytes(bytes(generator.randrange(256) for _ in range(2048)))
-    (tmp_path / "good.py").write_text("import torch\n\nfor y in ys:\n    y.cpu()\n", encoding="utf-8")
+    (tmp_path / "good.py").write_text("import torch\n\nfor y in ys.cuda():\n    y.cpu()\n", encoding="utf-8")
     # a coding declaration (PEP 263) makes a Latin-1 file valid Python: it is linted like one
-    (tmp_path / "declared.py").write_bytes('# -*- coding: latin-1 -*-\ns = "café"\nfor x in xs:\n    x.numpy()\n'
+    (tmp_path / "declared.py").write_bytes('# -*- coding: latin-1 -*-\ns = "café"\nfor x in xs.cuda():\n    x.tolist()\n'
                                            .encode("latin-1"))
     result = subprocess.run([sys.executable, "-m", "atenlens", "lint", str(tmp_path)], cwd=ROOT,
                             capture_output=True, text=True, timeout=120)
     good, declared = tmp_path / "good.py", tmp_path / "declared.py"
     assert result.returncode == 1, result
     assert result.stdout.splitlines() == [
-        f"{declared}:4:7: AL100 `.numpy()` inside a loop: the host waits for the GPU on every iteration",
+        f"{declared}:4:7: AL100 `.tolist()` inside a loop: the host waits for the GPU on every iteration",
         f"{good}:4:7: AL100 `.cpu()` inside a loop: the host waits for the GPU on every iteration",
         "Found 2 problems in 2 files.",
     ], result.stdout
