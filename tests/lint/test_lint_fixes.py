@@ -33,7 +33,7 @@ def fixed(source: str) -> tuple[str, list[Finding]]:
 def test_fixes_rewrite_the_simple_cases_to_create_on_the_device() -> None:
     source = (FIXTURES / "AL302_create_then_move.py").read_text()
     result, found = fixed(source)
-    assert [f.fix is not None for f in found] == [True, True, True, True, False, False, False, False]
+    assert [f.fix is not None for f in found] == [True, True, True, True, False, False, False, False, True, True, True]
     assert result.splitlines()[4:15] == [
         "    noise = torch.randn(batch, dim, device=device)",
         '    zeros = torch.zeros(4, device="cuda")',
@@ -65,15 +65,24 @@ def test_a_multiline_factory_keeps_its_arguments_and_inner_comments() -> None:
 
 
 def test_fixes_are_positioned_in_str_characters_after_wide_characters() -> None:
-    source = 'label = "形状 🚀"; t = torch.ones(2).to(d)\n'
+    source = 'label = "形状 🚀"; t = torch.ones(2).to(dev)\n'
     result, _ = fixed(source)
-    assert result == 'label = "形状 🚀"; t = torch.ones(2, device=d)\n'
+    assert result == 'label = "形状 🚀"; t = torch.ones(2, device=dev)\n'
 
 
 def test_no_fix_where_the_rewrite_is_not_obviously_the_same() -> None:
-    for source in ["x = torch.randn(3, **kw).to(d)\n", "x = torch.randn(3).to(d, dtype=torch.half)\n",
-                   "x = torch.randn(3).to(d, copy=True)\n",
-                   "x = (torch.randn(3)).to(d)\n", "x = torch.randn(3  # n\n).to(d)\n"]:
+    for source in ["x = torch.randn(3, **kw).to(dev)\n", "x = torch.randn(3).to(dev, dtype=torch.half)\n",
+                   "x = torch.randn(3).to(dev, copy=True)\n",
+                   "x = (torch.randn(3)).to(dev)\n", "x = torch.randn(3  # n\n).to(dev)\n"]:
         (finding,) = lint_source(source)
         assert (finding.code, finding.fix) == ("AL302", None), source
     assert lint_source("x = torch.randn(3).to(*args)\n") == []  # where it goes is unknown
+
+
+def test_no_finding_and_no_fix_where_the_target_is_not_written_as_a_device() -> None:
+    # `device=<dtype>` or `device=<tensor>` would raise; a CPU generator needs a CPU tensor;
+    # `torch.tensor(data)` fills on the host either way.
+    for source in ["x = torch.randn(3).to(y.dtype)\n", "x = torch.randn(3).to(other)\n",
+                   "x = torch.randn(3).to(torch.float16)\n", "x = torch.randn(3, generator=g).to(device)\n",
+                   "x = torch.tensor(data).to(device)\n", "x = torch.tensor([1, 2]).cuda()\n"]:
+        assert lint_source(source, select=["AL302"]) == [], source

@@ -3,9 +3,14 @@
 What it does:
     Flags `.to(device)` or `.cuda()` called directly on the result of a torch factory —
     `torch.randn`, `rand`, `randint`, `randperm`, `zeros`, `ones`, `empty`, `full`, `arange`,
-    `linspace`, `logspace`, `eye`, `tensor` — that has no `device=` argument of its own. Not
-    flagged: `.to(dtype)` alone (a cast), `.to("cpu")`, `*_like` factories (they inherit the
-    device of their input).
+    `linspace`, `logspace`, `eye` — that has no `device=` argument of its own. The target must
+    be written as a device: a string, `torch.device(...)`, or a name or attribute spelled
+    `device`, `dev` or `*_device` (`x.device`, `self.device`). Not flagged: `.to(dtype)`,
+    `.to(x.dtype)` and `.to(other_tensor)` (a cast, or a target that may not be a device),
+    `.to("cpu")`, `*_like` factories (they inherit the device of their input), a factory with
+    `generator=` (a generator lives on one device: a CPU generator needs the CPU tensor) or
+    `pin_memory=`, and `torch.tensor(data)` / `torch.as_tensor(data)` (the data comes from the
+    host either way: `device=` does the same host fill and copy).
 
     Quick fix, offered only in the simple, safe cases: the factory has no `device=` and no
     `**kwargs`, and the move is `.cuda()` with no arguments, or `.to(X)` / `.to(device=X)` with
@@ -33,13 +38,15 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding, Fix, TextEdit
-from atenlens.lint.provenance import is_cpu_device, strip_parens, to_device_argument
+from atenlens.lint.provenance import is_clear_device, is_cpu_device, strip_parens, to_device_argument
 from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import arguments, callee, dotted_name, has_splat, method_name, receiver, text
 from atenlens.report import Code
 
+# Not `torch.tensor` / `torch.as_tensor`: their data comes from the host either way, and
+# `device=` does the same host fill and copy, so there is nothing to gain.
 FACTORIES = frozenset({"randn", "rand", "randint", "randperm", "zeros", "ones", "empty", "full", "arange",
-                       "linspace", "logspace", "eye", "tensor"})
+                       "linspace", "logspace", "eye"})
 
 
 def _factory(node: Optional[Node]) -> Optional[Node]:
@@ -102,12 +109,13 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         factory = _factory(receiver(move))
         if factory is None:
             continue
-        if "device" in arguments(factory)[1]:
-            continue
+        factory_keywords = arguments(factory)[1]
+        if "device" in factory_keywords or "generator" in factory_keywords or "pin_memory" in factory_keywords:
+            continue  # a generator lives on one device: a CPU generator needs the CPU tensor
         if method == "to":
             device = to_device_argument(move)
-            if device is None or is_cpu_device(device):
-                continue
+            if device is None or is_cpu_device(device) or not is_clear_device(device):
+                continue  # `.to(dtype)`, `.to(other_tensor)`, `.to(x.dtype)`: not (known to be) a move
         name = dotted_name(callee(factory))
         fn = callee(move)
         attr = fn.child_by_field_name("attribute") if fn is not None else None
