@@ -81,6 +81,20 @@ def test_sdpa_takes_the_fused_kernel_a_gpu_takes(worker, call, forward, backward
     assert report.stdout == f"torch.Size([2, 4, 64, 32]) torch.{call.split(chr(34))[1]}\n"
 
 
+def test_sdpa_under_autocast_casts_before_choosing_the_kernel(worker):
+    report = trace(worker, "attention_autocast_mixed")
+    assert ops_named(report, "aten._scaled_dot_product_", "forward") == [
+        "aten._scaled_dot_product_flash_attention.default"]
+    assert ops_named(report, "aten._scaled_dot_product_", "backward") == [
+        "aten._scaled_dot_product_flash_attention_backward.default"]
+    assert ops_named(report, "aten.bmm") == []
+    casts = [e for e in report.events if e.name == "aten._to_copy.default" and e.phase == "forward"
+             and e.line == line_of("out = F.scaled_dot_product_attention(q, q, v, is_causal=True)")]
+    # q (a leaf that requires grad, passed as query and key) is cast once, as autocast's cache does; v already is bf16
+    assert [[o.dtype for o in e.outputs] for e in casts] == [["bfloat16"]]
+    assert report.stdout == "torch.Size([2, 4, 64, 32]) torch.bfloat16\n"
+
+
 def test_sdpa_kernel_math_keeps_the_math_path(worker):
     report = trace(worker, "attention", call='attention("bfloat16", backend="math")')
     assert ops_named(report, "aten._scaled_dot_product_") == []
@@ -117,3 +131,42 @@ def test_side_stream_prefetch_with_nvtx_ranges_runs_without_findings(worker):
     assert report.diagnostics == ()
     record = [e for e in report.events if e.name == "aten.record_stream.default"]
     assert [e.line for e in record] == [line_of("on_gpu.record_stream(")]
+
+
+def test_cuda_generator_is_created_seeded_and_used(worker):
+    report = trace(worker, "seeded_generator")
+    assert report.stdout == "cuda:0 1234 (16,) torch.uint8 (4, 8) cuda:0\n"
+    line = line_of('x = torch.randn(4, 8, device="cuda", generator=g)')
+    assert [(e.name, [o.shape for o in e.outputs]) for e in report.events if e.kind == "op" and e.line == line] == [
+        ("aten.randn.generator", [(4, 8)])]
+
+
+def test_cuda_version_and_cudnn_answer_as_a_cuda_build(worker):
+    assert trace(worker, "cuda_build_facts").stdout == "13.0 True 91300\n"
+
+
+def test_frombuffer_gives_a_fake_host_tensor(worker):
+    report = trace(worker, "mnist_style_buffer")
+    assert report.stdout == "FakeTensor (4, 4) cuda:0\n"
+    line = line_of("y = t.to(\"cuda\").float() / 255")
+    assert [e.name for e in report.events if e.kind == "op" and e.line == line] == [
+        "aten._to_copy.default", "aten._to_copy.default", "aten.div.Tensor"]
+
+
+def test_grouped_mm_in_fp32_takes_the_fallback_and_its_offsets_sync(worker):
+    report = trace(worker, "experts_grouped_mm", call='experts_grouped_mm("float32")')
+    assert report.stdout == "(8, 32) (32, 1) torch.float32 (2, 16, 32)\n"
+    assert ops_named(report, "aten._grouped_mm", "forward") == ["aten._grouped_mm.default"]
+    assert ops_named(report, "aten._grouped_mm", "backward") == ["aten._grouped_mm.default"] * 2
+    line = line_of("out = torch._grouped_mm(tokens, weights, offs=offs)")
+    at_line = [d for d in report.diagnostics if d.line == line]
+    assert [(d.code, d.severity, d.count) for d in at_line] == [("AL100", "warning", 1)]
+    assert at_line[0].message.startswith("`torch._grouped_mm` with float32 inputs takes torch's fallback on a GPU")
+
+
+def test_grouped_mm_in_bf16_takes_the_fused_kernel_without_a_sync(worker):
+    report = trace(worker, "experts_grouped_mm", call='experts_grouped_mm("bfloat16")')
+    assert report.stdout == "(8, 32) (32, 1) torch.bfloat16 (2, 16, 32)\n"
+    assert ops_named(report, "aten._grouped_mm", "forward") == ["aten._grouped_mm.default"]
+    assert [d for d in report.diagnostics if d.code == "AL100"] == []
+

@@ -20,6 +20,9 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--device", choices=("cpu", "cuda"), default="cuda",
                        help="device to simulate (default: cuda, simulated where no GPU is present)")
     trace.add_argument("--call", metavar="EXPR", help="example call, overrides the '# atenlens:' directive")
+    trace.add_argument("--argv", metavar="ARGS",
+                       help="the program's command-line arguments while it runs (sys.argv[1:], split like a shell); "
+                            "default: the file's '# atenlens-argv:' comment, else none")
     trace.add_argument("--timeout", metavar="SECONDS", type=float, default=60.0,
                        help="time budget for loading the module and running the function (default: 60)")
     trace.add_argument("--all-ops", action="store_true",

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import ast
 import re
+import shlex
 from dataclasses import dataclass
 from typing import Optional
 
 DIRECTIVE = re.compile(r"^\s*#\s*atenlens:\s*(?P<expr>.*?)\s*$")
+# The program's command-line arguments, a comment on a line of its own anywhere in the file:
+#     # atenlens-argv: --epochs 1 --batch-size 8
+ARGV_DIRECTIVE = re.compile(r"^\s*#\s*atenlens-argv:(?P<args>.*)$", re.M)
 
 
 @dataclass(frozen=True)
@@ -106,3 +110,10 @@ def directive_template(info: FunctionInfo) -> str:
         owner = info.qualname.rsplit(".", 1)[0]
         return f"# atenlens: {owner}(...).{info.name}(...)"
     return f"# atenlens: {info.name}(...)"
+
+
+def argv_directive(source: str) -> Optional[tuple[str, ...]]:
+    """The arguments of the file's first `# atenlens-argv:` comment, split like a shell; None when
+    there is none. Raises ValueError for unbalanced quotes."""
+    match = ARGV_DIRECTIVE.search(source)
+    return tuple(shlex.split(match.group("args"))) if match else None

@@ -146,6 +146,8 @@ class TraceRequest:
     call: Optional[str] = None       # overrides the `# atenlens:` directive
     timeout_seconds: float = 30.0
     source: Optional[str] = None     # unsaved editor text of `file`; None reads the file from disk
+    argv: Optional[tuple[str, ...]] = None   # the program's arguments (sys.argv[1:]); None: the file's
+    #                                          `# atenlens-argv:` comment, else none
 
     def to_json(self) -> str:
         return json.dumps(to_jsonable(self))

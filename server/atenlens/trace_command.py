@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import tokenize
 from typing import Optional, TextIO
@@ -60,7 +61,14 @@ def build_request(args: argparse.Namespace) -> TraceRequest:
     if functions is not None and qualname not in {info.qualname for info in functions}:
         available = ", ".join(info.qualname for info in functions) or "none"
         raise UsageError(f"{file} has no function {qualname} (functions: {available})")
+    argv = None
+    if getattr(args, "argv", None) is not None:
+        try:
+            argv = tuple(shlex.split(args.argv))
+        except ValueError as error:
+            raise UsageError(f"--argv: {error}") from None
     return TraceRequest(
+        argv=argv,
         file=os.path.abspath(file),
         qualname=qualname,
         device=args.device,

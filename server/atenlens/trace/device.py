@@ -21,7 +21,8 @@ Contract used by the runner and the worker:
   device adds no torch mode of its own: each Python mode costs every op a trip through it.
   While a "cuda" session is open, torch.cuda.* / torch.accelerator.* answer as one idle GPU. In
   every session optimizers and clip_grad_norm_ treat fake tensors as real ones when choosing their
-  foreach path; everything is restored when the session closes.
+  foreach path, and host factories that wrap existing memory (`torch.frombuffer`) return fakes;
+  everything is restored when the session closes.
 - When simulated CUDA is impossible (no compiler, the build failed, torch imported before the
   shims), a "cuda" request is traced on cpu: `session.device` is "cpu", `session.notes` says why,
   and `hooks(sink)` adds an information diagnostic with code AL905 (Code.DEVICE_FALLBACK).
@@ -97,6 +98,7 @@ def simulated_device(device: str) -> Iterator[DeviceSession]:
     from atenlens.report import Code
     from atenlens.trace import torch_compat
     from atenlens.trace.gpu.cuda_api import ListenerSlot, simulated_cuda_api
+    from atenlens.trace.gpu.factories import host_factories_return_fakes
     from atenlens.trace.gpu.hooks import HazardHooks, tolist_of_fake
     from atenlens.trace.gpu.tracker import HazardTracker
 
@@ -118,11 +120,12 @@ def simulated_device(device: str) -> Iterator[DeviceSession]:
         return tolist_of_fake(trackers[-1], t) if trackers else original(t)
 
     if not simulating:
-        with torch_compat.foreach_optimizers_for_fake_tensors(), torch_compat.fake_tensor_tolist(tolist):
+        with torch_compat.foreach_optimizers_for_fake_tensors(), torch_compat.fake_tensor_tolist(tolist), \
+                host_factories_return_fakes():
             yield DeviceSession(device="cpu", notes=notes, make_fake_mode=torch_compat.FakeTensorMode,
                                 hooks=hooks)
         return
     with simulated_cuda_api(slot), torch_compat.foreach_optimizers_for_fake_tensors(), \
-            torch_compat.fake_tensor_tolist(tolist):
+            torch_compat.fake_tensor_tolist(tolist), host_factories_return_fakes():
         yield DeviceSession(device="cuda", notes=notes, make_fake_mode=torch_compat.NoDeviceInitFakeTensorMode,
                             hooks=hooks)

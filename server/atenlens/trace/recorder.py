@@ -12,7 +12,8 @@ autograd node that runs it: when a forward op creates a node, the thread-local s
 risen by the time the op reaches the dispatch mode, and `counter - 1` is that node's sequence number;
 in backward, the current node's sequence number finds the forward stack again. AccumulateGrad nodes
 (no forward op) go to the `backward()` call; ops bracketed by torch.optim's `Optimizer.*`
-record_function belong to phase "optimizer".
+record_function belong to phase "optimizer", except those of a closure passed to `step()`, which
+are forward and backward work like any other.
 
 Device. These are the only Python modes of a trace (each mode on the stack costs every op a trip
 through the dispatcher): the recorder records, and hands each call and op to the device's hooks
@@ -31,6 +32,7 @@ import types
 from typing import Any, Optional
 
 import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils.flop_counter import flop_registry
 
@@ -87,6 +89,7 @@ class Recorder:
         self._in_backward = 0
         self._record_functions: list[bool] = []     # open profiler regions: is each an Optimizer.* one?
         self._optimizer_depth = 0
+        self._closure_hook: Any = None                 # torch.optim pre-hook while recording
         self._backward_stack: tuple[Frame, ...] = ()
         self._site_of_node: dict[int, tuple[Frame, ...]] = {}   # autograd sequence nr -> forward user stack
         self._last_sequence_nr = tc.sequence_nr()
@@ -157,10 +160,34 @@ class Recorder:
         self.recording = True
         self._last_sequence_nr = tc.sequence_nr()
         self.modules.install()
+        if self._closure_hook is None:
+            self._closure_hook = register_optimizer_step_pre_hook(self._closures_as_written)
 
     def stop(self) -> None:
         self.recording = False
         self.modules.uninstall()
+        if self._closure_hook is not None:
+            self._closure_hook.remove()
+            self._closure_hook = None
+
+    def _closures_as_written(self, optimizer: Any, args: tuple, kwargs: dict) -> Optional[tuple[tuple, dict]]:
+        """`optimizer.step(closure)` (LBFGS, Lightning's automatic optimization) runs the forward and
+        backward inside the Optimizer.step region: the closure's ops are phase forward/backward,
+        as they would be outside it, and only the update itself is phase optimizer."""
+        if callable(kwargs.get("closure")):
+            return args, {**kwargs, "closure": self._outside_optimizer(kwargs["closure"])}
+        if len(args) > 1 and callable(args[1]):
+            return (args[0], self._outside_optimizer(args[1]), *args[2:]), kwargs
+        return None
+
+    def _outside_optimizer(self, closure: Any) -> Any:
+        def closure_outside_optimizer(*args: Any, **kwargs: Any) -> Any:
+            depth, self._optimizer_depth = self._optimizer_depth, 0
+            try:
+                return closure(*args, **kwargs)
+            finally:
+                self._optimizer_depth = depth
+        return closure_outside_optimizer
 
     # -- phase ---------------------------------------------------------------------------------
     def _current_phase(self) -> str:

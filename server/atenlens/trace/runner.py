@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 
-from atenlens.functions import FunctionInfo, directive_template, find_functions
+from atenlens.functions import FunctionInfo, argv_directive, directive_template, find_functions
 from atenlens.report import Code, Diagnostic, Event, Frame, Summary, Target, TraceReport, TraceRequest
 from atenlens.trace.attribution import is_user_file
 from atenlens.trace import torch_compat
@@ -84,7 +84,9 @@ def run_trace(request: TraceRequest) -> TraceReport:
             with _time_budget(deadline):   # inside the try: an expiry at any point is handled
                 source = request.source if request.source is not None else _read_source(file)
                 info = _function_info(source, file, request.qualname)
+                argv = _program_argv(source, request.argv)
                 with simulated_device(request.device) as session, contextlib.ExitStack() as modes:
+                    modes.enter_context(_sys_argv([file, *argv]))
                     device = session.device
                     notes = tuple(session.notes)
                     modes.enter_context(session.make_fake_mode())
@@ -251,6 +253,28 @@ def _diagnostic_at(stack: tuple[Frame, ...], kind: str, code: str, message: str,
 def _read_source(file: str) -> str:
     with tokenize.open(file) as f:      # as Python reads it: a `# coding:` declaration, else UTF-8
         return f.read()
+
+
+def _program_argv(source: str, requested: Optional[tuple[str, ...]]) -> tuple[str, ...]:
+    """sys.argv[1:] for the program: the request's, else the file's `# atenlens-argv:` comment, else
+    none (never the worker's own flags: a module-level `parser.parse_args()` must parse the user's)."""
+    if requested is not None:
+        return tuple(requested)
+    try:
+        found = argv_directive(source)
+    except ValueError as error:
+        raise _Stop("error", f"the `# atenlens-argv:` comment cannot be split into arguments: {error}") from None
+    return found if found is not None else ()
+
+
+@contextlib.contextmanager
+def _sys_argv(argv: list[str]) -> Iterator[None]:
+    saved = sys.argv
+    sys.argv = argv
+    try:
+        yield
+    finally:
+        sys.argv = saved
 
 
 def _function_info(source: str, file: str, qualname: str) -> Optional[FunctionInfo]:

@@ -54,6 +54,15 @@ def _active_fake_mode(tensor: Any) -> Optional[FakeTensorMode]:
     return mode if mode is not None else getattr(tensor, "fake_mode", None)
 
 
+def as_fake(tensor: Any) -> Any:
+    """`tensor` as a fake tensor of the active fake mode (itself when it already is one, or when no
+    fake mode is active)."""
+    if not isinstance(tensor, torch.Tensor) or isinstance(tensor, FakeTensor):
+        return tensor
+    mode = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
+    return mode.from_tensor(tensor) if mode is not None else tensor
+
+
 def _swap_tensors_clearing_fake_memo(original: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
     # torch 2.13: nn.Module._apply always swaps FakeTensor parameters with torch.utils.swap_tensors,
     # which refuses tensors that have weak references. FakeTensorMode's meta converter keeps a

@@ -167,6 +167,8 @@ def _checked(request: TraceRequest) -> TraceRequest:
     for name in ("call", "source"):
         if getattr(request, name) is not None and not isinstance(getattr(request, name), str):
             raise TypeError(f"'{name}' must be a string or null")
+    if request.argv is not None and not (isinstance(request.argv, tuple) and all(isinstance(a, str) for a in request.argv)):
+        raise TypeError("'argv' must be a list of strings or null")
     return request
 
 

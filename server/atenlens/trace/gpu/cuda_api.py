@@ -18,6 +18,10 @@ from typing import Any, Callable, Iterator, Optional, Protocol
 import torch
 
 DEVICE_COUNT = 1                       # the same count the C++ shims report
+# What a CUDA build of torch 2.13 from PyPI reports: CUDA 13.0 with cuDNN 9 (code such as torchao's
+# float8 checks `torch.version.cuda` beside the compute capability before taking its GPU path).
+CUDA_VERSION = "13.0"
+CUDNN_VERSION = 91300
 
 
 @dataclass(frozen=True)
@@ -240,6 +244,15 @@ def simulated_cuda_api(slot: ListenerSlot) -> Iterator[None]:
         (torch.accelerator, "device_count", lambda: DEVICE_COUNT),
         (torch.accelerator, "is_available", lambda: True),
     ]
+    if torch.version.cuda is None:          # a CPU build; a CUDA build keeps its own answers
+        patches += [
+            (torch.version, "cuda", CUDA_VERSION),
+            (torch.backends.cudnn, "is_available", lambda: True),
+            (torch.backends.cudnn, "version", lambda: CUDNN_VERSION),
+            # cuDNN kernels are not simulated: torch's Python code asks this before calling one
+            # (RNN weight flattening) and takes the native path, as fidelity.md says
+            (torch.backends.cudnn, "is_acceptable", lambda tensor: False),
+        ]
     memory = getattr(torch.accelerator, "memory", None)
     if memory is not None:
         for name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved"):

@@ -8,8 +8,8 @@ conditions on an sm90 device; docs/fidelity.md lists what this simplifies:
 - memory-efficient: fp32/fp16/bf16, masks allowed, 4-D inputs, q/k/v on the same head dim, which
   is a multiple of 8 (4 for fp32), no grouped-query heads;
 - otherwise, or when `torch.nn.attention.sdpa_kernel` disables a backend, the math path runs.
-Under `torch.autocast("cuda")` the inputs are first cast to the autocast dtype, as sdpa's own
-autocast rule does, so an fp32 model in bf16 autocast takes flash.
+Under `torch.autocast("cuda")` the inputs are cast to the autocast dtype before any check, as sdpa's
+own autocast rule does, so an fp32 model in bf16 autocast takes flash, and so do fp32 q/k with a bf16 v.
 """
 from __future__ import annotations
 
@@ -29,6 +29,14 @@ def _eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     return (isinstance(q, FakeTensor) and q.device.type == "cuda" and not q.is_nested
             and q.dim() == 4 and k.dim() == 4 and v.dim() == 4
             and q.dtype == k.dtype == v.dtype and k.device == q.device == v.device)
+
+
+def _autocast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """What sdpa's autocast rule (lower_precision_fp) does to one input: floating tensors other than
+    float64 are cast to the autocast dtype, anything else is left as it is."""
+    if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype not in (torch.float64, dtype):
+        return t.to(dtype)
+    return t
 
 
 def _flash_fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor]) -> bool:
@@ -54,6 +62,22 @@ def _as_bias(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 @FUNCTION_HANDLERS.register(F.scaled_dot_product_attention)
 def scaled_dot_product_attention(call: InterceptedCall) -> Any:
     q, k, v = (call.arg(i, name) for i, name in enumerate(("query", "key", "value")))
+    if torch.is_autocast_enabled("cuda") and all(isinstance(t, FakeTensor) and t.device.type == "cuda"
+                                                 for t in (q, k, v)):
+        # autocast casts before sdpa chooses its kernel: fp32 q/k with a bf16 v (rotary embeddings
+        # computed in fp32) are all bf16 by the time the kernel is chosen
+        dtype = torch.get_autocast_dtype("cuda")
+        cast: dict[int, torch.Tensor] = {}     # autocast's cache: a leaf that requires grad is cast once
+        casts = []
+        for t in (q, k, v):
+            cached = t.is_leaf and t.requires_grad
+            if cached and id(t) in cast:
+                casts.append(cast[id(t)])
+                continue
+            casts.append(_autocast(t, dtype))
+            if cached:
+                cast[id(t)] = casts[-1]
+        q, k, v = casts
     if not _eligible(q, k, v):
         return call.run()
     mask = call.arg(3, "attn_mask")
@@ -61,9 +85,6 @@ def scaled_dot_product_attention(call: InterceptedCall) -> Any:
     is_causal = call.arg(5, "is_causal", False)
     scale = call.arg(6, "scale")
     gqa = bool(call.arg(7, "enable_gqa", False)) and q.shape[-3] != k.shape[-3]
-    if torch.is_autocast_enabled("cuda"):
-        dtype = torch.get_autocast_dtype("cuda")
-        q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
     try:
         if _flash_fits(q, k, v, mask) and not gqa:
             return aten._scaled_dot_product_flash_attention(q, k, v, dropout_p, is_causal, scale=scale)[0]
