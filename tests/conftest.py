@@ -1,4 +1,14 @@
-"""Shared fixtures and pytest plugins of the test suite."""
+"""Shared fixtures and pytest plugins of the test suite.
+
+The suite runs in three stages, in this order (markers registered in pyproject.toml):
+- ``fast``: torch-free and worker-free (lint, text sync, rendering, schema, settings); seconds.
+- ``engine``: torch on fake tensors, the trace worker, the server with traces, the CLI (the default stage).
+- ``e2e``: a real VS Code in headless Chromium, a real Neovim, the packaged extension.
+``pytest -m fast`` is the quick loop while editing; a plain ``pytest`` runs all three, fast ones first, so
+a broken lint fails in seconds rather than after the editor tests.
+"""
+from pathlib import Path
+
 import pytest
 
 from atenlens.worker.client import TraceWorker
@@ -12,3 +22,21 @@ def worker():
         warm.start()
         assert warm.wait_ready(), "the worker did not become ready"
         yield warm
+
+
+TESTS = Path(__file__).parent
+FAST = {"lint", "test_lsp_lint.py", "test_lsp_text.py", "test_render.py", "test_report_schema_doc.py",
+        "test_extension_settings.py", "test_version.py"}
+E2E = {"e2e", "test_neovim.py", "test_extension_bundle.py"}
+STAGE_ORDER = {"fast": 0, "engine": 1, "e2e": 2}
+
+
+def stage_of(path: Path) -> str:
+    top = path.relative_to(TESTS).parts[0]
+    return "fast" if top in FAST else "e2e" if top in E2E else "engine"
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(stage_of(Path(item.fspath)))
+    items.sort(key=lambda item: STAGE_ORDER[stage_of(Path(item.fspath))])   # stable: file order kept within a stage
