@@ -1,9 +1,17 @@
 """AL101 synchronize-in-loop: `torch.cuda.synchronize()` inside a loop.
 
 What it does:
-    Flags `torch.cuda.synchronize()` (also written `cuda.synchronize()` after `from torch import
-    cuda`) and `torch.accelerator.synchronize()` when the call runs once per iteration of a loop
-    or comprehension (same notion of "per iteration" as AL100).
+    Flags a synchronize that runs once per iteration of a loop or comprehension (same notion
+    of "per iteration" as AL100): `torch.cuda.synchronize()` (also `cuda.synchronize()` after
+    `from torch import cuda`, `synchronize()` after `from torch.cuda import synchronize`, and a
+    name bound to it, `sync = torch.cuda.synchronize`), `torch.accelerator.synchronize()`,
+    `torch.cuda.current_stream().synchronize()`, and `.synchronize()` of an event or stream the
+    file makes (`done = torch.cuda.Event()`, `s = torch.cuda.Stream()`, `self.stream = ...`).
+    Not flagged: the synchronize that ends or starts a timed region — a clock read
+    (`time.perf_counter()` and friends, `start.elapsed_time(end)`) within 3 lines after it, or
+    right after a loop that a clock read within 3 lines before the loop started timing.
+    Under `if step % N == 0:` and the like, in an epoch loop or in a loop over a few literal
+    values it is information, with a message that says how often (see AL100).
 
 Why it matters:
     A device synchronize makes the host wait until every kernel queued on the GPU has finished.
@@ -21,33 +29,76 @@ Fix:
 """
 from __future__ import annotations
 
-from typing import Iterator
+from bisect import bisect_left, bisect_right
+from typing import Iterator, Optional
+
+from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
+from atenlens.lint.frequency import frequency
 from atenlens.lint.registry import Rule
-from atenlens.lint.syntax import callee, dotted_name, repeating_loop
+from atenlens.lint.syntax import callee, method_name, text
+from atenlens.lint.waits import (
+    CLOCK_FUNCTIONS, alias_calls, is_clock_read, is_device_synchronize, is_event_or_stream_synchronize,
+)
 from atenlens.report import Code
 
-SYNCHRONIZE_NAMES = frozenset({"torch.cuda.synchronize", "cuda.synchronize", "torch.accelerator.synchronize"})
+TIMING_WINDOW = 3   # lines: a clock read this close to a synchronize makes it part of a measurement
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:
-    for call in ctx.calls("synchronize"):
-        name = dotted_name(callee(call))
-        if name in SYNCHRONIZE_NAMES and repeating_loop(call) is not None:
-            yield ctx.finding(
-                Code.SYNC_API,
-                f"`{name}()` inside a loop: the host waits for all GPU work on every iteration",
-                call,
-            )
+    clocks: Optional[list[int]] = None
+    for call in [*ctx.calls("synchronize"), *alias_calls(ctx)]:
+        if not (is_device_synchronize(ctx, call) or is_event_or_stream_synchronize(ctx, call)):
+            continue
+        how = frequency(call)
+        if how.loop is None:
+            continue
+        if clocks is None:
+            clocks = sorted(c.start_point[0] for c in ctx.calls(*CLOCK_FUNCTIONS, "elapsed_time")
+                            if is_clock_read(c) or method_name(c) == "elapsed_time")
+        if _ends_a_timed_region(call, clocks):
+            continue
+        name = text(callee(call))
+        waited = "all GPU work" if is_device_synchronize(ctx, call) else "the GPU"
+        yield ctx.finding(
+            Code.SYNC_API,
+            f"`{name}()` inside a loop: the host waits for {waited} {how.how_often}",
+            call, severity="warning" if how.every_iteration else "information",
+        )
+
+
+def _ends_a_timed_region(call: Node, clocks: list[int]) -> bool:
+    row = call.start_point[0]
+    after = bisect_right(clocks, row)
+    if after < len(clocks) and clocks[after] - row <= TIMING_WINDOW:
+        return True
+    if bisect_left(clocks, row) < after:
+        return True  # a clock read on the same line
+    statement = _statement(call)
+    previous = statement.prev_named_sibling if statement is not None else None
+    while previous is not None and previous.type == "comment":
+        previous = previous.prev_named_sibling
+    if previous is not None and previous.type in ("for_statement", "while_statement"):
+        start = previous.start_point[0]
+        before = bisect_left(clocks, start)
+        return before > 0 and start - clocks[before - 1] <= TIMING_WINDOW
+    return False
+
+
+def _statement(call: Node) -> Optional[Node]:
+    node = call
+    while node.parent is not None and node.parent.type not in ("block", "module"):
+        node = node.parent
+    return node if node.parent is not None else None
 
 
 RULE = Rule(
     code=Code.SYNC_API,
     name="synchronize-in-loop",
-    summary="`torch.cuda.synchronize()` inside a loop",
-    calls=frozenset({"synchronize"}),
+    summary="`torch.cuda.synchronize()` (or an event's or stream's) inside a loop",
+    calls=frozenset({"synchronize", "elapsed_time", *CLOCK_FUNCTIONS}),
     check=check,
     doc=__doc__ or "",
 )

@@ -1,0 +1,159 @@
+"""Calls that make the host wait for the GPU, and clock reads: what AL101, AL201 and AL301 ask.
+
+- A device synchronize: `torch.cuda.synchronize()`, `cuda.synchronize()`,
+  `torch.accelerator.synchronize()`, `synchronize()` imported from `torch.cuda`, and a name bound
+  to one of them (`sync = torch.cuda.synchronize`, anywhere in the file).
+- An event or stream synchronize: `.synchronize()` of a name bound to `torch.cuda.Event(...)`,
+  `torch.cuda.Stream(...)`, `torch.cuda.current_stream()` / `default_stream()` (or called on
+  them directly), or any other `x.synchronize()` (for "does something wait here", every
+  `synchronize` method counts).
+- A host read that waits for all queued work: `.item()`, `.tolist()`, a blocking `.cpu()` or
+  `.to("cpu")`.
+- A call of a function of the same file (`helper()`, `self.helper()`) whose body waits.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from tree_sitter import Node
+
+from atenlens.lint.context import LintContext
+from atenlens.lint.provenance import is_device_to_host
+from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, text
+
+DEVICE_SYNCHRONIZE = frozenset({"torch.cuda.synchronize", "cuda.synchronize", "torch.accelerator.synchronize",
+                                "torch.cuda.current_stream.synchronize", "torch.xpu.synchronize",
+                                "torch.mps.synchronize"})
+EVENT_OR_STREAM_MAKERS = frozenset({"torch.cuda.Event", "cuda.Event", "torch.cuda.Stream", "cuda.Stream",
+                                    "torch.cuda.current_stream", "torch.cuda.default_stream", "torch.Event",
+                                    "torch.Stream", "torch.cuda.ExternalStream"})
+CLOCK_FUNCTIONS = ("time", "perf_counter", "monotonic", "time_ns", "perf_counter_ns", "monotonic_ns")
+CLOCK_NAMES = frozenset({f"time.{n}" for n in CLOCK_FUNCTIONS} | {n for n in CLOCK_FUNCTIONS if n != "time"})
+HOST_READS = ("item", "tolist", "cpu", "to")
+WAIT_CALLS = frozenset({"synchronize", *HOST_READS})
+
+
+def is_clock_read(call: Node) -> bool:
+    return dotted_name(callee(call)) in CLOCK_NAMES
+
+
+def synchronize_aliases(ctx: LintContext) -> frozenset[str]:
+    """Names bound to a device synchronize anywhere in the file (`sync = torch.cuda.synchronize`)."""
+    cached = getattr(ctx, "_sync_aliases", None)
+    if cached is None:
+        names = set()
+        for ident in ctx.identifiers(("synchronize",)):
+            value = ident.parent
+            if value is None or value.type != "attribute" or dotted_name(value) not in DEVICE_SYNCHRONIZE:
+                continue
+            assignment = value.parent
+            if assignment is not None and assignment.type == "assignment" \
+                    and assignment.child_by_field_name("right") == value:
+                left = assignment.child_by_field_name("left")
+                if left is not None and left.type == "identifier":
+                    names.add(text(left))
+        if _imports_bare_synchronize(ctx):
+            names.add("synchronize")
+        cached = frozenset(names)
+        setattr(ctx, "_sync_aliases", cached)
+    return cached
+
+
+def _imports_bare_synchronize(ctx: LintContext) -> bool:
+    return b"import synchronize" in ctx.source.data or b"synchronize," in ctx.source.data and \
+        b"from torch.cuda import" in ctx.source.data
+
+
+def alias_calls(ctx: LintContext) -> list[Node]:
+    """Calls of the names in `synchronize_aliases`, in source order."""
+    found = []
+    for ident in ctx.identifiers(synchronize_aliases(ctx)):
+        parent = ident.parent
+        if parent is not None and parent.type == "call" and parent.child_by_field_name("function") == ident:
+            found.append(parent)
+    return found
+
+
+def is_device_synchronize(ctx: LintContext, call: Node) -> bool:
+    name = dotted_name(callee(call))
+    if name in DEVICE_SYNCHRONIZE:
+        return True
+    fn = callee(call)
+    if fn is not None and fn.type == "attribute" and method_name(call) == "synchronize":
+        owner = receiver(call)
+        if owner is not None and owner.type == "call" and dotted_name(callee(owner)) in (
+                "torch.cuda.current_stream", "torch.cuda.default_stream"):
+            return True
+    return name is not None and name in synchronize_aliases(ctx)
+
+
+def is_event_or_stream_synchronize(ctx: LintContext, call: Node) -> bool:
+    """`event.synchronize()` / `stream.synchronize()` of an event or stream this file makes."""
+    if method_name(call) != "synchronize":
+        return False
+    owner = receiver(call)
+    if owner is None:
+        return False
+    if owner.type == "call":
+        return dotted_name(callee(owner)) in EVENT_OR_STREAM_MAKERS
+    if owner.type == "identifier":
+        binding = ctx.bindings(owner).at(text(owner), owner.start_byte)
+        value = binding.value if binding is not None else None
+        return value is not None and value.type == "call" and dotted_name(callee(value)) in EVENT_OR_STREAM_MAKERS
+    if owner.type == "attribute":
+        return any(v.type == "call" and dotted_name(callee(v)) in EVENT_OR_STREAM_MAKERS
+                   for v in ctx.attribute_assignments(text(owner)))
+    return False
+
+
+def is_wait(ctx: LintContext, call: Node) -> bool:
+    """Does this call make the host wait for the GPU (a synchronize, a blocking host read)?"""
+    method = method_name(call)
+    name = dotted_name(callee(call)) or ""
+    if method == "synchronize" or name.endswith("synchronize") or name in synchronize_aliases(ctx):
+        return True
+    if method in ("item", "tolist"):
+        return True
+    if method in ("cpu", "to"):
+        return is_device_to_host(call) and not is_true(arguments(call)[1].get("non_blocking"))
+    return False
+
+
+def waiting_functions(ctx: LintContext) -> frozenset[str]:
+    """Names of the functions of this file whose own body waits for the GPU (`def sync_all():
+    torch.cuda.synchronize()`): a call of one of them waits too (one level deep)."""
+    cached = getattr(ctx, "_waiting_functions", None)
+    if cached is None:
+        names = set()
+        for call in [*ctx.calls(*WAIT_CALLS), *alias_calls(ctx)]:
+            if not is_wait(ctx, call):
+                continue
+            function = _enclosing_function(call)
+            if function is not None:
+                name = function.child_by_field_name("name")
+                if name is not None:
+                    names.add(text(name))
+        cached = frozenset(names)
+        setattr(ctx, "_waiting_functions", cached)
+    return cached
+
+
+def calls_waiting_function(ctx: LintContext, call: Node) -> bool:
+    name = dotted_name(callee(call))
+    if name is None:
+        return False
+    parts = name.split(".")
+    if len(parts) == 1 or (len(parts) == 2 and parts[0] in ("self", "cls")):
+        return parts[-1] in waiting_functions(ctx)
+    return False
+
+
+def _enclosing_function(node: Node) -> Optional[Node]:
+    parent = node.parent
+    while parent is not None:
+        if parent.type == "function_definition":
+            return parent
+        if parent.type in ("lambda", "class_definition", "module"):
+            return None
+        parent = parent.parent
+    return None
