@@ -159,3 +159,61 @@ def test_the_server_ends_while_a_trace_runs(tmp_path, how, what, code, reliabili
             own.process.kill()
     reliability.number("exit code", code)
     reliability.number("server gone / all processes gone", f"{ended:.2f} s / {gone:.2f} s")
+
+
+def test_a_spinning_loop_keeps_a_bounded_report(server, document, reliability):
+    budget = 30
+    reliability.record("Boundary", f"a loop spinning until its {budget} s budget (the default) runs out",
+                       "`while True: x = x + 1` traced through the server; the report must come back, bounded, "
+                       "with the events it kept")
+    uri = document["uri"]
+    server.notify("workspace/didChangeConfiguration",
+                  {"settings": {"atenlens": {"trace": {"device": "cpu", "timeoutSeconds": budget}}}})
+    mark = server.mark()
+    started = time.monotonic()
+    try:
+        answer = trace(server, uri, "spins")["result"]
+    finally:
+        server.notify("workspace/didChangeConfiguration", {"settings": {"atenlens": SETTINGS}})
+    seconds = time.monotonic() - started
+    assert answer["status"] == "timeout", answer
+    assert answer["message"] == f"the trace ran past its {budget} s budget; events so far are kept"
+    (note,) = [p["message"] for p in server.notifications("window/logMessage", mark)
+               if p["message"].startswith("atenlens: trace of spins: kept the first")]
+    kept, dropped = (int(word) for word in note.split() if word.isdigit())
+    assert kept == 20000 and dropped > 0, note              # recorder.MAX_EVENTS, and the rest counted
+    # the events kept are there: the loop's line has its hint and its hover
+    line = line_of(TEXT, "        x = x + 1")
+    shown = hover(server, uri, line, 8)["result"]["contents"]["value"]
+    assert "`add`" in shown, shown
+    reliability.number("events kept / counted only", f"{kept:,} / {dropped:,}")
+    reliability.number("answered after the budget", f"{seconds - budget:.1f} s")
+
+
+LINE_BREAKERS = "import torch\n\x0c\n# a comment with a line separator \u2028 and a next-line \x85 in it\n" \
+                "x = 1  # a vertical tab \x0b too\n\n\n# atenlens: double(torch.ones(3))\ndef double(t):\n" \
+                "    return t * 2\n"
+
+
+def test_characters_only_str_splitlines_breaks_at(server, tmp_path, reliability):
+    reliability.record("Line numbers", "a form feed, U+2028, U+0085 and a vertical tab above a directive",
+                       "a document with those characters above `# atenlens: double(torch.ones(3))`: its code lens, "
+                       "its quick fixes and a trace through the server")
+    path = tmp_path / "breakers.py"
+    path.write_text(LINE_BREAKERS, encoding="utf-8")
+    uri = open_document(server, path, LINE_BREAKERS)
+    server.diagnostics(uri, 1)
+    def_line = line_of(LINE_BREAKERS, "def double")
+    lenses = server.result("textDocument/codeLens", {"textDocument": {"uri": uri}})
+    assert [(lens["range"]["start"]["line"], lens["command"]["title"]) for lens in lenses] == \
+        [(def_line, "Trace this step")]          # not "...: add an example call": the directive is seen
+    actions = server.result("textDocument/codeAction", {
+        "textDocument": {"uri": uri}, "range": {"start": {"line": def_line, "character": 0},
+                                                "end": {"line": def_line, "character": 0}},
+        "context": {"diagnostics": []}})
+    assert [a["title"] for a in actions] == []                             # no "add an example call"
+    answer = trace(server, uri, "double")["result"]
+    assert answer["status"] == "ok", answer
+    shown = hover(server, uri, line_of(LINE_BREAKERS, "return t * 2"), 4)["result"]["contents"]["value"]
+    assert "`mul`" in shown and "f32[3]" in shown, shown
+    reliability.number("trace", f"{answer['status']} with the directive's call, hover at line {def_line + 2}")

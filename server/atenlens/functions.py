@@ -15,6 +15,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Optional
 
+from atenlens.lines import split_lines
+
 DIRECTIVE = re.compile(r"^\s*#\s*atenlens:\s*(?P<expr>.*?)\s*$")
 # The program's command-line arguments, a comment on a line of its own anywhere in the file:
 #     # atenlens-argv: --epochs 1 --batch-size 8
@@ -67,7 +69,7 @@ def find_functions(source: str, tree: Optional[ast.Module] = None) -> list[Funct
     """Module-level functions and methods of module-level classes (nested classes too), in
     source order. Raises SyntaxError when `source` does not parse."""
     tree = tree if tree is not None else ast.parse(source)
-    lines = source.splitlines()
+    lines = split_lines(source)        # as ast counts lines (not str.splitlines())
     found: list[FunctionInfo] = []
 
     def visit(body: list[ast.stmt], prefix: str, in_class: bool) -> None:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Sequence
 
 from atenlens.functions import FunctionInfo, find_functions
+from atenlens.lines import split_lines
 from atenlens.module_tree import ModuleNode, module_trees, walk
 from atenlens.report import Diagnostic, TensorMeta, TraceReport
 
@@ -417,7 +418,7 @@ def _sections(report: TraceReport, work: "dict[tuple, _LineWork]",
                     infos = {info.qualname: info for info in find_functions(text)}
                 except SyntaxError:
                     pass
-            sources[file] = ((text or "").splitlines(), infos)
+            sources[file] = (split_lines(text or ""), infos)
         return sources[file]
 
     # lines each function was seen executing (for functions whose span is unknown, e.g. nested ones)

@@ -38,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import re
 from concurrent.futures import Future
 from typing import Any, Callable, Optional, Sequence
 
@@ -49,19 +48,17 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 from pygls.workspace import TextDocument, Workspace
 
+from atenlens.lines import lines_with_ends
+
 logger = logging.getLogger(__name__)
 
 # The workDoneToken of the `workspace/executeCommand` request whose handler is running, if any.
 WORK_DONE_TOKEN: contextvars.ContextVar[Optional[types.ProgressToken]] = contextvars.ContextVar(
     "atenlens_work_done_token", default=None)
 
-# A line and its end, as LSP counts lines (the last line may have no end).
-_LSP_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
-
-
 def lsp_lines(text: str) -> tuple[str, ...]:
-    """`text.splitlines(keepends=True)`, but breaking only at \\n, \\r\\n and \\r."""
-    return tuple(_LSP_LINE.findall(text))
+    """`text.splitlines(keepends=True)`, but breaking only at \\n, \\r\\n and \\r (atenlens/lines.py)."""
+    return lines_with_ends(text)
 
 
 class LspTextDocument(TextDocument):

@@ -57,6 +57,7 @@ class AtenlensServer(LanguageServer):
         self.documents: dict[str, DocumentState] = {}
         self.traces = TraceQueue(self._make_worker)
         self._progress_ids = itertools.count(1)
+        self._building: list[dict[str, Any]] = []   # metas of finished traces whose views are being built
 
     # --- helpers used by the handlers -------------------------------------------------------
 
@@ -207,7 +208,7 @@ class AtenlensServer(LanguageServer):
         request = TraceRequest(file=document.path, qualname=info.qualname, device=settings.device,  # type: ignore[arg-type]
                                timeout_seconds=settings.timeout_seconds, source=source)
         first = (info.directive_line or info.first_line) - 1
-        meta: dict[str, Any] = {"first": first, "last": info.end_line - 1, "def_line": info.line - 1,
+        meta: dict[str, Any] = {"uri": uri, "first": first, "last": info.end_line - 1, "def_line": info.line - 1,
                                 "shifts": [], "lines": split_lines(source)}
         job = self.traces.submit((uri, info.qualname), request, meta)
         token = None
@@ -231,8 +232,16 @@ class AtenlensServer(LanguageServer):
             return {"status": "error", "qualname": info.qualname, "message": outcome.error or ""}
         if self.document(uri) is None:
             return {"status": "closed", "qualname": info.qualname, "message": "the document was closed"}
-        traced = build_traced_function(outcome.report, document.path, meta["lines"], info.qualname,
-                                       meta["first"], meta["last"], meta["def_line"])
+        # in a thread: sorting up to MAX_EVENTS events onto lines must not hold up other requests
+        # (edits meanwhile are recorded in meta["shifts"] by on_text_change, as while it ran)
+        self._building.append(meta)
+        try:
+            traced = await asyncio.to_thread(build_traced_function, outcome.report, document.path, meta["lines"],
+                                             info.qualname, meta["first"], meta["last"], meta["def_line"])
+        finally:
+            self._building.remove(meta)
+        if self.document(uri) is None:
+            return {"status": "closed", "qualname": info.qualname, "message": "the document was closed"}
         for shift in meta["shifts"]:
             traced.shift(shift)
         current = self.document(uri)
@@ -283,6 +292,9 @@ class AtenlensServer(LanguageServer):
     def on_text_change(self, uri: str, shift: LineShift) -> None:
         """Move everything line-based along with one change; cancel traces of edited functions."""
         self.state(uri).shift(shift)
+        for meta in self._building:
+            if meta["uri"] == uri:
+                meta["shifts"].append(shift)
         for job in self.traces.jobs():
             if job.key[0] != uri:
                 continue

@@ -2,23 +2,19 @@
 
 Columns inside the server count Python str characters (as lint findings do); the editor counts in
 the position encoding negotiated at `initialize` (UTF-16 code units unless the client offers
-another). `units` converts. Lines split at "\\n" (a trailing "\\r" is dropped), as the lint parser
-does, so a finding's line number is a line number here.
+another). `units` converts. Lines split at "\\n", "\\r\\n" and "\\r" (`atenlens.lines`, the one rule:
+Python's tokenizer and LSP clients count lines so).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
+from atenlens.lines import split_lines  # noqa: F401 - the server's lines are these
+
 UTF8 = "utf-8"
 UTF16 = "utf-16"
 UTF32 = "utf-32"
-
-
-def split_lines(text: str) -> list[str]:
-    """The lines of `text` without their line breaks; a text ending in "\\n" has an empty last line."""
-    lines = text.split("\n")
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def units(text: str, encoding: str) -> int:

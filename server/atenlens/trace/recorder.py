@@ -66,9 +66,11 @@ _METADATA_METHODS = frozenset({
 _DESCRIPTOR_WRAPPERS = (types.MethodWrapperType, types.WrapperDescriptorType, types.MethodDescriptorType)
 
 
-# A report is read by an editor: past this many events (a long training loop), the rest are counted
-# in the summary but not kept.
-MAX_EVENTS = 200_000
+# A report is read by an editor: past this many events (a long training loop, a loop spinning until
+# its time budget), the rest are counted in the summary but not kept. ~300 bytes of JSON each, so a
+# report stays under ~6 MB: a timed-out trace writes it well within the worker's grace period, and
+# the server reads it without stalling.
+MAX_EVENTS = 20_000
 
 
 class Recorder:

@@ -22,10 +22,9 @@ from collections import deque
 from typing import Callable, Optional
 
 import atenlens
-from atenlens.report import TraceReport, TraceRequest, to_jsonable
+from atenlens.report import TraceReport, TraceRequest, from_jsonable, to_jsonable
 from atenlens.worker.limits import DEFAULT_MEMORY_LIMIT_MB, hard_timeout
 from atenlens.worker.outcome import cancelled_report, worker_died_report
-from atenlens.worker.validate import MalformedReport, checked_report
 
 DEFAULT_STARTUP_TIMEOUT = 240.0         # a first start may compile the simulated-CUDA shims; torch on a cold disk is slow too
 # How long past the worker's own hard timeout (limits.hard_timeout) the client waits for an answer before it decides
@@ -420,8 +419,9 @@ class TraceWorker:
                         pass
             elif "report" in message:
                 try:
-                    report = checked_report(message["report"])
-                except (MalformedReport, TypeError, ValueError, KeyError) as error:
+                    # the worker checked the child's report (worker/validate.py); here it is only decoded
+                    report = from_jsonable(TraceReport, message["report"])
+                except (TypeError, ValueError, KeyError, AttributeError) as error:
                     report = worker_died_report(pending.request, f"unreadable report from the worker: {error}")
                 pending.finish(report)
             elif "error" in message:
