@@ -1,4 +1,4 @@
-"""`atenlens serve | trace | lint`. Each subcommand imports its layer lazily so that `lint` and
+"""`atenlens serve | trace | lint | rule`. Each subcommand imports its layer lazily so that `lint` and
 `serve` never pay for (or need) torch."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="atenlens",
         description="See what PyTorch code really runs: aten ops, backward ops, syncs and copy hazards per line.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{trace,lint,serve}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{trace,lint,rule,serve}")
 
     trace = sub.add_parser("trace", help="trace one function on fake tensors and print an annotated listing")
     trace.add_argument("target", metavar="FILE::QUALNAME", help="e.g. examples/train_step.py::train_step")
@@ -33,14 +33,34 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"module tree levels shown below a model called from your code (default: {DEFAULT_DEPTH})")
 
     lint = sub.add_parser("lint", help="static checks for host-device syncs and copy hazards (no torch needed)")
-    lint.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
-    lint.add_argument("--format", choices=("text", "json"), default="text")
-    lint.add_argument("--select", metavar="CODES", help="comma-separated codes to run (default: all)")
-    lint.add_argument("--ignore", metavar="CODES", help="comma-separated codes to skip")
+    from atenlens.lint.options import add_arguments
+
+    add_arguments(lint)
+
+    rule = sub.add_parser("rule", help="print the documentation of a lint rule (docs/rules.md)")
+    rule.add_argument("code", nargs="?", metavar="CODE", help="e.g. AL100 (or its name, sync-in-loop)")
+    rule.add_argument("--all", action="store_true", help="every rule")
 
     serve = sub.add_parser("serve", help="run the language server (stdio by default)")
     serve.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio (for debugging)")
     return parser
+
+
+def _print_rule(args: argparse.Namespace) -> int:
+    from atenlens.lint.docs import find_rule, rule_markdown
+    from atenlens.lint.rules import RULES
+
+    if args.all:
+        sys.stdout.write("\n".join(rule_markdown(rule) for rule in RULES))
+        return 0
+    rule = find_rule(args.code or "")
+    if rule is None:
+        known = ", ".join(r.code for r in RULES)
+        print(f"atenlens rule: unknown rule {args.code!r} (known: {known})" if args.code
+              else f"atenlens rule: name a rule (known: {known}) or pass --all", file=sys.stderr)
+        return 2
+    sys.stdout.write(rule_markdown(rule))
+    return 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -53,6 +73,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from atenlens.lint.command import run_lint_command
 
         return run_lint_command(args)
+    if args.command == "rule":
+        return _print_rule(args)
     from atenlens.lsp.server import serve
 
     return serve(args)

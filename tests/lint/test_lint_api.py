@@ -6,6 +6,7 @@ import textwrap
 from pathlib import Path
 
 from atenlens.lint import RULES, Finding, lint_source
+from atenlens.lint.docs import document, rule_markdown, sections
 from atenlens.report import Code
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,35 +110,18 @@ def test_every_rule_docstring_has_the_fixed_sections() -> None:
         assert headings == ["What it does", "Why it matters", "Example", "Fix"], rule.code
 
 
-def test_every_rule_is_documented_in_docs_rules_md() -> None:
-    doc = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
-    sections = re.split(r"^## ", doc, flags=re.M)
+def test_docs_rules_md_is_what_the_generator_makes_from_the_docstrings() -> None:
+    # One source: the rules' docstrings. `python -m atenlens.lint.docs > docs/rules.md` regenerates.
+    committed = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
+    assert committed == document(), "docs/rules.md is stale: python -m atenlens.lint.docs > docs/rules.md"
+
+
+def test_each_rule_section_carries_its_docstring_sections_in_order() -> None:
     for rule in RULES:
-        (section,) = [s for s in sections if s.startswith(f"{rule.code} ")]
-        assert f"`{rule.name}`" in section.splitlines()[0]
-        for heading in ("What it does", "Why it matters", "Example", "Fix"):
-            assert f"**{heading}**" in section, (rule.code, heading)
-        assert "```python" in section
-
-
-def _docstring_sections(doc: str) -> dict[str, str]:
-    sections: dict[str, list[str]] = {}
-    current = None
-    for line in doc.splitlines()[1:]:
-        heading = re.fullmatch(r"(What it does|Why it matters|Example|Fix):", line)
-        if heading:
-            current = heading.group(1)
-            sections[current] = []
-        elif current is not None:
-            sections[current].append(line)
-    return {name: textwrap.dedent("\n".join(lines)).strip() for name, lines in sections.items()}
-
-
-def test_docs_rules_md_says_what_each_rule_docstring_says() -> None:
-    doc = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
-    for rule in RULES:
-        section = doc.split(f"## {rule.code} `{rule.name}`\n", 1)[1].split("\n## ", 1)[0]
-        parts = _docstring_sections(rule.doc)
-        for heading in ("What it does", "Why it matters", "Fix"):
-            assert f"**{heading}**\n\n{parts[heading]}\n" in section, (rule.code, heading)
-        assert f"**Example**\n\n```python\n{parts['Example']}\n```\n" in section, rule.code
+        section = rule_markdown(rule)
+        assert section.startswith(f"## {rule.code} `{rule.name}`\n\n")
+        assert re.findall(r"^\*\*(.+)\*\*$", section, flags=re.M) == [
+            "What it does", "Why it matters", "Example", "Fix"], rule.code
+        example = sections(rule)["Example"]
+        assert f"**Example**\n\n```python\n{example}\n```\n" in section
+        assert example and not example.startswith(" ")

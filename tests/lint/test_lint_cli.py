@@ -38,18 +38,25 @@ def test_a_clean_file_exits_0_with_no_output(tmp_path: Path) -> None:
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
 
 
-def test_json_output_carries_positions_and_the_quick_fix(tmp_path: Path) -> None:
+def test_json_output_is_ruffs_shape_with_one_based_columns_a_rule_url_and_the_quick_fix(tmp_path: Path) -> None:
     write(tmp_path / "make.py", "import torch\nnoise = torch.randn(2, 3).to(device)\n")
     result = run_lint("make.py", "--format", "json", cwd=tmp_path)
     assert result.returncode == 1
     assert json.loads(result.stdout) == [{
-        "path": "make.py", "code": "AL302", "severity": "warning",
+        "cell": None,
+        "code": "AL302",
+        "name": "create-then-move",
+        "severity": "warning",
         "message": "`torch.randn(...)` is created on the CPU and then copied to the device: create it there with "
                    "`device=`",
-        "line": 2, "column": 26, "end_line": 2, "end_column": 36,
-        "fix": {"title": "Create the tensor on the device (`device=device`)",
-                "edits": [{"line": 2, "column": 8, "end_line": 2, "end_column": 36,
-                           "new_text": "torch.randn(2, 3, device=device)"}]},
+        "filename": str(tmp_path / "make.py"),
+        "location": {"row": 2, "column": 27},
+        "end_location": {"row": 2, "column": 37},
+        "noqa_row": 2,
+        "url": "https://github.com/atenlens/atenlens/blob/main/docs/rules.md#al302-create-then-move",
+        "fix": {"applicability": "safe", "message": "Create the tensor on the device (`device=device`)",
+                "edits": [{"location": {"row": 2, "column": 9}, "end_location": {"row": 2, "column": 37},
+                           "content": "torch.randn(2, 3, device=device)"}]},
     }]
 
 

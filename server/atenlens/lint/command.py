@@ -1,108 +1,222 @@
-"""`atenlens lint PATH... [--format text|json] [--select CODES] [--ignore CODES]`.
+"""`atenlens lint PATH...`: the CLI of the static lint (docs/lint.md), in ruff's shapes.
 
-Text output is ruff's shape, `path:line:col: CODE message` with a 1-based column; JSON is a list
-of objects with the same fields plus the end position and the fix. Exit status: 0 clean, 1 when
-anything is found (or a file could not be read), 2 on a usage error (a missing path).
+Exit status as ruff's: 0 nothing found (or `--exit-zero`), 1 findings remain (or a file could not
+be read), 2 an error: a usage error (a missing path, an unknown code) or a bad `[tool.atenlens]`.
+Whole trees are linted by a pool of processes, one per CPU the process may use (`--jobs`).
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import difflib
 import io
-import json
 import os
 import sys
 import tokenize
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional, TextIO
+from typing import Iterable, Optional, Sequence, TextIO
 
-from atenlens.lint.engine import lint_source, select_rules
+from atenlens.lint.config import ConfigCache, ConfigError, LintConfig, Selection, unknown_selectors
+from atenlens.lint.engine import lint_source
+from atenlens.lint.files import Skipped, python_files
 from atenlens.lint.findings import Finding
+from atenlens.lint.fixes import fix_source
+from atenlens.lint.formats import WRITERS, Located, write_statistics
+from atenlens.lint.rules import RULES
 
 EXIT_CLEAN = 0
 EXIT_FOUND = 1
 EXIT_USAGE = 2
-
-# Folders no one wants linted when they point the linter at a project root.
-SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "__pycache__", "node_modules",
-                          ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", "build", "dist"})
+STDIN = "-"
+PARALLEL_MIN_FILES = 8          # below this, starting processes costs more than it saves
 
 
-def _codes(value: Optional[str]) -> Optional[list[str]]:
+def _codes(value: Optional[str]) -> Optional[tuple[str, ...]]:
     if value is None:
         return None
-    return [c.strip().upper() for c in value.split(",") if c.strip()]
+    return tuple(c.strip().upper() for c in value.split(",") if c.strip())
 
 
-def python_files(path: Path) -> Iterator[Path]:
-    """`path` itself when it is a file; every `*.py` below it (sorted) when it is a folder."""
-    if not path.is_dir():
-        yield path
-        return
-    for root, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
-        for name in sorted(files):
-            if name.endswith(".py"):
-                yield Path(root) / name
+@dataclass(frozen=True)
+class FileResult:
+    path: str
+    findings: tuple[Finding, ...] = ()
+    error: Optional[str] = None         # could not be read: said on stderr, the run fails
+    fixed: int = 0
+    diff: str = ""
+    fixed_source: Optional[str] = None  # --fix of stdin: the text to print
 
 
-def _decode(data: bytes) -> str:
-    """Source bytes as Python reads them: a `# coding:` declaration (PEP 263), else UTF-8."""
+def decode(data: bytes) -> str:
+    """Source bytes as Python reads them: a `# coding:` declaration (PEP 263), else UTF-8; a
+    UTF-8 byte-order mark is dropped (it is not code, and it would shift columns on line 1)."""
     try:
         encoding = tokenize.detect_encoding(io.BytesIO(data).readline)[0]
     except SyntaxError:                 # undecodable first lines, no usable declaration
         encoding = "utf-8"
-    return data.decode(encoding)
+    text = data.decode(encoding)
+    return text[1:] if text.startswith("\ufeff") else text
 
 
-def run_lint_command(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    select, ignore = _codes(getattr(args, "select", None)), _codes(getattr(args, "ignore", None))
-    known = {r.code for r in select_rules()}
-    for code in (select or []) + (ignore or []):
-        if not any(k.startswith(code) for k in known):
-            print(f"atenlens lint: unknown rule code {code!r} (known: {', '.join(sorted(known))})", file=err)
-            return EXIT_USAGE
-    paths = [Path(p) for p in args.paths]
-    missing = [p for p in paths if not p.exists()]
+def _read(path: Path) -> tuple[Optional[str], Optional[str]]:
+    """(source, None) or (None, what went wrong)."""
+    try:
+        return decode(path.read_bytes()), None
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 (byte {exc.start}: {exc.reason})"
+    except OSError as exc:
+        return None, f"cannot read ({exc.strerror or exc})"
+
+
+def lint_text(source: str, path: str, codes: Sequence[str], mode: str) -> FileResult:
+    """Lint (mode "check"), fix ("fix": the fixed text is returned, not written) or diff one text."""
+    def lint(text: str) -> list[Finding]:
+        return lint_source(text, select=list(codes))
+
+    if mode == "check":
+        return FileResult(path, tuple(lint(source)))
+    fixed_source, fixed, remaining = fix_source(source, lint)
+    if mode == "diff":
+        diff = "".join(difflib.unified_diff(source.splitlines(keepends=True),
+                                            fixed_source.splitlines(keepends=True), path, path))
+        if diff and not diff.endswith("\n"):
+            diff += "\n\\ No newline at end of file\n"
+        return FileResult(path, tuple(remaining), fixed=fixed, diff=diff)
+    return FileResult(path, tuple(remaining), fixed=fixed, fixed_source=fixed_source)
+
+
+def _lint_file(task: tuple[str, tuple[str, ...], str]) -> FileResult:
+    """One file of a run (in a pool process or not): read, lint, and with --fix write it back."""
+    path, codes, mode = task
+    source, error = _read(Path(path))
+    if source is None:
+        return FileResult(path, error=error)
+    result = lint_text(source, path, codes, mode)
+    if mode == "diff":
+        return result
+    if mode == "fix" and result.fixed:
+        try:
+            with open(path, "w", encoding="utf-8", newline="") as f:
+                f.write(result.fixed_source or "")
+        except OSError as exc:
+            return FileResult(path, result.findings, error=f"cannot write the fixes ({exc.strerror or exc})")
+    return FileResult(path, result.findings, fixed=result.fixed)
+
+
+def _jobs(requested: Optional[int]) -> int:
+    if requested is not None:
+        return max(1, requested)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:              # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _run_tasks(tasks: list[tuple[str, tuple[str, ...], str]], jobs: int) -> Iterable[FileResult]:
+    """Results in the order of `tasks`; across `jobs` processes for a tree of many files."""
+    if jobs <= 1 or len(tasks) < PARALLEL_MIN_FILES:
+        return map(_lint_file, tasks)
+    import multiprocessing
+
+    # fork: the children start with the rules already imported (a spawned child would import
+    # everything again); elsewhere the platform's default.
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    jobs = min(jobs, len(tasks))
+    chunk = max(1, min(16, len(tasks) // (jobs * 8)))
+    with context.Pool(jobs) as pool:
+        return list(pool.imap(_lint_file, tasks, chunksize=chunk))
+
+
+def run_lint_command(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr,
+                     stdin: Optional[io.BufferedIOBase] = None) -> int:
+    def fail(message: str) -> int:
+        print(f"atenlens lint: {message}", file=err)
+        return EXIT_USAGE
+
+    known = [rule.code for rule in RULES]
+    cli = Selection(select=_codes(getattr(args, "select", None)),
+                    extend_select=_codes(getattr(args, "extend_select", None)) or (),
+                    ignore=_codes(getattr(args, "ignore", None)) or ())
+    for code in unknown_selectors((cli.select or ()) + cli.extend_select + cli.ignore, known):
+        return fail(f"unknown rule code {code!r} (known: {', '.join(sorted(known))})")
+    fix, diff = bool(getattr(args, "fix", False)), bool(getattr(args, "diff", False))
+    mode = "diff" if diff else "fix" if fix else "check"
+    fmt = getattr(args, "format", "text")
+    stdin_name = getattr(args, "stdin_filename", None)
+    paths = list(args.paths)
+    if STDIN in paths and len(paths) > 1:
+        return fail("- (stdin) cannot be combined with other paths")
+    missing = [p for p in paths if p != STDIN and not os.path.lexists(p)]
     if missing:
         for p in missing:
             print(f"atenlens lint: {p}: no such file or folder", file=err)
         return EXIT_USAGE
+    configs = ConfigCache(known)
 
-    results: list[tuple[str, Finding]] = []
-    unreadable = 0
-    for root in paths:
-        for file in python_files(root):
+    def config_for(path: Path) -> LintConfig:
+        return configs.for_path(path)
+
+    results: list[FileResult] = []
+    try:
+        if paths == [STDIN]:
+            shown = stdin_name or STDIN
+            config = config_for(Path(stdin_name) if stdin_name else Path.cwd())
+            codes = tuple(sorted(config.codes(Path(stdin_name) if stdin_name else None, known, cli)))
+            data = (stdin or sys.stdin.buffer).read()
             try:
-                source = _decode(file.read_bytes())
+                source = decode(data)
             except UnicodeDecodeError as exc:
-                print(f"{file}: not UTF-8 (byte {exc.start}: {exc.reason}); skipped", file=err)
-                unreadable += 1
-                continue
-            except OSError as exc:
-                print(f"{file}: cannot read ({exc.strerror or exc}); skipped", file=err)
-                unreadable += 1
-                continue
-            if source.startswith("\ufeff"):
-                # A BOM is not part of the code; dropping it keeps columns on line 1 right.
-                source = source[1:]
-            for finding in lint_source(source, path=str(file), select=select, ignore=ignore):
-                results.append((str(file), finding))
+                print(f"{shown}: not UTF-8 (byte {exc.start}: {exc.reason}); skipped", file=err)
+                return EXIT_FOUND
+            results.append(lint_text(source, shown, codes, mode))
+        else:
+            tasks: list[tuple[str, tuple[str, ...], str]] = []
+            for root in paths:
+                for item in python_files(Path(root), config_for):
+                    if isinstance(item, Skipped):
+                        print(f"{item.path}: {item.reason}; skipped", file=err)
+                        continue
+                    codes = tuple(sorted(config_for(item).codes(item, known, cli)))
+                    tasks.append((str(item), codes, mode))
+            results.extend(_run_tasks(tasks, _jobs(getattr(args, "jobs", None))))
+    except ConfigError as exc:
+        return fail(str(exc))
+    return _report(results, args, fmt, mode, out, err)
 
-    if args.format == "json":
-        json.dump([_as_json(path, f) for path, f in results], out, indent=2)
-        out.write("\n")
+
+def _report(results: list[FileResult], args: argparse.Namespace, fmt: str, mode: str, out: TextIO,
+            err: TextIO) -> int:
+    unreadable = 0
+    located: list[Located] = []
+    for result in results:
+        if result.error is not None:
+            print(f"{result.path}: {result.error}; skipped", file=err)
+            unreadable += 1
+        located.extend(Located(result.path, f) for f in result.findings)
+    fixed = sum(r.fixed for r in results)
+    machine = fmt in ("json", "sarif", "github")
+    if mode == "diff":
+        for result in results:
+            out.write(result.diff)
+        print(f"Would fix {fixed} problem{'s' if fixed != 1 else ''}.", file=err if machine else out)
+        if getattr(args, "exit_zero", False):
+            return EXIT_CLEAN
+        return EXIT_FOUND if fixed or unreadable else EXIT_CLEAN
+    report_out = out
+    if mode == "fix" and results and results[0].fixed_source is not None:
+        out.write(results[0].fixed_source)      # stdin: the fixed text goes to stdout, the report to stderr
+        report_out = err
+    if getattr(args, "statistics", False):
+        write_statistics(located, "json" if fmt == "json" else "text", report_out)
     else:
-        for path, f in results:
-            out.write(f"{path}:{f.line}:{f.column + 1}: {f.code} {f.message}\n")
-        if results:
-            files = len({p for p, _ in results})
-            out.write(f"Found {len(results)} problem{'s' if len(results) != 1 else ''}"
-                      f" in {files} file{'s' if files != 1 else ''}.\n")
-    return EXIT_FOUND if results or unreadable else EXIT_CLEAN
+        WRITERS[fmt](located, report_out)
+    if mode == "fix" and fixed:
+        print(f"Fixed {fixed} problem{'s' if fixed != 1 else ''} ({len(located)} remaining).",
+              file=err if machine else report_out)
+    if getattr(args, "exit_zero", False):
+        return EXIT_CLEAN
+    return EXIT_FOUND if located or unreadable else EXIT_CLEAN
 
 
-def _as_json(path: str, finding: Finding) -> dict:
-    data = dataclasses.asdict(finding)
-    data["path"] = path
-    return data
+__all__ = ["EXIT_CLEAN", "EXIT_FOUND", "EXIT_USAGE", "decode", "lint_text", "run_lint_command"]

@@ -18,3 +18,4 @@ class Rule:
     calls: frozenset[str]          # callee names (last dotted part) the rule looks at
     check: Callable[["LintContext"], Iterable[Finding]]
     doc: str                       # the module docstring: What it does / Why it matters / Example / Fix
+    fixable: bool = False          # offers a quick fix (in some cases): docs/rules.md's "Quick fix" column

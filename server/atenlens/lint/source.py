@@ -1,6 +1,6 @@
 """One parse of one source text, shared by every rule.
 
-The parser is tree-sitter's Python grammar (docs/rules.md, "Parser"): it never fails, it marks the
+The parser is tree-sitter's Python grammar (docs/lint.md, "Parser"): it never fails, it marks the
 broken region of a half-typed line with ERROR nodes and keeps the rest of the tree intact, and it
 parses a 5,000-line file in milliseconds. Tree-sitter counts columns in UTF-8 bytes; findings count
 Python str characters, so every position goes through `SourceText.position`.

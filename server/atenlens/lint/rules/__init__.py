@@ -1,6 +1,7 @@
 """Every lint rule, one module each. Adding a rule: write the module (docstring in the sections
-What it does / Why it matters / Example / Fix, a `RULE`), list it here, document it in
-docs/rules.md, add a fixture under tests/lint/fixtures/."""
+What it does / Why it matters / Example / Fix, a `RULE`), list it here, regenerate
+docs/rules.md from the docstrings (`python -m atenlens.lint.docs > docs/rules.md`), add a fixture
+under tests/lint/fixtures/."""
 from __future__ import annotations
 
 from atenlens.lint.registry import Rule

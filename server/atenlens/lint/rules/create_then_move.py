@@ -135,4 +135,5 @@ RULE = Rule(
     calls=frozenset({"to", "cuda"}),
     check=check,
     doc=__doc__ or "",
+    fixable=True,
 )

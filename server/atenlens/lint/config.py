@@ -1,0 +1,251 @@
+"""`[tool.atenlens]` in pyproject.toml: which rules run on which files, as in ruff.
+
+    [tool.atenlens]
+    select = ["AL1", "AL200"]          # codes or prefixes; default: every rule
+    extend-select = ["AL302"]          # added to `select` (or to the default)
+    ignore = ["AL101"]                 # removed
+    exclude = ["generated", "legacy/*.py"]
+    per-file-ignores = { "tests/*" = ["AL100"], "!src/*" = ["AL3"] }
+    respect-gitignore = true
+
+The file that applies to a path is the nearest pyproject.toml above it that has a
+`[tool.atenlens]` table (ruff's rule for `[tool.ruff]`); a pyproject.toml without one is passed
+over. Patterns (`exclude`, `per-file-ignores`) are globs relative to that file's folder, matched
+against the path from there and against the file's (or folder's) own name; `*` also crosses `/`,
+and a leading `!` in a per-file-ignores key applies the codes to files that do NOT match.
+
+Select and ignore resolve per code as in ruff: of the selectors that match a code, the most
+specific (longest) decides, and `ignore` wins a tie. Command-line `--select` (or the editor's
+`lint.select`) replaces the file's `select`; `--extend-select` and `--ignore` add to it.
+
+A bad file (TOML syntax, an unknown key or code, a wrong type) is a `ConfigError` whose message
+names the file and the key; nothing is linted with half a configuration.
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Iterable, Optional, Sequence
+
+PYPROJECT = "pyproject.toml"
+KEYS = ("select", "extend-select", "ignore", "exclude", "per-file-ignores", "respect-gitignore")
+
+
+class ConfigError(ValueError):
+    """A `[tool.atenlens]` table that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One layer of rule selection (a config file, or the command line on top of it)."""
+    select: Optional[tuple[str, ...]] = None      # None: keep what the layer below chose
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FileIgnore:
+    pattern: str
+    negated: bool
+    codes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LintConfig:
+    path: Optional[Path]                   # the pyproject.toml; None: no file, the defaults
+    root: Path                             # the folder patterns are relative to
+    selection: Selection = field(default_factory=Selection)
+    exclude: tuple[str, ...] = ()
+    per_file_ignores: tuple[FileIgnore, ...] = ()
+    respect_gitignore: bool = True
+
+    def relative(self, path: Path) -> Optional[str]:
+        """`path` from the config's folder, in `/` form; None when it lies outside."""
+        try:
+            rel = os.path.relpath(os.path.abspath(path), self.root)
+        except ValueError:                   # another drive (Windows)
+            return None
+        if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+            return None
+        return PurePosixPath(Path(rel)).as_posix()
+
+    def excluded(self, path: Path) -> bool:
+        """Does an `exclude` pattern match `path` (a file or a folder)?"""
+        return bool(self.exclude) and _matches_any(self.exclude, self.relative(path), path.name)
+
+    def codes(self, path: Optional[Path], known: Sequence[str], cli: Optional[Selection] = None) -> frozenset[str]:
+        """The codes that run on `path`: this file's selection, then `cli` on top, then the
+        per-file ignores that match `path`."""
+        chosen = resolve([self.selection] + ([cli] if cli is not None else []), known)
+        if path is not None and self.per_file_ignores:
+            rel, name = self.relative(path), path.name
+            for entry in self.per_file_ignores:
+                hit = _matches_any((entry.pattern,), rel, name)
+                if hit != entry.negated:
+                    chosen = frozenset(c for c in chosen if not _matching_selector(c, entry.codes))
+        return chosen
+
+
+def default_config(root: Path) -> LintConfig:
+    return LintConfig(path=None, root=root)
+
+
+def _matches_any(patterns: Iterable[str], rel: Optional[str], name: str) -> bool:
+    for pattern in patterns:
+        pattern = pattern.rstrip("/") or pattern
+        if fnmatch.fnmatchcase(name, pattern):
+            return True
+        if rel is not None and fnmatch.fnmatchcase(rel, pattern.removeprefix("./")):
+            return True
+    return False
+
+
+def _matching_selector(code: str, selectors: Iterable[str]) -> Optional[str]:
+    """The longest selector in `selectors` that `code` starts with."""
+    best: Optional[str] = None
+    for selector in selectors:
+        if code.startswith(selector) and (best is None or len(selector) > len(best)):
+            best = selector
+    return best
+
+
+def resolve(layers: Sequence[Selection], known: Sequence[str]) -> frozenset[str]:
+    """Apply the layers in order, ruff's way: a layer with `select` starts afresh from it (plus
+    its extend-select); one without keeps the codes chosen so far and adds its extend-select.
+    Within a layer the most specific matching selector decides; `ignore` wins a tie."""
+    chosen = frozenset(known)
+    for layer in layers:
+        base = frozenset() if layer.select is not None else chosen
+        selectors = tuple(layer.select or ()) + tuple(layer.extend_select)
+        next_chosen = set()
+        for code in known:
+            picked = _matching_selector(code, selectors)
+            dropped = _matching_selector(code, layer.ignore)
+            if dropped is not None and (picked is None or len(dropped) >= len(picked)):
+                continue
+            if picked is not None or code in base:
+                next_chosen.add(code)
+        chosen = frozenset(next_chosen)
+    return chosen
+
+
+def unknown_selectors(selectors: Iterable[str], known: Sequence[str]) -> list[str]:
+    return [s for s in selectors if not any(code.startswith(s) for code in known)]
+
+
+def find_pyproject(start: Path) -> Optional[Path]:
+    """The nearest pyproject.toml at or above `start` (a file or folder) with `[tool.atenlens]`."""
+    folder = Path(os.path.abspath(start))
+    if not folder.is_dir():
+        folder = folder.parent
+    for candidate in (folder, *folder.parents):
+        path = candidate / PYPROJECT
+        if path.is_file() and _has_table(path):
+            return path
+    return None
+
+
+def _has_table(path: Path) -> bool:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    # Cheap test first: most pyproject.toml files say nothing about atenlens.
+    return b"atenlens" in data and "atenlens" in _tool_tables(path, data)
+
+
+def _tool_tables(path: Path, data: bytes) -> dict[str, Any]:
+    try:
+        document = tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    tool = document.get("tool", {})
+    return tool if isinstance(tool, dict) else {}
+
+
+def load_config(pyproject: Path, known: Sequence[str]) -> LintConfig:
+    """Read `[tool.atenlens]` of `pyproject`; `known` are the rule codes (to reject unknown ones)."""
+    try:
+        data = pyproject.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{pyproject}: cannot read ({exc.strerror or exc})") from None
+    table = _tool_tables(pyproject, data).get("atenlens", {})
+    where = f"{pyproject}: [tool.atenlens]"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{pyproject}: `tool.atenlens` must be a table")
+    unknown = sorted(set(table) - set(KEYS))
+    if unknown:
+        raise ConfigError(f"{where} unknown key {unknown[0]!r} (known: {', '.join(KEYS)})")
+
+    def codes(key: str, value: Any) -> tuple[str, ...]:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{where} {key} must be a list of rule codes, got {_shown(value)}")
+        result = tuple(v.strip().upper() for v in value if v.strip())
+        bad = unknown_selectors(result, known)
+        if bad:
+            raise ConfigError(f"{where} {key}: unknown rule code {bad[0]!r} (known: {', '.join(sorted(known))})")
+        return result
+
+    def patterns(key: str, value: Any) -> tuple[str, ...]:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{where} {key} must be a list of glob patterns, got {_shown(value)}")
+        return tuple(value)
+
+    select = codes("select", table["select"]) if "select" in table else None
+    extend = codes("extend-select", table["extend-select"]) if "extend-select" in table else ()
+    ignore = codes("ignore", table["ignore"]) if "ignore" in table else ()
+    exclude = patterns("exclude", table["exclude"]) if "exclude" in table else ()
+    per_file: list[FileIgnore] = []
+    raw = table.get("per-file-ignores", {})
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where} per-file-ignores must be a table of pattern = [codes], got {_shown(raw)}")
+    for pattern, value in raw.items():
+        entry_codes = codes(f"per-file-ignores.{pattern!r}", value)
+        negated = pattern.startswith("!")
+        per_file.append(FileIgnore(pattern[1:] if negated else pattern, negated, entry_codes))
+    gitignore = table.get("respect-gitignore", True)
+    if not isinstance(gitignore, bool):
+        raise ConfigError(f"{where} respect-gitignore must be true or false, got {_shown(gitignore)}")
+    return LintConfig(path=pyproject, root=pyproject.parent, selection=Selection(select, extend, ignore),
+                      exclude=exclude, per_file_ignores=tuple(per_file), respect_gitignore=gitignore)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class ConfigCache:
+    """Config files found and read, keyed by folder and re-read when a file changes (the
+    language server keeps one for the life of the process; the CLI one per run)."""
+
+    def __init__(self, known: Sequence[str]) -> None:
+        self.known = tuple(known)
+        self._nearest: dict[Path, Optional[Path]] = {}
+        self._loaded: dict[Path, tuple[tuple[int, int], LintConfig]] = {}
+
+    def for_path(self, path: Path, check_changes: bool = False) -> LintConfig:
+        """The config that applies to `path`; raises ConfigError for a bad file. With
+        `check_changes` the folder walk and the file are looked at again (an editor's
+        pyproject.toml may be edited while the server runs)."""
+        folder = Path(os.path.abspath(path))
+        if not folder.is_dir():
+            folder = folder.parent
+        if check_changes or folder not in self._nearest:
+            self._nearest[folder] = find_pyproject(folder)
+        pyproject = self._nearest[folder]
+        if pyproject is None:
+            return default_config(folder)
+        try:
+            stat = pyproject.stat()
+            stamp = (stat.st_mtime_ns, stat.st_size)
+        except OSError:
+            stamp = (0, 0)
+        cached = self._loaded.get(pyproject)
+        if cached is None or (check_changes and cached[0] != stamp):
+            cached = (stamp, load_config(pyproject, self.known))
+            self._loaded[pyproject] = cached
+        return cached[1]
