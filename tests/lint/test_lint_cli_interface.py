@@ -14,7 +14,7 @@ from atenlens.lint import lint_source
 from atenlens.lint.fixes import apply_edits, offered_fixes
 
 ROOT = Path(__file__).resolve().parents[2]
-LOOP = "import torch\nfor x in xs:\n    v = x.item()\n    n = torch.zeros(3).cuda()\n"
+LOOP = "import torch\nfor x in xs.cuda():\n    v = x.item()\n    n = torch.zeros(3).cuda()\n"
 ITEM = "`.item()` inside a loop: the host waits for the GPU on every iteration"
 ZEROS = "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with `device=`"
 
@@ -46,7 +46,7 @@ def test_concise_marks_fixable_findings_and_counts_them(tmp_path: Path) -> None:
 
 
 def test_github_format_is_one_workflow_annotation_per_finding(tmp_path: Path) -> None:
-    write(tmp_path / "t.py", LOOP.replace("xs:", "xs:  # 100%, a: b"))
+    write(tmp_path / "t.py", LOOP.replace("():", "():  # 100%, a: b"))
     result = run_lint("t.py", "--format", "github", cwd=tmp_path)
     assert result.returncode == 1
     path = tmp_path / "t.py"
@@ -98,7 +98,7 @@ def test_sarif_is_2_1_0_with_rules_results_regions_and_fixes(tmp_path: Path) -> 
 
 def test_statistics_count_per_code_in_text_and_json(tmp_path: Path) -> None:
     write(tmp_path / "a.py", LOOP)
-    write(tmp_path / "b.py", "for x in xs:\n    x.cpu()\n    x.numpy()\n")
+    write(tmp_path / "b.py", "for x in xs.cuda():\n    x.cpu()\n    x.tolist()\n")
     result = run_lint(".", "--statistics", cwd=tmp_path)
     assert result.returncode == 1
     assert result.stdout.splitlines() == ["3\tAL100\t[ ] sync-in-loop", "1\tAL302\t[*] create-then-move",
@@ -183,7 +183,7 @@ def test_diff_prints_the_fixes_and_changes_nothing(tmp_path: Path) -> None:
     target = write(tmp_path / "t.py", LOOP)
     result = run_lint("t.py", "--diff", cwd=tmp_path)
     assert result.stdout == (
-        "--- t.py\n+++ t.py\n@@ -1,4 +1,4 @@\n import torch\n for x in xs:\n     v = x.item()\n"
+        "--- t.py\n+++ t.py\n@@ -1,4 +1,4 @@\n import torch\n for x in xs.cuda():\n     v = x.item()\n"
         '-    n = torch.zeros(3).cuda()\n+    n = torch.zeros(3, device="cuda")\nWould fix 1 problem.\n')
     assert result.returncode == 1
     assert target.read_text(encoding="utf-8") == LOOP

@@ -11,7 +11,7 @@ from atenlens.cli import build_parser
 from atenlens.lint.command import run_lint_command
 
 # Findings of every rule family on known lines: AL100 (3), AL101 (4), AL300 (5), AL302 (6).
-SOURCE = ("import torch\nfor x in xs:\n    v = x.item()\n    torch.cuda.synchronize()\n"
+SOURCE = ("import torch\nfor x in xs.cuda():\n    v = x.item()\n    torch.cuda.synchronize()\n"
           "    torch.cuda.empty_cache()\nn = torch.zeros(3).cuda()\n")
 
 

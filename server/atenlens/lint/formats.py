@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence, TextIO
 
+from atenlens import __version__
 from atenlens.lint.docs import rule_markdown
 from atenlens.lint.findings import Finding
 from atenlens.lint.options import FORMATS
@@ -32,7 +33,7 @@ from atenlens.lint.rules import RULES
 
 DOCS_URL = "https://github.com/atenlens/atenlens/blob/main/docs/rules.md"
 TOOL_URL = "https://github.com/atenlens/atenlens"
-TOOL_VERSION = "0.1.0"
+TOOL_VERSION = __version__
 
 _RULES = {rule.code: rule for rule in RULES}
 
