@@ -31,12 +31,21 @@ def test_json_report_round_trips_with_the_documented_keys() -> None:
     result = atenlens("examples/train_step.py::train_step", "--device", "cpu", "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     assert data["status"] == "ok"
     assert data["target"] == {"file": str(REPO / "examples" / "train_step.py"), "qualname": "train_step"}
-    assert set(data["summary"]) == {"ops", "calls", "flops", "syncs", "seconds"}
+    assert set(data["summary"]) == {"ops", "calls", "flops", "syncs", "seconds", "memory", "time"}
+    memory, time = data["summary"]["memory"], data["summary"]["time"]
+    assert {"peak_bytes", "peak_file", "peak_line", "peak_phase", "at_peak", "device_bytes"} <= set(memory)
+    assert set(memory["at_peak"]) == {"parameters", "gradients", "optimizer_state", "activations", "temporaries",
+                                      "inputs"}
+    assert all(type(v) is int for v in memory["at_peak"].values())
+    assert memory["device_bytes"] == 80 * 2**30 and memory["peak_file"] == str(REPO / "examples" / "train_step.py")
+    assert {"gpu", "step_seconds", "mfu_bound"} <= set(time) and time["gpu"] == "h100-sxm"
+    assert time["step_seconds"] > 0 and 0 < time["mfu_bound"] <= 0.75
     addmm = next(e for e in data["events"] if e["name"] == "aten.addmm.default")
     assert addmm["outputs"] == [{"dtype": "float32", "shape": [8, 32], "device": "cpu"}]
+    assert addmm["bytes_allocated"] == 8 * 32 * 4 and type(addmm["estimate_seconds"]) is float
     assert addmm["line"] == line_of(REPO / "examples" / "train_step.py", "h = F.relu(self.fc1(x))")
 
 
@@ -51,6 +60,16 @@ def test_usage_errors_exit_2_with_one_line_on_stderr(target: str, message: str) 
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"atenlens trace: {message}")
+
+
+def test_gpu_option_takes_the_tables_names_in_any_case_and_rejects_others() -> None:
+    result = atenlens("examples/train_step.py::train_step", "--device", "cpu", "--json", "--gpu", "A100-80GB")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["summary"]["time"]["gpu"] == "a100-80gb" and data["summary"]["memory"]["device_bytes"] == 80 * 2**30
+    result = atenlens("examples/train_step.py::train_step", "--gpu", "v100")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("atenlens trace: --gpu: unknown GPU 'v100'; known: h100-sxm, h100-pcie, h200,")
 
 
 def test_user_exception_exits_1_and_user_output_stays_in_its_section(tmp_path: Path) -> None:

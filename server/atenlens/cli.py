@@ -31,6 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     trace.add_argument("--depth", metavar="N", type=int, default=DEFAULT_DEPTH,
                        help=f"module tree levels shown below a model called from your code (default: {DEFAULT_DEPTH})")
+    trace.add_argument("--gpu", metavar="NAME", default="h100-sxm",
+                       help="GPU to forecast memory and time for: h100-sxm (default), h100-pcie, h200, a100-80gb, "
+                            "a100-40gb, l4, l40s, rtx-4090, mi300x (any case; docs/cost.md)")
 
     lint = sub.add_parser("lint", help="static checks for host-device syncs and copy hazards (no torch needed)")
     from atenlens.lint.options import add_arguments

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Optional, get_args, get_origin, get_type_hints
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 Phase = Literal["forward", "backward", "optimizer"]
 Status = Literal["ok", "error", "timeout", "needs-inputs"]
@@ -36,6 +36,7 @@ class Code:
     TIMEOUT = "AL902"                # the trace ran past its time budget
     WORKER_DIED = "AL903"            # the process running the trace exited, crashed or ran out of memory
     LOAD_TIMEOUT = "AL904"           # the module's top level ran past its time budget
+    OUT_OF_MEMORY = "AL400"          # the forecast peak memory exceeds the selected GPU's memory
     DEVICE_FALLBACK = "AL905"        # simulated CUDA unavailable; traced on cpu instead
 
 
@@ -66,6 +67,10 @@ class Event:
     flops: Optional[int] = None
     node: Optional[str] = None       # autograd node that ran a backward op ("AddmmBackward0")
     module: Optional[int] = None     # index in TraceReport.modules of the innermost module call running a forward op
+    bytes_allocated: int = 0         # device bytes this op allocated (caching-allocator rounding)
+    bytes_moved: int = 0             # device memory bytes the op reads and writes (0 for views)
+    estimate_seconds: float = 0.0    # roofline estimate on the selected GPU
+
 
 
 @dataclass(frozen=True)
@@ -102,12 +107,83 @@ class Target:
 
 
 @dataclass(frozen=True)
+class PeakCategories:
+    """Device bytes live at the peak, by what they are (docs/cost.md)."""
+    parameters: int = 0
+    gradients: int = 0
+    optimizer_state: int = 0
+    activations: int = 0
+    temporaries: int = 0
+    inputs: int = 0
+
+
+@dataclass(frozen=True)
+class MemoryHolder:
+    category: str                    # one of PeakCategories' fields
+    file: Optional[str]              # the line that allocated (activations: that saved) it; None for parameters & co.
+    line: Optional[int]
+    node: Optional[str]              # activations: the autograd node that saved them
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Holding:
+    who: str                         # "saved by AddmmBackward0", "referenced by the program", "gradients"
+    bytes: int
+
+
+@dataclass(frozen=True)
+class MemoryLine:
+    file: str
+    line: int
+    bytes_allocated: int             # by the line's own ops, over the whole call
+    bytes_held: int                  # of those, still live when each run of the line's ops ended
+    held_by: tuple[Holding, ...] = ()
+
+
+@dataclass(frozen=True)
+class MemoryTimeline:
+    op_index: tuple[int, ...] = ()   # n-th op of the traced call (counting ops not kept in events)
+    live_bytes: tuple[int, ...] = ()  # device bytes live after that op
+
+
+@dataclass(frozen=True)
+class MemorySummary:
+    peak_bytes: int
+    peak_file: Optional[str]
+    peak_line: Optional[int]
+    peak_phase: Phase
+    at_peak: PeakCategories
+    device_bytes: int                # the selected GPU's memory
+    start_bytes: int = 0             # live when the traced call started (parameters, inputs, ...)
+    end_bytes: int = 0               # live when it returned
+    holders: tuple[MemoryHolder, ...] = ()
+    lines: tuple[MemoryLine, ...] = ()
+    timeline: MemoryTimeline = MemoryTimeline()
+    assumptions: str = ""
+
+
+@dataclass(frozen=True)
+class TimeSummary:
+    gpu: str                         # the table's key: "h100-sxm" (atenlens/gpus.py)
+    step_seconds: float              # sum of the ops' estimate_seconds
+    mfu_bound: float                 # model FLOPs / (step_seconds x peak FLOPS of the step's main dtype)
+    by_phase: dict[str, float] = field(default_factory=dict)
+    compute_efficiency: float = 0.0
+    memory_efficiency: float = 0.0
+    fp32_matmul_as_tf32: bool = False
+    assumptions: str = ""
+
+
+@dataclass(frozen=True)
 class Summary:
     ops: dict[str, int] = field(default_factory=dict)     # phase -> aten op count
     calls: int = 0
     flops: int = 0
     syncs: int = 0
     seconds: float = 0.0
+    memory: Optional[MemorySummary] = None
+    time: Optional[TimeSummary] = None
 
 
 @dataclass(frozen=True)
@@ -144,6 +220,7 @@ class TraceRequest:
     qualname: str
     device: Literal["cpu", "cuda"] = "cuda"
     call: Optional[str] = None       # overrides the `# atenlens:` directive
+    gpu: str = "h100-sxm"            # the GPU memory and time are forecast for (atenlens/gpus.py)
     timeout_seconds: float = 30.0
     source: Optional[str] = None     # unsaved editor text of `file`; None reads the file from disk
     argv: Optional[tuple[str, ...]] = None   # the program's arguments (sys.argv[1:]); None: the file's

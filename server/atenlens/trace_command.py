@@ -17,6 +17,7 @@ import tokenize
 from typing import Optional, TextIO
 
 from atenlens.functions import find_functions
+from atenlens.gpus import find_gpu
 from atenlens.report import TraceReport, TraceRequest
 
 EXIT_OK = 0
@@ -47,6 +48,11 @@ def build_request(args: argparse.Namespace) -> TraceRequest:
         raise UsageError(f"no such file: {file}")
     if getattr(args, "depth", 0) < 0:
         raise UsageError(f"--depth must be 0 or more, got {args.depth}")
+    gpu = getattr(args, "gpu", None)
+    try:
+        gpu_key = find_gpu(gpu).key
+    except KeyError as error:
+        raise UsageError(f"--gpu: {error.args[0]}") from None
     if args.timeout is not None and not args.timeout > 0:
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     try:
@@ -73,6 +79,7 @@ def build_request(args: argparse.Namespace) -> TraceRequest:
         qualname=qualname,
         device=args.device,
         call=args.call,
+        gpu=gpu_key,
         timeout_seconds=args.timeout if args.timeout is not None else TraceRequest.timeout_seconds,
     )
 

@@ -65,6 +65,8 @@ class DeviceSession:
     make_fake_mode: Callable[..., Any] = None     # returns a FakeTensorMode for this device
     hooks: Callable[[DiagnosticSink], DeviceHooks] = field(default=lambda sink: PlainHooks())
     # the hooks of one trace, reporting to `sink` (see above)
+    use_memory: Callable[[Any, int], None] = field(default=lambda memory, total_bytes: None)
+    # torch.cuda.memory_allocated() & co. answer from `memory` (trace/memory.py), mem_get_info() from total_bytes
 
 
 def preload_before_torch(device: str) -> tuple[str, ...]:
@@ -116,6 +118,10 @@ def simulated_device(device: str) -> Iterator[DeviceSession]:
             sink.add("device-fallback", Code.DEVICE_FALLBACK, notes[0], severity="information", stack=())
         return HazardHooks(tracker)
 
+    def use_memory(memory: Any, total_bytes: int) -> None:
+        slot.memory = memory
+        slot.total_memory = total_bytes
+
     def tolist(t: Any, original: Callable[[Any], Any]) -> Any:
         return tolist_of_fake(trackers[-1], t) if trackers else original(t)
 
@@ -123,9 +129,9 @@ def simulated_device(device: str) -> Iterator[DeviceSession]:
         with torch_compat.foreach_optimizers_for_fake_tensors(), torch_compat.fake_tensor_tolist(tolist), \
                 host_factories_return_fakes():
             yield DeviceSession(device="cpu", notes=notes, make_fake_mode=torch_compat.FakeTensorMode,
-                                hooks=hooks)
+                                hooks=hooks, use_memory=use_memory)
         return
     with simulated_cuda_api(slot), torch_compat.foreach_optimizers_for_fake_tensors(), \
             torch_compat.fake_tensor_tolist(tolist), host_factories_return_fakes():
         yield DeviceSession(device="cuda", notes=notes, make_fake_mode=torch_compat.NoDeviceInitFakeTensorMode,
-                            hooks=hooks)
+                            hooks=hooks, use_memory=use_memory)

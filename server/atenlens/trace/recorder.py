@@ -36,8 +36,12 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils.flop_counter import flop_registry
 
+from atenlens.cost import op_seconds
+from atenlens.gpus import GPU, find_gpu
 from atenlens.report import Event, Frame, TensorMeta
 from atenlens.trace import torch_compat as tc
+from atenlens.trace.memory import MemoryModel
+from atenlens.trace.roofline import bytes_moved
 from atenlens.trace.attribution import is_user_file
 from atenlens.trace.device import DeviceHooks, PlainHooks
 from atenlens.trace.diagnostics import DiagnosticSink
@@ -78,14 +82,21 @@ class Recorder:
     `recording` to True only while the traced function itself runs."""
 
     def __init__(self, sink: DiagnosticSink, max_events: int = MAX_EVENTS,
-                 device_hooks: Optional[DeviceHooks] = None) -> None:
+                 device_hooks: Optional[DeviceHooks] = None, gpu: Optional[GPU] = None,
+                 device_type: str = "cuda") -> None:
         self.sink = sink
+        # cost: the memory model sees every op's outputs; each op is priced on `gpu` (trace/memory.py,
+        # trace/roofline.py, atenlens/cost.py)
+        self.gpu = gpu if gpu is not None else find_gpu(None)
+        self.memory = MemoryModel(device_type)
+        self.device_type = device_type
         self.use_device_hooks(device_hooks if device_hooks is not None else PlainHooks())
         self.events: list[Event] = []
         self.max_events = max_events
         self.dropped_ops: dict[str, int] = {}          # phase -> ops counted but not kept
         self.dropped_calls = 0
         self.dropped_flops = 0
+        self.estimate_seconds: dict[str, float] = {}   # phase -> summed roofline estimates (kept events or not)
         self.recording = False
         self.boundary: Any = None
         self._in_backward = 0
@@ -106,6 +117,10 @@ class Recorder:
         self._call_mode = _CallRecorder(self)
         self._op_mode = _OpRecorder(self)
 
+    def set_device(self, device_type: str) -> None:
+        """The device the trace simulates ("cuda", or "cpu"): its storages are the memory model's."""
+        self.device_type = self.memory.device_type = device_type
+
     def modes(self) -> list[Any]:
         """The torch modes to enter, in this order, after the fake mode."""
         return [self._call_mode, self._op_mode]
@@ -116,6 +131,8 @@ class Recorder:
         self.run_op = hooks.op
 
     def keep(self, event: Event) -> None:
+        if event.estimate_seconds:
+            self.estimate_seconds[event.phase] = self.estimate_seconds.get(event.phase, 0.0) + event.estimate_seconds
         if len(self.events) < self.max_events:
             self.events.append(event)
         elif event.kind == "op":
@@ -283,6 +300,27 @@ def _flops(rec: Recorder, func: Any, args: tuple, kwargs: dict, out: Any) -> Opt
         return None
 
 
+def _estimate(rec: Recorder, flops: Optional[int], moved: int, inputs: tuple[TensorMeta, ...],
+              outputs: tuple[TensorMeta, ...]) -> float:
+    """The op's roofline time on the selected GPU (atenlens/cost.py). Ops that touch no tensor of the
+    trace's device cost nothing there; a copy between host and device moves its bytes over PCIe."""
+    device_type = rec.device_type
+    on_device = on_host = False
+    dtype = None
+    for meta in inputs + outputs:
+        if meta.device.startswith(device_type):
+            on_device = True
+        else:
+            on_host = True
+        if dtype is None and meta.dtype.startswith(("float", "bfloat")):
+            dtype = meta.dtype
+    if not on_device:
+        return 0.0
+    dtype = dtype or "float32"
+    tf32 = bool(flops) and dtype == "float32" and torch.backends.cuda.matmul.allow_tf32
+    return op_seconds(rec.gpu, flops, moved, dtype, tf32, host_copy=on_host and device_type != "cpu")
+
+
 def _run(run_op: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     try:
         return run_op(func, args, kwargs)
@@ -309,8 +347,11 @@ class _OpRecorder(tc.TorchDispatchMode):
         if namespace == "profiler":
             return self._profiler_op(func, args, kwargs)
         if not rec.recording:
-            return _run(rec.run_op, func, args, kwargs)
+            out = _run(rec.run_op, func, args, kwargs)
+            rec.memory.outputs(out, rec._current_phase())
+            return out
 
+        memory = rec.memory
         node = _current_node()
         if node is not None:
             sequence_nr = node._sequence_nr()
@@ -318,10 +359,13 @@ class _OpRecorder(tc.TorchDispatchMode):
                 stack = rec._backward_stack
             else:
                 stack = rec._site_of_node.get(sequence_nr)
+            file, line = _innermost(stack)
+            memory.op_started(file, line)
             out = _run(rec.run_op, func, args, kwargs)
             node_name = node.name()
             if node_name.startswith("torch::autograd::"):       # "torch::autograd::AccumulateGrad"
                 node_name = node_name[len("torch::autograd::"):]
+            memory.node_names[sequence_nr] = node_name
             phase = "backward"
             module = None
         else:
@@ -332,13 +376,15 @@ class _OpRecorder(tc.TorchDispatchMode):
                 site_of_node = rec._site_of_node
                 for sequence_nr in range(rec._last_sequence_nr, now):
                     site_of_node[sequence_nr] = stack
+            phase = rec._current_phase()
+            if phase == "backward" and not stack:
+                stack = rec._backward_stack
+            file, line = _innermost(stack)
+            memory.op_started(file, line)
             out = _run(rec.run_op, func, args, kwargs)
             rec._last_sequence_nr = _sequence_nr()
             node_name = None
             module = rec.modules.current
-            phase = rec._current_phase()
-            if phase == "backward" and not stack:
-                stack = rec._backward_stack
 
         if isinstance(out, _Tensor):
             outputs = (rec.meta(out),)
@@ -346,7 +392,11 @@ class _OpRecorder(tc.TorchDispatchMode):
             outputs = rec.metas(out)
         else:
             outputs = ()
-        file, line = _innermost(stack)
+        allocated = memory.outputs(out, phase, file, line)
+        memory.op_finished()
+        inputs = rec.metas(args)
+        flops = _flops(rec, func, args, kwargs, out)
+        moved = bytes_moved(func, args, kwargs, out)
         rec.keep(Event(
             kind="op",
             name=rec.op_name(func),
@@ -355,10 +405,13 @@ class _OpRecorder(tc.TorchDispatchMode):
             line=line,
             stack=stack or (),
             outputs=outputs,
-            inputs=rec.metas(args),
-            flops=_flops(rec, func, args, kwargs, out),
+            inputs=inputs,
+            flops=flops,
             node=node_name,
             module=module,
+            bytes_allocated=allocated,
+            bytes_moved=moved,
+            estimate_seconds=_estimate(rec, flops, moved, inputs, outputs) if moved or flops else 0.0,
         ))
         return out
 
@@ -385,14 +438,18 @@ class _CallRecorder(TorchFunctionMode):
         kwargs = kwargs or {}
         rec = self.recorder
         run_call = rec.run_call
+        if _getframe(1).f_code is _PARAMETER_NEW_CODE:
+            # nn.Parameter(data) being made: bookkeeping, not recorded; the memory model learns
+            # which storage is a parameter's
+            recording, rec.recording = rec.recording, False
+            try:
+                out = run_call(func, args, kwargs)
+            finally:
+                rec.recording = recording
+            rec.memory.parameter_created(out)
+            return out
         if not rec.recording:
             return run_call(func, args, kwargs)
-        if _getframe(1).f_code is _PARAMETER_NEW_CODE:
-            rec.recording = False
-            try:
-                return run_call(func, args, kwargs)
-            finally:
-                rec.recording = True
         name = rec.call_name(func)
         stack: tuple[Frame, ...] = ()
         if name is not None:
@@ -416,4 +473,5 @@ class _CallRecorder(TorchFunctionMode):
                 finally:
                     rec._in_backward -= 1
                     rec._backward_stack = previous
+                    rec.memory.scan_parameters()         # the new .grads are gradients
         return run_call(func, args, kwargs)

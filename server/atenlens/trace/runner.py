@@ -29,8 +29,10 @@ import torch
 
 from atenlens.functions import FunctionInfo, argv_directive, directive_template, find_functions
 from atenlens.report import Code, Diagnostic, Event, Frame, Summary, Target, TraceReport, TraceRequest
+from atenlens.gpus import find_gpu
 from atenlens.trace.attribution import is_user_file
 from atenlens.trace import torch_compat
+from atenlens.trace.cost_report import cost_summaries
 from atenlens.trace.device import simulated_device
 from atenlens.trace.diagnostics import DiagnosticSink
 from atenlens.trace.recorder import Recorder
@@ -69,11 +71,12 @@ def run_trace(request: TraceRequest) -> TraceReport:
     file = os.path.abspath(request.file)
     target = Target(file=file, qualname=request.qualname)
     sink = DiagnosticSink()
-    recorder = Recorder(sink)
+    gpu, gpu_note = _gpu_of(request)
+    recorder = Recorder(sink, gpu=gpu)
     status = "ok"
     message = ""
     call_expression: Optional[str] = None
-    notes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = gpu_note
     device = request.device
     stage = "load"
     info: Optional[FunctionInfo] = None
@@ -88,7 +91,9 @@ def run_trace(request: TraceRequest) -> TraceReport:
                 with simulated_device(request.device) as session, contextlib.ExitStack() as modes:
                     modes.enter_context(_sys_argv([file, *argv]))
                     device = session.device
-                    notes = tuple(session.notes)
+                    notes += tuple(session.notes)
+                    recorder.set_device(device)
+                    session.use_memory(recorder.memory, gpu.memory_bytes)
                     modes.enter_context(session.make_fake_mode())
                     # The recorder's modes are the trace's only Python modes: from loading on they run
                     # every call and op through the device's hooks (hazards at load time are found too)
@@ -105,7 +110,10 @@ def run_trace(request: TraceRequest) -> TraceReport:
                     syncs_before = _sync_count(sink.diagnostics())
                     recorder.start(boundary=sys._getframe().f_code)
                     try:
-                        notes += _drive(example.function(*example.args, **example.kwargs))
+                        roots = (example.args, example.kwargs, getattr(example.function, "__self__", None),
+                                 list(vars(module).values()))
+                        with recorder.memory.watching(roots):
+                            notes += _drive(example.function(*example.args, **example.kwargs))
                     finally:
                         recorder.stop()
         except _Stop as stop:
@@ -145,6 +153,14 @@ def run_trace(request: TraceRequest) -> TraceReport:
                    torch.__version__)
 
 
+def _gpu_of(request: TraceRequest) -> tuple[Any, tuple[str, ...]]:
+    """The GPU to forecast for; an unknown name falls back to the default and says so."""
+    try:
+        return find_gpu(request.gpu), ()
+    except KeyError as error:
+        return find_gpu(None), (f"{error.args[0]}: forecast for {find_gpu(None).name} instead",)
+
+
 def _drive(result: Any) -> tuple[str, ...]:
     """Run what calling the function only started: a coroutine to completion, a generator for up to
     MAX_GENERATOR_ITEMS items (a data pipeline may never end). Returns notes for the report."""
@@ -179,6 +195,8 @@ def _report(target: Target, status: str, device: str, recorder: Any, sink: Diagn
     if recorder.modules.dropped:
         notes = notes + (f"the module tree keeps the first {len(recorder.modules.calls)} module calls; "
                          f"{recorder.modules.dropped} more ran",)
+    summary, oom = cost_summaries(recorder, events, summary)
+    diagnostics += oom
     return TraceReport(
         target=target,
         status=status,  # type: ignore[arg-type]

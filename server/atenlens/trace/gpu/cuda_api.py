@@ -57,11 +57,33 @@ class SyncListener(Protocol):
     def event_recorded(self, event: "torch.Event") -> None: ...
 
 
+class MemoryCounters(Protocol):
+    live_bytes: int
+    max_live_bytes: int
+    def reset_peak(self) -> None: ...
+
+
 class ListenerSlot:
-    """The hazard tracker of the trace that is running, if any (set by the hazard modes)."""
+    """The hazard tracker of the trace that is running, if any (set by the hazard modes), and its
+    memory model (trace/memory.py), which `torch.cuda.memory_allocated()` & co. answer from."""
 
     def __init__(self) -> None:
         self.listener: Optional[SyncListener] = None
+        self.memory: Optional[MemoryCounters] = None
+        self.total_memory: int = PROPERTIES.total_memory
+
+    def allocated(self, *args: Any, **kwargs: Any) -> int:
+        return self.memory.live_bytes if self.memory is not None else 0
+
+    def max_allocated(self, *args: Any, **kwargs: Any) -> int:
+        return self.memory.max_live_bytes if self.memory is not None else 0
+
+    def reset_peak(self, *args: Any, **kwargs: Any) -> None:
+        if self.memory is not None:
+            self.memory.reset_peak()
+
+    def mem_get_info(self, device: Any = None) -> tuple[int, int]:
+        return max(self.total_memory - self.allocated(), 0), self.total_memory
 
     def api_sync(self, name: str, event: Any = None) -> None:
         if self.listener is not None:
@@ -207,13 +229,14 @@ def simulated_cuda_api(slot: ListenerSlot) -> Iterator[None]:
         (cuda, "default_stream", lambda device=None: default_stream),
         (cuda, "set_stream", set_stream),
         (cuda, "stream", stream),
-        (cuda, "memory_allocated", zero),
-        (cuda, "max_memory_allocated", zero),
-        (cuda, "memory_reserved", zero),
-        (cuda, "max_memory_reserved", zero),
+        # memory answers from the trace's memory model; reserved = allocated (segments are not modelled)
+        (cuda, "memory_allocated", slot.allocated),
+        (cuda, "max_memory_allocated", slot.max_allocated),
+        (cuda, "memory_reserved", slot.allocated),
+        (cuda, "max_memory_reserved", slot.max_allocated),
         (cuda, "memory_stats", lambda device=None: OrderedDict()),
-        (cuda, "mem_get_info", lambda device=None: (PROPERTIES.total_memory, PROPERTIES.total_memory)),
-        (cuda, "reset_peak_memory_stats", nothing),
+        (cuda, "mem_get_info", slot.mem_get_info),
+        (cuda, "reset_peak_memory_stats", slot.reset_peak),
         (cuda, "reset_accumulated_memory_stats", nothing),
         (cuda, "empty_cache", nothing),
         (cuda, "get_rng_state", rng_state),
@@ -223,7 +246,8 @@ def simulated_cuda_api(slot: ListenerSlot) -> Iterator[None]:
         (cuda, "initial_seed", zero),
         (cuda, "set_sync_debug_mode", set_sync_debug_mode),
         (cuda, "get_sync_debug_mode", lambda: sync_debug_mode[0]),
-        (cuda, "memory_summary", lambda device=None, abbreviated=False: "(memory is not modelled by atenlens)"),
+        (cuda, "memory_summary", lambda device=None, abbreviated=False:
+         f"(atenlens memory model) allocated {slot.allocated()} B, peak {slot.max_allocated()} B"),
         (cuda, "ipc_collect", nothing),
         (cuda, "can_device_access_peer", lambda device, peer_device: False),
         (cuda, "is_current_stream_capturing", lambda: False),
@@ -255,13 +279,16 @@ def simulated_cuda_api(slot: ListenerSlot) -> Iterator[None]:
         ]
     memory = getattr(torch.accelerator, "memory", None)
     if memory is not None:
-        for name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved"):
-            patches.append((memory, name, zero))
-        patches += [(memory, "empty_cache", nothing), (memory, "reset_peak_memory_stats", nothing),
+        for name, answer in (("memory_allocated", slot.allocated), ("max_memory_allocated", slot.max_allocated),
+                             ("memory_reserved", slot.allocated), ("max_memory_reserved", slot.max_allocated)):
+            patches.append((memory, name, answer))
+        patches += [(memory, "empty_cache", nothing), (memory, "reset_peak_memory_stats", slot.reset_peak),
                     (memory, "memory_stats", lambda device_index=None: OrderedDict())]
     for module in (torch.cuda.memory,):
-        for name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved"):
-            patches.append((module, name, zero))
+        for name, answer in (("memory_allocated", slot.allocated), ("max_memory_allocated", slot.max_allocated),
+                             ("memory_reserved", slot.allocated), ("max_memory_reserved", slot.max_allocated),
+                             ("mem_get_info", slot.mem_get_info), ("reset_peak_memory_stats", slot.reset_peak)):
+            patches.append((module, name, answer))
     originals = [(obj, name, obj.__dict__.get(name, _MISSING)) for obj, name, _ in patches]
     for obj, name, value in patches:
         setattr(obj, name, value)

@@ -1,0 +1,152 @@
+"""Memory and time forecasts (docs/cost.md) against numbers computed by hand, through the real trace worker
+on simulated CUDA: the peak of an MLP + AdamW step with its line, phase and categories, who holds what
+each line allocated, a GEMM's roofline time, torch.cuda's memory API inside a trace, the AL400 forecast."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from atenlens import cost
+from atenlens.gpus import GPUS, find_gpu, gpu_names
+from atenlens.report import TraceRequest
+from engine_helpers import REPO
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "cost" / "mlp_adamw.py"
+MiB = 2**20
+
+
+def line_of(text: str) -> int:
+    hits = [n for n, line in enumerate(FIXTURE.read_text().splitlines(), 1) if text in line]
+    assert len(hits) == 1, hits
+    return hits[0]
+
+
+def trace(worker, qualname: str, gpu: str = "h100-sxm"):
+    report = worker.trace(TraceRequest(file=str(FIXTURE), qualname=qualname, device="cuda", gpu=gpu,
+                                       timeout_seconds=120))
+    assert report.status == "ok", report.message
+    assert report.device == "cuda"
+    return report
+
+
+# -- the GPU table -----------------------------------------------------------------------------------
+
+def test_gpu_names_are_accepted_case_insensitively_with_aliases() -> None:
+    assert find_gpu(None).key == "h100-sxm"
+    assert find_gpu("H100").key == "h100-sxm"
+    assert find_gpu("h200").memory_bytes == 141 * 2**30
+    assert find_gpu("A100-80GB").hbm_bandwidth == 2.039e12
+    assert find_gpu("a100_40gb").memory_bytes == 40 * 2**30
+    assert find_gpu("RTX 4090").key == "rtx-4090"
+    assert find_gpu("mi300x").bf16_flops == 1307.4e12
+    with pytest.raises(KeyError, match="unknown GPU 'v100'; known: h100-sxm, h100-pcie"):
+        find_gpu("v100")
+
+
+def test_every_gpu_of_the_table_is_documented_with_its_figures() -> None:
+    doc = (REPO / "docs" / "cost.md").read_text()
+    for gpu in GPUS:
+        row = next((line for line in doc.splitlines() if line.startswith(f"| `{gpu.key}` |")), None)
+        assert row is not None, gpu.key
+        assert f"| {gpu.bf16_flops / 1e12:g} |" in row and f"| {gpu.memory_bytes // 2**30} |" in row, row
+    assert set(gpu_names()) >= {"h100-sxm", "h100-pcie", "h200", "a100-80gb", "a100-40gb", "l4", "l40s",
+                                "rtx-4090", "mi300x"}
+
+
+# -- memory --------------------------------------------------------------------------------------------
+
+PARAMS = (256 * 1024 + 1024 + 1024 * 256 + 256) * 4          # fc1 + fc2 weights and biases, fp32
+BATCH = 64 * 256 * 4                                         # x
+Y = 64 * 256 * 4                                             # model(x), still referenced by `y`
+LOSS = 512                                                   # a 4-byte scalar takes one 512-byte block
+
+
+def test_mlp_adamw_step_peaks_in_the_optimizer_with_each_category_exact(worker) -> None:
+    memory = trace(worker, "step").summary.memory
+    # the peak: AdamW's foreach step computes sqrt(exp_avg_sq) for every parameter at once, while the
+    # parameters, their gradients and the two state tensors per parameter are live
+    assert (memory.peak_file, memory.peak_line, memory.peak_phase) == (str(FIXTURE), line_of("opt.step()"), "optimizer")
+    at = memory.at_peak
+    assert (at.parameters, at.gradients, at.optimizer_state, at.activations, at.inputs) == \
+        (PARAMS, PARAMS, 2 * PARAMS, 0, BATCH)
+    assert at.temporaries == PARAMS + Y + LOSS               # the sqrt results, y, loss
+    assert memory.peak_bytes == 5 * PARAMS + BATCH + Y + LOSS == 10_642_944
+    assert memory.start_bytes == PARAMS + BATCH
+    assert memory.end_bytes == PARAMS + 2 * PARAMS + BATCH   # grads set to None; state stays; y, loss gone
+    assert memory.device_bytes == 80 * 2**30
+    top = [(h.category, h.bytes) for h in memory.holders[:3]]
+    assert top == [("optimizer_state", 2 * PARAMS), ("parameters", PARAMS), ("gradients", PARAMS)]
+
+
+def test_each_line_says_what_it_allocated_and_who_still_holds_it(worker) -> None:
+    lines = {m.line: m for m in trace(worker, "step").summary.memory.lines}
+    relu = lines[line_of("h = torch.relu(self.fc1(x))")]
+    held = {h.who: h.bytes for h in relu.held_by}
+    # forward: fc1's addmm output (freed by relu) and relu's output, saved by ReluBackward0;
+    # backward: the gradients of fc1's weight and bias
+    assert relu.bytes_allocated == 64 * 1024 * 4 * 2 + 1024 * 256 * 4 + 1024 * 4 + 64 * 1024 * 4
+    assert held["saved by ReluBackward0"] == 64 * 1024 * 4
+    assert held["gradients"] == 1024 * 256 * 4 + 1024 * 4
+    optimizer = lines[line_of("opt.step()")]
+    assert {h.who: h.bytes for h in optimizer.held_by} == {"optimizer state": 2 * PARAMS}
+
+
+def test_op_events_carry_the_bytes_they_allocate(worker) -> None:
+    report = trace(worker, "step")
+    addmm = [e for e in report.events if e.kind == "op" and e.name == "aten.addmm.default"]
+    assert [e.bytes_allocated for e in addmm] == [64 * 1024 * 4, 64 * 256 * 4]
+    views = [e for e in report.events if e.kind == "op" and e.name in ("aten.t.default", "aten.view.default")]
+    assert views and all(e.bytes_allocated == 0 and e.estimate_seconds == 0.0 for e in views)
+
+
+def test_torch_cuda_memory_api_answers_from_the_model(worker) -> None:
+    report = trace(worker, "memory_api")
+    assert report.stdout.splitlines() == [
+        "before 0 0",
+        "two 4608 4608",                 # 4,000 B -> 4,096; 40 B -> 512
+        "freed 512 4608",
+        "info 512 512 80",               # after reset_peak_memory_stats; mem_get_info's total is the H100's
+    ]
+
+
+def test_peak_over_the_gpus_memory_is_an_out_of_memory_error_at_the_peak_line(worker) -> None:
+    report = trace(worker, "too_big")
+    [oom] = [d for d in report.diagnostics if d.kind == "out-of-memory"]
+    assert (oom.code, oom.severity, oom.line) == ("AL400", "error", line_of("y = torch.empty(40"))
+    assert oom.message == ("forecast peak memory 90 GiB here (forward) exceeds the 80 GiB of H100 SXM 80GB by "
+                           f"10 GiB; largest holders: temporaries of line {line_of('x = torch.empty(50')} 50 GiB, "
+                           f"temporaries of line {line_of('y = torch.empty(40')} 40 GiB")
+    assert not [d for d in trace(worker, "too_big", gpu="h200").diagnostics if d.kind == "out-of-memory"]
+
+
+# -- time -----------------------------------------------------------------------------------------------
+
+def test_a_gemm_is_priced_at_the_roofline_exactly(worker) -> None:
+    report = trace(worker, "gemm")
+    [mm] = [e for e in report.events if e.kind == "op" and e.name == "aten.mm.default"]
+    m, k, n = 4096, 8192, 2048
+    flops = 2 * m * k * n
+    moved = (m * k + k * n + m * n) * 2                                       # bf16 in, bf16 out
+    assert (mm.flops, mm.bytes_moved) == (flops, moved)
+    h100 = find_gpu("h100-sxm")
+    assert mm.estimate_seconds == max(flops / (989.5e12 * 0.75), moved / (3.35e12 * 0.85))
+    assert mm.estimate_seconds == cost.op_seconds(h100, flops, moved, "bfloat16")
+    a100 = trace(worker, "gemm", gpu="a100-80gb")
+    [mm_a100] = [e for e in a100.events if e.kind == "op" and e.name == "aten.mm.default"]
+    assert mm_a100.estimate_seconds == flops / (312e12 * 0.75)                # compute-bound there too
+    time = report.summary.time
+    assert time.gpu == "h100-sxm"
+    assert time.step_seconds == pytest.approx(sum(e.estimate_seconds for e in report.events))
+    assert time.mfu_bound == pytest.approx(flops / (time.step_seconds * 989.5e12))
+
+
+def test_line_costs_roll_up_per_line_and_say_which_bound(worker) -> None:
+    report = trace(worker, "gemm")
+    costs = cost.line_costs(report.events, report.summary.time.gpu)
+    mm = costs[(str(FIXTURE), line_of("return a @ b"))]
+    randn = costs[(str(FIXTURE), line_of("a = torch.randn(4096, 8192"))]
+    assert (mm.bound, randn.bound) == ("compute", "memory")
+    assert randn.seconds == 4096 * 8192 * 2 / (3.35e12 * 0.85)               # writes its output once
+    assert [c.line for c in cost.most_expensive(costs, 2)] == [mm.line, randn.line]
+    assert cost.format_bytes(65_712_144_384) == "61.2 GiB" and cost.format_seconds(0.412) == "412 ms"
