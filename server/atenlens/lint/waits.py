@@ -157,3 +157,14 @@ def _enclosing_function(node: Node) -> Optional[Node]:
             return None
         parent = parent.parent
     return None
+
+
+def waiting_function_calls(ctx: LintContext) -> list[Node]:
+    """Calls of the functions in `waiting_functions` (`helper()`, `self.helper()`)."""
+    found = []
+    for ident in ctx.identifiers(waiting_functions(ctx)):
+        parent = ident.parent
+        call = parent.parent if parent is not None and parent.type == "attribute" else parent
+        if call is not None and call.type == "call" and calls_waiting_function(ctx, call):
+            found.append(call)
+    return found

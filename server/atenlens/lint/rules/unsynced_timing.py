@@ -1,10 +1,12 @@
 """AL301 unsynced-timing: wall-clock timing of CUDA work with no synchronize before the second clock read.
 
 What it does:
-    Looks at the wall-clock reads of each function (or of the module's top level):
-    `time.time()`, `time.perf_counter()`, `time.monotonic()` and their `_ns` forms (also
-    imported bare: `perf_counter()`, `monotonic()`). For each two consecutive reads of the same
-    clock (in text order), it flags the second one when
+    Finds the intervals timed with a wall clock in each function (or the module's top level):
+    a subtraction of two reads of `time.time()`, `time.perf_counter()`, `time.monotonic()` or
+    their `_ns` forms (also imported bare: `perf_counter()`), written directly or through names
+    bound to them — `time.perf_counter() - start`, `end - start` with `start = time.time()`.
+    A read that is never subtracted from a later one starts no interval, so an interval's end
+    is never paired with the next interval's start. It flags the end read of an interval when
     1. the function's text mentions CUDA — the word `cuda` or `device` — anywhere, and
     2. there is a call between the two reads that can be the work being timed: not a clock
        read, not `print` or a logging call (`logging.*`, `logger.*`, `log.*`), not a builtin
@@ -13,8 +15,10 @@ What it does:
        `format`) and not a list or dict method (`append`, `extend`, `items`, `keys`,
        `values`, `get`), and
     3. no call between the two reads waits for the GPU: a `synchronize` call
-       (`torch.cuda.synchronize()`, `event.synchronize()`, `stream.synchronize()`) or a call of
-       `.item()`, `.tolist()`, `.cpu()` or `.numpy()` (each waits for the queued work).
+       (`torch.cuda.synchronize()`, `event.synchronize()`, `stream.synchronize()`, a name
+       bound to `torch.cuda.synchronize`), a call of `.item()`, `.tolist()` or a blocking
+       `.cpu()` / `.to("cpu")` (each waits for the queued work), or a call of a function of the
+       same file whose body does one of these (`sync_all()`, `self._wait()`).
 
 Why it matters:
     CUDA kernels are launched asynchronously. Without a synchronize before the second clock
@@ -35,7 +39,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from typing import Iterator
+from typing import Iterator, Optional
 
 from tree_sitter import Node
 
@@ -43,20 +47,18 @@ from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding
 from atenlens.lint.registry import Rule
-from atenlens.lint.syntax import callee, dotted_name, method_name
+from atenlens.lint.syntax import callee, dotted_name, method_name, text
+from atenlens.lint.waits import (
+    CLOCK_FUNCTIONS, WAIT_CALLS, alias_calls, calls_waiting_function, is_clock_read, is_wait,
+    waiting_function_calls,
+)
 from atenlens.report import Code
 
-CLOCK_FUNCTIONS = ("time", "perf_counter", "monotonic", "time_ns", "perf_counter_ns", "monotonic_ns")
-CLOCK_NAMES = frozenset({f"time.{n}" for n in CLOCK_FUNCTIONS} | {n for n in CLOCK_FUNCTIONS if n != "time"})
-WAITING_METHODS = frozenset({"synchronize", "item", "tolist", "cpu", "numpy"})
+WAITING_METHODS = frozenset(WAIT_CALLS)
 NOT_WORK = frozenset({"print", "range", "len", "enumerate", "zip", "list", "dict", "tuple", "set", "str", "int",
                       "float", "bool", "isinstance", "sorted", "repr", "format"})
 NOT_WORK_METHODS = frozenset({"append", "extend", "items", "keys", "values", "get"})
 _MENTIONS_CUDA = re.compile(rb"\b(cuda|device)\b")
-
-
-def is_clock_read(call: Node) -> bool:
-    return dotted_name(callee(call)) in CLOCK_NAMES
 
 
 def _is_logging(call: Node) -> bool:
@@ -66,46 +68,82 @@ def _is_logging(call: Node) -> bool:
             or method_name(call) in NOT_WORK_METHODS)
 
 
-def _waits(call: Node) -> bool:
-    name = dotted_name(callee(call)) or ""
-    return (method_name(call) or name) in WAITING_METHODS or name.endswith(".synchronize")
-
-
 def check(ctx: LintContext) -> Iterator[Finding]:
-    by_clock: dict[tuple[int, str], list[Node]] = {}
-    scopes: dict[int, Node] = {}
-    for call in ctx.calls(*CLOCK_FUNCTIONS):
-        if is_clock_read(call):
-            scope = scope_for(call)
-            clock = (dotted_name(callee(call)) or "").split(".")[-1]
-            by_clock.setdefault((scope.id, clock), []).append(call)
-            scopes[scope.id] = scope
-    waiting = [c for c in ctx.calls(*WAITING_METHODS) if _waits(c)]
+    waiting = [c for c in [*ctx.calls(*WAITING_METHODS), *alias_calls(ctx)] if is_wait(ctx, c)]
+    waiting += waiting_function_calls(ctx)
+    waiting.sort(key=lambda c: c.start_byte)
     waiting_starts = [c.start_byte for c in waiting]
-    for (scope_id, _), reads in by_clock.items():
-        if len(reads) < 2:
+    reported: set[int] = set()
+    for first, second in _intervals(ctx):
+        scope = scope_for(second)
+        if second.id in reported or scope_for(first) != scope:
             continue
-        scope = scopes[scope_id]
         if not _MENTIONS_CUDA.search(ctx.source.data, scope.start_byte, scope.end_byte):
             continue
-        for first, second in zip(reads, reads[1:]):
-            start, end = first.end_byte, second.start_byte
-            first_wait = bisect.bisect_left(waiting_starts, start)
-            if any(c.end_byte <= end and scope_for(c) == scope
-                   for c in waiting[first_wait:bisect.bisect_left(waiting_starts, end)]):
-                continue
-            work = next((c for c in ctx.calls_within(start, end)
-                         if scope_for(c) == scope and not is_clock_read(c) and not _is_logging(c)), None)
-            if work is None:
-                continue
-            name = dotted_name(callee(second))
-            line = ctx.source.position(first.start_point)[0]
-            yield ctx.finding(
-                Code.UNSYNCED_TIMING,
-                f"`{name}()` read with no synchronize since the clock read on line {line}: CUDA work is "
-                "asynchronous, so the interval measures its launch, not its run time",
-                second,
-            )
+        start, end = first.end_byte, second.start_byte
+        lo, hi = bisect.bisect_left(waiting_starts, start), bisect.bisect_left(waiting_starts, end)
+        if any(c.end_byte <= end and scope_for(c) == scope for c in waiting[lo:hi]):
+            continue
+        if not any(True for c in ctx.calls_within(start, end) if scope_for(c) == scope
+                   and not is_clock_read(c) and not _is_logging(c) and not calls_waiting_function(ctx, c)):
+            continue
+        reported.add(second.id)
+        name = dotted_name(callee(second))
+        line = ctx.source.position(first.start_point)[0]
+        yield ctx.finding(
+            Code.UNSYNCED_TIMING,
+            f"`{name}()` read with no synchronize since the clock read on line {line}: CUDA work is "
+            "asynchronous, so the interval measures its launch, not its run time",
+            second,
+        )
+
+
+def _intervals(ctx: LintContext) -> Iterator[tuple[Node, Node]]:
+    """(start read, end read) for each `end - start` of two clock reads, the start before the end."""
+    for call in ctx.calls(*CLOCK_FUNCTIONS):
+        if not is_clock_read(call):
+            continue
+        for minus in _subtractions_using(ctx, call):
+            left = _clock_read_behind(ctx, minus.child_by_field_name("left"))
+            right = _clock_read_behind(ctx, minus.child_by_field_name("right"))
+            if left is not None and right is not None and right.end_byte <= left.start_byte:
+                yield right, left
+
+
+def _subtractions_using(ctx: LintContext, read: Node) -> Iterator[Node]:
+    """The `a - b` expressions where this clock read is `a` or `b`, directly or through the name
+    it is assigned to (`start = time.time()`; `... - start`)."""
+    parent = read.parent
+    if parent is not None and parent.type == "binary_operator" and _is_minus(parent):
+        yield parent
+    if parent is not None and parent.type == "assignment" and parent.child_by_field_name("right") == read:
+        left = parent.child_by_field_name("left")
+        if left is not None and left.type == "identifier":
+            scope = scope_for(read)
+            for ident in ctx.identifiers((text(left),), parent.end_byte, scope.end_byte):
+                outer = ident.parent
+                if outer is not None and outer.type == "binary_operator" and _is_minus(outer):
+                    yield outer
+
+
+def _is_minus(node: Node) -> bool:
+    operator = node.child_by_field_name("operator")
+    return operator is not None and text(operator) == "-"
+
+
+def _clock_read_behind(ctx: LintContext, node: Optional[Node]) -> Optional[Node]:
+    if node is None:
+        return None
+    while node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    if node.type == "call":
+        return node if is_clock_read(node) else None
+    if node.type == "identifier":
+        binding = ctx.bindings(node).at(text(node), node.start_byte)
+        value = binding.value if binding is not None else None
+        if value is not None and value.type == "call" and is_clock_read(value):
+            return value
+    return None
 
 
 RULE = Rule(
