@@ -98,6 +98,7 @@ class Diagnostic:
     op: Optional[str] = None
     count: int = 1                   # how many times it happened during the trace
     stack: tuple[Frame, ...] = ()
+    cause: Optional[Frame] = None    # the library frame where it happened, when not in the user's code
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ Every column computed here goes through `text.column_to_units` in the negotiated
 encoding; `lines` is always the text the positions refer to (split by `text.split_lines`)."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional, Sequence
 
 from lsprotocol import types
@@ -74,12 +75,21 @@ def lsp_trace_diagnostic(line: int, diagnostic: Diagnostic, lines: Sequence[str]
     message = diagnostic.message
     if diagnostic.count > 1:
         message += f" (×{diagnostic.count} in this trace)"
+    related = None
+    if diagnostic.cause is not None:
+        # the library line that did it: the editor links to it (its text is not open: whole line 0..0)
+        cause = diagnostic.cause
+        position = types.Position(line=max(cause.line - 1, 0), character=0)
+        related = [types.DiagnosticRelatedInformation(
+            location=types.Location(uri=Path(cause.file).as_uri(), range=types.Range(start=position, end=position)),
+            message=f"in {cause.function}, called from this line")]
     return types.Diagnostic(
         range=lsp_line_range(lines, line, encoding, diagnostic.column if diagnostic.line is not None else None),
         message=message,
         severity=lsp_severity(diagnostic.severity),
         code=diagnostic.code or None,
         source=TRACE_SOURCE,
+        related_information=related,
     )
 
 

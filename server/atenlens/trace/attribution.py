@@ -57,3 +57,42 @@ def user_stack(frame: Optional[FrameType] = None) -> tuple[Frame, ...]:
         f = f.f_back
     frames.reverse()
     return tuple(frames)
+
+
+# torch's own plumbing between the user's call and an op (dispatch, modes, module calls, autograd):
+# never "the library line that did it". Private modules (a path part starting with "_") are too.
+# Thin API layers (torch/functional.py's `torch.unique`, nn.functional, module forwards) are the
+# call the user wrote, not a library's own decision either.
+_TORCH_PLUMBING = ("overrides.py", "functional.py", "nn/functional.py", "nn/modules/", "autograd/", "utils/hooks.py")
+
+
+def _package_relative(path: str) -> Optional[str]:
+    """`transformers/masking_utils.py` for a file of an installed package, else None."""
+    for marker in (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep):
+        if marker in path:
+            return path.rsplit(marker, 1)[1].replace(os.sep, "/")
+    return None
+
+
+def library_cause(frame: Optional[FrameType]) -> Optional[tuple[Frame, str]]:
+    """The innermost frame of an installed library (not torch's plumbing, not atenlens) between
+    `frame` and the innermost user frame, with its package-relative path; None when the user's
+    code calls the op directly."""
+    f = frame
+    while f is not None:
+        filename = f.f_code.co_filename
+        if is_user_file(filename):
+            return None
+        relative = _package_relative(filename) if not filename.startswith(_ATENLENS_DIR) else None
+        if relative is not None and not _is_torch_plumbing(relative):
+            return Frame(filename, f.f_lineno, getattr(f.f_code, "co_qualname", f.f_code.co_name)), relative
+        f = f.f_back
+    return None
+
+
+def _is_torch_plumbing(relative: str) -> bool:
+    if not relative.startswith("torch/"):
+        return False
+    inside = relative[len("torch/"):]
+    return any(part.startswith("_") for part in inside.split("/")) or inside.startswith(_TORCH_PLUMBING)
+

@@ -29,6 +29,7 @@ class DiagnosticSink:
         severity: Severity = "warning",
         stack: Optional[tuple[Frame, ...]] = None,
         column: Optional[int] = None,
+        cause: Optional[Frame] = None,
     ) -> Diagnostic:
         if stack is None:
             stack = user_stack(sys._getframe(1))
@@ -49,6 +50,7 @@ class DiagnosticSink:
             message=message,
             op=op,
             stack=stack,
+            cause=cause,
         )
         self._by_key[key] = diagnostic
         return diagnostic

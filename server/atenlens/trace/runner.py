@@ -35,6 +35,7 @@ from atenlens.trace import torch_compat
 from atenlens.trace.cost_report import cost_summaries
 from atenlens.trace.device import simulated_device
 from atenlens.trace.diagnostics import DiagnosticSink
+from atenlens.trace.libraries import eager_views_for_libraries
 from atenlens.trace.recorder import Recorder
 
 _PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
@@ -90,6 +91,7 @@ def run_trace(request: TraceRequest) -> TraceReport:
                 argv = _program_argv(source, request.argv)
                 with simulated_device(request.device) as session, contextlib.ExitStack() as modes:
                     modes.enter_context(_sys_argv([file, *argv]))
+                    modes.enter_context(eager_views_for_libraries())
                     device = session.device
                     notes += tuple(session.notes)
                     recorder.set_device(device)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dis
 import itertools
+import linecache
 import sys
 from dataclasses import dataclass
 from types import CodeType, FrameType
@@ -22,7 +23,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from atenlens.report import Code, Severity
-from atenlens.trace.attribution import is_user_file
+from atenlens.trace.attribution import is_user_file, library_cause
 from atenlens.trace.diagnostics import DiagnosticSink
 from atenlens.trace.runner import _CALL_FILENAME as EXAMPLE_CALL_FILENAME  # the example call's code
 
@@ -132,8 +133,16 @@ class HazardTracker:
             message = f"{message} [{op.removesuffix('.default')}]"
         frame = sys._getframe(1)
         frames = _user_frames(frame)
+        found = library_cause(frame)
+        cause = None
+        if found is not None:                    # a library did it: say where, for plain-text readers too
+            cause, relative = found
+            source = linecache.getline(cause.file, cause.line).strip()
+            source = source if len(source) <= 80 else source[:77] + "..."
+            message = f"{message}, inside {relative}:{cause.line}" + (f" `{source}`" if source else "") \
+                + (", called from this line" if frames else "")
         self.sink.add(kind, code, message, op=op, severity=_severity(frame, frames),
-                      column=_column(frames[0]) if frames else None)
+                      column=_column(frames[0]) if frames else None, cause=cause)
 
     def sync(self, message: str, op: Optional[str]) -> None:
         """A wait for the GPU (AL100). The wait drains the stream, so every device-to-host copy
