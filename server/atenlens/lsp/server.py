@@ -23,11 +23,13 @@ from pygls.workspace import TextDocument
 
 from atenlens import __version__
 from atenlens.functions import FunctionInfo, directive_template, function_at
-from atenlens.lint import lint_source
+from atenlens.lint import RULES, lint_source
+from atenlens.lint.fixes import offered_fixes
 from atenlens.lsp import convert
 from atenlens.lsp.debug import register_debug_requests
 from atenlens.lsp.documents import DocumentState, LintResult
 from atenlens.lsp.hover import hover_markdown
+from atenlens.lsp.lint_config import WorkspaceLintConfig
 from atenlens.lsp.protocol import WORK_DONE_TOKEN, AtenlensProtocol
 from atenlens.lsp.settings import Settings, merge_problem_message, settings_from_json
 from atenlens.lsp.text import UTF16, LineShift, split_lines
@@ -55,6 +57,7 @@ class AtenlensServer(LanguageServer):
         self.settings = Settings()
         self.pending_settings_message: Optional[str] = None
         self.documents: dict[str, DocumentState] = {}
+        self.lint_config = WorkspaceLintConfig(tuple(rule.code for rule in RULES))
         self.traces = TraceQueue(self._make_worker)
         self._progress_ids = itertools.count(1)
         self._building: list[dict[str, Any]] = []   # metas of finished traces whose views are being built
@@ -148,14 +151,22 @@ class AtenlensServer(LanguageServer):
         lint = self.settings.lint
         findings = []
         if lint.enabled:
-            findings = await asyncio.to_thread(
-                lint_source, source, document.path, list(lint.select) or None, list(lint.ignore) or None)
+            path = document.path if uri.startswith("file:") else None
+            findings, problem = await asyncio.to_thread(self._lint_document, source, document.path, path)
+            if problem:
+                self.show(problem, types.MessageType.Warning)
         current = self.document(uri)
         if current is None or current.version != version:
             return                       # a newer version is on its way to being linted
         state = self.documents[uri]
         state.lint = LintResult(version=version, lines=split_lines(source), findings=findings)
         self.publish(uri)
+
+    def _lint_document(self, source: str, key: str, path: Optional[str]) -> tuple[list, Optional[str]]:
+        """(findings, a message for the user): the rules that `[tool.atenlens]` and the editor's
+        settings choose for `path` (runs in a thread: it reads the pyproject.toml)."""
+        codes, problem = self.lint_config.codes(path, self.settings.lint)
+        return lint_source(source, key, codes), problem
 
     def publish(self, uri: str) -> None:
         state, document = self.documents.get(uri), self.document(uri)
@@ -365,6 +376,9 @@ def create_server() -> AtenlensServer:
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: AtenlensServer, params: types.DidSaveTextDocumentParams) -> None:
         uri = params.text_document.uri
+        if uri.endswith("/pyproject.toml"):      # its [tool.atenlens] may choose other rules now
+            for open_uri in list(ls.documents):
+                ls.schedule_lint(open_uri, 0)
         document = ls.document(uri)
         if document is None or not (ls.settings.trace.enabled and ls.settings.trace.on_save):
             return
@@ -393,10 +407,9 @@ def create_server() -> AtenlensServer:
         lint = state.lint
         first, last = params.range.start.line, params.range.end.line
         if lint is not None and lint.version == document.version:
-            for finding in lint.findings:
-                if finding.fix is not None and finding.line - 1 <= last and finding.end_line - 1 >= first:
-                    diagnostic = convert.lsp_finding_diagnostic(finding, lint.lines, ls.encoding)
-                    actions.append(convert.lsp_fix_action(uri, finding.fix, diagnostic, lint.lines, ls.encoding))
+            for finding, fix in offered_fixes(lint.findings, first, last):   # what `lint --fix` applies
+                diagnostic = convert.lsp_finding_diagnostic(finding, lint.lines, ls.encoding)
+                actions.append(convert.lsp_fix_action(uri, fix, diagnostic, lint.lines, ls.encoding))
         # Offered on the `def` line (or on a needs-inputs diagnostic), not all over the body.
         info = function_at(state.functions(document.source), first + 1)
         asked = info is not None and (info.first_line - 1 <= first <= info.line - 1 or any(
