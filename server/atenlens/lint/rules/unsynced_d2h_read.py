@@ -4,17 +4,18 @@ What it does:
     Finds device-to-host copies with `non_blocking=True` — `.cpu(non_blocking=True)`,
     `.to("cpu", non_blocking=True)`, `buf.copy_(src, non_blocking=True)` into a provably pinned
     `buf` (see AL200 for "provably pinned") — and flags the first read of the result (the name it
-    is assigned to, or `buf`) that comes after the copy and before any synchronize in the same
-    function: `torch.cuda.synchronize()`, `event.synchronize()`, `stream.synchronize()` (any
-    call of a `synchronize` method or function). A copy whose result is used at once
-    (`x.cpu(non_blocking=True).numpy()`, `print(x.to("cpu", non_blocking=True))`) is flagged at
-    the copy. Besides a synchronize, any other wait for the GPU between the copy and the read
-    settles it — a call of `.item()`, `.tolist()`, `.numpy()` or a blocking `.cpu()` (the AL100
-    syncs: each waits for everything queued before it, the copy included) — unless that call
-    itself reads the result (`host.numpy()` is the read). Returning the result (`return host`, `return t.cpu(non_blocking=True)`) hands it
-    to the caller and is not a read; keyword names (`f(host=1)`) and attribute names
-    (`obj.host`) are not reads either. "After" and "before" are textual order within the
-    function; assigning the name again ends the tracking.
+    is assigned to, also through parentheses, or `buf`) that comes after the copy and before
+    anything waits for the GPU in the same function: a synchronize (`torch.cuda.synchronize()`,
+    `event.synchronize()`, `stream.synchronize()`, any `synchronize` method or function, a name
+    bound to `torch.cuda.synchronize`), a blocking host read (`.item()`, `.tolist()`, a blocking
+    `.cpu()` or `.to("cpu")`: each waits for everything queued before it, the copy included)
+    unless that call itself reads the result, or a call of a function of the same file that
+    does one of these. A copy whose result is used at once (`x.cpu(non_blocking=True).numpy()`,
+    `print(x.to("cpu", non_blocking=True))`) is flagged at the copy. Not reads: returning the
+    result (`return host`) hands it to the caller; keeping a reference (`cache[k] = host`,
+    `self.buf = host`, `{"x": host}`, `[host]`, `out.append(host)`) reads nothing yet; keyword
+    names (`f(host=1)`) and attribute names (`obj.host`). "After" and "before" are textual order
+    within the function; assigning the name again ends the tracking.
 
 Why it matters:
     A non-blocking device-to-host copy returns before the data has arrived. Reading the
@@ -44,6 +45,7 @@ from atenlens.lint.findings import Finding
 from atenlens.lint.provenance import is_device_to_host, is_pinned
 from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import arguments, is_true, method_name, receiver, text
+from atenlens.lint.waits import WAIT_CALLS, alias_calls, is_wait, waiting_function_calls
 from atenlens.report import Code
 
 COPY_METHODS = ("to", "cpu", "copy_")
@@ -60,15 +62,20 @@ def _is_d2h_non_blocking(ctx: LintContext, call: Node) -> bool:
 
 def _result(call: Node) -> tuple[Optional[str], bool]:
     """(the name holding the copy's result, whether the result is used right where it is made)."""
-    parent = call.parent
     if method_name(call) == "copy_":
         dst = receiver(call)
         return (text(dst) if dst is not None and dst.type == "identifier" else None), False
+    node, parent = call, call.parent
+    while parent is not None and parent.type == "parenthesized_expression":   # `host = (t.cpu(...))`
+        node, parent = parent, parent.parent
+    call = node
     if parent is None or parent.type == "expression_statement":
         return None, False
     if parent.type == "assignment" and parent.child_by_field_name("right") == call:
         left = parent.child_by_field_name("left")
         return (text(left) if left is not None and left.type == "identifier" else None), False
+    if _is_stored(call):
+        return None, False   # `cache[k] = (t.cpu(non_blocking=True), 1)`: a reference kept, nothing read yet
     if parent.type in ("assignment", "augmented_assignment", "return_statement", "yield",
                        "expression_list", "pattern_list", "named_expression"):
         return None, False
@@ -90,7 +97,28 @@ def _is_read(node: Node) -> bool:
         parent = parent.parent
     if parent.type in ("return_statement", "yield"):
         return False
-    return True
+    return not _is_stored(node)
+
+
+STORING_METHODS = frozenset({"append", "extend", "insert", "put", "put_nowait", "add", "setdefault"})
+
+
+def _is_stored(node: Node) -> bool:
+    """Is `node` only kept somewhere (`d[k] = host`, `self.buf = host`, `{"x": host}`,
+    `[host, ...]`, `out.append(host)`), not read? The data is read later, through the container."""
+    child, parent = node, node.parent
+    while parent is not None and parent.type in ("parenthesized_expression", "tuple", "list", "pair",
+                                                   "dictionary", "expression_list"):
+        if parent.type == "pair" and parent.child_by_field_name("value") != child:
+            return False
+        child, parent = parent, parent.parent
+    if parent is None:
+        return False
+    if parent.type == "assignment" and parent.child_by_field_name("right") == child:
+        return True
+    if parent.type == "argument_list" and parent.parent is not None and parent.parent.type == "call":
+        return method_name(parent.parent) in STORING_METHODS
+    return False
 
 
 def _is_rebinding(node: Node) -> bool:
@@ -98,14 +126,7 @@ def _is_rebinding(node: Node) -> bool:
     return parent is not None and parent.type == "assignment" and parent.child_by_field_name("left") == node
 
 
-WAITS = ("synchronize", "item", "tolist", "numpy", "cpu")
-
-
-def _is_wait(call: Node) -> bool:
-    """A synchronize, or a host read that waits for all queued GPU work (AL100's syncs)."""
-    if method_name(call) == "cpu":
-        return not is_true(arguments(call)[1].get("non_blocking"))
-    return True
+WAITS = tuple(WAIT_CALLS)
 
 
 def _settles(ctx: LintContext, wait: Node, name: str) -> bool:
@@ -146,7 +167,9 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             continue
         scope = scope_for(call)
         if waits is None:
-            waits = [c for c in ctx.calls(*WAITS) if _is_wait(c)]
+            waits = [c for c in [*ctx.calls(*WAITS), *alias_calls(ctx)] if is_wait(ctx, c)]
+            waits += waiting_function_calls(ctx)
+            waits.sort(key=lambda c: c.start_byte)
             starts = [w.start_byte for w in waits]
         boundary = _first_settling_wait(ctx, waits, starts, call, scope, name)
         rebound_after: Optional[int] = None
