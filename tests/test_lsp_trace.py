@@ -50,12 +50,13 @@ async def test_trace_train_step(client, tmp_path):
     assert set(client.recorder.refreshes) == expected_refreshes
 
     at_end = lambda line: units(lines[line], encoding)  # noqa: E731
+    # bookkeeping ops (t, view, detach: no memory, no compute) are not named (hints.showBookkeeping)
     expected = [
-        (fc1, "addmm, relu +2 f32[8, 32] · ∇ threshold_backward, mm, sum +5"),
-        (fc2, "t, addmm f32[8, 4] · ∇ t×4, mm×2, sum, view"),
-        (fwd, "6 ops -> f32[8, 4] · ∇ 16 ops"),               # calls into MLP.forward: a roll-up
-        (loss_line, "_log_softmax +2 f32[] · ∇ nll_loss_backward +2"),
-        (backward_line, "∇ ones_like, detach×4"),
+        (fc1, "addmm, relu f32[8, 32] · ∇ threshold_backward, mm, sum"),
+        (fc2, "addmm f32[8, 4] · ∇ mm×2, sum"),
+        (fwd, "6 ops -> f32[8, 4] · ∇ 16 ops"),               # calls into MLP.forward: a roll-up; -> what MLP returned
+        (loss_line, "_log_softmax +1 f32[] · ∇ nll_loss_backward +1"),
+        (backward_line, "∇ ones_like"),
         (step_line, "opt _foreach_add_"),
     ]
     assert await inlay_hints(client, uri, len(lines)) == [(line, at_end(line), label) for line, label in expected]
@@ -87,14 +88,16 @@ async def test_trace_train_step(client, tmp_path):
     assert traced.message.endswith("(×3 in this trace)")
     hover = await client.text_document_hover_async(types.HoverParams(
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=item, character=8)))
-    assert "| `_local_scalar_dense` | f32[] cuda:0 | — |" in hover.contents.value
+    assert "| `_local_scalar_dense` ×3 | f32[] cuda:0 | — |" in hover.contents.value
     assert "**Diagnostics**\n\n- `AL100` `.item()` copies a value of cuda f32[] to the host" in hover.contents.value
 
     # The latest trace (three steps of the loop) now speaks for the lines it covers.
     call = line_of(text, "loss = train_step(model, opt, x, y)")
     latest = [(line, label) for line, _, label in await inlay_hints(client, uri, len(lines))]
     assert [line for line, _ in latest] == [fc1, fc2, fwd, loss_line, backward_line, step_line, call, item]
-    assert dict(latest)[call] == "30 ops -> f32[] · ∇ 72 ops"
+    # what a plain function call returned is not recorded: no `->` rather than the last op's output
+    assert dict(latest)[call] == "30 ops · ∇ 72 ops"
+    assert dict(latest)[item] == "_local_scalar_dense×3 · sync×3"   # the host waits here, 3 times
 
     # Edits: a line inserted above the class moves every hint down by one; editing the loss line
     # removes its hint only; editing `train` clears its trace diagnostics but not the lint's.
@@ -131,26 +134,26 @@ async def test_hint_sits_at_the_end_of_a_line_with_wide_characters(client, tmp_p
     # 形 and 状 are one UTF-16 unit and three UTF-8 bytes each, 🚀 is two UTF-16 units (a surrogate pair)
     assert units(lines[linear], encoding) == {"utf-8": 44, "utf-16": 38, "utf-32": 37}[encoding]
     assert await inlay_hints(client, uri, len(lines)) == [
-        (linear, units(lines[linear], encoding), "t, mm f32[8, 32]"),
+        (linear, units(lines[linear], encoding), "mm f32[8, 32]"),
         (relu, units(lines[relu], encoding), "relu f32[8, 32]"),
     ]
 
     # Editing the last line drops its hint; saving traces the function again (trace.onSave).
     change(client, uri, 2, (relu, 13), (relu, 17), "sigmoid")
     lines[relu] = lines[relu].replace("relu", "sigmoid")
-    assert await inlay_hints(client, uri, len(lines)) == [(linear, units(lines[linear], encoding), "t, mm f32[8, 32]")]
+    assert await inlay_hints(client, uri, len(lines)) == [(linear, units(lines[linear], encoding), "mm f32[8, 32]")]
     refreshes = client.recorder.refreshes.count("inlayHint")
     client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))
     await client.recorder.until(lambda: client.recorder.refreshes.count("inlayHint") > refreshes)
     assert await inlay_hints(client, uri, len(lines)) == [
-        (linear, units(lines[linear], encoding), "t, mm f32[8, 32]"),
+        (linear, units(lines[linear], encoding), "mm f32[8, 32]"),
         (relu, units(lines[relu], encoding), "sigmoid f32[8, 32]"),
     ]
 
-    # A narrower hints.maxLength cuts view-like ops first and counts them.
+    # Bookkeeping shown on request; a narrower hints.maxLength cuts view-like ops first and counts them.
     refreshes = client.recorder.refreshes.count("inlayHint")
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"atenlens": {"hints": {"maxLength": 12}, "trace": {"onSave": True}}}))
+        settings={"atenlens": {"hints": {"maxLength": 12, "showBookkeeping": True}, "trace": {"onSave": True}}}))
     await client.recorder.until(lambda: client.recorder.refreshes.count("inlayHint") > refreshes)
     assert [label for _, _, label in await inlay_hints(client, uri, len(lines))] == ["mm +1 f32[8, 32]", "sigmoid f32[8, 32]"]
 
@@ -370,3 +373,57 @@ async def test_trace_notes_in_the_lens_the_hover_and_the_log(client, tmp_path):
     hover = await client.text_document_hover_async(types.HoverParams(
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=1, character=8)))
     assert "Note" not in hover.contents.value
+
+
+async def test_rollup_hover_and_hint_kinds(client, tmp_path):
+    """The hover of a line that calls a model: its module tree, what the call ran (top ops), a link to
+    the function it rolls up; each kind of hint switched off on its own (hints.ops/shapes/backward)."""
+    await initialize(client)
+    path = tmp_path / "train_step.py"
+    shutil.copy(EXAMPLE, path)
+    text = path.read_text()
+    lines = text.split("\n")
+    uri = await open_document(client, path, text)
+    outcome = await execute(client, "atenlens.trace", {"uri": uri, "qualname": "train_step"})
+    assert outcome["status"] == "ok", outcome
+    fwd, forward_body = line_of(text, "logits = model(x)"), line_of(text, "h = F.relu(self.fc1(x))")
+    hover = await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=fwd, character=8)))
+    assert hover.contents.value == "\n".join([
+        "**Modules**",
+        "",
+        "```",
+        "MLP            f32[8, 4]         6 ops  10.2KFLOP  676 params",
+        "  fc1  Linear  f32[8, 32]        2 ops  8.19KFLOP  544 params",
+        "  fc2  Linear  f32[8, 4]         2 ops  2.05KFLOP  132 params",
+        "```",
+        "",
+        "**Inside calls from this line:** 6 forward, 16 backward aten ops · 22.5 kFLOP",
+        "",
+        f"in [MLP.forward]({path.as_uri()}#L{forward_body + 1})",
+        "",
+        "| op | phase | count | FLOPs |",
+        "|---|---|---|---|",
+        "| `mm` | backward | 3 | 12.3 kFLOP |",
+        "| `addmm` | forward | 2 | 10.2 kFLOP |",
+        "| `sum` | backward | 2 | — |",
+        "| `relu` | forward | 1 | — |",
+        "| `threshold_backward` | backward | 1 | — |",
+        "",
+        "**FLOPs:** 22.5 kFLOP inside calls",
+    ])
+
+    step_line, backward_line = line_of(text, "opt.step()"), line_of(text, "loss.backward()")
+    refreshes = client.recorder.refreshes.count("inlayHint")
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"atenlens": {"hints": {"shapes": False, "backward": False}}}))
+    await client.recorder.until(lambda: client.recorder.refreshes.count("inlayHint") > refreshes)
+    hints = {line: label for line, _, label in await inlay_hints(client, uri, len(lines))}
+    assert (hints[forward_body], hints[fwd], hints[step_line]) == ("addmm, relu", "6 ops", "opt _foreach_add_")
+    assert backward_line not in hints                     # only backward ops ran there
+    refreshes = client.recorder.refreshes.count("inlayHint")
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"atenlens": {"hints": {"ops": False}}}))
+    await client.recorder.until(lambda: client.recorder.refreshes.count("inlayHint") > refreshes)
+    hints = {line: label for line, _, label in await inlay_hints(client, uri, len(lines))}
+    assert (hints[forward_body], hints[backward_line]) == ("2 ops f32[8, 32] · ∇ 3 ops", "∇ 1 op")

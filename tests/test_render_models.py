@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from atenlens.lsp.settings import HintSettings
+from atenlens.lsp.trace_view import build_traced_function
 from atenlens.render import render
 from engine_helpers import REPO, line_of, trace, write
 
@@ -94,6 +96,21 @@ def foreach():
     ys = torch._foreach_mul(xs, 2.0)
     torch._foreach_add_(xs, ys)
     return xs
+
+
+class Head(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.proj(x).sum()
+
+
+def build_and_call():
+    head = Head()
+    value = head(torch.randn(3, 4))
+    return value.item()
 
 
 def library_lines():
@@ -235,3 +252,29 @@ def test_cli_lists_every_op_and_the_chosen_depth_on_request(program: Path) -> No
     result = subprocess.run([sys.executable, "-m", "atenlens", "trace", f"{program}::step", "--depth", "-1"],
                             cwd=REPO, capture_output=True, text=True, timeout=60)
     assert (result.returncode, result.stderr) == (2, "atenlens trace: --depth must be 0 or more, got -1\n")
+
+
+def hints_of(report, program: Path, settings: HintSettings = HintSettings()) -> dict[int, str]:
+    """1-based line -> the editor's inlay hint label, from the report as the server builds them."""
+    lines = program.read_text().split("\n")
+    traced = build_traced_function(report, str(program), lines, report.target.qualname, 0, len(lines) - 1, 0)
+    return {line + 1: label for line, trace in traced.lines.items() if (label := trace.hint(settings))}
+
+
+def test_the_hint_of_a_library_model_call_names_the_model_and_what_it_returned(program: Path, step_report) -> None:
+    hints = hints_of(step_report, program)
+    assert hints[line_of(program, "output = model(images)")] == "TinyResNet 79 ops -> f32[2, 10] · ∇ 62 ops"
+
+
+def test_init_lines_and_syncs_in_hints(program: Path) -> None:
+    report = trace(program, "build_and_call")
+    assert report.status == "ok", report.message
+    hints = hints_of(report, program)
+    init_line = line_of(program, "self.proj = torch.nn.Linear(4, 2)")
+    # a model's initialisation (empty, uniform_ ...) is not what the step does: no hint unless asked
+    assert init_line not in hints
+    assert hints_of(report, program, HintSettings(show_bookkeeping=True))[init_line] == "empty×2, uniform_×2 f32[2]"
+    # the roll-up of the model call is what Head.forward returned (the sum), not its last op
+    assert hints[line_of(program, "value = head(torch.randn(3, 4))")] == "4 ops -> f32[]"
+    # traced on cpu: `.item()` reads host memory, no sync to mark (the simulated-CUDA case: test_lsp_trace)
+    assert hints[line_of(program, "return value.item()")] == "_local_scalar_dense"

@@ -353,6 +353,15 @@ def _collect(report: TraceReport, hidden: frozenset, depth: int) -> "dict[tuple,
     return work
 
 
+def module_tree_lines(root: ModuleNode, depth: int = DEFAULT_DEPTH) -> list[str]:
+    """The rows of one module tree as plain text (no colour, no tag column): the editor's hover."""
+    cells = [row.cells() for row in _module_rows(root, depth)]
+    columns = MODULE_COLUMNS[1:]
+    widths = column_widths(columns, cells)
+    plain = _Style(False)
+    return [format_row(columns, widths, row, plain) for row in cells]
+
+
 def _module_rows(root: ModuleNode, depth: int) -> list[_ModuleRow]:
     return [_ModuleRow(depth=level, name=node.name, type=node.type, output=tensors_label(node.outputs[:1])
                        if len(node.outputs) == 1 else tensors_label(node.outputs),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from atenlens.lsp.settings import HintSettings
 from atenlens.report import Event, Summary, TensorMeta
 
 _DTYPES = {
@@ -28,6 +29,38 @@ def tensor_label_with_device(meta: TensorMeta) -> str:
     return f"{tensor_label(meta)} {meta.device}"
 
 
+MAX_TENSORS_LISTED = 4
+
+
+def tensors_label_with_device(metas: Sequence[TensorMeta]) -> str:
+    """`f32[8, 32] cuda:0, f32[8] cuda:0`; past MAX_TENSORS_LISTED tensors (a `_foreach_*` op over
+    161 parameters) their count: `161 f32 tensors cuda:0`."""
+    if len(metas) <= MAX_TENSORS_LISTED:
+        return ", ".join(tensor_label_with_device(m) for m in metas)
+    dtypes = {m.dtype for m in metas}
+    devices = {m.device for m in metas}
+    kind = f"{short_dtype(next(iter(dtypes)))} " if len(dtypes) == 1 else ""
+    where = f" {next(iter(devices))}" if len(devices) == 1 else ""
+    return f"{len(metas)} {kind}tensors{where}"
+
+
+# Ops an optimizer runs to create its state on its first step (AdamW's `zeros_like` per parameter):
+# once per run, not per step, so a hint does not name them unless asked.
+SETUP_OPS = frozenset({
+    "zeros_like", "zeros", "empty", "empty_like", "empty_strided", "full", "full_like", "ones", "ones_like",
+    "scalar_tensor", "lift_fresh_copy", "new_zeros", "new_empty", "new_full",
+})
+
+
+def is_setup_function(qualname: Optional[str]) -> bool:
+    """`MLP.__init__`: building a model, whose ops (`empty`, `uniform_`) are initialisation."""
+    return bool(qualname) and qualname.rsplit(".", 1)[-1] == "__init__"  # type: ignore[union-attr]
+
+
+def visible(events: Sequence[Event], hidden: frozenset) -> list[Event]:
+    return [e for e in events if e.name not in hidden]
+
+
 def short_op(name: str) -> str:
     """`aten.addmm.default` -> `addmm`; `aten._foreach_mul_.Scalar` -> `_foreach_mul_`."""
     parts = name.split(".")
@@ -46,9 +79,11 @@ def counted_names(events: Sequence[Event]) -> list[str]:
 
 
 def last_output(events: Sequence[Event]) -> Optional[TensorMeta]:
+    """The main output (the first: `native_batch_norm`'s result, not its saved statistics) of the
+    last op that returned a tensor."""
     for event in reversed(events):
         if event.outputs:
-            return event.outputs[-1]
+            return event.outputs[0]
     return None
 
 
@@ -106,29 +141,58 @@ def fit(segments: list[_Segment], max_length: int) -> str:
     return text
 
 
+def _ops(count: int) -> str:
+    return f"{count} op{'s' if count != 1 else ''}"
+
+
+def sync_label(count: int) -> str:
+    return "sync" if count == 1 else f"sync×{count}"
+
+
 def line_hint(forward: Sequence[Event], backward: Sequence[Event], optimizer: Sequence[Event],
-              max_length: int) -> str:
-    """`addmm f32[8, 32] · ∇ mm, sum` for a line's own ops."""
+              settings: HintSettings, hidden: frozenset = frozenset(), syncs: int = 0) -> Optional[str]:
+    """`addmm f32[8, 32] · ∇ mm, sum · sync` for a line's own ops. Ops named in `hidden`
+    (bookkeeping: views, detach) are not named, but a view still gives the line its shape;
+    the optimizer's state setup (`zeros_like` per parameter) is not named unless asked."""
     segments: list[_Segment] = []
-    if forward:
-        output = last_output(forward)
-        segments.append(_Segment("", counted_names(forward), f" {tensor_label(output)}" if output else ""))
-    if backward:
-        segments.append(_Segment("∇ ", counted_names(backward)))
-    if optimizer:
-        segments.append(_Segment("opt ", counted_names(optimizer)))
-    return fit(segments, max_length)
+    if not settings.show_bookkeeping:
+        optimizer = [e for e in optimizer if short_op(e.name) not in SETUP_OPS]
+    named_forward = visible(forward, hidden)
+    output = last_output(forward) if settings.shapes else None
+    shape = tensor_label(output) if output else ""
+    if named_forward and settings.ops:
+        segments.append(_Segment("", counted_names(named_forward), f" {shape}" if shape else ""))
+    elif named_forward:
+        segments.append(_Segment(_ops(len(named_forward)) + (f" {shape}" if shape else ""), []))
+    elif shape:
+        segments.append(_Segment(shape, []))
+    named_backward = visible(backward, hidden)
+    if named_backward and settings.backward:
+        segments.append(_Segment("∇ ", counted_names(named_backward)) if settings.ops
+                        else _Segment(f"∇ {_ops(len(named_backward))}", []))
+    named_optimizer = visible(optimizer, hidden)
+    if named_optimizer:
+        segments.append(_Segment("opt ", counted_names(named_optimizer)) if settings.ops
+                        else _Segment(f"opt {_ops(len(named_optimizer))}", []))
+    if syncs and settings.syncs:
+        segments.append(_Segment(sync_label(syncs), []))
+    if not segments:
+        return None
+    return fit(segments, settings.max_length)
 
 
-def rollup_hint(nested: Sequence[Event], backward: Sequence[Event]) -> str:
-    """`14 ops -> f32[8, 4]` for a line that calls into user code (its ops happen deeper)."""
-    count = len(nested)
-    text = f"{count} op{'s' if count != 1 else ''}"
-    output = last_output(nested)
-    if output is not None:
+def rollup_hint(nested: Sequence[Event], backward: Sequence[Event], output: Optional[TensorMeta],
+                settings: HintSettings, syncs: int = 0, head: str = "") -> str:
+    """`14 ops -> f32[8, 4] · ∇ 16 ops` for a line that calls into code whose ops happen deeper
+    (user functions, a model's modules). `output` is what the call returned (a module's forward
+    output), None when it is not known: the last op's output is not what the line returns."""
+    text = head + _ops(len(nested))
+    if output is not None and settings.shapes:
         text += f" -> {tensor_label(output)}"
-    if backward:
-        text += f" · ∇ {len(backward)} op{'s' if len(backward) != 1 else ''}"
+    if backward and settings.backward:
+        text += f" · ∇ {_ops(len(backward))}"
+    if syncs and settings.syncs:
+        text += f" · {sync_label(syncs)}"
     return text
 
 

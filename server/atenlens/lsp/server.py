@@ -452,7 +452,7 @@ def create_server() -> AtenlensServer:
         if document is None or state is None or not ls.settings.hints.enabled:
             return []
         lines = split_lines(document.source)
-        hints = state.traces.hints(ls.settings.hints.max_length, params.range.start.line, params.range.end.line)
+        hints = state.traces.hints(ls.settings.hints, params.range.start.line, params.range.end.line)
         return [convert.lsp_inlay_hint(line, label, lines, ls.encoding) for line, label in hints if line < len(lines)]
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
@@ -464,7 +464,7 @@ def create_server() -> AtenlensServer:
         trace = state.traces.line(params.position.line)
         if trace is None:
             return None
-        markdown = hover_markdown(trace)
+        markdown = hover_markdown(trace, show_bookkeeping=ls.settings.hints.show_bookkeeping)
         if not markdown:
             return None
         lines = split_lines(document.source)

@@ -28,6 +28,12 @@ class TraceSettings:
 class HintSettings:
     enabled: bool = True
     max_length: int = 60             # inlay hint labels longer than this are cut with "+N"
+    # which parts a hint shows, one switch per kind (as Pylance's inlayHints.* settings)
+    ops: bool = True                 # op names (`addmm, relu`; off: counts only)
+    shapes: bool = True              # the output shape (`f32[8, 32]`, a roll-up's `-> f32[8, 4]`)
+    backward: bool = True            # the backward part (`∇ mm, sum`)
+    syncs: bool = True               # `sync` where the host waits for the GPU
+    show_bookkeeping: bool = False   # views/detach in hints and hovers, setup ops in hints (__init__, optimizer state)
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,11 @@ _FIELDS: dict[tuple[str, str], tuple[Callable[[Any], bool], Callable[[Any], Any]
     ("trace", "memory_limit_mb"): (_valid_positive_int, int, "a positive integer"),
     ("hints", "enabled"): (_valid_bool, bool, "true or false"),
     ("hints", "max_length"): (lambda v: _valid_positive_int(v) and v >= 10, int, "an integer >= 10"),
+    ("hints", "ops"): (_valid_bool, bool, "true or false"),
+    ("hints", "shapes"): (_valid_bool, bool, "true or false"),
+    ("hints", "backward"): (_valid_bool, bool, "true or false"),
+    ("hints", "syncs"): (_valid_bool, bool, "true or false"),
+    ("hints", "show_bookkeeping"): (_valid_bool, bool, "true or false"),
     ("lint", "enabled"): (_valid_bool, bool, "true or false"),
     ("lint", "select"): (_valid_codes, lambda v: tuple(v), "a list of codes"),
     ("lint", "ignore"): (_valid_codes, lambda v: tuple(v), "a list of codes"),

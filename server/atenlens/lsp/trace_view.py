@@ -11,8 +11,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Optional, Sequence
 
-from atenlens.report import Diagnostic, Event, TraceReport
-from atenlens.lsp.labels import line_hint, rollup_hint, summary_label
+from atenlens.module_tree import ModuleNode, module_trees
+from atenlens.report import Diagnostic, Event, TensorMeta, TraceReport
+from atenlens.lsp.labels import is_setup_function, line_hint, rollup_hint, summary_label
+from atenlens.lsp.settings import HintSettings
 from atenlens.lsp.text import LineShift
 
 
@@ -33,18 +35,34 @@ class LineTrace:
     nested_backward: list[Event] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     notes: tuple[str, ...] = ()                         # the trace's notes (report.notes), shown in its hover
+    bookkeeping: frozenset = frozenset()                # the trace's bookkeeping ops (report.bookkeeping_ops)
+    function: Optional[str] = None                      # the function this line's own ops ran in
+    module_output: Optional[TensorMeta] = None          # what the module called from this line returned
+    trees: list[ModuleNode] = field(default_factory=list)   # models called from this line (module trees)
+    callees: dict[tuple[str, str], int] = field(default_factory=dict)  # (file, function) rolled up -> first line
+    nested_syncs: int = 0                               # syncs deeper in the code this line calls
 
     @property
     def has_ops(self) -> bool:
         return bool(self.forward or self.backward or self.optimizer or self.nested or self.nested_backward)
 
-    def hint(self, max_length: int) -> Optional[str]:
-        if self.nested:
-            return rollup_hint(self.nested + self.forward + self.optimizer,
-                               self.nested_backward + self.backward)
-        if not (self.forward or self.backward or self.optimizer):
+    @property
+    def syncs(self) -> int:
+        return sum(d.count for d in self.diagnostics if d.kind == "sync")
+
+    def hint(self, settings: HintSettings) -> Optional[str]:
+        hidden = frozenset() if settings.show_bookkeeping else self.bookkeeping
+        if self.nested or self.trees:
+            # a call into user code or into a model: what it did in all, and what it returned
+            head = f"{self.trees[-1].name} " if self.trees and not self.nested else ""
+            return rollup_hint(self.nested + self.forward + self.optimizer, self.nested_backward + self.backward,
+                               self.module_output, settings, self.syncs + self.nested_syncs, head=head)
+        if not (self.forward or self.backward or self.optimizer or self.syncs):
             return None
-        return line_hint(self.forward, self.backward, self.optimizer, max_length)
+        if is_setup_function(self.function) and not settings.show_bookkeeping:
+            # building a model (`empty`, `uniform_` in __init__): initialisation, not the step's work
+            return line_hint([], [], [], settings, syncs=self.syncs)
+        return line_hint(self.forward, self.backward, self.optimizer, settings, hidden, self.syncs)
 
 
 @dataclass
@@ -115,18 +133,21 @@ def build_traced_function(report: TraceReport, path: str, source_lines: Sequence
     """Sort a report's events and diagnostics onto the 0-based lines of `path` as it was traced
     (`source_lines`, the text sent with the request)."""
     lines: dict[int, LineTrace] = {}
+    bookkeeping = frozenset(report.bookkeeping_ops)
 
     def at(line_1based: int) -> Optional[LineTrace]:
         index = line_1based - 1
         if not 0 <= index < len(source_lines):
             return None
         if index not in lines:
-            lines[index] = LineTrace(text=source_lines[index], notes=tuple(report.notes))
+            lines[index] = LineTrace(text=source_lines[index], notes=tuple(report.notes), bookkeeping=bookkeeping)
         return lines[index]
 
     for event in report.events:
         own = at(event.line) if event.line is not None and same_file(event.file, path) else None
         if own is not None:
+            if event.stack and own.function is None:
+                own.function = event.stack[-1].function
             if event.kind == "call":
                 own.calls.append(event)
             elif event.phase == "backward":
@@ -139,7 +160,7 @@ def build_traced_function(report: TraceReport, path: str, source_lines: Sequence
             continue
         # Lines further out on the user stack (calls into user code) roll up what happens deeper.
         seen: set[int] = set()
-        for frame in event.stack:
+        for position, frame in enumerate(event.stack):
             if not same_file(frame.file, path) or frame.line in seen:
                 continue
             if own is not None and frame.line == event.line:
@@ -149,11 +170,24 @@ def build_traced_function(report: TraceReport, path: str, source_lines: Sequence
             if outer is None:
                 continue
             (outer.nested_backward if event.phase == "backward" else outer.nested).append(event)
+            if position + 1 < len(event.stack):
+                callee = event.stack[position + 1]
+                key = (callee.file, callee.function)
+                outer.callees[key] = min(outer.callees.get(key, callee.line), callee.line)
+
+    _add_modules(report, path, at)
 
     general: list[Diagnostic] = []
     for diagnostic in report.diagnostics:
         own = (at(diagnostic.line) if diagnostic.line is not None and same_file(diagnostic.file, path)
                else None)
+        if diagnostic.kind == "sync":
+            # a sync deeper down counts for the lines of this document that called into it
+            outer_lines = {f.line for f in diagnostic.stack[:-1] if same_file(f.file, path)} - {diagnostic.line}
+            for line in outer_lines:
+                outer = at(line)
+                if outer is not None:
+                    outer.nested_syncs += diagnostic.count
         if own is None:
             general.append(diagnostic)
         else:
@@ -163,6 +197,26 @@ def build_traced_function(report: TraceReport, path: str, source_lines: Sequence
                                   code="", kind=report.status, message=report.message or report.status))
     return TracedFunction(qualname=qualname, report=report, first=first, last=last, def_line=def_line,
                           lines=lines, general=general)
+
+
+def _add_modules(report: TraceReport, path: str, at) -> None:
+    """Module trees at the lines that called a model, and what each line's module call returned:
+    the module called from the line itself (not by another module's forward on that line)."""
+    for (file, line), roots in module_trees(report).items():
+        if line is not None and same_file(file, path):
+            trace = at(line)
+            if trace is not None:
+                trace.trees = roots
+    modules = report.modules
+    for index, call in enumerate(modules):
+        if call.line is None or not call.outputs or not same_file(call.file, path):
+            continue
+        parent = modules[call.parent] if call.parent is not None and 0 <= call.parent < index else None
+        if parent is not None and parent.line == call.line and parent.file == call.file:
+            continue
+        trace = at(call.line)
+        if trace is not None:
+            trace.module_output = call.outputs[0]
 
 
 class DocumentTraces:
@@ -195,12 +249,12 @@ class DocumentTraces:
             found = traced.lines.get(line, found)
         return found
 
-    def hints(self, max_length: int, first: int = 0, last: Optional[int] = None) -> list[tuple[int, str]]:
+    def hints(self, settings: HintSettings, first: int = 0, last: Optional[int] = None) -> list[tuple[int, str]]:
         result = []
         for line, trace in sorted(self.line_traces().items()):
             if line < first or (last is not None and line > last):
                 continue
-            label = trace.hint(max_length)
+            label = trace.hint(settings)
             if label:
                 result.append((line, label))
         return result
