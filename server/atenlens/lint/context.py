@@ -115,8 +115,9 @@ class LintContext:
         return self._bindings[key]
 
     def attribute_assignments(self, dotted: str) -> list[Node]:
-        """The values assigned to `dotted` (`self.loader`) anywhere in the module, in source order:
-        an attribute set in `__init__` is read in the other methods."""
+        """The values assigned to `dotted` (`self.loader`) or to its items (`self.states[i] = ...`)
+        anywhere in the module, in source order: an attribute set in `__init__` is read in the
+        other methods."""
         if dotted not in self._attribute_values:
             last = dotted.rsplit(".", 1)[-1]
             values = []
@@ -126,6 +127,8 @@ class LintContext:
                         target.start_byte:target.end_byte].decode(errors="replace") != dotted:
                     continue
                 parent = target.parent
+                if parent is not None and parent.type == "subscript" and parent.child_by_field_name("value") == target:
+                    target, parent = parent, parent.parent   # `self.states[i] = value`
                 if parent is not None and parent.type == "assignment" and parent.child_by_field_name("left") == target:
                     value = parent.child_by_field_name("right")
                     if value is not None:

@@ -13,7 +13,11 @@ often (`Frequency.how_often`).
   like `should_log` / `is_last`; an `else` of such an `if` runs on the other iterations and is
   not throttled.
 - Once per epoch: the repeating loop's variable or iterable is spelled with `epoch`.
-- Few: `for ... in range(K)` / over a literal list or tuple of K items with K <= 10 (K <= 1 is once).
+- Few: `for ... in range(K)` / over a literal list or tuple of K items with K <= 10 (K <= 1 is once);
+  in a test (a function named `test_*`) a loop over any literal `range(K)`.
+- Once per checkpoint: the loop is in a function spelled as saving, loading or converting
+  (`save_checkpoint`, `load_state_dict`, `export_*`, `_merge_*`): it runs when a checkpoint is
+  written or read, not per training step, and copying to the host is its job.
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ FEW_ITERATIONS = 10
 _THROTTLE_NAME = re.compile(r"should_|is_last|last_step|log_now|do_log|is_log|_due$|^is_.*_step$", re.I)
 _PER_PROCESS = re.compile(r"rank|process_index|is_main|local_process|world", re.I)
 _EPOCH = re.compile(r"epoch", re.I)
+_RARE_FUNCTION = re.compile(r"save|checkpoint|^_?load|_load_|export|convert|merge|state_dict|consolidate", re.I)
 
 
 @dataclass(frozen=True)
@@ -54,9 +59,20 @@ def frequency(node: Node) -> Frequency:
         return Frequency(None, False, "once (the loop runs once)")
     if _is_epoch_loop(loop):
         return Frequency(loop, False, "once per epoch")
-    if count is not None and count <= FEW_ITERATIONS:
+    function = _function_name(loop)
+    if count is not None and (count <= FEW_ITERATIONS or function.startswith("test")):
         return Frequency(loop, False, f"{count} times (the loop runs {count} times)")
+    if _RARE_FUNCTION.search(function):
+        return Frequency(loop, False, f"per item in `{function}` (once per call, not per training step)")
     return Frequency(loop, True, "on every iteration")
+
+
+def _function_name(node: Node) -> str:
+    for parent in ancestors(node):
+        if parent.type == "function_definition":
+            name = parent.child_by_field_name("name")
+            return text(name) if name is not None else ""
+    return ""
 
 
 def _short(node: Node) -> str:

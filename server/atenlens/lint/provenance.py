@@ -412,8 +412,13 @@ def is_pinned(ctx: LintContext, node: Optional[Node], depth: int = 0) -> bool:
     if kind == "subscript":
         return is_pinned(ctx, node.child_by_field_name("value"), depth + 1)
     if kind == "attribute":
-        # `x.T`, `x.mT` (views) and `batch.inputs` (a field of a pinned batch) share the pinning.
-        return is_pinned(ctx, node.child_by_field_name("object"), depth + 1)
+        # `x.T`, `x.mT` (views) and `batch.inputs` (a field of a pinned batch) share the pinning;
+        # `self.keys` is pinned when the file ever stores a pinned tensor there (offloading code
+        # keeps a tensor in the same attribute on the device and, pinned, on the host).
+        if is_pinned(ctx, node.child_by_field_name("object"), depth + 1):
+            return True
+        return depth < 4 and any(is_pinned(ctx, value, MAX_DEPTH - 2)
+                                 for value in ctx.attribute_assignments(text(node)))
     if kind == "identifier":
         binding = _binding(ctx, node)
         if binding is None:
@@ -457,15 +462,54 @@ def pins(value: Optional[Node]) -> bool:
     return value is not None and value.type not in ("false", "none") and text(value) != "0"
 
 
-def module_pins_loaders(ctx: LintContext) -> bool:
-    """Does the file build a `DataLoader` with `pin_memory=True`? Its batches reach the copies
-    through parameters and attributes the linter cannot follow. (A loader whose `pin_memory=` is
-    a variable is no evidence: the same file may build it both ways.)"""
-    cached = getattr(ctx, "_pins_loaders", None)
+def module_pins(ctx: LintContext) -> bool:
+    """Does the file pin host memory itself: a `DataLoader(..., pin_memory=True)`, a tensor
+    allocated with `pin_memory=` anything but False (offloading code pins its buffers, often
+    behind a flag that defaults to True), or a `.pin_memory()` call? Its pinned tensors reach the
+    copies through parameters, attributes and containers the linter cannot follow. (A
+    `DataLoader` whose `pin_memory=` is a variable is no evidence: the same file may build it
+    both ways.)"""
+    cached = getattr(ctx, "_pins", None)
     if cached is None:
-        cached = any(dotted_name(callee(call)) is not None
-                     and (dotted_name(callee(call)) or "").split(".")[-1] == "DataLoader"
-                     and is_true(arguments(call)[1].get("pin_memory"))
-                     for call in ctx.calls("DataLoader"))
-        setattr(ctx, "_pins_loaders", cached)
+        cached = False
+        for call in ctx.calls("DataLoader", "pin_memory", *TORCH_FACTORIES, "empty_like", "zeros_like"):
+            name = (dotted_name(callee(call)) or "").split(".")[-1]
+            if method_name(call) == "pin_memory":
+                cached = True
+            elif name == "DataLoader":
+                cached = is_true(arguments(call)[1].get("pin_memory"))
+            else:
+                cached = pins(arguments(call)[1].get("pin_memory"))
+            if cached:
+                break
+        setattr(ctx, "_pins", cached)
     return cached
+
+
+_HOST_SPELLED = re.compile(r"(?:^|_)(?:host|cpu|pinned|pin)(?:$|_)", re.I)
+_DEVICE_SPELLED = re.compile(r"(?:^|_)(?:device|gpu|cuda|dev)(?:$|_)", re.I)
+
+
+def spelled_as(node: Optional[Node], pattern: "re.Pattern[str]") -> bool:
+    """Is some part of a name chain (`self.host_io.output_ids`) spelled as `pattern` says?"""
+    while node is not None:
+        node = strip_parens(node)
+        if node.type == "identifier":
+            return bool(pattern.search(text(node)))
+        if node.type == "attribute":
+            if pattern.search(text(node.child_by_field_name("attribute"))):
+                return True
+            node = node.child_by_field_name("object")
+        elif node.type == "subscript":
+            node = node.child_by_field_name("value")
+        else:
+            return False
+    return False
+
+
+def spelled_host(node: Optional[Node]) -> bool:
+    return spelled_as(node, _HOST_SPELLED)
+
+
+def spelled_device(node: Optional[Node]) -> bool:
+    return spelled_as(node, _DEVICE_SPELLED)

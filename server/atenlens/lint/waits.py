@@ -30,7 +30,11 @@ EVENT_OR_STREAM_MAKERS = frozenset({"torch.cuda.Event", "cuda.Event", "torch.cud
 CLOCK_FUNCTIONS = ("time", "perf_counter", "monotonic", "time_ns", "perf_counter_ns", "monotonic_ns")
 CLOCK_NAMES = frozenset({f"time.{n}" for n in CLOCK_FUNCTIONS} | {n for n in CLOCK_FUNCTIONS if n != "time"})
 HOST_READS = ("item", "tolist", "cpu", "to")
-WAIT_CALLS = frozenset({"synchronize", *HOST_READS})
+# A process-group barrier blocks the host until the collective has run on the device (NCCL's
+# barrier synchronizes its stream), so it waits for the queued work as a synchronize does.
+BARRIERS = ("barrier", "wait_for_everyone")
+WAIT_CALLS = frozenset({"synchronize", *HOST_READS, *BARRIERS})
+FUNCTION_DEPTH = 3   # helpers calling helpers that synchronize
 
 
 def is_clock_read(call: Node) -> bool:
@@ -112,7 +116,7 @@ def is_wait(ctx: LintContext, call: Node) -> bool:
     name = dotted_name(callee(call)) or ""
     if method == "synchronize" or name.endswith("synchronize") or name in synchronize_aliases(ctx):
         return True
-    if method in ("item", "tolist"):
+    if method in ("item", "tolist") or (method or name) in BARRIERS:
         return True
     if method in ("cpu", "to"):
         return is_device_to_host(call) and not is_true(arguments(call)[1].get("non_blocking"))
@@ -120,22 +124,40 @@ def is_wait(ctx: LintContext, call: Node) -> bool:
 
 
 def waiting_functions(ctx: LintContext) -> frozenset[str]:
-    """Names of the functions of this file whose own body waits for the GPU (`def sync_all():
-    torch.cuda.synchronize()`): a call of one of them waits too (one level deep)."""
+    """Names of the functions of this file whose body waits for the GPU (`def sync_all():
+    torch.cuda.synchronize()`), or calls such a function (up to FUNCTION_DEPTH levels): a call
+    of one of them waits too."""
     cached = getattr(ctx, "_waiting_functions", None)
     if cached is None:
-        names = set()
-        for call in [*ctx.calls(*WAIT_CALLS), *alias_calls(ctx)]:
-            if not is_wait(ctx, call):
-                continue
-            function = _enclosing_function(call)
-            if function is not None:
-                name = function.child_by_field_name("name")
-                if name is not None:
-                    names.add(text(name))
+        names: set[str] = set()
+        found = [c for c in [*ctx.calls(*WAIT_CALLS), *alias_calls(ctx)] if is_wait(ctx, c)]
+        for _ in range(FUNCTION_DEPTH):
+            new = set()
+            for call in found:
+                function = _enclosing_function(call)
+                name = function.child_by_field_name("name") if function is not None else None
+                if name is not None and text(name) not in names:
+                    new.add(text(name))
+            if not new:
+                break
+            names |= new
+            found = [c for c in _calls_of(ctx, new)]
         cached = frozenset(names)
         setattr(ctx, "_waiting_functions", cached)
     return cached
+
+
+def _calls_of(ctx: LintContext, names: set[str]) -> list[Node]:
+    found = []
+    for ident in ctx.identifiers(names):
+        parent = ident.parent
+        call = parent.parent if parent is not None and parent.type == "attribute" else parent
+        if call is not None and call.type == "call":
+            name = dotted_name(callee(call)) or ""
+            parts = name.split(".")
+            if parts[-1] in names and (len(parts) == 1 or (len(parts) == 2 and parts[0] in ("self", "cls"))):
+                found.append(call)
+    return found
 
 
 def calls_waiting_function(ctx: LintContext, call: Node) -> bool:

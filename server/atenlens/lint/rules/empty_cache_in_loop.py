@@ -2,7 +2,9 @@
 
 What it does:
     Flags `torch.cuda.empty_cache()` (or `cuda.empty_cache()`) when the call runs once per
-    iteration of a loop or comprehension (same notion of "per iteration" as AL100).
+    iteration of a loop or comprehension (same notion of "per iteration" as AL100). Under
+    `if step % N == 0:` and the like, in an epoch loop or a loop over a few literal values it is
+    information, with a message that says how often (see AL100).
 
 Why it matters:
     `empty_cache()` returns the caching allocator's free blocks to the driver. The next
@@ -25,7 +27,8 @@ from typing import Iterator
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
 from atenlens.lint.registry import Rule
-from atenlens.lint.syntax import callee, dotted_name, repeating_loop
+from atenlens.lint.frequency import frequency
+from atenlens.lint.syntax import callee, dotted_name
 from atenlens.report import Code
 
 EMPTY_CACHE_NAMES = frozenset({"torch.cuda.empty_cache", "cuda.empty_cache"})
@@ -34,12 +37,17 @@ EMPTY_CACHE_NAMES = frozenset({"torch.cuda.empty_cache", "cuda.empty_cache"})
 def check(ctx: LintContext) -> Iterator[Finding]:
     for call in ctx.calls("empty_cache"):
         name = dotted_name(callee(call))
-        if name in EMPTY_CACHE_NAMES and repeating_loop(call) is not None:
-            yield ctx.finding(
-                Code.EMPTY_CACHE_IN_LOOP,
-                f"`{name}()` inside a loop: frees cached blocks that the next iteration must allocate again",
-                call,
-            )
+        if name not in EMPTY_CACHE_NAMES:
+            continue
+        how = frequency(call)
+        if how.loop is None:
+            continue
+        often = "" if how.every_iteration else f" (it runs {how.how_often})"
+        yield ctx.finding(
+            Code.EMPTY_CACHE_IN_LOOP,
+            f"`{name}()` inside a loop: frees cached blocks that the next iteration must allocate again{often}",
+            call, severity="warning" if how.every_iteration else "information",
+        )
 
 
 RULE = Rule(

@@ -11,7 +11,11 @@ What it does:
     pinned buffer or into a provably host tensor: a torch factory without `device=` or with the
     CPU, a `.cpu()` / `.to("cpu")` result), copies whose source is provably on the device
     (made with a `device=` that is not the CPU, or by `.cuda()` / `.to(<not the CPU>)`), and
-    dtype-only casts (`.to(torch.float16, non_blocking=True)`).
+    dtype-only casts (`.to(torch.float16, non_blocking=True)`). A file that pins host memory
+    itself (`DataLoader(..., pin_memory=True)`, a buffer allocated with `pin_memory=` anything
+    but False, a `.pin_memory()` call) is trusted with the tensors that reach its copies from
+    parameters, attributes and containers; a source spelled as host memory's destination or as
+    the device (`host_buf.copy_(x)`, `buf.copy_(self.device_out)`) is a download, not an upload.
 
 Why it matters:
     A host-to-device copy can run asynchronously only from page-locked memory. From ordinary
@@ -36,9 +40,9 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
-from atenlens.lint.provenance import Device, device_of, is_device_to_host, is_pinned, module_pins_loaders, to_device_argument
+from atenlens.lint.provenance import Device, device_of, is_device_to_host, is_pinned, module_pins, to_device_argument
 from atenlens.lint.registry import Rule
-from atenlens.lint.provenance import VIEW_METHODS, strip_parens
+from atenlens.lint.provenance import TORCH_FACTORIES, VIEW_METHODS, spelled_device, spelled_host, strip_parens
 from atenlens.lint.syntax import arguments, is_true, method_name, receiver, text
 from atenlens.report import Code
 
@@ -70,12 +74,13 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             continue
         if method_name(call) == "copy_":
             destination = receiver(call)
-            if is_pinned(ctx, destination) or device_of(ctx, destination) in (Device.CPU, Device.HOST):
+            if is_pinned(ctx, destination) or device_of(ctx, destination) in (Device.CPU, Device.HOST) \
+                    or spelled_host(destination) or spelled_device(source):
                 continue  # a copy into host memory: device-to-host (AL201's concern), not an upload
         if is_pinned(ctx, source) or device_of(ctx, source) is Device.CUDA:
             continue  # from pinned memory the copy is asynchronous; from the device it is no upload
-        if module_pins_loaders(ctx) and _from_a_loop(ctx, source):
-            continue  # a batch of a loader this module builds with `pin_memory=True`, handed in
+        if module_pins(ctx) and _of_unknown_origin(ctx, source):
+            continue  # this file pins host memory: its pinned tensors are handed in, kept, taken out
         keyword = arguments(call)[1]["non_blocking"].parent or call
         yield ctx.finding(
             Code.PAGEABLE_COPY,
@@ -85,25 +90,22 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         )
 
 
-def _from_a_loop(ctx: LintContext, node: Optional[Node]) -> bool:
-    """Does `node` come from the loop variable of a loop over something this function did not
-    make (a loader passed in, `self.loader`)?"""
+def _of_unknown_origin(ctx: LintContext, node: Optional[Node]) -> bool:
+    """Does `node` come from somewhere the linter cannot see into (a parameter, a loop
+    variable, an attribute, an item of a container), rather than from a tensor made here?"""
     for _ in range(8):
         if node is None:
             return False
         node = strip_parens(node)
         if node.type in ("subscript", "attribute"):
-            node = node.child_by_field_name("value" if node.type == "subscript" else "object")
-            continue
+            return True
         if node.type == "call" and method_name(node) in VIEW_METHODS:
             node = receiver(node)
             continue
         if node.type != "identifier":
             return False
         binding = ctx.bindings(node).at(text(node), node.start_byte)
-        if binding is None:
-            return True  # a parameter: the batch handed in
-        if binding.loop is not None:
+        if binding is None or binding.loop is not None or binding.value is None:
             return True
         node = binding.value
     return False
@@ -113,7 +115,7 @@ RULE = Rule(
     code=Code.PAGEABLE_COPY,
     name="pageable-copy",
     summary="`non_blocking=True` host-to-device copy whose source is not provably pinned",
-    calls=frozenset(COPY_METHODS) | {"DataLoader"},
+    calls=frozenset(COPY_METHODS) | {"DataLoader", "pin_memory", "empty_like", "zeros_like", *TORCH_FACTORIES},
     check=check,
     doc=__doc__ or "",
 )

@@ -14,11 +14,18 @@ What it does:
        `tuple`, `set`, `str`, `int`, `float`, `bool`, `isinstance`, `sorted`, `repr`,
        `format`) and not a list or dict method (`append`, `extend`, `items`, `keys`,
        `values`, `get`), and
-    3. no call between the two reads waits for the GPU: a `synchronize` call
+    3. the work is not loading, saving or building a model, a collective barrier or text
+       generation (a call spelled with `load`, `save`, `checkpoint`, `state_dict`,
+       `from_pretrained`, `instantiate`, `init_module`, `setup`, `prepare`, `download`,
+       `barrier`, `generate`: host work that waits on its own), and the interval is not compared with a
+       budget (`if now - start > max_time:` is a deadline, not a measurement), and
+    4. no call between the two reads waits for the GPU: a `synchronize` call
        (`torch.cuda.synchronize()`, `event.synchronize()`, `stream.synchronize()`, a name
        bound to `torch.cuda.synchronize`), a call of `.item()`, `.tolist()` or a blocking
-       `.cpu()` / `.to("cpu")` (each waits for the queued work), or a call of a function of the
-       same file whose body does one of these (`sync_all()`, `self._wait()`).
+       `.cpu()` / `.to("cpu")` (each waits for the queued work), a process-group barrier
+       (`dist.barrier()`, `accelerator.wait_for_everyone()`), or a call of a function of the
+       same file whose body does one of these, directly or through up to two more such calls
+       (`sync_all()`, `self._wait()`).
 
 Why it matters:
     CUDA kernels are launched asynchronously. Without a synchronize before the second clock
@@ -84,8 +91,9 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         lo, hi = bisect.bisect_left(waiting_starts, start), bisect.bisect_left(waiting_starts, end)
         if any(c.end_byte <= end and scope_for(c) == scope for c in waiting[lo:hi]):
             continue
-        if not any(True for c in ctx.calls_within(start, end) if scope_for(c) == scope
-                   and not is_clock_read(c) and not _is_logging(c) and not calls_waiting_function(ctx, c)):
+        work = [c for c in ctx.calls_within(start, end) if scope_for(c) == scope
+                and not is_clock_read(c) and not _is_logging(c) and not calls_waiting_function(ctx, c)]
+        if not work or any(_is_setup_or_io(c) for c in work) or _is_budget_check(ctx, first, second):
             continue
         reported.add(second.id)
         name = dotted_name(callee(second))
@@ -96,6 +104,30 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             "asynchronous, so the interval measures its launch, not its run time",
             second,
         )
+
+
+_SETUP_OR_IO = re.compile(r"save|load|checkpoint|state_dict|from_pretrained|instantiate|init_module|setup|"
+                          r"download|barrier|wait_for_everyone|generate|prepare", re.I)
+
+
+def _is_setup_or_io(call: Node) -> bool:
+    """Loading, saving, building a model, generating text: host work (file I/O, host copies,
+    collectives, token-by-token reads) that waits for the device on its own, not GPU compute timed
+    by mistake."""
+    name = dotted_name(callee(call)) or method_name(call) or ""
+    return bool(_SETUP_OR_IO.search(name.split(".")[-1]))
+
+
+def _is_budget_check(ctx: LintContext, first: Node, second: Node) -> bool:
+    """`if now - start > max_time:` compares the elapsed time with a budget: a deadline, not a
+    measurement of GPU work."""
+    for minus in _subtractions_using(ctx, second):
+        parent = minus.parent
+        while parent is not None and parent.type == "parenthesized_expression":
+            parent = parent.parent
+        if parent is not None and parent.type == "comparison_operator":
+            return True
+    return False
 
 
 def _intervals(ctx: LintContext) -> Iterator[tuple[Node, Node]]:
