@@ -11,7 +11,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from reliability_helpers import children_of  # noqa: F401  (re-exported for the LSP tests)
+from reliability_helpers import children_of, trusted  # noqa: F401  (children_of: re-exported for the LSP tests)
 
 SERVER = [sys.executable, "-m", "atenlens", "serve"]
 EDITORS = ["visual-studio-code", "neovim"]
@@ -94,9 +94,12 @@ async def client(lsp_client: LanguageClient, request):
 
 
 async def initialize(client: LanguageClient, options: Optional[dict[str, Any]] = None,
-                     root: Optional[pathlib.Path] = None) -> types.InitializeResult:
+                     root: Optional[pathlib.Path] = None, exactly: bool = False) -> types.InitializeResult:
+    """Initializes as `client.editor`, with `options` as initializationOptions; tracing enabled
+    where they do not say otherwise (as the editors do in a trusted workspace: the server traces
+    only when told to), unless `exactly`, which sends `options` as they are."""
     params = types.InitializeParams(capabilities=editor_capabilities(client.editor),
-                                    initialization_options=options)
+                                    initialization_options=options if exactly else trusted(options))
     if root is not None:
         params.workspace_folders = [types.WorkspaceFolder(uri=root.as_uri(), name=root.name)]
     return await client.initialize_session(params)

@@ -186,10 +186,21 @@ class Server:
                 self.process.wait()
 
 
-def start_server(options: Optional[dict] = None, env: Optional[dict] = None,
-                 capabilities: Optional[dict] = None) -> Server:
+def trusted(options: Any) -> Any:
+    """`options` with `trace.enabled: true` added where they do not set it: what an editor sends
+    for a trusted workspace (the server traces only when told to: docs/security.md)."""
+    if options is None:
+        options = {}
+    if not isinstance(options, dict) or not isinstance(options.get("trace", {}), dict):
+        return options
+    return {**options, "trace": {"enabled": True, **options.get("trace", {})}}
+
+
+def start_server(options: Any = None, env: Optional[dict] = None,
+                 capabilities: Optional[dict] = None, exactly: bool = False) -> Server:
     """Starts `atenlens serve`, initializes it (as a client with work-done progress and refresh
-    support) and returns it."""
+    support, with `options` as initializationOptions, tracing enabled where they do not say
+    otherwise unless `exactly`) and returns it."""
     process = subprocess.Popen(SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                cwd=ROOT, env={**os.environ, **(env or {})})
     server = Server(process)
@@ -205,7 +216,7 @@ def start_server(options: Optional[dict] = None, env: Optional[dict] = None,
                          "inlayHint": {}, "codeLens": {}},
     }
     server.result("initialize", {"processId": os.getpid(), "rootUri": None, "capabilities": caps,
-                                 "initializationOptions": options})
+                                 "initializationOptions": options if exactly else trusted(options)})
     server.notify("initialized", {})
     return server
 

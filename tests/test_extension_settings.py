@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from atenlens.lsp.settings import DEVICES, Settings, flat_default_settings, settings_from_json
+from atenlens.lsp.settings import DEVICES, Settings, TraceSettings, flat_default_settings, settings_from_json
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = json.loads((ROOT / "package.json").read_text())
@@ -28,12 +28,24 @@ def test_package_json_declares_exactly_the_server_settings() -> None:
 
 
 def test_package_json_defaults_are_the_server_defaults() -> None:
+    """All but trace.enabled: VS Code's default is on (for trusted workspaces), the server's, when a
+    client sends nothing, is off; the extension always sends it (client/src/settings.ts)."""
     defaults = flat_default_settings()
-    assert {name: spec["default"] for name, spec in SERVER_PROPERTIES.items()} == defaults
+    declared = {name: spec["default"] for name, spec in SERVER_PROPERTIES.items()}
+    assert declared.pop("atenlens.trace.enabled") is True and defaults.pop("atenlens.trace.enabled") is False
+    assert declared == defaults
     # the defaults, sent back as the extension sends them, are accepted unchanged
     for name, spec in SERVER_PROPERTIES.items():
         settings, problems = settings_from_json(as_server_json(name, spec["default"]))
-        assert problems == [] and settings == Settings(), name
+        expected = Settings(trace=TraceSettings(enabled=True)) if name == "atenlens.trace.enabled" else Settings()
+        assert problems == [] and settings == expected, name
+
+
+def test_the_extension_always_sends_trace_enabled() -> None:
+    """The server traces only when told to, so the extension states the value every time, and false
+    whenever the workspace is not trusted."""
+    source = (ROOT / "client" / "src" / "settings.ts").read_text()
+    assert "settings.trace.enabled = vscode.workspace.isTrusted && settings.trace.enabled !== false;" in source
 
 
 def test_json_types_match_the_server_defaults() -> None:
@@ -68,6 +80,23 @@ def test_numeric_bounds_are_the_servers(name: str) -> None:
     assert problems == [] and getattr(getattr(accepted, section), field) == lowest, problems
     rejected, problems = settings_from_json(as_server_json(name, below))
     assert rejected == Settings() and len(problems) == 1 and key in problems[0], problems
+
+
+@pytest.mark.parametrize("name", sorted(n for n, s in SERVER_PROPERTIES.items() if "maximum" in s))
+def test_numeric_upper_bounds_are_the_servers(name: str) -> None:
+    """The largest value VS Code lets a user enter is accepted by the server; one above it falls back."""
+    spec = SERVER_PROPERTIES[name]
+    _, section, key = name.split(".")
+    field = "".join(f"_{c.lower()}" if c.isupper() else c for c in key)
+    accepted, problems = settings_from_json(as_server_json(name, spec["maximum"]))
+    assert problems == [] and getattr(getattr(accepted, section), field) == spec["maximum"], problems
+    rejected, problems = settings_from_json(as_server_json(name, spec["maximum"] + 1))
+    assert rejected == Settings() and len(problems) == 1 and key in problems[0], problems
+
+
+def test_upper_bounds_are_declared_where_the_server_has_them() -> None:
+    assert {n for n, s in SERVER_PROPERTIES.items() if "maximum" in s} == {
+        "atenlens.trace.timeoutSeconds", "atenlens.trace.memoryLimitMb"}
 
 
 def test_workspace_trust_restricts_the_interpreter_setting() -> None:

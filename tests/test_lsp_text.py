@@ -69,6 +69,37 @@ def test_settings_defaults_and_fallbacks():
     assert settings_from_json(default_settings_json()) == (Settings(), [])
     settings, problems = settings_from_json({"atenlens": {"trace": {"timeoutSeconds": -1, "onSave": True}}})
     assert settings.trace == TraceSettings(on_save=True)
-    assert problems == ["atenlens.trace.timeoutSeconds must be a positive number (got -1); using the default 30.0"]
-    settings, problems = settings_from_json(["not", "an", "object"])
-    assert settings == Settings() and len(problems) == 1
+    assert problems == ["atenlens.trace.timeoutSeconds must be a positive number of seconds, at most 86400 "
+                        "(got -1); using the default 30.0"]
+    settings, problems = settings_from_json(["not", "an", "object"], enabled_before=True)
+    assert settings == Settings() and settings.trace.enabled is False and len(problems) == 1
+
+
+def test_settings_that_would_fail_every_trace_are_rejected_with_one_message():
+    """Past the longest budget the worker enforces (a day) or a memory limit setrlimit cannot take,
+    a value keeps its default and the user reads one message naming the value and the bound."""
+    settings, problems = settings_from_json({"trace": {"timeoutSeconds": 1e12, "memoryLimitMb": 10 ** 30}})
+    assert (settings.trace.timeout_seconds, settings.trace.memory_limit_mb) == (30.0, 4096)
+    assert problems == [
+        "atenlens.trace.timeoutSeconds must be a positive number of seconds, at most 86400 (got 1000000000000.0); "
+        "using the default 30.0",
+        "atenlens.trace.memoryLimitMb must be a positive integer of MiB, at most 16777216 "
+        "(got 1000000000000000000000000000000); using the default 4096"]
+    for timeout in (float("inf"), float("nan")):
+        settings, problems = settings_from_json({"trace": {"timeoutSeconds": timeout}})
+        assert settings.trace.timeout_seconds == 30.0 and len(problems) == 1 and "timeoutSeconds" in problems[0]
+    settings, problems = settings_from_json({"trace": {"timeoutSeconds": 86400, "memoryLimitMb": 16777216}})
+    assert (settings.trace.timeout_seconds, settings.trace.memory_limit_mb, problems) == (86400.0, 16777216, [])
+
+
+def test_trace_enabled_is_true_only_while_the_last_explicit_valid_value_is_true():
+    """Silence keeps the last value (off when none was given); anything unclear turns it off."""
+    for silent in (None, {}, {"hints": {"maxLength": 20}}, {"trace": {"device": "cpu"}}, {"atenlens": {}}):
+        assert settings_from_json(silent)[0].trace.enabled is False
+        assert settings_from_json(silent, enabled_before=True)[0].trace.enabled is True
+    for unclear in ([], "true", 1, {"trace": None}, {"trace": []}, {"trace": {"enabled": None}},
+                    {"trace": {"enabled": "true"}}, {"trace": {"enabled": 1}}, {"atenlens": {"trace": None}}):
+        settings, problems = settings_from_json(unclear, enabled_before=True)
+        assert settings.trace.enabled is False and len(problems) == 1 and "tracing is off" in problems[0], unclear
+    assert settings_from_json({"trace": {"enabled": True}})[0].trace.enabled is True
+    assert settings_from_json({"atenlens": {"trace": {"enabled": False}}}, enabled_before=True)[0].trace.enabled is False

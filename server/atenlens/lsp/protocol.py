@@ -195,8 +195,15 @@ class AtenlensProtocol(LanguageServerProtocol):
         try:
             return super().structure_message(data)
         except JsonRpcException as error:
+            if "id" in data and "method" not in data:
+                # an answer of the wrong shape (workspace/configuration answered with null): the
+                # request that waits for it fails, rather than waiting for ever
+                future = self._request_futures.pop(data["id"], None)
+                if future is not None and not future.done():
+                    future.set_exception(error)
+                return ANSWERED
             if not ("id" in data and isinstance(data.get("method"), str)):
-                raise                   # a notification or a response: nobody waits for an answer
+                raise                   # a notification: nobody waits for an answer
             if isinstance(error, JsonRpcInvalidParams):
                 error = JsonRpcInvalidParams(message=f"Invalid params for {data['method']}")
             self._send_response(data["id"], None, error.to_response_error())

@@ -31,7 +31,7 @@ from atenlens.lsp.documents import DocumentState, LintResult
 from atenlens.lsp.hover import hover_markdown
 from atenlens.lsp.lint_config import WorkspaceLintConfig
 from atenlens.lsp.protocol import WORK_DONE_TOKEN, AtenlensProtocol
-from atenlens.lsp.settings import Settings, merge_problem_message, settings_from_json
+from atenlens.lsp.settings import Settings, merge_problem_message, settings_from_json, trace_switch
 from atenlens.lsp.text import UTF16, LineShift, split_lines
 from atenlens.lsp.trace_view import build_traced_function
 from atenlens.lsp.tracing import TraceJob, TraceQueue
@@ -56,6 +56,8 @@ class AtenlensServer(LanguageServer):
                          protocol_cls=AtenlensProtocol)
         self.settings = Settings()
         self.pending_settings_message: Optional[str] = None
+        self.trace_decided_by = "no source has given trace.enabled yet"   # for the log: what decided tracing
+        self.pending_trace_log = ""
         self.documents: dict[str, DocumentState] = {}
         self.lint_config = WorkspaceLintConfig(tuple(rule.code for rule in RULES))
         self.traces = TraceQueue(self._make_worker)
@@ -92,9 +94,28 @@ class AtenlensServer(LanguageServer):
 
         return TraceWorker(python=sys.executable, memory_limit_mb=self.settings.trace.memory_limit_mb)
 
-    def apply_settings(self, data: Any) -> None:
-        settings, problems = settings_from_json(data)
-        previous, self.settings = self.settings, settings
+    def decide_tracing(self, data: Any, source: str) -> tuple[Settings, list[str], str]:
+        """Takes the settings `source` sent, with `trace.enabled` as the trust rule decides it
+        (docs/security.md): on only while the last explicit, valid value given is true. Returns
+        them, the rejected values, and the log line saying which source decided."""
+        settings, problems = settings_from_json(data, enabled_before=self.settings.trace.enabled)
+        switch = trace_switch(data)
+        if switch.value is not None:
+            self.trace_decided_by = f"{source}: {switch.why}"
+            decided = self.trace_decided_by
+        else:
+            decided = f"{source} does not set it ({switch.why}); as before: {self.trace_decided_by}"
+        self.settings = settings
+        return settings, problems, f"atenlens: tracing is {'on' if settings.trace.enabled else 'off'}: {decided}"
+
+    def log(self, message: str) -> None:
+        logger.info(message)
+        self.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=message))
+
+    def apply_settings(self, data: Any, source: str) -> None:
+        previous = self.settings
+        settings, problems, decided = self.decide_tracing(data, source)
+        self.log(decided)
         message = merge_problem_message(problems)
         if message:
             self.show(message, types.MessageType.Warning)
@@ -104,16 +125,21 @@ class AtenlensServer(LanguageServer):
         elif previous.trace.memory_limit_mb != settings.trace.memory_limit_mb:
             asyncio.get_running_loop().create_task(self.traces.restart())
 
-    def reconfigure(self, data: Any) -> None:
-        self.apply_settings(data)
+    def reconfigure(self, data: Any, source: str) -> None:
+        self.apply_settings(data, source)
         for uri in list(self.documents):
             self.schedule_lint(uri, 0)
         self.refresh_views()
 
     async def pull_configuration(self) -> None:
-        answer = await self.workspace_configuration_async(types.ConfigurationParams(
-            items=[types.ConfigurationItem(section="atenlens")]))
-        self.reconfigure(answer[0] if answer else None)
+        source = "workspace/configuration"
+        try:
+            answer = await self.workspace_configuration_async(types.ConfigurationParams(
+                items=[types.ConfigurationItem(section="atenlens")]))
+        except Exception as error:     # an error, or an answer that is not a list: no values
+            logger.warning("workspace/configuration failed: %r", error)
+            answer, source = None, "workspace/configuration (an error or an answer that is not a list)"
+        self.reconfigure(answer[0] if answer else None, source)
 
     def show(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
         self.window_show_message(types.ShowMessageParams(type=kind, message=message))
@@ -330,12 +356,13 @@ def create_server() -> AtenlensServer:
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: AtenlensServer, params: types.InitializeParams) -> None:
-        settings, problems = settings_from_json(params.initialization_options)
-        ls.settings = settings
+        _settings, problems, decided = ls.decide_tracing(params.initialization_options, "initializationOptions")
         ls.pending_settings_message = merge_problem_message(problems)
+        ls.pending_trace_log = decided       # logged once the client is initialized
 
     @server.feature(types.INITIALIZED)
     def initialized(ls: AtenlensServer, params: types.InitializedParams) -> None:
+        ls.log(ls.pending_trace_log)
         if ls.pending_settings_message:
             ls.show(ls.pending_settings_message, types.MessageType.Warning)
             ls.pending_settings_message = None
@@ -347,7 +374,7 @@ def create_server() -> AtenlensServer:
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def workspace_did_change_configuration(ls: AtenlensServer, params: types.DidChangeConfigurationParams) -> None:
         if params.settings or not ls.capability("workspace.configuration"):
-            ls.reconfigure(params.settings)
+            ls.reconfigure(params.settings, "workspace/didChangeConfiguration")
         else:   # the client sends no values (e.g. Neovim): ask for them
             asyncio.get_running_loop().create_task(ls.pull_configuration())
 
