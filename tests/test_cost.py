@@ -150,3 +150,54 @@ def test_line_costs_roll_up_per_line_and_say_which_bound(worker) -> None:
     assert randn.seconds == 4096 * 8192 * 2 / (3.35e12 * 0.85)               # writes its output once
     assert [c.line for c in cost.most_expensive(costs, 2)] == [mm.line, randn.line]
     assert cost.format_bytes(65_712_144_384) == "61.2 GiB" and cost.format_seconds(0.412) == "412 ms"
+
+
+def test_the_listing_has_cost_columns_a_cost_row_per_line_and_a_summary_block(worker) -> None:
+    from atenlens.render import render
+
+    text = render(trace(worker, "step"), base=str(REPO))
+    lines = text.splitlines()
+    relu = line_of("h = torch.relu(self.fc1(x))")
+    start = next(i for i, t in enumerate(lines) if t.startswith(f"{relu} |"))
+    block = lines[start + 1:start + 8]
+    addmm = next(t for t in block if "aten.addmm.default" in t)
+    assert addmm.split()[-2:] == ["256", "KiB"] and "668 ns" in addmm   # 64 x 1024 fp32; 33.6 MFLOP at 0.75 x 67 TFLOPS
+    assert [t for t in block if "cost  " in t] == [
+        "   |     cost      1.89 µs  10.8%  compute-bound  allocates 1.75 MiB, holds 1.25 MiB at line end "
+        "(gradients 1 MiB, saved by ReluBackward0 256 KiB)"]
+    summary = lines[lines.index(next(t for t in lines if t.startswith("memory    peak"))):]
+    assert summary[:3] == [
+        "memory    peak 10.1 MiB @ tests/fixtures/cost/mlp_adamw.py:29 (optimizer) of 80 GiB on H100 SXM 80GB",
+        "          at peak: parameters 2 MiB, gradients 2 MiB, optimizer state 4.01 MiB, temporaries 2.07 MiB, "
+        "inputs 64 KiB",
+        "          holders: optimizer state 4.01 MiB; parameters 2 MiB; gradients 2 MiB; temporaries of "
+        "tests/fixtures/cost/mlp_adamw.py:29 2 MiB; inputs 64 KiB",
+    ]
+    assert summary[3].startswith("time      ~17.5 µs/step on H100 SXM 80GB (forward 1.59 µs, backward 2.58 µs, "
+                                 "optimizer 13.3 µs), MFU bound 14%")
+    assert summary[4] == "costliest tests/fixtures/cost/mlp_adamw.py:29  13.3 µs  76.1%  memory-bound"
+    assert [t.split()[0] for t in summary[5:8]] == [f"tests/fixtures/cost/mlp_adamw.py:{n}" for n in
+                                                    (line_of("return self.fc2(h)"), relu,
+                                                     line_of("loss = y.square().mean()"))]
+
+
+def test_plot_and_memory_timeline_files(worker, tmp_path: Path) -> None:
+    import json
+    import xml.etree.ElementTree as ElementTree
+
+    from atenlens.plot import chrome_trace, memory_and_time_svg
+
+    report = trace(worker, "step")
+    svg = ElementTree.fromstring(memory_and_time_svg(report))
+    texts = [t.text for t in svg.iter("{http://www.w3.org/2000/svg}text")]
+    assert "step: peak 10.1 MiB (optimizer), ~17.5 µs/step on H100 SXM 80GB (estimates)" in texts
+    assert f"peak 10.1 MiB @ line {line_of('opt.step()')}" in texts
+    assert [t for t in texts if t and t.startswith("mlp_adamw.py:")][:1] == [f"mlp_adamw.py:{line_of('opt.step()')}"]
+    trace_events = chrome_trace(report)["traceEvents"]
+    slices = [e for e in trace_events if e["ph"] == "X"]
+    ops = [e for e in report.events if e.kind == "op" and e.estimate_seconds > 0]
+    assert [s["name"] for s in slices] == [e.name for e in ops]
+    assert slices[1]["ts"] == pytest.approx(slices[0]["dur"])                  # back to back
+    counters = [e["args"]["live bytes"] for e in trace_events if e["ph"] == "C"]
+    assert max(counters) == report.summary.memory.peak_bytes
+    json.dumps(trace_events)

@@ -173,3 +173,15 @@ def test_timeout_exits_1_and_names_the_line(tmp_path: Path) -> None:
     [diagnostic] = data["diagnostics"]
     assert diagnostic["code"] == "AL902"
     assert diagnostic["line"] in (line_of(path, "while True:"), line_of(path, "x = x * 1"))
+
+
+def test_plot_and_memory_timeline_options_write_their_files(tmp_path: Path) -> None:
+    svg, timeline = tmp_path / "step.svg", tmp_path / "step.json"
+    result = atenlens("examples/train_step.py::train_step", "--device", "cpu", "--plot", str(svg),
+                      "--memory-timeline", str(timeline))
+    assert result.returncode == 0, result.stderr
+    assert svg.read_text().startswith('<svg xmlns="http://www.w3.org/2000/svg"')
+    assert any(e["ph"] == "C" and e["name"] == "device memory" for e in json.loads(timeline.read_text())["traceEvents"])
+    assert "\nmemory    peak " in result.stdout and "\ntime      ~" in result.stdout
+    result = atenlens("examples/train_step.py::train_step", "--plot", str(tmp_path / "step.png"))
+    assert result.returncode == 2 and result.stderr.startswith("atenlens trace: --plot writes SVG: give a FILE.svg")

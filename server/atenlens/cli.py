@@ -34,6 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--gpu", metavar="NAME", default="h100-sxm",
                        help="GPU to forecast memory and time for: h100-sxm (default), h100-pcie, h200, a100-80gb, "
                             "a100-40gb, l4, l40s, rtx-4090, mi300x (any case; docs/cost.md)")
+    trace.add_argument("--plot", metavar="FILE.svg",
+                       help="write the memory timeline and the per-line time share as an SVG picture")
+    trace.add_argument("--memory-timeline", metavar="FILE.json",
+                       help="write the step's estimated ops and live memory as a Chrome trace-event file "
+                            "(open in https://ui.perfetto.dev or chrome://tracing)")
 
     lint = sub.add_parser("lint", help="static checks for host-device syncs and copy hazards (no torch needed)")
     from atenlens.lint.options import add_arguments

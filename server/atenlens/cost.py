@@ -124,4 +124,6 @@ def format_seconds(seconds: float) -> str:
         return f"{seconds * 1e3:.3g} ms"
     if seconds >= 1e-6:
         return f"{seconds * 1e6:.3g} µs"
-    return f"{seconds * 1e9:.3g} ns" if seconds > 0 else "0 s"
+    if seconds >= 1e-9:
+        return f"{seconds * 1e9:.3g} ns"
+    return "<1 ns" if seconds > 0 else "0 s"

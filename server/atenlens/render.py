@@ -30,9 +30,11 @@ from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Sequence
 
+from atenlens.cost import format_bytes, format_seconds
 from atenlens.functions import FunctionInfo, find_functions
 from atenlens.lines import split_lines
 from atenlens.module_tree import ModuleNode, module_trees, walk
+from atenlens.render_cost import CostView
 from atenlens.report import Diagnostic, TensorMeta, TraceReport
 
 DTYPE_LABELS = {
@@ -54,7 +56,7 @@ _COLORS = {
     "forward": "\x1b[36m", "backward": "\x1b[35m", "optimizer": "\x1b[33m", "call": "\x1b[34m",
     "module": "\x1b[32m",
     "error": "\x1b[31m", "warning": "\x1b[33m", "information": "\x1b[34m", "hint": "\x1b[2m",
-    "ok": "\x1b[32m",
+    "ok": "\x1b[32m", "cost": "\x1b[32m",
 }
 
 
@@ -116,6 +118,8 @@ OP_COLUMNS = (
     Column("output", max_width=40),
     Column("count", ">", min_width=5, max_width=5),
     Column("flops", ">", min_width=11, max_width=11),
+    Column("time", ">", max_width=9),         # cost: estimated time and device bytes allocated (render_cost.py)
+    Column("alloc", ">", max_width=9),
     Column("node", style="dim"),
 )
 
@@ -162,6 +166,8 @@ class _Row:
     has_flops: bool = False
     node: Optional[str] = None
     folded: bool = False          # stands for several shapes: its label may overflow the column
+    seconds: float = 0.0          # estimated time on the selected GPU
+    allocated: int = 0            # device bytes allocated
 
     def cells(self) -> dict[str, str]:
         return {
@@ -169,6 +175,8 @@ class _Row:
             "output": self.labels[0],
             "count": f"x{self.count}" if self.count > 1 else "",
             "flops": format_flops(self.flops) if self.has_flops and self.flops else "",
+            "time": format_seconds(self.seconds) if self.seconds else "",
+            "alloc": format_bytes(self.allocated) if self.allocated else "",
             "node": self.node or "",
         }
 
@@ -240,6 +248,7 @@ def render(
     work = _collect(report, hidden, depth)
     sections = _sections(report, work, read_source)
     widths = column_widths(OP_COLUMNS, (r.cells() for w in work.values() for r in w.rows if not r.folded))
+    costs = CostView(report)
     for file, function, lines, source_lines in sections:
         out.append("")
         out.append(style(f"{function}", "bold") + style(f"  {show(file)}", "dim"))
@@ -251,6 +260,9 @@ def render(
             if line_work is not None:
                 gutter = " " * number_width + " |     "
                 out.extend(gutter + row for row in _annotations(line_work, widths, style, show))
+            cost_row = costs.line_row((file, number), style)
+            if cost_row is not None:
+                out.append(" " * number_width + " |     " + cost_row)
 
     unattributed = work.get((None, None))
     if unattributed is not None:
@@ -260,6 +272,10 @@ def render(
 
     out.append("")
     out.extend(_totals(report, style, hidden))
+    cost_summary = costs.summary(style, show)
+    if cost_summary:
+        out.append("")
+        out.extend(cost_summary)
     if report.diagnostics:
         out.append("")
         out.append(style("diagnostics", "bold"))
@@ -333,6 +349,8 @@ def _collect(report: TraceReport, hidden: frozenset, depth: int) -> "dict[tuple,
                 row = rows_by_key[key][row_key] = _Row(event.phase, event.name, [label], node=event.node)
                 line_work.rows.append(row)
             row.count += 1
+            row.seconds += event.estimate_seconds
+            row.allocated += event.bytes_allocated
             if event.flops is not None:
                 row.flops += event.flops
                 row.has_flops = True
@@ -384,6 +402,8 @@ def _fold_shapes(rows: list[_Row]) -> list[_Row]:
         merged = _Row(phase, name, [_common_shapes(group)], node=node, folded=True)
         for row in group:
             merged.count += row.count
+            merged.seconds += row.seconds
+            merged.allocated += row.allocated
             merged.flops += row.flops
             merged.has_flops = merged.has_flops or row.has_flops
         folded.append(merged)

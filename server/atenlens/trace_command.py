@@ -46,6 +46,13 @@ def build_request(args: argparse.Namespace) -> TraceRequest:
     file, qualname = parse_target(args.target)
     if not os.path.isfile(file):
         raise UsageError(f"no such file: {file}")
+    plot = getattr(args, "plot", None)
+    if plot is not None and not plot.lower().endswith(".svg"):
+        raise UsageError(f"--plot writes SVG: give a FILE.svg, got {plot!r}")
+    for option, path in (("--plot", plot), ("--memory-timeline", getattr(args, "memory_timeline", None))):
+        folder = os.path.dirname(os.path.abspath(path)) if path else None
+        if folder is not None and not os.path.isdir(folder):
+            raise UsageError(f"{option}: no such folder: {folder}")
     if getattr(args, "depth", 0) < 0:
         raise UsageError(f"--depth must be 0 or more, got {args.depth}")
     gpu = getattr(args, "gpu", None)
@@ -133,4 +140,25 @@ def run_trace_command(args: argparse.Namespace, stdout: Optional[TextIO] = None,
         return 130
     print_report(report, args.json, stdout, all_ops=getattr(args, "all_ops", False),
                  depth=getattr(args, "depth", None))
+    try:
+        write_cost_files(report, getattr(args, "plot", None), getattr(args, "memory_timeline", None))
+    except (OSError, ValueError) as error:
+        stderr.write(f"atenlens trace: {error}\n")
+        return EXIT_USAGE
     return exit_code_for(report)
+
+
+def write_cost_files(report: TraceReport, plot: Optional[str], timeline: Optional[str]) -> None:
+    """--plot and --memory-timeline (atenlens/plot.py)."""
+    if plot is None and timeline is None:
+        return
+    import json
+
+    from atenlens.plot import chrome_trace, memory_and_time_svg
+
+    if plot is not None:
+        with open(plot, "w", encoding="utf-8") as f:
+            f.write(memory_and_time_svg(report, base=os.getcwd()))
+    if timeline is not None:
+        with open(timeline, "w", encoding="utf-8") as f:
+            json.dump(chrome_trace(report), f)
