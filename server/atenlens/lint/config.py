@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Optional, Sequence
@@ -158,6 +157,8 @@ def _has_table(path: Path) -> bool:
 
 
 def _tool_tables(path: Path, data: bytes) -> dict[str, Any]:
+    import tomllib      # only a pyproject.toml that mentions atenlens is parsed: start-up skips it
+
     try:
         document = tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
