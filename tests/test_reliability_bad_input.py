@@ -4,6 +4,7 @@
 says so; the server keeps serving and loses nothing."""
 from __future__ import annotations
 
+import os
 import pathlib
 import random
 import subprocess
@@ -242,3 +243,28 @@ def test_a_file_that_is_not_utf8_on_disk(tmp_path, reliability):
     assert problems[1].startswith(f"{tmp_path / 'random.py'}: not UTF-8 (byte ")
     assert all(p.endswith("skipped") for p in problems)
     reliability.number("files", "4 (2 linted, one of them Latin-1 with a coding declaration; 2 skipped with one line each)")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs (POSIX)")
+def test_lint_of_a_folder_with_a_fifo_and_a_link_to_a_device(tmp_path, reliability):
+    reliability.record("Bad input", "a FIFO and a link to /dev/zero named *.py (`atenlens lint`)",
+                       "`atenlens lint` of a folder holding a FIFO `pipe.py` (no writer: opening it blocks), a "
+                       "symbolic link `zero.py` to /dev/zero (reading never ends) and a UTF-8 file")
+    os.mkfifo(tmp_path / "pipe.py")
+    os.symlink("/dev/zero", tmp_path / "zero.py")
+    (tmp_path / "good.py").write_text("import torch\n\nfor y in ys.cuda():\n    y.cpu()\n", encoding="utf-8")
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "atenlens", "lint", str(tmp_path)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    seconds = time.monotonic() - started
+    assert result.returncode == 1, result
+    assert result.stdout.splitlines() == [
+        f"{tmp_path / 'good.py'}:4:7: AL100 `.cpu()` inside a loop: the host waits for the GPU on every iteration",
+        "Found 1 problem in 1 file.",
+    ]
+    assert result.stderr.splitlines() == [
+        f"{tmp_path / 'pipe.py'}: a FIFO, not a regular file; skipped",
+        f"{tmp_path / 'zero.py'}: a character device (through a symbolic link), not a regular file; skipped",
+    ]
+    reliability.number("files", "3 (1 linted; the FIFO and the device skipped with one line each)")
+    reliability.number("run", f"{seconds:.1f} s")
