@@ -17,7 +17,8 @@ import time
 import pytest
 
 from reliability_helpers import (
-    FIXTURES, INVALID_REQUEST, ROOT, SERVER, Server, change, open_document, server_info, start_server, trace)
+    FIXTURES, INVALID_REQUEST, ROOT, SERVER, Server, change, open_document, rss_kib, server_info, start_server,
+    trace)
 
 SERVER_NOT_INITIALIZED = -32002
 HOVER_PARAMS = {"textDocument": {"uri": "file:///nowhere.py"}, "position": {"line": 0, "character": 0}}
@@ -272,3 +273,53 @@ def test_a_client_that_never_answers_progress_create(tmp_path, reliability):
     finally:
         own.stop()
     reliability.number("answered in (a worker start included)", f"{seconds:.1f} s")
+
+
+# -- large documents -------------------------------------------------------------------------------------
+
+def test_a_10_mb_document(tmp_path, reliability):
+    reliability.record("Large documents", "a 10 MB document (200,000 functions)",
+                       "didOpen of 10 MB, then at once its code lenses and a hover in another document; the "
+                       "lenses once analysed; then didClose")
+    own = start_server()
+    try:
+        small = "import torch\n\n\ndef g():\n    return torch.ones(2)\n"
+        small_uri = open_document(own, tmp_path / "small.py", small)
+        own.diagnostics(small_uri, 1)
+        rss_before = rss_kib(own.pid)
+        body = "".join(f"def f{i}(x):\n    y = x + 1\n    return y * 2.0\n\n\n" for i in range(200_000))
+        text = "import torch\n\n\n" + body + "def step(xs):\n    for x in xs.cuda():\n        x.sum().item()\n"
+        assert len(text) > 10_000_000
+        mark = own.mark()
+        uri = open_document(own, tmp_path / "big.py", text)
+        lens_id = own.request_async("textDocument/codeLens", {"textDocument": {"uri": uri}})
+        hover_id = own.request_async("textDocument/hover", {"textDocument": {"uri": small_uri},
+                                                             "position": {"line": 4, "character": 4}})
+        hovered = own.wait(lambda: own.responses.get(hover_id))
+        lensed = own.wait(lambda: own.responses.get(lens_id))
+        assert hovered.data["result"] is None and lensed.data["result"] == []   # not analysed yet: no lenses
+        # the analysis (lint and functions) ends with the document's diagnostics, after both answers
+        diagnostics = own.diagnostics(uri, 1, after=mark)
+        published = next(m for m in own.messages[mark:] if m.data.get("method") == "textDocument/publishDiagnostics"
+                         and m.data["params"]["uri"] == uri)
+        assert hovered.received < published.received and lensed.received < published.received
+        assert [(d["range"]["start"]["line"], d["code"]) for d in diagnostics] == \
+            [(text.count("\n") - 1, "AL100")]
+        # then the client is told to ask again, and the lenses are there, bounded
+        own.wait(lambda: any(r["method"] == "workspace/codeLens/refresh" for r in own.server_requests[0:]))
+        lenses = own.result("textDocument/codeLens", {"textDocument": {"uri": uri}})
+        assert len(lenses) == 20_000
+        assert lenses[-1]["range"]["start"]["line"] == 3 + 5 * 19_999
+        (note,) = [p["message"] for p in own.notifications("window/logMessage", mark) if "code lenses" in p["message"]]
+        assert "has 200,001 functions; code lenses are shown for the first 20,000" in note, note
+        rss_open = rss_kib(own.pid)
+        own.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+        info = server_info(own)
+        assert info["openDocuments"] == 1                                     # dropped from the server's store
+        assert own.result("atenlens/debug/documentText", {"uri": uri}) is None
+        rss_closed = rss_kib(own.pid)
+    finally:
+        own.stop()
+    reliability.number("hover and first lenses answered", "before the analysis ended")
+    reliability.number("server RSS before open / open / after close",
+                       f"{rss_before / 1024:.0f} / {rss_open / 1024:.0f} / {rss_closed / 1024:.0f} MiB")

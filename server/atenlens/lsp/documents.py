@@ -9,7 +9,8 @@ from typing import Optional
 
 from atenlens.functions import FunctionInfo, find_functions
 from atenlens.lint.findings import Finding
-from atenlens.lsp.text import LineShift, map_line
+from atenlens.lsp.large import LARGE_DOCUMENT_CHARS
+from atenlens.lsp.text import LineShift, map_line, split_lines
 from atenlens.lsp.trace_view import DocumentTraces
 
 
@@ -46,11 +47,19 @@ class DocumentState:
     last_change: float = float("-inf")                      # loop time of the latest didChange
     _functions: list[FunctionInfo] = field(default_factory=list)
     _functions_source: Optional[str] = None
+    large: bool = False                                     # it has been over LARGE_DOCUMENT_CHARS
+    lens_cap_logged: bool = False
+    _lines: list[str] = field(default_factory=list)
+    _lines_source: Optional[str] = None
     syntax_ok: bool = True
 
     def functions(self, source: str) -> list[FunctionInfo]:
         """The functions of `source`; while it does not parse (mid-edit), those of the last text
-        that did, moved along with the edits since."""
+        that did, moved along with the edits since. A large document is never parsed here: its
+        functions come with its lint (`found_functions`), and until then are those of the last
+        analysis, moved along with the edits."""
+        if source != self._functions_source and len(source) > LARGE_DOCUMENT_CHARS:
+            return self._functions
         if source != self._functions_source:
             try:
                 self._functions = find_functions(source)
@@ -59,6 +68,24 @@ class DocumentState:
                 self.syntax_ok = False
             self._functions_source = source
         return self._functions
+
+    def found_functions(self, source: str, functions: Optional[list[FunctionInfo]]) -> bool:
+        """Takes the functions found elsewhere for `source` (None: it does not parse); returns
+        whether they differ from those known so far."""
+        before = self._functions
+        if functions is not None:
+            self._functions = functions
+        self.syntax_ok = functions is not None
+        self._functions_source = source
+        return self._functions != before
+
+    def lines(self, source: str) -> list[str]:
+        """`split_lines(source)`, kept while the text is the same object (a large document's
+        requests would each split it again)."""
+        if source is not self._lines_source:
+            self._lines, self._lines_source = split_lines(source), source
+            self.large = self.large or len(source) > LARGE_DOCUMENT_CHARS
+        return self._lines
 
     def shift(self, change: LineShift) -> None:
         self.traces.shift(change)

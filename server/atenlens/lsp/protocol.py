@@ -62,9 +62,15 @@ def lsp_lines(text: str) -> tuple[str, ...]:
 
 
 class LspTextDocument(TextDocument):
+    _lines_of: Optional[str] = None
+    _lines: tuple[str, ...] = ()
+
     @property
     def lines(self) -> Sequence[str]:
-        return lsp_lines(self.source)
+        source = self.source
+        if source is not self._lines_of:     # kept while the text is the same (pygls asks often)
+            self._lines, self._lines_of = lsp_lines(source), source
+        return self._lines
 
 
 class LspWorkspace(Workspace):

@@ -29,10 +29,11 @@ from atenlens.lsp import convert
 from atenlens.lsp.debug import register_debug_requests
 from atenlens.lsp.documents import DocumentState, LintResult
 from atenlens.lsp.hover import hover_markdown
+from atenlens.lsp.large import LARGE_DOCUMENT_CHARS, analyze_elsewhere, release_memory
 from atenlens.lsp.lint_config import WorkspaceLintConfig
 from atenlens.lsp.protocol import WORK_DONE_TOKEN, AtenlensProtocol
 from atenlens.lsp.settings import Settings, merge_problem_message, settings_from_json, trace_switch
-from atenlens.lsp.text import UTF16, LineShift, split_lines
+from atenlens.lsp.text import UTF16, LineShift
 from atenlens.lsp.trace_view import build_traced_function
 from atenlens.lsp.tracing import TraceJob, TraceQueue
 from atenlens.report import Code, TraceRequest
@@ -42,6 +43,7 @@ logger = logging.getLogger(__name__)
 NAME = "atenlens"
 VERSION = __version__
 LINT_DEBOUNCE_SECONDS = 0.03      # coalesces a burst of changes; lints only the latest version
+MAX_LENSED_FUNCTIONS = 20_000    # code lenses of one document: each costs its share of one response
 PROGRESS_CREATE_SECONDS = 2.0     # how long a trace waits for the client to accept its progress token
 
 CMD_TRACE = "atenlens.trace"
@@ -176,17 +178,30 @@ class AtenlensServer(LanguageServer):
         version, source = document.version, document.source
         lint = self.settings.lint
         findings = []
+        analysis = None
+        large = len(source) > LARGE_DOCUMENT_CHARS
+        codes, problem = None, None
         if lint.enabled:
             path = document.path if uri.startswith("file:") else None
-            findings, problem = await asyncio.to_thread(self._lint_document, source, document.path, path)
+            if large:
+                codes, problem = await asyncio.to_thread(self.lint_config.codes, path, self.settings.lint)
+            else:
+                findings, problem = await asyncio.to_thread(self._lint_document, source, document.path, path)
             if problem:
                 self.show(problem, types.MessageType.Warning)
+        if large:                        # parsed elsewhere, functions too (lsp/large.py)
+            analysis = await analyze_elsewhere(source, document.path, codes, None, lint.enabled)
+            if analysis.failure is not None:
+                logger.warning("atenlens: %s: %s", uri, analysis.failure)
+            findings = analysis.findings
         current = self.document(uri)
         if current is None or current.version != version:
             return                       # a newer version is on its way to being linted
         state = self.documents[uri]
-        state.lint = LintResult(version=version, lines=split_lines(source), findings=findings)
+        state.lint = LintResult(version=version, lines=state.lines(source), findings=findings)
         self.publish(uri)
+        if analysis is not None and analysis.failure is None and state.found_functions(source, analysis.functions):
+            self.refresh_views()         # its code lenses were those of the previous analysis
 
     def _lint_document(self, source: str, key: str, path: Optional[str]) -> tuple[list, Optional[str]]:
         """(findings, a message for the user): the rules that `[tool.atenlens]` and the editor's
@@ -246,7 +261,7 @@ class AtenlensServer(LanguageServer):
                                timeout_seconds=settings.timeout_seconds, source=source)
         first = (info.directive_line or info.first_line) - 1
         meta: dict[str, Any] = {"uri": uri, "first": first, "last": info.end_line - 1, "def_line": info.line - 1,
-                                "shifts": [], "lines": split_lines(source)}
+                                "shifts": [], "lines": self.state(uri).lines(source)}
         job = self.traces.submit((uri, info.qualname), request, meta)
         token = None
         try:
@@ -283,7 +298,7 @@ class AtenlensServer(LanguageServer):
             traced.shift(shift)
         current = self.document(uri)
         assert current is not None
-        traced.revalidate(split_lines(current.source))
+        traced.revalidate(self.state(uri).lines(current.source))
         for note in outcome.report.notes:
             self.window_log_message(types.LogMessageParams(
                 type=types.MessageType.Info, message=f"atenlens: trace of {info.qualname}: {note}"))
@@ -392,7 +407,7 @@ def create_server() -> AtenlensServer:
             ls.on_text_change(uri, lsp_shift(change))
         document, state = ls.document(uri), ls.state(uri)
         if document is not None and state.traces.functions:
-            state.traces.revalidate(split_lines(document.source))
+            state.traces.revalidate(state.lines(document.source))
         # A change after a pause (typing) is linted at once; changes that follow each other
         # within the debounce (a paste, a replace-all, an editor replaying edits) are coalesced.
         now = asyncio.get_running_loop().time()
@@ -422,6 +437,9 @@ def create_server() -> AtenlensServer:
             state.lint_task.cancel()
         ls.traces.cancel_where(lambda job: job.key[0] == uri, "the document was closed")
         ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+        if state is not None and state.large:
+            state = None                 # the last reference to its lines and results
+            release_memory()
 
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
         code_action_kinds=[types.CodeActionKind.QuickFix]))
@@ -442,7 +460,7 @@ def create_server() -> AtenlensServer:
         asked = info is not None and (info.first_line - 1 <= first <= info.line - 1 or any(
             d.code == Code.NEEDS_INPUTS for d in params.context.diagnostics))
         if info is not None and asked and info.needs_args and info.directive is None:
-            lines = split_lines(document.source)
+            lines = ls.state(uri).lines(document.source)
             actions.append(types.CodeAction(
                 title=f"Add an atenlens example call for {info.qualname}", kind=types.CodeActionKind.QuickFix,
                 edit=convert.lsp_directive_edit(uri, info, directive_template(info), lines, ls.encoding)))
@@ -454,9 +472,17 @@ def create_server() -> AtenlensServer:
         document, state = ls.document(uri), ls.documents.get(uri)
         if document is None or state is None:
             return []
-        lines = split_lines(document.source)
+        lines = ls.state(uri).lines(document.source)
         lenses: list[types.CodeLens] = []
-        for info in state.functions(document.source):
+        functions = state.functions(document.source)
+        if len(functions) > MAX_LENSED_FUNCTIONS:
+            if not state.lens_cap_logged:
+                state.lens_cap_logged = True
+                ls.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=(
+                    f"atenlens: {uri} has {len(functions):,} functions; code lenses are shown for the first "
+                    f"{MAX_LENSED_FUNCTIONS:,} (the others can be traced by position)")))
+            functions = functions[:MAX_LENSED_FUNCTIONS]
+        for info in functions:
             where = convert.lsp_function_range(info, lines, ls.encoding)
             target = [{"uri": uri, "qualname": info.qualname}]
             if ls.settings.trace.enabled:
@@ -478,7 +504,7 @@ def create_server() -> AtenlensServer:
         document, state = ls.document(uri), ls.documents.get(uri)
         if document is None or state is None or not ls.settings.hints.enabled:
             return []
-        lines = split_lines(document.source)
+        lines = ls.state(uri).lines(document.source)
         hints = state.traces.hints(ls.settings.hints, params.range.start.line, params.range.end.line)
         return [convert.lsp_inlay_hint(line, label, lines, ls.encoding) for line, label in hints if line < len(lines)]
 
@@ -494,7 +520,7 @@ def create_server() -> AtenlensServer:
         markdown = hover_markdown(trace, show_bookkeeping=ls.settings.hints.show_bookkeeping)
         if not markdown:
             return None
-        lines = split_lines(document.source)
+        lines = ls.state(uri).lines(document.source)
         formats = getattr(getattr(ls.client_capabilities.text_document, "hover", None), "content_format", None)
         kind = (types.MarkupKind.Markdown if not formats or types.MarkupKind.Markdown in formats
                 else types.MarkupKind.PlainText)   # the markdown source reads fine as plain text
@@ -516,7 +542,7 @@ def create_server() -> AtenlensServer:
         document, info = ls.resolve_target(list(arguments))
         if info.directive is not None:
             return {"applied": False, "message": "the function already has a directive"}
-        lines = split_lines(document.source)
+        lines = ls.state(document.uri).lines(document.source)
         edit = convert.lsp_directive_edit(document.uri, info, directive_template(info), lines, ls.encoding)
         result = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
             edit=edit, label="atenlens: add an example call"))
@@ -531,6 +557,7 @@ def create_server() -> AtenlensServer:
     def server_info(ls: AtenlensServer, params: Any) -> dict[str, Any]:
         return {"name": NAME, "version": VERSION, "pid": os.getpid(),
                 "torchImported": "torch" in sys.modules, "workerStarts": ls.traces.worker_starts,
+                "openDocuments": len(ls.documents),
                 "positionEncoding": ls.encoding}
 
     register_debug_requests(server)
