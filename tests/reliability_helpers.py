@@ -197,12 +197,14 @@ def trusted(options: Any) -> Any:
 
 
 def start_server(options: Any = None, env: Optional[dict] = None,
-                 capabilities: Optional[dict] = None, exactly: bool = False) -> Server:
-    """Starts `atenlens serve`, initializes it (as a client with work-done progress and refresh
-    support, with `options` as initializationOptions, tracing enabled where they do not say
-    otherwise unless `exactly`) and returns it."""
-    process = subprocess.Popen(SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               cwd=ROOT, env={**os.environ, **(env or {})})
+                 capabilities: Optional[dict] = None, exactly: bool = False,
+                 cwd: Optional[pathlib.Path] = None, command: Optional[list[str]] = None) -> Server:
+    """Starts `atenlens serve` (`command`, in `cwd`: by default SERVER in the repository),
+    initializes it (as a client with work-done progress and refresh support, with `options` as
+    initializationOptions, tracing enabled where they do not say otherwise unless `exactly`) and
+    returns it."""
+    process = subprocess.Popen(command or SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, cwd=cwd or ROOT, env={**os.environ, **(env or {})})
     server = Server(process)
     threading.Thread(target=server.read_frames, daemon=True).start()
     threading.Thread(target=server.read_stderr, daemon=True).start()

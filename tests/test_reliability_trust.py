@@ -229,3 +229,82 @@ async def test_trace_switch_fails_closed(lsp, tmp_path, reliability, case, optio
         assert not marker.exists() and info["workerStarts"] == 0 and children_of(info["pid"]) == []
         assert await lh.code_lenses(lsp, uri) == []
     reliability.number("tracing log line", lines[-1])
+
+
+# -- the workspace's files named like the standard library: never imported by the server or worker ----
+
+SHADOWED = ("logging", "copy", "random", "selectors")
+# The traced module reports what its process sees: sys.path and where those modules came from.
+SEES = """\
+import json, pathlib, sys
+import copy, logging, random, selectors
+import torch
+pathlib.Path(__file__).with_suffix(".seen").write_text(json.dumps({
+    "path": sys.path, "files": {m.__name__: m.__file__ for m in (copy, logging, random, selectors)}}))
+
+
+def step():
+    return torch.ones(2) + 1
+"""
+
+
+def plant_shadows(folder: pathlib.Path, names: tuple[str, ...], fail: bool = True) -> None:
+    """Files named like the standard library's modules that leave a marker when imported (and,
+    with `fail`, then raise, as a broken shadow would)."""
+    for name in names:
+        (folder / f"{name}.py").write_text(
+            f"open({str(folder / ('ran-' + name))!r}, 'w').close()\n"
+            + (f"raise ImportError('the workspace {name}.py was imported')\n" if fail else ""))
+
+
+def ran(folder: pathlib.Path) -> list[str]:
+    return sorted(p.name for p in folder.glob("ran-*"))
+
+
+@pytest.mark.parametrize("how", ["python -m atenlens serve", "atenlens serve"])
+def test_workspace_files_named_like_the_standard_library_never_run(tmp_path, reliability, how):
+    reliability.record("Trust", f"stdlib-named files in the workspace: `{how}`",
+                       f"the server started as `{how}` in a workspace whose root holds "
+                       f"{', '.join(n + '.py' for n in SHADOWED)} (each leaves a marker and raises); a file "
+                       "in a subfolder traced through the server's worker")
+    workspace = tmp_path / "ws"
+    (workspace / "src").mkdir(parents=True)
+    plant_shadows(workspace, SHADOWED)
+    model = workspace / "src" / "model.py"
+    model.write_text(SEES)
+    command = ([sys.executable, "-m", "atenlens", "serve"] if how.startswith("python")
+               else [str(pathlib.Path(sys.executable).parent / "atenlens"), "serve"])
+    server = start_server({"trace": {"device": "cpu"}}, cwd=workspace, command=command)
+    try:
+        uri = open_document(server, model, SEES)
+        answer = trace(server, uri, "step")
+        assert answer["result"]["status"] == "ok", answer
+        assert ran(workspace) == [], "a workspace file named like the standard library ran"
+        seen = json.loads(model.with_suffix(".seen").read_text())
+        # the traced file's own folder is on its sys.path, on purpose; the workspace root is not
+        assert str(workspace / "src") in seen["path"] and str(workspace) not in seen["path"]
+        assert all(not f.startswith(str(workspace)) for f in seen["files"].values()), seen["files"]
+        reliability.number("workspace files run", len(ran(workspace)))
+    finally:
+        server.stop()
+
+
+def test_python_m_refuses_to_start_after_runpy_imported_a_workspace_module(tmp_path, reliability):
+    reliability.record("Trust", "`python -m` when runpy's own imports are shadowed",
+                       "a workspace `warnings.py` (imported by Python's -m machinery before atenlens runs): "
+                       "`python -m atenlens serve` there, then `python -P -m atenlens serve`")
+    plant_shadows(tmp_path, ("warnings",), fail=False)
+    started = subprocess.run([sys.executable, "-m", "atenlens", "serve"], cwd=tmp_path, stdin=subprocess.DEVNULL,
+                             capture_output=True, text=True, timeout=60)
+    assert started.returncode == 2 and started.stdout == ""
+    assert started.stderr.startswith(f"atenlens: warnings came from {os.path.realpath(tmp_path)} ")
+    assert "`python -P -m atenlens ...`" in started.stderr
+    assert ran(tmp_path) == ["ran-warnings"]        # it did run: Python imported it before atenlens began
+    (tmp_path / "ran-warnings").unlink()
+    server = start_server(None, cwd=tmp_path, command=[sys.executable, "-P", "-m", "atenlens", "serve"])
+    try:
+        assert server_info(server)["torchImported"] is False
+    finally:
+        server.stop()
+    assert ran(tmp_path) == []
+    reliability.number("exit status of `python -m` there", started.returncode)

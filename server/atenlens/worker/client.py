@@ -128,7 +128,9 @@ class TraceWorker:
 
     def _spawn(self) -> Optional[str]:
         """Starts a worker process; returns why it could not be started, or None."""
-        command = [self.python, "-m", "atenlens.worker", "--memory-limit-mb", str(self.memory_limit_mb)]
+        # -P: the current directory (the workspace, where editors start servers) is not on sys.path,
+        # so a `copy.py` there neither breaks nor runs in the worker (Python 3.11+, as pyproject says)
+        command = [self.python, "-P", "-m", "atenlens.worker", "--memory-limit-mb", str(self.memory_limit_mb)]
         try:
             process = subprocess.Popen(
                 command,
