@@ -71,7 +71,7 @@ def test_item_on_a_fake_cpu_tensor_gets_a_placeholder_and_is_recorded(tmp_path: 
 
 
         def f():
-            loss = torch.randn(8).mean()
+            loss = torch.randn(8192).mean()             # too large for a real shadow: its value is unknown
             value = loss.item()
             assert value == 1.0
             flag = bool((loss > 0).any())
@@ -81,6 +81,9 @@ def test_item_on_a_fake_cpu_tensor_gets_a_placeholder_and_is_recorded(tmp_path: 
     assert report.status == "ok", report.message
     assert names(ops(report, line=line_of(path, "value = loss.item()"))) == ["aten._local_scalar_dense.default"]
     assert names(ops(report, line=line_of(path, "return torch.full((2,), value)"))) == ["aten.full.default"]
+    assert [(d.line, d.code, d.message) for d in report.diagnostics] == [
+        (line_of(path, "value = loss.item()"), "AL906", "value unknown on fake tensors: took `1.0` for `.item()` of f32[]"),
+        (line_of(path, "flag = bool("), "AL906", "value unknown on fake tensors: took `True` for `bool()` / `if tensor:` of b8[]")]
 
 
 def test_events_past_the_cap_are_counted_not_kept() -> None:

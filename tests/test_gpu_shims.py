@@ -121,9 +121,10 @@ def test_a_cuda_trace_without_shims_falls_back_to_cpu_with_a_note(tmp_path):
         assert worker.ready_info["notes"] == [note]
         report = worker.trace(cuda_request(FALLBACK, "step"))
     assert (report.status, report.device, report.notes) == ("ok", "cpu", (note,))
-    assert report.stdout == "device cpu loss 1.0\n"           # CPU branch; .item() of a fake gives 1.0
+    assert report.stdout == "device cpu loss 1.0\n"           # CPU branch; .item() of an unknown fake gives 1.0
     assert [(d.code, d.kind, d.severity, d.message) for d in report.diagnostics] == [
-        ("AL905", "device-fallback", "information", note)]
+        ("AL905", "device-fallback", "information", note),
+        ("AL906", "assumption", "information", "value unknown on fake tensors: took `1.0` for `.item()` of f32[]")]
 
 
 def test_the_cli_prints_the_fallback_note(tmp_path):

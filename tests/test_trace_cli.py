@@ -34,7 +34,7 @@ def test_json_report_round_trips_with_the_documented_keys() -> None:
     assert data["schema_version"] == 2
     assert data["status"] == "ok"
     assert data["target"] == {"file": str(REPO / "examples" / "train_step.py"), "qualname": "train_step"}
-    assert set(data["summary"]) == {"ops", "calls", "flops", "syncs", "seconds", "memory", "time"}
+    assert set(data["summary"]) == {"ops", "calls", "flops", "syncs", "seconds", "memory", "time", "assumptions"}
     memory, time = data["summary"]["memory"], data["summary"]["time"]
     assert {"peak_bytes", "peak_file", "peak_line", "peak_phase", "at_peak", "device_bytes"} <= set(memory)
     assert set(memory["at_peak"]) == {"parameters", "gradients", "optimizer_state", "activations", "temporaries",

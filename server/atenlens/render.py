@@ -540,7 +540,10 @@ def _totals(report: TraceReport, style: _Style, hidden: frozenset = frozenset())
     s = report.summary
     ops = ", ".join(f"{s.ops.get(p, 0)} {p}" for p in PHASES)
     parts = [f"ops: {ops}", f"calls: {s.calls}", f"FLOPs: {format_flops(s.flops) if s.flops else '0'}",
-             f"syncs: {s.syncs}", f"{s.seconds:.2f} s"]
+             f"syncs: {s.syncs}"]
+    if s.assumptions:            # values the trace assumed (AL906): shown only when there are some
+        parts.append(f"assumed values: {s.assumptions}")
+    parts.append(f"{s.seconds:.2f} s")
     lines = [style("totals", "bold") + "  " + "  |  ".join(parts)]
     not_shown = sum(1 for e in report.events if e.kind == "op" and e.name in hidden)
     if not_shown:

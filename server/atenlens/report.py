@@ -38,6 +38,7 @@ class Code:
     LOAD_TIMEOUT = "AL904"           # the module's top level ran past its time budget
     OUT_OF_MEMORY = "AL400"          # the forecast peak memory exceeds the selected GPU's memory
     DEVICE_FALLBACK = "AL905"        # simulated CUDA unavailable; traced on cpu instead
+    ASSUMED_VALUE = "AL906"          # a value fake tensors cannot know was assumed on the common path
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,7 @@ class Summary:
     seconds: float = 0.0
     memory: Optional[MemorySummary] = None
     time: Optional[TimeSummary] = None
+    assumptions: int = 0             # values the trace assumed (diagnostics of kind "assumption", with counts)
 
 
 @dataclass(frozen=True)

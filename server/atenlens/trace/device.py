@@ -13,8 +13,8 @@ Contract used by the runner and the worker:
   when that thread asks for the GIL, the thread is unwound through a noexcept destructor and the
   process aborts ("terminate called without an active exception").
 - `simulated_device(device)` is entered around each trace and yields a `DeviceSession`:
-  `make_fake_mode()` gives the FakeTensorMode to enter first; `hooks(sink)` gives the `DeviceHooks`
-  of one trace, which the recorder's two modes (entered next, around loading, the example call's
+  `make_fake_mode()` gives the FakeTensorMode to enter first; `hooks(sink, values)` gives the
+  `DeviceHooks` of one trace, which the recorder's two modes (entered next, around loading, the example call's
   arguments and the traced call) call for every API call (`call`) and every aten op (`op`): the
   hooks run it, find the device's hazards (syncs, copies, pinned memory) and may answer with a
   placeholder where fakes know no value; the recorder records what the user's code issued. The
@@ -63,8 +63,9 @@ class DeviceSession:
     device: str                                   # what is simulated: "cpu" or "cuda"
     notes: tuple[str, ...] = ()
     make_fake_mode: Callable[..., Any] = None     # returns a FakeTensorMode for this device
-    hooks: Callable[[DiagnosticSink], DeviceHooks] = field(default=lambda sink: PlainHooks())
-    # the hooks of one trace, reporting to `sink` (see above)
+    hooks: Callable[..., DeviceHooks] = field(default=lambda sink, values=None: PlainHooks())
+    # hooks(sink, values): the hooks of one trace, reporting to `sink`, asking the trace's `Values`
+    # (trace/values.py) for every value the host reads (see above)
     use_memory: Callable[[Any, int], None] = field(default=lambda memory, total_bytes: None)
     # torch.cuda.memory_allocated() & co. answer from `memory` (trace/memory.py), mem_get_info() from total_bytes
 
@@ -110,8 +111,8 @@ def simulated_device(device: str) -> Iterator[DeviceSession]:
     slot = ListenerSlot()
     trackers: list[HazardTracker] = []
 
-    def hooks(sink: DiagnosticSink) -> DeviceHooks:
-        tracker = HazardTracker(sink)
+    def hooks(sink: DiagnosticSink, values: Any = None) -> DeviceHooks:
+        tracker = HazardTracker(sink, values)
         trackers.append(tracker)
         slot.listener = tracker                   # torch.cuda.synchronize() & co. report to this trace
         if reason is not None:

@@ -34,6 +34,7 @@ from typing import Any, Optional
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.overrides import TorchFunctionMode, resolve_name
+from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
 from atenlens.cost import op_seconds
@@ -46,7 +47,7 @@ from atenlens.trace.attribution import is_user_file
 from atenlens.trace.device import DeviceHooks, PlainHooks
 from atenlens.trace.diagnostics import DiagnosticSink
 from atenlens.trace.modules import ModuleTracker
-from atenlens.trace.placeholders import placeholder_scalar
+from atenlens.trace.values import Values
 
 _getframe = sys._getframe
 _current_node = tc.current_autograd_node
@@ -90,6 +91,7 @@ class Recorder:
         self.gpu = gpu if gpu is not None else find_gpu(None)
         self.memory = MemoryModel(device_type)
         self.device_type = device_type
+        self.values = Values(sink)                 # every data-dependent value of this trace
         self.use_device_hooks(device_hooks if device_hooks is not None else PlainHooks())
         self.events: list[Event] = []
         self.max_events = max_events
@@ -321,16 +323,27 @@ def _estimate(rec: Recorder, flops: Optional[int], moved: int, inputs: tuple[Ten
     return op_seconds(rec.gpu, flops, moved, dtype, tf32, host_copy=on_host and device_type != "cpu")
 
 
-def _run(run_op: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+def _run(rec: Recorder, func: Any, args: tuple, kwargs: dict) -> Any:
     try:
-        return run_op(func, args, kwargs)
+        out = rec.run_op(func, args, kwargs)
     except tc.DataDependentOutputException:
         # `.item()`, `bool(t)`, `float(t)` on a fake tensor have no value. The device's sync handling
-        # (run_op) answers them on simulated CUDA; anywhere else answer with a placeholder so the
-        # user's function runs on, as it would with real data.
+        # (run_op) answers them on simulated CUDA; anywhere else the trace's values do.
         if func is torch.ops.aten._local_scalar_dense.default:
-            return placeholder_scalar(args[0].dtype)
+            known, value = rec.values.scalar(args[0])
+            return value if known else rec.values.assume_scalar(args[0])
         raise
+    except tc.DynamicOutputShapeException:
+        # A data-dependent size no handler answers (`bincount`, ...): known when its inputs are, on
+        # the CPU (a cuda input would be a sync that no handler reports: left to fail loudly).
+        inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, _Tensor)]
+        if inputs and all(_tensor_device(t).type == "cpu" for t in inputs):
+            out = rec.values.known_fakes(func, args, kwargs, _tensor_device(inputs[0]))
+            if out is not None:
+                return out
+        raise
+    rec.values.after_op(func, args, kwargs, out)   # real shadows of small known tensors follow the op
+    return out
 
 
 class _OpRecorder(tc.TorchDispatchMode):
@@ -347,7 +360,7 @@ class _OpRecorder(tc.TorchDispatchMode):
         if namespace == "profiler":
             return self._profiler_op(func, args, kwargs)
         if not rec.recording:
-            out = _run(rec.run_op, func, args, kwargs)
+            out = _run(rec, func, args, kwargs)
             rec.memory.outputs(out, rec._current_phase())
             return out
 
@@ -361,7 +374,7 @@ class _OpRecorder(tc.TorchDispatchMode):
                 stack = rec._site_of_node.get(sequence_nr)
             file, line = _innermost(stack)
             memory.op_started(file, line)
-            out = _run(rec.run_op, func, args, kwargs)
+            out = _run(rec, func, args, kwargs)
             node_name = node.name()
             if node_name.startswith("torch::autograd::"):       # "torch::autograd::AccumulateGrad"
                 node_name = node_name[len("torch::autograd::"):]
@@ -381,7 +394,7 @@ class _OpRecorder(tc.TorchDispatchMode):
                 stack = rec._backward_stack
             file, line = _innermost(stack)
             memory.op_started(file, line)
-            out = _run(rec.run_op, func, args, kwargs)
+            out = _run(rec, func, args, kwargs)
             rec._last_sequence_nr = _sequence_nr()
             node_name = None
             module = rec.modules.current

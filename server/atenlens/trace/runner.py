@@ -100,7 +100,7 @@ def run_trace(request: TraceRequest) -> TraceReport:
                     # The recorder's modes are the trace's only Python modes: from loading on they run
                     # every call and op through the device's hooks (hazards at load time are found too)
                     # and record only from `start()`.
-                    recorder.use_device_hooks(session.hooks(sink))
+                    recorder.use_device_hooks(session.hooks(sink, recorder.values))
                     for mode in recorder.modes():
                         modes.enter_context(mode)
                     module = _load_module(file, source)
@@ -186,6 +186,7 @@ def _report(target: Target, status: str, device: str, recorder: Any, sink: Diagn
     # the traced call's syncs: counts only grow, so those found before it started are subtracted
     syncs = _sync_count(diagnostics) - syncs_before if syncs_before is not None else 0
     summary = summarize(events, syncs, time.perf_counter() - started)
+    summary = replace(summary, assumptions=sum(d.count for d in diagnostics if d.kind == "assumption"))
     if recorder.dropped:
         ops = dict(summary.ops)
         for phase, count in recorder.dropped_ops.items():

@@ -17,6 +17,7 @@ from torch._subclasses.fake_tensor import (  # noqa: F401  (re-exported for the 
     FakeTensor,
     FakeTensorMode,
 )
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: F401
 
 # The autograd node running on this thread (None outside backward). Public in spirit, private in name.
@@ -47,6 +48,23 @@ def tensor_device(t: torch.Tensor) -> torch.device:
     of every input and output of every op."""
     device = getattr(t, "fake_device", None)
     return device if device is not None else t.device
+
+
+def storage_key(t: torch.Tensor) -> Optional[int]:
+    """An id of the storage behind `t` (shared by its views), or None when it has none."""
+    try:
+        return t.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+@contextlib.contextmanager
+def real_tensors() -> Iterator[None]:
+    """Compute on real tensors from inside the recorder's dispatch mode (trace/values.py shadows):
+    the fake mode is set aside (it would turn the inputs into fakes) and torch function modes
+    are off (the recorder's function mode would see torch's calls as the user's)."""
+    with unset_fake_temporarily(), torch._C.DisableTorchFunction():
+        yield
 
 
 def _active_fake_mode(tensor: Any) -> Optional[FakeTensorMode]:

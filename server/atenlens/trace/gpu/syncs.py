@@ -4,9 +4,8 @@ A CUDA kernel launch returns at once and the host runs ahead of the GPU; anythin
 value computed on the GPU (a scalar, a copy to host memory, the size of a data-dependent output)
 makes the host wait until the GPU has drained its queue, leaving it idle while the host catches up.
 Each handler reports the sync (only for tensors on cuda: a value already on the CPU costs no GPU
-wait) and returns what the program needs to run on: the fake result when fake tensors know it
-(constants), a placeholder otherwise (1 / 1.0 / True for scalars, the largest possible shape for
-data-dependent outputs). The host-side reads of pending non_blocking copies are in copies.py.
+wait) and returns what the program needs to run on, as the trace's values decide it
+(trace/values.py: the real value where a small shadow knows it, else an assumption, noted at the line). The host-side reads of pending non_blocking copies are in copies.py.
 """
 from __future__ import annotations
 
@@ -15,8 +14,8 @@ from typing import Any
 import torch
 
 from atenlens.trace.gpu.registry import DISPATCH_HANDLERS, FUNCTION_HANDLERS, InterceptedCall
-from atenlens.trace.placeholders import placeholder_scalar
 from atenlens.trace.gpu.tracker import HazardTracker, is_cuda, tensor_label
+from atenlens.trace import torch_compat
 from atenlens.trace.torch_compat import DataDependentOutputException, DynamicOutputShapeException, FakeTensor
 
 aten = torch.ops.aten
@@ -59,19 +58,34 @@ def _report_sync(call: InterceptedCall, t: torch.Tensor, message: str) -> None:
 @DISPATCH_HANDLERS.register(aten._local_scalar_dense.default)
 def scalar_to_host(call: InterceptedCall) -> Any:
     t = call.args[0]
+    reader = _SCALAR_READERS.get(call.tracker.current_api or "")
     if is_cuda(t):               # checked first: the optimizer reads CPU step counters hundreds of times
-        reader = _SCALAR_READERS.get(call.tracker.current_api or "", "reading a tensor's value on the host")
-        _report_sync(call, t, f"{reader} copies a value of cuda {tensor_label(t)} to the host: {WAITS}")
+        what = reader or "reading a tensor's value on the host"
+        _report_sync(call, t, f"{what} copies a value of cuda {tensor_label(t)} to the host: {WAITS}")
     if not _is_fake(t):
         return call.run()
-    return _run_or(call, placeholder_scalar(t.dtype))
+    values = call.tracker.values
+    known, value = values.scalar(t, reader)
+    if known:
+        return value
+    try:
+        return call.run()        # a fake that holds a constant
+    except DataDependentOutputException:
+        return values.assume_scalar(t, reader)
 
 
 @DISPATCH_HANDLERS.register(aten.equal.default)
 def tensors_equal(call: InterceptedCall) -> Any:
     a = call.args[0]
     _report_sync(call, a, f"`torch.equal` returns a Python bool computed on the GPU: {WAITS}")
-    return _run_or(call, True)
+    known = call.tracker.values.run_known(call.target, call.args, call.kwargs)
+    if known is not None:
+        return known
+    try:
+        return call.run()
+    except (DataDependentOutputException, DynamicOutputShapeException):
+        call.tracker.values.note(f"took `True` for `torch.equal` of {tensor_label(a)}")
+        return True
 
 
 @DISPATCH_HANDLERS.register(aten._linalg_check_errors.default)
@@ -85,10 +99,17 @@ def linalg_error_check(call: InterceptedCall) -> Any:
 
 
 # -- data-dependent output shapes -------------------------------------------------------------------
+# The size comes from the trace's values (trace/values.py): the real result when every input is
+# known, else an assumed size, noted at the line.
 
 def _shape_message(what: str) -> str:
     return (f"{what} has a data-dependent output shape: the host waits for the GPU to compute the size "
-            "before it can allocate the result (the trace goes on with the largest possible size)")
+            "before it can allocate the result")
+
+
+def _known_result(call: InterceptedCall, device: torch.device) -> Any:
+    """The op's real result (as fakes of the real sizes) when every input is known, else None."""
+    return call.tracker.values.known_fakes(call.target, call.args, call.kwargs, device)
 
 
 @DISPATCH_HANDLERS.register(aten.nonzero.default)
@@ -96,19 +117,24 @@ def nonzero(call: InterceptedCall) -> Any:
     t = call.args[0]
     what = "one-argument `torch.where`" if call.tracker.current_api == "where" else "`nonzero`"
     _report_sync(call, t, _shape_message(what))
-    return _run_or(call, lambda: torch.empty((t.numel(), t.dim()), dtype=torch.long, device=t.device))
+    known = _known_result(call, t.device)
+    if known is not None:
+        return known
+    return _run_or(call, lambda: torch.empty((call.tracker.values.true_count(t, t.numel(), what), t.dim()),
+                                             dtype=torch.long, device=t.device))
 
 
 def _is_mask(index: Any) -> bool:
     return isinstance(index, torch.Tensor) and index.dtype in (torch.bool, torch.uint8)
 
 
-def _masks_as_indices(indices: list) -> list:
-    """Replace each boolean mask by integer indices of its largest possible result (all true)."""
+def _masks_as_indices(call: InterceptedCall, indices: list, what: str) -> list:
+    """Replace each boolean mask by integer indices of as many elements as it selects."""
     converted: list = []
     for index in indices:
         if _is_mask(index):
-            converted += [torch.zeros(index.numel(), dtype=torch.long, device=index.device)] * index.dim()
+            count = call.tracker.values.true_count(index, index.numel(), what)
+            converted += [torch.zeros(count, dtype=torch.long, device=index.device)] * index.dim()
         else:
             converted.append(index)
     return converted
@@ -119,8 +145,22 @@ def index_with_mask(call: InterceptedCall) -> Any:
     self, indices = call.args[0], list(call.args[1])
     if not any(_is_mask(i) for i in indices):
         return call.run()
-    _report_sync(call, self, _shape_message("boolean-mask indexing `x[mask]`"))
-    return _run_or(call, lambda: aten.index.Tensor(self, _masks_as_indices(indices)))
+    what = "boolean-mask indexing `x[mask]`"
+    _report_sync(call, self, _shape_message(what))
+    known = _known_result(call, self.device)
+    if known is not None:
+        return known
+    return _run_or(call, lambda: aten.index.Tensor(self, _masks_as_indices(call, indices, what)))
+
+
+def _dispatches_to_masked_fill(self: torch.Tensor, indices: list, value: Any, accumulate: bool) -> bool:
+    """What `index_put_` checks first in ATen (TensorAdvancedIndexing.cpp, canDispatchToMaskedFill):
+    a one-element CPU value, exactly one boolean mask on self's device and no accumulation run as
+    `self.masked_fill_(mask, value.item())` — no `nonzero`, so no sync on CUDA."""
+    if accumulate or not isinstance(value, torch.Tensor) or value.numel() != 1 or value.device.type != "cpu":
+        return False
+    defined = [i for i in indices if i is not None]
+    return len(defined) == 1 and _is_mask(defined[0]) and defined[0].device == self.device
 
 
 @DISPATCH_HANDLERS.register(aten.index_put_.default, aten.index_put.default, aten._index_put_impl_.default)
@@ -128,6 +168,8 @@ def index_put_with_mask(call: InterceptedCall) -> Any:
     self, indices = call.args[0], list(call.args[1])
     if not any(_is_mask(i) for i in indices):
         return call.run()
+    if _dispatches_to_masked_fill(self, indices, call.arg(2, "values"), bool(call.arg(3, "accumulate", False))):
+        return _run_or(call, lambda: self if call.target is not aten.index_put.default else self.clone())
     _report_sync(call, self, "boolean-mask assignment `x[mask] = v` turns the mask into indices with "
                              f"`nonzero` on the GPU: {WAITS}")
     inplace = call.target is not aten.index_put.default
@@ -138,40 +180,52 @@ def index_put_with_mask(call: InterceptedCall) -> Any:
 def masked_select(call: InterceptedCall) -> Any:
     self, mask = call.args[0], call.args[1]
     _report_sync(call, self, _shape_message("`masked_select`"))
+    known = _known_result(call, self.device)
+    if known is not None:
+        return known
     size = torch.broadcast_shapes(self.shape, mask.shape).numel()
-    return _run_or(call, lambda: torch.empty((size,), dtype=self.dtype, device=self.device))
+    return _run_or(call, lambda: torch.empty((call.tracker.values.true_count(mask, size, "`masked_select`"),),
+                                             dtype=self.dtype, device=self.device))
 
 
-def _unique_placeholder(self: torch.Tensor, return_inverse: bool, return_counts: bool, dim: Any = None) -> tuple:
-    values = self.clone() if dim is not None else torch.empty((self.numel(),), dtype=self.dtype, device=self.device)
+def _unique_placeholder(call: InterceptedCall, what: str, return_inverse: bool, return_counts: bool,
+                        dim: Any = None) -> tuple:
+    self = call.args[0]
+    known = _known_result(call, self.device)
+    if known is not None:
+        return known
+    largest = self.shape[dim] if dim is not None else self.numel()
+    size = call.tracker.values.assume_size(largest, what)
+    if dim is not None:
+        shape = list(self.shape)
+        shape[dim] = size
+        values = torch.empty(shape, dtype=self.dtype, device=self.device)
+    else:
+        values = torch.empty((size,), dtype=self.dtype, device=self.device)
     inverse_shape = (self.shape[dim],) if dim is not None else self.shape
-    counts = (values.shape[dim] if dim is not None else self.numel(),)
     return (values,
             torch.empty(inverse_shape if return_inverse else (0,), dtype=torch.long, device=self.device),
-            torch.empty(counts if return_counts else (0,), dtype=torch.long, device=self.device))
+            torch.empty((size,) if return_counts else (0,), dtype=torch.long, device=self.device))
 
 
 @DISPATCH_HANDLERS.register(aten._unique2.default)
 def unique(call: InterceptedCall) -> Any:
-    self = call.args[0]
-    _report_sync(call, self, _shape_message("`unique`"))
-    return _run_or(call, lambda: _unique_placeholder(self, call.arg(2, "return_inverse", False),
+    _report_sync(call, call.args[0], _shape_message("`unique`"))
+    return _run_or(call, lambda: _unique_placeholder(call, "`unique`", call.arg(2, "return_inverse", False),
                                                      call.arg(3, "return_counts", False)))
 
 
 @DISPATCH_HANDLERS.register(aten.unique_dim.default)
 def unique_dim(call: InterceptedCall) -> Any:
-    self = call.args[0]
-    _report_sync(call, self, _shape_message("`unique(dim=...)`"))
-    return _run_or(call, lambda: _unique_placeholder(self, call.arg(3, "return_inverse", False),
+    _report_sync(call, call.args[0], _shape_message("`unique(dim=...)`"))
+    return _run_or(call, lambda: _unique_placeholder(call, "`unique(dim=...)`", call.arg(3, "return_inverse", False),
                                                      call.arg(4, "return_counts", False), call.arg(1, "dim")))
 
 
 @DISPATCH_HANDLERS.register(aten.unique_consecutive.default)
 def unique_consecutive(call: InterceptedCall) -> Any:
-    self = call.args[0]
-    _report_sync(call, self, _shape_message("`unique_consecutive`"))
-    return _run_or(call, lambda: _unique_placeholder(self, call.arg(1, "return_inverse", False),
+    _report_sync(call, call.args[0], _shape_message("`unique_consecutive`"))
+    return _run_or(call, lambda: _unique_placeholder(call, "`unique_consecutive`", call.arg(1, "return_inverse", False),
                                                      call.arg(2, "return_counts", False), call.arg(3, "dim")))
 
 
@@ -181,26 +235,36 @@ def repeat_interleave(call: InterceptedCall) -> Any:
     if call.arg(1, "output_size") is not None:
         return call.run()
     _report_sync(call, repeats, _shape_message("`repeat_interleave` without `output_size`"))
-    return _run_or(call, lambda: torch.empty((repeats.numel(),), dtype=torch.long, device=repeats.device))
+    known = _known_result(call, repeats.device)
+    if known is not None:
+        return known
+
+    def placeholder() -> torch.Tensor:
+        call.tracker.values.note(f"took size {repeats.numel()} for `repeat_interleave` of {tensor_label(repeats)} "
+                                 "(each element assumed repeated once)")
+        return torch.empty((repeats.numel(),), dtype=torch.long, device=repeats.device)
+
+    return _run_or(call, placeholder)
+
+
+@FUNCTION_HANDLERS.register(torch.isfinite, torch.Tensor.isfinite)
+def isfinite(call: InterceptedCall) -> Any:
+    """No sync: `isfinite` decomposes into `abs`, `ne`, `eq`, `mul`, so the trace's values learn
+    here that its result is assumed all-True (values.py)."""
+    out = call.run()
+    call.tracker.values.after_call(call.target, out)
+    return out
 
 
 # -- function level: values the host formats or converts ---------------------------------------------
 
-def _nested_placeholder(t: torch.Tensor) -> Any:
-    value = placeholder_scalar(t.dtype)
-
-    def build(shape: tuple) -> Any:
-        return [build(shape[1:]) for _ in range(shape[0])] if shape else value
-
-    return build(tuple(t.shape))
-
-
 def fake_tolist(tracker: "HazardTracker", t: torch.Tensor) -> Any:
     """`.tolist()` of a fake tensor (FakeTensor defines tolist itself, bypassing the function mode;
-    device.py routes it here): one copy to the host, so one sync, and a nested list of placeholders."""
+    device.py routes it here): one copy to the host, so one sync, and the values the trace knows
+    or assumes."""
     if is_cuda(t):
         tracker.sync(f"`.tolist()` copies cuda {tensor_label(t)} to the host: {WAITS}", "aten._local_scalar_dense.default")
-    return _nested_placeholder(t)
+    return tracker.values.tolist(t)
 
 
 @FUNCTION_HANDLERS.register(torch.Tensor.__repr__)
@@ -221,7 +285,8 @@ def tensor_format(call: InterceptedCall) -> Any:
         call.tracker.sync(f"formatting a cuda tensor copies its values ({tensor_label(t)}) to the host: {WAITS}",
                           "aten._local_scalar_dense.default")
     if t.dim() == 0 and spec:
-        return format(placeholder_scalar(t.dtype), spec)
+        known, value = call.tracker.values.scalar(t, "formatting")
+        return format(value if known else call.tracker.values.assume_scalar(t, "formatting"), spec)
     return call.run()
 
 
@@ -254,6 +319,12 @@ def to_numpy(call: InterceptedCall) -> Any:
         raise TypeError(f"Got unsupported ScalarType {_TORCH_SCALAR_TYPE_NAMES.get(t.dtype, str(t.dtype))}")
     import numpy
 
-    array = numpy.zeros(tuple(t.shape), dtype=dtype)
+    real = call.tracker.values.known(t)
+    if real is not None:
+        with torch_compat.real_tensors():
+            array = real.numpy().copy()
+    else:
+        array = numpy.zeros(tuple(t.shape), dtype=dtype)
+        call.tracker.values.note(f"took zeros for `.numpy()` of {tensor_label(t)}")
     wanted = call.arg(1, "dtype") if call.target is torch.Tensor.__array__ else None
     return array.astype(wanted, copy=False) if wanted is not None else array

@@ -25,6 +25,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from atenlens.report import Code, Severity
 from atenlens.trace.attribution import is_user_file, library_cause
 from atenlens.trace.diagnostics import DiagnosticSink
+from atenlens.trace.values import Values
 from atenlens.trace.runner import _CALL_FILENAME as EXAMPLE_CALL_FILENAME  # the example call's code
 
 _SHORT_DTYPES = {
@@ -119,8 +120,9 @@ def storage_key(t: torch.Tensor) -> Optional[int]:
 
 
 class HazardTracker:
-    def __init__(self, sink: DiagnosticSink) -> None:
+    def __init__(self, sink: DiagnosticSink, values: Optional[Values] = None) -> None:
         self.sink = sink
+        self.values = values if values is not None else Values(sink)   # decides what the host reads
         self.current_api: Optional[str] = None    # the API call the function-level mode is running
         self._pinned: dict[int, StorageWeakRef] = {}
         self._pending: dict[int, PendingCopy] = {}

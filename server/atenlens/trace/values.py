@@ -1,0 +1,552 @@
+"""Values in a trace: the one place that decides every data-dependent value the traced program sees.
+
+Fake tensors have no data, but the program branches, slices and sizes on values. Two sources:
+
+- **Known values.** A small tensor whose value follows from data the trace has — Python and numpy
+  data (`torch.tensor(...)`, `torch.from_numpy`), small factories (`arange`, `full`, `zeros`,
+  `randint`, `randperm`, `randn`, `normal_` ...; random ones draw from torch's CPU generator, so
+  `torch.manual_seed` makes them reproducible), and any aten op whose inputs are all known — carries a
+  real CPU "shadow": the same op run for real next to the fake one. Only while every output has at
+  most `SHADOW_LIMIT` elements: a shadow costs microseconds, never the time or memory of the model.
+  The fake run still decides what is recorded; a shadow only decides values (`.item()`, `int(t)`,
+  `if t:`, `.tolist()`, data-dependent sizes).
+- **Assumed values.** Where no shadow exists (activations, gradients, anything large), the value is
+  assumed on the path a healthy training step takes, and each assumption is a diagnostic
+  (`Code.ASSUMED_VALUE`, kind "assumption", information) at the user line that consumed it, naming
+  the library frame when the read is inside a library:
+  - non-finite tests are false: `isinf`, `isnan`, `isposinf`, `isneginf` give all-False, `isfinite`
+    all-True, and `_amp_foreach_non_finite_check_and_unscale_` finds nothing (so `GradScaler.step`
+    runs the optimizer); values derived from these carry the assumption along ("uniform" shadows:
+    one value standing for every element, so they cost nothing for a gradient of any size);
+  - a truth value that decides whether a `while` loop ends ends it (rejection loops such as
+    `nn.init.trunc_normal_` terminate);
+  - a data-dependent size (`nonzero`, `torch.where(mask)`, `x[mask]`, `masked_select`, `unique`)
+    takes half of its largest possible size (at least 1), not 0 and not always the maximum;
+  - any other scalar read gives `1` / `1.0` / `True` (`placeholders.placeholder_scalar`).
+
+A shadow is kept valid through in-place ops: the op runs on the shadows too when all its inputs
+are known, and otherwise the mutated tensors lose their shadow. Views share their base's version
+counter, so a shadow is trusted only while its storage's version is the one the last mirrored write
+left (`_coherent`; torch bumps the counter after the op returns, or not at all for some ops, so one
+more is accepted): a write the trace did not see makes the value unknown, not stale.
+"""
+from __future__ import annotations
+
+import dis
+import math
+import os
+import sys
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any, Optional
+
+import torch
+
+from atenlens.report import Code
+from atenlens.trace import torch_compat as tc
+from atenlens.trace.attribution import is_user_file
+from atenlens.trace.diagnostics import DiagnosticSink
+from atenlens.trace.placeholders import placeholder_scalar
+
+# Largest tensor (elements) that gets a real shadow: index tensors, batches of token ids, small
+# masks and counters fit; activations and weights of a real model do not.
+SHADOW_LIMIT = 4096
+
+UNKNOWN = "value unknown on fake tensors"
+FINITE = "values assumed finite (no inf/nan)"
+GRADS_FINITE = "gradients assumed finite: GradScaler found no inf/nan"
+
+_ATTR = "_atenlens_shadow"
+_FakeTensor = tc.FakeTensor
+_Tensor = torch.Tensor
+aten = torch.ops.aten
+
+# Factories whose result is uninitialized memory: no value to know.
+_GARBAGE = frozenset({
+    aten.empty.memory_format, aten.empty_like.default, aten.empty_strided.default, aten.new_empty.default,
+    aten.new_empty_strided.default, aten.empty_permuted.default,
+})
+# In-place ops that overwrite every element of `self` regardless of its value.
+_OVERWRITES = frozenset({
+    aten.copy_.default, aten.fill_.Scalar, aten.zero_.default, aten.normal_.default, aten.uniform_.default, aten.random_.default,
+    getattr(aten.random_, "from"), aten.random_.to, aten.exponential_.default, aten.bernoulli_.float,
+    aten.geometric_.default, aten.log_normal_.default, aten.cauchy_.default,
+})
+# Non-finite tests of unknown values: assumed to find nothing.
+_FINITE_TESTS = {aten.isinf.default: False, aten.isnan.default: False, aten.isposinf.default: False,
+                 aten.isneginf.default: False, aten.isfinite.default: True}
+# Ops through which a uniform (one value for every element) assumption passes unchanged or is
+# recomputed on the single value: views and copies, pointwise ops, and these reductions.
+_COPIES = frozenset({
+    aten._to_copy.default, aten.clone.default, aten.detach.default, aten.alias.default, aten.lift_fresh.default,
+    aten.contiguous.default, aten.expand.default, aten._pin_memory.default,
+})
+_REDUCTIONS_SAME = frozenset({
+    aten.any.default, aten.any.dim, aten.any.dims, aten.all.default, aten.all.dim, aten.all.dims,
+    aten.amax.default, aten.amin.default, aten.max.default, aten.min.default, aten.mean.default, aten.mean.dim,
+})
+_SUMS = frozenset({aten.sum.default, aten.sum.dim_IntList})
+_AMP_CHECK = aten._amp_foreach_non_finite_check_and_unscale_.default
+FINITE_CALLS = frozenset({torch.isfinite, torch.Tensor.isfinite})
+_FINITE_CALLS = FINITE_CALLS
+
+# Python frames that are the trace's own plumbing between a user's read and the decision.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_TORCH_PLUMBING = tuple(os.path.join(os.path.dirname(torch.__file__), p) for p in (
+    "overrides.py", "utils/_python_dispatch.py", "_subclasses/", "_tensor.py", "_ops.py", "_dynamo/", "_compile.py", "utils/_stats.py"))
+
+
+@dataclass(slots=True)
+class Shadow:
+    value: torch.Tensor          # real CPU tensor; for a uniform shadow a 0-d tensor standing for every element
+    uniform: bool = False
+    reason: Optional[str] = None  # None: known exactly; else the assumption the value derives from
+
+
+@dataclass(frozen=True, slots=True)
+class _OpInfo:
+    mutated: tuple[int, ...]     # positional arguments the op writes
+    namespace_ok: bool           # aten ops only are run on shadows
+    overwrites: bool
+    garbage: bool
+    pointwise: bool
+
+
+def _op_info(func: Any) -> _OpInfo:
+    schema = func._schema
+    mutated = tuple(i for i, a in enumerate(schema.arguments)
+                    if a.alias_info is not None and a.alias_info.is_write and not a.kwarg_only)
+    return _OpInfo(mutated, func.namespace == "aten", func in _OVERWRITES, func in _GARBAGE,
+                   torch.Tag.pointwise in func.tags)
+
+
+def _tensors(args: tuple, kwargs: dict) -> list:
+    found = []
+    for a in args:
+        if isinstance(a, _Tensor):
+            found.append(a)
+        elif isinstance(a, (list, tuple)):
+            found.extend(w for w in a if isinstance(w, _Tensor))
+    for a in kwargs.values():
+        if isinstance(a, _Tensor):
+            found.append(a)
+    return found
+
+
+def _outputs(out: Any) -> list:
+    if isinstance(out, _Tensor):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        return [o for o in out if isinstance(o, _Tensor)]
+    return []
+
+
+def _version(t: torch.Tensor) -> Optional[int]:
+    try:
+        return t._version
+    except RuntimeError:          # inference tensors keep no version counter
+        return None
+
+
+def _small(outputs: list) -> bool:
+    return all(o.numel() <= SHADOW_LIMIT for o in outputs)
+
+
+def _readable(value: Any) -> str:
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, list):
+        text = repr(value)
+        return text if len(text) <= 40 else text[:37] + "..."
+    return repr(value)
+
+
+class Values:
+    """The values of one trace. The recorder calls `after_op` for every aten op the program runs;
+    the sync handlers ask `scalar`, `tolist`, `true_count`... for every value the host reads."""
+
+    def __init__(self, sink: DiagnosticSink) -> None:
+        self.sink = sink
+        self._info: dict[Any, _OpInfo] = {}
+        self._coherent: dict[int, Optional[int]] = {}    # storage -> version its shadows are valid at
+
+    # -- shadows -------------------------------------------------------------------------------
+    def shadow(self, t: Any) -> Optional[Shadow]:
+        """The shadow of `t` if it is still valid; a real (non-fake) tensor is its own."""
+        if not isinstance(t, _FakeTensor):
+            return Shadow(t) if isinstance(t, _Tensor) and t.numel() <= SHADOW_LIMIT else None
+        s = t.__dict__.get(_ATTR)
+        if s is None:
+            return None
+        key = tc.storage_key(t)
+        version = _version(t)
+        expected = self._coherent.get(key, -1) if key is not None else -1
+        if version != expected and (expected is None or version != expected + 1):
+            del t.__dict__[_ATTR]
+            return None
+        return s
+
+    def _attach(self, t: torch.Tensor, s: Shadow) -> None:
+        key = tc.storage_key(t)
+        if key is None:
+            return
+        t.__dict__[_ATTR] = s
+        self._coherent[key] = _version(t)
+
+    def _forget(self, t: Any) -> None:
+        if isinstance(t, _Tensor) and t.__dict__.pop(_ATTR, None) is not None:
+            key = tc.storage_key(t)
+            if key is not None:
+                self._coherent.pop(key, None)
+
+    def known(self, t: Any) -> Optional[torch.Tensor]:
+        """The real value of `t` when it is known exactly and fully (no assumption, not uniform)."""
+        s = self.shadow(t)
+        return s.value if s is not None and not s.uniform and s.reason is None else None
+
+    def after_op(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        """Mirror an op that just ran on fakes onto the shadows of its inputs (see the module doc)."""
+        info = self._info.get(func)
+        if info is None:
+            info = self._info[func] = _op_info(func)
+        if info.garbage or not info.namespace_ok:
+            return
+        inputs = _tensors(args, kwargs)
+        if inputs and not info.mutated and not info.overwrites and func not in _FINITE_TESTS:
+            first = inputs[0]
+            if isinstance(first, _FakeTensor) and _ATTR not in first.__dict__:
+                return                         # the common case: an op on an activation
+        try:
+            with tc.real_tensors():                # shadows are real tensors: no fake mode, no recording
+                self._mirror(func, info, args, kwargs, inputs, out)
+        except Exception:                      # a shadow is an extra: never let it break the program
+            for i in info.mutated:
+                if i < len(args):
+                    for t in (args[i] if isinstance(args[i], (list, tuple)) else (args[i],)):
+                        self._forget(t)
+
+    def _mirror(self, func: Any, info: _OpInfo, args: tuple, kwargs: dict, inputs: list, out: Any) -> None:
+        outputs = _outputs(out)
+        input_ids = {id(t) for t in inputs}
+        if any(o.__dict__.get(_ATTR) is not None for o in outputs if id(o) not in input_ids):
+            return                             # a handler already attached the real result (nonzero & co.)
+        mutated = [t for i in info.mutated if i < len(args)
+                   for t in (args[i] if isinstance(args[i], (list, tuple)) else (args[i],)) if isinstance(t, _Tensor)]
+        if func is _AMP_CHECK:
+            self._amp_check(args)
+            return
+        shadows = []
+        for t in inputs:
+            if info.overwrites and t is args[0]:
+                continue
+            shadows.append(self.shadow(t))
+        if any(s is None for s in shadows):
+            if func in _FINITE_TESTS and len(outputs) == 1:
+                self._assume_uniform(outputs[0], torch.tensor(_FINITE_TESTS[func]), FINITE)
+                return
+            for t in mutated:
+                self._forget(t)
+            return
+        if any(s.uniform for s in shadows):
+            self._mirror_uniform(func, info, args, kwargs, shadows, outputs, mutated)
+            return
+        if not _small(outputs) or not _small(mutated):
+            for t in mutated:
+                self._forget(t)
+            return
+        reason = next((s.reason for s in shadows if s.reason is not None), None)
+        replaced = {id(t): s.value for t, s in zip((t for t in inputs if not (info.overwrites and t is args[0])),
+                                                    shadows)}
+        if info.overwrites:
+            target = args[0]
+            own = self.shadow(target)
+            replaced[id(target)] = own.value if own is not None else torch.empty(
+                tuple(target.shape), dtype=target.dtype)
+        real_args = tuple(_replace(a, replaced) for a in args)
+        real_kwargs = {k: _replace(v, replaced) for k, v in kwargs.items()}
+        if real_kwargs.get("device") is not None:
+            real_kwargs["device"] = torch.device("cpu")
+        if real_kwargs.get("pin_memory"):
+            real_kwargs["pin_memory"] = False
+        real_out = func(*real_args, **real_kwargs)
+        for t in mutated:
+            self._attach(t, Shadow(replaced[id(t)], reason=reason))
+        mutated_ids = {id(t) for t in mutated}
+        for fake, real in zip(outputs, _outputs(real_out)):
+            if id(fake) in mutated_ids:
+                continue
+            if tuple(real.shape) == tuple(fake.shape) and real.dtype == fake.dtype:
+                self._attach(fake, Shadow(real, reason=reason))
+
+    def _mirror_uniform(self, func: Any, info: _OpInfo, args: tuple, kwargs: dict, shadows: list,
+                        outputs: list, mutated: list) -> None:
+        for t in mutated:
+            self._forget(t)
+        if len(outputs) != 1 or mutated:
+            return
+        source = next(s for s in shadows if s.uniform)
+        if not all(s.uniform or s.value.numel() == 1 for s in shadows):
+            return
+        out = outputs[0]
+        if func in _COPIES or func.is_view or func in _REDUCTIONS_SAME:
+            value = source.value.to(out.dtype)
+        elif func in _SUMS:
+            count = max(args[0].numel(), 1) // max(out.numel(), 1)
+            value = (source.value.to(out.dtype) * count).to(out.dtype)
+        elif info.pointwise:
+            real_args = [(s.value.reshape(()) if s.value.numel() == 1 else s.value) for s in shadows]
+            it = iter(real_args)
+            rebuilt = tuple(next(it) if isinstance(a, _Tensor) else a for a in args)
+            value = func(*rebuilt, **{k: v for k, v in kwargs.items() if not isinstance(v, _Tensor)})
+            if not isinstance(value, _Tensor) or value.numel() != 1:
+                return
+            value = value.reshape(())
+        else:
+            return
+        self._assume_uniform(out, value, source.reason)
+
+    def _assume_uniform(self, out: torch.Tensor, value: torch.Tensor, reason: Optional[str]) -> None:
+        if out.numel() <= SHADOW_LIMIT:
+            self._attach(out, Shadow(value.to(out.dtype).expand(tuple(out.shape)).clone(), reason=reason))
+        else:
+            self._attach(out, Shadow(value.to(out.dtype).reshape(()), uniform=True, reason=reason))
+
+    def after_call(self, func: Any, out: Any) -> None:
+        """API calls whose ops alone do not show the assumption: `isfinite` decomposes into
+        `abs`, `ne`, `eq`, `mul`, so its unknown result is taken as all-True here."""
+        if func in _FINITE_CALLS and isinstance(out, _FakeTensor) and self.shadow(out) is None:
+            with tc.real_tensors():
+                self._assume_uniform(out, torch.tensor(True), FINITE)
+
+    def _amp_check(self, args: tuple) -> None:
+        """GradScaler's unscale: the gradients are unknown, so "found inf" is assumed to stay 0."""
+        for grad in args[0]:
+            self._forget(grad)
+        found_inf = args[1]
+        own = self.shadow(found_inf)
+        value = own.value if own is not None else torch.zeros((), dtype=found_inf.dtype)
+        self._attach(found_inf, Shadow(value, uniform=own.uniform if own is not None else found_inf.numel() > 1,
+                                       reason=GRADS_FINITE))
+
+    def attach_result(self, fake: torch.Tensor, real: torch.Tensor) -> None:
+        """A handler built `fake` from the real result `real` of a data-dependent op."""
+        self._attach(fake, Shadow(real))
+
+    def run_known(self, func: Any, args: tuple, kwargs: dict) -> Optional[Any]:
+        """The real result of `func` when every tensor argument is known exactly, else None."""
+        inputs = _tensors(args, kwargs)
+        if not inputs:
+            return None
+        replaced = {}
+        for t in inputs:
+            value = self.known(t)
+            if value is None:
+                return None
+            replaced[id(t)] = value
+        with tc.real_tensors():
+            return func(*(_replace(a, replaced) for a in args), **{k: _replace(v, replaced) for k, v in kwargs.items()})
+
+    def known_fakes(self, func: Any, args: tuple, kwargs: dict, device: torch.device) -> Optional[Any]:
+        """The result of a data-dependent op (`nonzero`, `x[mask]`, `unique`...) as fakes on `device`
+        of the real sizes, carrying their real values, when every input is known; else None.
+        Called from inside the recorder's dispatch mode, where the fake mode is active."""
+        real = self.run_known(func, args, kwargs)
+        if real is None:
+            return None
+
+        def fake_of(r: Any) -> Any:
+            if not isinstance(r, _Tensor):
+                return r
+            fake = torch.empty_strided(tuple(r.shape), r.stride(), dtype=r.dtype, device=device)
+            self.attach_result(fake, r)
+            return fake
+
+        return type(real)(fake_of(r) for r in real) if isinstance(real, (tuple, list)) else fake_of(real)
+
+    # -- decisions the host reads ----------------------------------------------------------------
+    def scalar(self, t: torch.Tensor, reader: Optional[str] = None) -> tuple[bool, Any]:
+        """(True, value) when the value of the one-element tensor `t` follows from its shadow (an
+        assumption it derives from is noted), else (False, None)."""
+        s = self.shadow(t)
+        if s is None:
+            return False, None
+        with tc.real_tensors():
+            value = s.value.reshape(-1)[0].item() if s.value.numel() else None
+        if value is None:
+            return False, None
+        if s.reason is not None:
+            self.note(f"took `{_readable(value)}`{_for(reader, t)} ({s.reason})")
+        return True, value
+
+    def assume_scalar(self, t: torch.Tensor, reader: Optional[str] = None) -> Any:
+        """A value for a scalar read of unknown `t`, noted where it is consumed."""
+        if t.dtype == torch.bool or reader in ("`bool()` / `if tensor:`",):
+            ends = _loop_exit_value()
+            if ends is not None:
+                self.note(f"took `{ends}`{_for(reader, t)}: a `while` loop that depends on it is assumed to end")
+                return ends
+        value = placeholder_scalar(t.dtype)
+        self.note(f"took `{_readable(value)}`{_for(reader, t)}")
+        return value
+
+    def tolist(self, t: torch.Tensor) -> Any:
+        s = self.shadow(t)
+        if s is not None and not s.uniform:
+            with tc.real_tensors():
+                value = s.value.tolist()
+            if s.reason is not None:
+                self.note(f"took `{_readable(value)}` for `.tolist()` of {_label(t)} ({s.reason})")
+            return value
+        with tc.real_tensors():
+            fill = s.value.item() if s is not None else placeholder_scalar(t.dtype)
+
+        def build(shape: tuple) -> Any:
+            return [build(shape[1:]) for _ in range(shape[0])] if shape else fill
+
+        value = build(tuple(t.shape))
+        self.note(f"took `{_readable(value)}` for `.tolist()` of {_label(t)}"
+                   + (f" ({s.reason})" if s is not None and s.reason else ""))
+        return value
+
+    def true_count(self, mask: torch.Tensor, numel: int, what: str) -> int:
+        """How many elements of `mask` are nonzero (out of `numel`, the size after broadcasting):
+        known from its shadow, else assumed (half, at least 1) and noted."""
+        s = self.shadow(mask)
+        if s is not None:
+            with tc.real_tensors():
+                if s.uniform:
+                    count = numel if bool(s.value) else 0
+                else:
+                    count = int(torch.count_nonzero(s.value)) * (numel // max(s.value.numel(), 1))
+            if s.reason is not None:
+                self.note(f"took size {count} of at most {numel} for {what} ({s.reason})")
+            return count
+        count = (numel + 1) // 2
+        self.note(f"took size {count} of at most {numel} for {what} (half of the elements assumed selected)")
+        return count
+
+    def assume_size(self, largest: int, what: str) -> int:
+        size = (largest + 1) // 2
+        self.note(f"took size {size} of at most {largest} for {what} (half assumed)")
+        return size
+
+    def note(self, text: str) -> None:
+        """Record an assumption at the user line that consumes it (`text` says what was taken)."""
+        library = _library_frame()
+        where = f" in {library}" if library else ""
+        self.sink.add("assumption", Code.ASSUMED_VALUE, f"{UNKNOWN}: {text}{where}", severity="information")
+
+
+def _replace(value: Any, replaced: dict) -> Any:
+    if isinstance(value, _Tensor):
+        return replaced.get(id(value), value)
+    if isinstance(value, (list, tuple)) and any(isinstance(v, _Tensor) for v in value):
+        return type(value)(replaced.get(id(v), v) if isinstance(v, _Tensor) else v for v in value)
+    return value
+
+
+def _label(t: torch.Tensor) -> str:
+    from atenlens.trace.gpu.tracker import tensor_label   # torch-only helper; no import cycle at load
+
+    return tensor_label(t)
+
+
+def _for(reader: Optional[str], t: torch.Tensor) -> str:
+    return f" for {reader} of {_label(t)}" if reader else f" for {_label(t)}"
+
+
+# -- where the value is consumed ------------------------------------------------------------------
+
+def _consumer_frame() -> Optional[FrameType]:
+    """The innermost frame outside the trace's own machinery: the code that reads the value."""
+    frame: Optional[FrameType] = sys._getframe(1)
+    while frame is not None:
+        file = frame.f_code.co_filename
+        if not file.startswith(_PACKAGE_DIR) and not file.startswith(_TORCH_PLUMBING):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def _library_frame() -> Optional[str]:
+    """`torch/amp/grad_scaler.py:470` when the read happens inside a library, else None."""
+    frame = _consumer_frame()
+    if frame is None or is_user_file(frame.f_code.co_filename):
+        return None
+    file = frame.f_code.co_filename
+    for marker in ("site-packages" + os.sep, "dist-packages" + os.sep):
+        if marker in file:
+            file = file.rsplit(marker, 1)[1]
+            break
+    else:
+        file = os.path.basename(file)
+    return f"{file}:{frame.f_lineno}"
+
+
+_JUMPS_IF_TRUE = frozenset(n for n in dis.opmap if n.startswith("POP_JUMP") and n.endswith("IF_TRUE"))
+_JUMPS_IF_FALSE = frozenset(n for n in dis.opmap if n.startswith("POP_JUMP") and n.endswith("IF_FALSE"))
+_UNCONDITIONAL = frozenset({"JUMP_FORWARD", "JUMP", "JUMP_NO_INTERRUPT", "NOP"})
+_instructions: dict[Any, dict[int, dis.Instruction]] = {}
+
+
+def _by_offset(code: Any) -> dict[int, dis.Instruction]:
+    found = _instructions.get(code)
+    if found is None:
+        found = _instructions[code] = {ins.offset: ins for ins in dis.get_instructions(code)}
+    return found
+
+
+def _loop_exit_value() -> Optional[bool]:
+    """When the truth value being read decides whether a `while` loop goes on, the value that ends
+    the loop; else None. Read from the consuming frame's bytecode: the conditional jump that
+    consumes the value has one successor inside a loop whose header is not a `for` and one past it."""
+    frame = _consumer_frame()
+    if frame is None:
+        return None
+    code = frame.f_code
+    instructions = _by_offset(code)
+    ins = instructions.get(frame.f_lasti)
+    if ins is not None and ins.opname == "TO_BOOL":          # 3.13+: the conversion precedes the jump
+        ins = instructions.get(ins.offset + 2 * (1 + _cache_entries(ins)))
+    if ins is None or (ins.opname not in _JUMPS_IF_TRUE and ins.opname not in _JUMPS_IF_FALSE):
+        return None
+    fall = _next_offset(instructions, ins)
+    jump = ins.argval
+    loops = [(target, end) for ins2 in instructions.values()
+             if "BACKWARD" in ins2.opname and "NO_INTERRUPT" not in ins2.opname and isinstance(ins2.argval, int)
+             for target, end in ((ins2.argval, ins2.offset),)
+             if instructions.get(target) is None or instructions[target].opname != "FOR_ITER"]
+    fall, jump = _resolve(instructions, fall), _resolve(instructions, jump)
+    for start, end in loops:
+        if ins.offset > end:
+            continue
+        inside = [start <= s <= end for s in (fall, jump)]
+        if inside == [True, False]:                 # jumping leaves the loop
+            return ins.opname in _JUMPS_IF_TRUE
+        if inside == [False, True]:                 # falling through leaves it
+            return ins.opname in _JUMPS_IF_FALSE
+    return None
+
+
+def _cache_entries(ins: dis.Instruction) -> int:
+    return getattr(dis, "_inline_cache_entries", {}).get(ins.opcode, 0) if hasattr(dis, "_inline_cache_entries") else 0
+
+
+def _next_offset(instructions: dict[int, dis.Instruction], ins: dis.Instruction) -> int:
+    later = [o for o in instructions if o > ins.offset]
+    return min(later) if later else ins.offset + 2
+
+
+def _resolve(instructions: dict[int, dis.Instruction], offset: int) -> int:
+    """Follow unconditional forward jumps (a `break` is one) to where control really goes."""
+    for _ in range(8):
+        ins = instructions.get(offset)
+        if ins is None:
+            return offset
+        if ins.opname in ("RETURN_VALUE", "RETURN_CONST"):
+            return sys.maxsize                       # leaves every loop
+        if ins.opname in _UNCONDITIONAL:
+            offset = ins.argval if ins.opname != "NOP" else _next_offset(instructions, ins)
+            continue
+        return offset
+    return offset
