@@ -134,7 +134,7 @@ def test_trunc_normal_init_ends_its_rejection_loop(worker, tmp_path):
     assert (small.status, _assumptions(small)) == ("ok", [])
 
 
-def test_mixtral_style_expert_loop_runs_every_expert_on_an_assumed_share(worker, tmp_path):
+def test_mixtral_style_expert_loop_runs_every_expert_on_its_top_k_share(worker, tmp_path):
     path = write(tmp_path, "moe.py", """
         import torch
         import torch.nn.functional as F
@@ -160,11 +160,31 @@ def test_mixtral_style_expert_loop_runs_every_expert_on_an_assumed_share(worker,
     report = worker.trace(cuda_request(path, "moe"))
     assert report.status == "ok", report.message
     expert_line = line_of(path, "out.index_add_(")
-    assert [label(e) for e in ops(report, line=expert_line) if e.name == "aten.addmm.default"] == ["float32[64, 128]"] * 4
+    # a top-2 router over 4 experts sends each expert 2 * 64 / 4 = 32 of the 64 tokens, on average
+    assert [label(e) for e in ops(report, line=expert_line) if e.name == "aten.addmm.default"] == ["float32[32, 128]"] * 4
     where = line_of(path, "idx = torch.where(")
-    assert _assumptions(report) == [(where, UNKNOWN + "size 64 of at most 128 for one-argument `torch.where` "
-                                     "(half of the elements assumed selected)", 4)]
+    assert _assumptions(report) == [(where, UNKNOWN + "size 32 of at most 128 for one-argument `torch.where` "
+                                     "(one-hot over 4 classes: 1/4 of the elements assumed set)", 4)]
     assert report.summary.assumptions == 4
+
+
+def test_a_mask_of_unknown_values_selects_half_of_its_elements(worker, tmp_path):
+    path = write(tmp_path, "half.py", """
+        import torch
+
+        def half():
+            x = torch.randn(128, 128, device="cuda")
+            return x[x > 0], torch.nonzero(x > 1)
+    """)
+    report = worker.trace(cuda_request(path, "half"))
+    assert report.status == "ok", report.message
+    line = line_of(path, "return x[x > 0]")
+    assert [(e.name, label(e)) for e in ops(report, line=line) if e.name in ("aten.index.Tensor", "aten.nonzero.default")] == [
+        ("aten.index.Tensor", "float32[8192]"), ("aten.nonzero.default", "int64[8192, 2]")]
+    assert _assumptions(report) == [
+        (line, UNKNOWN + "size 8192 of at most 16384 for `nonzero` (half of the elements assumed selected)", 1),
+        (line, UNKNOWN + "size 8192 of at most 16384 for boolean-mask indexing `x[mask]` (half of the elements "
+               "assumed selected)", 1)]
 
 
 def test_non_finite_checks_take_the_healthy_branch(worker, tmp_path):

@@ -21,7 +21,8 @@ Fake tensors have no data, but the program branches, slices and sizes on values.
   - a truth value that decides whether a `while` loop ends ends it (rejection loops such as
     `nn.init.trunc_normal_` terminate);
   - a data-dependent size (`nonzero`, `torch.where(mask)`, `x[mask]`, `masked_select`, `unique`)
-    takes half of its largest possible size (at least 1), not 0 and not always the maximum;
+    takes half of its largest possible size (at least 1), not 0 and not always the maximum; of a
+    mask from `one_hot(..., C)` (and views of it: top-k routing) 1/C of it, each class its share;
   - any other scalar read gives `1` / `1.0` / `True` (`placeholders.placeholder_scalar`).
 
 A shadow is kept valid through in-place ops: the op runs on the shadows too when all its inputs
@@ -57,6 +58,7 @@ FINITE = "values assumed finite (no inf/nan)"
 GRADS_FINITE = "gradients assumed finite: GradScaler found no inf/nan"
 
 _ATTR = "_atenlens_shadow"
+_DENSITY = "_atenlens_density"   # (fraction of nonzero elements, why) assumed for an unknown mask
 _FakeTensor = tc.FakeTensor
 _Tensor = torch.Tensor
 aten = torch.ops.aten
@@ -214,8 +216,10 @@ class Values:
         inputs = _tensors(args, kwargs)
         if inputs and not info.mutated and not info.overwrites and func not in _FINITE_TESTS:
             first = inputs[0]
-            if isinstance(first, _FakeTensor) and _ATTR not in first.__dict__:
-                return                         # the common case: an op on an activation
+            if isinstance(first, _FakeTensor):
+                known = first.__dict__
+                if _ATTR not in known and _DENSITY not in known:
+                    return                     # the common case: an op on an activation
         try:
             with tc.real_tensors():                # shadows are real tensors: no fake mode, no recording
                 self._mirror(func, info, args, kwargs, inputs, out)
@@ -234,6 +238,10 @@ class Values:
                    for t in (args[i] if isinstance(args[i], (list, tuple)) else (args[i],)) if isinstance(t, _Tensor)]
         if func is _AMP_CHECK:
             self._amp_check(args)
+            return
+        density = inputs[0].__dict__.get(_DENSITY) if inputs and isinstance(inputs[0], _FakeTensor) else None
+        if density is not None and len(outputs) == 1 and not mutated and (func.is_view or func in _COPIES):
+            outputs[0].__dict__[_DENSITY] = density      # a view or copy selects as much as its source
             return
         shadows = []
         for t in inputs:
@@ -317,6 +325,11 @@ class Values:
         if func in _FINITE_CALLS and isinstance(out, _FakeTensor) and self.shadow(out) is None:
             with tc.real_tensors():
                 self._assume_uniform(out, torch.tensor(True), FINITE)
+
+    def assume_density(self, out: Any, density: float, reason: str) -> None:
+        """`out` (unknown) has about `density` of its elements nonzero (`one_hot`: 1/classes)."""
+        if isinstance(out, _FakeTensor) and self.shadow(out) is None:
+            out.__dict__[_DENSITY] = (density, reason)
 
     def _amp_check(self, args: tuple) -> None:
         """GradScaler's unscale: the gradients are unknown, so "found inf" is assumed to stay 0."""
@@ -420,6 +433,11 @@ class Values:
                     count = int(torch.count_nonzero(s.value)) * (numel // max(s.value.numel(), 1))
             if s.reason is not None:
                 self.note(f"took size {count} of at most {numel} for {what} ({s.reason})")
+            return count
+        density = mask.__dict__.get(_DENSITY) if isinstance(mask, _FakeTensor) else None
+        if density is not None:
+            count = max(1, round(numel * density[0])) if numel else 0
+            self.note(f"took size {count} of at most {numel} for {what} ({density[1]})")
             return count
         count = (numel + 1) // 2
         self.note(f"took size {count} of at most {numel} for {what} (half of the elements assumed selected)")

@@ -256,6 +256,18 @@ def isfinite(call: InterceptedCall) -> Any:
     return out
 
 
+@FUNCTION_HANDLERS.register(torch.nn.functional.one_hot)
+def one_hot(call: InterceptedCall) -> Any:
+    """No sync: a one-hot mask of unknown indices has one set element per row, so a data-dependent
+    size taken from it (MoE routing: `torch.where(mask[expert])`) is 1/classes of the elements."""
+    out = call.run()
+    if isinstance(out, torch.Tensor) and out.dim() and out.shape[-1]:
+        classes = out.shape[-1]
+        call.tracker.values.assume_density(out, 1 / classes, f"one-hot over {classes} classes: 1/{classes} of the "
+                                                             "elements assumed set")
+    return out
+
+
 # -- function level: values the host formats or converts ---------------------------------------------
 
 def fake_tolist(tracker: "HazardTracker", t: torch.Tensor) -> Any:
