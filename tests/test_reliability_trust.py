@@ -8,10 +8,12 @@ import asyncio
 import json
 import os
 import pathlib
+import re
 import shutil
+import socket
 import subprocess
 import sys
-from typing import Any
+from typing import Any, Optional
 
 import lsp_helpers as lh
 import pytest
@@ -308,3 +310,133 @@ def test_python_m_refuses_to_start_after_runpy_imported_a_workspace_module(tmp_p
         server.stop()
     assert ran(tmp_path) == []
     reliability.number("exit status of `python -m` there", started.returncode)
+
+
+# -- serve --tcp: loopback only, a token, one client ------------------------------------------------------
+
+def tcp_frame(message: dict) -> bytes:
+    body = json.dumps(message).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def tcp_read(stream) -> Optional[dict]:
+    """The next message from a socket's file, or None when the server closed the connection."""
+    length = None
+    while True:
+        line = stream.readline()
+        if not line:
+            return None
+        if not line.strip():
+            break
+        name, _, value = line.decode().partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+    return json.loads(stream.read(length))
+
+
+def tcp_answer(stream, request_id: int) -> dict:
+    while (message := tcp_read(stream)) is not None:
+        if message.get("id") == request_id and "method" not in message:
+            return message
+    raise AssertionError("the connection closed before the answer")
+
+
+def tcp_initialize(options: Any) -> dict:
+    return {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"processId": None, "rootUri": None, "capabilities": {}, "initializationOptions": options}}
+
+
+def start_tcp_server(env: dict) -> tuple[subprocess.Popen, int, str]:
+    process = subprocess.Popen([sys.executable, "-P", "-m", "atenlens", "serve", "--tcp", "127.0.0.1:0"],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               env={**os.environ, **env}, cwd=ROOT)
+    line = process.stderr.readline().decode()
+    match = re.match(r'atenlens: listening on 127\.0\.0\.1:(\d+) for one client; it must send '
+                     r'initializationOptions\.tcpToken = (.*)\n', line)
+    assert match, line
+    return process, int(match.group(1)), match.group(2)
+
+
+def test_serve_tcp_refuses_other_hosts_and_clients_without_the_token(reliability):
+    reliability.record("Trust", "`serve --tcp`: loopback, token, one client",
+                       "`--tcp 0.0.0.0:0` and `--tcp example.org:0`; then on 127.0.0.1 real sockets: an initialize "
+                       "without the token, one with a wrong token, junk, the right token, a second client while the "
+                       "first is served, the first client's disconnect")
+    for host in ("0.0.0.0", "example.org"):
+        refused = subprocess.run([sys.executable, "-P", "-m", "atenlens", "serve", "--tcp", f"{host}:0"],
+                                 capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert refused.returncode == 2
+        assert "--tcp listens on loopback addresses only" in refused.stderr or "cannot resolve" in refused.stderr
+    process, port, token = start_tcp_server({})
+    token = json.loads(token)
+    try:
+        refusals = 0
+        for options in (None, {"tcpToken": "guess"}, {"tcpToken": token[:-1]}, {"trace": {"enabled": True}}):
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
+                client.sendall(tcp_frame(tcp_initialize(options)))
+                stream = client.makefile("rb")
+                answer = tcp_read(stream)
+                assert answer["error"]["code"] == -32600 and "tcpToken" in answer["error"]["message"], answer
+                assert tcp_read(stream) is None                 # and closed
+            refusals += 1
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
+            client.sendall(b"GET / HTTP/1.1\r\n\r\n")
+            client.shutdown(socket.SHUT_WR)
+            assert client.makefile("rb").read() == b""
+        refusals += 1
+        assert process.poll() is None
+        served = socket.create_connection(("127.0.0.1", port), timeout=60)
+        served.sendall(tcp_frame(tcp_initialize({"tcpToken": token})))
+        stream = served.makefile("rb")
+        assert "capabilities" in tcp_answer(stream, 1)["result"]
+        served.sendall(tcp_frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
+        served.sendall(tcp_frame({"jsonrpc": "2.0", "id": 2, "method": "atenlens/serverInfo", "params": {}}))
+        assert tcp_answer(stream, 2)["result"]["pid"] == process.pid
+        try:                                    # one client: the port is closed while it is served
+            socket.create_connection(("127.0.0.1", port), timeout=10).close()
+            second = "connected"
+        except ConnectionRefusedError:
+            second = "refused"
+        assert second == "refused"
+        stream.close()                          # its disconnect ends the server, as stdio's end does
+        served.close()
+        assert process.wait(timeout=60) == 1
+        log = process.stderr.read().decode()
+        assert log.count("atenlens: refused a connection from 127.0.0.1:") == refusals, log
+        reliability.number("connections refused", refusals)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+def test_serve_tcp_token_from_the_environment_is_not_printed_nor_passed_to_traced_code(tmp_path, reliability):
+    reliability.record("Trust", "`serve --tcp` with ATENLENS_TCP_TOKEN",
+                       "the token given in the environment; a trace through the TCP connection records the "
+                       "environment the traced code sees")
+    secret = "tcp-token-0123456789"
+    process, port, said = start_tcp_server({"ATENLENS_TCP_TOKEN": secret})
+    try:
+        assert said == "the value of ATENLENS_TCP_TOKEN" and secret not in said
+        path, marker = copy_marker(tmp_path)
+        with socket.create_connection(("127.0.0.1", port), timeout=300) as client:
+            stream = client.makefile("rb")
+            client.sendall(tcp_frame(tcp_initialize({"tcpToken": secret, "trace": {"enabled": True, "device": "cpu"}})))
+            tcp_answer(stream, 1)
+            client.sendall(tcp_frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
+            client.sendall(tcp_frame({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+                "uri": path.as_uri(), "languageId": "python", "version": 1, "text": path.read_text()}}}))
+            client.sendall(tcp_frame({"jsonrpc": "2.0", "id": 2, "method": "workspace/executeCommand", "params": {
+                "command": "atenlens.trace", "arguments": [{"uri": path.as_uri(), "qualname": "step"}]}}))
+            assert tcp_answer(stream, 2)["result"]["status"] == "ok"
+            client.sendall(tcp_frame({"jsonrpc": "2.0", "id": 3, "method": "shutdown"}))
+            tcp_answer(stream, 3)
+            client.sendall(tcp_frame({"jsonrpc": "2.0", "method": "exit"}))
+            assert process.wait(timeout=60) == 0
+        seen = json.loads(marker.read_text())
+        assert "ATENLENS_TCP_TOKEN" not in seen and secret not in json.dumps(seen)
+        assert secret not in process.stderr.read().decode()
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()

@@ -50,7 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     rule.add_argument("--all", action="store_true", help="every rule")
 
     serve = sub.add_parser("serve", help="run the language server (stdio by default)")
-    serve.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio (for debugging)")
+    serve.add_argument("--tcp", metavar="HOST:PORT",
+                       help="listen on a loopback TCP port instead of stdio, for debugging: one client, which "
+                            "must send initializationOptions.tcpToken (printed at start, or $ATENLENS_TCP_TOKEN)")
     return parser
 
 

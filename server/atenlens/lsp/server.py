@@ -568,11 +568,9 @@ def serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     server = create_server()
     if getattr(args, "tcp", None):
-        host, _, port = args.tcp.rpartition(":")
-        if not port.isdigit():
-            print(f"atenlens serve: --tcp expects HOST:PORT, got {args.tcp!r}", file=sys.stderr)
-            return 2
-        server.start_tcp(host or "127.0.0.1", int(port))
+        from atenlens.lsp.tcp import serve_tcp
+
+        return serve_tcp(server, args.tcp)   # loopback only, a token, one client (lsp/tcp.py)
     else:
         from atenlens.lsp.stdio import serve_stdio
 

@@ -126,16 +126,19 @@ class StdioTransport:
     process when the protocol says `exit` or the input ends."""
 
     def __init__(self, dispatch: Callable[[Any], None], on_protocol_error: Callable[[str], None],
-                 stdin_fd: int = 0) -> None:
+                 stdin_fd: int = 0, already_read: bytes = b"") -> None:
         self.dispatch = dispatch
         self.on_protocol_error = on_protocol_error
         self.stdin_fd = stdin_fd
+        self.already_read = already_read         # what was read off the input before (serve --tcp's check)
         self.frames = FrameReader()
 
     async def run(self) -> str:
         """Serves until the input ends ("eof") or `stop()` is called (its reason)."""
         loop = asyncio.get_running_loop()
         self._done: asyncio.Future[str] = loop.create_future()
+        if self.already_read:
+            self._received(self.already_read)
         threading.Thread(target=self._read, args=(loop,), name="atenlens-stdin", daemon=True).start()
         return await self._done
 
@@ -189,13 +192,15 @@ def _short(error: BaseException) -> str:
     return text if len(text) <= 100 else text[:97] + "..."
 
 
-def serve_stdio(server: Any, stdin_fd: int = 0, stdout: Optional[BinaryIO] = None) -> int:
-    """Runs `server` (an AtenlensServer) on stdio; never returns: the process ends here."""
+def serve_stdio(server: Any, stdin_fd: int = 0, stdout: Optional[BinaryIO] = None,
+                already_read: bytes = b"") -> int:
+    """Runs `server` (an AtenlensServer) on stdio (or on the input fd and output stream given, which
+    `already_read` came from); never returns: the process ends here."""
     protocol = server.protocol
     protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
     code = 1
     try:
-        code = asyncio.run(_serve(server, stdin_fd))
+        code = asyncio.run(_serve(server, stdin_fd, already_read))
     except BaseException:                        # noqa: BLE001 - whatever happens, the process ends cleanly
         logger.exception("the server's event loop failed")
     finally:
@@ -203,9 +208,9 @@ def serve_stdio(server: Any, stdin_fd: int = 0, stdout: Optional[BinaryIO] = Non
     return code                                  # not reached
 
 
-async def _serve(server: Any, stdin_fd: int) -> int:
+async def _serve(server: Any, stdin_fd: int, already_read: bytes = b"") -> int:
     protocol = server.protocol
-    transport = StdioTransport(protocol.dispatch_json, protocol.protocol_error, stdin_fd)
+    transport = StdioTransport(protocol.dispatch_json, protocol.protocol_error, stdin_fd, already_read)
     protocol.on_exit = lambda: transport.stop("exit")
     reason = await transport.run()
     code = 0 if protocol.shutdown_received else 1
