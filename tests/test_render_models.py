@@ -279,6 +279,10 @@ def test_init_lines_and_syncs_in_hints(program: Path) -> None:
     # a model's initialisation (empty, uniform_ ...) is not what the step does: no hint unless asked
     assert init_line not in hints
     assert hints_of(report, program, HintSettings(show_bookkeeping=True))[init_line] == "empty×2, uniform_×2 f32[2]"
+    # nor the line that builds it (a roll-up of the __init__ below it), unless asked
+    build_line = line_of(program, "head = Head()")
+    assert build_line not in hints
+    assert hints_of(report, program, HintSettings(show_bookkeeping=True))[build_line] == "4 ops"
     # the roll-up of the model call is what Head.forward returned (the sum), not its last op
     assert hints[line_of(program, "value = head(torch.randn(3, 4))")] == "4 ops -> f32[]"
     # traced on cpu: `.item()` reads host memory, no sync to mark (the simulated-CUDA case: test_lsp_trace)

@@ -390,7 +390,7 @@ def _module_rows(root: ModuleNode, depth: int) -> list[_ModuleRow]:
 def _fold_shapes(rows: list[_Row]) -> list[_Row]:
     """Rows of one op that differ only by output shape: kept apart up to MAX_SHAPES_PER_ROW, else
     one row with the total count that names the most common shapes (an optimizer's per-parameter
-    loop over 148 parameters: `f32[768] x98, f32[768, 768] x48 +3 shapes`)."""
+    loop: `f32[64] x580, f32[64, 64] x98 +6 shapes`)."""
     groups: "OrderedDict[tuple, list[_Row]]" = OrderedDict()
     for row in rows:
         groups.setdefault((row.phase, row.name, row.node), []).append(row)
@@ -414,7 +414,7 @@ def _fold_shapes(rows: list[_Row]) -> list[_Row]:
 
 def _common_shapes(group: list[_Row], width: int = 40) -> str:
     """The most common labels (with their counts when some repeat), as many as fit `width`, and
-    how many other shapes there were: `f32[768] x98, f32[768, 768] x48 +3 shapes`."""
+    how many other shapes there were: `f32[64] x580, f32[64, 64] x98 +6 shapes`."""
     ranked = sorted(group, key=lambda r: -r.count)          # stable: first seen first among equals
     counted = ranked[0].count > 1
     shown: list[str] = []

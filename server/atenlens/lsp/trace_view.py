@@ -37,10 +37,12 @@ class LineTrace:
     notes: tuple[str, ...] = ()                         # the trace's notes (report.notes), shown in its hover
     bookkeeping: frozenset = frozenset()                # the trace's bookkeeping ops (report.bookkeeping_ops)
     function: Optional[str] = None                      # the function this line's own ops ran in
+    in_setup: bool = False                              # they ran inside an `__init__` (building a model)
     module_output: Optional[TensorMeta] = None          # what the module called from this line returned
     trees: list[ModuleNode] = field(default_factory=list)   # models called from this line (module trees)
     callees: dict[tuple[str, str], int] = field(default_factory=dict)  # (file, function) rolled up -> first line
     nested_syncs: int = 0                               # syncs deeper in the code this line calls
+    nested_setup: list[Event] = field(default_factory=list)  # of `nested`, those that ran inside an `__init__`
 
     @property
     def has_ops(self) -> bool:
@@ -52,14 +54,21 @@ class LineTrace:
 
     def hint(self, settings: HintSettings) -> Optional[str]:
         hidden = frozenset() if settings.show_bookkeeping else self.bookkeeping
-        if self.nested or self.trees:
+        nested = self.nested
+        if self.nested_setup and not settings.show_bookkeeping:
+            # building a model (`model = MLP()`) runs its initialisation: not the step's work
+            setup = {id(e) for e in self.nested_setup}
+            nested = [e for e in nested if id(e) not in setup]
+        if nested or self.trees:
             # a call into user code or into a model: what it did in all, and what it returned
-            head = f"{self.trees[-1].name} " if self.trees and not self.nested else ""
-            return rollup_hint(self.nested + self.forward + self.optimizer, self.nested_backward + self.backward,
+            head = f"{self.trees[-1].name} " if self.trees and not nested else ""
+            return rollup_hint(nested + self.forward + self.optimizer, self.nested_backward + self.backward,
                                self.module_output, settings, self.syncs + self.nested_syncs, head=head)
+        if self.nested and not (self.forward or self.backward or self.optimizer):
+            return line_hint([], [], [], settings, syncs=self.syncs + self.nested_syncs)
         if not (self.forward or self.backward or self.optimizer or self.syncs):
             return None
-        if is_setup_function(self.function) and not settings.show_bookkeeping:
+        if self.in_setup and not settings.show_bookkeeping:
             # building a model (`empty`, `uniform_` in __init__): initialisation, not the step's work
             return line_hint([], [], [], settings, syncs=self.syncs)
         return line_hint(self.forward, self.backward, self.optimizer, settings, hidden, self.syncs)
@@ -148,6 +157,7 @@ def build_traced_function(report: TraceReport, path: str, source_lines: Sequence
         if own is not None:
             if event.stack and own.function is None:
                 own.function = event.stack[-1].function
+                own.in_setup = any(is_setup_function(f.function) for f in event.stack)
             if event.kind == "call":
                 own.calls.append(event)
             elif event.phase == "backward":
@@ -160,6 +170,7 @@ def build_traced_function(report: TraceReport, path: str, source_lines: Sequence
             continue
         # Lines further out on the user stack (calls into user code) roll up what happens deeper.
         seen: set[int] = set()
+        in_setup = event.phase != "backward" and any(is_setup_function(f.function) for f in event.stack)
         for position, frame in enumerate(event.stack):
             if not same_file(frame.file, path) or frame.line in seen:
                 continue
@@ -170,6 +181,8 @@ def build_traced_function(report: TraceReport, path: str, source_lines: Sequence
             if outer is None:
                 continue
             (outer.nested_backward if event.phase == "backward" else outer.nested).append(event)
+            if in_setup:
+                outer.nested_setup.append(event)
             if position + 1 < len(event.stack):
                 callee = event.stack[position + 1]
                 key = (callee.file, callee.function)
