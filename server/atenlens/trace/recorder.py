@@ -54,6 +54,8 @@ _current_node = tc.current_autograd_node
 _sequence_nr = tc._get_sequence_nr
 _tensor_device = tc.tensor_device
 _Tensor = torch.Tensor
+_FakeTensor = tc.FakeTensor
+_Parameter = torch.nn.Parameter
 _BACKWARD_CALLS = (torch.Tensor.backward, torch.autograd.backward)
 # nn.Parameter(fake) takes torch's "custom tensor" path, `data.detach().requires_grad_()`, which a
 # real tensor never runs (it uses _make_subclass): bookkeeping of fakes, not the user's program.
@@ -131,6 +133,19 @@ class Recorder:
         """Run calls and ops through `hooks` from now on."""
         self.run_call = hooks.call
         self.run_op = hooks.op
+        tracker = getattr(hooks, "tracker", None)
+        if tracker is not None:
+            tracker.backward_site = self.backward_site
+
+    def backward_site(self) -> tuple[Frame, ...]:
+        """The forward user stack of the autograd node running now (empty outside backward)."""
+        node = _current_node()
+        if node is None:
+            return ()
+        sequence_nr = node._sequence_nr()
+        if sequence_nr == tc.ACCUMULATE_GRAD_SEQUENCE_NR:
+            return self._backward_stack
+        return self._site_of_node.get(sequence_nr, ())
 
     def keep(self, event: Event) -> None:
         if event.estimate_seconds:
@@ -357,6 +372,12 @@ class _OpRecorder(tc.TorchDispatchMode):
         namespace = func.namespace
         if namespace == "prim":                  # prim.device & co: metadata queries of FakeTensor's device policy
             return func(*args, **kwargs)
+        for t in types:
+            if t is not _FakeTensor and t is not _Tensor and t is not _Parameter:
+                # A tensor subclass with its own __torch_dispatch__ (torchao's Float8TrainingTensor,
+                # DTensor): let it run first; the ops it issues come back here with this mode still on,
+                # so the trace shows what the GPU runs (`_scaled_mm`), not the wrapper's `mm`.
+                return NotImplemented
         if namespace == "profiler":
             return self._profiler_op(func, args, kwargs)
         if not rec.recording:

@@ -17,7 +17,7 @@ import linecache
 import sys
 from dataclasses import dataclass
 from types import CodeType, FrameType
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
@@ -124,6 +124,8 @@ class HazardTracker:
         self.sink = sink
         self.values = values if values is not None else Values(sink)   # decides what the host reads
         self.current_api: Optional[str] = None    # the API call the function-level mode is running
+        # the user stack of the forward line whose backward is running (set by the recorder)
+        self.backward_site: Optional[Callable[[], tuple]] = None
         self._pinned: dict[int, StorageWeakRef] = {}
         self._pending: dict[int, PendingCopy] = {}
         self._sequence = 0
@@ -143,8 +145,13 @@ class HazardTracker:
             source = source if len(source) <= 80 else source[:77] + "..."
             message = f"{message}, inside {relative}:{cause.line}" + (f" `{source}`" if source else "") \
                 + (", called from this line" if frames else "")
+        stack = None
+        if not frames and self.backward_site is not None:
+            # backward runs on autograd's device thread, where no user frame exists: the forward
+            # line whose autograd node is running is where it happens
+            stack = self.backward_site() or None
         self.sink.add(kind, code, message, op=op, severity=_severity(frame, frames),
-                      column=_column(frames[0]) if frames else None, cause=cause)
+                      column=_column(frames[0]) if frames else None, cause=cause, stack=stack)
 
     def sync(self, message: str, op: Optional[str]) -> None:
         """A wait for the GPU (AL100). The wait drains the stream, so every device-to-host copy
