@@ -172,3 +172,18 @@ def test_grouped_mm_in_bf16_takes_the_fused_kernel_without_a_sync(worker):
     assert ops_named(report, "aten._grouped_mm", "forward") == ["aten._grouped_mm.default"]
     assert [d for d in report.diagnostics if d.code == "AL100"] == []
 
+
+@pytest.mark.parametrize("pin", [False, True])
+def test_dataloader_with_workers_loads_in_process_and_says_so(worker, pin):
+    report = trace(worker, "loader_with_workers", call=f"loader_with_workers({pin})")
+    assert report.stdout == "(4, 4) cuda:0\n"
+    loop, upload = line_of("for (x,) in loader:"), line_of('y = x.to("cuda", non_blocking=True)')
+    found = sorted((d.line, d.code, d.severity, d.count) for d in report.diagnostics)
+    expected = [(loop, "AL907", "information", 1)] + ([] if pin else [(upload, "AL200", "warning", 2)])
+    assert found == expected
+    [note] = [d for d in report.diagnostics if d.code == "AL907"]
+    assert note.message.startswith("DataLoader(num_workers=1): on a real run 1 worker process loads and collates "
+                                   "the batches, up to 2 ahead (prefetch_factor=2), while the step runs")
+    assert ("pin_memory=True: a pin-memory thread pins each batch" in note.message) == pin
+    assert [e.name for e in report.events if e.kind == "op" and e.line == upload] == ["aten._to_copy.default"] * 2
+

@@ -39,6 +39,7 @@ class Code:
     OUT_OF_MEMORY = "AL400"          # the forecast peak memory exceeds the selected GPU's memory
     DEVICE_FALLBACK = "AL905"        # simulated CUDA unavailable; traced on cpu instead
     ASSUMED_VALUE = "AL906"          # a value fake tensors cannot know was assumed on the common path
+    DATALOADER_WORKERS = "AL907"     # DataLoader(num_workers>0): its workers' work ran in the trace's process
 
 
 @dataclass(frozen=True)

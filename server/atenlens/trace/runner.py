@@ -35,6 +35,7 @@ from atenlens.trace import torch_compat
 from atenlens.trace.cost_report import cost_summaries
 from atenlens.trace.device import simulated_device
 from atenlens.trace.diagnostics import DiagnosticSink
+from atenlens.trace.dataloader import workers_in_process
 from atenlens.trace.libraries import eager_views_for_libraries
 from atenlens.trace.recorder import Recorder
 
@@ -92,6 +93,7 @@ def run_trace(request: TraceRequest) -> TraceReport:
                 with simulated_device(request.device) as session, contextlib.ExitStack() as modes:
                     modes.enter_context(_sys_argv([file, *argv]))
                     modes.enter_context(eager_views_for_libraries())
+                    modes.enter_context(workers_in_process(sink))
                     device = session.device
                     notes += tuple(session.notes)
                     recorder.set_device(device)
