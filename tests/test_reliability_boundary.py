@@ -217,3 +217,55 @@ def test_characters_only_str_splitlines_breaks_at(server, tmp_path, reliability)
     shown = hover(server, uri, line_of(LINE_BREAKERS, "return t * 2"), 4)["result"]["contents"]["value"]
     assert "`mul`" in shown and "f32[3]" in shown, shown
     reliability.number("trace", f"{answer['status']} with the directive's call, hover at line {def_line + 2}")
+
+
+LIMITED = {"trace": {"device": "cpu", "timeoutSeconds": 60, "memoryLimitMb": 1024}}
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory):
+    started = start_server(LIMITED)
+    path = tmp_path_factory.mktemp("limited") / "boundary.py"
+    shutil.copy(FIXTURES / "boundary.py", path)
+    uri = open_document(started, path, TEXT)
+    started.diagnostics(uri, 1)
+    assert trace(started, uri, "fine_step")["result"]["status"] == "ok"
+    yield started, uri
+    started.stop()
+
+
+def trace_diagnostic(server, uri: str, mark: int, fragment: str) -> dict:
+    published = [p for p in server.notifications("textDocument/publishDiagnostics", mark) if p["uri"] == uri]
+    (found,) = [d for d in published[-1]["diagnostics"] if fragment in d["message"]]
+    return found
+
+
+def test_shared_memory_past_the_limit(limited, reliability):
+    reliability.record("Boundary", "a 3 GB shared anonymous mmap written page by page (1 GB limit)",
+                       "`mmap.mmap(-1, 3 << 30, flags=MAP_SHARED)` (outside RLIMIT_DATA), every page written; "
+                       "then another trace")
+    server, uri = limited
+    mark = server.mark()
+    answer = trace(server, uri, "maps_shared_memory")["result"]
+    assert answer["status"] == "error", answer
+    assert "over the trace's memory limit of 1,024 MB, and was killed" in answer["message"], answer
+    used = int(answer["message"].split(" used ")[1].split(" MB")[0].replace(",", ""))
+    assert used > 1024
+    diagnostic = trace_diagnostic(server, uri, mark, "memory limit")
+    assert diagnostic["code"] == "AL903"
+    assert diagnostic["range"]["start"]["line"] in {line_of(TEXT, "shared[offset] = 1"),
+                                                    line_of(TEXT, "for offset in range(0, len(shared)")}
+    assert trace(server, uri, "fine_step")["result"]["status"] == "ok"
+    reliability.number("answer", answer["message"])
+
+
+def test_closed_descriptors_are_named(limited, reliability):
+    reliability.record("Boundary", "the traced code closes file descriptors 0-10",
+                       "`os.closerange(0, 11)` (the report pipe and the output pipes among them); then another trace")
+    server, uri = limited
+    answer = trace(server, uri, "closes_descriptors")["result"]
+    assert answer["status"] == "error", answer
+    assert "the traced code closed the file descriptors the trace writes to" in answer["message"], answer
+    assert "os._exit" not in answer["message"]
+    assert trace(server, uri, "fine_step")["result"]["status"] == "ok"
+    reliability.number("answer", answer["message"])

@@ -7,9 +7,18 @@ import sys
 
 import pytest
 
+from reliability_helpers import wait_until
 from worker_helpers import fixture, line_of, request
 
 TINY = fixture("worker", "tiny.py")
+
+
+def _parent_of(pid: str) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
 
 
 def test_a_trace_returns_the_engines_report(worker):
@@ -78,9 +87,18 @@ def test_many_traces_leak_no_descriptors_and_no_memory(worker):
         with open(f"/proc/{worker.pid}/status", encoding="ascii") as handle:
             return next(int(line.split()[1]) for line in handle if line.startswith("VmRSS:"))
 
+    def idle() -> bool:
+        # the worker answers as soon as a report is complete and reaps the child (closing its
+        # pipes) after: idle is when it has no child, not even a zombie, and holds no pidfd
+        kids = [p for p in os.listdir("/proc") if p.isdigit() and _parent_of(p) == worker.pid]
+        return not kids and not any("pidfd" in os.readlink(f"/proc/{worker.pid}/fd/{fd}")
+                                    for fd in os.listdir(f"/proc/{worker.pid}/fd"))
+
     assert worker.trace(request(TINY, "linear_step")).status == "ok"
+    wait_until(idle, "the worker did not finish with its child")
     descriptors, memory = open_descriptors(), resident_kb()
     for _ in range(10):
         assert worker.trace(request(TINY, "linear_step")).status == "ok"
+    wait_until(idle, "the worker did not finish with its child")
     assert open_descriptors() == descriptors
     assert resident_kb() - memory < 1024        # the traces ran in children; the worker did not grow

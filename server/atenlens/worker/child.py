@@ -9,6 +9,7 @@ to its own pipe.
 from __future__ import annotations
 
 import ctypes
+import errno
 import faulthandler
 import io
 import os
@@ -24,6 +25,7 @@ from atenlens.worker.outcome import abnormal_report
 # The signal the worker sends before a hard kill, so the child writes where it was stuck.
 DUMP_SIGNAL = signal.SIGUSR1
 EXIT_NO_REPORT = 70                      # the child could not even build an error report
+EXIT_REPORT_PIPE_CLOSED = 71             # the traced code closed the report pipe's descriptor
 
 _PR_SET_PDEATHSIG = 1
 
@@ -157,8 +159,14 @@ def run_child(
             os._exit(0)                  # a copy the traced code forked: only the child reports
         payload = report.to_json().encode("utf-8")
         _flush_all()                     # all output is in its pipes before the report is complete,
-        _write_all(report_fd, report_frame(nonce, payload))   # so the worker can answer at once
-        os.close(report_fd)
+        try:
+            _write_all(report_fd, report_frame(nonce, payload))   # so the worker can answer at once
+            os.close(report_fd)
+        except OSError as error:
+            if error.errno != errno.EBADF:
+                raise
+            status = EXIT_REPORT_PIPE_CLOSED
+            return                       # (the finally exits)
         status = 0
     except BaseException:                # noqa: BLE001
         try:

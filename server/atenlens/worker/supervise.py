@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol
 
 from atenlens.report import Code, TraceReport, TraceRequest, to_jsonable
-from atenlens.worker.child import DUMP_SIGNAL, EXIT_NO_REPORT, ReportFrameReader, run_child
+from atenlens.worker.child import DUMP_SIGNAL, EXIT_NO_REPORT, EXIT_REPORT_PIPE_CLOSED, ReportFrameReader, run_child
 from atenlens.worker.limits import hard_timeout
 from atenlens.worker.validate import MalformedReport, checked_report
 from atenlens.worker.outcome import BoundedCapture, abnormal_report, cancelled_report, signal_description
@@ -21,6 +21,8 @@ from atenlens.worker.outcome import BoundedCapture, abnormal_report, cancelled_r
 # The child's exit is watched with a pidfd (Linux 5.3+); elsewhere the worker polls at this rate.
 USE_PIDFD = hasattr(os, "pidfd_open")
 EXIT_POLL_SECONDS = 0.02
+# How often the worker reads a running child's private memory (the memory limit, beyond RLIMIT_DATA).
+MEMORY_POLL_SECONDS = 0.1
 # After asking a stuck child to dump its stacks, how long to wait for the dump before SIGKILL.
 DUMP_WAIT_SECONDS = 2.0
 DUMP_QUIET_SECONDS = 0.1
@@ -45,6 +47,23 @@ class ChildEnd:
     wait_status: Optional[int]       # os.waitpid status; None when the report came first
     timed_out: bool
     cancelled: bool
+    over_memory_limit_mb: Optional[int] = None   # killed for using this much private memory
+
+
+def private_memory_mb(pid: int) -> Optional[int]:
+    """The memory only this process maps (Private_Clean + Private_Dirty of /proc/PID/smaps_rollup):
+    what it allocated, wrote over (copy-on-write) or mapped shared and touched alone, but not the
+    warm worker's pages it still shares. None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    kib = 0
+    for line in data.split(b"\n"):
+        if line.startswith((b"Private_Clean:", b"Private_Dirty:")):
+            kib += int(line.split()[1])
+    return kib // 1024
 
 
 def _kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
@@ -152,14 +171,25 @@ def run_supervised(
 
     deadline = time.monotonic() + hard_timeout(request)
     timed_out = cancelled = exited = False
+    over_limit: Optional[int] = None         # MB of private memory when the memory limit was exceeded
+    next_memory_check = time.monotonic() + MEMORY_POLL_SECONDS
     try:
         while not exited and report.payload is None:
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            remaining = deadline - now
             if remaining <= 0:
                 timed_out = True
                 break
+            if memory_limit_mb > 0 and now >= next_memory_check:
+                next_memory_check = now + MEMORY_POLL_SECONDS
+                used = private_memory_mb(pid)
+                if used is not None and used > memory_limit_mb:
+                    over_limit = used
+                    break
             command = None
             wait = remaining if pidfd is not None else min(remaining, EXIT_POLL_SECONDS)
+            if memory_limit_mb > 0:
+                wait = min(wait, max(next_memory_check - now, 0.0))
             for key, _ in selector.select(wait):
                 if key.data == "pipe":
                     if _drain(key.fd, sinks[key.fd]):
@@ -173,12 +203,12 @@ def run_supervised(
                 break
             if pidfd is None and not exited:
                 exited = _has_exited(pid)
-        payload = report.payload
+        payload = report.payload if over_limit is None else None
         if payload is not None and not cancelled:
             for fd in sinks:             # what the child printed is in its pipes by now
                 _drain(fd, sinks[fd])
             on_end(ChildEnd(payload, stdout.text(), stderr.text(), None, False, False))
-        if timed_out:
+        if timed_out or over_limit is not None:   # the dump names the line it was stuck at (or allocating)
             selector.unregister(control.fd)      # pending control input waits; it is not for us
             _ask_for_stack_dump(pid, err_r, stderr, selector)
         _kill_group(pid)                 # the child is dead or dies now; so does anything it forked
@@ -187,7 +217,8 @@ def run_supervised(
         if payload is None or cancelled:
             for fd in sinks:             # everything the child wrote is in the pipes by now
                 _drain(fd, sinks[fd])
-            on_end(ChildEnd(report.payload, stdout.text(), stderr.text(), wait_status, timed_out, cancelled))
+            on_end(ChildEnd(None if over_limit is not None else report.payload, stdout.text(), stderr.text(),
+                            wait_status, timed_out, cancelled, over_limit))
     finally:
         selector.close()
         for fd in list(sinks) + ([pidfd] if pidfd is not None else []):
@@ -228,6 +259,13 @@ def report_for(request: TraceRequest, end: ChildEnd, memory_limit_mb: int) -> di
     """The report (as JSON-ready data) for how the child ended."""
     if end.cancelled:
         return to_jsonable(cancelled_report(request, end.stdout, end.stderr))
+    if end.over_memory_limit_mb is not None:
+        return to_jsonable(abnormal_report(
+            request, status="error", code=Code.WORKER_DIED, kind="out-of-memory",
+            message=f"the process running the trace used {end.over_memory_limit_mb:,} MB of memory of its own, "
+                    f"over the trace's memory limit of {memory_limit_mb:,} MB, and was killed",
+            stdout=end.stdout, stderr=end.stderr,
+        ))
     if end.timed_out:
         seconds = hard_timeout(request)
         return to_jsonable(abnormal_report(
@@ -303,6 +341,9 @@ def _abnormal_exit_report(request: TraceRequest, end: ChildEnd, memory_limit_mb:
             what = "exited (exit code 0) without a report: the traced code ended it or wrote over the report"
         elif code == EXIT_NO_REPORT and out_of_memory:
             what = "could not write its report"
+        elif code == EXIT_REPORT_PIPE_CLOSED:
+            what = ("could not write its report: the traced code closed the file descriptors the trace writes to "
+                    "(os.close or os.closerange), so its output and report were lost")
         else:
             what = f"exited with exit code {code} (os._exit, or a C extension called exit())"
         kind = "exit"
