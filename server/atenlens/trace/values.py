@@ -34,7 +34,7 @@ more is accepted): a write the trace did not see makes the value unknown, not st
 from __future__ import annotations
 
 import dis
-import math
+import linecache
 import os
 import sys
 from dataclasses import dataclass
@@ -45,7 +45,7 @@ import torch
 
 from atenlens.report import Code
 from atenlens.trace import torch_compat as tc
-from atenlens.trace.attribution import is_user_file
+from atenlens.trace.attribution import library_cause
 from atenlens.trace.diagnostics import DiagnosticSink
 from atenlens.trace.placeholders import placeholder_scalar
 
@@ -449,10 +449,17 @@ class Values:
         return size
 
     def note(self, text: str) -> None:
-        """Record an assumption at the user line that consumes it (`text` says what was taken)."""
-        library = _library_frame()
-        where = f" in {library}" if library else ""
-        self.sink.add("assumption", Code.ASSUMED_VALUE, f"{UNKNOWN}: {text}{where}", severity="information")
+        """Record an assumption at the user line that consumes it (`text` says what was taken); a read
+        inside a library names the library line too (message and `cause`, as the sync reports do)."""
+        found = library_cause(sys._getframe(1))
+        cause, where = None, ""
+        if found is not None:
+            cause, relative = found
+            source = linecache.getline(cause.file, cause.line).strip()
+            source = source if len(source) <= 80 else source[:77] + "..."
+            where = f", inside {relative}:{cause.line}" + (f" `{source}`" if source else "") + ", called from this line"
+        self.sink.add("assumption", Code.ASSUMED_VALUE, f"{UNKNOWN}: {text}{where}", severity="information",
+                      cause=cause)
 
 
 def _replace(value: Any, replaced: dict) -> Any:
@@ -484,21 +491,6 @@ def _consumer_frame() -> Optional[FrameType]:
             return frame
         frame = frame.f_back
     return None
-
-
-def _library_frame() -> Optional[str]:
-    """`torch/amp/grad_scaler.py:470` when the read happens inside a library, else None."""
-    frame = _consumer_frame()
-    if frame is None or is_user_file(frame.f_code.co_filename):
-        return None
-    file = frame.f_code.co_filename
-    for marker in ("site-packages" + os.sep, "dist-packages" + os.sep):
-        if marker in file:
-            file = file.rsplit(marker, 1)[1]
-            break
-    else:
-        file = os.path.basename(file)
-    return f"{file}:{frame.f_lineno}"
 
 
 _JUMPS_IF_TRUE = frozenset(n for n in dis.opmap if n.startswith("POP_JUMP") and n.endswith("IF_TRUE"))
