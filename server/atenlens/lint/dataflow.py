@@ -32,6 +32,8 @@ class Binding:
     loop: Optional[Node] = None    # `for ... in ...`: the for statement / for_in_clause
     path: tuple[int, ...] = ()     # position of the name inside the loop or assignment target (`for i, (x, y) in`)
     unpacked_from: Optional[Node] = None   # `a, b = value`: the value unpacked (then `value` is None)
+    augmented: bool = False        # `x += y`: the same object as the binding before, updated in place
+    start: int = 0                 # where the binding's statement starts (the binding before applies there)
 
 
 def binding_of(ident: Node) -> Optional[Binding]:
@@ -65,7 +67,7 @@ def binding_of(ident: Node) -> Optional[Binding]:
     if kind == "named_expression" and parent.child_by_field_name("name") == child:
         return Binding(name, parent.end_byte, parent.child_by_field_name("value"))
     if kind == "augmented_assignment" and parent.child_by_field_name("left") == child:
-        return Binding(name, parent.end_byte, None)
+        return Binding(name, parent.end_byte, None, augmented=True, start=parent.start_byte)
     return None
 
 

@@ -14,7 +14,8 @@ often (`Frequency.how_often`).
   not throttled.
 - Once per epoch: the repeating loop's variable or iterable is spelled with `epoch`.
 - Few: `for ... in range(K)` / over a literal list or tuple of K items with K <= 10 (K <= 1 is once);
-  in a test (a function named `test_*`) a loop over any literal `range(K)`.
+  in a test (a function named `test_*` or `_test_*`) a loop over any literal `range(K)`.
+- Once: an `assert`'s message and a `raise` statement run only when a check fails.
 - Once per checkpoint: the loop is in a function spelled as saving, loading or converting
   (`save_checkpoint`, `load_state_dict`, `export_*`, `_merge_*`): it runs when a checkpoint is
   written or read, not per training step, and copying to the host is its job.
@@ -49,7 +50,7 @@ ONCE = Frequency(None, False, "once")
 
 def frequency(node: Node) -> Frequency:
     loop = repeating_loop(node)
-    if loop is None:
+    if loop is None or on_failure_only(node, loop):
         return ONCE
     throttle = _throttle_between(node, loop)
     if throttle is not None:
@@ -60,7 +61,7 @@ def frequency(node: Node) -> Frequency:
     if _is_epoch_loop(loop):
         return Frequency(loop, False, "once per epoch")
     function = _function_name(loop)
-    if count is not None and (count <= FEW_ITERATIONS or function.startswith("test")):
+    if count is not None and (count <= FEW_ITERATIONS or function.lstrip("_").startswith("test")):
         return Frequency(loop, False, f"{count} times (the loop runs {count} times)")
     if _RARE_FUNCTION.search(function):
         return Frequency(loop, False, f"per item in `{function}` (once per call, not per training step)")
@@ -73,6 +74,22 @@ def _function_name(node: Node) -> str:
             name = parent.child_by_field_name("name")
             return text(name) if name is not None else ""
     return ""
+
+
+def on_failure_only(node: Node, loop: Node) -> bool:
+    """Is `node` in an `assert`'s message or a `raise` statement: evaluated only when the check
+    fails, once, on the way out?"""
+    child = node
+    for parent in ancestors(node):
+        if parent == loop:
+            return False
+        if parent.type == "raise_statement":
+            return True
+        if parent.type == "assert_statement":
+            parts = [c for c in parent.named_children if c.type != "comment"]
+            return len(parts) > 1 and child != parts[0]
+        child = parent
+    return False
 
 
 def _short(node: Node) -> str:

@@ -19,9 +19,13 @@ Device, from evidence only:
 Likely on the device (`likely_device`), for UNKNOWN values: a model's output or a loss in code
 that mentions the device (the words `cuda` or `device` appear in the module): a name or
 attribute spelled with `loss`, the result of calling something spelled like a model
-(`model(x)`, `self.net(x)`, `criterion(...)`, `teacher(...)`), a parameter's `.grad`, and what is
-computed from those. Without that evidence a value of unknown device is not reported: a finding
-on a CPU tensor is worse than a missed one (precision first, docs/rules.md "Unknown devices").
+(`model(x)`, `self.net(x)`, `criterion(...)`, `teacher(...)`), a loss function of such an
+output (`chunked_cross_entropy(logits, y)`), a parameter's `.grad`, a batch of a training loop
+(the loop variable, or `next(iterator)`, of a loop whose body calls `backward(`: frameworks move
+batches to the device before the loop sees them), and what is computed from those (also
+through `x += y`, which keeps the tensor `x` was). Without that evidence a value of unknown
+device is not reported: a finding on a CPU tensor is worse than a missed one (precision first; see AL100 in docs/rules.md and the
+measured precision and recall in tests/lint/test_lint_corpus_real.py).
 """
 from __future__ import annotations
 
@@ -35,7 +39,7 @@ from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import Binding
 from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, text
 
-MAX_DEPTH = 12
+MAX_DEPTH = 24   # bindings followed; results are memoised per node, so a long chain costs its length
 
 
 class Device(Enum):
@@ -78,6 +82,7 @@ _MODEL_CALLEE = re.compile(
     r"classifier|learner|lm_head)$", re.I)
 _LOSS_NAME = re.compile(r"loss", re.I)
 _LOSS_CALLEE = re.compile(r"loss|step|forward|criterion", re.I)
+_LOSS_FUNCTION = re.compile(r"loss|entropy|nll|criterion|divergence|mse|bce", re.I)
 _DEVICE_NAME = re.compile(r"(?:^|_)(?:device|dev)(?:$|_)|_device$|^device", re.I)
 _MENTIONS_DEVICE = re.compile(rb"\b(?:cuda|device)\b")
 
@@ -189,6 +194,21 @@ def _combine(devices: list[Device]) -> Device:
 def device_of(ctx: LintContext, node: Optional[Node], depth: int = 0) -> Device:
     if node is None or depth > MAX_DEPTH:
         return Device.UNKNOWN
+    memo = _memo(ctx, "_device_memo")
+    if node.id not in memo:
+        memo[node.id] = _device_of(ctx, node, depth)
+    return memo[node.id]
+
+
+def _memo(ctx: LintContext, name: str) -> dict:
+    memo = getattr(ctx, name, None)
+    if memo is None:
+        memo = {}
+        setattr(ctx, name, memo)
+    return memo
+
+
+def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
     node = strip_parens(node)
     kind = node.type
     if kind in ("integer", "float", "string", "concatenated_string", "true", "false", "none",
@@ -196,6 +216,9 @@ def device_of(ctx: LintContext, node: Optional[Node], depth: int = 0) -> Device:
         return Device.HOST
     if kind == "identifier":
         binding = _binding(ctx, node)
+        while binding is not None and binding.augmented and depth <= MAX_DEPTH:
+            # `total += x` keeps the tensor `total` was: the binding before the statement applies
+            binding, depth = ctx.bindings(node).at(text(node), binding.start - 1), depth + 1
         if binding is None:
             return Device.UNKNOWN
         if binding.loop is not None:
@@ -329,9 +352,23 @@ def likely_device(ctx: LintContext, node: Optional[Node]) -> bool:
     return _model_output(ctx, node, 0)
 
 
+def maybe_device(ctx: LintContext, node: Optional[Node]) -> bool:
+    """Weaker than `likely_device`, for operations that only a tensor has (`torch.where(mask)`,
+    `.nonzero()`): not provably on the host, in a file that speaks of a device."""
+    return likely_device(ctx, node) or (device_of(ctx, node) is Device.UNKNOWN and module_mentions_device(ctx))
+
+
 def _model_output(ctx: LintContext, node: Optional[Node], depth: int) -> bool:
     if node is None or depth > MAX_DEPTH:
         return False
+    memo = _memo(ctx, "_model_output_memo")
+    if node.id not in memo:
+        memo[node.id] = False   # a cycle through this node proves nothing
+        memo[node.id] = _model_output_of(ctx, node, depth)
+    return memo[node.id]
+
+
+def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
     node = strip_parens(node)
     kind = node.type
     if kind == "identifier":
@@ -340,8 +377,16 @@ def _model_output(ctx: LintContext, node: Optional[Node], depth: int) -> bool:
         if binding is None:
             return loss_named  # a parameter or global named `loss`
         if binding.loop is not None:
-            return False
+            # `for step, batch in enumerate(loader):` ... `loss.backward()`: the batch, not the counter
+            iterable = binding.loop.child_by_field_name("right")
+            element = _loop_element_device(ctx, iterable, binding.path, depth + 1)
+            if element is Device.HOST:
+                return False
+            return _in_training_loop(binding.loop) or _iterates_model_output(ctx, iterable, binding.path, depth)
         value = binding.value
+        if value is not None and strip_parens(value).type == "call" and \
+                dotted_name(callee(strip_parens(value))) == "next":
+            return _in_training_loop(node)   # `batch = next(iterator)` inside a training loop
         if value is None:
             if binding.unpacked_from is not None:   # `loss, logits = model(x)`
                 return _model_output(ctx, binding.unpacked_from, depth + 1)
@@ -384,8 +429,50 @@ def _model_output(ctx: LintContext, node: Optional[Node], depth: int) -> bool:
         if name.startswith("torch.") or name.startswith("F."):
             positional, _ = arguments(node)
             return bool(positional) and _model_output(ctx, positional[0], depth + 1)
-        return bool(name) and bool(_MODEL_CALLEE.search(name.split(".")[-1])) or name == "self"
+        if bool(name) and bool(_MODEL_CALLEE.search(name.split(".")[-1])) or name == "self":
+            return True
+        if _LOSS_FUNCTION.search(name.split(".")[-1]):
+            # `chunked_cross_entropy(logits, targets)`: a loss of a model's output
+            positional, keywords = arguments(node)
+            return any(_model_output(ctx, a, depth + 1) for a in [*positional, *keywords.values()])
+        return False
     return False
+
+
+_BACKWARD = re.compile(rb"\.backward\(|\bbackward\(")
+
+
+def _iterates_model_output(ctx: LintContext, iterable: Optional[Node], path: tuple[int, ...], depth: int) -> bool:
+    """`for chunk in logits.chunk(4):` / `for i, c in enumerate(outputs[1:]):`: the rows of a
+    model's output."""
+    if iterable is None:
+        return False
+    iterable = strip_parens(iterable)
+    if iterable.type == "call" and dotted_name(callee(iterable)) == "enumerate":
+        positional, _ = arguments(iterable)
+        if not positional or not path or path[0] != 1:
+            return False
+        iterable = positional[0]
+    return _model_output(ctx, iterable, depth + 1)
+
+
+def _in_training_loop(node: Node) -> bool:
+    """Is `node` a training loop (or in one): a loop whose body calls `backward(`? Its batches
+    are on the device, moved there by the loop or by the framework that feeds it (Fabric,
+    Accelerate, Lightning move batches before the loop sees them)."""
+    loop: Optional[Node] = node if node.type in ("for_statement", "while_statement") else None
+    parent = node.parent
+    while loop is None and parent is not None:
+        if parent.type in ("function_definition", "lambda", "class_definition", "module"):
+            return False
+        if parent.type in ("for_statement", "while_statement"):
+            loop = parent
+        parent = parent.parent
+    if loop is None:
+        return False
+    body = loop.child_by_field_name("body")
+    data = body.text if body is not None and body.text is not None else b""
+    return bool(_BACKWARD.search(data))
 
 
 # Pinned memory ---------------------------------------------------------------------------------

@@ -9,19 +9,25 @@ What it does:
     `while t:`, `x if t else y`, `assert t`); printing it (`print(loss)`, `f"{loss}"`); and
     operations whose output shape depends on the data (`.nonzero()`, `torch.nonzero`,
     `.unique()`, `torch.where(mask)` with one argument, `torch.masked_select`, `.argwhere()`,
-    reading `x[mask]` with a boolean mask). `scaler.step(optimizer)` of a `GradScaler` (fp16
+    reading `x[mask]` with a boolean mask); writing a CUDA tensor into a CPU tensor
+    (`losses[k] = loss` with `losses = torch.zeros(n)`: a copy to the host). `scaler.step(optimizer)` of a `GradScaler` (fp16
     loss scaling reads its inf/NaN flag on the host once per step) is reported at information
     level: it is the price of fp16 loss scaling, not a mistake.
-    Only tensors with evidence of being on the GPU are reported (frequency.py and
-    provenance.py): made or moved there (`.cuda()`, `.to(device)`, `device=`), computed from
-    such a tensor, or a model's output or a loss (`model(x)`, `criterion(...)`, `outputs.loss`,
-    a name spelled with `loss`, a parameter's `.grad`) in a file that speaks of a device.
+    Only tensors with evidence of being on the GPU are reported (provenance.py): made or moved
+    there (`.cuda()`, `.to(device)`, `device=`), computed from such a tensor, or a model's
+    output or a loss (`model(x)`, `criterion(...)`, `outputs.loss`, a name spelled with `loss`,
+    a loss function of a model's output, a parameter's `.grad`, the batch of a loop that calls
+    `backward()`) in a file that speaks of a device (`cuda`, `device`). The data-dependent
+    operations, which only a tensor has, are reported for any tensor not known to be on the
+    host in such a file.
     Tensors made on the CPU (`torch.linspace(0, 1, 5)`, `.cpu()` results, a `DataLoader`'s
     batches), numpy arrays, Python values and tensor metadata (`x.dtype`, `x.shape`) are never
     reported; neither is a tensor of unknown origin (a parameter nothing else says more about).
     Deliberate or cheap reads are information, with a message that says how often: under
     `if step % N == 0:` or `if i == 0:`, in an epoch loop, in a loop over a few literal values
-    (`range(3)`); a loop that runs once is not a loop. `.cpu(non_blocking=True)` does not wait
+    (`range(3)`, any literal range in a `test_*` function), per tensor in a function that saves,
+    loads or converts a checkpoint; a loop that runs once is not a loop, and an `assert`'s
+    message or a `raise` runs only when a check fails. `.cpu(non_blocking=True)` does not wait
     (see AL201).
 
 Why it matters:
@@ -52,7 +58,7 @@ from tree_sitter import Node
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
 from atenlens.lint.frequency import Frequency, frequency
-from atenlens.lint.provenance import Device, device_of, is_dtype, likely_device, strip_parens
+from atenlens.lint.provenance import Device, device_of, is_dtype, likely_device, maybe_device, strip_parens
 from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, text
 from atenlens.report import Code
@@ -152,7 +158,7 @@ def _data_dependent(ctx: LintContext) -> Iterator[Finding]:
             label = f"`.{method}()`"
         else:
             continue
-        if subject is None or not likely_device(ctx, subject):
+        if subject is None or not maybe_device(ctx, subject):
             continue
         finding = _report(ctx, f"{label} (its output's shape depends on the data)", call)
         if finding is not None:
@@ -275,7 +281,12 @@ def _masked_reads(ctx: LintContext) -> Iterator[Finding]:
         if node is None or node.type != "subscript":
             continue
         index = node.child_by_field_name("subscript")
-        if index is None or not _is_mask(ctx, index) or _is_store(node):
+        if _is_store(node):
+            finding = _store_into_host(ctx, node)
+            if finding is not None:
+                yield finding
+            continue
+        if index is None or not _is_mask(ctx, index):
             continue
         value = node.child_by_field_name("value")
         if not likely_device(ctx, value):
@@ -283,6 +294,17 @@ def _masked_reads(ctx: LintContext) -> Iterator[Finding]:
         finding = _report(ctx, f"`{_short(node)}` (a boolean mask: the result's shape depends on the data)", node)
         if finding is not None:
             yield finding
+
+
+def _store_into_host(ctx: LintContext, target: Node) -> Optional[Finding]:
+    """`losses[k] = loss` with `losses` made on the CPU and `loss` on the GPU: a device-to-host
+    copy, and the host waits for it."""
+    value = target.parent.child_by_field_name("right") if target.parent is not None else None
+    if value is None or device_of(ctx, target.child_by_field_name("value")) is not Device.CPU:
+        return None
+    if not likely_device(ctx, value) or device_of(ctx, value) is Device.HOST:
+        return None
+    return _report(ctx, f"writing a CUDA tensor into a CPU tensor (`{_short(target)} = ...`)", target.parent)
 
 
 def _is_store(subscript: Node) -> bool:

@@ -1,0 +1,82 @@
+"""Precision and recall of the lint on real open-source training code (corpus_real/, its README
+says where each file comes from). Each `<file>.labels` lists the expected findings by line and
+code: `warning` for a real hazard the lint must report as a warning, `info` for a deliberate or
+cheap one that may be reported at information level or not at all. Anything else reported is a
+false finding, and so is a warning where the label says info."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from atenlens.lint.engine import lint_source_strict
+from atenlens.lint.findings import Finding
+from test_lint_fixes import apply_edits
+
+CORPUS = Path(__file__).parent / "corpus_real"
+FILES = sorted(p for p in CORPUS.glob("*.py") if p.name != "conftest.py")
+
+
+def labels(path: Path) -> dict[tuple[int, str], str]:
+    found = {}
+    for row in path.with_suffix(".labels").read_text(encoding="utf-8").splitlines():
+        if row.strip() and not row.startswith("#"):
+            line, code, severity = row.split()[:3]
+            assert severity in ("warning", "info"), row
+            found[(int(line), code)] = severity
+    return found
+
+
+def reported(source: str) -> dict[tuple[int, str], str]:
+    """(line, code) -> the strongest severity reported there (two `.item()` on one line are one
+    finding for the count)."""
+    found: dict[tuple[int, str], str] = {}
+    for finding in lint_source_strict(source):
+        key = (finding.line, finding.code)
+        if found.get(key) != "warning":
+            found[key] = "warning" if finding.severity == "warning" else "info"
+    return found
+
+
+def test_precision_and_recall_on_real_code_are_at_least_90_percent() -> None:
+    assert len(FILES) >= 30
+    right = wrong = hazards = caught = 0
+    misses, false = [], []
+    for path in FILES:
+        expected = labels(path)
+        got = reported(path.read_text(encoding="utf-8"))
+        for key, severity in got.items():
+            if expected.get(key) == severity:
+                right += 1
+            else:
+                wrong += 1
+                false.append(f"{path.name}:{key[0]} {key[1]} {severity} (label: {expected.get(key)})")
+        for key, severity in expected.items():
+            if severity == "warning":
+                hazards += 1
+                if got.get(key) == "warning":
+                    caught += 1
+                else:
+                    misses.append(f"{path.name}:{key[0]} {key[1]}")
+    precision, recall = right / (right + wrong), caught / hazards
+    print(f"\ncorpus_real: {len(FILES)} files, {right + wrong} findings, {right} right: precision "
+          f"{precision:.1%}; {hazards} labelled hazards, {caught} reported as warnings: recall {recall:.1%}")
+    print("false findings:", *false, sep="\n  ")
+    print("missed hazards:", *misses, sep="\n  ")
+    assert precision >= 0.9 and recall >= 0.9
+
+
+def test_every_fix_offered_on_real_code_parses_and_removes_its_finding() -> None:
+    offered = 0
+    for path in FILES:
+        source = path.read_text(encoding="utf-8")
+        fixable = [f for f in lint_source_strict(source) if f.fix is not None]
+        for finding in fixable:
+            offered += 1
+            fixed = apply_edits(source, finding.fix.edits)
+            ast.parse(fixed)  # still valid Python
+            assert not [f for f in lint_source_strict(fixed) if _same(f, finding)], (path.name, finding)
+    assert offered >= 4
+
+
+def _same(after: Finding, before: Finding) -> bool:
+    return (after.code, after.line, after.column) == (before.code, before.line, before.column)
