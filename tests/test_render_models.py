@@ -188,6 +188,20 @@ def test_depth_chooses_how_much_of_the_tree_is_shown(program: Path, step_report)
     assert "layer2.0.downsample" in deep and "layer2.0.downsample.0" not in deep
 
 
+def test_a_tree_counted_from_cut_events_says_so(program: Path, step_report) -> None:
+    """A report past its event limit counts more ops in its summary than it kept: the tree's counts
+    are of the kept events, and the listing says so under the tree."""
+    import dataclasses
+
+    line = line_of(program, "output = model(images)")
+    summary = dataclasses.replace(step_report.summary, ops={**step_report.summary.ops,
+                                                            "forward": step_report.summary.ops["forward"] + 500})
+    rows = rows_under(render(dataclasses.replace(step_report, summary=summary), depth=0), line)
+    assert rows[1:3] == ["module    TinyResNet    f32[2, 10]        79 ops  5.86MFLOP  12.3K params",
+                         "          (ops and FLOPs of the events the report kept; see the notes)"]
+    assert "(ops and FLOPs of the events" not in render(step_report)
+
+
 def test_module_data_in_the_report(program: Path, step_report) -> None:
     modules = step_report.modules
     line = line_of(program, "output = model(images)")

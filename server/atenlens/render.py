@@ -193,14 +193,14 @@ class _ModuleRow:
     flops: int
     params: int
 
-    def cells(self) -> dict[str, str]:
+    def cells(self, flops_label: Callable[[int], str] = format_flops) -> dict[str, str]:
         return {
             "name": "  " * self.depth + self.name,
             "type": self.type,
             "output": self.output,
             "count": f"x{self.calls}" if self.calls > 1 else "",
             "ops": f"{self.ops} op{'s' if self.ops != 1 else ''}",
-            "flops": format_flops(self.flops) if self.flops else "",
+            "flops": flops_label(self.flops) if self.flops else "",
             "params": f"{format_count(self.params)} params" if self.params else "",
         }
 
@@ -210,6 +210,7 @@ class _LineWork:
     calls: "OrderedDict[str, int]" = field(default_factory=OrderedDict)
     rows: list[_Row] = field(default_factory=list)
     trees: list[list[_ModuleRow]] = field(default_factory=list)
+    trees_partial: bool = False   # the report kept only some events: the trees' op counts are of those
     # callee function -> phase -> op count, for work this line caused inside other user functions
     callees: "OrderedDict[str, dict[str, int]]" = field(default_factory=OrderedDict)
     callee_flops: "dict[str, int]" = field(default_factory=dict)
@@ -364,16 +365,22 @@ def _collect(report: TraceReport, hidden: frozenset, depth: int) -> "dict[tuple,
                 callee_flops[inner.function] = callee_flops.get(inner.function, 0) + (event.flops or 0)
     for diagnostic in report.diagnostics:
         at((diagnostic.file, diagnostic.line)).diagnostics.append(diagnostic)
+    # past the report's event limit the tree counts only the ops that were kept: it says so
+    kept = sum(1 for e in report.events if e.kind == "op")
+    partial = sum(report.summary.ops.values()) > kept
     for key, roots in module_trees(report).items():
-        at(key).trees = [_module_rows(root, depth) for root in roots]
+        line_work = at(key)
+        line_work.trees = [_module_rows(root, depth) for root in roots]
+        line_work.trees_partial = partial
     for line_work in work.values():
         line_work.rows = _fold_shapes(line_work.rows)
     return work
 
 
-def module_tree_lines(root: ModuleNode, depth: int = DEFAULT_DEPTH) -> list[str]:
+def module_tree_lines(root: ModuleNode, depth: int = DEFAULT_DEPTH,
+                      flops_label: Callable[[int], str] = format_flops) -> list[str]:
     """The rows of one module tree as plain text (no colour, no tag column): the editor's hover."""
-    cells = [row.cells() for row in _module_rows(root, depth)]
+    cells = [row.cells(flops_label) for row in _module_rows(root, depth)]
     columns = MODULE_COLUMNS[1:]
     widths = column_widths(columns, cells)
     plain = _Style(False)
@@ -508,6 +515,8 @@ def _annotations(line_work: _LineWork, widths: dict[str, int], style: _Style,
         tree_widths = column_widths(MODULE_COLUMNS, cells)
         for row in cells:
             yield format_row(MODULE_COLUMNS, tree_widths, row, style)
+        if line_work.trees_partial:
+            yield style(" " * 10 + "(ops and FLOPs of the events the report kept; see the notes)", "dim")
     previous_phase = None
     for row in line_work.rows:
         cells = row.cells()

@@ -117,7 +117,7 @@ def hover_markdown(trace: LineTrace, show_bookkeeping: bool = False) -> str:
         parts.append("**API calls:** " + ", ".join(f"`{n}`" for n in shown)
                      + (f" and {len(names) - len(shown)} more" if len(names) > len(shown) else ""))
     for root in trace.trees:
-        parts.append("**Modules**\n\n```\n" + "\n".join(module_tree_lines(root, depth=1)) + "\n```")
+        parts.append("**Modules**\n\n```\n" + "\n".join(module_tree_lines(root, depth=1, flops_label=flops_label)) + "\n```")
     # under a module tree the tree is the summary: the op tables stay short
     rows = _MAX_ROWS // 2 if trace.trees else _MAX_ROWS
     if trace.forward:
