@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from atenlens.lint import lint_source
+from atenlens.lint import RULES, lint_source
 from atenlens.lint.fixes import apply_edits, offered_fixes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -203,3 +203,25 @@ def test_the_pre_commit_hook_entry_lints_the_files_pre_commit_passes(tmp_path: P
     result = subprocess.run([sys.executable, "-m", "atenlens", *"atenlens lint".split()[1:], "a.py", "b.py"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert (result.returncode, result.stdout.splitlines()[-1]) == (1, "Found 2 problems in 1 file.")
+
+
+def test_rule_prints_the_rules_section_of_docs_rules_md(tmp_path: Path) -> None:
+    rules_md = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
+    by_code = subprocess.run([sys.executable, "-m", "atenlens", "rule", "AL101"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60)
+    section = "## AL101 `synchronize-in-loop`\n" + rules_md.split("## AL101 `synchronize-in-loop`\n", 1)[1].split(
+        "\n## ", 1)[0].rstrip("\n") + "\n"
+    assert (by_code.returncode, by_code.stdout) == (0, section)
+    summary = next(rule.summary for rule in RULES if rule.code == "AL101")
+    assert section.splitlines()[2] == summary[:1].upper() + summary[1:].rstrip(".") + "."
+    by_name = subprocess.run([sys.executable, "-m", "atenlens", "rule", "synchronize-in-loop"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60)
+    assert by_name.stdout == section
+    unknown = subprocess.run([sys.executable, "-m", "atenlens", "rule", "AL999"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60)
+    assert (unknown.returncode, unknown.stdout) == (2, "")
+    assert unknown.stderr == ("atenlens rule: unknown rule 'AL999' (known: AL100, AL101, AL200, AL201, AL300, "
+                              "AL301, AL302)\n")
+    every = subprocess.run([sys.executable, "-m", "atenlens", "rule", "--all"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=60)
+    assert every.stdout == rules_md[rules_md.index("## AL100 "):]
