@@ -132,6 +132,9 @@ def test_stdin_is_linted_under_its_stdin_filename(tmp_path: Path) -> None:
         f"tests/test_x.py:4:24: AL302 {ZEROS}", "Found 1 problem in 1 file."])
     anonymous = run_lint("-", "--format", "concise", cwd=tmp_path, stdin=LOOP)
     assert anonymous.stdout.splitlines()[:2] == [f"-:3:11: AL100 {ITEM}", f"-:4:24: AL302 [*] {ZEROS}"]
+    # --stdin-filename without a path reads stdin, as in ruff
+    implied = run_lint("--stdin-filename", "tests/test_x.py", cwd=tmp_path, stdin=LOOP)
+    assert implied.stdout == named.stdout
     fixed = run_lint("-", "--fix", cwd=tmp_path, stdin=LOOP)
     assert fixed.stdout == LOOP.replace("torch.zeros(3).cuda()", 'torch.zeros(3, device="cuda")')
     assert fixed.stderr.splitlines() == [f"-:3:11: AL100 {ITEM}", "Found 1 problem in 1 file.",

@@ -144,7 +144,7 @@ def run_lint_command(args: argparse.Namespace, out: TextIO = sys.stdout, err: Te
     mode = "diff" if diff else "fix" if fix else "check"
     fmt = getattr(args, "format", "text")
     stdin_name = getattr(args, "stdin_filename", None)
-    paths = list(args.paths)
+    paths = list(args.paths) or [STDIN if stdin_name else "."]     # as ruff: no path is the current folder
     if STDIN in paths and len(paths) > 1:
         return fail("- (stdin) cannot be combined with other paths")
     missing = [p for p in paths if p != STDIN and not os.path.lexists(p)]

@@ -8,7 +8,9 @@ FORMATS = ("text", "concise", "json", "github", "sarif")
 
 
 def add_arguments(lint: argparse.ArgumentParser) -> None:
-    lint.add_argument("paths", nargs="+", metavar="PATH", help="files or folders; - reads the source from stdin")
+    lint.add_argument("paths", nargs="*", metavar="PATH",
+                      help="files or folders (default: the current folder, or stdin with --stdin-filename); "
+                           "- reads the source from stdin")
     lint.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     lint.add_argument("--select", metavar="CODES", help="comma-separated codes or prefixes to run, replacing "
                                                         "[tool.atenlens] select (default: all)")
