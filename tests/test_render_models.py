@@ -301,3 +301,29 @@ def test_init_lines_and_syncs_in_hints(program: Path) -> None:
     assert hints[line_of(program, "value = head(torch.randn(3, 4))")] == "4 ops -> f32[]"
     # traced on cpu: `.item()` reads host memory, no sync to mark (the simulated-CUDA case: test_lsp_trace)
     assert hints[line_of(program, "return value.item()")] == "_local_scalar_dense"
+
+
+def test_hint_kinds_switch_off_one_by_one() -> None:
+    """A line with forward and backward ops and a sync: each hint setting removes its own part."""
+    from atenlens.lsp.trace_view import LineTrace
+    from atenlens.report import Diagnostic, Event, TensorMeta
+
+    def op(name: str, phase: str, *shape: int) -> Event:
+        return Event(kind="op", name=name, phase=phase, file="f.py", line=3,  # type: ignore[arg-type]
+                     outputs=(TensorMeta("float32", shape, "cuda:0"),) if shape else ())
+    trace = LineTrace(
+        text="    y = x.t().mm(w).sum().item()",
+        forward=[op("aten.t.default", "forward", 4, 8), op("aten.mm.default", "forward", 4, 4),
+                 op("aten.sum.default", "forward"), op("aten._local_scalar_dense.default", "forward")],
+        backward=[op("aten.mm.default", "backward", 8, 4), op("aten.detach.default", "backward", 8, 4)],
+        diagnostics=[Diagnostic(file="f.py", line=3, column=4, severity="warning", code="AL100", kind="sync",
+                                message="`.item()` ...", count=2)],
+        bookkeeping=frozenset({"aten.t.default", "aten.detach.default"}))
+    assert trace.hint(HintSettings()) == "mm, sum, _local_scalar_dense f32[4, 4] · ∇ mm · sync×2"
+    assert trace.hint(HintSettings(syncs=False)) == "mm, sum, _local_scalar_dense f32[4, 4] · ∇ mm"
+    assert trace.hint(HintSettings(backward=False, shapes=False)) == "mm, sum, _local_scalar_dense · sync×2"
+    assert trace.hint(HintSettings(ops=False)) == "3 ops f32[4, 4] · ∇ 1 op · sync×2"
+    assert trace.hint(HintSettings(show_bookkeeping=True, max_length=80)) == \
+        "t, mm, sum, _local_scalar_dense f32[4, 4] · ∇ mm, detach · sync×2"
+    # ... and within the default length, view-like ops are the first to be cut
+    assert trace.hint(HintSettings(show_bookkeeping=True)) == "mm, sum, _local_scalar_dense +1 f32[4, 4] · ∇ mm +1 · sync×2"
