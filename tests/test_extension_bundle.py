@@ -17,7 +17,7 @@ from pygls.lsp.client import LanguageClient
 
 ROOT = Path(__file__).resolve().parents[1]
 PINS = ROOT / "client" / "bundled-requirements.txt"
-LOOP_WITH_ITEM = "def train(loss_fn, steps):\n    total = 0.0\n    for _ in range(steps):\n        total += loss_fn().item()\n    return total\n"
+LOOP_WITH_ITEM = "def train(loss_fn, steps):\n    total = 0.0\n    for _ in range(steps):\n        total += loss_fn().cuda().item()\n    return total\n"
 
 
 def pinned() -> dict[str, str]:
@@ -98,7 +98,7 @@ async def test_bundled_server_lints_in_an_environment_without_packages(tmp_path:
         params = await asyncio.wait_for(published.get(), 60)
         assert params.uri == source.as_uri()
         found = [(d.code, d.range.start.line, d.range.start.character) for d in params.diagnostics]
-        assert ("AL100", 3, 27) in found, found     # the `item` of `.item()`
+        assert ("AL100", 3, 34) in found, found     # the `item` of `.item()` on a CUDA tensor
         info = await asyncio.wait_for(client.protocol.send_request_async("atenlens/serverInfo", {}), 30)
         assert info.torchImported is False
         await asyncio.wait_for(client.shutdown_async(None), 30)
