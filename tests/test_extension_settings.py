@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from atenlens.gpus import gpu_names
 from atenlens.lsp.settings import DEVICES, Settings, TraceSettings, flat_default_settings, settings_from_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,6 +63,16 @@ def test_json_types_match_the_server_defaults() -> None:
 
 def test_device_choices_are_the_servers() -> None:
     assert sorted(SERVER_PROPERTIES["atenlens.trace.device"]["enum"]) == sorted(DEVICES)
+
+
+def test_gpu_choices_are_the_tables_and_names_are_accepted_in_any_case() -> None:
+    assert SERVER_PROPERTIES["atenlens.trace.gpu"]["enum"] == list(gpu_names())
+    settings, problems = settings_from_json({"trace": {"gpu": "H200"}})
+    assert problems == [] and settings.trace.gpu == "h200"
+    settings, problems = settings_from_json({"trace": {"gpu": "v100"}})
+    assert settings.trace.gpu == "h100-sxm"
+    assert problems == ["atenlens.trace.gpu must be a GPU of the table: h100-sxm, h100-pcie, h200, a100-80gb, "
+                        "a100-40gb, l4, l40s, rtx-4090, mi300x (got 'v100'); using the default 'h100-sxm'"]
 
 
 @pytest.mark.parametrize("name", sorted(n for n, s in SERVER_PROPERTIES.items() if "minimum" in s

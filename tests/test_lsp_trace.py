@@ -69,10 +69,15 @@ async def test_trace_train_step(client, tmp_path):
     assert "| `threshold_backward` | `ReluBackward0` | f32[8, 32] cuda:0, f32[8, 32] cuda:0 | f32[8, 32] cuda:0 |" \
         in markdown
     assert "**FLOPs:** 16.4 kFLOP" in markdown
+    # the cost section: estimates on the selected GPU (atenlens.trace.gpu, default H100 SXM; docs/cost.md)
+    assert ("**Cost** (estimate)\n- time: ~4.76 ns, 53.6% of the step (forward 2.02 ns, backward 2.74 ns)\n"
+            "- memory: allocates 5.5 KiB; 4.5 KiB still held when the line is done (gradients 2.5 KiB, "
+            "referenced by the program 1 KiB, saved by ReluBackward0 1 KiB)") in markdown
     assert (hover.range.start.line, hover.range.end.line, hover.range.end.character) == (fc1, fc1, at_end(fc1))
 
     lenses = await code_lenses(client, uri)
-    assert (defs["train_step"], "fwd 9 · bwd 24 · opt 1 · 0 syncs · 22.5 kFLOP", "") in lenses
+    assert (defs["train_step"], "fwd 9 · bwd 24 · opt 1 · 0 syncs · 22.5 kFLOP · "
+            f"peak 10.5 KiB @ line {fc1 + 1} (backward) · ~8.89 ns/step on H100 SXM", "") in lenses
 
     # Tracing the loop finds the sync the lint finds too; both are published, each with its source.
     published = len(client.recorder.published)
@@ -411,6 +416,9 @@ async def test_rollup_hover_and_hint_kinds(client, tmp_path):
         "| `threshold_backward` | backward | 1 | — |",
         "",
         "**FLOPs:** 22.5 kFLOP inside calls",
+        "",
+        "**Cost** (estimate)",
+        "- inside calls from this line: ~6.57 ns, 74.0% of the step",
     ])
 
     step_line, backward_line = line_of(text, "opt.step()"), line_of(text, "loss.backward()")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from atenlens.gpus import GPU, find_gpu
-from atenlens.report import Event
+from atenlens.report import Event, Summary
 
 # cuBLAS/cuDNN reach 70-80% of the dense tensor-core peak on large GEMMs and attention (torch's own
 # estimators, inductor's and torch.distributed._tools.RuntimeEstimator, assume 75% too).
@@ -102,6 +102,24 @@ def line_costs(events: Iterable[Event], gpu_name: Optional[str] = None,
 
 def most_expensive(costs: dict, count: int = 5) -> list[LineCost]:
     return sorted((c for c in costs.values() if c.seconds > 0), key=lambda c: -c.seconds)[:count]
+
+
+def lens_label(summary: Summary) -> str:
+    """"peak 61.2 GiB @ line 48 (backward) · ~412 ms/step on H100 SXM" for the editor's summary lens;
+    "" when the report has no cost summary."""
+    memory, time = summary.memory, summary.time
+    parts: list[str] = []
+    if memory is not None:
+        where = f" @ line {memory.peak_line}" if memory.peak_line is not None else ""
+        parts.append(f"peak {format_bytes(memory.peak_bytes)}{where} ({memory.peak_phase})"
+                     + (" — does not fit" if memory.peak_bytes > memory.device_bytes else ""))
+    if time is not None:
+        try:
+            name = find_gpu(time.gpu).short_name
+        except KeyError:
+            name = time.gpu
+        parts.append(f"~{format_seconds(time.step_seconds)}/step on {name}")
+    return " · ".join(parts)
 
 
 def format_bytes(n: int) -> str:

@@ -38,6 +38,11 @@ class GPU:
     network_bandwidth: Optional[float]    # bytes/s per GPU between nodes in the vendor's reference system; None: not specified
     source: str                       # the datasheet the figures come from (docs/cost.md)
 
+    @property
+    def short_name(self) -> str:
+        """"H100 SXM", "RTX 4090": the name without its memory size and brand prefix."""
+        return " ".join(t for t in self.name.split() if not t.endswith("GB") and t not in ("GeForce", "Instinct"))
+
     def peak_flops(self, dtype: str, matmul_fp32_as_tf32: bool = False) -> float:
         """Peak dense FLOP/s for an op computing in `dtype` (torch's name: "bfloat16")."""
         if dtype in ("bfloat16",):

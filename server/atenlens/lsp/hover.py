@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Sequence
 
+from atenlens.lsp.cost_hover import cost_section
 from atenlens.lsp.labels import flops_label, short_op, sync_label, tensors_label_with_device
 from atenlens.lsp.trace_view import LineTrace
 from atenlens.render import module_tree_lines
@@ -134,6 +135,9 @@ def hover_markdown(trace: LineTrace, show_bookkeeping: bool = False) -> str:
         parts.append(f"**FLOPs:** {flops_label(flops)} (+ {flops_label(nested_flops)} inside calls)")
     elif flops or nested_flops:
         parts.append(f"**FLOPs:** {flops_label(flops)}" if flops else f"**FLOPs:** {flops_label(nested_flops)} inside calls")
+    cost = cost_section(trace)
+    if cost is not None:
+        parts.append(cost)
     if trace.nested_syncs:
         parts.append(f"**Syncs inside calls from this line:** {sync_label(trace.nested_syncs)}")
     if trace.diagnostics:

@@ -258,7 +258,7 @@ class AtenlensServer(LanguageServer):
         uri, source = document.uri, document.source
         settings = self.settings.trace
         request = TraceRequest(file=document.path, qualname=info.qualname, device=settings.device,  # type: ignore[arg-type]
-                               timeout_seconds=settings.timeout_seconds, source=source)
+                               timeout_seconds=settings.timeout_seconds, source=source, gpu=settings.gpu)
         first = (info.directive_line or info.first_line) - 1
         meta: dict[str, Any] = {"uri": uri, "first": first, "last": info.end_line - 1, "def_line": info.line - 1,
                                 "shifts": [], "lines": self.state(uri).lines(source)}

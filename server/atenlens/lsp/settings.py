@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from atenlens.gpus import find_gpu, gpu_names
 from atenlens.worker.limits import LONGEST_TIMEOUT_SECONDS
 
 DEVICES = ("cuda", "cpu")
@@ -35,6 +36,7 @@ class TraceSettings:
     timeout_seconds: float = 30.0    # budget for loading the module and running the function
     on_save: bool = False            # re-trace the functions traced before when the file is saved
     memory_limit_mb: int = 4096      # address-space limit of the trace worker process
+    gpu: str = "h100-sxm"            # GPU that memory and time are forecast for (atenlens/gpus.py)
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,20 @@ def _valid_memory_limit(value: Any) -> bool:
     return _valid_positive_int(value) and value <= LARGEST_MEMORY_LIMIT_MB
 
 
+def _valid_gpu(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        find_gpu(value)
+    except KeyError:
+        return False
+    return True
+
+
+def _gpu_key(value: str) -> str:
+    return find_gpu(value).key
+
+
 def _valid_codes(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
 
@@ -101,6 +117,7 @@ _FIELDS: dict[tuple[str, str], tuple[Callable[[Any], bool], Callable[[Any], Any]
     ("trace", "timeout_seconds"): (_valid_timeout, float,
                                    f"a positive number of seconds, at most {LONGEST_TIMEOUT_SECONDS:g}"),
     ("trace", "on_save"): (_valid_bool, bool, "true or false"),
+    ("trace", "gpu"): (_valid_gpu, _gpu_key, "a GPU of the table: " + ", ".join(gpu_names())),
     ("trace", "memory_limit_mb"): (_valid_memory_limit, int,
                                    f"a positive integer of MiB, at most {LARGEST_MEMORY_LIMIT_MB}"),
     ("hints", "enabled"): (_valid_bool, bool, "true or false"),

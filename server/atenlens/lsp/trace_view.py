@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Optional, Sequence
 
 from atenlens.module_tree import ModuleNode, module_trees
-from atenlens.report import Diagnostic, Event, TensorMeta, TraceReport
+from atenlens.cost import lens_label
+from atenlens.report import Diagnostic, Event, MemoryLine, TensorMeta, TraceReport
 from atenlens.lsp.labels import is_setup_function, line_hint, rollup_hint, summary_label
 from atenlens.lsp.settings import HintSettings
 from atenlens.lsp.text import LineShift
@@ -43,6 +44,8 @@ class LineTrace:
     callees: dict[tuple[str, str], int] = field(default_factory=dict)  # (file, function) rolled up -> first line
     nested_syncs: int = 0                               # syncs deeper in the code this line calls
     nested_setup: list[Event] = field(default_factory=list)  # of `nested`, those that ran inside an `__init__`
+    memory: Optional[MemoryLine] = None                 # cost: what the line allocated and who held it (lsp/cost_hover.py)
+    step_seconds: float = 0.0                           # cost: the trace's estimated step time
 
     @property
     def has_ops(self) -> bool:
@@ -91,7 +94,8 @@ class TracedFunction:
     def summary(self) -> str:
         if self.report.status != "ok":
             return f"trace {self.report.status}: {self.report.message}".rstrip(": ")
-        return summary_label(self.report.summary)
+        cost = lens_label(self.report.summary)
+        return summary_label(self.report.summary) + (f" · {cost}" if cost else "")
 
     @property
     def lens_title(self) -> str:
@@ -189,6 +193,7 @@ def build_traced_function(report: TraceReport, path: str, source_lines: Sequence
                 outer.callees[key] = min(outer.callees.get(key, callee.line), callee.line)
 
     _add_modules(report, path, at)
+    _add_costs(report, path, at, lines)
 
     general: list[Diagnostic] = []
     for diagnostic in report.diagnostics:
@@ -210,6 +215,18 @@ def build_traced_function(report: TraceReport, path: str, source_lines: Sequence
                                   code="", kind=report.status, message=report.message or report.status))
     return TracedFunction(qualname=qualname, report=report, first=first, last=last, def_line=def_line,
                           lines=lines, general=general)
+
+
+def _add_costs(report: TraceReport, path: str, at, lines: dict[int, LineTrace]) -> None:
+    """What each line allocated and held (summary.memory.lines), and the step time for its share."""
+    time, memory = report.summary.time, report.summary.memory
+    for line in memory.lines if memory is not None else ():
+        own = at(line.line) if same_file(line.file, path) else None
+        if own is not None:
+            own.memory = line
+    step = time.step_seconds if time is not None else 0.0
+    for trace in lines.values():
+        trace.step_seconds = step
 
 
 def _add_modules(report: TraceReport, path: str, at) -> None:

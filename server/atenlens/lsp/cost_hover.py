@@ -1,0 +1,35 @@
+"""The cost section of a traced line's hover (hover.py appends it): the line's estimated time, its
+share of the step and which roofline bound it is on, the device memory it allocated and who still
+held it when the line was done. Pure function of a `LineTrace`; the figures are the report's
+estimates (docs/cost.md)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from atenlens.cost import format_bytes, format_seconds
+from atenlens.lsp.trace_view import LineTrace
+
+
+def cost_section(trace: LineTrace) -> Optional[str]:
+    events = trace.forward + trace.backward + trace.optimizer
+    seconds = sum(e.estimate_seconds for e in events)
+    by_phase = {p: sum(e.estimate_seconds for e in events if e.phase == p) for p in ("forward", "backward", "optimizer")}
+    nested = sum(e.estimate_seconds for e in trace.nested + trace.nested_backward)
+    memory = trace.memory
+    if not seconds and not nested and (memory is None or not memory.bytes_allocated):
+        return None
+    lines = ["**Cost** (estimate)"]
+    if seconds:
+        share = f", {seconds / trace.step_seconds:.1%} of the step" if trace.step_seconds else ""
+        phases = ", ".join(f"{p} {format_seconds(s)}" for p, s in by_phase.items() if s)
+        lines.append(f"- time: ~{format_seconds(seconds)}{share} ({phases})")
+    if nested:
+        share = f", {nested / trace.step_seconds:.1%} of the step" if trace.step_seconds else ""
+        lines.append(f"- inside calls from this line: ~{format_seconds(nested)}{share}")
+    if memory is not None and memory.bytes_allocated:
+        text = f"- memory: allocates {format_bytes(memory.bytes_allocated)}"
+        if memory.bytes_held:
+            who = ", ".join(f"{h.who} {format_bytes(h.bytes)}" for h in memory.held_by)
+            text += f"; {format_bytes(memory.bytes_held)} still held when the line is done ({who})"
+        lines.append(text)
+    return "\n".join(lines)
