@@ -71,8 +71,8 @@ async def test_trace_train_step(client, tmp_path):
     assert "**FLOPs:** 16.4 kFLOP" in markdown
     # the cost section: estimates on the selected GPU (atenlens.trace.gpu, default H100 SXM; docs/cost.md)
     assert ("**Cost** (estimate)\n- time: ~4.76 ns, 53.6% of the step (forward 2.02 ns, backward 2.74 ns)\n"
-            "- memory: allocates 5.5 KiB; 4.5 KiB still held when the line is done (gradients 2.5 KiB, "
-            "referenced by the program 1 KiB, saved by ReluBackward0 1 KiB)") in markdown
+            "- memory: allocates 5.5 KiB; 3.5 KiB still held when the line is done (gradients 2.5 KiB, "
+            "saved by ReluBackward0 1 KiB)") in markdown
     assert (hover.range.start.line, hover.range.end.line, hover.range.end.character) == (fc1, fc1, at_end(fc1))
 
     lenses = await code_lenses(client, uri)
