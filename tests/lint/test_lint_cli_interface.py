@@ -32,7 +32,7 @@ def write(path: Path, text: str) -> Path:
 
 def test_concise_marks_fixable_findings_and_counts_them(tmp_path: Path) -> None:
     write(tmp_path / "t.py", LOOP)
-    result = run_lint("t.py", "--format", "concise", cwd=tmp_path)
+    result = run_lint("t.py", "--output-format", "concise", cwd=tmp_path)     # ruff's spelling of --format
     assert result.returncode == 1
     assert result.stdout.splitlines() == [
         f"t.py:3:11: AL100 {ITEM}",

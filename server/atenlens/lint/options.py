@@ -11,7 +11,8 @@ def add_arguments(lint: argparse.ArgumentParser) -> None:
     lint.add_argument("paths", nargs="*", metavar="PATH",
                       help="files or folders (default: the current folder, or stdin with --stdin-filename); "
                            "- reads the source from stdin")
-    lint.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    lint.add_argument("--format", "--output-format", dest="format", choices=FORMATS, default="text",
+                      help="output format (default: text); --output-format is ruff's spelling")
     lint.add_argument("--select", metavar="CODES", help="comma-separated codes or prefixes to run, replacing "
                                                         "[tool.atenlens] select (default: all)")
     lint.add_argument("--extend-select", metavar="CODES", help="codes to run on top of the selection")
