@@ -61,7 +61,13 @@ def test_first_use_builds_into_the_cache_and_later_processes_reuse_it(tmp_path):
     torch_install = shims.find_torch()
     assert cache_dir.parent == tmp_path / "shims"
     assert cache_dir.name.startswith(f"torch-{torch_install.version}-cxx11abi-cp{sys.version_info[0]}{sys.version_info[1]}-")
-    assert sorted(p.name for p in cache_dir.iterdir()) == ["fake_cuda_guard.so", "fake_cuda_hooks.so"]
+    assert sorted(p.name for p in cache_dir.iterdir()) == [
+        "fake_cuda_guard.so", "fake_cuda_guard.so.sha256", "fake_cuda_hooks.so", "fake_cuda_hooks.so.sha256"]
+    # only this user can write the cache: folders 0700, libraries 0700, hash records 0600
+    assert oct((tmp_path / "shims").stat().st_mode & 0o777) == "0o700" and oct(cache_dir.stat().st_mode & 0o777) == "0o700"
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in cache_dir.iterdir()} == {
+        "fake_cuda_guard.so": "0o700", "fake_cuda_guard.so.sha256": "0o600",
+        "fake_cuda_hooks.so": "0o700", "fake_cuda_hooks.so.sha256": "0o600"}
     warm = run_python(LOAD_AND_USE, env)
     assert (warm["available"], warm["built"], warm["cache_dir"], warm["grad"]) == (True, False, cold["cache_dir"], "cuda:0")
 
@@ -77,7 +83,13 @@ def test_two_workers_building_at_once_both_succeed(tmp_path):
         results.append(json.loads(out.strip().splitlines()[-1]))
     assert [(r["available"], r["grad"]) for r in results] == [(True, "cuda:0")] * 2
     (cache_dir,) = (tmp_path / "shims").iterdir()
-    assert sorted(p.name for p in cache_dir.iterdir()) == ["fake_cuda_guard.so", "fake_cuda_hooks.so"]
+    assert sorted(p.name for p in cache_dir.iterdir()) == [
+        "fake_cuda_guard.so", "fake_cuda_guard.so.sha256", "fake_cuda_hooks.so", "fake_cuda_hooks.so.sha256"]
+    # only this user can write the cache: folders 0700, libraries 0700, hash records 0600
+    assert oct((tmp_path / "shims").stat().st_mode & 0o777) == "0o700" and oct(cache_dir.stat().st_mode & 0o777) == "0o700"
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in cache_dir.iterdir()} == {
+        "fake_cuda_guard.so": "0o700", "fake_cuda_guard.so.sha256": "0o600",
+        "fake_cuda_hooks.so": "0o700", "fake_cuda_hooks.so.sha256": "0o600"}
 
 
 @pytest.mark.parametrize("compiler, reason", [

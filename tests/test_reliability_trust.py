@@ -440,3 +440,83 @@ def test_serve_tcp_token_from_the_environment_is_not_printed_nor_passed_to_trace
         if process.poll() is None:
             process.kill()
         process.wait()
+
+
+# -- the compiled-shim cache: only what this user built is loaded ----------------------------------------
+
+# Loads the shims (as the worker does before torch) and says what happened; it never imports torch.
+LOAD_SHIMS = """
+import json, os, sys
+from atenlens.trace.gpu import shims
+status = shims.load_shims()
+print(json.dumps({"available": status.available, "built": status.built, "cache_dir": status.cache_dir,
+                  "reason": status.reason, "notes": list(status.notes)}))
+sys.stdout.flush()
+os._exit(0)
+"""
+# A library whose constructor leaves a marker: what another account could plant in a shared cache.
+PLANTED = r"""
+#include <stdio.h>
+__attribute__((constructor)) static void planted(void) { FILE *f = fopen(MARKER, "w"); if (f) fclose(f); }
+"""
+
+
+def load_shims(cache: pathlib.Path) -> dict:
+    from atenlens.worker.client import worker_environment
+
+    done = subprocess.run([sys.executable, "-c", LOAD_SHIMS], capture_output=True, text=True, timeout=600,
+                          env=worker_environment({"ATENLENS_CACHE_DIR": str(cache)}))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_shim_cache_loads_only_what_this_user_built(tmp_path, reliability):
+    reliability.record("Trust", "compiled-shim cache: planted library, group-writable folder",
+                       "a .so whose constructor leaves a marker planted over a cached shim (its recorded hash no "
+                       "longer matches); then the build folder made group-writable (chmod 0770)")
+    from atenlens.trace.gpu import shims
+
+    cache = tmp_path / "cache"
+    cold = load_shims(cache)
+    assert (cold["available"], cold["built"], cold["notes"]) == (True, True, []), cold
+    folder = pathlib.Path(cold["cache_dir"])
+    assert [oct(p.stat().st_mode & 0o777) for p in (cache, cache / "shims", folder)] == ["0o700"] * 3
+
+    marker = tmp_path / "planted-ran"
+    source = tmp_path / "planted.c"
+    source.write_text(PLANTED.replace("MARKER", json.dumps(str(marker))))
+    guard = folder / "fake_cuda_guard.so"
+    subprocess.run([shims.find_compiler(), "-x", "c", "-shared", "-fPIC", str(source), "-o", str(guard)],
+                   check=True, timeout=120)
+    planted_hash = shims._sha256(str(guard))
+    rebuilt = load_shims(cache)
+    assert not marker.exists(), "the planted library was loaded"
+    assert (rebuilt["available"], rebuilt["built"]) == (True, True)
+    assert rebuilt["notes"] == ["the cached fake_cuda_guard.so does not match the hash recorded when it was built: "
+                                "not loaded, rebuilt"]
+    assert shims._sha256(str(guard)) != planted_hash
+    assert (folder / "fake_cuda_guard.so.sha256").read_text().strip() == shims._sha256(str(guard))
+
+    folder.chmod(0o770)
+    refused = load_shims(cache)
+    assert refused["available"] and refused["built"] and not marker.exists()
+    assert refused["notes"] == [f"the shim cache is not used: {folder} is writable by group or others (mode 0770); "
+                                "the CUDA shims were built in a private temporary folder instead (make the cache "
+                                "folder yours and 0700, or set ATENLENS_CACHE_DIR)"]
+    assert pathlib.Path(refused["cache_dir"]).name.startswith("atenlens-shims-")
+    assert not pathlib.Path(refused["cache_dir"]).exists()           # removed once loaded
+    folder.chmod(0o700)
+    warm = load_shims(cache)
+    assert (warm["available"], warm["built"], warm["notes"]) == (True, False, [])
+
+    if os.getuid() == 0:                # only root can give a file away (the test machines run as root)
+        # a library (with the right hash) that another account owns: that account could change it
+        hooks = folder / "fake_cuda_hooks.so"
+        other = os.getuid() + 1
+        os.chown(hooks, other, -1)
+        owned = load_shims(cache)
+        assert owned["built"] and owned["notes"] == [
+            f"the cached fake_cuda_hooks.so is owned by uid {other}, not by this user (uid {os.getuid()}): "
+            "not loaded, rebuilt"]
+        assert hooks.stat().st_uid == os.getuid()
+    reliability.number("planted library loaded", marker.exists())

@@ -76,7 +76,7 @@ def preload_before_torch(device: str) -> tuple[str, ...]:
     from atenlens.trace.gpu import shims
 
     status = shims.load_shims()
-    return () if status.available else (_fallback_note(status.reason),)
+    return status.notes + (() if status.available else (_fallback_note(status.reason),))
 
 
 def _fallback_note(reason: str) -> str:

@@ -12,7 +12,16 @@ inside the torch wheel, and cached outside the project tree, one folder per torc
 + Python + platform (plus a hash of the sources, the compiler and the torch binary, so a rebuilt
 torch or an edited shim never loads a stale library). Each library is compiled to a temporary file
 in that folder and renamed into place, so two workers building at once never load a half-written
-file. Environment:
+file.
+
+Loading a library runs its constructors as the tracing user, so the cache is trusted only as far
+as only that user could have written it: the cache folders are created 0700, and a folder on the
+way (the cache root, `shims/`, the build folder) that is not a directory owned by this user, or is
+writable by group or others, is not used (the shims are then built in a private temporary folder,
+and a note says why and how to fix it). Each library's SHA-256 is recorded when it is built, in
+`<name>.so.sha256` beside it (0600); a library that is not a regular file of this user's, not
+writable by others, whose hash is missing or differs, is deleted and rebuilt, with a note.
+Environment:
 - ATENLENS_CACHE_DIR: where the cache lives (default $XDG_CACHE_HOME/atenlens or ~/.cache/atenlens)
 - ATENLENS_CXX: the compiler to use (default $CXX, else c++, g++ or clang++ on PATH)
 """
@@ -25,6 +34,7 @@ import os
 import platform
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -37,6 +47,7 @@ _SOURCE_DIR = os.path.dirname(os.path.abspath(__file__))
 COMPILE_TIMEOUT_SECONDS = 180.0
 # C++17 is what torch's headers need; -w because torch's headers warn under some compilers.
 CXX_FLAGS = ("-O1", "-std=c++17", "-shared", "-fPIC", "-w")
+TEMPORARY_PREFIX = "atenlens-shims-"     # a private build folder used when the cache cannot be trusted
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,7 @@ class ShimStatus:
     built: bool = False              # compiled now (cold) rather than found in the cache
     build_seconds: float = 0.0
     load_seconds: float = 0.0
+    notes: tuple[str, ...] = ()      # what was refused in the cache and rebuilt (for the report's notes)
 
 
 class ShimError(Exception):
@@ -182,6 +194,8 @@ def _compile(shim: Shim, torch_install: TorchInstall, compiler: str, out_dir: st
         if done.returncode != 0:
             first_error = next((l for l in done.stderr.splitlines() if "error" in l), done.stderr.strip()[:300])
             raise ShimError(f"compiling {shim.name}.cpp failed: {first_error.strip()}")
+        os.chmod(partial, 0o700)        # the linker creates its output under the umask (0775 under 002)
+        _record_hash(target, _sha256(partial))
         os.replace(partial, target)     # atomic: a concurrent loader sees the old file or the new one
     except subprocess.TimeoutExpired:
         raise ShimError(f"compiling {shim.name}.cpp took longer than {COMPILE_TIMEOUT_SECONDS:.0f} s") from None
@@ -192,22 +206,110 @@ def _compile(shim: Shim, torch_install: TorchInstall, compiler: str, out_dir: st
             os.unlink(partial)
 
 
-def build_shims(torch_install: TorchInstall) -> tuple[str, bool, float]:
-    """Compile what the cache lacks. Returns (cache folder, whether anything was built, seconds)."""
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _record_hash(library: str, hexdigest: str) -> None:
+    """Writes `<library>.sha256` (0600, atomically)."""
+    folder = os.path.dirname(library)
+    fd, partial = tempfile.mkstemp(prefix=os.path.basename(library) + ".", suffix=".sha256.partial", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(hexdigest + "\n")
+        os.replace(partial, library + ".sha256")
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
+
+
+def _not_private(path: str, directory: bool) -> Optional[str]:
+    """Why `path` cannot be trusted as written only by this user (None when it can)."""
+    info = os.lstat(path)
+    if directory and not stat.S_ISDIR(info.st_mode):
+        return "is not a directory" + (" (a symbolic link)" if stat.S_ISLNK(info.st_mode) else "")
+    if not directory and not stat.S_ISREG(info.st_mode):
+        return "is not a regular file"
+    if info.st_uid != os.getuid():
+        return f"is owned by uid {info.st_uid}, not by this user (uid {os.getuid()})"
+    if info.st_mode & 0o022:
+        return f"is writable by group or others (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
+def _private_cache_dir(out_dir: str) -> Optional[str]:
+    """Creates the cache folders this user alone may write (0700) and checks them; why they cannot
+    be used, or None."""
+    root = cache_root()
+    try:
+        os.makedirs(os.path.dirname(root), exist_ok=True)
+        for folder in (root, os.path.dirname(out_dir), out_dir):
+            try:
+                os.mkdir(folder, 0o700)
+            except FileExistsError:
+                pass
+            why = _not_private(folder, directory=True)
+            if why:
+                return f"{folder} {why}"
+    except OSError as error:
+        return f"cannot create {error.filename or root}: {error.strerror or error}"
+    return None
+
+
+def _untrusted_library(path: str) -> Optional[str]:
+    """Why the cached library at `path` must not be loaded, or None."""
+    why = _not_private(path, directory=False)
+    if why:
+        return why
+    record = path + ".sha256"
+    if not os.path.lexists(record):
+        return "has no recorded hash"
+    why = _not_private(record, directory=False)
+    if why:
+        return f"has a hash record that {why}"
+    with open(record, encoding="ascii", errors="replace") as f:
+        recorded = f.read().strip()
+    if recorded != _sha256(path):
+        return "does not match the hash recorded when it was built"
+    return None
+
+
+def build_shims(torch_install: TorchInstall) -> tuple[str, bool, float, tuple[str, ...]]:
+    """Compile what the cache lacks or cannot be trusted with. Returns (folder to load from,
+    whether anything was built, seconds, notes on what was refused)."""
     compiler = find_compiler()
     out_dir = shim_cache_dir(torch_install, compiler)
-    missing = [s for s in SHIMS if not os.path.exists(os.path.join(out_dir, s.name + ".so"))]
+    notes: list[str] = []
+    refused = _private_cache_dir(out_dir)
+    if refused:
+        out_dir = tempfile.mkdtemp(prefix=TEMPORARY_PREFIX)      # 0700, this process's own
+        notes.append(f"the shim cache is not used: {refused}; the CUDA shims were built in a private "
+                     f"temporary folder instead (make the cache folder yours and 0700, or set ATENLENS_CACHE_DIR)")
+    missing = []
+    for shim in SHIMS:
+        library = os.path.join(out_dir, shim.name + ".so")
+        if not os.path.lexists(library):
+            missing.append(shim)
+            continue
+        why = _untrusted_library(library)
+        if why:
+            notes.append(f"the cached {shim.name}.so {why}: not loaded, rebuilt")
+            try:
+                os.unlink(library)
+            except OSError as error:
+                raise ShimError(f"cannot remove the untrusted {library}: {error.strerror}") from None
+            missing.append(shim)
     if not missing:
-        return out_dir, False, 0.0
+        return out_dir, False, 0.0, tuple(notes)
     started = time.perf_counter()
-    try:
-        os.makedirs(out_dir, exist_ok=True)
-    except OSError as error:
-        raise ShimError(f"cannot create the shim cache {out_dir}: {error}") from None
     with ThreadPoolExecutor(max_workers=len(missing)) as pool:
         for future in [pool.submit(_compile, s, torch_install, compiler, out_dir) for s in missing]:
             future.result()
-    return out_dir, True, time.perf_counter() - started
+    return out_dir, True, time.perf_counter() - started, tuple(notes)
 
 
 _status: Optional[ShimStatus] = None   # what this process did; the process cannot undo a load
@@ -233,14 +335,16 @@ def _load() -> ShimStatus:
             return ShimStatus(available=True, native=True)
         if "torch" in sys.modules:
             raise ShimError("torch was imported before the CUDA shims could be loaded")
-        cache_dir, built, build_seconds = build_shims(torch_install)
+        cache_dir, built, build_seconds, notes = build_shims(torch_install)
         started = time.perf_counter()
         for shim in SHIMS:
             library = ctypes.CDLL(os.path.join(cache_dir, shim.name + ".so"), mode=ctypes.RTLD_GLOBAL)
             if not getattr(library, shim.check_symbol)():
                 raise ShimError(f"{shim.name} loaded but did not take effect")
+        if os.path.basename(cache_dir).startswith(TEMPORARY_PREFIX):
+            shutil.rmtree(cache_dir, ignore_errors=True)      # the temporary folder: loaded, not needed
         return ShimStatus(available=True, cache_dir=cache_dir, built=built, build_seconds=build_seconds,
-                          load_seconds=time.perf_counter() - started)
+                          load_seconds=time.perf_counter() - started, notes=notes)
     except ShimError as error:
         return ShimStatus(available=False, reason=str(error))
     except OSError as error:                 # dlopen failures: missing symbols, wrong architecture
