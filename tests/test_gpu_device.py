@@ -187,3 +187,12 @@ def test_dataloader_with_workers_loads_in_process_and_says_so(worker, pin):
     assert ("pin_memory=True: a pin-memory thread pins each batch" in note.message) == pin
     assert [e.name for e in report.events if e.kind == "op" and e.line == upload] == ["aten._to_copy.default"] * 2
 
+
+def test_per_step_work_is_told_from_once_per_run_work(worker):
+    report = trace(worker, "steps_and_teardown")
+    by_line = {d.line: d for d in report.diagnostics if d.code == "AL100"}
+    item, teardown = by_line[line_of("print(loss.item())")], by_line[line_of("weights = model.weight.cpu()")]
+    assert item.count == 3 and item.message.endswith(" — once per optimizer step (3 steps)")
+    assert teardown.count == 1
+    assert teardown.message.endswith(" — after the last of 3 optimizer steps (teardown, not per step)")
+

@@ -143,3 +143,19 @@ def test_lightning_fit_phases_and_steps(worker):
     assert at_step["forward"] == 2 * 4           # t, addmm, pow, mean per step
     optimizer = op_counts(report, "aten._foreach_")
     assert optimizer == {("optimizer", "aten._foreach_add_.List"): 2}   # SGD's foreach update, once per step
+    fit_line = line_of("lightning_fit.py", "trainer.fit(Regression(), data)")
+    found = sorted((d.code, d.count, d.message.rsplit(" — ", 1)[1], d.cause.file.split("site-packages/")[1])
+                   for d in report.diagnostics)
+    assert {d.line for d in report.diagnostics} == {fit_line}
+    assert found == [
+        # teardown moves the module back to the CPU: weight and bias
+        ("AL100", 2, "after the last of 2 optimizer steps (teardown, not per step)",
+         "lightning/fabric/utilities/device_dtype_mixin.py"),
+        ("AL100", 2, "after the last of 2 optimizer steps (teardown, not per step)",
+         "lightning/fabric/utilities/device_dtype_mixin.py"),
+        # the length checks of the dataloader, before training starts
+        ("AL100", 2, "before the first of 2 optimizer steps (setup, not per step)", "lightning/pytorch/utilities/data.py"),
+        ("AL100", 2, "before the first of 2 optimizer steps (setup, not per step)", "lightning/pytorch/utilities/data.py"),
+        # each batch is uploaded with non_blocking=True from pageable memory
+        ("AL200", 2, "once per optimizer step (2 steps)", "lightning/fabric/utilities/apply_func.py"),
+    ]

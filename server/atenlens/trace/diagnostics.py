@@ -18,6 +18,7 @@ from atenlens.trace.attribution import user_stack
 class DiagnosticSink:
     def __init__(self) -> None:
         self._by_key: dict[tuple, Diagnostic] = {}
+        self._steps: dict[tuple, set[int]] = {}    # key -> optimizer steps completed at each occurrence
 
     def add(
         self,
@@ -30,11 +31,16 @@ class DiagnosticSink:
         stack: Optional[tuple[Frame, ...]] = None,
         column: Optional[int] = None,
         cause: Optional[Frame] = None,
+        step: Optional[int] = None,
     ) -> Diagnostic:
+        """`step`: how many optimizer steps the traced call had made when this happened (for the
+        per-step frequency that `diagnostics(steps=...)` adds to messages)."""
         if stack is None:
             stack = user_stack(sys._getframe(1))
         inner = stack[-1] if stack else None
         key = (inner.file if inner else None, inner.line if inner else None, code, op, message)
+        if step is not None:
+            self._steps.setdefault(key, set()).add(step)
         previous = self._by_key.get(key)
         if previous is not None:
             updated = replace(previous, count=previous.count + 1)
@@ -55,5 +61,24 @@ class DiagnosticSink:
         self._by_key[key] = diagnostic
         return diagnostic
 
-    def diagnostics(self) -> tuple[Diagnostic, ...]:
-        return tuple(self._by_key.values())
+    def diagnostics(self, steps: int = 0) -> tuple[Diagnostic, ...]:
+        """All diagnostics; with `steps` (optimizer steps the traced call made) of 2 or more, the
+        message of each one that knows when it happened says whether it happens every step or once."""
+        if steps < 2:
+            return tuple(self._by_key.values())
+        return tuple(replace(d, message=d.message + _frequency(self._steps[key], d.count, steps))
+                     if key in self._steps else d for key, d in self._by_key.items())
+
+
+def _frequency(intervals: set[int], count: int, steps: int) -> str:
+    """Interval k: after k optimizer steps. Every step's work falls in 0..steps-1 (before each
+    step's update) or 1..steps (inside or after it); work once per run in one interval only."""
+    if set(range(steps)) <= intervals or set(range(1, steps + 1)) <= intervals:
+        per = count / steps
+        times = f"{per:g} times" if per != 1 else "once"
+        return f" — {times} per optimizer step ({steps} steps)"
+    if intervals == {steps}:
+        return f" — after the last of {steps} optimizer steps (teardown, not per step)"
+    if intervals == {0}:
+        return f" — before the first of {steps} optimizer steps (setup, not per step)"
+    return f" — in {len(intervals)} of the {steps + 1} stretches around {steps} optimizer steps, not every step"

@@ -107,6 +107,7 @@ class Recorder:
         self._record_functions: list[bool] = []     # open profiler regions: is each an Optimizer.* one?
         self._optimizer_depth = 0
         self._closure_hook: Any = None                 # torch.optim pre-hook while recording
+        self.optimizer_steps = 0                       # Optimizer.step calls while recording
         self._backward_stack: tuple[Frame, ...] = ()
         self._site_of_node: dict[int, tuple[Frame, ...]] = {}   # autograd sequence nr -> forward user stack
         self._last_sequence_nr = tc.sequence_nr()
@@ -136,6 +137,7 @@ class Recorder:
         tracker = getattr(hooks, "tracker", None)
         if tracker is not None:
             tracker.backward_site = self.backward_site
+            tracker.steps_so_far = lambda: self.optimizer_steps
 
     def backward_site(self) -> tuple[Frame, ...]:
         """The forward user stack of the autograd node running now (empty outside backward)."""
@@ -456,6 +458,8 @@ class _OpRecorder(tc.TorchDispatchMode):
         # exit op is a fresh Python wrapper, so a stack of "is this an optimizer region" suffices.
         if func is tc.RECORD_FUNCTION_ENTER:
             is_optimizer = isinstance(args[0], str) and args[0].startswith("Optimizer.")
+            if is_optimizer and rec.recording and args[0].startswith("Optimizer.step#"):
+                rec.optimizer_steps += 1
             rec._record_functions.append(is_optimizer)
             rec._optimizer_depth += is_optimizer
         elif func is tc.RECORD_FUNCTION_EXIT and rec._record_functions:

@@ -184,7 +184,7 @@ def _report(target: Target, status: str, device: str, recorder: Any, sink: Diagn
             syncs_before: Optional[int], started: float, message: str, call: Optional[str],
             notes: tuple[str, ...], torch_version: str, extra: tuple[Diagnostic, ...] = ()) -> TraceReport:
     events = tuple(recorder.events)
-    diagnostics = sink.diagnostics() + extra
+    diagnostics = sink.diagnostics(steps=getattr(recorder, "optimizer_steps", 0)) + extra
     # the traced call's syncs: counts only grow, so those found before it started are subtracted
     syncs = _sync_count(diagnostics) - syncs_before if syncs_before is not None else 0
     summary = summarize(events, syncs, time.perf_counter() - started)

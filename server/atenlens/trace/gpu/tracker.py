@@ -126,6 +126,7 @@ class HazardTracker:
         self.current_api: Optional[str] = None    # the API call the function-level mode is running
         # the user stack of the forward line whose backward is running (set by the recorder)
         self.backward_site: Optional[Callable[[], tuple]] = None
+        self.steps_so_far: Optional[Callable[[], int]] = None     # optimizer steps made (set by the recorder)
         self._pinned: dict[int, StorageWeakRef] = {}
         self._pending: dict[int, PendingCopy] = {}
         self._sequence = 0
@@ -151,7 +152,8 @@ class HazardTracker:
             # line whose autograd node is running is where it happens
             stack = self.backward_site() or None
         self.sink.add(kind, code, message, op=op, severity=_severity(frame, frames),
-                      column=_column(frames[0]) if frames else None, cause=cause, stack=stack)
+                      column=_column(frames[0]) if frames else None, cause=cause, stack=stack,
+                      step=self.steps_so_far() if self.steps_so_far is not None else None)
 
     def sync(self, message: str, op: Optional[str]) -> None:
         """A wait for the GPU (AL100). The wait drains the stream, so every device-to-host copy
