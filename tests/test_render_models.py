@@ -327,3 +327,31 @@ def test_hint_kinds_switch_off_one_by_one() -> None:
         "t, mm, sum, _local_scalar_dense f32[4, 4] · ∇ mm, detach · sync×2"
     # ... and within the default length, view-like ops are the first to be cut
     assert trace.hint(HintSettings(show_bookkeeping=True)) == "mm, sum, _local_scalar_dense +1 f32[4, 4] · ∇ mm +1 · sync×2"
+
+
+def test_a_hugging_face_model_call_shows_its_module_tree(worker) -> None:
+    """transformers' LlamaForCausalLM (the models extra): qualified names under the model the user
+    called, the decoder layers folded, the ModelOutput's tensors (loss, logits) as the root's output."""
+    import importlib.util
+
+    from gpu_helpers import cuda_request
+
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("transformers is not installed; install the models extra: "
+                    "pip install torch==2.13.0 -e '.[test,models]'")
+    program = Path(__file__).resolve().parent / "fixtures" / "models" / "hf_llama.py"
+    report = worker.trace(cuda_request(program, "train_step", timeout=120))
+    assert report.status == "ok", report.message
+    line = line_of(program, "out = model(input_ids=ids, attention_mask=mask, labels=ids)")
+    assert tree_rows(rows_under(render(report), line)) == [
+        "module    LlamaForCausalLM                              f32[], f32[2, 16, 128]                194 ops  5.24MFLOP  86.3K params",
+        "            model                 LlamaModel            f32[2, 16, 64]                        181 ops  4.72MFLOP  78.1K params",
+        "              model.embed_tokens  Embedding             f32[2, 16, 64]                           1 op             8.19K params",
+        "              model.rotary_emb    LlamaRotaryEmbedding  f32[1, 16, 16], f32[1, 16, 16]          8 ops",
+        "              model.layers.0-1    LlamaDecoderLayer     f32[2, 16, 64]                    x2  158 ops  4.72MFLOP  69.9K params",
+        "              model.norm          LlamaRMSNorm          f32[2, 16, 64]                          7 ops                64 params",
+        "            lm_head               Linear                f32[2, 16, 128]                         4 ops   524KFLOP  8.19K params",
+    ]
+    hints = hints_of(report, program)
+    # -> the ModelOutput's first tensor (the loss); the host waits once (transformers' padding_mask.all())
+    assert hints[line] == "LlamaForCausalLM 194 ops -> f32[] · ∇ 310 ops · sync"
