@@ -352,6 +352,12 @@ def likely_device(ctx: LintContext, node: Optional[Node]) -> bool:
     return _model_output(ctx, node, 0)
 
 
+def is_model_call(call: Node) -> bool:
+    """`model(x)`, `self.net(x)`, `criterion(y, t)`: a call spelled as a model's forward."""
+    name = dotted_name(callee(call)) or ""
+    return name == "self" or bool(name) and bool(_MODEL_CALLEE.search(name.split(".")[-1]))
+
+
 def maybe_device(ctx: LintContext, node: Optional[Node]) -> bool:
     """Weaker than `likely_device`, for operations that only a tensor has (`torch.where(mask)`,
     `.nonzero()`): not provably on the host, in a file that speaks of a device."""

@@ -19,7 +19,10 @@ What it does:
        `from_pretrained`, `instantiate`, `init_module`, `setup`, `prepare`, `download`,
        `barrier`, `generate`: host work that waits on its own), and the interval is not compared with a
        budget (`if now - start > max_time:` is a deadline, not a measurement), and
-    4. no call between the two reads waits for the GPU: a `synchronize` call
+    4. the interval runs in a loop, contains one, or calls something spelled as a model
+       (`model(x)`, `self.net(x)`, `criterion(...)`): a one-off timing of building or sharding
+       a model (`tensor_parallel(model)`) is not flagged, and
+    5. no call between the two reads waits for the GPU: a `synchronize` call
        (`torch.cuda.synchronize()`, `event.synchronize()`, `stream.synchronize()`, a name
        bound to `torch.cuda.synchronize`), a call of `.item()`, `.tolist()` or a blocking
        `.cpu()` / `.to("cpu")` (each waits for the queued work), a process-group barrier
@@ -54,7 +57,8 @@ from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding
 from atenlens.lint.registry import Rule
-from atenlens.lint.syntax import callee, dotted_name, method_name, text
+from atenlens.lint.provenance import is_model_call
+from atenlens.lint.syntax import callee, dotted_name, method_name, repeating_loop, text
 from atenlens.lint.waits import (
     CLOCK_FUNCTIONS, WAIT_CALLS, alias_calls, calls_waiting_function, is_clock_read, is_wait,
     waiting_function_calls,
@@ -95,6 +99,9 @@ def check(ctx: LintContext) -> Iterator[Finding]:
                 and not is_clock_read(c) and not _is_logging(c) and not calls_waiting_function(ctx, c)]
         if not work or any(_is_setup_or_io(c) for c in work) or _is_budget_check(ctx, first, second):
             continue
+        if repeating_loop(second) is None and not _contains_loop(ctx, start, end) \
+                and not any(is_model_call(c) for c in work):
+            continue  # a one-off timing of something that is no model's forward (building, sharding)
         reported.add(second.id)
         name = dotted_name(callee(second))
         line = ctx.source.position(first.start_point)[0]
@@ -116,6 +123,13 @@ def _is_setup_or_io(call: Node) -> bool:
     by mistake."""
     name = dotted_name(callee(call)) or method_name(call) or ""
     return bool(_SETUP_OR_IO.search(name.split(".")[-1]))
+
+
+def _contains_loop(ctx: LintContext, start: int, end: int) -> bool:
+    return bool(_LOOP_WORDS.search(ctx.source.data, start, end))
+
+
+_LOOP_WORDS = re.compile(rb"\b(?:for|while)\b")
 
 
 def _is_budget_check(ctx: LintContext, first: Node, second: Node) -> bool:
