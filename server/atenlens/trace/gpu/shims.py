@@ -5,7 +5,8 @@ libtorch creates its CUDA hooks once, lazily, and only a library loaded before t
 picked (fake_cuda_hooks.cpp). Everything about the installed torch is read from its files.
 
 - fake_cuda_guard.cpp registers a no-op CUDA device guard (`.to("cuda")`, `.cuda()`, `copy_`).
-- fake_cuda_hooks.cpp makes libtorch's CUDA hooks report a device (backward on fake cuda).
+- fake_cuda_hooks.cpp makes libtorch's CUDA hooks report a device (backward on fake cuda) and
+  create CUDA generators (`torch.Generator(device="cuda")`).
 
 They are compiled on first use with the C++ compiler that is present, against the headers shipped
 inside the torch wheel, and cached outside the project tree, one folder per torch version + C++ ABI
