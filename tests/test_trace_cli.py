@@ -31,7 +31,7 @@ def test_json_report_round_trips_with_the_documented_keys() -> None:
     result = atenlens("examples/train_step.py::train_step", "--device", "cpu", "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert data["schema_version"] == 2
+    assert data["schema_version"] == 3
     assert data["status"] == "ok"
     assert data["target"] == {"file": str(REPO / "examples" / "train_step.py"), "qualname": "train_step"}
     assert set(data["summary"]) == {"ops", "calls", "flops", "syncs", "seconds", "memory", "time", "assumptions"}

@@ -34,6 +34,13 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--gpu", metavar="NAME", default="h100-sxm",
                        help="GPU to forecast memory and time for: h100-sxm (default), h100-pcie, h200, a100-80gb, "
                             "a100-40gb, l4, l40s, rtx-4090, mi300x (any case; docs/cost.md)")
+    trace.add_argument("--world-size", metavar="N", type=int,
+                       help="simulate N ranks: torch.distributed runs on torch's fake backend, collectives are "
+                            "recorded and priced (docs/distributed.md); default: the function's "
+                            "'# atenlens-ranks:' comment, else one process")
+    trace.add_argument("--rank", metavar="R", type=int, help="the rank traced (default: 0)")
+    trace.add_argument("--gpus-per-node", metavar="G", type=int,
+                       help="GPUs per node: ranks on one node talk over NVLink, others over the network (default: 8)")
     trace.add_argument("--plot", metavar="FILE.svg",
                        help="write the memory timeline and the per-line time share as an SVG picture")
     trace.add_argument("--memory-timeline", metavar="FILE.json",

@@ -119,3 +119,51 @@ def argv_directive(source: str) -> Optional[tuple[str, ...]]:
     there is none. Raises ValueError for unbalanced quotes."""
     match = ARGV_DIRECTIVE.search(source)
     return tuple(shlex.split(match.group("args"))) if match else None
+
+
+# Simulated ranks for one function, a comment directly above its `# atenlens:` directive (or above the
+# `def` when it has none), with the flags of `atenlens trace`:
+#     # atenlens-ranks: --world-size 8 --gpus-per-node 8
+#     # atenlens: train_step(*setup())
+RANKS_DIRECTIVE = re.compile(r"^\s*#\s*atenlens-ranks:(?P<args>.*)$")
+_RANKS_FLAGS = {"--world-size": "world_size", "--rank": "rank", "--gpus-per-node": "gpus_per_node"}
+
+
+def parse_ranks_flags(text: str) -> dict[str, int]:
+    """`--world-size 8 --rank 3` -> {"world_size": 8, "rank": 3}; raises ValueError naming what is wrong."""
+    words = shlex.split(text)
+    found: dict[str, int] = {}
+    index = 0
+    while index < len(words):
+        word = words[index]
+        flag, equals, value = word.partition("=")
+        if flag not in _RANKS_FLAGS:
+            raise ValueError(f"unknown flag {word!r} (known: {', '.join(_RANKS_FLAGS)})")
+        if not equals:
+            index += 1
+            if index == len(words):
+                raise ValueError(f"{flag} needs a number")
+            value = words[index]
+        try:
+            found[_RANKS_FLAGS[flag]] = int(value)
+        except ValueError:
+            raise ValueError(f"{flag} needs a whole number, got {value!r}") from None
+        index += 1
+    return found
+
+
+def ranks_directive(source: str, info: Optional[FunctionInfo]) -> dict[str, int]:
+    """The simulated ranks the function's `# atenlens-ranks:` comment asks for ({} when none).
+    Raises ValueError for a comment that does not parse."""
+    if info is None:
+        return {}
+    lines = split_lines(source)
+    index = (info.directive_line or info.first_line) - 2
+    if 0 <= index < len(lines):
+        match = RANKS_DIRECTIVE.match(lines[index])
+        if match:
+            try:
+                return parse_ranks_flags(match.group("args"))
+            except ValueError as error:
+                raise ValueError(f"the `# atenlens-ranks:` comment on line {index + 1}: {error}") from None
+    return {}

@@ -30,6 +30,7 @@ from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Sequence
 
+from atenlens.communication import collective_label, ranks_summary
 from atenlens.cost import format_bytes, format_seconds
 from atenlens.functions import FunctionInfo, find_functions
 from atenlens.lines import split_lines
@@ -338,7 +339,9 @@ def _collect(report: TraceReport, hidden: frozenset, depth: int) -> "dict[tuple,
             line_work.calls[short] = line_work.calls.get(short, 0) + 1
         elif event.name not in hidden:
             line_work = at(key)
-            if event.outputs:
+            if event.kind == "collective":
+                label = collective_label(event)
+            elif event.outputs:
                 label = tensors_label(event.outputs)
             elif len(event.inputs) > MAX_TENSORS_LISTED:
                 label = "in: " + tensors_label(event.inputs)     # an in-place `_foreach_*` op
@@ -552,6 +555,9 @@ def _totals(report: TraceReport, style: _Style, hidden: frozenset = frozenset())
              f"syncs: {s.syncs}"]
     if s.assumptions:            # values the trace assumed (AL906): shown only when there are some
         parts.append(f"assumed values: {s.assumptions}")
+    ranks = ranks_summary(s)
+    if ranks:                    # simulated ranks (docs/distributed.md)
+        parts.append(ranks)
     parts.append(f"{s.seconds:.2f} s")
     lines = [style("totals", "bold") + "  " + "  |  ".join(parts)]
     not_shown = sum(1 for e in report.events if e.kind == "op" and e.name in hidden)

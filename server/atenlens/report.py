@@ -12,12 +12,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Optional, get_args, get_origin, get_type_hints
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 Phase = Literal["forward", "backward", "optimizer"]
 Status = Literal["ok", "error", "timeout", "needs-inputs"]
 Severity = Literal["error", "warning", "information", "hint"]
-EventKind = Literal["op", "call"]
+EventKind = Literal["op", "call", "collective"]
 
 
 class Code:
@@ -40,6 +40,7 @@ class Code:
     DEVICE_FALLBACK = "AL905"        # simulated CUDA unavailable; traced on cpu instead
     ASSUMED_VALUE = "AL906"          # a value fake tensors cannot know was assumed on the common path
     DATALOADER_WORKERS = "AL907"     # DataLoader(num_workers>0): its workers' work ran in the trace's process
+    SIMULATED_RANKS = "AL908"        # init_process_group ran on torch's fake backend as one of the simulated ranks
 
 
 @dataclass(frozen=True)
@@ -58,8 +59,9 @@ class Frame:
 
 @dataclass(frozen=True)
 class Event:
-    kind: EventKind                  # "op": an aten overload; "call": a public API call (function level)
-    name: str                        # "aten.addmm.default", "torch.nn.functional.linear"
+    kind: EventKind                  # "op": an aten overload; "call": a public API call (function level);
+    #                                  "collective": a c10d / functional collective (docs/distributed.md)
+    name: str                        # "aten.addmm.default", "torch.nn.functional.linear", "all_gather_into_tensor"
     phase: Phase
     file: Optional[str]              # innermost user frame (for backward ops: the forward line of its node)
     line: Optional[int]
@@ -71,7 +73,11 @@ class Event:
     module: Optional[int] = None     # index in TraceReport.modules of the innermost module call running a forward op
     bytes_allocated: int = 0         # device bytes this op allocated (caching-allocator rounding)
     bytes_moved: int = 0             # device memory bytes the op reads and writes (0 for views)
-    estimate_seconds: float = 0.0    # roofline estimate on the selected GPU
+    estimate_seconds: float = 0.0    # roofline estimate on the selected GPU (collectives: the ring model)
+    group_size: Optional[int] = None  # collectives: ranks in the process group
+    group: Optional[str] = None      # collectives: the group's description ("mesh_dp", "default_pg"), if any
+    link: Optional[str] = None       # collectives: "nvlink", "pcie" (within a node) or "network" (across nodes)
+    bytes: int = 0                   # collectives: bytes per rank (all-gather: its output; others: their input)
 
 
 
@@ -188,6 +194,11 @@ class Summary:
     memory: Optional[MemorySummary] = None
     time: Optional[TimeSummary] = None
     assumptions: int = 0             # values the trace assumed (diagnostics of kind "assumption", with counts)
+    world_size: int = 1              # simulated ranks (docs/distributed.md); 1: a single-process run
+    rank: int = 0                    # the rank this trace ran as
+    gpus_per_node: int = 8
+    collectives: int = 0             # collective events (kept or not)
+    communication_seconds: float = 0.0   # their summed estimates (not part of time.step_seconds)
 
 
 @dataclass(frozen=True)
@@ -229,6 +240,10 @@ class TraceRequest:
     source: Optional[str] = None     # unsaved editor text of `file`; None reads the file from disk
     argv: Optional[tuple[str, ...]] = None   # the program's arguments (sys.argv[1:]); None: the file's
     #                                          `# atenlens-argv:` comment, else none
+    world_size: Optional[int] = None  # simulated ranks (docs/distributed.md); None: the file's
+    #                                   `# atenlens-ranks:` comment, else a single-process run
+    rank: Optional[int] = None       # None: 0
+    gpus_per_node: Optional[int] = None   # None: 8
 
     def to_json(self) -> str:
         return json.dumps(to_jsonable(self))

@@ -80,7 +80,20 @@ def build_request(args: argparse.Namespace) -> TraceRequest:
             argv = tuple(shlex.split(args.argv))
         except ValueError as error:
             raise UsageError(f"--argv: {error}") from None
+    world_size, rank, gpus_per_node = (getattr(args, name, None) for name in ("world_size", "rank", "gpus_per_node"))
+    if world_size is None and (rank is not None or gpus_per_node is not None):
+        raise UsageError("--rank and --gpus-per-node need --world-size")
+    if world_size is not None:
+        from atenlens.trace.ranks import ranks_of      # torch-free
+
+        try:
+            ranks_of(world_size, rank, gpus_per_node)
+        except ValueError as error:
+            raise UsageError(f"--world-size/--rank/--gpus-per-node: {error}") from None
     return TraceRequest(
+        world_size=world_size,
+        rank=rank,
+        gpus_per_node=gpus_per_node,
         argv=argv,
         file=os.path.abspath(file),
         qualname=qualname,

@@ -44,6 +44,7 @@ from atenlens.trace import torch_compat as tc
 from atenlens.trace.memory import MemoryModel
 from atenlens.trace.roofline import bytes_moved
 from atenlens.trace.attribution import is_user_file
+from atenlens.trace.collectives import NAMESPACES as _COLLECTIVE_NAMESPACES
 from atenlens.trace.device import DeviceHooks, PlainHooks
 from atenlens.trace.diagnostics import DiagnosticSink
 from atenlens.trace.modules import ModuleTracker
@@ -101,6 +102,7 @@ class Recorder:
         self.dropped_calls = 0
         self.dropped_flops = 0
         self.estimate_seconds: dict[str, float] = {}   # phase -> summed roofline estimates (kept events or not)
+        self.collectives: Any = None                   # trace/collectives.py Collectives: c10d ops become events
         self.recording = False
         self.boundary: Any = None
         self._in_backward = 0
@@ -150,14 +152,14 @@ class Recorder:
         return self._site_of_node.get(sequence_nr, ())
 
     def keep(self, event: Event) -> None:
-        if event.estimate_seconds:
+        if event.estimate_seconds and event.kind == "op":      # communication is summed apart
             self.estimate_seconds[event.phase] = self.estimate_seconds.get(event.phase, 0.0) + event.estimate_seconds
         if len(self.events) < self.max_events:
             self.events.append(event)
         elif event.kind == "op":
             self.dropped_ops[event.phase] = self.dropped_ops.get(event.phase, 0) + 1
             self.dropped_flops += event.flops or 0
-        else:
+        elif event.kind == "call":                             # collectives keep their own count
             self.dropped_calls += 1
 
     @property
@@ -433,7 +435,7 @@ class _OpRecorder(tc.TorchDispatchMode):
         inputs = rec.metas(args)
         flops = _flops(rec, func, args, kwargs, out)
         moved = bytes_moved(func, args, kwargs, out)
-        rec.keep(Event(
+        event = Event(
             kind="op",
             name=rec.op_name(func),
             phase=phase,  # type: ignore[arg-type]
@@ -448,7 +450,10 @@ class _OpRecorder(tc.TorchDispatchMode):
             bytes_allocated=allocated,
             bytes_moved=moved,
             estimate_seconds=_estimate(rec, flops, moved, inputs, outputs) if moved or flops else 0.0,
-        ))
+        )
+        if namespace in _COLLECTIVE_NAMESPACES and rec.collectives is not None:
+            event = rec.collectives.event(event, func, args, kwargs, out)
+        rec.keep(event)
         return out
 
     def _profiler_op(self, func: Any, args: tuple, kwargs: dict) -> Any:

@@ -27,16 +27,18 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 
-from atenlens.functions import FunctionInfo, argv_directive, directive_template, find_functions
+from atenlens.functions import FunctionInfo, argv_directive, directive_template, find_functions, ranks_directive
 from atenlens.report import Code, Diagnostic, Event, Frame, Summary, Target, TraceReport, TraceRequest
 from atenlens.gpus import find_gpu
 from atenlens.trace.attribution import is_user_file
 from atenlens.trace import torch_compat
+from atenlens.trace.collectives import Collectives
 from atenlens.trace.cost_report import cost_summaries
 from atenlens.trace.device import simulated_device
 from atenlens.trace.diagnostics import DiagnosticSink
 from atenlens.trace.dataloader import workers_in_process
 from atenlens.trace.libraries import eager_views_for_libraries
+from atenlens.trace.ranks import Ranks, ranks_of, simulated_ranks
 from atenlens.trace.recorder import Recorder
 
 _PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
@@ -90,7 +92,10 @@ def run_trace(request: TraceRequest) -> TraceReport:
                 source = request.source if request.source is not None else _read_source(file)
                 info = _function_info(source, file, request.qualname)
                 argv = _program_argv(source, request.argv)
+                ranks = _ranks_of(request, source, info)
+                recorder.collectives = Collectives(ranks, gpu)
                 with simulated_device(request.device) as session, contextlib.ExitStack() as modes:
+                    modes.enter_context(simulated_ranks(ranks, sink))
                     modes.enter_context(_sys_argv([file, *argv]))
                     modes.enter_context(eager_views_for_libraries())
                     modes.enter_context(workers_in_process(sink))
@@ -201,6 +206,11 @@ def _report(target: Target, status: str, device: str, recorder: Any, sink: Diagn
         notes = notes + (f"the module tree keeps the first {len(recorder.modules.calls)} module calls; "
                          f"{recorder.modules.dropped} more ran",)
     summary, oom = cost_summaries(recorder, events, summary)
+    collectives = recorder.collectives
+    if collectives is not None:
+        summary = replace(summary, world_size=collectives.ranks.world_size, rank=collectives.ranks.rank,
+                          gpus_per_node=collectives.ranks.gpus_per_node, collectives=collectives.count,
+                          communication_seconds=collectives.seconds)
     diagnostics += oom
     return TraceReport(
         target=target,
@@ -231,7 +241,7 @@ def summarize(events: tuple[Event, ...], syncs: int, seconds: float) -> Summary:
         if event.kind == "op":
             ops[event.phase] = ops.get(event.phase, 0) + 1
             flops += event.flops or 0
-        else:
+        elif event.kind == "call":
             calls += 1
     return Summary(ops=ops, calls=calls, flops=flops, syncs=syncs, seconds=round(seconds, 4))
 
@@ -288,6 +298,17 @@ def _program_argv(source: str, requested: Optional[tuple[str, ...]]) -> tuple[st
     except ValueError as error:
         raise _Stop("error", f"the `# atenlens-argv:` comment cannot be split into arguments: {error}") from None
     return found if found is not None else ()
+
+
+def _ranks_of(request: TraceRequest, source: str, info: Optional[FunctionInfo]) -> Ranks:
+    """The request's simulated ranks, else the function's `# atenlens-ranks:` comment's, else one rank."""
+    try:
+        found = ranks_directive(source, info) if request.world_size is None else {}
+        return ranks_of(request.world_size if request.world_size is not None else found.get("world_size"),
+                        request.rank if request.rank is not None else found.get("rank"),
+                        request.gpus_per_node if request.gpus_per_node is not None else found.get("gpus_per_node"))
+    except ValueError as error:
+        raise _Stop("error", f"simulated ranks: {error}") from None
 
 
 @contextlib.contextmanager

@@ -203,3 +203,22 @@ def is_bookkeeping_op(func: Any) -> bool:
     except AttributeError:
         return False
     return bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
+
+
+@contextlib.contextmanager
+def outside_trace_modes() -> Iterator[None]:
+    """Run torch code as if no trace were active: every dispatch mode (the fake mode and the
+    recorder's) is popped for the duration and torch function modes are off. A DeviceMesh keeps its
+    rank bookkeeping in real tensors (`init_device_mesh` under fake mode fails with "rank_coords.size(0)
+    must be 0 or 1"), so it is built here. `_disable_current_modes` is private."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes(), torch._C.DisableTorchFunction():
+        yield
+
+
+def process_group_named(name: str) -> Any:
+    """The ProcessGroup a functional collective names by its `group_name` argument (private resolver)."""
+    from torch.distributed.distributed_c10d import _resolve_process_group
+
+    return _resolve_process_group(name)

@@ -1,0 +1,173 @@
+"""Collectives as report events: which op, which group, how many bytes per rank, and how long a ring
+takes to move them (docs/distributed.md).
+
+The recorder hands every op of the c10d / functional-collective namespaces here; everything else
+about the event (phase, line, stack, module) is decided as for any op. On torch's fake backend the
+collectives move nothing; their price is a bandwidth model:
+
+    all-gather, reduce-scatter, all-to-all:  (n-1)/n x bytes / bandwidth
+    all-reduce:                              2 (n-1)/n x bytes / bandwidth
+    broadcast, reduce, send, recv:           bytes / bandwidth
+
+with `bytes` the per-rank size (the output of an all-gather, the input of everything else) and the
+bandwidth of the slowest link the group spans: the GPU link (NVLink) when all its ranks share a node,
+the per-GPU network otherwise (atenlens/gpus.py).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Optional
+
+import torch
+
+from atenlens.gpus import GIGA, GPU
+from atenlens.report import Event
+from atenlens.trace import torch_compat
+from atenlens.trace.ranks import Ranks
+
+NAMESPACES = frozenset({"c10d", "_c10d_functional", "_c10d_functional_autograd"})
+# Used for a group that crosses nodes on a GPU whose table row names no network: 400 Gb/s, the NIC per
+# GPU of NVIDIA's DGX H100 reference system.
+DEFAULT_NETWORK_BANDWIDTH = 50 * GIGA
+
+# c10d's op names (what the dispatcher sees) -> torch.distributed's public names.
+_C10D_NAMES = {
+    "_allgather_base_": "all_gather_into_tensor", "allgather_": "all_gather",
+    "allgather_coalesced_": "all_gather_coalesced",
+    "allgather_into_tensor_coalesced_": "all_gather_into_tensor_coalesced",
+    "_reduce_scatter_base_": "reduce_scatter_tensor", "reduce_scatter_": "reduce_scatter",
+    "reduce_scatter_tensor_coalesced_": "reduce_scatter_tensor_coalesced",
+    "allreduce_": "all_reduce", "allreduce_coalesced_": "all_reduce_coalesced",
+    "broadcast_": "broadcast", "reduce_": "reduce", "gather_": "gather", "scatter_": "scatter",
+    "alltoall_base_": "all_to_all_single", "alltoall_": "all_to_all",
+    "send": "send", "recv_": "recv", "recv_any_source_": "recv", "barrier": "barrier",
+    "monitored_barrier_": "monitored_barrier",
+}
+# Not collectives: waiting for one (the wait is not communication).
+_NOT_COLLECTIVES = frozenset({"wait_tensor"})
+# c10d ops whose first argument is the data on this rank (in place); the others take (outputs, inputs).
+_IN_PLACE = frozenset({"all_reduce", "all_reduce_coalesced", "broadcast", "reduce", "send", "recv", "barrier",
+                       "monitored_barrier"})
+
+
+def public_name(func: Any) -> Optional[str]:
+    """`all_gather_into_tensor` for c10d._allgather_base_ / _c10d_functional.all_gather_into_tensor;
+    None for an op of these namespaces that is no collective (wait_tensor)."""
+    op = func._opname if hasattr(func, "_opname") else func.__name__.split(".")[0]
+    if func.namespace == "c10d":
+        return _C10D_NAMES.get(op, op.rstrip("_"))
+    if op in _NOT_COLLECTIVES:
+        return None
+    if op.endswith("_out"):
+        op = op[:-4]
+    return op.rstrip("_")
+
+
+def _tensor_bytes(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in value)
+    return 0
+
+
+def payload_bytes(func: Any, name: str, args: tuple, kwargs: dict, out: Any) -> int:
+    """Bytes per rank: the output of an all-gather, the input of everything else."""
+    gathers = name.startswith("all_gather")
+    if func.namespace == "c10d":
+        if name in _IN_PLACE or gathers or name == "scatter":
+            return _tensor_bytes(args[0]) if args else 0      # in place, or the (outputs, inputs) op's output
+        return _tensor_bytes(args[1]) if len(args) > 1 else 0
+    if gathers:
+        return _tensor_bytes(kwargs["out"]) if "out" in kwargs else _tensor_bytes(out)
+    return _tensor_bytes(args[0]) if args else 0
+
+
+def _group_of(func: Any, args: tuple, kwargs: dict) -> Any:
+    """The ProcessGroup of a collective: c10d ops pass it boxed as a ScriptObject, functional ones by
+    name (their last string argument; `reduce_op` is a string too, but comes first)."""
+    from torch.distributed import ProcessGroup
+
+    names = []
+    for value in list(args) + list(kwargs.values()):
+        if isinstance(value, torch.ScriptObject):
+            try:
+                return ProcessGroup.unbox(value)
+            except (RuntimeError, TypeError):
+                continue
+        if isinstance(value, str):
+            names.append(value)
+    for name in reversed(names):
+        try:
+            return torch_compat.process_group_named(name)
+        except (RuntimeError, ValueError, KeyError):
+            continue
+    return None
+
+
+def _ring_factor(name: str, n: int) -> float:
+    if n <= 1 or name in ("barrier", "monitored_barrier"):
+        return 0.0
+    if name.startswith("all_reduce"):
+        return 2 * (n - 1) / n
+    if name.startswith(("all_gather", "reduce_scatter", "all_to_all", "scatter", "gather")):
+        return (n - 1) / n
+    return 1.0
+
+
+class Collectives:
+    """Turns collective ops into events and keeps the totals (kept events or not)."""
+
+    def __init__(self, ranks: Ranks, gpu: GPU) -> None:
+        self.ranks = ranks
+        self.gpu = gpu
+        self.count = 0
+        self.seconds = 0.0
+        self.bytes = 0
+        self._groups: dict[int, tuple[int, Optional[str], str]] = {}   # id(pg) -> (size, description, link)
+
+    def _group(self, group: Any) -> tuple[int, Optional[str], str]:
+        if group is None:
+            return self.ranks.world_size, None, self._link(range(self.ranks.world_size))
+        found = self._groups.get(id(group))
+        if found is None:
+            import torch.distributed as dist
+
+            try:
+                members = dist.get_process_group_ranks(group)
+            except (RuntimeError, ValueError, KeyError):
+                members = list(range(group.size()))
+            description = getattr(group, "group_desc", None) or None
+            found = self._groups[id(group)] = (len(members), description, self._link(members))
+        return found
+
+    def _link(self, members: Any) -> str:
+        nodes = {self.ranks.node_of(r) for r in members}
+        if len(nodes) > 1:
+            return "network"
+        return "nvlink" if self.gpu.gpu_link_bandwidth else "pcie"
+
+    def bandwidth(self, link: str) -> float:
+        if link == "network":
+            return self.gpu.network_bandwidth or DEFAULT_NETWORK_BANDWIDTH
+        if link == "nvlink":
+            return self.gpu.gpu_link_bandwidth or self.gpu.host_link_bandwidth
+        return self.gpu.host_link_bandwidth
+
+    def estimate(self, name: str, nbytes: int, group_size: int, link: str) -> float:
+        """Seconds for one rank's part of the collective (the ring model above)."""
+        return _ring_factor(name, group_size) * nbytes / self.bandwidth(link)
+
+    def event(self, op_event: Event, func: Any, args: tuple, kwargs: dict, out: Any) -> Event:
+        """The collective event for an op event of these namespaces (the op event itself for a wait)."""
+        name = public_name(func)
+        if name is None:
+            return op_event
+        size, description, link = self._group(_group_of(func, args, kwargs))
+        nbytes = payload_bytes(func, name, args, kwargs, out)
+        seconds = self.estimate(name, nbytes, size, link)
+        self.count += 1
+        self.seconds += seconds
+        self.bytes += nbytes
+        return replace(op_event, kind="collective", name=name, group_size=size, group=description, link=link,
+                       bytes=nbytes, bytes_moved=0, flops=None, estimate_seconds=seconds)

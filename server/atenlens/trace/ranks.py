@@ -1,0 +1,121 @@
+"""Simulated ranks: the traced program runs as one rank of an N-rank job, on torch's own "fake"
+process group (torch.distributed itself; no process group of our own making).
+
+While a trace runs:
+- `torch.distributed.init_process_group(...)`, whatever its backend, `init_method`, store or the
+  torchrun variables, initializes `init_process_group("fake", rank=R, world_size=N)`: no rendezvous,
+  no store, no socket. An information diagnostic (AL908) at the calling line says so.
+- `init_device_mesh(...)` builds its mesh outside the fake and recording modes (its bookkeeping is
+  real tensors), any shape, 1-D or 2-D.
+- With a requested world size, the variables torchrun sets (RANK, WORLD_SIZE, LOCAL_RANK,
+  LOCAL_WORLD_SIZE, GROUP_RANK) are set, so code that reads them sees the simulated rank.
+When the trace ends the process group is destroyed and everything is restored.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional
+
+from atenlens.report import Code
+
+# Torch-free at import: the CLI checks a request's ranks with `ranks_of` before starting torch.
+
+DEFAULT_GPUS_PER_NODE = 8
+
+
+@dataclass(frozen=True)
+class Ranks:
+    world_size: int = 1
+    rank: int = 0
+    gpus_per_node: int = DEFAULT_GPUS_PER_NODE
+    requested: bool = False          # the caller asked for a world size (else: a single-process run)
+
+    def node_of(self, global_rank: int) -> int:
+        return global_rank // self.gpus_per_node
+
+    def describe(self) -> str:
+        nodes = -(-self.world_size // self.gpus_per_node)
+        where = f"{nodes} nodes of {self.gpus_per_node} GPUs" if nodes > 1 else "one node"
+        return f"rank {self.rank} of {self.world_size} ({where})"
+
+
+def ranks_of(world_size: Optional[int], rank: Optional[int], gpus_per_node: Optional[int]) -> Ranks:
+    """The simulated ranks of a request; raises ValueError with a message for impossible values."""
+    if world_size is not None and world_size < 1:
+        raise ValueError(f"the world size must be 1 or more, got {world_size}")
+    size = world_size or 1
+    chosen = rank if rank is not None else 0
+    if not 0 <= chosen < size:
+        raise ValueError(f"the rank must be between 0 and {size - 1} for a world size of {size}, got {chosen}")
+    per_node = gpus_per_node if gpus_per_node is not None else DEFAULT_GPUS_PER_NODE
+    if per_node < 1:
+        raise ValueError(f"the GPUs per node must be 1 or more, got {per_node}")
+    return Ranks(size, chosen, per_node, requested=world_size is not None)
+
+
+def _torchrun_environment(ranks: Ranks) -> dict[str, str]:
+    local_world = min(ranks.gpus_per_node, ranks.world_size)
+    return {"RANK": str(ranks.rank), "WORLD_SIZE": str(ranks.world_size),
+            "LOCAL_RANK": str(ranks.rank % ranks.gpus_per_node), "LOCAL_WORLD_SIZE": str(local_world),
+            "GROUP_RANK": str(ranks.node_of(ranks.rank))}
+
+
+@contextlib.contextmanager
+def simulated_ranks(ranks: Ranks, sink: Any) -> Iterator[None]:
+    """`sink`: the trace's DiagnosticSink."""
+    import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
+    import torch.distributed.device_mesh as device_mesh
+
+    from atenlens.trace import torch_compat
+
+    real_init = c10d.init_process_group
+    real_mesh = device_mesh.init_device_mesh
+
+    def init_process_group(backend: Any = None, init_method: Any = None, timeout: Any = None,
+                           world_size: int = -1, rank: int = -1, store: Any = None, group_name: str = "",
+                           pg_options: Any = None, device_id: Any = None) -> None:
+        chosen = ranks
+        if not ranks.requested and world_size > 0:      # the program's own numbers, when none were asked for
+            chosen = Ranks(world_size, max(rank, 0), ranks.gpus_per_node)
+        asked = f"backend={backend!r}" if backend is not None else "the default backend"
+        if init_method is not None:
+            asked += f", init_method={init_method!r}"
+        sink.add("simulated-ranks", Code.SIMULATED_RANKS,
+                 f"init_process_group({asked}) runs on torch's fake backend as {chosen.describe()}: nothing is "
+                 "sent, collectives are recorded and priced (docs/distributed.md)", severity="information")
+        kwargs = {"timeout": timeout} if timeout is not None else {}
+        real_init("fake", rank=chosen.rank, world_size=chosen.world_size, **kwargs)
+
+    def init_device_mesh(*args: Any, **kwargs: Any) -> Any:
+        with torch_compat.outside_trace_modes():
+            return real_mesh(*args, **kwargs)
+
+    patches = [(c10d, "init_process_group", init_process_group), (dist, "init_process_group", init_process_group),
+               (device_mesh, "init_process_group", init_process_group),
+               (device_mesh, "init_device_mesh", init_device_mesh)]
+    if hasattr(dist, "init_device_mesh"):
+        patches.append((dist, "init_device_mesh", init_device_mesh))
+    patches = [patch for patch in patches if hasattr(patch[0], patch[1])]
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    environment = _torchrun_environment(ranks) if ranks.requested else {}
+    saved_environment = {name: os.environ.get(name) for name in environment}
+    was_initialized = dist.is_initialized()
+    for owner, name, replacement in patches:
+        setattr(owner, name, replacement)
+    os.environ.update(environment)
+    try:
+        yield
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
+        for name, value in saved_environment.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if dist.is_initialized() and not was_initialized:
+            with torch_compat.outside_trace_modes():
+                dist.destroy_process_group()

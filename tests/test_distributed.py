@@ -1,0 +1,119 @@
+"""Simulated ranks (docs/distributed.md): torch's fake process group, device meshes, FSDP2 and tensor
+parallel traced through the real worker on simulated CUDA, their collectives as events with bytes
+and ring-model estimates."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from atenlens.functions import find_functions, parse_ranks_flags, ranks_directive
+from atenlens.report import TraceRequest
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dist"
+FSDP = FIXTURES / "fsdp_step.py"
+TP = FIXTURES / "tp_step.py"
+NVLINK = 450e9                 # H100 SXM, one way (atenlens/gpus.py)
+NETWORK = 50e9                 # 400 Gb/s per GPU
+
+
+def line_of(path: Path, text: str) -> int:
+    hits = [n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line]
+    assert len(hits) == 1, hits
+    return hits[0]
+
+
+def collectives(report):
+    return [(e.name, e.phase, e.line, e.bytes, e.group_size, e.link) for e in report.events if e.kind == "collective"]
+
+
+def test_fsdp2_on_eight_ranks_gathers_each_block_and_reduce_scatters_its_gradients(worker):
+    report = worker.trace(TraceRequest(file=str(FSDP), qualname="step", device="cuda", timeout_seconds=120))
+    assert report.status == "ok", report.message
+    assert (report.summary.world_size, report.summary.rank, report.summary.gpus_per_node) == (8, 0, 8)
+    init = [d for d in report.diagnostics if d.code == "AL908"]
+    assert [(d.line, d.severity) for d in init] == [(line_of(FSDP, "init_process_group"), "information")]
+    assert "backend='nccl', init_method='env://'" in init[0].message and "rank 0 of 8" in init[0].message
+
+    block = (256 * 1024 + 1024 + 1024 * 256 + 256) * 4       # one block's fp32 parameters: 2,102,272 B
+    forward, backward = line_of(FSDP, "model(x).sum()"), line_of(FSDP, "loss.backward()")
+    gather = ("all_gather_into_tensor", "forward", forward, block, 8, "nvlink")
+    regather = ("all_gather_into_tensor", "backward", forward, block, 8, "nvlink")
+    assert collectives(report) == [
+        gather, gather,                       # each block unshards (all-gathers its 1/8 shards) as it runs
+        regather,                             # backward: block 1, resharded after forward, is gathered again
+        regather,                             # block 0, prefetched before block 1's gradients are reduced
+        ("reduce_scatter_tensor", "backward", forward, block, 8, "nvlink"),    # block 1's gradients
+        # block 0's input needs no gradient, so its post-backward runs in the root's callback at the
+        # end of backward(): its reduce-scatter stands at the backward() line
+        ("reduce_scatter_tensor", "backward", backward, block, 8, "nvlink"),
+    ]
+    events = [e for e in report.events if e.kind == "collective"]
+    assert all(e.estimate_seconds == pytest.approx(7 / 8 * block / NVLINK) for e in events)
+    assert report.summary.collectives == 6
+    assert report.summary.communication_seconds == pytest.approx(6 * 7 / 8 * block / NVLINK)
+    # communication is summed apart from the kernels' step time
+    assert report.summary.time.step_seconds == pytest.approx(sum(e.estimate_seconds for e in report.events
+                                                                 if e.kind == "op"))
+    # the shards: each rank holds 1/8 of every parameter (DTensor locals of the sharded module)
+    gathered = [e for e in events if e.name == "all_gather_into_tensor"]
+    assert {e.inputs[1].shape for e in gathered} == {(block // 4 // 8,)}
+
+
+def test_tensor_parallel_all_reduce_at_the_row_parallel_line_and_no_socket(worker):
+    report = worker.trace(TraceRequest(file=str(TP), qualname="step", device="cuda", call="step(*setup())",
+                                       world_size=4, rank=2, timeout_seconds=120))
+    assert report.status == "ok", report.message
+    assert report.stdout.splitlines() == ["sockets opened by init: 0", "rank 2 of 4, backend fake"]
+    assert (report.summary.world_size, report.summary.rank) == (4, 2)
+    down = line_of(TP, "return self.down(h)")
+    # the row-parallel output [8, 64] fp32 is summed over the 4 ranks; nothing else communicates
+    assert collectives(report) == [("all_reduce", "forward", down, 8 * 64 * 4, 4, "nvlink")]
+    event = next(e for e in report.events if e.kind == "collective")
+    assert [f.line for f in event.stack] == [line_of(TP, "model(x).sum()"), down]
+    assert event.estimate_seconds == pytest.approx(2 * 3 / 4 * 2048 / NVLINK)
+
+
+def test_groups_across_nodes_are_priced_on_the_network():
+    from atenlens.gpus import find_gpu
+    from atenlens.trace.collectives import Collectives
+    from atenlens.trace.ranks import Ranks
+
+    prices = Collectives(Ranks(16, 0, 8, requested=True), find_gpu("h100-sxm"))
+    assert prices._link(range(8)) == "nvlink"
+    assert prices._link(range(16)) == "network"
+    assert prices._link([0, 8]) == "network"
+    gib = 2**30
+    assert prices.estimate("all_gather_into_tensor", gib, 16, "network") == pytest.approx(15 / 16 * gib / NETWORK)
+    assert prices.estimate("all_reduce", gib, 8, "nvlink") == pytest.approx(2 * 7 / 8 * gib / NVLINK)
+    assert prices.estimate("all_reduce", gib, 1, "nvlink") == 0.0
+    pcie_only = Collectives(Ranks(4, 0, 8, requested=True), find_gpu("l4"))
+    assert pcie_only._link(range(4)) == "pcie"
+    assert pcie_only.estimate("broadcast", gib, 4, "pcie") == pytest.approx(gib / 32e9)
+
+
+def test_ranks_directive_sits_above_the_example_call():
+    source = FSDP.read_text()
+    info = next(i for i in find_functions(source) if i.qualname == "step")
+    assert ranks_directive(source, info) == {"world_size": 8}
+    assert parse_ranks_flags("--world-size 64 --rank=3 --gpus-per-node 4") == {
+        "world_size": 64, "rank": 3, "gpus_per_node": 4}
+    with pytest.raises(ValueError, match="unknown flag '--ranks'"):
+        parse_ranks_flags("--ranks 8")
+    with pytest.raises(ValueError, match="--rank needs a whole number, got 'x'"):
+        parse_ranks_flags("--rank x")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--rank", "1"], "--rank and --gpus-per-node need --world-size"),
+    (["--world-size", "4", "--rank", "4"], "the rank must be between 0 and 3 for a world size of 4, got 4"),
+    (["--world-size", "0"], "the world size must be 1 or more, got 0"),
+    (["--world-size", "8", "--gpus-per-node", "0"], "the GPUs per node must be 1 or more, got 0"),
+])
+def test_impossible_ranks_are_usage_errors(argv, message):
+    from atenlens.cli import build_parser
+    from atenlens.trace_command import UsageError, build_request
+
+    args = build_parser().parse_args(["trace", f"{FSDP}::step", *argv])
+    with pytest.raises(UsageError, match=message.replace("(", r"\(")):
+        build_request(args)
