@@ -258,7 +258,8 @@ class AtenlensServer(LanguageServer):
         uri, source = document.uri, document.source
         settings = self.settings.trace
         request = TraceRequest(file=document.path, qualname=info.qualname, device=settings.device,  # type: ignore[arg-type]
-                               timeout_seconds=settings.timeout_seconds, source=source, gpu=settings.gpu)
+                               timeout_seconds=settings.timeout_seconds, source=source, gpu=settings.gpu,
+                               **_ranks_request(settings))
         first = (info.directive_line or info.first_line) - 1
         meta: dict[str, Any] = {"uri": uri, "first": first, "last": info.end_line - 1, "def_line": info.line - 1,
                                 "shifts": [], "lines": self.state(uri).lines(source)}
@@ -576,3 +577,11 @@ def serve(args: argparse.Namespace) -> int:
 
         return serve_stdio(server)      # ends the process: 0 after shutdown + exit, 1 otherwise
     return 0
+
+
+def _ranks_request(settings: Any) -> dict[str, Any]:
+    """The simulated ranks of the trace settings, as TraceRequest fields: none while trace.worldSize is 0,
+    so that the function's `# atenlens-ranks:` comment decides, as in the CLI."""
+    if not settings.world_size:
+        return {}
+    return {"world_size": settings.world_size, "rank": settings.rank, "gpus_per_node": settings.gpus_per_node}

@@ -37,6 +37,10 @@ class TraceSettings:
     on_save: bool = False            # re-trace the functions traced before when the file is saved
     memory_limit_mb: int = 4096      # address-space limit of the trace worker process
     gpu: str = "h100-sxm"            # GPU that memory and time are forecast for (atenlens/gpus.py)
+    world_size: int = 0              # simulated ranks (docs/distributed.md); 0: the function's
+    #                                  `# atenlens-ranks:` comment, else a single-process run
+    rank: int = 0                    # the rank traced (with world_size)
+    gpus_per_node: int = 8           # ranks on one node share NVLink (with world_size)
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,9 @@ _FIELDS: dict[tuple[str, str], tuple[Callable[[Any], bool], Callable[[Any], Any]
                                    f"a positive number of seconds, at most {LONGEST_TIMEOUT_SECONDS:g}"),
     ("trace", "on_save"): (_valid_bool, bool, "true or false"),
     ("trace", "gpu"): (_valid_gpu, _gpu_key, "a GPU of the table: " + ", ".join(gpu_names())),
+    ("trace", "world_size"): (lambda v: _valid_positive_int(v) or v == 0, int, "0 (none) or a positive integer"),
+    ("trace", "rank"): (lambda v: _valid_positive_int(v) or v == 0, int, "an integer >= 0"),
+    ("trace", "gpus_per_node"): (_valid_positive_int, int, "a positive integer"),
     ("trace", "memory_limit_mb"): (_valid_memory_limit, int,
                                    f"a positive integer of MiB, at most {LARGEST_MEMORY_LIMIT_MB}"),
     ("hints", "enabled"): (_valid_bool, bool, "true or false"),
