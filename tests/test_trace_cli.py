@@ -34,7 +34,10 @@ def test_json_report_round_trips_with_the_documented_keys() -> None:
     assert data["schema_version"] == 3
     assert data["status"] == "ok"
     assert data["target"] == {"file": str(REPO / "examples" / "train_step.py"), "qualname": "train_step"}
-    assert set(data["summary"]) == {"ops", "calls", "flops", "syncs", "seconds", "memory", "time", "assumptions"}
+    assert set(data["summary"]) == {"ops", "calls", "flops", "syncs", "seconds", "memory", "time", "assumptions",
+                                    "world_size", "rank", "gpus_per_node", "collectives", "communication_seconds"}
+    # a single-process run (no --world-size): one rank, nothing communicated
+    assert [data["summary"][k] for k in ("world_size", "rank", "collectives", "communication_seconds")] == [1, 0, 0, 0.0]
     memory, time = data["summary"]["memory"], data["summary"]["time"]
     assert {"peak_bytes", "peak_file", "peak_line", "peak_phase", "at_peak", "device_bytes"} <= set(memory)
     assert set(memory["at_peak"]) == {"parameters", "gradients", "optimizer_state", "activations", "temporaries",
