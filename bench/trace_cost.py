@@ -2,7 +2,10 @@
 
 For each model, side by side in alternating rounds (A B C, B C A, ...), each in a fresh warm process:
 - atenlens: `run_trace` of `bench/trace_models.py::train_step` on simulated CUDA (module load, model
-  and optimizer built on fake tensors, one AdamW step recorded: calls, ops, attribution, hazards);
+  and optimizer built on fake tensors, one AdamW step recorded: calls, ops, attribution, hazards, and
+  the memory and time forecast);
+- atenlens without cost: the same with `TraceRequest(cost=False)` (no memory model, no roofline), to
+  show what the forecast itself costs;
 - floor:    the same load, build and step under the device's bare FakeTensorMode, nothing recorded;
 - DebugMode: the floor with torch's own op logger around the step,
   `torch.utils._debug_mode.DebugMode(record_faketensor=True, record_stack_trace=True)` (aten ops with
@@ -55,10 +58,10 @@ gc.collect()                                           # the warm heap out of th
 gc.freeze()                                            # full collection (~0.4 s here) lands in a run or not, by chance
 
 result = {"mode": mode, "notes": list(notes)}
-if mode == "atenlens":
+if mode in ("atenlens", "nocost"):
     started, cpu = time.perf_counter(), time.process_time()
     report = run_trace(TraceRequest(file=models, qualname="train_step", device="cuda", call=call,
-                                    timeout_seconds=600))
+                                    timeout_seconds=600, cost=mode == "atenlens"))
     result["seconds"], result["cpu_seconds"] = time.perf_counter() - started, time.process_time() - cpu
     assert report.status == "ok", report.message
     result["device"] = report.device
@@ -117,7 +120,7 @@ def measure_once(mode: str, kind: str, tiny: bool) -> Run:
                data.get("unattributed_backward", 0), data.get("logged", 0))
 
 
-MODES = ("atenlens", "floor", "debugmode")
+MODES = ("atenlens", "nocost", "floor", "debugmode")
 
 
 def measure_model(kind: str, tiny: bool, rounds: int) -> dict[str, list[Run]]:
@@ -145,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     memory = Table("peak RSS of the process (torch included), MiB, and what was recorded",
                    ["model", "atenlens", "floor", "DebugMode", "ops forward / backward / optimizer",
                     "unattributed backward", "DebugMode log entries"])
+    costs = Table("what the memory and time forecast costs: atenlens with and without it, seconds (medians)",
+                  ["model", "with cost", "without cost", "ratio to floor with", "ratio to floor without",
+                   "peak RSS with, MiB", "peak RSS without, MiB"])
     # --quick (the smoke test): one model, the same code path; each variant still in its own process
     for name, kind, seconds_target in (MODELS_MEASURED[:1] if args.quick else MODELS_MEASURED):
         name = f"{name}, tiny sizes" if args.quick else name
@@ -172,8 +178,14 @@ def main(argv: list[str] | None = None) -> int:
             result.targets.append(Target(f"{name}: ratio to bare FakeTensorMode, CPU time", cpu_ratio, RATIO_TARGET))
             result.targets.append(Target(f"{name}: peak RSS", peak / MiB, RSS_TARGET_BYTES / MiB, "MiB"))
             result.targets.append(Target(f"{name}: time / DebugMode's (faster than DebugMode)", vs_debugmode, 1.0))
+        plain = [r.seconds for r in runs["nocost"]]
+        costs.add(name, median(traced), median(plain), ratio, median(plain) / median(floor),
+                  peak / MiB, max(r.peak_rss for r in runs["nocost"]) / MiB)
+        if not args.quick:
+            result.targets.append(Target(f"{name}: ratio to bare FakeTensorMode without the cost forecast",
+                                         median(plain) / median(floor), RATIO_TARGET))
         result.raw[kind] = {mode: [r.__dict__ for r in rs] for mode, rs in runs.items()}
-    result.tables += [times, memory]
+    result.tables += [times, memory, costs]
     result.notes.append("CPU-time ratio = ratio of the medians of process CPU time over the same interval: less "
                         "sensitive than wall time to other load on a shared machine")
     result.notes.append("each process freezes its warm heap (gc.freeze) before the clock starts, as the trace worker "

@@ -236,6 +236,7 @@ class TraceRequest:
     device: Literal["cpu", "cuda"] = "cuda"
     call: Optional[str] = None       # overrides the `# atenlens:` directive
     gpu: str = "h100-sxm"            # the GPU memory and time are forecast for (atenlens/gpus.py)
+    cost: bool = True                # False: no memory or time forecast (bench/trace_cost.py measures its cost)
     timeout_seconds: float = 30.0
     source: Optional[str] = None     # unsaved editor text of `file`; None reads the file from disk
     argv: Optional[tuple[str, ...]] = None   # the program's arguments (sys.argv[1:]); None: the file's

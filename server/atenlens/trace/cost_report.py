@@ -14,6 +14,8 @@ MEMORY_ASSUMPTIONS = ("memory: every storage on the simulated device, rounded as
 
 def cost_summaries(recorder: Any, events: tuple[Event, ...], summary: Summary) -> tuple[Summary, tuple[Diagnostic, ...]]:
     gpu = recorder.gpu
+    if not recorder.cost:
+        return summary, ()
     memory = replace(recorder.memory.summary(gpu.memory_bytes, recorder._site_of_node),
                      assumptions=MEMORY_ASSUMPTIONS)
     by_phase = {phase: recorder.estimate_seconds.get(phase, 0.0) for phase in ("forward", "backward", "optimizer")}

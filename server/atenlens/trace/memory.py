@@ -86,6 +86,35 @@ class _Storage:
         return "temporaries"
 
 
+class NoMemoryModel:
+    """Stands in for MemoryModel when a trace is asked for no cost forecast (TraceRequest.cost)."""
+
+    device_type = "cuda"
+    live_bytes = max_live_bytes = 0
+    node_names: dict[int, str] = {}
+
+    def outputs(self, out: Any, phase: str, file: Optional[str] = None, line: Optional[int] = None) -> int:
+        return 0
+
+    def op_started(self, file: Optional[str], line: Optional[int]) -> None:
+        pass
+
+    def op_finished(self) -> None:
+        pass
+
+    def parameter_created(self, t: Any) -> None:
+        pass
+
+    def scan_parameters(self) -> None:
+        pass
+
+    def reset_peak(self) -> None:
+        pass
+
+    def watching(self, roots: Any = ()) -> Any:
+        return contextlib.nullcontext()
+
+
 class MemoryModel:
     """Live device memory of one trace. `device_type`: the simulated device ("cuda"; "cpu" when traced on cpu)."""
 

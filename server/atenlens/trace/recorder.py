@@ -41,7 +41,7 @@ from atenlens.cost import op_seconds
 from atenlens.gpus import GPU, find_gpu
 from atenlens.report import Event, Frame, TensorMeta
 from atenlens.trace import torch_compat as tc
-from atenlens.trace.memory import MemoryModel
+from atenlens.trace.memory import MemoryModel, NoMemoryModel
 from atenlens.trace.roofline import bytes_moved
 from atenlens.trace.attribution import is_user_file
 from atenlens.trace.collectives import NAMESPACES as _COLLECTIVE_NAMESPACES
@@ -87,12 +87,13 @@ class Recorder:
 
     def __init__(self, sink: DiagnosticSink, max_events: int = MAX_EVENTS,
                  device_hooks: Optional[DeviceHooks] = None, gpu: Optional[GPU] = None,
-                 device_type: str = "cuda") -> None:
+                 device_type: str = "cuda", cost: bool = True) -> None:
         self.sink = sink
         # cost: the memory model sees every op's outputs; each op is priced on `gpu` (trace/memory.py,
         # trace/roofline.py, atenlens/cost.py)
         self.gpu = gpu if gpu is not None else find_gpu(None)
-        self.memory = MemoryModel(device_type)
+        self.cost = cost
+        self.memory = MemoryModel(device_type) if cost else NoMemoryModel()
         self.device_type = device_type
         self.values = Values(sink)                 # every data-dependent value of this trace
         self.use_device_hooks(device_hooks if device_hooks is not None else PlainHooks())
@@ -434,7 +435,7 @@ class _OpRecorder(tc.TorchDispatchMode):
         memory.op_finished()
         inputs = rec.metas(args)
         flops = _flops(rec, func, args, kwargs, out)
-        moved = bytes_moved(func, args, kwargs, out)
+        moved = bytes_moved(func, args, kwargs, out) if rec.cost else 0
         event = Event(
             kind="op",
             name=rec.op_name(func),
@@ -449,7 +450,7 @@ class _OpRecorder(tc.TorchDispatchMode):
             module=module,
             bytes_allocated=allocated,
             bytes_moved=moved,
-            estimate_seconds=_estimate(rec, flops, moved, inputs, outputs) if moved or flops else 0.0,
+            estimate_seconds=_estimate(rec, flops, moved, inputs, outputs) if rec.cost and (moved or flops) else 0.0,
         )
         if namespace in _COLLECTIVE_NAMESPACES and rec.collectives is not None:
             event = rec.collectives.event(event, func, args, kwargs, out)

@@ -76,7 +76,7 @@ def run_trace(request: TraceRequest) -> TraceReport:
     target = Target(file=file, qualname=request.qualname)
     sink = DiagnosticSink()
     gpu, gpu_note = _gpu_of(request)
-    recorder = Recorder(sink, gpu=gpu)
+    recorder = Recorder(sink, gpu=gpu, cost=request.cost)
     status = "ok"
     message = ""
     call_expression: Optional[str] = None
