@@ -201,3 +201,18 @@ def test_plot_and_memory_timeline_files(worker, tmp_path: Path) -> None:
     counters = [e["args"]["live bytes"] for e in trace_events if e["ph"] == "C"]
     assert max(counters) == report.summary.memory.peak_bytes
     json.dumps(trace_events)
+
+
+def test_the_editor_gets_the_forecast_in_its_lens_and_the_oom_error_at_its_line(worker) -> None:
+    from atenlens.lsp.trace_view import build_traced_function
+
+    lines = FIXTURE.read_text().split("\n")
+    report = trace(worker, "too_big")
+    traced = build_traced_function(report, str(FIXTURE), lines, "too_big", 0, len(lines) - 1, 0)
+    peak = line_of("y = torch.empty(40") - 1
+    assert [d.code for d in traced.lines[peak].diagnostics] == ["AL400"]
+    assert traced.lens_title.endswith(f" · peak 90 GiB @ line {peak + 1} (forward) — does not fit · ~0 s/step on H100 SXM")
+    step = trace(worker, "step", gpu="a100")
+    traced = build_traced_function(step, str(FIXTURE), lines, "step", 0, len(lines) - 1, 0)
+    assert traced.lens_title.endswith(f"peak 10.1 MiB @ line {line_of('opt.step()')} (optimizer) · "
+                                      f"~{cost.format_seconds(step.summary.time.step_seconds)}/step on A100 SXM")
