@@ -202,7 +202,7 @@ def test_without_pidfd_the_worker_polls_for_the_childs_exit(tmp_path):
     # the path for systems without pidfd_open (macOS, Linux < 5.3), forced here
     python = tmp_path / "python-without-pidfd"
     code = ("import sys, atenlens.worker.supervise as s; s.USE_PIDFD = False; "
-            "from atenlens.worker.main import main; sys.exit(main(sys.argv[3:]))")
+            "from atenlens.worker.main import main; sys.exit(main(sys.argv[sys.argv.index('atenlens.worker') + 1:]))")
     python.write_text(f'#!/bin/sh\nexec "{sys.executable}" -c "{code}" "$@"\n')
     python.chmod(0o755)
     with TraceWorker(python=str(python)) as worker:
