@@ -13,6 +13,7 @@ from atenlens.report import TraceRequest
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dist"
 FSDP = FIXTURES / "fsdp_step.py"
 TP = FIXTURES / "tp_step.py"
+DDP = FIXTURES / "ddp_step.py"
 NVLINK = 450e9                 # H100 SXM, one way (atenlens/gpus.py)
 NETWORK = 50e9                 # 400 Gb/s per GPU
 
@@ -72,6 +73,20 @@ def test_tensor_parallel_all_reduce_at_the_row_parallel_line_and_no_socket(worke
     event = next(e for e in report.events if e.kind == "collective")
     assert [f.line for f in event.stack] == [line_of(TP, "model(x).sum()"), down]
     assert event.estimate_seconds == pytest.approx(2 * 3 / 4 * 2048 / NVLINK)
+
+
+def test_ddp_all_reduces_all_gradient_bytes_in_each_backward(worker):
+    """DDP cannot run on the fake backend as it is (its reducer reads the all-reduce's result from a Work
+    that holds none); the trace's bucket hook all-reduces each bucket and hands it back."""
+    report = worker.trace(TraceRequest(file=str(DDP), qualname="step", device="cuda", timeout_seconds=120))
+    assert report.status == "ok", report.message
+    gradients = (256 * 1024 + 1024 + 1024 * 256 + 256) * 4
+    backward = line_of(DDP, "loss.backward()")
+    all_reduce = ("all_reduce", "backward", backward, gradients, 8, "nvlink")
+    assert collectives(report) == [all_reduce, all_reduce]          # one bucket per step, two steps
+    assert [e.inputs[0].shape for e in report.events if e.kind == "collective"] == [(gradients // 4,)] * 2
+    assert report.summary.communication_seconds == pytest.approx(2 * 2 * 7 / 8 * gradients / NVLINK)
+    assert report.summary.ops["optimizer"] > 0                    # both steps ran to the update
 
 
 def test_groups_across_nodes_are_priced_on_the_network():

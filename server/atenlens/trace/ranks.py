@@ -70,6 +70,7 @@ def simulated_ranks(ranks: Ranks, sink: Any) -> Iterator[None]:
     import torch.distributed.device_mesh as device_mesh
 
     from atenlens.trace import torch_compat
+    from atenlens.trace.ddp import ddp_on_fake_backend
 
     real_init = c10d.init_process_group
     real_mesh = device_mesh.init_device_mesh
@@ -107,7 +108,8 @@ def simulated_ranks(ranks: Ranks, sink: Any) -> Iterator[None]:
         setattr(owner, name, replacement)
     os.environ.update(environment)
     try:
-        yield
+        with ddp_on_fake_backend(sink):
+            yield
     finally:
         for owner, name, original in saved:
             setattr(owner, name, original)

@@ -222,3 +222,74 @@ def process_group_named(name: str) -> Any:
     from torch.distributed.distributed_c10d import _resolve_process_group
 
     return _resolve_process_group(name)
+
+
+class _ReducerWithoutRebuild:
+    """DDP's reducer, except that it never rebuilds its buckets: the rebuild (after the first
+    iteration) syncs bucket indices across ranks through real tensors in C++, which fails on fakes.
+    Everything else goes to the reducer itself. The buckets stay the first iteration's."""
+
+    def __init__(self, reducer: Any) -> None:
+        object.__setattr__(self, "_reducer", reducer)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._reducer, name)
+
+    @staticmethod
+    def _rebuild_buckets() -> bool:
+        return False
+
+
+class _LoggerWithoutRuntimeStats:
+    """DDP's logger, except that it collects no runtime stats: they read the reducer's CUDA timer,
+    which a CPU build of torch does not have (`reducer_->timer_ INTERNAL ASSERT FAILED`), and time
+    nothing in a trace anyway."""
+
+    def __init__(self, logger: Any) -> None:
+        object.__setattr__(self, "_logger", logger)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._logger, name)
+
+    @staticmethod
+    def set_runtime_stats_and_log() -> None:
+        return None
+
+
+@contextlib.contextmanager
+def ddp_on_fake_tensors() -> Iterator[None]:
+    """DistributedDataParallel's construction and buckets on fake tensors: its C++ cross-rank checks
+    (`_verify_param_shape_across_processes`: every rank has the same parameter shapes, trivially true
+    in one process; `_sync_module_states` broadcasts parameters and buffers with C++'s
+    `_broadcast_coalesced`) read tensor data. The check is skipped, the broadcast runs as one
+    `dist.broadcast` per tensor (so the trace sees it), and the reducer and logger are wrapped as above.
+    All three names are private to torch.nn.parallel.distributed."""
+    import torch.distributed as dist
+    import torch.nn.parallel.distributed as ddp
+
+    real_verify, real_sync = ddp._verify_param_shape_across_processes, ddp._sync_module_states
+    real_init = ddp.DistributedDataParallel.__init__
+
+    def sync_module_states(module: Any, process_group: Any, broadcast_bucket_size: int, src: int,
+                           params_and_buffers_to_ignore: Any, broadcast_buffers: bool = True) -> None:
+        ignored = set(params_and_buffers_to_ignore or ())
+        tensors = [p for name, p in module.named_parameters() if name not in ignored]
+        if broadcast_buffers:
+            tensors += [b for name, b in module.named_buffers() if name not in ignored]
+        for t in tensors:
+            dist.broadcast(t.detach(), src, group=process_group)
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        self.reducer = _ReducerWithoutRebuild(self.reducer)
+        if self.logger is not None:
+            self.logger = _LoggerWithoutRuntimeStats(self.logger)
+
+    ddp._verify_param_shape_across_processes = lambda *args, **kwargs: None
+    ddp._sync_module_states = sync_module_states
+    ddp.DistributedDataParallel.__init__ = __init__           # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ddp._verify_param_shape_across_processes, ddp._sync_module_states = real_verify, real_sync
+        ddp.DistributedDataParallel.__init__ = real_init      # type: ignore[method-assign]
