@@ -435,3 +435,21 @@ async def test_rollup_hover_and_hint_kinds(client, tmp_path):
     await client.recorder.until(lambda: client.recorder.refreshes.count("inlayHint") > refreshes)
     hints = {line: label for line, _, label in await inlay_hints(client, uri, len(lines))}
     assert (hints[forward_body], hints[backward_line]) == ("2 ops f32[8, 32] · ∇ 3 ops", "∇ 1 op")
+
+
+async def test_an_assumed_value_is_an_information_diagnostic_at_the_line_that_read_it(client, tmp_path):
+    await initialize(client)
+    path = tmp_path / "assumed.py"
+    text = ("import torch\n\n\ndef step():\n    g = torch.randn(256, 256, device=\"cuda\")\n"
+            "    if torch.isnan(g).any():\n        raise FloatingPointError\n    return g * 2\n")
+    path.write_text(text)
+    uri = await open_document(client, path, text)
+    published = len(client.recorder.published)
+    outcome = await execute(client, "atenlens.trace", {"uri": uri, "qualname": "step"})
+    assert outcome["status"] == "ok", outcome
+    diagnostics = await wait_for_diagnostics(client, uri, 1, after=published)
+    [assumed] = [d for d in diagnostics if d.code == "AL906"]
+    assert (assumed.range.start.line, assumed.severity, assumed.source, assumed.message) == (
+        line_of(text, "torch.isnan(g)"), types.DiagnosticSeverity.Information, "atenlens trace",
+        "value unknown on fake tensors: took `False` for `bool()` / `if tensor:` of b8[] "
+        "(values assumed finite (no inf/nan))")

@@ -89,6 +89,8 @@ _REDUCTIONS_SAME = frozenset({
 })
 _SUMS = frozenset({aten.sum.default, aten.sum.dim_IntList})
 _AMP_CHECK = aten._amp_foreach_non_finite_check_and_unscale_.default
+_SIZED_BY_VALUES = frozenset({aten.repeat_interleave.Tensor, aten.bincount.default})
+_SIZED_BY_VALUES_LIMIT = 1 << 24
 FINITE_CALLS = frozenset({torch.isfinite, torch.Tensor.isfinite})
 _FINITE_CALLS = FINITE_CALLS
 
@@ -112,14 +114,17 @@ class _OpInfo:
     overwrites: bool
     garbage: bool
     pointwise: bool
+    plain: bool                  # writes nothing and assumes nothing: unknown in, unknown out
 
 
 def _op_info(func: Any) -> _OpInfo:
     schema = func._schema
     mutated = tuple(i for i, a in enumerate(schema.arguments)
                     if a.alias_info is not None and a.alias_info.is_write and not a.kwarg_only)
-    return _OpInfo(mutated, func.namespace == "aten", func in _OVERWRITES, func in _GARBAGE,
-                   torch.Tag.pointwise in func.tags)
+    overwrites = func in _OVERWRITES
+    return _OpInfo(mutated, func.namespace == "aten", overwrites, func in _GARBAGE,
+                   torch.Tag.pointwise in func.tags,
+                   plain=not mutated and not overwrites and func not in _FINITE_TESTS and func is not _AMP_CHECK)
 
 
 def _tensors(args: tuple, kwargs: dict) -> list:
@@ -207,19 +212,21 @@ class Values:
         return s.value if s is not None and not s.uniform and s.reason is None else None
 
     def after_op(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
-        """Mirror an op that just ran on fakes onto the shadows of its inputs (see the module doc)."""
+        """Mirror an op that just ran on fakes onto the shadows of its inputs (see the module doc).
+        Runs for every op of the trace: the common case (an op on an activation) returns after a
+        dict lookup and one attribute test."""
         info = self._info.get(func)
         if info is None:
             info = self._info[func] = _op_info(func)
+        if info.plain and args:
+            first = args[0]
+            if type(first) is _FakeTensor:
+                known = first.__dict__
+                if _ATTR not in known and _DENSITY not in known:
+                    return                     # its result is unknown too
         if info.garbage or not info.namespace_ok:
             return
         inputs = _tensors(args, kwargs)
-        if inputs and not info.mutated and not info.overwrites and func not in _FINITE_TESTS:
-            first = inputs[0]
-            if isinstance(first, _FakeTensor):
-                known = first.__dict__
-                if _ATTR not in known and _DENSITY not in known:
-                    return                     # the common case: an op on an activation
         try:
             with tc.real_tensors():                # shadows are real tensors: no fake mode, no recording
                 self._mirror(func, info, args, kwargs, inputs, out)
@@ -363,6 +370,16 @@ class Values:
         """The result of a data-dependent op (`nonzero`, `x[mask]`, `unique`...) as fakes on `device`
         of the real sizes, carrying their real values, when every input is known; else None.
         Called from inside the recorder's dispatch mode, where the fake mode is active."""
+        if func in _SIZED_BY_VALUES:
+            # the output size is a value (sum of repeats, largest bin), not bounded by the input's:
+            # computed for real only when it is reasonable (a hostile 10**12 must not take the worker)
+            source = self.known(args[0]) if args else None
+            if source is None or source.numel() == 0:
+                return None
+            with tc.real_tensors():
+                size = int(source.sum()) if func is aten.repeat_interleave.Tensor else int(source.max()) + 1
+            if size > _SIZED_BY_VALUES_LIMIT:
+                return None
         real = self.run_known(func, args, kwargs)
         if real is None:
             return None
