@@ -216,3 +216,19 @@ def test_the_editor_gets_the_forecast_in_its_lens_and_the_oom_error_at_its_line(
     traced = build_traced_function(step, str(FIXTURE), lines, "step", 0, len(lines) - 1, 0)
     assert traced.lens_title.endswith(f"peak 10.1 MiB @ line {line_of('opt.step()')} (optimizer) · "
                                       f"~{cost.format_seconds(step.summary.time.step_seconds)}/step on A100 SXM")
+
+
+def test_tensors_without_storage_or_strides_do_not_stop_the_trace(tmp_path: Path) -> None:
+    from engine_helpers import trace as trace_here, write
+
+    path = write(tmp_path, "sparse_step.py", """
+        import torch
+
+
+        def sparse():
+            s = torch.sparse_coo_tensor(torch.tensor([[0, 1], [1, 0]]), torch.tensor([1.0, 2.0]), (2, 2))
+            return torch.sparse.mm(s, torch.randn(2, 2)).sum()
+    """)
+    report = trace_here(path, "sparse")
+    assert report.status == "ok", report.message
+    assert report.summary.memory.peak_bytes > 0

@@ -142,7 +142,10 @@ class MemoryModel:
 
     # -- allocations and frees ------------------------------------------------------------------
     def _record(self, t: _Tensor, phase: str, file: Optional[str], line: Optional[int]) -> int:
-        storage = t.untyped_storage()
+        try:
+            storage = t.untyped_storage()
+        except Exception:        # sparse, nested and wrapper-subclass tensors have no storage of their own
+            return 0
         key = storage._cdata
         if key in self.live:
             return 0
@@ -174,7 +177,7 @@ class MemoryModel:
                 node = _current_node()
                 if node is not None:
                     record.saved_by = node._sequence_nr()
-                    self.node_names.setdefault(record.saved_by, node.name())
+                    self.node_names.setdefault(record.saved_by, node.name().removeprefix("torch::autograd::"))
             record.free_tick = self.tick
             self.tick += 1
             self.live_bytes -= record.nbytes
@@ -208,7 +211,10 @@ class MemoryModel:
     def _find(self, t: Any) -> Optional[_Storage]:
         if not isinstance(t, _Tensor):
             return None
-        return self.live.get(t.untyped_storage()._cdata)
+        try:
+            return self.live.get(t.untyped_storage()._cdata)
+        except Exception:
+            return None
 
     def parameter_created(self, t: Any) -> None:
         if isinstance(t, _Tensor):

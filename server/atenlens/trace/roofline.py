@@ -57,7 +57,15 @@ def _tensors(values: Any, skip_first: bool = False) -> list[_Tensor]:
 
 
 def bytes_moved(func: Any, args: tuple, kwargs: dict, out: Any) -> int:
-    """Bytes an op reads from and writes to memory (see the module docstring)."""
+    """Bytes an op reads from and writes to memory (see the module docstring); 0 for what it cannot
+    measure (sparse and nested tensors have no strides): pricing never stops a trace."""
+    try:
+        return _bytes_moved(func, args, kwargs, out)
+    except Exception:
+        return 0
+
+
+def _bytes_moved(func: Any, args: tuple, kwargs: dict, out: Any) -> int:
     packet = func._overloadpacket
     if packet in _FREE_PACKETS or func.is_view:
         return 0
