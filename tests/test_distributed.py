@@ -14,6 +14,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dist"
 FSDP = FIXTURES / "fsdp_step.py"
 TP = FIXTURES / "tp_step.py"
 DDP = FIXTURES / "ddp_step.py"
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "fsdp_tp_step.py"
 NVLINK = 450e9                 # H100 SXM, one way (atenlens/gpus.py)
 NETWORK = 50e9                 # 400 Gb/s per GPU
 
@@ -87,6 +88,49 @@ def test_ddp_all_reduces_all_gradient_bytes_in_each_backward(worker):
     assert [e.inputs[0].shape for e in report.events if e.kind == "collective"] == [(gradients // 4,)] * 2
     assert report.summary.communication_seconds == pytest.approx(2 * 2 * 7 / 8 * gradients / NVLINK)
     assert report.summary.ops["optimizer"] > 0                    # both steps ran to the update
+
+
+def test_the_fsdp_tp_example_on_a_two_dimensional_mesh(worker):
+    """examples/fsdp_tp_step.py: 8 ranks as dp=2 x tp=4. Each layer's weights are tensor-parallel shards
+    (1/4) that FSDP2 shards again over dp (1/2): its all-gather's output is the TP-local layer."""
+    report = worker.trace(TraceRequest(file=str(EXAMPLE), qualname="train_step", device="cuda",
+                                       timeout_seconds=120))
+    assert report.status == "ok", report.message
+    layer = 2 * 512 * 2048 * 4 // 4                       # up + down, fp32, 1/4 of it on this TP rank
+    activation = 8 * 128 * 512 * 4                        # [8, 128, 512] fp32
+    call_layer, up, down = (line_of(EXAMPLE, text) for text in ("x = layer(x)", "h = torch.relu(self.up(x))",
+                                                                   "return x + self.down(h)"))
+    backward = line_of(EXAMPLE, "loss.backward()")
+    gather = ("all_gather_into_tensor", "forward", call_layer, layer, 2, "nvlink")
+    row_sum = ("all_reduce", "forward", down, activation, 4, "nvlink")
+    assert collectives(report) == [
+        gather, row_sum,                                  # layer 0: unshard, then the row-parallel sum
+        gather, row_sum,                                  # layer 1
+        ("all_gather_into_tensor", "backward", down, layer, 2, "nvlink"),     # layer 1 again
+        ("all_gather_into_tensor", "backward", down, layer, 2, "nvlink"),     # layer 0, prefetched
+        # the column-parallel input's gradient is summed over tp: only layer 1's input needs one
+        ("all_reduce", "backward", up, activation, 4, "nvlink"),
+        ("reduce_scatter_tensor", "backward", call_layer, layer, 2, "nvlink"),   # layer 1's gradients
+        ("reduce_scatter_tensor", "backward", backward, layer, 2, "nvlink"),     # layer 0's, at the end
+    ]
+    assert {e.group for e in report.events if e.kind == "collective"} == {"mesh_dp", "mesh_tp"}
+
+
+def test_a_data_parallel_group_across_nodes_is_priced_on_the_network(worker):
+    """16 ranks, 4 GPUs per node: each tp group (4 consecutive ranks) is one node, each dp group
+    (ranks 0, 4, 8, 12) spans four."""
+    report = worker.trace(TraceRequest(file=str(EXAMPLE), qualname="train_step", device="cuda",
+                                       world_size=16, gpus_per_node=4, timeout_seconds=120))
+    assert report.status == "ok", report.message
+    layer = 2 * 512 * 2048 * 4 // 4
+    found = {(e.name, e.group, e.group_size, e.link, e.bytes, e.estimate_seconds)
+             for e in report.events if e.kind == "collective"}
+    assert found == {
+        ("all_gather_into_tensor", "mesh_dp", 4, "network", layer, 3 / 4 * layer / NETWORK),
+        ("reduce_scatter_tensor", "mesh_dp", 4, "network", layer, 3 / 4 * layer / NETWORK),
+        ("all_reduce", "mesh_tp", 4, "nvlink", 8 * 128 * 512 * 4, 2 * 3 / 4 * 8 * 128 * 512 * 4 / NVLINK),
+    }
+    assert (report.summary.world_size, report.summary.gpus_per_node) == (16, 4)
 
 
 def test_groups_across_nodes_are_priced_on_the_network():

@@ -159,10 +159,10 @@ class Collectives:
         return _ring_factor(name, group_size) * nbytes / self.bandwidth(link)
 
     def event(self, op_event: Event, func: Any, args: tuple, kwargs: dict, out: Any) -> Event:
-        """The collective event for an op event of these namespaces (the op event itself for a wait)."""
+        """The collective event for an op event of these namespaces (for a wait, the op event at no cost)."""
         name = public_name(func)
-        if name is None:
-            return op_event
+        if name is None:           # wait_tensor: waits for the collective, runs no kernel of its own
+            return replace(op_event, bytes_moved=0, estimate_seconds=0.0)
         size, description, link = self._group(_group_of(func, args, kwargs))
         nbytes = payload_bytes(func, name, args, kwargs, out)
         seconds = self.estimate(name, nbytes, size, link)

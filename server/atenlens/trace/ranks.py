@@ -6,7 +6,8 @@ While a trace runs:
   torchrun variables, initializes `init_process_group("fake", rank=R, world_size=N)`: no rendezvous,
   no store, no socket. An information diagnostic (AL908) at the calling line says so.
 - `init_device_mesh(...)` builds its mesh outside the fake and recording modes (its bookkeeping is
-  real tensors), any shape, 1-D or 2-D.
+  real tensors), any shape, 1-D or 2-D; so do the meshes its slices (`mesh["tp"]`) and flattenings
+  make, and a mesh's `mesh` tensor.
 - With a requested world size, the variables torchrun sets (RANK, WORLD_SIZE, LOCAL_RANK,
   LOCAL_WORLD_SIZE, GROUP_RANK) are set, so code that reads them sees the simulated rank.
 When the trace ends the process group is destroyed and everything is restored.
@@ -94,9 +95,23 @@ def simulated_ranks(ranks: Ranks, sink: Any) -> Iterator[None]:
         with torch_compat.outside_trace_modes():
             return real_mesh(*args, **kwargs)
 
+    # Slicing a mesh (`mesh["tp"]`), flattening it, and its `mesh` tensor compute rank coordinates with
+    # real tensor indexing: under fake mode the indices are garbage ("index 1397... is out of bounds").
+    DeviceMesh = device_mesh.DeviceMesh
+    real_mesh_init, real_mesh_tensor = DeviceMesh.__init__, DeviceMesh.__dict__["mesh"]
+
+    def mesh_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        with torch_compat.outside_trace_modes():
+            real_mesh_init(self, *args, **kwargs)
+
+    def mesh_tensor(self: Any) -> Any:
+        with torch_compat.outside_trace_modes():
+            return real_mesh_tensor.__get__(self)
+
     patches = [(c10d, "init_process_group", init_process_group), (dist, "init_process_group", init_process_group),
                (device_mesh, "init_process_group", init_process_group),
-               (device_mesh, "init_device_mesh", init_device_mesh)]
+               (device_mesh, "init_device_mesh", init_device_mesh),
+               (DeviceMesh, "__init__", mesh_init), (DeviceMesh, "mesh", property(mesh_tensor))]
     if hasattr(dist, "init_device_mesh"):
         patches.append((dist, "init_device_mesh", init_device_mesh))
     patches = [patch for patch in patches if hasattr(patch[0], patch[1])]
