@@ -173,6 +173,43 @@ def test_mixtral_style_expert_loop_runs_every_expert_on_its_top_k_share(worker, 
     assert report.summary.assumptions == 4
 
 
+def test_hf_style_expert_loop_does_not_skip_experts_on_an_unknown_index(worker, tmp_path):
+    # transformers' eager MoE loop: the experts hit come from nonzero(), and `expert_idx == num_experts`
+    # (a padding guard) is false in a real run; assuming it true would skip every expert
+    path = write(tmp_path, "moe_hit.py", """
+        import torch
+        import torch.nn.functional as F
+
+        E, K, T, H = 4, 2, 64, 128
+
+        def setup():
+            experts = torch.nn.ModuleList([torch.nn.Linear(H, H) for _ in range(E)]).cuda()
+            return experts, torch.nn.Linear(H, E).cuda(), torch.randn(T, H, device="cuda")
+
+        # atenlens: moe(*setup())
+        def moe(experts, gate, x):
+            weights, selected = torch.topk(F.softmax(gate(x), dim=-1), K, dim=-1)
+            mask = F.one_hot(selected, num_classes=E).permute(2, 1, 0)
+            hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()
+            out = torch.zeros_like(x)
+            for expert_idx in hit:
+                expert_idx = expert_idx[0]
+                if expert_idx == E:
+                    continue
+                idx, top_x = torch.where(mask[expert_idx])
+                out.index_add_(0, top_x, experts[expert_idx](x[top_x]) * weights[top_x, idx, None])
+            return out
+    """)
+    report = worker.trace(cuda_request(path, "moe"))
+    assert report.status == "ok", report.message
+    guard = line_of(path, "if expert_idx == E:")
+    guard_notes = [(count, message) for line, message, count in _assumptions(report) if line == guard]
+    assert guard_notes == [(2, UNKNOWN + "`False` for `bool()` / `if tensor:` of b8[]: "
+                                "an unknown value is assumed not to equal a given one")]
+    expert_line = line_of(path, "out.index_add_(")
+    assert [e.name for e in ops(report, line=expert_line)].count("aten.addmm.default") == 2
+
+
 def test_a_mask_of_unknown_values_selects_half_of_its_elements(worker, tmp_path):
     path = write(tmp_path, "half.py", """
         import torch

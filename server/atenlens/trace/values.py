@@ -23,6 +23,9 @@ Fake tensors have no data, but the program branches, slices and sizes on values.
   - a data-dependent size (`nonzero`, `torch.where(mask)`, `x[mask]`, `masked_select`, `unique`)
     takes half of its largest possible size (at least 1), not 0 and not always the maximum; of a
     mask from `one_hot(..., C)` (and views of it: top-k routing) 1/C of it, each class its share;
+  - a one-element comparison `==` of an unknown value is false and `!=` true: an unknown value is
+    taken not to equal one particular value (`if expert_idx == num_experts: continue` runs the
+    expert, as in a real MoE layer);
   - any other scalar read gives `1` / `1.0` / `True` (`placeholders.placeholder_scalar`).
 
 A shadow is kept valid through in-place ops: the op runs on the shadows too when all its inputs
@@ -58,6 +61,7 @@ FINITE = "values assumed finite (no inf/nan)"
 GRADS_FINITE = "gradients assumed finite: GradScaler found no inf/nan"
 
 _ATTR = "_atenlens_shadow"
+_EQUALS = "_atenlens_equals"     # the truth value assumed for a one-element `==` / `!=` of unknowns
 _DENSITY = "_atenlens_density"   # (fraction of nonzero elements, why) assumed for an unknown mask
 _FakeTensor = tc.FakeTensor
 _Tensor = torch.Tensor
@@ -88,6 +92,8 @@ _REDUCTIONS_SAME = frozenset({
     aten.amax.default, aten.amin.default, aten.max.default, aten.min.default, aten.mean.default, aten.mean.dim,
 })
 _SUMS = frozenset({aten.sum.default, aten.sum.dim_IntList})
+# Comparisons whose one-element unknown result is assumed: an unknown value rarely equals a given one.
+_EQUALITY = {aten.eq.Scalar: False, aten.eq.Tensor: False, aten.ne.Scalar: True, aten.ne.Tensor: True}
 _AMP_CHECK = aten._amp_foreach_non_finite_check_and_unscale_.default
 _SIZED_BY_VALUES = frozenset({aten.repeat_interleave.Tensor, aten.bincount.default})
 _SIZED_BY_VALUES_LIMIT = 1 << 24
@@ -115,6 +121,7 @@ class _OpInfo:
     garbage: bool
     pointwise: bool
     plain: bool                  # writes nothing and assumes nothing: unknown in, unknown out
+    equality: Optional[bool]     # `==` / `!=`: the truth value assumed for an unknown one-element result
 
 
 def _op_info(func: Any) -> _OpInfo:
@@ -124,7 +131,8 @@ def _op_info(func: Any) -> _OpInfo:
     overwrites = func in _OVERWRITES
     return _OpInfo(mutated, func.namespace == "aten", overwrites, func in _GARBAGE,
                    torch.Tag.pointwise in func.tags,
-                   plain=not mutated and not overwrites and func not in _FINITE_TESTS and func is not _AMP_CHECK)
+                   plain=not mutated and not overwrites and func not in _FINITE_TESTS and func is not _AMP_CHECK,
+                   equality=_EQUALITY.get(func))
 
 
 def _tensors(args: tuple, kwargs: dict) -> list:
@@ -218,6 +226,8 @@ class Values:
         info = self._info.get(func)
         if info is None:
             info = self._info[func] = _op_info(func)
+        if info.equality is not None and type(out) is _FakeTensor and out.numel() == 1:
+            out.__dict__[_EQUALS] = info.equality      # used only if the value stays unknown
         if info.plain and args:
             first = args[0]
             if type(first) is _FakeTensor:
@@ -415,6 +425,10 @@ class Values:
             if ends is not None:
                 self.note(f"took `{ends}`{_for(reader, t)}: a `while` loop that depends on it is assumed to end")
                 return ends
+        equals = t.__dict__.get(_EQUALS) if type(t) is _FakeTensor else None
+        if equals is not None:
+            self.note(f"took `{equals}`{_for(reader, t)}: an unknown value is assumed not to equal a given one")
+            return equals
         value = placeholder_scalar(t.dtype)
         self.note(f"took `{_readable(value)}`{_for(reader, t)}")
         return value
