@@ -88,6 +88,20 @@ def test_hf_mixtral_reaches_its_experts(worker):
     assert syncs == [(line, 2, True), (line, 4, False)]
 
 
+def test_hf_mixtral_eager_experts_loop_runs_the_experts_it_hits(worker):
+    needs("transformers")
+    report = trace(worker, "hf_moe.py", "step_eager")
+    assert report.stdout == "(2, 16, 128) eager\n"
+    forward = [e.outputs[0].shape for e in report.events
+               if e.kind == "op" and e.name == "aten.mm.default" and e.phase == "forward"]
+    # nonzero() of the experts hit takes 3 of its 5 rows (4 experts + the padding class); the padding
+    # guard `expert_idx == num_experts` is assumed false, so each of the 3 runs gate_up and down on its
+    # one-hot share of the 32 tokens (32 x top-2 / 5 classes = 13 rows)
+    assert forward[5:11] == [(13, 256), (13, 64)] * 3
+    guard = [d for d in report.diagnostics if d.code == "AL906" and "assumed not to equal" in d.message]
+    assert [(d.count, "modeling_mixtral.py" in d.message) for d in guard] == [(3, True)]
+
+
 def test_timm_vit_takes_the_fused_attention_kernel(worker):
     needs("timm")
     report = trace(worker, "vision.py", "vit")
