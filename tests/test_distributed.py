@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 from atenlens.functions import find_functions, parse_ranks_flags, ranks_directive
+from atenlens.lsp.hover import hover_markdown
+from atenlens.lsp.settings import HintSettings
+from atenlens.lsp.trace_view import build_traced_function
 from atenlens.report import TraceRequest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dist"
@@ -50,6 +53,12 @@ def test_fsdp2_on_eight_ranks_gathers_each_block_and_reduce_scatters_its_gradien
         # end of backward(): its reduce-scatter stands at the backward() line
         ("reduce_scatter_tensor", "backward", backward, block, 8, "nvlink"),
     ]
+    view = build_traced_function(report, str(FSDP), FSDP.read_text().splitlines(), "step", 0, 0, 0)
+    assert view.lines[forward - 1].hint(HintSettings(max_length=400)).endswith(
+        " · all_gather 8x 2 MiB ~8.18 µs NVLink ×2, ∇ all_gather 8x 2 MiB ~8.18 µs NVLink ×2, "
+        "∇ reduce_scatter 8x 2 MiB ~4.09 µs NVLink")
+    short = view.lines[forward - 1].hint(HintSettings(max_length=80))      # cut to the room left: counted
+    assert short.endswith(" · all_gather 8x 2 MiB ~8.18 µs NVLink ×2 +2"), short
     events = [e for e in report.events if e.kind == "collective"]
     assert all(e.estimate_seconds == pytest.approx(7 / 8 * block / NVLINK) for e in events)
     assert report.summary.collectives == 6
@@ -74,6 +83,15 @@ def test_tensor_parallel_all_reduce_at_the_row_parallel_line_and_no_socket(worke
     event = next(e for e in report.events if e.kind == "collective")
     assert [f.line for f in event.stack] == [line_of(TP, "model(x).sum()"), down]
     assert event.estimate_seconds == pytest.approx(2 * 3 / 4 * 2048 / NVLINK)
+
+    # the editor: the line's hint ends with the collective, its hover has a table of them
+    view = build_traced_function(report, str(TP), TP.read_text().splitlines(), "step", 0, 0, 0)
+    line = view.lines[down - 1]
+    assert line.hint(HintSettings()).endswith(" · all_reduce 4x 2 KiB ~6.83 ns NVLink")
+    assert "**Collectives** (estimates: ring model, docs/distributed.md)\n\n" \
+           "| phase | collective | group | ranks | bytes per rank | time | link | count |\n" \
+           "|---|---|---|---|---|---|---|---|\n" \
+           "| forward | `all_reduce` | default_pg | 4 | 2 KiB | 6.83 ns | NVLink | 1 |" in hover_markdown(line)
 
 
 def test_ddp_all_reduces_all_gradient_bytes_in_each_backward(worker):

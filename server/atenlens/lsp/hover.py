@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Sequence
 
+from atenlens.communication import collectives_table
 from atenlens.lsp.cost_hover import cost_section
 from atenlens.lsp.labels import flops_label, short_op, sync_label, tensors_label_with_device
 from atenlens.lsp.trace_view import LineTrace
@@ -127,6 +128,8 @@ def hover_markdown(trace: LineTrace, show_bookkeeping: bool = False) -> str:
         parts.append(_section("Backward", trace.backward, hidden, BACKWARD_COLUMNS, rows))
     if trace.optimizer:
         parts.append(_section("Optimizer", trace.optimizer, hidden, FORWARD_COLUMNS, rows))
+    if trace.collectives:
+        parts.append(collectives_table(trace.collectives))
     if trace.nested or trace.nested_backward:
         parts.extend(_rollup(trace, hidden))
     flops = _flops(trace.forward + trace.backward + trace.optimizer)

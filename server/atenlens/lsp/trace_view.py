@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Optional, Sequence
 
+from atenlens.communication import collectives_hint
 from atenlens.module_tree import ModuleNode, module_trees
 from atenlens.cost import lens_label
 from atenlens.report import Diagnostic, Event, MemoryLine, TensorMeta, TraceReport
@@ -32,6 +33,7 @@ class LineTrace:
     backward: list[Event] = field(default_factory=list)
     optimizer: list[Event] = field(default_factory=list)
     calls: list[Event] = field(default_factory=list)    # public API calls made on this line
+    collectives: list[Event] = field(default_factory=list)  # collectives issued at this line (docs/distributed.md)
     nested: list[Event] = field(default_factory=list)   # forward/optimizer ops deeper in user code called here
     nested_backward: list[Event] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -49,13 +51,22 @@ class LineTrace:
 
     @property
     def has_ops(self) -> bool:
-        return bool(self.forward or self.backward or self.optimizer or self.nested or self.nested_backward)
+        return bool(self.forward or self.backward or self.optimizer or self.nested or self.nested_backward
+                    or self.collectives)
 
     @property
     def syncs(self) -> int:
         return sum(d.count for d in self.diagnostics if d.kind == "sync")
 
     def hint(self, settings: HintSettings) -> Optional[str]:
+        ops = self._ops_hint(settings)
+        if not self.collectives:
+            return ops
+        room = settings.max_length - (len(ops) + 3 if ops else 0)      # the ops part is fitted already
+        communication = collectives_hint(self.collectives, room)
+        return f"{ops} · {communication}" if ops else communication
+
+    def _ops_hint(self, settings: HintSettings) -> Optional[str]:
         hidden = frozenset() if settings.show_bookkeeping else self.bookkeeping
         nested = self.nested
         if self.nested_setup and not settings.show_bookkeeping:
@@ -164,6 +175,8 @@ def build_traced_function(report: TraceReport, path: str, source_lines: Sequence
                 own.in_setup = any(is_setup_function(f.function) for f in event.stack)
             if event.kind == "call":
                 own.calls.append(event)
+            elif event.kind == "collective":
+                own.collectives.append(event)
             elif event.phase == "backward":
                 own.backward.append(event)
             elif event.phase == "optimizer":
