@@ -13,7 +13,7 @@ from atenlens.lsp.settings import HintSettings
 from atenlens.lsp.trace_view import build_traced_function
 from atenlens.report import TraceRequest
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dist"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ranks"
 FSDP = FIXTURES / "fsdp_step.py"
 TP = FIXTURES / "tp_step.py"
 DDP = FIXTURES / "ddp_step.py"
