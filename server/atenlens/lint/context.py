@@ -48,6 +48,7 @@ class LintContext:
     def __init__(self, source: SourceText, call_names: frozenset[str]) -> None:
         self.source = source
         self._bindings: dict[int, ScopeBindings] = {}
+        self._scope_of: dict[int, Node] = {}
         self._attribute_values: dict[str, list[Node]] = {}
         self._calls: dict[str, list[Node]] = {name: [] for name in call_names}
         for ident in self.identifiers(call_names):
@@ -108,7 +109,12 @@ class LintContext:
 
     def bindings(self, node: Node) -> ScopeBindings:
         """The bindings of the function (or module) that `node` runs in."""
-        scope = scope_for(node)
+        # The provenance layer asks for the scope of the same nodes many times over: the walk up
+        # to the enclosing scope is remembered per node.
+        scopes = self._scope_of
+        scope = scopes.get(node.id)
+        if scope is None:
+            scope = scopes[node.id] = scope_for(node)
         key = scope.id
         if key not in self._bindings:
             self._bindings[key] = ScopeBindings(scope, self)

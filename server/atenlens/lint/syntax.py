@@ -24,9 +24,10 @@ LITERAL_TYPES = frozenset(
 
 
 def text(node: Optional[Node]) -> str:
-    if node is None or node.text is None:
+    data = node.text if node is not None else None   # `Node.text` slices the source on each access
+    if data is None:
         return ""
-    return node.text.decode("utf-8", errors="replace")
+    return data.decode("utf-8", errors="replace")
 
 
 def dotted_name(node: Optional[Node]) -> Optional[str]:

@@ -182,11 +182,15 @@ def _enclosing_function(node: Node) -> Optional[Node]:
 
 
 def waiting_function_calls(ctx: LintContext) -> list[Node]:
-    """Calls of the functions in `waiting_functions` (`helper()`, `self.helper()`)."""
-    found = []
-    for ident in ctx.identifiers(waiting_functions(ctx)):
-        parent = ident.parent
-        call = parent.parent if parent is not None and parent.type == "attribute" else parent
-        if call is not None and call.type == "call" and calls_waiting_function(ctx, call):
-            found.append(call)
-    return found
+    """Calls of the functions in `waiting_functions` (`helper()`, `self.helper()`). Memoized on
+    the context: AL201 and AL301 both ask, and each answer is a scan of the whole file."""
+    cached = getattr(ctx, "_waiting_function_calls", None)
+    if cached is None:
+        cached = []
+        for ident in ctx.identifiers(waiting_functions(ctx)):
+            parent = ident.parent
+            call = parent.parent if parent is not None and parent.type == "attribute" else parent
+            if call is not None and call.type == "call" and calls_waiting_function(ctx, call):
+                cached.append(call)
+        setattr(ctx, "_waiting_function_calls", cached)
+    return list(cached)
