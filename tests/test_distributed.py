@@ -57,6 +57,7 @@ def test_fsdp2_on_eight_ranks_gathers_each_block_and_reduce_scatters_its_gradien
     assert view.lines[forward - 1].hint(HintSettings(max_length=400)).endswith(
         " · all_gather 8x 2 MiB ~8.18 µs NVLink ×2, ∇ all_gather 8x 2 MiB ~8.18 µs NVLink ×2, "
         "∇ reduce_scatter 8x 2 MiB ~4.09 µs NVLink")
+    assert " · rank 0 of 8 · 6 collectives ~24.5 µs · peak " in view.summary     # the summary lens
     short = view.lines[forward - 1].hint(HintSettings(max_length=80))      # cut to the room left: counted
     assert short.endswith(" · all_gather 8x 2 MiB ~8.18 µs NVLink ×2 +2"), short
     events = [e for e in report.events if e.kind == "collective"]

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Optional, Sequence
 
-from atenlens.communication import collectives_hint
+from atenlens.communication import collectives_hint, ranks_summary
 from atenlens.module_tree import ModuleNode, module_trees
 from atenlens.cost import lens_label
 from atenlens.report import Diagnostic, Event, MemoryLine, TensorMeta, TraceReport
@@ -106,7 +106,9 @@ class TracedFunction:
         if self.report.status != "ok":
             return f"trace {self.report.status}: {self.report.message}".rstrip(": ")
         cost = lens_label(self.report.summary)
-        return summary_label(self.report.summary) + (f" · {cost}" if cost else "")
+        ranks = ranks_summary(self.report.summary)         # simulated ranks: who ran, what it sent
+        return (summary_label(self.report.summary) + (f" · {ranks}" if ranks else "")
+                + (f" · {cost}" if cost else ""))
 
     @property
     def lens_title(self) -> str:
