@@ -79,17 +79,19 @@ async def test_trace_train_step(client, tmp_path):
     assert (defs["train_step"], "fwd 9 · bwd 24 · opt 1 · 0 syncs · 22.5 kFLOP · "
             f"peak 10.5 KiB @ line {fc1 + 1} (backward) · ~8.89 ns/step on H100 SXM", "") in lenses
 
-    # Tracing the loop finds the sync the lint finds too; both are published, each with its source.
+    # Tracing the loop confirms the sync the lint finds: one diagnostic, the trace's message (its
+    # count) at the lint's columns (`item()`), under the trace's source.
+    item = line_of(text, "total += loss.item()")
+    (lint_item,) = client.diagnostics[uri]
+    assert (lint_item.range.start.line, lint_item.code, lint_item.source) == (item, "AL100", "atenlens")
     published = len(client.recorder.published)
     outcome = await execute(client, "atenlens.trace", {"uri": uri, "qualname": "train"})
     assert outcome["status"] == "ok", outcome
-    item = line_of(text, "total += loss.item()")
     diagnostics = await wait_for_diagnostics(client, uri, 1, after=published)
-    item_column = units(lines[item][: lines[item].index("loss.item()")], encoding)
-    assert [(d.range.start.line, d.code, d.source) for d in sorted(diagnostics, key=lambda d: d.source)] == [
-        (item, "AL100", "atenlens"), (item, "AL100", "atenlens trace")]
-    (traced,) = [d for d in diagnostics if d.source == "atenlens trace"]
-    assert (traced.range.start.character, traced.range.end.character) == (item_column, at_end(item))
+    item_column = units(lines[item][: lines[item].index("item()")], encoding)
+    assert [(d.range.start.line, d.code, d.source) for d in diagnostics] == [(item, "AL100", "atenlens trace")]
+    (traced,) = diagnostics
+    assert (traced.range.start.character, traced.range.end.character) == (item_column, item_column + len("item()"))
     assert traced.message.endswith("(×3 in this trace)")
     hover = await client.text_document_hover_async(types.HoverParams(
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=item, character=8)))
@@ -105,7 +107,8 @@ async def test_trace_train_step(client, tmp_path):
     assert dict(latest)[item] == "_local_scalar_dense×3 · sync×3"   # the host waits here, 3 times
 
     # Edits: a line inserted above the class moves every hint down by one; editing the loss line
-    # removes its hint only; editing `train` clears its trace diagnostics but not the lint's.
+    # removes its hint and makes the traces that ran it stale; editing `train` withdraws its trace
+    # diagnostics, and the lint's finding is shown again.
     published = len(client.recorder.published)
     change(client, uri, 2, (0, 0), (0, 0), "# a new first line\n")
     lines.insert(0, "# a new first line")
@@ -113,8 +116,9 @@ async def test_trace_train_step(client, tmp_path):
     assert await inlay_hints(client, uri, len(lines)) == [(line, at_end(line), label) for line, label in moved]
     change(client, uri, 3, (loss_line + 1, 4), (loss_line + 1, 8), "loss2")
     lines[loss_line + 1] = lines[loss_line + 1].replace("loss", "loss2", 1)
+    # both traces ran that line: their other hints stay, marked as about the earlier text
     assert await inlay_hints(client, uri, len(lines)) == [
-        (line, at_end(line), label) for line, label in moved if line != loss_line + 1]
+        (line, at_end(line), label + " (stale)") for line, label in moved if line != loss_line + 1]
     change(client, uri, 4, (item + 1, 0), (item + 1, 0), "        pass\n")
     diagnostics = await wait_for_diagnostics(client, uri, 4, after=published)
     assert [(d.range.start.line, d.code, d.source) for d in diagnostics] == [(item + 2, "AL100", "atenlens")]
@@ -143,10 +147,12 @@ async def test_hint_sits_at_the_end_of_a_line_with_wide_characters(client, tmp_p
         (relu, units(lines[relu], encoding), "relu f32[8, 32]"),
     ]
 
-    # Editing the last line drops its hint; saving traces the function again (trace.onSave).
+    # Editing the last line drops its hint and marks the others stale; saving traces the function
+    # again (trace.onSave).
     change(client, uri, 2, (relu, 13), (relu, 17), "sigmoid")
     lines[relu] = lines[relu].replace("relu", "sigmoid")
-    assert await inlay_hints(client, uri, len(lines)) == [(linear, units(lines[linear], encoding), "mm f32[8, 32]")]
+    assert await inlay_hints(client, uri, len(lines)) == [
+        (linear, units(lines[linear], encoding), "mm f32[8, 32] (stale)")]
     refreshes = client.recorder.refreshes.count("inlayHint")
     client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))
     await client.recorder.until(lambda: client.recorder.refreshes.count("inlayHint") > refreshes)

@@ -12,6 +12,7 @@ from lsprotocol import types
 from atenlens.functions import FunctionInfo
 from atenlens.lint.findings import Finding, Fix
 from atenlens.report import Diagnostic
+from atenlens.lsp.problems import Problem
 from atenlens.lsp.text import column_to_units
 
 LINT_SOURCE = "atenlens"
@@ -93,6 +94,20 @@ def lsp_trace_diagnostic(line: int, diagnostic: Diagnostic, lines: Sequence[str]
     )
 
 
+def lsp_problem_diagnostic(problem: Problem, lines: Sequence[str], encoding: str) -> types.Diagnostic:
+    """One diagnostic per problem (lsp/problems.py): a trace's, at the lint's columns when the lint
+    found it too."""
+    if problem.trace is None:
+        assert problem.finding is not None
+        return lsp_finding_diagnostic(problem.finding, lines, encoding)
+    diagnostic = lsp_trace_diagnostic(problem.line, problem.trace.diagnostic, lines, encoding)
+    diagnostic.message = problem.trace.message
+    diagnostic.severity = lsp_severity(problem.trace.severity)
+    if problem.finding is not None:
+        diagnostic.range = lsp_finding_diagnostic(problem.finding, lines, encoding).range
+    return diagnostic
+
+
 def lsp_fix_action(uri: str, fix: Fix, diagnostic: types.Diagnostic, lines: Sequence[str],
                    encoding: str) -> types.CodeAction:
     edits = [types.TextEdit(range=lsp_range(lines, e.line - 1, e.column, e.end_line - 1, e.end_column, encoding),
@@ -116,6 +131,7 @@ def lsp_function_range(info: FunctionInfo, lines: Sequence[str], encoding: str) 
     return lsp_line_range(lines, info.line - 1, encoding, info.column)
 
 
-def lsp_inlay_hint(line: int, label: str, lines: Sequence[str], encoding: str) -> types.InlayHint:
+def lsp_inlay_hint(line: int, label: str, lines: Sequence[str], encoding: str,
+                   tooltip: Optional[str] = None) -> types.InlayHint:
     return types.InlayHint(position=lsp_line_end(lines, line, encoding), label=label,
-                           kind=types.InlayHintKind.Type, padding_left=True)
+                           kind=types.InlayHintKind.Type, padding_left=True, tooltip=tooltip)

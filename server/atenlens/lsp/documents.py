@@ -52,6 +52,7 @@ class DocumentState:
     _lines: list[str] = field(default_factory=list)
     _lines_source: Optional[str] = None
     syntax_ok: bool = True
+    finding_diagnostics: dict = field(default_factory=dict)  # Finding -> the LSP diagnostic published for it
 
     def functions(self, source: str) -> list[FunctionInfo]:
         """The functions of `source`; while it does not parse (mid-edit), those of the last text

@@ -10,7 +10,7 @@ ran (their top ops) and links to the function it rolls up.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 from atenlens.communication import collectives_table
 from atenlens.lsp.cost_hover import cost_section
@@ -110,7 +110,7 @@ def _rollup(trace: LineTrace, hidden: frozenset) -> list[str]:
     return parts
 
 
-def hover_markdown(trace: LineTrace, show_bookkeeping: bool = False) -> str:
+def hover_markdown(trace: LineTrace, show_bookkeeping: bool = False, stale_note: Optional[str] = None) -> str:
     hidden = frozenset() if show_bookkeeping else trace.bookkeeping
     parts: list[str] = []
     if trace.calls:
@@ -144,9 +144,15 @@ def hover_markdown(trace: LineTrace, show_bookkeeping: bool = False) -> str:
     if trace.nested_syncs:
         parts.append(f"**Syncs inside calls from this line:** {sync_label(trace.nested_syncs)}")
     if trace.diagnostics:
+        # one entry per problem: the same code and message found again is counted, not repeated
+        counted: dict[tuple[str, str], int] = {}
+        for d in trace.diagnostics:
+            counted[(d.code, d.message)] = counted.get((d.code, d.message), 0) + d.count
         parts.append("**Diagnostics**\n\n" + "\n".join(
-            f"- `{d.code}` {d.message}" + (f" (×{d.count})" if d.count > 1 else "") for d in trace.diagnostics))
+            f"- `{code}` {message}" + (f" (×{count})" if count > 1 else "") for (code, message), count in counted.items()))
     if parts and trace.notes:
         # what the whole trace is subject to (traced on cpu instead of cuda, events cut): first, one line each
         parts.insert(0, "\n\n".join(f"_Note: {note}_" for note in trace.notes))
+    if parts and stale_note:
+        parts.insert(0, f"_Stale: {stale_note}._")
     return "\n\n".join(parts)

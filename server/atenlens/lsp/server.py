@@ -31,6 +31,7 @@ from atenlens.lsp.documents import DocumentState, LintResult
 from atenlens.lsp.hover import hover_markdown
 from atenlens.lsp.large import LARGE_DOCUMENT_CHARS, analyze_elsewhere, release_memory
 from atenlens.lsp.lint_config import WorkspaceLintConfig
+from atenlens.lsp.problems import document_problems
 from atenlens.lsp.protocol import WORK_DONE_TOKEN, AtenlensProtocol
 from atenlens.lsp.settings import Settings, merge_problem_message, settings_from_json, trace_switch
 from atenlens.lsp.text import UTF16, LineShift
@@ -216,9 +217,13 @@ class AtenlensServer(LanguageServer):
         if document.version != state.lint.version:
             return      # a lint of the newer text is scheduled; it publishes both kinds, in step
         lines = state.lint.lines
-        diagnostics = [convert.lsp_finding_diagnostic(f, lines, self.encoding) for f in state.lint.findings]
-        diagnostics += [convert.lsp_trace_diagnostic(line, d, lines, self.encoding)
-                        for line, d in state.traces.diagnostics()]
+        diagnostics = []
+        state.finding_diagnostics = {}     # the published diagnostic of each lint finding (for its fix)
+        for problem in document_problems(state.lint.findings, state.traces):
+            diagnostic = convert.lsp_problem_diagnostic(problem, lines, self.encoding)
+            if problem.finding is not None:
+                state.finding_diagnostics[problem.finding] = diagnostic
+            diagnostics.append(diagnostic)
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
             uri=uri, version=state.lint.version, diagnostics=diagnostics))
 
@@ -454,7 +459,9 @@ def create_server() -> AtenlensServer:
         first, last = params.range.start.line, params.range.end.line
         if lint is not None and lint.version == document.version:
             for finding, fix in offered_fixes(lint.findings, first, last):   # what `lint --fix` applies
-                diagnostic = convert.lsp_finding_diagnostic(finding, lint.lines, ls.encoding)
+                diagnostic = state.finding_diagnostics.get(finding)
+                if diagnostic is None:
+                    continue      # not shown: a trace that ran the line found no such problem
                 actions.append(convert.lsp_fix_action(uri, fix, diagnostic, lint.lines, ls.encoding))
         # Offered on the `def` line (or on a needs-inputs diagnostic), not all over the body.
         info = function_at(state.functions(document.source), first + 1)
@@ -507,7 +514,8 @@ def create_server() -> AtenlensServer:
             return []
         lines = ls.state(uri).lines(document.source)
         hints = state.traces.hints(ls.settings.hints, params.range.start.line, params.range.end.line)
-        return [convert.lsp_inlay_hint(line, label, lines, ls.encoding) for line, label in hints if line < len(lines)]
+        return [convert.lsp_inlay_hint(line, label, lines, ls.encoding, tooltip)
+                for line, label, tooltip in hints if line < len(lines)]
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     def hover(ls: AtenlensServer, params: types.HoverParams) -> Optional[types.Hover]:
@@ -515,10 +523,11 @@ def create_server() -> AtenlensServer:
         document, state = ls.document(uri), ls.documents.get(uri)
         if document is None or state is None:
             return None
-        trace = state.traces.line(params.position.line)
-        if trace is None:
+        owner = state.traces.line_owner(params.position.line)
+        if owner is None:
             return None
-        markdown = hover_markdown(trace, show_bookkeeping=ls.settings.hints.show_bookkeeping)
+        markdown = hover_markdown(owner.lines[params.position.line], show_bookkeeping=ls.settings.hints.show_bookkeeping,
+                                  stale_note=owner.stale_note if owner.stale else None)
         if not markdown:
             return None
         lines = ls.state(uri).lines(document.source)

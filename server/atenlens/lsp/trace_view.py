@@ -4,6 +4,9 @@ the latest trace that covered it, kept in step with the text as the user edits.
 Protocol-free (no pygls, no lsprotocol) so that it is tested on its own; lines here are 0-based.
 A trace's lines carry the text they had when traced: after an edit, a line whose text differs is
 dropped (its hint disappears until the next trace) while untouched lines move with the text.
+A trace whose inputs changed -- an edit inside the traced function or its directive, or on any
+line the trace ran -- is stale: its hints, hover and lens say "edited since the trace", and its
+diagnostics are withdrawn, until it is traced again.
 """
 from __future__ import annotations
 
@@ -18,6 +21,10 @@ from atenlens.report import Diagnostic, Event, MemoryLine, TensorMeta, TraceRepo
 from atenlens.lsp.labels import is_setup_function, line_hint, rollup_hint, summary_label
 from atenlens.lsp.settings import HintSettings
 from atenlens.lsp.text import LineShift
+
+
+STALE_HINT_SUFFIX = " (stale)"
+STALE_LENS_PREFIX = "stale (edited since the trace): "
 
 
 def same_file(a: Optional[str], b: Optional[str]) -> bool:
@@ -99,7 +106,7 @@ class TracedFunction:
     def_line: int
     lines: dict[int, LineTrace]
     general: list[Diagnostic]                   # diagnostics with no line in this document
-    diagnostics_cleared: bool = False
+    stale: bool = False                         # edited since the trace (see the module docstring)
 
     @property
     def summary(self) -> str:
@@ -115,15 +122,23 @@ class TracedFunction:
         """The summary lens: the summary, and how many notes the trace has (the notes themselves
         are the lens's tooltip and top the hovers of its lines)."""
         count = len(self.report.notes)
-        return self.summary + (f" · {count} note{'s' if count != 1 else ''}" if count else "")
+        title = self.summary + (f" · {count} note{'s' if count != 1 else ''}" if count else "")
+        return f"{STALE_LENS_PREFIX}{title}" if self.stale else title
 
     @property
     def lens_tooltip(self) -> Optional[str]:
-        return "\n".join(self.report.notes) or None
+        notes = list(self.report.notes)
+        if self.stale:
+            notes.insert(0, self.stale_note)
+        return "\n".join(notes) or None
+
+    @property
+    def stale_note(self) -> str:
+        return f"edited since the trace of {self.qualname}: this is what the earlier text did; trace it again"
 
     def shift(self, change: LineShift) -> None:
-        if change.touches(self.first, self.last):
-            self.diagnostics_cleared = True
+        if change.touches(self.first, self.last) or any(change.touches(line, line) for line in self.lines):
+            self.stale = True
         moved: dict[int, LineTrace] = {}
         for line, trace in self.lines.items():
             target = change.map(line)
@@ -145,7 +160,7 @@ class TracedFunction:
                       if line < len(current) and current[line] == trace.text}
 
     def diagnostics(self) -> Iterator[tuple[int, Diagnostic]]:
-        if self.diagnostics_cleared:
+        if self.stale:
             return
         for diagnostic in self.general:
             yield self.def_line, diagnostic
@@ -282,33 +297,57 @@ class DocumentTraces:
         for traced in self.functions.values():
             traced.revalidate(current)
 
-    def line_traces(self) -> dict[int, LineTrace]:
-        merged: dict[int, LineTrace] = {}
+    def owners(self) -> dict[int, TracedFunction]:
+        """The trace that speaks for each line: the latest current one, else the latest stale one."""
+        owner: dict[int, TracedFunction] = {}
         for traced in self.functions.values():
-            merged.update(traced.lines)
-        return merged
+            for line in traced.lines:
+                if line not in owner or not traced.stale or owner[line].stale:
+                    owner[line] = traced
+        return owner
+
+    def line_traces(self) -> dict[int, LineTrace]:
+        return {line: traced.lines[line] for line, traced in self.owners().items()}
 
     def line(self, line: int) -> Optional[LineTrace]:
-        found = None
-        for traced in self.functions.values():
-            found = traced.lines.get(line, found)
-        return found
+        return self.line_traces().get(line)
 
-    def hints(self, settings: HintSettings, first: int = 0, last: Optional[int] = None) -> list[tuple[int, str]]:
+    def line_owner(self, line: int) -> Optional[TracedFunction]:
+        return self.owners().get(line)
+
+    def hints(self, settings: HintSettings, first: int = 0,
+              last: Optional[int] = None) -> list[tuple[int, str, Optional[str]]]:
+        """(line, label, tooltip): a stale trace's labels end with STALE_HINT_SUFFIX, their
+        tooltip says which trace and why."""
         result = []
-        for line, trace in sorted(self.line_traces().items()):
+        for line, traced in sorted(self.owners().items()):
             if line < first or (last is not None and line > last):
                 continue
-            label = trace.hint(settings)
+            label = traced.lines[line].hint(settings)
             if label:
-                result.append((line, label))
+                if traced.stale:
+                    result.append((line, label + STALE_HINT_SUFFIX, traced.stale_note))
+                else:
+                    result.append((line, label, None))
         return result
 
     def diagnostics(self) -> list[tuple[int, Diagnostic]]:
-        found: list[tuple[int, Diagnostic]] = []
+        return [(line, d) for _, line, d in self.labelled_diagnostics()]
+
+    def labelled_diagnostics(self) -> list[tuple[str, int, Diagnostic]]:
+        """(qualname of the trace, line, diagnostic) of the current traces."""
+        return [(traced.qualname, line, d) for traced in self.functions.values() for line, d in traced.diagnostics()]
+
+    def lines_run_on_cuda(self) -> set[int]:
+        """Lines that a current, successful trace on simulated CUDA ran: there, a hazard the trace
+        did not find is not there (the lint finding of it is dropped; lsp/problems.py)."""
+        ran: set[int] = set()
         for traced in self.functions.values():
-            found.extend(traced.diagnostics())
-        return found
+            if traced.stale or traced.report.status != "ok" or traced.report.device != "cuda":
+                continue
+            ran.update(line for line, trace in traced.lines.items() if trace.forward or trace.backward
+                       or trace.optimizer or trace.calls)
+        return ran
 
     def summaries(self) -> Iterable[TracedFunction]:
         return self.functions.values()
