@@ -76,7 +76,9 @@ def test_tensor_parallel_all_reduce_at_the_row_parallel_line_and_no_socket(worke
     report = worker.trace(TraceRequest(file=str(TP), qualname="step", device="cuda", call="step(*setup())",
                                        world_size=4, rank=2, timeout_seconds=120))
     assert report.status == "ok", report.message
-    assert report.stdout.splitlines() == ["sockets opened by init: 0", "rank 2 of 4, backend fake"]
+    assert report.stdout.splitlines() == [
+        "sockets opened by init: 0", "rank 2 of 4, backend fake",
+        "RANK=2 LOCAL_RANK=2 WORLD_SIZE=4 LOCAL_WORLD_SIZE=4 GROUP_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500"]
     assert (report.summary.world_size, report.summary.rank) == (4, 2)
     down = line_of(TP, "return self.down(h)")
     # the row-parallel output [8, 64] fp32 is summed over the 4 ranks; nothing else communicates
@@ -168,6 +170,16 @@ def test_groups_across_nodes_are_priced_on_the_network():
     pcie_only = Collectives(Ranks(4, 0, 8, requested=True), find_gpu("l4"))
     assert pcie_only._link(range(4)) == "pcie"
     assert pcie_only.estimate("broadcast", gib, 4, "pcie") == pytest.approx(gib / 32e9)
+
+
+def test_torchrun_variables_of_a_rank_on_the_second_node():
+    from atenlens.trace.ranks import _torchrun_environment, ranks_of
+
+    ranks = ranks_of(16, 11, 8)
+    assert ranks.describe() == "rank 11 of 16 (2 nodes of 8 GPUs)"
+    assert _torchrun_environment(ranks) == {
+        "RANK": "11", "WORLD_SIZE": "16", "LOCAL_RANK": "3", "LOCAL_WORLD_SIZE": "8", "GROUP_RANK": "1",
+        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
 
 
 def test_ranks_directive_sits_above_the_example_call():

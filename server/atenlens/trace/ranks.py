@@ -9,7 +9,7 @@ While a trace runs:
   real tensors), any shape, 1-D or 2-D; so do the meshes its slices (`mesh["tp"]`) and flattenings
   make, and a mesh's `mesh` tensor.
 - With a requested world size, the variables torchrun sets (RANK, WORLD_SIZE, LOCAL_RANK,
-  LOCAL_WORLD_SIZE, GROUP_RANK) are set, so code that reads them sees the simulated rank.
+  LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT) are set, so code that reads them sees the simulated rank.
 When the trace ends the process group is destroyed and everything is restored.
 """
 from __future__ import annotations
@@ -60,7 +60,9 @@ def _torchrun_environment(ranks: Ranks) -> dict[str, str]:
     local_world = min(ranks.gpus_per_node, ranks.world_size)
     return {"RANK": str(ranks.rank), "WORLD_SIZE": str(ranks.world_size),
             "LOCAL_RANK": str(ranks.rank % ranks.gpus_per_node), "LOCAL_WORLD_SIZE": str(local_world),
-            "GROUP_RANK": str(ranks.node_of(ranks.rank))}
+            "GROUP_RANK": str(ranks.node_of(ranks.rank)),
+            # what torchrun's rendezvous would name; nothing connects to it (init_process_group is the fake one)
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
 
 
 @contextlib.contextmanager
