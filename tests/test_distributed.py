@@ -207,3 +207,18 @@ def test_impossible_ranks_are_usage_errors(argv, message):
     args = build_parser().parse_args(["trace", f"{FSDP}::step", *argv])
     with pytest.raises(UsageError, match=message.replace("(", r"\(")):
         build_request(args)
+
+
+def test_cli_flags_reach_the_trace_and_the_listing_shows_the_collective():
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "atenlens", "trace", f"{TP}::step", "--call", "step(*setup())",
+                             "--world-size", "4", "--rank", "1", "--gpus-per-node", "2"],
+                            capture_output=True, text=True, timeout=300, cwd=FIXTURES)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    # 4 ranks at 2 GPUs per node: the tensor-parallel group spans two nodes
+    rows = [line for line in lines if " all_reduce " in line]
+    assert len(rows) == 1 and "4x 2 KiB · ~61.4 ns network" in rows[0], rows
+    assert any("rank 1 of 4 · 1 collective ~61.4 ns" in line for line in lines if line.startswith("totals"))
