@@ -67,12 +67,44 @@ async def test_quick_fix_creates_on_the_device(client, tmp_path):
         text_document=types.TextDocumentIdentifier(uri=uri),
         range=types.Range(start=types.Position(line=5, character=0), end=types.Position(line=5, character=0)),
         context=types.CodeActionContext(diagnostics=list(client.diagnostics[uri]))))
-    fixes = [a for a in actions if a.diagnostics and a.diagnostics[0].code == "AL302"]
-    assert len(fixes) == 1
-    (edit,) = fixes[0].edit.changes[uri]
+    # as in ruff: the fix and "Disable for this line" titled with the code, and "Fix all"
+    assert [(a.title, a.kind) for a in actions] == [
+        ("atenlens (AL302): Create the tensor on the device (`device=device`)", types.CodeActionKind.QuickFix),
+        ("atenlens (AL302): Disable for this line", types.CodeActionKind.QuickFix),
+        ("atenlens: Fix all auto-fixable problems", types.CodeActionKind.SourceFixAll)]
+    fix, disable, fix_all = actions
+    assert fix.diagnostics[0].code == "AL302"
+    (edit,) = fix.edit.changes[uri]
     assert (edit.range.start.line, edit.range.start.character, edit.range.end.line, edit.range.end.character) == \
         (5, start, 5, end)
     assert edit.new_text == "torch.randn(3, 4, device=device)"
+    (edit,) = disable.edit.changes[uri]
+    assert (edit.range.start.line, edit.range.start.character, edit.new_text) == (5, units(line, encoding), "  # noqa: AL302")
+    (edit,) = fix_all.edit.changes[uri]
+    assert (edit.range.start.line, edit.range.start.character, edit.range.end.line) == (0, 0, 6)
+    assert edit.new_text == text.replace("torch.randn(3, 4).to(device)", "torch.randn(3, 4, device=device)")
+    # the diagnostic links to its rule's documentation
+    assert client.diagnostics[uri][0].code_description.href == \
+        "https://github.com/atenlens/atenlens/blob/main/docs/rules.md#al302-create-then-move"
+    # asked for source.fixAll only (VS Code's "fix all on save"): only that one
+    only = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)),
+        context=types.CodeActionContext(diagnostics=[], only=[types.CodeActionKind.SourceFixAll])))
+    assert [a.title for a in only] == ["atenlens: Fix all auto-fixable problems"]
+
+    # "Disable for this line" on a line that already has `# noqa: AL100` adds the code to it
+    published = len(client.recorder.published)
+    noqa_line = "    return torch.randn(3, 4).to(device), label  # noqa: AL100"
+    change(client, uri, 2, (5, 0), (5, len(line)), noqa_line)
+    (diagnostic,) = await wait_for_diagnostics(client, uri, 2, after=published)
+    actions = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        range=types.Range(start=types.Position(line=5, character=0), end=types.Position(line=5, character=0)),
+        context=types.CodeActionContext(diagnostics=[diagnostic], only=[types.CodeActionKind.QuickFix])))
+    (edit,) = actions[1].edit.changes[uri]
+    assert (actions[1].title, edit.range.start.character, edit.new_text) == (
+        "atenlens (AL302): Disable for this line", units(noqa_line, encoding), ", AL302")
 
 
 async def test_lint_ignore_setting_takes_effect(client, tmp_path):

@@ -115,3 +115,27 @@ async def test_editing_the_directive_makes_the_trace_stale(client, tmp_path):
     assert after == [(line, column, label + " (stale)") for line, column, label in before]
     (summary,) = [title for _, title, command in await code_lenses(client, uri) if command == ""]
     assert summary.startswith("stale (edited since the trace): fwd 9 · bwd 24 · opt 1 · 0 syncs")
+
+
+NOQA = '''import torch
+
+
+def step():
+    x = torch.randn(4, device="cuda")
+    a = x.sum().item()  # noqa: AL100
+    b = x.max().item()
+    return a + b
+'''
+
+
+async def test_noqa_silences_the_trace_and_codes_link_to_their_docs(client, tmp_path):
+    await initialize(client)
+    uri = await open_document(client, tmp_path / "noqa.py", NOQA)
+    assert list(client.diagnostics[uri]) == []
+    published = len(client.recorder.published)
+    assert (await execute(client, "atenlens.trace", {"uri": uri, "qualname": "step"}))["status"] == "ok"
+    diagnostics = await wait_for_diagnostics(client, uri, 1, after=published)
+    # the trace found both reads; the one under `# noqa: AL100` is silenced as the lint's would be
+    assert [(d.range.start.line, d.code, d.source, d.code_description.href) for d in diagnostics] == [
+        (line_of(NOQA, "b = x.max().item()"), "AL100", "atenlens trace",
+         "https://github.com/atenlens/atenlens/blob/main/docs/rules.md#al100-sync-in-loop")]

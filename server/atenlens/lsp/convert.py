@@ -11,6 +11,9 @@ from lsprotocol import types
 
 from atenlens.functions import FunctionInfo
 from atenlens.lint.findings import Finding, Fix
+from atenlens.lint.formats import TOOL_URL, rule_url
+from atenlens.lint.noqa import NOQA
+from atenlens.lint.rules import RULES
 from atenlens.report import Diagnostic
 from atenlens.lsp.problems import Problem
 from atenlens.lsp.text import column_to_units
@@ -25,6 +28,30 @@ _SEVERITY = {
     "info": types.DiagnosticSeverity.Information,
     "hint": types.DiagnosticSeverity.Hint,
 }
+
+
+_RULES = {rule.code: rule for rule in RULES}
+DIAGNOSTICS_URL = f"{TOOL_URL}/blob/main/docs/diagnostics.md"
+# GitHub's anchors of docs/diagnostics.md's sections of the codes only the trace reports (a test
+# checks them against the headings)
+TRACE_ANCHORS = {
+    "AL400": "al400--out-of-memory-forecast", "AL900": "al900--exception", "AL901": "al901--needs-inputs",
+    "AL902": "al902--timeout", "AL903": "al903--the-traces-process-ended-without-a-report",
+    "AL904": "al904--load-timeout-kind-timeout", "AL905": "al905--device-fallback",
+    "AL906": "al906--assumption-a-value-the-trace-could-not-know", "AL907": "al907--dataloader-workers",
+    "AL908": "al908--simulated-ranks",
+}
+
+
+def code_description(code: Optional[str]) -> Optional[types.CodeDescription]:
+    """The documentation of `code`: its rule in docs/rules.md, else its section of docs/diagnostics.md."""
+    if not code:
+        return None
+    if code in _RULES:
+        return types.CodeDescription(href=rule_url(_RULES[code]))
+    if code in TRACE_ANCHORS:
+        return types.CodeDescription(href=f"{DIAGNOSTICS_URL}#{TRACE_ANCHORS[code]}")
+    return None
 
 
 def _line(lines: Sequence[str], index: int) -> str:
@@ -68,6 +95,7 @@ def lsp_finding_diagnostic(finding: Finding, lines: Sequence[str], encoding: str
         message=finding.message,
         severity=lsp_severity(finding.severity),
         code=finding.code,
+        code_description=code_description(finding.code),
         source=LINT_SOURCE,
     )
 
@@ -89,6 +117,7 @@ def lsp_trace_diagnostic(line: int, diagnostic: Diagnostic, lines: Sequence[str]
         message=message,
         severity=lsp_severity(diagnostic.severity),
         code=diagnostic.code or None,
+        code_description=code_description(diagnostic.code),
         source=TRACE_SOURCE,
         related_information=related,
     )
@@ -112,8 +141,36 @@ def lsp_fix_action(uri: str, fix: Fix, diagnostic: types.Diagnostic, lines: Sequ
                    encoding: str) -> types.CodeAction:
     edits = [types.TextEdit(range=lsp_range(lines, e.line - 1, e.column, e.end_line - 1, e.end_column, encoding),
                             new_text=e.new_text) for e in fix.edits]
-    return types.CodeAction(title=fix.title, kind=types.CodeActionKind.QuickFix, diagnostics=[diagnostic],
-                            is_preferred=True, edit=types.WorkspaceEdit(changes={uri: edits}))
+    return types.CodeAction(title=f"atenlens ({diagnostic.code}): {fix.title}", kind=types.CodeActionKind.QuickFix,
+                            diagnostics=[diagnostic], is_preferred=True, edit=types.WorkspaceEdit(changes={uri: edits}))
+
+
+def lsp_noqa_action(uri: str, diagnostic: types.Diagnostic, lines: Sequence[str],
+                    encoding: str) -> Optional[types.CodeAction]:
+    """"atenlens (AL100): Disable for this line": `  # noqa: AL100` at the end of the line, or the
+    code added to the line's `# noqa: ...` (none for a bare `# noqa`, which silences all)."""
+    line = diagnostic.range.start.line
+    text, code = _line(lines, line), str(diagnostic.code)
+    match = NOQA.search(text.encode("utf-8", "replace"))
+    if match is None:
+        at, new_text = len(text), f"  # noqa: {code}"
+    elif match.group("codes") is None:
+        return None
+    else:
+        at, new_text = len(text.encode("utf-8")[: match.end("codes")].decode("utf-8", "replace")), f", {code}"
+    position = lsp_position(lines, line, at, encoding)
+    return types.CodeAction(
+        title=f"atenlens ({code}): Disable for this line", kind=types.CodeActionKind.QuickFix, diagnostics=[diagnostic],
+        edit=types.WorkspaceEdit(changes={uri: [types.TextEdit(range=types.Range(start=position, end=position),
+                                                               new_text=new_text)]}))
+
+
+def lsp_fix_all_action(uri: str, fixed: str, lines: Sequence[str], encoding: str) -> types.CodeAction:
+    """"atenlens: Fix all auto-fixable problems" (source.fixAll): the whole text, fixed."""
+    last = max(len(lines) - 1, 0)
+    whole = types.Range(start=types.Position(line=0, character=0), end=lsp_line_end(lines, last, encoding))
+    return types.CodeAction(title="atenlens: Fix all auto-fixable problems", kind=types.CodeActionKind.SourceFixAll,
+                            edit=types.WorkspaceEdit(changes={uri: [types.TextEdit(range=whole, new_text=fixed)]}))
 
 
 def lsp_directive_edit(uri: str, info: FunctionInfo, template: str, lines: Sequence[str],

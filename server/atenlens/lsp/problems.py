@@ -8,6 +8,7 @@ put together the way the editor shows them. Protocol-free; lines here are 0-base
 - A lint finding of those codes on a line that a current trace on simulated CUDA ran without
   finding it (e.g. the loader does pin memory) is dropped while that trace holds; a stale trace
   (edited since it ran) or one traced on cpu neither confirms nor refutes anything.
+- `# noqa: AL100` (or a bare `# noqa`) on a line silences the trace's AL100 there as the lint's.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from atenlens.lint.findings import Finding
+from atenlens.lint.noqa import is_suppressed, suppressed_codes
 from atenlens.lsp.trace_view import DocumentTraces
 from atenlens.report import Code, Diagnostic
 
@@ -79,9 +81,16 @@ def merge_trace_problems(found: Sequence[tuple[str, int, Diagnostic]]) -> list[T
     return problems
 
 
-def document_problems(findings: Sequence[Finding], traces: DocumentTraces) -> list[Problem]:
-    """The problems to publish, lint findings first (in their order), then the trace's own."""
-    trace_problems = merge_trace_problems(traces.labelled_diagnostics())
+def _silenced(problem: TraceProblem, lines: Sequence[str]) -> bool:
+    if not 0 <= problem.line < len(lines) or not problem.diagnostic.code:
+        return False
+    return is_suppressed(problem.diagnostic.code, suppressed_codes(lines[problem.line].encode("utf-8", "replace")))
+
+
+def document_problems(findings: Sequence[Finding], traces: DocumentTraces, lines: Sequence[str]) -> list[Problem]:
+    """The problems to publish, lint findings first (in their order), then the trace's own
+    (`lines`: the text the lint findings are about, for `# noqa`)."""
+    trace_problems = [p for p in merge_trace_problems(traces.labelled_diagnostics()) if not _silenced(p, lines)]
     confirming = {(p.line, p.diagnostic.code): p for p in trace_problems if p.diagnostic.code in CONFIRMABLE}
     ran = traces.lines_run_on_cuda()
     problems: list[Problem] = []

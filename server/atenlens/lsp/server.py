@@ -24,7 +24,7 @@ from pygls.workspace import TextDocument
 from atenlens import __version__
 from atenlens.functions import FunctionInfo, directive_template, function_at
 from atenlens.lint import RULES, lint_source
-from atenlens.lint.fixes import offered_fixes
+from atenlens.lint.fixes import fix_source, offered_fixes
 from atenlens.lsp import convert
 from atenlens.lsp.debug import register_debug_requests
 from atenlens.lsp.documents import DocumentState, LintResult
@@ -219,7 +219,7 @@ class AtenlensServer(LanguageServer):
         lines = state.lint.lines
         diagnostics = []
         state.finding_diagnostics = {}     # the published diagnostic of each lint finding (for its fix)
-        for problem in document_problems(state.lint.findings, state.traces):
+        for problem in document_problems(state.lint.findings, state.traces, lines):
             diagnostic = convert.lsp_problem_diagnostic(problem, lines, self.encoding)
             if problem.finding is not None:
                 state.finding_diagnostics[problem.finding] = diagnostic
@@ -448,8 +448,8 @@ def create_server() -> AtenlensServer:
             release_memory()
 
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
-        code_action_kinds=[types.CodeActionKind.QuickFix]))
-    def code_action(ls: AtenlensServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.SourceFixAll]))
+    async def code_action(ls: AtenlensServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         uri = params.text_document.uri
         document, state = ls.document(uri), ls.documents.get(uri)
         if document is None or state is None:
@@ -457,12 +457,27 @@ def create_server() -> AtenlensServer:
         actions: list[types.CodeAction] = []
         lint = state.lint
         first, last = params.range.start.line, params.range.end.line
-        if lint is not None and lint.version == document.version:
+        only = params.context.only
+        wants = lambda kind: not only or any(kind == k or kind.startswith(f"{k}.") for k in only)  # noqa: E731
+        current = lint is not None and lint.version == document.version
+        if current and wants(types.CodeActionKind.QuickFix):
             for finding, fix in offered_fixes(lint.findings, first, last):   # what `lint --fix` applies
                 diagnostic = state.finding_diagnostics.get(finding)
                 if diagnostic is None:
                     continue      # not shown: a trace that ran the line found no such problem
                 actions.append(convert.lsp_fix_action(uri, fix, diagnostic, lint.lines, ls.encoding))
+            for diagnostic in params.context.diagnostics:
+                if diagnostic.source in (convert.LINT_SOURCE, convert.TRACE_SOURCE) and diagnostic.code:
+                    action = convert.lsp_noqa_action(uri, diagnostic, lint.lines, ls.encoding)
+                    if action is not None:
+                        actions.append(action)
+        if current and wants(types.CodeActionKind.SourceFixAll) and offered_fixes(lint.findings):
+            source, path = document.source, document.path
+            codes, _ = await asyncio.to_thread(ls.lint_config.codes, path if uri.startswith("file:") else None,
+                                               ls.settings.lint)
+            fixed, count, _ = await asyncio.to_thread(fix_source, source, lambda text: lint_source(text, path, codes))
+            if count and ls.document(uri) is not None and ls.document(uri).version == lint.version:
+                actions.append(convert.lsp_fix_all_action(uri, fixed, lint.lines, ls.encoding))
         # Offered on the `def` line (or on a needs-inputs diagnostic), not all over the body.
         info = function_at(state.functions(document.source), first + 1)
         asked = info is not None and (info.first_line - 1 <= first <= info.line - 1 or any(
