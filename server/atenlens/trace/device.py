@@ -115,6 +115,7 @@ def simulated_device(device: str) -> Iterator[DeviceSession]:
         tracker = HazardTracker(sink, values)
         trackers.append(tracker)
         slot.listener = tracker                   # torch.cuda.synchronize() & co. report to this trace
+        tracker.stream_api = slot                 # which stream is current, for stream ordering
         if reason is not None:
             sink.add("device-fallback", Code.DEVICE_FALLBACK, notes[0], severity="information", stack=())
         return HazardHooks(tracker)

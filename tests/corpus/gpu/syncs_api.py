@@ -12,6 +12,7 @@ def case_synchronize_calls():
     done.record()
     done.synchronize()  # expect: AL101:warning
     side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         z = y @ y
     side.synchronize()  # expect: AL101:warning

@@ -71,6 +71,8 @@ class ListenerSlot:
         self.listener: Optional[SyncListener] = None
         self.memory: Optional[MemoryCounters] = None
         self.total_memory: int = PROPERTIES.total_memory
+        self.current_stream: Callable[[], Any] = lambda: None    # set by simulated_cuda_api
+        self.default_stream: Any = None
 
     def allocated(self, *args: Any, **kwargs: Any) -> int:
         return self.memory.live_bytes if self.memory is not None else 0
@@ -93,6 +95,12 @@ class ListenerSlot:
         if self.listener is not None:
             self.listener.event_recorded(event)
 
+    # stream ordering (trace/gpu/streams.py): the listener may lack these (a plain SyncListener)
+    def stream_ordering(self, kind: str, *args: Any) -> None:
+        handler = getattr(self.listener, "stream_" + kind, None)
+        if handler is not None:
+            handler(*args)
+
 
 def _device(device: Any) -> torch.device:
     if device is None:
@@ -112,6 +120,7 @@ def _make_stream_and_event_types(slot: ListenerSlot) -> tuple[type, type]:
 
         def record(self, stream: Any = None) -> None:
             slot.event_recorded(self)
+            slot.stream_ordering("recorded", self, stream)
 
         def synchronize(self) -> None:
             slot.api_sync("torch.cuda.Event.synchronize", self)
@@ -120,26 +129,29 @@ def _make_stream_and_event_types(slot: ListenerSlot) -> tuple[type, type]:
             return True
 
         def wait(self, stream: Any = None) -> None:
-            pass                          # orders device work; the host does not wait
+            slot.stream_ordering("waits_event", stream, self)   # orders device work; the host does not wait
 
         def elapsed_time(self, end_event: Any) -> float:
             return 0.0
 
     class Stream(torch.Stream):
         def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any):
-            return super().__new__(cls, device=_device(device), priority=priority)
+            stream = super().__new__(cls, device=_device(device), priority=priority)
+            slot.stream_ordering("created", stream)
+            return stream
 
         def synchronize(self) -> None:
             slot.api_sync("torch.cuda.Stream.synchronize")
+            slot.stream_ordering("host_waited", self)
 
         def query(self) -> bool:
             return True
 
         def wait_event(self, event: Any) -> None:
-            pass
+            slot.stream_ordering("waits_event", self, event)
 
         def wait_stream(self, stream: Any) -> None:
-            pass
+            slot.stream_ordering("waits_stream", self, stream)
 
         def record_event(self, event: Any = None) -> Any:
             event = event if event is not None else Event()
@@ -163,20 +175,25 @@ def simulated_cuda_api(slot: ListenerSlot) -> Iterator[None]:
     Stream, Event = _make_stream_and_event_types(slot)
     default_stream = Stream()
     current = _CurrentStream()
+    slot.current_stream = lambda: current.stream if current.stream is not None else default_stream
+    slot.default_stream = default_stream
 
     def current_stream(device: Any = None) -> Any:
         return current.stream if current.stream is not None else default_stream
 
     def set_stream(stream: Any) -> None:
         current.stream = stream
+        slot.stream_ordering("current", current_stream())
 
     @contextlib.contextmanager
     def stream(s: Any) -> Iterator[None]:
         previous, current.stream = current.stream, s if s is not None else current.stream
+        slot.stream_ordering("current", current_stream())
         try:
             yield
         finally:
             current.stream = previous
+            slot.stream_ordering("current", current_stream())
 
     @contextlib.contextmanager
     def device(d: Any) -> Iterator[None]:

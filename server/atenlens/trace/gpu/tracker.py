@@ -26,6 +26,7 @@ from atenlens.report import Code, Severity
 from atenlens.trace.attribution import is_user_file, library_cause
 from atenlens.trace.diagnostics import DiagnosticSink
 from atenlens.trace.values import Values
+from atenlens.trace.gpu.streams import StreamOrder, Write
 from atenlens.trace.runner import _CALL_FILENAME as EXAMPLE_CALL_FILENAME  # the example call's code
 
 _SHORT_DTYPES = {
@@ -131,6 +132,12 @@ class HazardTracker:
         self._pending: dict[int, PendingCopy] = {}
         self._sequence = 0
         self._event_marks: dict[int, int] = {}    # id(event) -> copies issued before its last record()
+        # stream ordering (streams.py): None until a side stream is used; the simulated API (set by
+        # trace/device.py) says which stream is current
+        self.streams: Optional[StreamOrder] = None
+        self.stream_api: Any = None
+        self._stream_lines: dict[int, tuple[Any, Optional[int]]] = {}
+        self._events_before_streams: set[int] = set()
 
     # -- reporting --------------------------------------------------------------------------------
     def _report(self, kind: str, code: str, message: str, op: Optional[str]) -> None:
@@ -157,9 +164,11 @@ class HazardTracker:
 
     def sync(self, message: str, op: Optional[str]) -> None:
         """A wait for the GPU (AL100). The wait drains the stream, so every device-to-host copy
-        issued before it has landed (the trace models one stream)."""
+        issued before it has landed (the trace models one stream for copies)."""
         self._report("sync", Code.SYNC, message, op)
         self._pending.clear()
+        if self.streams is not None:            # the host waited for the current stream's work
+            self.streams.host_waited(dict(self.streams.stream_clock(self._stream_number(self.stream_api.current_stream()))))
 
     def pageable_copy(self, message: str, op: Optional[str]) -> None:
         self._report("pageable-copy", Code.PAGEABLE_COPY, message, op)
@@ -213,7 +222,81 @@ class HazardTracker:
                      + ("the work recorded before this event" if event is not None else "all queued work"), None)
         if event is None:
             self._pending.clear()
+            if self.streams is not None and name != "torch.cuda.Stream.synchronize":
+                self.streams.host_waited(None)
             return
+        if self.streams is not None:
+            clock = self.streams.event_clock(event)
+            if clock is not None:
+                self.streams.host_waited(clock)
         covered = self._event_marks.get(id(event))
         if covered is not None:
             self._pending = {k: p for k, p in self._pending.items() if p.sequence > covered}
+
+    # -- stream ordering (streams.py) --------------------------------------------------------------
+    def _stream_number(self, stream: Any) -> int:
+        assert self.streams is not None
+        kept = self._stream_lines.get(id(stream))
+        return self.streams.number(stream, kept[1] if kept is not None else None)
+
+    def _side(self, stream: Any) -> bool:
+        """Whether `stream` is a side stream, starting the stream bookkeeping if it is."""
+        if stream is None or self.stream_api is None or stream is self.stream_api.default_stream:
+            return self.streams is not None
+        if self.streams is None:
+            self.streams = StreamOrder(self.stream_api.default_stream)
+        return True
+
+    def stream_created(self, stream: Any) -> None:
+        frames = _user_frames(sys._getframe(1))
+        self._stream_lines[id(stream)] = (stream, frames[0].f_lineno if frames else None)
+
+    def stream_current(self, stream: Any) -> None:
+        self._side(stream)
+
+    def stream_waits_stream(self, waiter: Any, other: Any) -> None:
+        if self._side(waiter) | self._side(other):
+            self.streams.wait_stream(self._stream_number(waiter), self._stream_number(other))
+
+    def stream_recorded(self, event: Any, stream: Any) -> None:
+        stream = stream if stream is not None else self.stream_api.current_stream()
+        if self._side(stream):
+            self.streams.record_event(event, self._stream_number(stream))
+        else:
+            self._events_before_streams.add(id(event))
+
+    def stream_waits_event(self, waiter: Any, event: Any) -> None:
+        waiter = waiter if waiter is not None else self.stream_api.current_stream()
+        if not self._side(waiter):
+            return
+        if self.streams.event_clock(event) is None and id(event) in self._events_before_streams:
+            # recorded on the default stream before any side stream: it covers every untracked write
+            self.streams._event_clocks[id(event)] = {self.streams.default: 1}
+        self.streams.wait_event(self._stream_number(waiter), event)
+
+    def stream_host_waited(self, stream: Any) -> None:
+        if self.streams is not None:
+            self.streams.host_waited(dict(self.streams.stream_clock(self._stream_number(stream))))
+
+    def stream_op(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        """One aten op queued on the current stream: report reads of writes made on another stream
+        that this one has not waited for (AL500)."""
+        streams = self.streams
+        assert streams is not None
+        frames = _user_frames(sys._getframe(1))
+        stream = self._stream_number(self.stream_api.current_stream())
+        for t, write in streams.op(stream, args, kwargs, out, frames[0].f_lineno if frames else None):
+            self._report_unordered(t, write, stream, str(func))
+
+    def _report_unordered(self, t: torch.Tensor, write: Write, reader: int, op: str) -> None:
+        streams = self.streams
+        assert streams is not None
+        if write.line is not None:
+            written = f"written on {streams.describe(write.stream)} at line {write.line}"
+        else:
+            written = (f"written on {streams.describe(write.stream)} before any side stream was used "
+                       "(the trace assumes it was still queued there)")
+        self._report("unordered-stream-read", Code.UNORDERED_STREAM_READ,
+                     f"{tensor_label(t)} {written} is read on {streams.describe(reader)} with no "
+                     f"`wait_stream` or `wait_event` ordering the two: the read can run before the write "
+                     f"finishes and see stale data, with no error", op)

@@ -1,0 +1,46 @@
+"""Work on a side stream that is not ordered with the default stream (AL500)."""
+import torch
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def case_side_stream_does_not_wait_for_its_input():
+    x = torch.randn(64, 64, device=DEVICE)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        y = torch.relu(x @ x)  # expect: AL500:warning
+    torch.cuda.current_stream().wait_stream(side)
+    return y + 1
+
+
+def case_default_stream_does_not_wait_for_the_side_stream():
+    x = torch.randn(64, 64, device=DEVICE)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y = torch.relu(x @ x)
+    return y + 1  # expect: AL500:warning
+
+
+def case_event_recorded_but_not_waited_in_a_loop():
+    side = torch.cuda.Stream()
+    x = torch.randn(32, 32, device=DEVICE)
+    out = []
+    for _ in range(3):
+        done = torch.cuda.Event()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            h = x * 2
+            done.record()
+        out.append(h.sum())  # expect: AL500:warning
+    return out
+
+
+def case_waiting_on_the_side_stream_itself():
+    x = torch.randn(64, 64, device=DEVICE)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        side.wait_stream(torch.cuda.current_stream())   # current_stream() is `side` here: orders nothing
+        y = x * 2  # expect: AL500:warning
+    torch.cuda.current_stream().wait_stream(side)
+    return y

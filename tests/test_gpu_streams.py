@@ -1,0 +1,51 @@
+"""Stream ordering (AL500) through the CLI, on simulated CUDA: the exact line, column and message."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = REPO / "tests" / "corpus" / "gpu" / "streams_order.py"
+
+
+def _line_of(text: str) -> int:
+    return next(i for i, line in enumerate(CORPUS.read_text().splitlines(), 1) if text in line)
+
+
+def _trace(qualname: str) -> dict:
+    result = subprocess.run([sys.executable, "-m", "atenlens", "trace", f"{CORPUS}::{qualname}", "--device", "cuda",
+                             "--json"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    data = json.loads(result.stdout)
+    assert data["status"] == "ok", data["message"]
+    return data
+
+
+def _unordered(data: dict) -> list[tuple[int, int, str, str, str]]:
+    return [(d["line"], d["column"], d["severity"], d["op"], d["message"]) for d in data["diagnostics"]
+            if d["code"] == "AL500"]
+
+
+def test_the_side_stream_reads_a_default_stream_tensor_it_did_not_wait_for():
+    data = _trace("case_side_stream_does_not_wait_for_its_input")
+    created = _line_of("side = torch.cuda.Stream()")
+    assert _unordered(data) == [(
+        _line_of("y = torch.relu(x @ x)  # expect: AL500"), 23, "warning", "aten.mm.default",
+        "f32[64, 64] written on the default stream before any side stream was used (the trace assumes it "
+        f"was still queued there) is read on side stream 1 (created at line {created}) with no `wait_stream` "
+        "or `wait_event` ordering the two: the read can run before the write finishes and see stale data, "
+        "with no error [aten.mm]")]
+
+
+def test_the_default_stream_reads_a_side_stream_result_without_waiting():
+    data = _trace("case_default_stream_does_not_wait_for_the_side_stream")
+    lines = CORPUS.read_text().splitlines()
+    start = _line_of("def case_default_stream_does_not_wait_for_the_side_stream")
+    created = next(i for i in range(start, len(lines) + 1) if "side = torch.cuda.Stream()" in lines[i - 1])
+    written = next(i for i in range(start, len(lines) + 1) if "y = torch.relu(x @ x)" in lines[i - 1])
+    assert _unordered(data) == [(
+        _line_of("return y + 1  # expect: AL500"), 11, "warning", "aten.add.Tensor",
+        f"f32[64, 64] written on side stream 1 (created at line {created}) at line {written} is read on the "
+        "default stream with no `wait_stream` or `wait_event` ordering the two: the read can run before "
+        "the write finishes and see stale data, with no error [aten.add.Tensor]")]
