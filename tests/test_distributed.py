@@ -28,6 +28,13 @@ def line_of(path: Path, text: str) -> int:
     return hits[0]
 
 
+def line_in(path: Path, function: str, text: str) -> int:
+    """The first line containing `text` after `def function(`."""
+    lines = path.read_text().splitlines()
+    start = next(n for n, line in enumerate(lines, 1) if line.startswith(f"def {function}("))
+    return next(n for n, line in enumerate(lines, 1) if n > start and text in line)
+
+
 def collectives(report):
     return [(e.name, e.phase, e.line, e.bytes, e.group_size, e.link) for e in report.events if e.kind == "collective"]
 
@@ -103,12 +110,27 @@ def test_ddp_all_reduces_all_gradient_bytes_in_each_backward(worker):
     report = worker.trace(TraceRequest(file=str(DDP), qualname="step", device="cuda", timeout_seconds=120))
     assert report.status == "ok", report.message
     gradients = (256 * 1024 + 1024 + 1024 * 256 + 256) * 4
-    backward = line_of(DDP, "loss.backward()")
+    backward = line_in(DDP, "step", "loss.backward()")
     all_reduce = ("all_reduce", "backward", backward, gradients, 8, "nvlink")
     assert collectives(report) == [all_reduce, all_reduce]          # one bucket per step, two steps
     assert [e.inputs[0].shape for e in report.events if e.kind == "collective"] == [(gradients // 4,)] * 2
     assert report.summary.communication_seconds == pytest.approx(2 * 2 * 7 / 8 * gradients / NVLINK)
     assert report.summary.ops["optimizer"] > 0                    # both steps ran to the update
+    assert not [d for d in report.diagnostics if d.code == "AL909"]    # one backward per step
+
+
+def test_gradient_accumulation_without_no_sync_is_reported_and_with_it_not(worker):
+    without = worker.trace(TraceRequest(file=str(DDP), qualname="accumulate", device="cuda", timeout_seconds=120))
+    assert without.status == "ok", without.message
+    backward = line_in(DDP, "accumulate", "loss.backward()")
+    assert [(d.line, d.severity, d.count) for d in without.diagnostics if d.code == "AL909"] == [
+        (backward, "warning", 3)]                                 # the 2nd, 3rd and 4th all-reduced backward
+    assert len([e for e in without.events if e.kind == "collective"]) == 4
+    with_no_sync = worker.trace(TraceRequest(file=str(DDP), qualname="accumulate_with_no_sync", device="cuda",
+                                             timeout_seconds=120))
+    assert with_no_sync.status == "ok", with_no_sync.message
+    assert not [d for d in with_no_sync.diagnostics if d.code == "AL909"]
+    assert len([e for e in with_no_sync.events if e.kind == "collective"]) == 1     # only the last micro-step
 
 
 def test_the_fsdp_tp_example_on_a_two_dimensional_mesh(worker):

@@ -42,6 +42,7 @@ class Code:
     ASSUMED_VALUE = "AL906"          # a value fake tensors cannot know was assumed on the common path
     DATALOADER_WORKERS = "AL907"     # DataLoader(num_workers>0): its workers' work ran in the trace's process
     SIMULATED_RANKS = "AL908"        # init_process_group ran on torch's fake backend as one of the simulated ranks
+    DDP_SYNC_EVERY_BACKWARD = "AL909"  # DDP all-reduced gradients in several backward() calls before one optimizer step
 
 
 @dataclass(frozen=True)

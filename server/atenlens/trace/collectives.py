@@ -124,6 +124,7 @@ class Collectives:
         self.count = 0
         self.seconds = 0.0
         self.bytes = 0
+        self.last_stack: tuple = ()    # the user stack of the latest collective (trace/ddp.py places notes there)
         self._groups: dict[int, tuple[int, Optional[str], str]] = {}   # id(pg) -> (size, description, link)
 
     def _group(self, group: Any) -> tuple[int, Optional[str], str]:
@@ -167,6 +168,7 @@ class Collectives:
         nbytes = payload_bytes(func, name, args, kwargs, out)
         seconds = self.estimate(name, nbytes, size, link)
         self.count += 1
+        self.last_stack = op_event.stack
         self.seconds += seconds
         self.bytes += nbytes
         return replace(op_event, kind="collective", name=name, group_size=size, group=description, link=link,

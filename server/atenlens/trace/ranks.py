@@ -66,8 +66,8 @@ def _torchrun_environment(ranks: Ranks) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def simulated_ranks(ranks: Ranks, sink: Any) -> Iterator[None]:
-    """`sink`: the trace's DiagnosticSink."""
+def simulated_ranks(ranks: Ranks, sink: Any, collectives: Any = None) -> Iterator[None]:
+    """`sink`: the trace's DiagnosticSink; `collectives`: its trace/collectives.py Collectives."""
     import torch.distributed as dist
     import torch.distributed.distributed_c10d as c10d
     import torch.distributed.device_mesh as device_mesh
@@ -125,7 +125,7 @@ def simulated_ranks(ranks: Ranks, sink: Any) -> Iterator[None]:
         setattr(owner, name, replacement)
     os.environ.update(environment)
     try:
-        with ddp_on_fake_backend(sink):
+        with ddp_on_fake_backend(sink, collectives):
             yield
     finally:
         for owner, name, original in saved:

@@ -95,7 +95,7 @@ def run_trace(request: TraceRequest) -> TraceReport:
                 ranks = _ranks_of(request, source, info)
                 recorder.collectives = Collectives(ranks, gpu)
                 with simulated_device(request.device) as session, contextlib.ExitStack() as modes:
-                    modes.enter_context(simulated_ranks(ranks, sink))
+                    modes.enter_context(simulated_ranks(ranks, sink, recorder.collectives))
                     modes.enter_context(_sys_argv([file, *argv]))
                     modes.enter_context(eager_views_for_libraries())
                     modes.enter_context(workers_in_process(sink))
