@@ -39,7 +39,7 @@ TRACE_ANCHORS = {
     "AL902": "al902--timeout", "AL903": "al903--the-traces-process-ended-without-a-report",
     "AL904": "al904--load-timeout-kind-timeout", "AL905": "al905--device-fallback",
     "AL906": "al906--assumption-a-value-the-trace-could-not-know", "AL907": "al907--dataloader-workers",
-    "AL908": "al908--simulated-ranks", "AL500": "al500--unordered-stream-read",
+    "AL908": "al908--simulated-ranks", "AL500": "al500--unordered-stream-read", "AL909": "al909--ddp-no-sync",
 }
 
 
