@@ -118,7 +118,7 @@ class Recorder:
         self.bookkeeping_ops: set[str] = set()                   # names of recorded ops that are views/detach
         self._call_names: dict[Any, Optional[str]] = {}
         self._metas: dict[tuple, TensorMeta] = {}
-        self._flop_formulas: dict[Any, Any] = {}                  # op overload -> torch's formula or None
+        self._described: dict[Any, tuple[str, Any]] = {}          # op overload -> (name, torch's FLOP formula or None)
         self._is_user_code: dict[Any, bool] = {}                  # code object -> is it in a user file
         self._stacks: dict[tuple, tuple[Frame, ...]] = {}         # (code, line, ...) innermost first -> stack
         self.modules = ModuleTracker(self.user_stack, self.metas)
@@ -306,14 +306,7 @@ def _innermost(stack: Optional[tuple[Frame, ...]]) -> tuple[Optional[str], Optio
     return None, None
 
 
-_NO_FORMULA = object()
-
-
-def _flops(rec: Recorder, func: Any, args: tuple, kwargs: dict, out: Any) -> Optional[int]:
-    formulas = rec._flop_formulas
-    formula = formulas.get(func, _NO_FORMULA)
-    if formula is _NO_FORMULA:
-        formula = formulas[func] = flop_registry.get(func._overloadpacket)
+def _apply_formula(formula: Any, args: tuple, kwargs: dict, out: Any) -> Optional[int]:
     if formula is None:
         return None
     try:
@@ -434,11 +427,15 @@ class _OpRecorder(tc.TorchDispatchMode):
         allocated = memory.outputs(out, phase, file, line)
         memory.op_finished()
         inputs = rec.metas(args)
-        flops = _flops(rec, func, args, kwargs, out)
+        described = rec._described.get(func)
+        if described is None:                  # name and FLOP formula: decided once per overload
+            described = rec._described[func] = (rec.op_name(func), flop_registry.get(func._overloadpacket))
+        name, formula = described
+        flops = _apply_formula(formula, args, kwargs, out) if formula is not None else None
         moved = bytes_moved(func, args, kwargs, out) if rec.cost else 0
         event = Event(
             kind="op",
-            name=rec.op_name(func),
+            name=name,
             phase=phase,  # type: ignore[arg-type]
             file=file,
             line=line,

@@ -65,12 +65,26 @@ def bytes_moved(func: Any, args: tuple, kwargs: dict, out: Any) -> int:
         return 0
 
 
-def _bytes_moved(func: Any, args: tuple, kwargs: dict, out: Any) -> int:
+# op overload -> None (moves nothing) or whether it skips reading its first argument: decided once
+# per overload, not per op
+_KIND: dict[Any, Any] = {}
+
+
+def _kind(func: Any) -> Any:
     packet = func._overloadpacket
-    if packet in _FREE_PACKETS or func.is_view:
+    kind = _KIND[func] = None if packet in _FREE_PACKETS or func.is_view else packet in _WRITE_ONLY_FIRST
+    return kind
+
+
+def _bytes_moved(func: Any, args: tuple, kwargs: dict, out: Any) -> int:
+    try:
+        skip_first = _KIND[func]
+    except KeyError:
+        skip_first = _kind(func)
+    if skip_first is None:
         return 0
     total = 0
-    for t in _tensors(args, skip_first=packet in _WRITE_ONLY_FIRST):
+    for t in _tensors(args, skip_first=skip_first):
         total += _touched(t)
     if kwargs:
         for t in _tensors(kwargs.values()):
