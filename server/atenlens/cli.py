@@ -12,7 +12,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="atenlens",
         description="See what PyTorch code really runs: aten ops, backward ops, syncs and copy hazards per line.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{trace,lint,rule,serve}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{trace,check,lint,rule,serve}")
 
     trace = sub.add_parser("trace", help="trace one function on fake tensors and print an annotated listing")
     trace.add_argument("target", metavar="FILE::QUALNAME", help="e.g. examples/train_step.py::train_step")
@@ -46,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--memory-timeline", metavar="FILE.json",
                        help="write the step's estimated ops and live memory as a Chrome trace-event file "
                             "(open in https://ui.perfetto.dev or chrome://tracing)")
+
+    check = sub.add_parser("check", help="trace the functions [tool.atenlens.check] names and fail when one "
+                                         "breaks its budget or regresses against the baseline (docs/check.md)")
+    from atenlens.check.command import add_arguments as add_check_arguments
+
+    add_check_arguments(check)
 
     lint = sub.add_parser("lint", help="static checks for host-device syncs and copy hazards (no torch needed)")
     from atenlens.lint.options import add_arguments
@@ -86,6 +92,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from atenlens.trace_command import run_trace_command
 
         return run_trace_command(args)
+    if args.command == "check":
+        from atenlens.check.command import run_check_command
+
+        return run_check_command(args)
     if args.command == "lint":
         from atenlens.lint.command import run_lint_command
 
