@@ -49,3 +49,22 @@ def test_the_default_stream_reads_a_side_stream_result_without_waiting():
         f"f32[64, 64] written on side stream 1 (created at line {created}) at line {written} is read on the "
         "default stream with no `wait_stream` or `wait_event` ordering the two: the read can run before "
         "the write finishes and see stale data, with no error [aten.add.Tensor]")]
+
+
+TIMING = REPO / "tests" / "corpus" / "gpu" / "timing_events.py"
+
+
+def test_elapsed_time_before_the_end_event_completed_is_an_error():
+    result = subprocess.run([sys.executable, "-m", "atenlens", "trace", f"{TIMING}::case_elapsed_time_without_a_sync",
+                             "--device", "cuda", "--json"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    data = json.loads(result.stdout)
+    assert data["status"] == "ok", data["message"]
+    lines = TIMING.read_text().splitlines()
+    recorded = lines.index("    end.record()") + 1
+    read = next(i for i, line in enumerate(lines, 1) if "start.elapsed_time(end)  # expect: AL501" in line)
+    assert [(d["line"], d["column"], d["severity"], d["op"], d["message"]) for d in data["diagnostics"]
+            if d["code"] == "AL501"] == [(
+                read, 14, "error", None,
+                f"`elapsed_time()` reads the end event recorded at line {recorded} before the host waited for it "
+                "(no `end.synchronize()`, stream or device synchronize since its `record()`): on a GPU it raises "
+                "`CUDA error: device not ready` while the timed work still runs (the trace returns 0.0)")]

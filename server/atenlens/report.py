@@ -37,6 +37,7 @@ class Code:
     WORKER_DIED = "AL903"            # the process running the trace exited, crashed or ran out of memory
     LOAD_TIMEOUT = "AL904"           # the module's top level ran past its time budget
     UNORDERED_STREAM_READ = "AL500"  # a tensor written on one stream is read on another with no wait in between
+    UNSYNCED_ELAPSED_TIME = "AL501"  # Event.elapsed_time() before the host waited for the end event
     OUT_OF_MEMORY = "AL400"          # the forecast peak memory exceeds the selected GPU's memory
     DEVICE_FALLBACK = "AL905"        # simulated CUDA unavailable; traced on cpu instead
     ASSUMED_VALUE = "AL906"          # a value fake tensors cannot know was assumed on the common path

@@ -126,12 +126,14 @@ def _make_stream_and_event_types(slot: ListenerSlot) -> tuple[type, type]:
             slot.api_sync("torch.cuda.Event.synchronize", self)
 
         def query(self) -> bool:
+            slot.stream_ordering("queried", self)
             return True
 
         def wait(self, stream: Any = None) -> None:
             slot.stream_ordering("waits_event", stream, self)   # orders device work; the host does not wait
 
         def elapsed_time(self, end_event: Any) -> float:
+            slot.stream_ordering("elapsed", self, end_event)
             return 0.0
 
     class Stream(torch.Stream):

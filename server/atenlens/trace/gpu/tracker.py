@@ -138,9 +138,14 @@ class HazardTracker:
         self.stream_api: Any = None
         self._stream_lines: dict[int, tuple[Any, Optional[int]]] = {}
         self._events_before_streams: set[int] = set()
+        # event timing (AL501): record() order, and how many records the host has waited for
+        self._records = 0
+        self._event_records: dict[int, tuple[int, Optional[int]]] = {}   # id(event) -> (record number, line)
+        self._records_waited = 0
 
     # -- reporting --------------------------------------------------------------------------------
-    def _report(self, kind: str, code: str, message: str, op: Optional[str]) -> None:
+    def _report(self, kind: str, code: str, message: str, op: Optional[str],
+                severity: Optional[Severity] = None) -> None:
         if op is not None:                       # the message names the op too, for plain-text readers
             message = f"{message} [{op.removesuffix('.default')}]"
         frame = sys._getframe(1)
@@ -158,7 +163,7 @@ class HazardTracker:
             # backward runs on autograd's device thread, where no user frame exists: the forward
             # line whose autograd node is running is where it happens
             stack = self.backward_site() or None
-        self.sink.add(kind, code, message, op=op, severity=_severity(frame, frames),
+        self.sink.add(kind, code, message, op=op, severity=severity or _severity(frame, frames),
                       column=_column(frames[0]) if frames else None, cause=cause, stack=stack,
                       step=self.steps_so_far() if self.steps_so_far is not None else None)
 
@@ -167,6 +172,7 @@ class HazardTracker:
         issued before it has landed (the trace models one stream for copies)."""
         self._report("sync", Code.SYNC, message, op)
         self._pending.clear()
+        self._records_waited = self._records
         if self.streams is not None:            # the host waited for the current stream's work
             self.streams.host_waited(dict(self.streams.stream_clock(self._stream_number(self.stream_api.current_stream()))))
 
@@ -215,6 +221,9 @@ class HazardTracker:
 
     def event_recorded(self, event: Any) -> None:
         self._event_marks[id(event)] = self._sequence
+        self._records += 1
+        frames = _user_frames(sys._getframe(1))
+        self._event_records[id(event)] = (self._records, frames[0].f_lineno if frames else None)
 
     def api_sync(self, name: str, event: Any = None) -> None:
         """`torch.cuda.synchronize()` and friends: a sync, and copies issued before it have landed."""
@@ -222,9 +231,11 @@ class HazardTracker:
                      + ("the work recorded before this event" if event is not None else "all queued work"), None)
         if event is None:
             self._pending.clear()
+            self._records_waited = self._records
             if self.streams is not None and name != "torch.cuda.Stream.synchronize":
                 self.streams.host_waited(None)
             return
+        self._event_waited(event)
         if self.streams is not None:
             clock = self.streams.event_clock(event)
             if clock is not None:
@@ -300,3 +311,25 @@ class HazardTracker:
                      f"{tensor_label(t)} {written} is read on {streams.describe(reader)} with no "
                      f"`wait_stream` or `wait_event` ordering the two: the read can run before the write "
                      f"finishes and see stale data, with no error", op)
+
+    # -- event timing -----------------------------------------------------------------------------
+    def _event_waited(self, event: Any) -> None:
+        recorded = self._event_records.get(id(event))
+        if recorded is not None and recorded[0] > self._records_waited:
+            self._records_waited = recorded[0]    # one queue: the records before it are done too
+
+    def stream_queried(self, event: Any) -> None:
+        """`Event.query()` answered True: the host saw the event complete (a polling loop)."""
+        self._event_waited(event)
+
+    def stream_elapsed(self, start: Any, end: Any) -> None:
+        """`start.elapsed_time(end)` (AL501): on a GPU it raises while `end` has not completed."""
+        recorded = self._event_records.get(id(end))
+        if recorded is None or recorded[0] <= self._records_waited:
+            return
+        where = f" at line {recorded[1]}" if recorded[1] is not None else ""
+        self._report("unsynced-elapsed-time", Code.UNSYNCED_ELAPSED_TIME,
+                     f"`elapsed_time()` reads the end event recorded{where} before the host waited for it "
+                     "(no `end.synchronize()`, stream or device synchronize since its `record()`): on a GPU "
+                     "it raises `CUDA error: device not ready` while the timed work still runs (the trace "
+                     "returns 0.0)", None, severity="error")
