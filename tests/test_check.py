@@ -85,6 +85,14 @@ def test_no_table_is_a_usage_error(tmp_path: Path) -> None:
     assert err.getvalue() == f"atenlens check: no pyproject.toml with a [tool.atenlens.check] table at or above {tmp_path}\n"
 
 
+def test_the_pre_commit_hook_runs_check_once_not_per_file() -> None:
+    hooks = (Path(__file__).parent.parent / ".pre-commit-hooks.yaml").read_text(encoding="utf-8")
+    block = hooks.split("- id: atenlens-check\n", 1)[1].split("\n- id:", 1)[0]
+    lines = [line.strip() for line in block.splitlines()]
+    assert "entry: atenlens check" in lines and "pass_filenames: false" in lines
+    assert "files: '(\\.py|pyproject\\.toml)$'" in lines
+
+
 # -- real traces, one warm worker for the module ------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -198,8 +198,8 @@ def test_diff_prints_the_fixes_and_changes_nothing(tmp_path: Path) -> None:
 def test_the_pre_commit_hook_entry_lints_the_files_pre_commit_passes(tmp_path: Path) -> None:
     hooks = (ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8")
     entries = {line.split(":", 1)[1].strip() for line in hooks.splitlines() if line.strip().startswith("entry:")}
-    assert entries == {"atenlens lint"}
-    assert hooks.count("types: [python]") == hooks.count("- id:") == 2
+    assert entries == {"atenlens lint", "atenlens check"}     # atenlens-check: tests/test_check.py
+    assert hooks.count("types: [python]") == 2 and hooks.count("- id:") == 3
     write(tmp_path / "a.py", LOOP)
     write(tmp_path / "b.py", "x = 1\n")
     # pre-commit appends the staged file names to the entry
