@@ -279,3 +279,27 @@ def test_pytest_plugin_fails_marked_and_fixture_tests_at_the_item_line(tmp_path:
     assert "\ntest_budget.py:19: AssertionError\n" in out
     assert "FAILED test_budget.py::test_marked_train - Failed: atenlens budget broken:" in out
     assert "FAILED test_budget.py::test_fixture - AssertionError: atenlens budget broken:" in out
+
+
+def test_a_collective_bytes_budget_fails_at_the_collectives_line(worker, tmp_path: Path, monkeypatch) -> None:
+    """4 tensor-parallel ranks: the row-parallel output [8, 64] fp32 (2048 bytes) is all-reduced at the
+    `down` line, and nothing else communicates (tests/test_distributed.py)."""
+    tp = Path(__file__).parent / "fixtures" / "ranks" / "tp_step.py"
+    shutil.copy(tp, tmp_path / "tp_step.py")
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.atenlens.check.functions]\n'
+        '"tp_step.py::step" = { collective_bytes = "1 KiB", call = "step(*setup())", world_size = 4, rank = 2 }\n')
+    monkeypatch.chdir(tmp_path)
+    config = load_check_config(tmp_path / "pyproject.toml")
+    function, = config.functions
+    report = worker.trace(request_for(function))
+    assert report.status == "ok", report.message
+    result = judge(function, report, config, None)
+    assert result.measurement.collective_bytes == 2048
+    down = next(n for n, line in enumerate(tp.read_text().splitlines(), 1) if "return self.down(h)" in line)
+    assert _written("text", [result]) == (
+        f"tp_step.py:{down}:1: tp_step.py::step: collective_bytes 2 KiB (budget 1 KiB): "
+        "all_reduce: 2048 bytes per rank\n"
+        "Checked 1 function: 1 over budget.\n")
+    assert judge(replace(function, budget=replace(function.budget, collective_bytes=2048)), report, config,
+                 None).passed
