@@ -82,7 +82,29 @@ def test_a_bad_table_is_a_usage_error_naming_the_file_and_the_key(tmp_path: Path
 def test_no_table_is_a_usage_error(tmp_path: Path) -> None:
     err = io.StringIO()
     assert run_check_command(check_args(str(tmp_path)), io.StringIO(), err) == 2
-    assert err.getvalue() == f"atenlens check: no pyproject.toml with a [tool.atenlens.check] table at or above {tmp_path}\n"
+    assert err.getvalue() == (f"atenlens check: nothing to check: no pyproject.toml with a [tool.atenlens.check] "
+                              f"table at or above {tmp_path}, and no `# atenlens-budget:` comment in {tmp_path}\n")
+
+
+def test_a_budget_comment_that_does_not_parse_names_its_file_and_line(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "f.py").write_text("# atenlens-budget: syncs = \n# atenlens: f()\ndef f():\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    err = io.StringIO()
+    assert run_check_command(check_args("f.py"), io.StringIO(), err) == 2
+    assert err.getvalue().startswith("atenlens check: f.py:1: the `# atenlens-budget:` comment is not `key = value, ...` (")
+
+
+def test_a_budget_comment_next_to_the_directive_is_checked_without_a_table(tmp_path: Path, monkeypatch) -> None:
+    source = FIXTURE.read_text().replace("# atenlens: train(*setup())\n",
+                                         "# atenlens-budget: syncs = 0, gpu = \"h100\"\n# atenlens: train(*setup())\n")
+    (tmp_path / "step.py").write_text(source)
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    assert run_check_command(check_args("step.py"), out, io.StringIO()) == 1
+    lines = out.getvalue().splitlines()
+    # one line lower than in the fixture: the comment is above it
+    assert lines[0].startswith("step.py:23:18: step.py::train: syncs 3 (budget 0): AL100 `.item()`")
+    assert lines[1:] == ["Checked 1 function: 1 over budget."]
 
 
 def test_the_pre_commit_hook_runs_check_once_not_per_file() -> None:

@@ -64,7 +64,7 @@ class CheckedFunction:
 
 @dataclass(frozen=True)
 class CheckConfig:
-    path: Path
+    path: Optional[Path]             # None: no table, only `# atenlens-budget:` comments
     functions: tuple[CheckedFunction, ...]
     baseline: Path
     peak_tolerance: float = 0.05     # a baseline's peak may grow by 5% before it is a regression

@@ -39,15 +39,29 @@ def _selected(functions, paths: list[str]):
             raise ValueError(f"no such file or folder: {root}")
     chosen = tuple(f for f in functions
                    if any(f.file == root or f.file.startswith(root.rstrip(os.sep) + os.sep) for root in roots))
-    if not chosen:
-        raise ValueError(f"no function of [tool.atenlens.check] is in {', '.join(paths)}")
     return chosen
+
+
+def _commented(root: Path, paths: list[Path], configured: set[str]) -> tuple:
+    """The functions with a `# atenlens-budget:` comment in `paths` (atenlens/check/directives.py),
+    named relative to `root`, less those the table already names."""
+    from atenlens.check.budgets import _function
+    from atenlens.check.directives import budget_comments, python_files
+
+    found = []
+    for path in python_files(p for p in paths if p.exists()):
+        for qualname, line, entry in budget_comments(path):
+            rel = os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")
+            target = f"{rel}::{qualname}"
+            if target not in configured:
+                found.append(_function(f"{path}:{line}: `# atenlens-budget:`", root, target, entry))
+    return tuple(found)
 
 
 def run_check_command(args: argparse.Namespace, stdout: Optional[TextIO] = None,
                       stderr: Optional[TextIO] = None) -> int:
     from atenlens.check.baseline import entry_of, read_baseline, write_baseline
-    from atenlens.check.budgets import find_check_pyproject, load_check_config
+    from atenlens.check.budgets import DEFAULT_BASELINE, CheckConfig, find_check_pyproject, load_check_config
     from atenlens.check.formats import WRITERS
     from atenlens.check.run import trace_all
     from atenlens.lint.config import ConfigError
@@ -56,21 +70,28 @@ def run_check_command(args: argparse.Namespace, stdout: Optional[TextIO] = None,
     stderr = stderr or sys.stderr
     try:
         if args.config is not None:
-            pyproject = Path(args.config)
+            pyproject: Optional[Path] = Path(args.config)
             if not pyproject.is_file():
                 raise ConfigError(f"--config: no such file: {args.config}")
         else:
             start = Path(args.paths[0]) if args.paths else Path.cwd()
             pyproject = find_check_pyproject(start)
-            if pyproject is None:
-                raise ConfigError(f"no pyproject.toml with a [tool.atenlens.check] table at or above {start}")
-        config = load_check_config(pyproject)
-        functions = _selected(config.functions, list(args.paths))
+        config = load_check_config(pyproject) if pyproject is not None else None
+        root = pyproject.parent if pyproject is not None else Path.cwd()
+        functions = _selected(config.functions, list(args.paths)) if config is not None else ()
+        functions += _commented(root, [Path(p) for p in args.paths] or [root], {f.target for f in functions})
+        if not functions:
+            where = ", ".join(args.paths) or str(root)
+            raise ConfigError(f"nothing to check: no pyproject.toml with a [tool.atenlens.check] table at or above "
+                              f"{start if args.config is None else pyproject}, and no `# atenlens-budget:` "
+                              f"comment in {where}")
+        if config is None:
+            config = CheckConfig(path=None, functions=functions, baseline=root / DEFAULT_BASELINE)
         baseline_path = Path(args.baseline) if args.baseline is not None else config.baseline
         baseline = read_baseline(baseline_path) if baseline_path.is_file() else None
         if args.baseline is not None and baseline is None and not args.update_baseline:
             raise ConfigError(f"--baseline: no such file: {args.baseline} (--update-baseline writes it)")
-    except (ConfigError, ValueError) as error:
+    except (ConfigError, ValueError) as error:     # ValueError: a PATH that names nothing
         stderr.write(f"atenlens check: {error}\n")
         return EXIT_USAGE
     try:
