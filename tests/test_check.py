@@ -325,3 +325,18 @@ def test_a_collective_bytes_budget_fails_at_the_collectives_line(worker, tmp_pat
         "Checked 1 function: 1 over budget.\n")
     assert judge(replace(function, budget=replace(function.budget, collective_bytes=2048)), report, config,
                  None).passed
+
+
+def test_a_function_that_raises_fails_the_check_at_the_raising_line(worker, tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "broken.py").write_text("import torch\n\n\n# atenlens: step()\ndef step():\n"
+                                        "    x = torch.ones(2, device='cuda')\n    raise ValueError('bad batch')\n")
+    (tmp_path / "pyproject.toml").write_text('[tool.atenlens.check.functions]\n"broken.py::step" = { syncs = 0 }\n')
+    monkeypatch.chdir(tmp_path)
+    config = load_check_config(tmp_path / "pyproject.toml")
+    function, = config.functions
+    result = judge(function, worker.trace(request_for(function)), config, None)
+    assert not result.passed and result.measurement is None
+    line, total = _written("text", [result]).splitlines()
+    assert line.startswith("broken.py:7:")
+    assert "broken.py::step: not traced (error: " in line and "ValueError" in line and "bad batch" in line
+    assert total == "Checked 1 function: 1 not traced."

@@ -41,10 +41,10 @@ def located(result: FunctionResult, problem: Problem) -> list[tuple[str, int, in
 
 
 def _totals(results: Sequence[FunctionResult]) -> str:
-    failed = sum(1 for r in results if not r.passed)
-    if failed:
-        return f"Checked {_plural(len(results), 'function')}: {failed} over budget.\n"
-    return f"Checked {_plural(len(results), 'function')}: all within budget.\n"
+    untraced = sum(1 for r in results if r.measurement is None)
+    over = sum(1 for r in results if not r.passed) - untraced
+    parts = ([f"{over} over budget"] if over else []) + ([f"{untraced} not traced"] if untraced else [])
+    return f"Checked {_plural(len(results), 'function')}: {', '.join(parts) or 'all within budget'}.\n"
 
 
 def _improved(result: FunctionResult) -> list[str]:
