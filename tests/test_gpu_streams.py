@@ -68,3 +68,33 @@ def test_elapsed_time_before_the_end_event_completed_is_an_error():
                 f"`elapsed_time()` reads the end event recorded at line {recorded} before the host waited for it "
                 "(no `end.synchronize()`, stream or device synchronize since its `record()`): on a GPU it raises "
                 "`CUDA error: device not ready` while the timed work still runs (the trace returns 0.0)")]
+
+
+def test_uses_on_another_stream_without_record_stream_are_reported_when_the_trace_ends():
+    data = _trace("case_side_stream_does_not_wait_for_its_input")
+    created = _line_of("side = torch.cuda.Stream()")
+    found = [(d["line"], d["column"], d["severity"], d["op"], d["message"]) for d in data["diagnostics"]
+             if d["code"] == "AL502"]
+    side = f"side stream 1 (created at line {created})"
+    assert found == [
+        (_line_of("y = torch.relu(x @ x)  # expect: AL500"), 23, "warning", "aten.mm.default",
+         f"f32[64, 64] allocated on the default stream is used on {side} with no `record_stream()` naming that "
+         "stream: once it is freed, the caching allocator can give its memory to a new tensor on the default "
+         f"stream while {side} may still be using it [aten.mm]"),
+        (_line_of("return y + 1  # expect: AL502"), 11, "warning", "aten.add.Tensor",
+         f"f32[64, 64] allocated on {side} is used on the default stream with no `record_stream()` naming that "
+         f"stream: once it is freed, the caching allocator can give its memory to a new tensor on {side} "
+         "while the default stream may still be using it [aten.add.Tensor]"),
+    ]
+
+
+def test_fsdp2_streams_of_torch_itself_are_ordered_and_not_held_to_record_stream():
+    """FSDP2 all-gathers on streams of its own, ordered with events and kept alive by references:
+    neither AL500 nor AL502 (the check that the stream bookkeeping runs: its ops are on side streams)."""
+    example = REPO / "examples" / "fsdp_tp_step.py"
+    result = subprocess.run([sys.executable, "-m", "atenlens", "trace", f"{example}::train_step", "--device", "cuda",
+                             "--json"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    data = json.loads(result.stdout)
+    assert data["status"] == "ok", data["message"]
+    assert any(e["name"].startswith("fsdp.all_gather_copy_in") for e in data["events"])
+    assert [d["code"] for d in data["diagnostics"] if d["code"].startswith("AL5")] == []

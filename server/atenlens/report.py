@@ -38,6 +38,7 @@ class Code:
     LOAD_TIMEOUT = "AL904"           # the module's top level ran past its time budget
     UNORDERED_STREAM_READ = "AL500"  # a tensor written on one stream is read on another with no wait in between
     UNSYNCED_ELAPSED_TIME = "AL501"  # Event.elapsed_time() before the host waited for the end event
+    MISSING_RECORD_STREAM = "AL502"  # a tensor used on a stream other than its allocation stream, no record_stream()
     OUT_OF_MEMORY = "AL400"          # the forecast peak memory exceeds the selected GPU's memory
     DEVICE_FALLBACK = "AL905"        # simulated CUDA unavailable; traced on cpu instead
     ASSUMED_VALUE = "AL906"          # a value fake tensors cannot know was assumed on the common path

@@ -107,7 +107,8 @@ def run_trace(request: TraceRequest) -> TraceReport:
                     # The recorder's modes are the trace's only Python modes: from loading on they run
                     # every call and op through the device's hooks (hazards at load time are found too)
                     # and record only from `start()`.
-                    recorder.use_device_hooks(session.hooks(sink, recorder.values))
+                    device_hooks = session.hooks(sink, recorder.values)
+                    recorder.use_device_hooks(device_hooks)
                     for mode in recorder.modes():
                         modes.enter_context(mode)
                     module = _load_module(file, source)
@@ -125,6 +126,9 @@ def run_trace(request: TraceRequest) -> TraceReport:
                             notes += _drive(example.function(*example.args, **example.kwargs))
                     finally:
                         recorder.stop()
+                        finish = getattr(device_hooks, "finish", None)   # AL502 needs the whole trace
+                        if finish is not None:
+                            finish()
         except _Stop as stop:
             status, message = stop.status, stop.message
             extra = (stop.diagnostic,) if stop.diagnostic is not None else ()

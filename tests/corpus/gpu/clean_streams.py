@@ -16,6 +16,7 @@ def case_wait_stream_before_and_after():
         y = part(x)
     torch.cuda.current_stream().wait_stream(side)
     x.record_stream(side)
+    y.record_stream(torch.cuda.current_stream())
     return y + 1
 
 
@@ -24,6 +25,7 @@ def case_events_order_the_streams_in_a_loop():
     x = torch.randn(32, 32, device=DEVICE)
     ready = torch.cuda.Event()
     ready.record()
+    x.record_stream(side)
     out = []
     for _ in range(3):
         done = torch.cuda.Event()
@@ -32,6 +34,7 @@ def case_events_order_the_streams_in_a_loop():
             h = x * 2
             done.record()
         torch.cuda.current_stream().wait_event(done)
+        h.record_stream(torch.cuda.current_stream())
         out.append(h.sum())
         ready.record()
     return out
@@ -46,4 +49,6 @@ def case_set_stream_and_back():
     torch.cuda.set_stream(torch.cuda.default_stream())
     done = side.record_event()
     done.wait()
+    x.record_stream(side)
+    y.record_stream(torch.cuda.current_stream())
     return y * 2

@@ -8,9 +8,9 @@ def case_side_stream_does_not_wait_for_its_input():
     x = torch.randn(64, 64, device=DEVICE)
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
-        y = torch.relu(x @ x)  # expect: AL500:warning
+        y = torch.relu(x @ x)  # expect: AL500:warning, AL502:warning
     torch.cuda.current_stream().wait_stream(side)
-    return y + 1
+    return y + 1  # expect: AL502:warning
 
 
 def case_default_stream_does_not_wait_for_the_side_stream():
@@ -18,8 +18,8 @@ def case_default_stream_does_not_wait_for_the_side_stream():
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        y = torch.relu(x @ x)
-    return y + 1  # expect: AL500:warning
+        y = torch.relu(x @ x)  # expect: AL502:warning
+    return y + 1  # expect: AL500:warning, AL502:warning
 
 
 def case_event_recorded_but_not_waited_in_a_loop():
@@ -30,9 +30,9 @@ def case_event_recorded_but_not_waited_in_a_loop():
         done = torch.cuda.Event()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            h = x * 2
+            h = x * 2  # expect: AL502:warning
             done.record()
-        out.append(h.sum())  # expect: AL500:warning
+        out.append(h.sum())  # expect: AL500:warning, AL502:warning
     return out
 
 
@@ -41,6 +41,6 @@ def case_waiting_on_the_side_stream_itself():
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
         side.wait_stream(torch.cuda.current_stream())   # current_stream() is `side` here: orders nothing
-        y = x * 2  # expect: AL500:warning
+        y = x * 2  # expect: AL500:warning, AL502:warning
     torch.cuda.current_stream().wait_stream(side)
     return y

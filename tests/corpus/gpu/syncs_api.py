@@ -15,6 +15,7 @@ def case_synchronize_calls():
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         z = y @ y
+    y.record_stream(side)
     side.synchronize()  # expect: AL101:warning
     torch.cuda.current_stream().synchronize()  # expect: AL101:warning
     return z

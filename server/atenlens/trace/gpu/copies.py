@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from atenlens.trace.gpu.registry import DISPATCH_HANDLERS, InterceptedCall
+from atenlens.trace.gpu.registry import DISPATCH_HANDLERS, FUNCTION_HANDLERS, InterceptedCall
 from atenlens.trace.gpu.syncs import WAITS
 from atenlens.trace.gpu.tracker import is_cpu, is_cuda, tensor_label
 from atenlens.trace.torch_compat import FakeTensor
@@ -93,6 +93,14 @@ def is_pinned(call: InterceptedCall) -> Any:
     if not isinstance(t, FakeTensor):
         return call.run()
     return call.tracker.is_pinned(t)
+
+
+@FUNCTION_HANDLERS.register(torch.Tensor.record_stream)
+def record_stream_call(call: InterceptedCall) -> Any:
+    """The function level still has the user's stream object (the aten op gets a copy whose id is
+    0 for every simulated stream): stream ordering's AL502 needs which stream was named."""
+    call.tracker.stream_record_stream(call.arg(0, "self"), call.arg(1, "stream"))
+    return call.run()
 
 
 @DISPATCH_HANDLERS.register(aten.record_stream.default)

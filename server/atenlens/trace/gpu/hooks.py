@@ -78,6 +78,10 @@ class HazardHooks:
             tracker.stream_op(func, args, kwargs, out)
         return out
 
+    def finish(self) -> None:
+        """The traced call returned or raised: findings that need the whole trace."""
+        self.tracker.finish()
+
     def call(self, func: Any, args: tuple, kwargs: dict) -> Any:
         tracker = self.tracker
         name = getattr(func, "__name__", None)

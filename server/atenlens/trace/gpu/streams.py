@@ -43,6 +43,9 @@ class StreamOrder:
         self.default = self.number(default, None)
         self._clocks[self.default][self.default] = 1   # untracked writes: count 1 on the default stream
         self._writes: dict[int, Write] = {}
+        self._allocated: dict[int, int] = {}      # storage -> the stream it was allocated on
+        self._recorded: dict[int, set[int]] = {}  # storage -> streams named by record_stream
+        self.cross_uses: dict[tuple[int, int], Any] = {}   # (storage, stream) -> what the tracker keeps
         self._event_clocks: dict[int, Clock] = {}
 
     def number(self, stream: Any, line: Optional[int]) -> int:
@@ -96,12 +99,15 @@ class StreamOrder:
         return self._event_clocks.get(id(event))
 
     # -- ops --------------------------------------------------------------------------------------
-    def op(self, stream: int, args: tuple, kwargs: dict, out: Any, line: Optional[int]) -> list[tuple[torch.Tensor, Write]]:
-        """Queue one op on `stream`: the unordered reads it makes (tensor, its last write), then
-        its outputs become the last writes of their storages."""
+    def op(self, stream: int, args: tuple, kwargs: dict, out: Any, line: Optional[int]
+           ) -> tuple[list[tuple[torch.Tensor, Write]], list[tuple[torch.Tensor, int, int]]]:
+        """Queue one op on `stream`: the unordered reads it makes (tensor, its last write) and its
+        first uses of tensors allocated on another stream that no record_stream names (tensor,
+        storage, allocating stream); then its outputs become the last writes of their storages."""
         clock = self._clocks[stream]
         count = clock[stream] = clock[stream] + 1
         unordered = []
+        foreign = []
         for t in tree_leaves((args, kwargs)):
             if isinstance(t, torch.Tensor) and t.device.type == "cuda":
                 key = _key(t)
@@ -116,12 +122,28 @@ class StreamOrder:
                 if write.stream != stream and not write.reported and clock.get(write.stream, 0) < write.count:
                     write.reported = True
                     unordered.append((t, write))
+                allocated = self._allocated.get(key, self.default)
+                if allocated != stream and (key, stream) not in self.cross_uses \
+                        and stream not in self._recorded.get(key, ()):
+                    foreign.append((t, key, allocated))
         for t in (out if isinstance(out, (tuple, list)) else (out,)):
             if isinstance(t, torch.Tensor) and t.device.type == "cuda":
                 key = _key(t)
                 if key is not None:
+                    previous = self._writes.get(key)
+                    if previous is None or previous.storage.expired():   # a new storage: allocated here
+                        self._allocated[key] = stream
+                        self._recorded.pop(key, None)
+                        for other in range(len(self._clocks)):
+                            self.cross_uses.pop((key, other), None)
                     self._writes[key] = Write(StorageWeakRef(t.untyped_storage()), stream, count, line)
-        return unordered
+        return unordered, foreign
+
+    def record_stream(self, t: torch.Tensor, stream: int) -> None:
+        key = _key(t)
+        if key is not None:
+            self._recorded.setdefault(key, set()).add(stream)
+            self.cross_uses.pop((key, stream), None)
 
 
 def _key(t: torch.Tensor) -> Optional[int]:

@@ -23,7 +23,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from atenlens.report import Code, Severity
-from atenlens.trace.attribution import is_user_file, library_cause
+from atenlens.trace.attribution import is_user_file, library_cause, user_stack
 from atenlens.trace.diagnostics import DiagnosticSink
 from atenlens.trace.values import Values
 from atenlens.trace.gpu.streams import StreamOrder, Write
@@ -136,7 +136,8 @@ class HazardTracker:
         # trace/device.py) says which stream is current
         self.streams: Optional[StreamOrder] = None
         self.stream_api: Any = None
-        self._stream_lines: dict[int, tuple[Any, Optional[int]]] = {}
+        self._stream_lines: dict[int, tuple[Any, Optional[int], bool]] = {}   # id -> (stream, line, made by a library)
+        self._library_streams: set[int] = set()
         self._events_before_streams: set[int] = set()
         # event timing (AL501): record() order, and how many records the host has waited for
         self._records = 0
@@ -245,11 +246,6 @@ class HazardTracker:
             self._pending = {k: p for k, p in self._pending.items() if p.sequence > covered}
 
     # -- stream ordering (streams.py) --------------------------------------------------------------
-    def _stream_number(self, stream: Any) -> int:
-        assert self.streams is not None
-        kept = self._stream_lines.get(id(stream))
-        return self.streams.number(stream, kept[1] if kept is not None else None)
-
     def _side(self, stream: Any) -> bool:
         """Whether `stream` is a side stream, starting the stream bookkeeping if it is."""
         if stream is None or self.stream_api is None or stream is self.stream_api.default_stream:
@@ -260,7 +256,17 @@ class HazardTracker:
 
     def stream_created(self, stream: Any) -> None:
         frames = _user_frames(sys._getframe(1))
-        self._stream_lines[id(stream)] = (stream, frames[0].f_lineno if frames else None)
+        creator = sys._getframe(3)        # past the slot and the simulated Stream.__new__
+        self._stream_lines[id(stream)] = (stream, frames[0].f_lineno if frames else None,
+                                          not is_user_file(creator.f_code.co_filename))
+
+    def _stream_number(self, stream: Any) -> int:
+        assert self.streams is not None
+        kept = self._stream_lines.get(id(stream))
+        number = self.streams.number(stream, kept[1] if kept is not None else None)
+        if kept is not None and kept[2] and number != self.streams.default:
+            self._library_streams.add(number)
+        return number
 
     def stream_current(self, stream: Any) -> None:
         self._side(stream)
@@ -296,8 +302,40 @@ class HazardTracker:
         assert streams is not None
         frames = _user_frames(sys._getframe(1))
         stream = self._stream_number(self.stream_api.current_stream())
-        for t, write in streams.op(stream, args, kwargs, out, frames[0].f_lineno if frames else None):
+        unordered, foreign = streams.op(stream, args, kwargs, out, frames[0].f_lineno if frames else None)
+        for t, write in unordered:
             self._report_unordered(t, write, stream, str(func))
+        if foreign:
+            # a library's own streams (FSDP2's all-gather streams) keep their tensors alive with
+            # events and references rather than record_stream(): only the user's streams, used by
+            # the user's code, are held to it
+            if library_cause(sys._getframe()) is not None or stream in self._library_streams:
+                foreign = []
+            else:
+                foreign = [f for f in foreign if f[2] not in self._library_streams]
+        for t, key, allocated in foreign:
+            # reported when the trace ends, if no record_stream() names this stream by then
+            streams.cross_uses[(key, stream)] = (
+                f"{tensor_label(t)} allocated on {streams.describe(allocated)} is used on "
+                f"{streams.describe(stream)} with no `record_stream()` naming that stream: once it is freed, "
+                f"the caching allocator can give its memory to a new tensor on {streams.describe(allocated)} "
+                f"while {streams.describe(stream)} may still be using it [{str(func).removesuffix('.default')}]",
+                str(func), user_stack(sys._getframe()), _column(frames[0]) if frames else None,
+                _severity(sys._getframe(), frames))
+
+    def stream_record_stream(self, t: Any, stream: Any) -> None:
+        """`t.record_stream(stream)` (a function-level call: the aten op loses the stream's identity)."""
+        if isinstance(t, torch.Tensor) and stream is not None and self._side(stream):
+            self.streams.record_stream(t, self._stream_number(stream))
+
+    def finish(self) -> None:
+        """The trace ended: uses on another stream that no record_stream() covered (AL502)."""
+        if self.streams is None:
+            return
+        for message, op, stack, column, severity in self.streams.cross_uses.values():
+            self.sink.add("missing-record-stream", Code.MISSING_RECORD_STREAM, message, op=op,
+                          severity=severity, stack=stack, column=column)
+        self.streams.cross_uses.clear()
 
     def _report_unordered(self, t: torch.Tensor, write: Write, reader: int, op: str) -> None:
         streams = self.streams
