@@ -22,40 +22,32 @@ def _split(text: str) -> tuple[float, str]:
     return float(match.group(1)), match.group(2).lower()
 
 
-def parse_bytes(value: Union[int, float, str]) -> int:
-    """`"70 GiB"` -> 75161927680; an int or float is bytes. Raises ValueError."""
+def _parse(value: Union[int, float, str], units: dict, base: str, what: str, kind: str, names: str) -> float:
+    """A number in `base` units: a bare int or float, or a string with one of `units`."""
     if isinstance(value, bool):
-        raise ValueError(f"not a size: {value!r}")
+        raise ValueError(f"not a {what}: {value!r}")
     if isinstance(value, (int, float)):
-        number, unit = float(value), "b"
+        number, unit = float(value), base
     elif isinstance(value, str):
         number, unit = _split(value)
-        unit = unit or "b"
+        unit = unit or base
     else:
-        raise ValueError(f"not a size: {value!r}")
-    if unit not in BYTE_UNITS:
-        raise ValueError(f"unknown size unit {unit!r} in {value!r} (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)")
+        raise ValueError(f"not a {what}: {value!r}")
+    if unit not in units:
+        raise ValueError(f"unknown {kind} unit {unit!r} in {value!r} (use {names})")
     if number < 0 or not math.isfinite(number):
-        raise ValueError(f"a size must be 0 or more, got {value!r}")
-    return round(number * BYTE_UNITS[unit])
+        raise ValueError(f"a {what} must be 0 or more, got {value!r}")
+    return number * units[unit]
+
+
+def parse_bytes(value: Union[int, float, str]) -> int:
+    """`"70 GiB"` -> 75161927680; an int or float is bytes. Raises ValueError."""
+    return round(_parse(value, BYTE_UNITS, "b", "size", "size", "B, KiB, MiB, GiB, TiB, KB, MB, GB, TB"))
 
 
 def parse_seconds(value: Union[int, float, str]) -> float:
     """`"400 ms"` -> 0.4; an int or float is seconds. Raises ValueError."""
-    if isinstance(value, bool):
-        raise ValueError(f"not a duration: {value!r}")
-    if isinstance(value, (int, float)):
-        number, unit = float(value), "s"
-    elif isinstance(value, str):
-        number, unit = _split(value)
-        unit = unit or "s"
-    else:
-        raise ValueError(f"not a duration: {value!r}")
-    if unit not in TIME_UNITS:
-        raise ValueError(f"unknown time unit {unit!r} in {value!r} (use s, ms, us, ns)")
-    if number < 0 or not math.isfinite(number):
-        raise ValueError(f"a duration must be 0 or more, got {value!r}")
-    return number * TIME_UNITS[unit]
+    return _parse(value, TIME_UNITS, "s", "duration", "time", "s, ms, us, ns")
 
 
 def _three_digits(number: float) -> str:
