@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from atenlens.gpus import GPU, find_gpu
-from atenlens.report import Event, Summary
+from atenlens.report import Event, MemoryHolder, Summary
 
 # cuBLAS/cuDNN reach 70-80% of the dense tensor-core peak on large GEMMs and attention (torch's own
 # estimators, inductor's and torch.distributed._tools.RuntimeEstimator, assume 75% too).
@@ -120,6 +120,17 @@ def lens_label(summary: Summary) -> str:
             name = time.gpu
         parts.append(f"~{format_seconds(time.step_seconds)}/step on {name}")
     return " · ".join(parts)
+
+
+def holder_label(holder: MemoryHolder, place: Optional[str]) -> str:
+    """`activations of model.py:18 (saved by AddmmBackward0) 2 MiB`: one holder at the peak, for the
+    CLI summary and the out-of-memory message alike (`place` is how the caller names its line)."""
+    what = holder.category.replace("_", " ")
+    if place is not None:
+        what += f" of {place}"
+    if holder.node:
+        what += f" (saved by {holder.node})"
+    return f"{what} {format_bytes(holder.bytes)}"
 
 
 def format_bytes(n: int) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from atenlens.cost import LineCost, format_bytes, format_seconds, line_costs, most_expensive
+from atenlens.cost import LineCost, format_bytes, format_seconds, holder_label, line_costs, most_expensive
 from atenlens.gpus import find_gpu
 from atenlens.report import MemoryLine, TraceReport
 
@@ -71,14 +71,8 @@ class CostView:
                      for name in ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "inputs")
                      if getattr(at, name)]
             out.append(" " * 10 + "at peak: " + (", ".join(parts) or "nothing"))
-            holders = []
-            for holder in memory.holders[:5]:
-                what = holder.category.replace("_", " ")
-                if holder.line is not None:
-                    what += f" of {show(holder.file)}:{holder.line}"
-                if holder.node:
-                    what += f" (saved by {holder.node})"
-                holders.append(f"{what} {format_bytes(holder.bytes)}")
+            holders = [holder_label(h, None if h.line is None else f"{show(h.file)}:{h.line}")
+                       for h in memory.holders[:5]]
             if holders:
                 out.append(" " * 10 + "holders: " + "; ".join(holders))
         if time is not None and self.gpu is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from atenlens.cost import ASSUMPTIONS, COMPUTE_EFFICIENCY, MEMORY_EFFICIENCY, compute_dtype, format_bytes
+from atenlens.cost import ASSUMPTIONS, COMPUTE_EFFICIENCY, MEMORY_EFFICIENCY, compute_dtype, format_bytes, holder_label
 from atenlens.report import Code, Diagnostic, Event, MemorySummary, Summary, TimeSummary
 
 MEMORY_ASSUMPTIONS = ("memory: every storage on the simulated device, rounded as CUDA's caching allocator rounds "
@@ -50,14 +50,7 @@ def _mfu_bound(gpu: Any, events: tuple[Event, ...], flops: int, step: float, tf3
 def _out_of_memory(memory: MemorySummary, gpu: Any) -> tuple[Diagnostic, ...]:
     if memory.peak_bytes <= gpu.memory_bytes:
         return ()
-    holders = []
-    for holder in memory.holders[:3]:
-        what = holder.category.replace("_", " ")
-        if holder.line is not None:
-            what += f" of line {holder.line}"
-        if holder.node:
-            what += f" (saved by {holder.node})"
-        holders.append(f"{what} {format_bytes(holder.bytes)}")
+    holders = [holder_label(h, None if h.line is None else f"line {h.line}") for h in memory.holders[:3]]
     message = (f"forecast peak memory {format_bytes(memory.peak_bytes)} here ({memory.peak_phase}) exceeds the "
                f"{format_bytes(gpu.memory_bytes)} of {gpu.name} by {format_bytes(memory.peak_bytes - gpu.memory_bytes)}; "
                f"largest holders: {', '.join(holders)}")
