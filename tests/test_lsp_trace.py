@@ -35,8 +35,7 @@ async def test_trace_train_step(client, tmp_path):
     fc1, fc2 = line_of(text, "h = F.relu(self.fc1(x))"), line_of(text, "return self.fc2(h)")
     defs = {name: line_of(text, f"def {name}(") for name in ("__init__", "forward", "setup", "train_step", "train")}
 
-    assert await code_lenses(client, uri) == [
-        (defs["__init__"], "Trace this step: add an example call", "atenlens.insertDirective"),
+    assert await code_lenses(client, uri) == [          # not on MLP.__init__ (lenses.functions "steps")
         (defs["forward"], "Trace this step: add an example call", "atenlens.insertDirective"),
         (defs["setup"], "Trace this step", "atenlens.trace"),
         (defs["train_step"], "Trace this step", "atenlens.trace"),
@@ -76,8 +75,9 @@ async def test_trace_train_step(client, tmp_path):
     assert (hover.range.start.line, hover.range.end.line, hover.range.end.character) == (fc1, fc1, at_end(fc1))
 
     lenses = await code_lenses(client, uri)
-    assert (defs["train_step"], "fwd 9 · bwd 24 · opt 1 · 0 syncs · 22.5 kFLOP · "
-            f"peak 10.5 KiB @ line {fc1 + 1} (backward) · ~8.89 ns/step on H100 SXM", "") in lenses
+    summary = (defs["train_step"], "fwd 9 · bwd 24 · opt 1 · 0 syncs · 22.5 kFLOP · "
+               f"peak 10.5 KiB @ line {fc1 + 1} (backward) · ~8.89 ns/step on H100 SXM", "")
+    assert summary in lenses
 
     # Tracing the loop confirms the sync the lint finds: one diagnostic, the trace's message (its
     # count) at the lint's columns (`item()`), under the trace's source.
@@ -384,6 +384,12 @@ async def test_trace_notes_in_the_lens_the_hover_and_the_log(client, tmp_path):
     hover = await client.text_document_hover_async(types.HoverParams(
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=1, character=8)))
     assert "Note" not in hover.contents.value
+
+    # with no trace lenses wanted (lenses.functions "none"), the traces' summaries stay
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"atenlens": {"lenses": {"functions": "none"}}}))
+    assert [(line, command) for line, _, command in await code_lenses(client, uri)] == [
+        (0, ""), (line_of(text, "def batches") + 4, "")]
 
 
 async def test_rollup_hover_and_hint_kinds(client, tmp_path):

@@ -158,7 +158,7 @@ def test_a_100000_line_document(server, tmp_path, reliability):
     reliability.record("Bad input", "a 100,000-line document",
                        "didOpen of 100,000 lines (10,000 functions, one `.item()` loop at the end), "
                        "then an edit at its end")
-    body = "".join(f"def f{i}(x):\n    y = x + {i}\n    z = y * 2\n    w = z - 1\n    return w\n"
+    body = "".join(f"def f{i}(x=0):\n    y = x + {i}\n    z = y * 2\n    w = z - 1\n    return w\n"
                    f"\n\n\n\n\n" for i in range(10_000))
     text = body + LOOP_SYNC.replace("import torch\n", "")
     lines = text.split("\n")

@@ -35,6 +35,7 @@ class FunctionInfo:
     is_method: bool
     directive: Optional[str]   # the example call, or None
     directive_line: Optional[int]
+    calls_step: bool = False   # its body calls `.backward()` or `.step()`: a training step
 
 
 def _required_params(node: ast.FunctionDef | ast.AsyncFunctionDef, is_method: bool) -> int:
@@ -49,6 +50,16 @@ def _required_params(node: ast.FunctionDef | ast.AsyncFunctionDef, is_method: bo
 
 def _is_staticmethod(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in node.decorator_list)
+
+
+STEP_CALLS = frozenset({"backward", "step"})
+
+
+def _calls_step(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether the body calls `<something>.backward()` or `<something>.step()` (`loss.backward()`,
+    `opt.step()`, `scheduler.step()`)."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in STEP_CALLS
+               for n in ast.walk(node))
 
 
 def _is_instance_method(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -88,6 +99,7 @@ def find_functions(source: str, tree: Optional[ast.Module] = None) -> list[Funct
                     is_method=in_class,
                     directive=directive,
                     directive_line=directive_line,
+                    calls_step=_calls_step(node),
                 ))
             elif isinstance(node, ast.ClassDef):
                 visit(node.body, prefix + node.name + ".", True)

@@ -29,6 +29,7 @@ from atenlens.lsp import convert
 from atenlens.lsp.debug import register_debug_requests
 from atenlens.lsp.documents import DocumentState, LintResult
 from atenlens.lsp.hover import hover_markdown
+from atenlens.lsp.lenses import CMD_INSERT_DIRECTIVE, CMD_TRACE, trace_lens, wants_lens
 from atenlens.lsp.large import LARGE_DOCUMENT_CHARS, analyze_elsewhere, release_memory
 from atenlens.lsp.lint_config import WorkspaceLintConfig
 from atenlens.lsp.problems import document_problems
@@ -47,8 +48,6 @@ LINT_DEBOUNCE_SECONDS = 0.03      # coalesces a burst of changes; lints only the
 MAX_LENSED_FUNCTIONS = 20_000    # code lenses of one document: each costs its share of one response
 PROGRESS_CREATE_SECONDS = 2.0     # how long a trace waits for the client to accept its progress token
 
-CMD_TRACE = "atenlens.trace"
-CMD_INSERT_DIRECTIVE = "atenlens.insertDirective"
 CMD_RESTART_WORKER = "atenlens.restartWorker"
 REQUEST_SERVER_INFO = "atenlens/serverInfo"
 
@@ -505,17 +504,17 @@ def create_server() -> AtenlensServer:
                     f"atenlens: {uri} has {len(functions):,} functions; code lenses are shown for the first "
                     f"{MAX_LENSED_FUNCTIONS:,} (the others can be traced by position)")))
             functions = functions[:MAX_LENSED_FUNCTIONS]
+        choice = ls.settings.lenses.functions
         for info in functions:
-            where = convert.lsp_function_range(info, lines, ls.encoding)
-            target = [{"uri": uri, "qualname": info.qualname}]
-            if ls.settings.trace.enabled:
-                if info.needs_args and info.directive is None:
-                    command = types.Command(title="Trace this step: add an example call",
-                                            command=CMD_INSERT_DIRECTIVE, arguments=target)
-                else:
-                    command = types.Command(title="Trace this step", command=CMD_TRACE, arguments=target)
-                lenses.append(types.CodeLens(range=where, command=command))
             traced = state.traces.functions.get(info.qualname)
+            offered = ls.settings.trace.enabled and wants_lens(info, choice)
+            if not offered and traced is None:
+                continue
+            where = convert.lsp_function_range(info, lines, ls.encoding)
+            if offered:
+                lens = trace_lens(info)
+                lenses.append(types.CodeLens(range=where, command=types.Command(
+                    title=lens.title, command=lens.command, arguments=[{"uri": uri, "qualname": info.qualname}])))
             if traced is not None:
                 lenses.append(types.CodeLens(range=where, command=types.Command(
                     title=traced.lens_title, command="", tooltip=traced.lens_tooltip)))

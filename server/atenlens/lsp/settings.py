@@ -23,6 +23,9 @@ from atenlens.gpus import find_gpu, gpu_names
 from atenlens.worker.limits import LONGEST_TIMEOUT_SECONDS
 
 DEVICES = ("cuda", "cpu")
+# which functions get a "Trace this step" code lens (lsp/lenses.py): "steps" those traceable as they are,
+# with a `# atenlens:` directive, or that look like a training step; "all" every function and method
+LENS_CHOICES = ("steps", "all", "none")
 # The largest memory limit accepted: 16 TiB, far above any machine's memory and well inside what
 # setrlimit takes in bytes (a larger value used to be accepted and then fail every trace).
 LARGEST_MEMORY_LIMIT_MB = 16 * 1024 * 1024
@@ -56,6 +59,11 @@ class HintSettings:
 
 
 @dataclass(frozen=True)
+class LensSettings:
+    functions: str = "steps"         # one of LENS_CHOICES
+
+
+@dataclass(frozen=True)
 class LintSettings:
     enabled: bool = True
     select: tuple[str, ...] = ()     # codes to run; empty = all
@@ -66,6 +74,7 @@ class LintSettings:
 class Settings:
     trace: TraceSettings = field(default_factory=TraceSettings)
     hints: HintSettings = field(default_factory=HintSettings)
+    lenses: LensSettings = field(default_factory=LensSettings)
     lint: LintSettings = field(default_factory=LintSettings)
 
 
@@ -134,6 +143,7 @@ _FIELDS: dict[tuple[str, str], tuple[Callable[[Any], bool], Callable[[Any], Any]
     ("hints", "backward"): (_valid_bool, bool, "true or false"),
     ("hints", "syncs"): (_valid_bool, bool, "true or false"),
     ("hints", "show_bookkeeping"): (_valid_bool, bool, "true or false"),
+    ("lenses", "functions"): (lambda v: v in LENS_CHOICES, str, "one of " + ", ".join(f'"{c}"' for c in LENS_CHOICES)),
     ("lint", "enabled"): (_valid_bool, bool, "true or false"),
     ("lint", "select"): (_valid_codes, lambda v: tuple(v), "a list of codes"),
     ("lint", "ignore"): (_valid_codes, lambda v: tuple(v), "a list of codes"),
