@@ -39,6 +39,8 @@ class Code:
     UNORDERED_STREAM_READ = "AL500"  # a tensor written on one stream is read on another with no wait in between
     UNSYNCED_ELAPSED_TIME = "AL501"  # Event.elapsed_time() before the host waited for the end event
     MISSING_RECORD_STREAM = "AL502"  # a tensor used on a stream other than its allocation stream, no record_stream()
+    GRAPH_BREAK = "AL600"            # torch.compile: Dynamo breaks the compiled function's graph at this line
+    COMPILE_SUMMARY = "AL601"        # torch.compile: how many graphs, breaks and guards a compiled callable has
     OUT_OF_MEMORY = "AL400"          # the forecast peak memory exceeds the selected GPU's memory
     DEVICE_FALLBACK = "AL905"        # simulated CUDA unavailable; traced on cpu instead
     ASSUMED_VALUE = "AL906"          # a value fake tensors cannot know was assumed on the common path

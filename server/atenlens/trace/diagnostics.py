@@ -61,6 +61,12 @@ class DiagnosticSink:
         self._by_key[key] = diagnostic
         return diagnostic
 
+    def annotate(self, file: str, line: int, code: str, suffix: str) -> None:
+        """Adds `suffix` to the message of each `code` diagnostic at `file:line` (once)."""
+        for key, d in self._by_key.items():
+            if d.file == file and d.line == line and d.code == code and not d.message.endswith(suffix):
+                self._by_key[key] = replace(d, message=d.message + suffix)
+
     def diagnostics(self, steps: int = 0) -> tuple[Diagnostic, ...]:
         """All diagnostics; with `steps` (optimizer steps the traced call made) of 2 or more, the
         message of each one that knows when it happened says whether it happens every step or once."""

@@ -35,6 +35,7 @@ from atenlens.trace import torch_compat
 from atenlens.trace.collectives import Collectives
 from atenlens.trace.cost_report import cost_summaries
 from atenlens.trace.device import simulated_device
+from atenlens.trace.compiled import CompileWatch
 from atenlens.trace.diagnostics import DiagnosticSink
 from atenlens.trace.dataloader import workers_in_process
 from atenlens.trace.libraries import eager_views_for_libraries
@@ -103,7 +104,9 @@ def run_trace(request: TraceRequest) -> TraceReport:
                     notes += tuple(session.notes)
                     recorder.set_device(device)
                     session.use_memory(recorder.memory, gpu.memory_bytes)
-                    modes.enter_context(session.make_fake_mode())
+                    fake_mode = modes.enter_context(session.make_fake_mode())
+                    compiles = CompileWatch(sink)
+                    modes.enter_context(compiles.watching())
                     # The recorder's modes are the trace's only Python modes: from loading on they run
                     # every call and op through the device's hooks (hazards at load time are found too)
                     # and record only from `start()`.
@@ -129,6 +132,7 @@ def run_trace(request: TraceRequest) -> TraceReport:
                         finish = getattr(device_hooks, "finish", None)   # AL502 needs the whole trace
                         if finish is not None:
                             finish()
+                    compiles.analyse(fake_mode)     # after the call: Dynamo's view never enters the recording
         except _Stop as stop:
             status, message = stop.status, stop.message
             extra = (stop.diagnostic,) if stop.diagnostic is not None else ()

@@ -293,3 +293,81 @@ def ddp_on_fake_tensors() -> Iterator[None]:
     finally:
         ddp._verify_param_shape_across_processes, ddp._sync_module_states = real_verify, real_sync
         ddp.DistributedDataParallel.__init__ = real_init      # type: ignore[method-assign]
+
+
+def tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:
+    """`fn` on every leaf of nested tuples / lists / dicts (torch's private pytree)."""
+    from torch.utils import _pytree
+
+    return _pytree.tree_map(fn, tree)
+
+
+class _ScalarReadsAnswered(TorchDispatchMode):
+    """Answers `aten._local_scalar_dense` (`.item()`, `bool(t)`) with a fixed value, which fake tensors
+    cannot do. An infra mode, so that Dynamo still compiles while it is on the stack (Dynamo steps aside
+    for any other dispatch mode: torch/_dynamo/convert_frame.py)."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__()
+        self.value = value
+        self.reads = 0
+
+    @classmethod
+    def is_infra_mode(cls) -> bool:
+        return True
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func is torch.ops.aten._local_scalar_dense.default:
+            self.reads += 1
+            return self.value
+        return func(*args, **(kwargs or {}))
+
+
+def scalar_reads_answered(value: Any) -> _ScalarReadsAnswered:
+    return _ScalarReadsAnswered(value)
+
+
+def dynamo_analysis(fn: Callable[..., Any], args: Any, kwargs: Any) -> tuple[int, int, list[str]]:
+    """Runs Dynamo on `fn(*args, **kwargs)` with a backend that generates no code (the graphs run as
+    they are) and returns (graphs, guards, graph-break log messages). The messages are those
+    `TORCH_LOGS=graph_breaks` prints ("Graph break in user code at FILE:LINE\\nGraph Break Reason: ..."),
+    one per break, also for the breaks of frames Dynamo then skips (a break inside a loop), which
+    `torch._dynamo.explain` does not list. The artifact logger's name and `optimize` are private."""
+    import logging
+
+    graphs: list[Any] = []
+    guards: list[Any] = []
+    messages: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+
+    def backend(gm: Any, example_inputs: Any) -> Callable[..., Any]:
+        graphs.append(gm)
+        return gm.forward
+
+    logger = logging.getLogger("torch._dynamo.symbolic_convert.__graph_breaks")
+    handler, level, propagate = Collect(), logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    torch._dynamo.reset()
+    # Dynamo needs a ShapeEnv for ops whose output size depends on data (nonzero, x[mask]); the trace's
+    # fake mode has none, and is used here only after the traced call was recorded
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    fake_mode = torch._guards.detect_fake_mode()
+    shape_env = getattr(fake_mode, "shape_env", None)
+    if fake_mode is not None and shape_env is None:
+        fake_mode.shape_env = ShapeEnv()
+    try:
+        torch._dynamo.optimize(backend, nopython=False, guard_export_fn=guards.extend)(fn)(*args, **kwargs)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
+        if fake_mode is not None:
+            fake_mode.shape_env = shape_env
+        torch._dynamo.reset()
+    return len(graphs), len(guards), messages

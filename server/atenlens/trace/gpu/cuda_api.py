@@ -280,7 +280,8 @@ def simulated_cuda_api(slot: ListenerSlot) -> Iterator[None]:
         (cuda.nvtx, "mark", nothing),
         (cuda.nvtx, "range", nvtx_range),
         (torch.accelerator, "synchronize", accelerator_synchronize),
-        (torch.accelerator, "current_stream", current_stream),
+        # its own function object: Dynamo keys a handler table by function and refuses one object twice
+        (torch.accelerator, "current_stream", lambda device=None: current_stream(device)),
         (torch.accelerator, "set_stream", set_stream),
         (torch.accelerator, "current_accelerator",
          lambda check_available=False: torch.device("cuda")),

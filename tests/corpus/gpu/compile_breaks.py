@@ -1,0 +1,48 @@
+"""torch.compile graph breaks (AL600) at the user line that causes them; the syncs among them are AL100 too."""
+import torch
+import torch.nn as nn
+
+
+@torch.compile
+def scaled(x, w):
+    y = x @ w
+    if y.sum() > 0:  # expect: AL100:warning, AL600:warning
+        y = y * 2
+    return y * y.mean().item()  # expect: AL100:warning, AL600:warning
+
+
+# atenlens: case_item_and_branch_in_a_compiled_function(torch.randn(4, 8, device="cuda"), torch.randn(8, 8, device="cuda"))
+def case_item_and_branch_in_a_compiled_function(x, w):
+    return scaled(x, w)
+
+
+class Logged(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        for _ in range(2):
+            x = torch.relu(self.fc(x))
+            print("activation", x.shape)  # expect: AL600:warning
+        return x
+
+
+# atenlens: case_print_in_a_compiled_module(torch.compile(Logged().cuda()), torch.randn(4, 8, device="cuda"))
+def case_print_in_a_compiled_module(model, x):
+    out = model(x)
+    return out.sum()
+
+
+def masked_mean(x):
+    kept = x[x > 0]  # expect: AL100:warning, AL600:warning
+    return kept.mean()
+
+
+# atenlens: case_data_dependent_shape_in_a_loop(torch.randn(16, device="cuda"))
+def case_data_dependent_shape_in_a_loop(x):
+    fn = torch.compile(masked_mean, dynamic=False)
+    total = x.new_zeros(())
+    for _ in range(3):
+        total = total + fn(x)
+    return total
