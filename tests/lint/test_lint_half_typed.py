@@ -103,7 +103,7 @@ def test_typing_a_line_keystroke_by_keystroke_lints_each_version_like_a_fresh_pa
     included); the findings must be those of the text alone, and the rest of the file keeps its
     findings at every keystroke."""
     lines = BASE.read_text().splitlines(keepends=True)
-    typed = 'y = x.to("cuda", non_blocking=True)[0]\n'
+    typed = 'y = torch.from_numpy(x).to("cuda", non_blocking=True)[0]\n'
     document = "test://half-typed/keystrokes.py"
     lint_source_strict("".join(lines), path=document)
     kept = base_findings_shifted(INSERTED_AT)

@@ -67,7 +67,10 @@ HOST_MODULES = frozenset({"np", "numpy", "math", "time", "os", "random", "json",
 HOST_METHODS = frozenset({"item", "tolist", "numpy", "size", "dim", "numel", "nelement", "element_size",
                           "stride", "data_ptr", "is_contiguous", "get_device", "is_floating_point",
                           "is_complex", "storage_offset", "untyped_storage", "elapsed_time", "record",
-                          "query", "format", "join", "split", "startswith", "endswith", "keys"})
+                          "query", "format", "join", "split", "startswith", "endswith", "keys",
+                          # str methods (`loss_name.capitalize()`): no tensor has them
+                          "capitalize", "lower", "upper", "strip", "lstrip", "rstrip", "title",
+                          "casefold", "encode", "decode", "isdigit"})
 HOST_ATTRIBUTES = frozenset({"dtype", "shape", "device", "ndim", "is_cuda", "requires_grad", "layout", "names",
                              "itemsize", "nbytes", "is_leaf", "is_sparse", "is_quantized", "is_meta",
                              "training", "__class__", "__name__"})
@@ -312,8 +315,13 @@ def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple
             return Device.CPU  # a DataLoader yields host tensors (pinned or not)
         if name in ("zip",) and path and path[0] < len(positional):
             return _loop_element_device(ctx, positional[path[0]], path[1:], depth + 1)
-        if method_name(iterable) in ("tolist",):
+        if method_name(iterable) in ("tolist", "keys"):
             return Device.HOST
+        if method_name(iterable) == "items" and path:
+            # `for name, value in outputs.items():` the key is a name, the value as `values()` gives
+            if path[0] == 0:
+                return Device.HOST
+            return _tensor_rows(ctx, receiver(iterable), depth) if path[0] == 1 else Device.UNKNOWN
         return _tensor_rows(ctx, iterable, depth)
     if iterable.type == "identifier":
         binding = _binding(ctx, iterable)
@@ -388,7 +396,9 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             element = _loop_element_device(ctx, iterable, binding.path, depth + 1)
             if element is Device.HOST:
                 return False
-            return _in_training_loop(binding.loop) or _iterates_model_output(ctx, iterable, binding.path, depth)
+            # (a comprehension's variable is its own, not the batch of the training loop around it)
+            training = binding.loop.type != "for_in_clause" and _in_training_loop(binding.loop)
+            return training or _iterates_model_output(ctx, iterable, binding.path, depth)
         value = binding.value
         if value is not None and strip_parens(value).type == "call" and \
                 dotted_name(callee(strip_parens(value))) == "next":
@@ -454,6 +464,11 @@ def _iterates_model_output(ctx: LintContext, iterable: Optional[Node], path: tup
     if iterable is None:
         return False
     iterable = strip_parens(iterable)
+    if iterable.type == "call" and method_name(iterable) in ("items", "keys"):
+        # the keys of a model's outputs are names; the values are its outputs
+        if method_name(iterable) == "keys" or not path or path[0] != 1:
+            return False
+        return _model_output(ctx, receiver(iterable), depth + 1)
     if iterable.type == "call" and dotted_name(callee(iterable)) == "enumerate":
         positional, _ = arguments(iterable)
         if not positional or not path or path[0] != 1:
@@ -577,6 +592,34 @@ def module_pins(ctx: LintContext) -> bool:
                 break
         setattr(ctx, "_pins", cached)
     return cached
+
+
+_PAGEABLE_DEFAULT = re.compile(rb"\bpin_memory\s*(?::\s*bool\s*)?=\s*(?:False|None|0)\b")
+
+
+def module_may_page(ctx: LintContext) -> bool:
+    """Does the file make batches that may be pageable: a `DataLoader(...)` without
+    `pin_memory=` (or with it False), or a `pin_memory` parameter or keyword that defaults to /
+    is False (`def create_loader(..., pin_memory: bool = False)`)? Only then is a copy of a tensor
+    handed in from elsewhere (a parameter, a loop over a loader built in another file, an
+    attribute) reported: most loaders that feed `non_blocking=True` copies pin their batches."""
+    cached = getattr(ctx, "_may_page", None)
+    if cached is None:
+        cached = bool(_PAGEABLE_DEFAULT.search(ctx.source.data))
+        for call in ctx.calls("DataLoader"):
+            if cached:
+                break
+            if (dotted_name(callee(call)) or "").split(".")[-1] == "DataLoader":
+                value = arguments(call)[1].get("pin_memory")
+                cached = value is None and not _has_splat(call) or value is not None and not pins(value)
+        setattr(ctx, "_may_page", cached)
+    return cached
+
+
+def _has_splat(call: Node) -> bool:
+    """`DataLoader(ds, **loader_args)`: its `pin_memory=` may be in the dict."""
+    args = call.child_by_field_name("arguments")
+    return args is not None and any(c.type == "dictionary_splat" for c in args.named_children)
 
 
 _HOST_SPELLED = re.compile(r"(?:^|_)(?:host|cpu|pinned|pin)(?:$|_)", re.I)

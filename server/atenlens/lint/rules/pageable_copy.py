@@ -14,8 +14,12 @@ What it does:
     dtype-only casts (`.to(torch.float16, non_blocking=True)`). A file that pins host memory
     itself (`DataLoader(..., pin_memory=True)`, a buffer allocated with `pin_memory=` anything
     but False, a `.pin_memory()` call) is trusted with the tensors that reach its copies from
-    parameters, attributes and containers; a source spelled as host memory's destination or as
-    the device (`host_buf.copy_(x)`, `buf.copy_(self.device_out)`) is a download, not an upload.
+    parameters, attributes and containers; so is a file that makes no batch that may be pageable
+    (no `DataLoader(...)` without `pin_memory=True`, no `pin_memory` parameter or keyword that
+    is False): a batch handed in from a loader built elsewhere is almost always pinned, and the
+    lint does not guess. A tensor made on the CPU in the file (`torch.randn(8)`) is reported
+    either way. A source spelled as host memory's destination or as the device
+    (`host_buf.copy_(x)`, `buf.copy_(self.device_out)`) is a download, not an upload.
 
 Why it matters:
     A host-to-device copy can run asynchronously only from page-locked memory. From ordinary
@@ -24,9 +28,9 @@ Why it matters:
     `pageable-copy` diagnostic.
 
 Example:
-    def step(model, batch, device):
-        x = batch.to(device, non_blocking=True)
-        return model(x)
+    loader = DataLoader(dataset, batch_size=64)
+    for x, y in loader:
+        x = x.to(device, non_blocking=True)
 
 Fix:
     Pin the source: `DataLoader(..., pin_memory=True)` or `batch.pin_memory()` (once, where the
@@ -40,7 +44,8 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
-from atenlens.lint.provenance import Device, device_of, is_device_to_host, is_pinned, module_pins, to_device_argument
+from atenlens.lint.provenance import (Device, device_of, is_device_to_host, is_pinned, module_may_page, module_pins,
+                                      to_device_argument)
 from atenlens.lint.registry import Rule
 from atenlens.lint.provenance import TORCH_FACTORIES, VIEW_METHODS, spelled_device, spelled_host, strip_parens
 from atenlens.lint.syntax import arguments, is_true, method_name, receiver, text
@@ -79,8 +84,10 @@ def check(ctx: LintContext) -> Iterator[Finding]:
                 continue  # a copy into host memory: device-to-host (AL201's concern), not an upload
         if is_pinned(ctx, source) or device_of(ctx, source) is Device.CUDA:
             continue  # from pinned memory the copy is asynchronous; from the device it is no upload
-        if module_pins(ctx) and _of_unknown_origin(ctx, source):
-            continue  # this file pins host memory: its pinned tensors are handed in, kept, taken out
+        if _of_unknown_origin(ctx, source) and (module_pins(ctx) or not module_may_page(ctx)):
+            # handed in from elsewhere: trusted where this file pins host memory itself (its pinned
+            # tensors are handed in, kept, taken out) or makes no batch that may be pageable
+            continue
         keyword = arguments(call)[1]["non_blocking"].parent or call
         yield ctx.finding(
             Code.PAGEABLE_COPY,
