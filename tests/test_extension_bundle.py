@@ -4,6 +4,7 @@ lint, and no file of the workspace shadows a module of the server."""
 from __future__ import annotations
 
 import asyncio
+import platform
 import subprocess
 import sys
 import tomllib
@@ -101,6 +102,9 @@ async def test_bundled_server_lints_in_an_environment_without_packages(tmp_path:
         assert ("AL100", 3, 34) in found, found     # the `item` of `.item()` on a CUDA tensor
         info = await asyncio.wait_for(client.protocol.send_request_async("atenlens/serverInfo", {}), 30)
         assert info.torchImported is False
+        # what the extension shows (status tooltip, log, the one "no torch" message): this Python, no torch
+        assert (info.python.executable, info.python.version) == (str(python), platform.python_version())
+        assert info.torch is None
         await asyncio.wait_for(client.shutdown_async(None), 30)
         client.exit(None)
     finally:

@@ -35,6 +35,7 @@ from atenlens.lsp.lint_config import WorkspaceLintConfig
 from atenlens.lsp.problems import document_problems
 from atenlens.lsp.protocol import WORK_DONE_TOKEN, AtenlensProtocol
 from atenlens.lsp.settings import Settings, merge_problem_message, settings_from_json, trace_switch
+from atenlens.lsp.status import FILE_STATUS, file_status, interpreter_facts, wants_file_status
 from atenlens.lsp.text import UTF16, LineShift
 from atenlens.lsp.trace_view import build_traced_function
 from atenlens.lsp.tracing import TraceJob, TraceQueue
@@ -225,6 +226,13 @@ class AtenlensServer(LanguageServer):
             diagnostics.append(diagnostic)
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
             uri=uri, version=state.lint.version, diagnostics=diagnostics))
+        self.send_file_status(uri, state, diagnostics)
+
+    def send_file_status(self, uri: str, state: DocumentState, diagnostics: list[types.Diagnostic]) -> None:
+        """The file's line for the status bar (lsp/status.py), to a client that asked for it."""
+        if wants_file_status(self.client_capabilities):
+            version = state.lint.version if state.lint is not None else None
+            self.protocol.notify(FILE_STATUS, file_status(uri, version, state.traces, diagnostics))
 
     def refresh_views(self) -> None:
         if self.capability("workspace.inlay_hint.refresh_support"):
@@ -582,7 +590,7 @@ def create_server() -> AtenlensServer:
         return {"name": NAME, "version": VERSION, "pid": os.getpid(),
                 "torchImported": "torch" in sys.modules, "workerStarts": ls.traces.worker_starts,
                 "openDocuments": len(ls.documents),
-                "positionEncoding": ls.encoding}
+                "positionEncoding": ls.encoding, **interpreter_facts()}
 
     register_debug_requests(server)
     return server
