@@ -12,10 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest_lsp
+from lsp_helpers import (
+    SERVER,
+    change,
+    editor_capabilities,
+    execute,
+    install_recorder,
+    server_info,
+    trusted,
+)
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
-
-from lsp_helpers import SERVER, change, editor_capabilities, execute, install_recorder, server_info, trusted
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "train_step.py"
