@@ -17,6 +17,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ranks"
 FSDP = FIXTURES / "fsdp_step.py"
 TP = FIXTURES / "tp_step.py"
 DDP = FIXTURES / "ddp_step.py"
+FSDP_ADAMW = FIXTURES / "fsdp_adamw_step.py"
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "fsdp_tp_step.py"
 NVLINK = 450e9                 # H100 SXM, one way (atenlens/gpus.py)
 NETWORK = 50e9                 # 400 Gb/s per GPU
@@ -77,6 +78,50 @@ def test_fsdp2_on_eight_ranks_gathers_each_block_and_reduce_scatters_its_gradien
     # the shards: each rank holds 1/8 of every parameter (DTensor locals of the sharded module)
     gathered = [e for e in events if e.name == "all_gather_into_tensor"]
     assert {e.inputs[1].shape for e in gathered} == {(block // 4 // 8,)}
+
+
+def test_fsdp2_memory_per_rank_equals_fsdpmemtracker_on_the_same_run(worker):
+    """8 ranks, two fully_shard'ed blocks + root, AdamW: the peak per rank and what holds it, against
+    torch's FSDPMemTracker run around the same step inside the trace (both see the very same ops)."""
+    import json
+
+    tracked = worker.trace(TraceRequest(file=str(FSDP_ADAMW), qualname="train_step", device="cuda",
+                                        call="tracked(*setup())", timeout_seconds=120))
+    assert tracked.status == "ok", tracked.message
+    line = next(l for l in tracked.stdout.splitlines() if l.startswith("FSDPMEMTRACKER "))
+    theirs = json.loads(line[len("FSDPMEMTRACKER "):])
+    report = worker.trace(TraceRequest(file=str(FSDP_ADAMW), qualname="train_step", device="cuda",
+                                       timeout_seconds=120))
+    assert report.status == "ok", report.message
+    memory = report.summary.memory
+    assert tracked.summary.memory.peak_bytes == memory.peak_bytes      # FSDPMemTracker changes nothing
+
+    # by hand: each rank's shard of a block is 1/8 of every parameter, each its own 512-byte block
+    # ([128, 256] + [128] + [32, 1024] + [32] fp32); a gathered block is the whole of it
+    shards = 2 * (128 * 256 * 4 + 512 + 32 * 1024 * 4 + 512)                       # both blocks: 526,336 B
+    block = 1024 * 256 * 4 + 1024 * 4 + 256 * 1024 * 4 + 256 * 4                  # 2,102,272 B
+    assert memory.peak_bytes == theirs["Total"] == 7_555_072
+    assert (memory.peak_line, memory.peak_phase) == (line_of(FSDP_ADAMW, "loss = model(x)"), "backward")
+    at = memory.at_peak
+    # at the peak, in backward: block 0 is being gathered again (its all-gather output and its
+    # unsharded parameters) while block 1's full gradients wait for their reduce-scatter
+    assert (at.parameters, at.unsharded_parameters, at.communication, at.unsharded_gradients) == (
+        shards, block, block, block)
+    assert (at.gradients, at.optimizer_state, at.inputs) == (0, 0, 64 * 256 * 4)
+    assert (theirs["Sharded Param"], theirs["Unsharded Param"], theirs["All Gather"], theirs["Inputs"]) == (
+        at.parameters, at.unsharded_parameters, at.communication, at.inputs)
+    # FSDPMemTracker calls every backward tensor a Temp (the unsharded gradients too) and every forward
+    # one an Activation; atenlens an activation only when autograd saved it
+    assert theirs["Activation"] + theirs["Temp"] == at.activations + at.temporaries + at.unsharded_gradients
+    assert theirs["Unsharded Grad"] == theirs["Sharded Grad"] == theirs["OptState"] == 0
+    # the optimizer touches only the shards: AdamW's exp_avg and exp_avg_sq are two more of them
+    optimizer = [e for e in report.events if e.kind == "op" and e.phase == "optimizer"
+                 and e.name == "aten._foreach_sqrt.default"]
+    assert [tuple(o.shape for o in e.outputs) for e in optimizer] == [
+        ((128, 256), (128,), (32, 1024), (32,), (128, 256), (128,), (32, 1024), (32,))]
+    # after the step: the shards, AdamW's two state shards and the batch; nothing gathered is left (FSDP2
+    # frees a gathered block by resizing its storage to 0) and zero_grad() dropped the gradient shards
+    assert memory.end_bytes == 3 * shards + 64 * 256 * 4
 
 
 def test_tensor_parallel_all_reduce_at_the_row_parallel_line_and_no_socket(worker):

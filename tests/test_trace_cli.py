@@ -41,7 +41,7 @@ def test_json_report_round_trips_with_the_documented_keys() -> None:
     memory, time = data["summary"]["memory"], data["summary"]["time"]
     assert {"peak_bytes", "peak_file", "peak_line", "peak_phase", "at_peak", "device_bytes"} <= set(memory)
     assert set(memory["at_peak"]) == {"parameters", "gradients", "optimizer_state", "activations", "temporaries",
-                                      "inputs"}
+                                      "inputs", "unsharded_parameters", "unsharded_gradients", "communication"}
     assert all(type(v) is int for v in memory["at_peak"].values())
     assert memory["device_bytes"] == 80 * 2**30 and memory["peak_file"] == str(REPO / "examples" / "train_step.py")
     assert {"gpu", "step_seconds", "mfu_bound"} <= set(time) and time["gpu"] == "h100-sxm"

@@ -68,7 +68,8 @@ class CostView:
                        + (style("  DOES NOT FIT", "error") if over else ""))
             at = memory.at_peak
             parts = [f"{name.replace('_', ' ')} {format_bytes(getattr(at, name))}"
-                     for name in ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "inputs")
+                     for name in ("parameters", "unsharded_parameters", "gradients", "unsharded_gradients",
+                                  "optimizer_state", "activations", "temporaries", "communication", "inputs")
                      if getattr(at, name)]
             out.append(" " * 10 + "at peak: " + (", ".join(parts) or "nothing"))
             holders = [holder_label(h, None if h.line is None else f"{show(h.file)}:{h.line}")

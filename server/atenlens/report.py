@@ -130,6 +130,9 @@ class PeakCategories:
     activations: int = 0
     temporaries: int = 0
     inputs: int = 0
+    unsharded_parameters: int = 0    # FSDP2: parameters gathered from all ranks' shards, while gathered
+    unsharded_gradients: int = 0     # FSDP2: their full gradients, until reduce-scattered
+    communication: int = 0           # FSDP2: all-gather outputs and reduce-scatter inputs
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,10 @@ modelled: that is `memory_reserved()`, which is at least this and usually 5-30% 
 
 What a storage is, decided once the step is over (each from a public torch hook):
 - parameters: storages of `nn.Parameter`s (seen created, found in an optimizer's param_groups) and buffers
-  are not told apart from other inputs;
+  are not told apart from other inputs; a DTensor parameter's (FSDP2's sharded ones) is its local shard;
+- unsharded_parameters, unsharded_gradients, communication: FSDP2's gathered parameters (while
+  gathered), their full gradients before the reduce-scatter, and its all-gather outputs and
+  reduce-scatter inputs (told by torch_compat.fsdp2_storage_roles);
 - gradients: a parameter's `.grad` (looked at after each `backward()` and before/after each optimizer step);
 - optimizer_state: a tensor in an optimizer's `state` after its `step()` (torch.optim's global step hooks);
 - activations: forward storages that autograd freed during backward: a node releases what it saved once
@@ -38,7 +41,9 @@ from atenlens.trace import torch_compat as tc
 
 BLOCK = 512                             # CUDA caching allocator: kMinBlockSize
 MAX_TIMELINE_POINTS = 2048
-CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "inputs")
+CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "inputs",
+              "unsharded_parameters", "unsharded_gradients", "communication")
+ROLES = frozenset({"unsharded_parameters", "unsharded_gradients", "communication"})
 
 _Tensor = torch.Tensor
 _tensor_device = tc.tensor_device
@@ -54,7 +59,7 @@ def rounded(nbytes: int) -> int:
 
 class _Storage:
     __slots__ = ("nbytes", "alloc_tick", "free_tick", "op_index", "phase", "file", "line", "in_trace",
-                 "parameter", "gradient", "optimizer_state", "saved_by", "ref")
+                 "parameter", "gradient", "optimizer_state", "saved_by", "ref", "role", "previous")
 
     def __init__(self, nbytes: int, tick: int, op_index: int, phase: str, file: Optional[str],
                  line: Optional[int], in_trace: bool) -> None:
@@ -71,8 +76,12 @@ class _Storage:
         self.optimizer_state = False
         self.saved_by: Optional[int] = None   # autograd sequence number of the node that saved it
         self.ref: Any = None
+        self.role: Optional[str] = None       # one of ROLES, for all of the storage's sizes
+        self.previous: Optional[_Storage] = None   # the same storage before a resize
 
     def category(self) -> str:
+        if self.role is not None:
+            return self.role
         if self.parameter:
             return "parameters"
         if self.gradient:
@@ -103,6 +112,9 @@ class NoMemoryModel:
         pass
 
     def parameter_created(self, t: Any) -> None:
+        pass
+
+    def mark(self, t: Any, category: str) -> None:
         pass
 
     def scan_parameters(self) -> None:
@@ -139,6 +151,7 @@ class MemoryModel:
         # `module.to()` (swap_tensors rejects tensors with weak references)
         self._parameters: dict[int, Any] = {}
         self.node_names: dict[int, str] = {}         # autograd sequence nr -> node name (filled by the recorder)
+        self._last_phase = "forward"                  # of the latest op (a resize between ops counts in it)
 
     # -- allocations and frees ------------------------------------------------------------------
     def _record(self, t: _Tensor, phase: str, file: Optional[str], line: Optional[int]) -> int:
@@ -155,22 +168,27 @@ class MemoryModel:
         record = _Storage(nbytes, self.tick, self.op_index if self.recording else -1, phase, file, line,
                           self.recording)
         self.tick += 1
-        record.ref = weakref.ref(storage, self._freer(key, record))
+        record.ref = weakref.ref(storage, self._freer(key))
         self.live[key] = record
         self.storages.append(record)
         self.live_bytes += nbytes
+        self._count_peak(record)
+        return nbytes
+
+    def _count_peak(self, record: _Storage) -> None:
         if self.live_bytes > self.max_live_bytes:
             self.max_live_bytes = self.live_bytes
         if self.recording and self.live_bytes > self.peak_bytes:
             self.peak_bytes = self.live_bytes
             self.peak_tick = record.alloc_tick
-            self.peak_where = (file, line, phase)
-        return nbytes
+            self.peak_where = (record.file, record.line, record.phase)
 
-    def _freer(self, key: int, record: _Storage) -> Callable[[Any], None]:
-        def freed(_ref: Any) -> None:
-            if self.live.get(key) is record:
-                del self.live[key]
+    def _freer(self, key: int) -> Callable[[Any], None]:
+        def freed(ref: Any) -> None:
+            record = self.live.get(key)
+            if record is None or record.ref is not ref:     # resized to 0 (not live), or already gone
+                return
+            del self.live[key]
             if record.phase == "forward" and record.in_trace:
                 # a forward storage freed while an autograd node runs: the node released it after
                 # using it, i.e. it was saved for backward by that node
@@ -183,8 +201,32 @@ class MemoryModel:
             self.live_bytes -= record.nbytes
         return freed
 
+    def resized(self, storage: Any) -> None:
+        """`storage.resize_()` ran: its old block is freed and a block of the new size allocated (FSDP2
+        frees a gathered parameter by resizing its storage to 0, and re-allocates it so before the next
+        all-gather). The new size counts from the latest op's line and phase."""
+        key = storage._cdata
+        old = self.live.get(key)
+        nbytes = rounded(storage.nbytes())
+        if old is None or nbytes == old.nbytes:
+            return
+        old.free_tick = self.tick
+        self.tick += 1
+        self.live_bytes -= old.nbytes
+        file, line = self.op_lines[-1] if self.recording and self.op_lines and self.op_lines[-1] else (None, None)
+        new = _Storage(nbytes, self.tick, self.op_index if self.recording else -1, self._last_phase, file, line,
+                       old.in_trace)
+        self.tick += 1
+        new.ref, new.previous, new.role = old.ref, old, old.role
+        new.parameter, new.gradient, new.optimizer_state = old.parameter, old.gradient, old.optimizer_state
+        self.live[key] = new
+        self.storages.append(new)
+        self.live_bytes += nbytes
+        self._count_peak(new)
+
     def outputs(self, out: Any, phase: str, file: Optional[str] = None, line: Optional[int] = None) -> int:
         """Record the storages an op's outputs live in; returns the bytes this op allocated."""
+        self._last_phase = phase
         if isinstance(out, _Tensor):
             allocated = self._record(out, phase, file, line)
         elif isinstance(out, (tuple, list)):
@@ -212,9 +254,16 @@ class MemoryModel:
         if not isinstance(t, _Tensor):
             return None
         try:
-            return self.live.get(t.untyped_storage()._cdata)
+            return self.live.get(tc.local_tensor(t).untyped_storage()._cdata)
         except Exception:
             return None
+
+    def mark(self, t: Any, category: str) -> None:
+        """`t`'s storage is one of ROLES, at every size it has had."""
+        record = self._find(t)
+        while record is not None:
+            record.role = category
+            record = record.previous
 
     def parameter_created(self, t: Any) -> None:
         if isinstance(t, _Tensor):
@@ -287,9 +336,19 @@ class MemoryModel:
         self.peak_tick = self.tick
         handles = (register_optimizer_step_pre_hook(self._optimizer_step),
                    register_optimizer_step_post_hook(self._optimizer_step))
+        # A storage's resize is no op the dispatcher sees (torch's MemTracker patches it the same way).
+        resize = torch.UntypedStorage.resize_
+
+        def resize_(storage: Any, size: int) -> Any:
+            out = resize(storage, size)
+            self.resized(storage)
+            return out
+
+        torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign]
         try:
             yield
         finally:
+            torch.UntypedStorage.resize_ = resize  # type: ignore[method-assign]
             for handle in handles:
                 handle.remove()
             self.recording = False

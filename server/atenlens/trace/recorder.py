@@ -27,9 +27,10 @@ the traced function's work and are not counted.
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 import types
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
@@ -105,6 +106,7 @@ class Recorder:
         self.estimate_seconds: dict[str, float] = {}   # phase -> summed roofline estimates (kept events or not)
         self.collectives: Any = None                   # trace/collectives.py Collectives: c10d ops become events
         self.recording = False
+        self._hidden = 0                               # inside torch's own bookkeeping ops (hidden())
         self.boundary: Any = None
         self._in_backward = 0
         self._record_functions: list[bool] = []     # open profiler regions: is each an Optimizer.* one?
@@ -128,6 +130,16 @@ class Recorder:
     def set_device(self, device_type: str) -> None:
         """The device the trace simulates ("cuda", or "cpu"): its storages are the memory model's."""
         self.device_type = self.memory.device_type = device_type
+
+    @contextlib.contextmanager
+    def hidden(self) -> Iterator[None]:
+        """Ops that run here are torch's bookkeeping, not the program's (DTensor's sharding propagation,
+        torch_compat.sharding_propagation_through): no events, no memory."""
+        self._hidden += 1
+        try:
+            yield
+        finally:
+            self._hidden -= 1
 
     def modes(self) -> list[Any]:
         """The torch modes to enter, in this order, after the fake mode."""
@@ -368,7 +380,7 @@ class _OpRecorder(tc.TorchDispatchMode):
         kwargs = kwargs or {}
         rec = self.recorder
         namespace = func.namespace
-        if namespace == "prim":                  # prim.device & co: metadata queries of FakeTensor's device policy
+        if namespace == "prim" or rec._hidden:    # prim.device & co: metadata queries of FakeTensor's device policy
             return func(*args, **kwargs)
         for t in types:
             if t is not _FakeTensor and t is not _Tensor and t is not _Parameter:

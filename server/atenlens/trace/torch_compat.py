@@ -217,6 +217,84 @@ def outside_trace_modes() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def sharding_propagation_through(hidden: Callable[[], Any]) -> Iterator[None]:
+    """Run DTensor's sharding propagation inside `hidden()` (a context manager). To learn an op's output
+    shape, DTensor runs the op once more on global-shape fake tensors (`ShardingPropagator.
+    _propagate_tensor_meta_non_cached`, private): ops no GPU runs, which allocate nothing on any rank.
+    Unhidden they would stand in the trace at the user's line with the global shapes, and be counted as
+    memory. (FSDPMemTracker means to skip them by comparing fake modes, which fails under a fake mode:
+    the propagation re-enters the active one.)"""
+    try:
+        from torch.distributed.tensor._sharding_prop import ShardingPropagator
+    except ImportError:                      # a torch built without distributed
+        yield
+        return
+    original = ShardingPropagator._propagate_tensor_meta_non_cached
+
+    def propagate(self: Any, op_schema: Any) -> Any:
+        with hidden():
+            return original(self, op_schema)
+
+    ShardingPropagator._propagate_tensor_meta_non_cached = propagate  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ShardingPropagator._propagate_tensor_meta_non_cached = original  # type: ignore[method-assign]
+
+
+def local_tensor(t: Any) -> Any:
+    """The tensor a rank holds for `t`: a DTensor's local shard (FSDP2's sharded parameters and their
+    gradients are DTensors; private `_local_tensor`, what `to_local()` returns), else `t` itself."""
+    return getattr(t, "_local_tensor", t)
+
+
+@contextlib.contextmanager
+def fsdp2_storage_roles(role: Callable[[Any, str], None]) -> Iterator[None]:
+    """Tell `role(tensor, category)` which storages FSDP2 uses for what, from its parameter groups'
+    private state while a trace runs:
+    - before `FSDPParamGroup.wait_for_unshard`: the all-gather's flat output ("communication");
+    - after it: each parameter's `all_gather_outputs`, the storages of its unsharded parameter
+      ("unsharded_parameters"; FSDP2 frees and re-allocates them by resizing the storage);
+    - before `post_backward`: each unsharded parameter's `.grad` ("unsharded_gradients"), which it
+      then copies into the reduce-scatter's input ("communication", after it)."""
+    try:
+        from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
+    except ImportError:                      # a torch built without distributed
+        yield
+        return
+    wait_for_unshard, post_backward = FSDPParamGroup.wait_for_unshard, FSDPParamGroup.post_backward
+
+    def tell(tensors: Any, category: str) -> None:
+        for t in tensors:
+            if isinstance(t, torch.Tensor):
+                role(t, category)
+
+    def waited(self: Any) -> Any:
+        result = getattr(self, "_all_gather_result", None)
+        if result is not None:
+            tell([getattr(result, "all_gather_output", None)], "communication")
+        out = wait_for_unshard(self)
+        for fsdp_param in self.fsdp_params:
+            tell(getattr(fsdp_param, "all_gather_outputs", ()), "unsharded_parameters")
+        return out
+
+    def reduced(self: Any, *args: Any) -> Any:
+        for fsdp_param in self.fsdp_params:
+            unsharded = getattr(fsdp_param, "_unsharded_param", None)
+            tell([getattr(unsharded, "grad", None)], "unsharded_gradients")
+        out = post_backward(self, *args)
+        states = getattr(getattr(self, "comm_ctx", None), "reduce_scatter_states", None) or ()
+        tell([getattr(state, "reduce_scatter_input", None) for state in states], "communication")
+        return out
+
+    FSDPParamGroup.wait_for_unshard, FSDPParamGroup.post_backward = waited, reduced  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        FSDPParamGroup.wait_for_unshard, FSDPParamGroup.post_backward = wait_for_unshard, post_backward  # type: ignore[method-assign]
+
+
 def process_group_named(name: str) -> Any:
     """The ProcessGroup a functional collective names by its `group_name` argument (private resolver)."""
     from torch.distributed.distributed_c10d import _resolve_process_group
