@@ -82,3 +82,14 @@ def test_code_dynamo_captures_whole_gets_a_summary_only(worker):
     full = _trace(worker, CLEAN, "case_fullgraph_function")
     assert [(d.code, d.line) for d in full.diagnostics] == [("AL601", _line(CLEAN, "@torch.compile(fullgraph=True)"))]
     assert full.diagnostics[0].message.startswith("torch.compile: 1 graph, 0 graph breaks")
+
+
+def test_an_analysis_past_the_time_budget_keeps_the_trace_and_says_so(worker):
+    slow = Path(__file__).resolve().parent / "fixtures" / "compile" / "slow_compiled.py"
+    report = worker.trace(cuda_request(slow, "run", timeout=15.0))
+    assert report.status == "ok", report.message
+    assert [e.name for e in report.events if e.kind == "op"] == ["aten.sin.default"]
+    assert [(d.code, d.line, d.message) for d in report.diagnostics] == [(
+        "AL601", _line(slow, "def slow(x):") - 1,
+        "torch.compile: the graph-break analysis ran past the trace's time budget; the trace is complete, the "
+        "breaks of the callables not yet analysed are unknown")]

@@ -115,6 +115,12 @@ class CompileWatch:
             if note.called:
                 self._analyse_one(note, fake_mode)
 
+    def ran_out_of_time(self) -> None:
+        self.sink.add("compile", Code.COMPILE_SUMMARY,
+                      "torch.compile: the graph-break analysis ran past the trace's time budget; the trace is "
+                      "complete, the breaks of the callables not yet analysed are unknown",
+                      severity="information", stack=self.compiled[0].where if self.compiled else ())
+
     def _analyse_one(self, note: _Compiled, fake_mode: Any) -> None:
         answers = tc.scalar_reads_answered(1)
         with tc.outside_trace_modes(), fake_mode, answers, _dynamo_quiet():

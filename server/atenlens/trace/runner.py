@@ -134,7 +134,10 @@ def run_trace(request: TraceRequest) -> TraceReport:
                         finish = getattr(device_hooks, "finish", None)   # AL502 needs the whole trace
                         if finish is not None:
                             finish()
-                    compiles.analyse(fake_mode)     # after the call: Dynamo's view never enters the recording
+                    try:                            # after the call: Dynamo's view never enters the recording
+                        compiles.analyse(fake_mode)
+                    except TraceTimeout:            # the recorded trace is complete: keep it
+                        compiles.ran_out_of_time()
         except _Stop as stop:
             status, message = stop.status, stop.message
             extra = (stop.diagnostic,) if stop.diagnostic is not None else ()
