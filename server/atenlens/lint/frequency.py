@@ -35,6 +35,8 @@ FEW_ITERATIONS = 10
 _THROTTLE_NAME = re.compile(r"should_|is_last|last_step|log_now|do_log|is_log|_due$|^is_.*_step$", re.I)
 _PER_PROCESS = re.compile(r"rank|process_index|is_main|local_process|world", re.I)
 _EPOCH = re.compile(r"epoch", re.I)
+_BOUND_NAME = re.compile(r"^(?:num|max|total|n)_.*(?:step|iter|batch|epoch)|_per_epoch$|^(?:max|total)_?(?:steps|iters)$",
+                         re.I)
 _RARE_FUNCTION = re.compile(r"save|checkpoint|^_?load|_load_|export|convert|merge|state_dict|consolidate", re.I)
 
 
@@ -65,6 +67,11 @@ def frequency(node: Node) -> Frequency:
         return Frequency(loop, False, f"{count} times (the loop runs {count} times)")
     if _RARE_FUNCTION.search(function):
         return Frequency(loop, False, f"per item in `{function}` (once per call, not per training step)")
+    outer = _throttle_between(loop, repeating_loop(loop)) if repeating_loop(loop) is not None else None
+    if outer is not None:
+        # `if step % 100 == 0: for name, v in losses.items(): v.item()`: the inner loop runs on
+        # the logging iterations only
+        return Frequency(loop, False, f"only on iterations where `{_short(outer)}`")
     return Frequency(loop, True, "on every iteration")
 
 
@@ -136,7 +143,8 @@ def is_throttle(condition: Node) -> bool:
             names = [s for s in sides if s.type in ("identifier", "attribute")]
             if any(_PER_PROCESS.search(text(n)) for n in names):
                 return False
-            return bool(names) and any(_is_counter_bound(s) for s in sides if s not in names)
+            bounds = [s for s in sides if s not in names or len(names) > 1]
+            return bool(names) and any(is_counter_bound(s) for s in bounds)
         return False
     if kind in ("identifier", "attribute", "call"):
         name = dotted_name(callee(condition) if kind == "call" else condition) or ""
@@ -150,12 +158,16 @@ def _is_modulo(node: Node) -> bool:
     return node.type == "binary_operator" and text(node.child_by_field_name("operator")) == "%"
 
 
-def _is_counter_bound(node: Node) -> bool:
+def is_counter_bound(node: Node) -> bool:
     """A number, or the end of a range (`len(loader) - 1`, `max_steps - 1`, `n_steps`)."""
     if node.type == "integer":
         return True
     if node.type == "binary_operator" and text(node.child_by_field_name("operator")) == "-":
         return True
+    if node.type in ("identifier", "attribute"):
+        # `batch_count == num_batches_per_epoch`, `step == self.max_steps`: the last iteration
+        name = text(node).split(".")[-1]
+        return bool(_BOUND_NAME.search(name))
     return node.type == "call" and dotted_name(callee(node)) == "len"
 
 

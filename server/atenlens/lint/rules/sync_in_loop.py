@@ -22,13 +22,18 @@ What it does:
     host in such a file.
     Tensors made on the CPU (`torch.linspace(0, 1, 5)`, `.cpu()` results, a `DataLoader`'s
     batches), numpy arrays, Python values and tensor metadata (`x.dtype`, `x.shape`) are never
-    reported; neither is a tensor of unknown origin (a parameter nothing else says more about).
+    reported; neither is a tensor of unknown origin (a parameter nothing else says more about),
+    the keys of `d.items()` (names), nor code in the branch taken without a GPU (the `else` of
+    `if x.device.type == "cuda":`, `if x.is_cuda:`, `if torch.cuda.is_available():`).
     Deliberate or cheap reads are information, with a message that says how often: under
-    `if step % N == 0:` or `if i == 0:`, in an epoch loop, in a loop over a few literal values
-    (`range(3)`, any literal range in a `test_*` function), per tensor in a function that saves,
-    loads or converts a checkpoint; a loop that runs once is not a loop, and an `assert`'s
-    message or a `raise` runs only when a check fails. `.cpu(non_blocking=True)` does not wait
-    (see AL201).
+    `if step % N == 0:` or `if i == 0:` (also combined: `if is_master and (step % N == 0 or
+    count == num_batches_per_epoch):`, and in a loop over the loss terms inside such a test), in
+    an epoch loop, in a loop over a few literal values (`range(3)`, any literal range in a
+    `test_*` function), per tensor in a function that saves, loads or converts a checkpoint, and
+    as the test that ends a `while` loop (`err = ....item()` then `if err < tol: break`: a
+    convergence check; a tensor counter compared with a bound, `while pos < n - 1:`, stays a
+    warning); a loop that runs once is not a loop, and an `assert`'s message or a `raise` runs
+    only when a check fails. `.cpu(non_blocking=True)` does not wait (see AL201).
 
 Why it matters:
     CUDA kernels run asynchronously: the host queues work and moves on. Reading a value on the
@@ -57,9 +62,10 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
-from atenlens.lint.frequency import Frequency, frequency
+from atenlens.lint.frequency import Frequency, is_counter_bound, frequency
 from atenlens.lint.provenance import Device, device_of, is_dtype, likely_device, maybe_device, strip_parens
 from atenlens.lint.registry import Rule
+from atenlens.lint.source import ancestors
 from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, text
 from atenlens.report import Code
 
@@ -91,13 +97,77 @@ def check(ctx: LintContext) -> Iterator[Finding]:
 def _report(ctx: LintContext, what: str, node: Node, end: Optional[Node] = None,
             how: Optional[Frequency] = None) -> Optional[Finding]:
     how = how or frequency(node)
-    if how.loop is None:
+    if how.loop is None or _on_host_branch(node):
         return None
+    if how.every_iteration and _stopping_test(node, how.loop):
+        how = Frequency(how.loop, False, "on every iteration, as the `while` loop's stopping test "
+                                         "(a convergence check needs the value on the host)")
     return ctx.finding(
         Code.SYNC,
         f"{what} inside a loop: the host waits for the GPU {how.how_often}",
         node, end=end, severity="warning" if how.every_iteration else "information",
     )
+
+
+_CUDA_TEST = re.compile(r"\bis_cuda\b|device\.type\b.*(?:cuda|npu|xpu)|cuda\.is_available\(\)")
+
+
+def _on_host_branch(node: Node) -> bool:
+    """Is `node` in the branch taken when there is no GPU: the `else` of
+    `if x.device.type in ["cuda", "npu"]:` / `if x.is_cuda:` / `if torch.cuda.is_available():`?"""
+    child = node
+    for parent in ancestors(node):
+        if parent.type == "else_clause" and parent.parent is not None and parent.parent.type == "if_statement":
+            condition = parent.parent.child_by_field_name("condition")
+            if condition is not None and _CUDA_TEST.search(text(condition)) and \
+                    not text(condition).lstrip().startswith("not "):
+                return True
+        if parent.type in ("function_definition", "lambda", "class_definition"):
+            return False
+        child = parent
+    return False
+
+
+def _stopping_test(node: Node, loop: Node) -> bool:
+    """Is `node` the test that ends a `while` loop: in its condition, in the condition of an
+    `if ...: break` in it, or assigned to a name such a test reads (`err = ....item()` then
+    `if err < tol: break`)? Iterating until a value converges needs that value on the host."""
+    if loop.type != "while_statement":
+        return False
+    condition = loop.child_by_field_name("condition")
+    tests = [condition] if condition is not None else []
+    body = loop.child_by_field_name("body")
+    stack = list(body.named_children) if body is not None else []
+    while stack:
+        current = stack.pop()
+        if current.type in ("for_statement", "while_statement", "function_definition", "class_definition"):
+            continue
+        if current.type in ("if_statement", "elif_clause"):
+            consequence = current.child_by_field_name("consequence")
+            if consequence is not None and any(c.type == "break_statement" for c in consequence.named_children):
+                tests.append(current.child_by_field_name("condition"))
+        stack.extend(current.named_children)
+    # `while pos < max_tokens - 1:` / `while t.sum().item() > 0:` count towards a bound: a counter
+    # kept as a tensor, not a convergence test
+    tests = [t for t in tests if t is not None and not _counts_to_bound(t)]
+    if any(t.start_byte <= node.start_byte and node.end_byte <= t.end_byte for t in tests):
+        return True
+    for parent in ancestors(node):
+        if parent == loop:
+            return False
+        if parent.type == "assignment":
+            left = parent.child_by_field_name("left")
+            if left is not None and left.type == "identifier":
+                name = re.compile(rf"\b{re.escape(text(left))}\b")
+                return any(name.search(text(t)) for t in tests)
+    return False
+
+
+def _counts_to_bound(test: Node) -> bool:
+    test = strip_parens(test)
+    if test.type != "comparison_operator":
+        return False
+    return any(is_counter_bound(strip_parens(side)) for side in test.named_children)
 
 
 def _method_reads(ctx: LintContext) -> Iterator[Finding]:
