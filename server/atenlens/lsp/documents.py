@@ -2,7 +2,6 @@
 the functions of its last good parse, its lint results, its traces. Protocol-free."""
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional
@@ -10,7 +9,7 @@ from typing import Optional
 from atenlens.functions import FunctionInfo, find_functions
 from atenlens.lint.findings import Finding
 from atenlens.lsp.large import LARGE_DOCUMENT_CHARS
-from atenlens.lsp.text import LineShift, map_line, split_lines
+from atenlens.lsp.text import LineShift, split_lines
 from atenlens.lsp.trace_view import DocumentTraces
 
 
@@ -42,16 +41,12 @@ class DocumentState:
     uri: str
     traces: DocumentTraces = field(default_factory=DocumentTraces)
     lint: Optional[LintResult] = None
-    lint_task: Optional["asyncio.Task[None]"] = None        # the latest lint asked for
-    lint_running: Optional["asyncio.Task[None]"] = None     # the one whose thread is running
-    last_change: float = float("-inf")                      # loop time of the latest didChange
     _functions: list[FunctionInfo] = field(default_factory=list)
     _functions_source: Optional[str] = None
     large: bool = False                                     # it has been over LARGE_DOCUMENT_CHARS
     lens_cap_logged: bool = False
     _lines: list[str] = field(default_factory=list)
     _lines_source: Optional[str] = None
-    syntax_ok: bool = True
     finding_diagnostics: dict = field(default_factory=dict)  # Finding -> the LSP diagnostic published for it
 
     def functions(self, source: str) -> list[FunctionInfo]:
@@ -64,9 +59,8 @@ class DocumentState:
         if source != self._functions_source:
             try:
                 self._functions = find_functions(source)
-                self.syntax_ok = True
             except (SyntaxError, ValueError, RecursionError, MemoryError):
-                self.syntax_ok = False
+                pass                 # mid-edit: the last good parse's functions stay
             self._functions_source = source
         return self._functions
 
@@ -76,7 +70,6 @@ class DocumentState:
         before = self._functions
         if functions is not None:
             self._functions = functions
-        self.syntax_ok = functions is not None
         self._functions_source = source
         return self._functions != before
 
@@ -95,5 +88,3 @@ class DocumentState:
         if self._functions_source is not None:
             self._functions_source = None
 
-
-__all__ = ["DocumentState", "LintResult", "map_line", "shift_function"]

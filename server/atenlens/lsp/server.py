@@ -1,6 +1,8 @@
-"""`atenlens serve`: the language server. Handlers are named after the LSP method they answer
-and are glue: the analysis lives in lint/, functions.py, trace_view.py, labels.py, hover.py,
-the conversion in convert.py, the tracing in tracing.py (through the worker process).
+"""`atenlens serve`: the language server. `AtenlensServer` holds what the handlers share: the
+settings, the open documents, the lint of each (scheduled by lint_schedule.py) and the traces
+(queued by tracing.py, run by the worker process). The handlers, in handlers.py, are glue: the
+analysis lives in lint/, functions.py, trace_view.py, labels.py, hover.py, the conversion in
+convert.py.
 
 This process never imports torch and never runs user code: linting is static, tracing happens
 in the trace worker's child process, which is started on the first trace and never when
@@ -22,35 +24,28 @@ from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 
 from atenlens import __version__
-from atenlens.functions import FunctionInfo, directive_template, function_at
+from atenlens.functions import FunctionInfo, function_at
 from atenlens.lint import RULES, lint_source
-from atenlens.lint.fixes import fix_source, offered_fixes
 from atenlens.lsp import convert
 from atenlens.lsp.debug import register_debug_requests
 from atenlens.lsp.documents import DocumentState, LintResult
-from atenlens.lsp.hover import hover_markdown
-from atenlens.lsp.lenses import CMD_INSERT_DIRECTIVE, CMD_TRACE, trace_lens, wants_lens
-from atenlens.lsp.large import LARGE_DOCUMENT_CHARS, analyze_elsewhere, release_memory
+from atenlens.lsp.large import LARGE_DOCUMENT_CHARS, analyze_elsewhere
 from atenlens.lsp.lint_config import WorkspaceLintConfig
+from atenlens.lsp.lint_schedule import LintSchedule
 from atenlens.lsp.problems import document_problems
 from atenlens.lsp.protocol import WORK_DONE_TOKEN, AtenlensProtocol
 from atenlens.lsp.settings import Settings, merge_problem_message, settings_from_json, trace_switch
-from atenlens.lsp.status import FILE_STATUS, file_status, interpreter_facts, wants_file_status
+from atenlens.lsp.status import FILE_STATUS, file_status, wants_file_status
 from atenlens.lsp.text import UTF16, LineShift
 from atenlens.lsp.trace_view import build_traced_function
-from atenlens.lsp.tracing import TraceJob, TraceQueue
-from atenlens.report import Code, TraceRequest
+from atenlens.lsp.tracing import TraceJob, TraceQueue, TraceSpan
+from atenlens.report import TraceRequest
 
 logger = logging.getLogger(__name__)
 
 NAME = "atenlens"
 VERSION = __version__
-LINT_DEBOUNCE_SECONDS = 0.03      # coalesces a burst of changes; lints only the latest version
-MAX_LENSED_FUNCTIONS = 20_000    # code lenses of one document: each costs its share of one response
 PROGRESS_CREATE_SECONDS = 2.0     # how long a trace waits for the client to accept its progress token
-
-CMD_RESTART_WORKER = "atenlens.restartWorker"
-REQUEST_SERVER_INFO = "atenlens/serverInfo"
 
 
 class AtenlensServer(LanguageServer):
@@ -63,9 +58,10 @@ class AtenlensServer(LanguageServer):
         self.pending_trace_log = ""
         self.documents: dict[str, DocumentState] = {}
         self.lint_config = WorkspaceLintConfig(tuple(rule.code for rule in RULES))
+        self.lints = LintSchedule(self.lint_now)
         self.traces = TraceQueue(self._make_worker)
         self._progress_ids = itertools.count(1)
-        self._building: list[dict[str, Any]] = []   # metas of finished traces whose views are being built
+        self._building: list[TraceSpan] = []   # spans of finished traces whose views are being built
 
     # --- helpers used by the handlers -------------------------------------------------------
 
@@ -131,7 +127,7 @@ class AtenlensServer(LanguageServer):
     def reconfigure(self, data: Any, source: str) -> None:
         self.apply_settings(data, source)
         for uri in list(self.documents):
-            self.schedule_lint(uri, 0)
+            self.lints.schedule(uri)
         self.refresh_views()
 
     async def pull_configuration(self) -> None:
@@ -149,30 +145,8 @@ class AtenlensServer(LanguageServer):
 
     # --- lint + diagnostics -----------------------------------------------------------------
 
-    def schedule_lint(self, uri: str, delay: float) -> None:
-        """Lint `uri` after `delay`. A lint still waiting is superseded; a lint already running in
-        its thread finishes (a thread cannot be interrupted) and the new one waits for it, so at
-        most one lint per document runs and at most one waits."""
-        state = self.state(uri)
-        if state.lint_task is not None and not state.lint_task.done() and state.lint_task is not state.lint_running:
-            state.lint_task.cancel()
-        state.lint_task = asyncio.get_running_loop().create_task(self._lint_later(uri, delay))
-
-    async def _lint_later(self, uri: str, delay: float) -> None:
-        if delay:
-            await asyncio.sleep(delay)   # debounce: a newer change cancels this task
-        state = self.documents.get(uri)
-        if state is None:
-            return                       # closed meanwhile
-        while state.lint_running is not None:
-            await asyncio.wait([state.lint_running])
-        state.lint_running = asyncio.current_task()
-        try:
-            await self._lint_now(uri)
-        finally:
-            state.lint_running = None
-
-    async def _lint_now(self, uri: str) -> None:
+    async def lint_now(self, uri: str) -> None:
+        """Lints the document's current text and publishes it (when `self.lints` says so)."""
         document = self.document(uri)
         if document is None:
             return
@@ -198,7 +172,9 @@ class AtenlensServer(LanguageServer):
         current = self.document(uri)
         if current is None or current.version != version:
             return                       # a newer version is on its way to being linted
-        state = self.documents[uri]
+        state = self.documents.get(uri)
+        if state is None:
+            return                       # closed meanwhile
         state.lint = LintResult(version=version, lines=state.lines(source), findings=findings)
         self.publish(uri)
         if analysis is not None and analysis.failure is None and state.found_functions(source, analysis.functions):
@@ -273,9 +249,9 @@ class AtenlensServer(LanguageServer):
                                timeout_seconds=settings.timeout_seconds, source=source, gpu=settings.gpu,
                                **_ranks_request(settings))
         first = (info.directive_line or info.first_line) - 1
-        meta: dict[str, Any] = {"uri": uri, "first": first, "last": info.end_line - 1, "def_line": info.line - 1,
-                                "shifts": [], "lines": self.state(uri).lines(source)}
-        job = self.traces.submit((uri, info.qualname), request, meta)
+        span = TraceSpan(uri=uri, first=first, last=info.end_line - 1, def_line=info.line - 1,
+                         lines=self.state(uri).lines(source))
+        job = self.traces.submit((uri, info.qualname), request, span)
         token = None
         try:
             token = await self._begin_progress(job, f"atenlens: tracing {info.qualname}")
@@ -298,16 +274,16 @@ class AtenlensServer(LanguageServer):
         if self.document(uri) is None:
             return {"status": "closed", "qualname": info.qualname, "message": "the document was closed"}
         # in a thread: sorting up to MAX_EVENTS events onto lines must not hold up other requests
-        # (edits meanwhile are recorded in meta["shifts"] by on_text_change, as while it ran)
-        self._building.append(meta)
+        # (edits meanwhile are recorded in span.shifts by on_text_change, as while it ran)
+        self._building.append(span)
         try:
-            traced = await asyncio.to_thread(build_traced_function, outcome.report, document.path, meta["lines"],
-                                             info.qualname, meta["first"], meta["last"], meta["def_line"])
+            traced = await asyncio.to_thread(build_traced_function, outcome.report, document.path, span.lines,
+                                             info.qualname, span.first, span.last, span.def_line)
         finally:
-            self._building.remove(meta)
+            self._building.remove(span)
         if self.document(uri) is None:
             return {"status": "closed", "qualname": info.qualname, "message": "the document was closed"}
-        for shift in meta["shifts"]:
+        for shift in span.shifts:
             traced.shift(shift)
         current = self.document(uri)
         assert current is not None
@@ -346,7 +322,7 @@ class AtenlensServer(LanguageServer):
         self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
             title=title, cancellable=True, message="waiting for another trace to finish" if waiting else running))
         if waiting:
-            job.meta["on_start"] = lambda: self.work_done_progress.report(
+            job.on_start = lambda: self.work_done_progress.report(
                 token, types.WorkDoneProgressReport(message=running))
         cancelled = self.work_done_progress.tokens.get(token)
         if cancelled is not None:
@@ -357,241 +333,19 @@ class AtenlensServer(LanguageServer):
     def on_text_change(self, uri: str, shift: LineShift) -> None:
         """Move everything line-based along with one change; cancel traces of edited functions."""
         self.state(uri).shift(shift)
-        for meta in self._building:
-            if meta["uri"] == uri:
-                meta["shifts"].append(shift)
+        for span in self._building:
+            if span.uri == uri:
+                span.follow(shift)
         for job in self.traces.jobs():
-            if job.key[0] != uri:
-                continue
-            meta = job.meta
-            meta["shifts"].append(shift)
-            if shift.touches(meta["first"], meta["last"]):
+            if job.span is not None and job.span.uri == uri and job.span.follow(shift):
                 self.traces.cancel(job, "the function was edited")
-            for name in ("first", "last"):
-                moved = shift.map(meta[name])
-                meta[name] = moved if moved is not None else shift.start
-
-
-def lsp_shift(change: types.TextDocumentContentChangeEvent) -> LineShift:
-    if isinstance(change, types.TextDocumentContentChangePartial):
-        return LineShift.of_change(change.range.start.line, change.range.end.line,
-                                   change.range.end.character, change.text)
-    return LineShift.whole_text()
 
 
 def create_server() -> AtenlensServer:
+    from atenlens.lsp import handlers   # here: the handlers' type hints name AtenlensServer
+
     server = AtenlensServer()
-
-    @server.feature(types.INITIALIZE)
-    def initialize(ls: AtenlensServer, params: types.InitializeParams) -> None:
-        _settings, problems, decided = ls.decide_tracing(params.initialization_options, "initializationOptions")
-        ls.pending_settings_message = merge_problem_message(problems)
-        ls.pending_trace_log = decided       # logged once the client is initialized
-
-    @server.feature(types.INITIALIZED)
-    def initialized(ls: AtenlensServer, params: types.InitializedParams) -> None:
-        ls.log(ls.pending_trace_log)
-        if ls.pending_settings_message:
-            ls.show(ls.pending_settings_message, types.MessageType.Warning)
-            ls.pending_settings_message = None
-
-    @server.feature(types.SHUTDOWN)
-    async def shutdown(ls: AtenlensServer, params: None) -> None:
-        await ls.traces.close()
-
-    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
-    def workspace_did_change_configuration(ls: AtenlensServer, params: types.DidChangeConfigurationParams) -> None:
-        if params.settings or not ls.capability("workspace.configuration"):
-            ls.reconfigure(params.settings, "workspace/didChangeConfiguration")
-        else:   # the client sends no values (e.g. Neovim): ask for them
-            asyncio.get_running_loop().create_task(ls.pull_configuration())
-
-    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
-    def did_open(ls: AtenlensServer, params: types.DidOpenTextDocumentParams) -> None:
-        ls.state(params.text_document.uri)
-        ls.schedule_lint(params.text_document.uri, 0)
-
-    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
-    def did_change(ls: AtenlensServer, params: types.DidChangeTextDocumentParams) -> None:
-        uri = params.text_document.uri
-        if uri not in ls.documents:
-            return
-        for change in params.content_changes:
-            ls.on_text_change(uri, lsp_shift(change))
-        document, state = ls.document(uri), ls.state(uri)
-        if document is not None and state.traces.functions:
-            state.traces.revalidate(state.lines(document.source))
-        # A change after a pause (typing) is linted at once; changes that follow each other
-        # within the debounce (a paste, a replace-all, an editor replaying edits) are coalesced.
-        now = asyncio.get_running_loop().time()
-        in_burst = now - state.last_change < LINT_DEBOUNCE_SECONDS
-        state.last_change = now
-        ls.schedule_lint(uri, LINT_DEBOUNCE_SECONDS if in_burst else 0)
-
-    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
-    def did_save(ls: AtenlensServer, params: types.DidSaveTextDocumentParams) -> None:
-        uri = params.text_document.uri
-        if uri.endswith("/pyproject.toml"):      # its [tool.atenlens] may choose other rules now
-            for open_uri in list(ls.documents):
-                ls.schedule_lint(open_uri, 0)
-        document = ls.document(uri)
-        if document is None or not (ls.settings.trace.enabled and ls.settings.trace.on_save):
-            return
-        functions = {f.qualname: f for f in ls.state(uri).functions(document.source)}
-        for qualname in list(ls.state(uri).traces.functions):
-            if qualname in functions:
-                asyncio.get_running_loop().create_task(ls.run_trace(document, functions[qualname]))
-
-    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
-    def did_close(ls: AtenlensServer, params: types.DidCloseTextDocumentParams) -> None:
-        uri = params.text_document.uri
-        state = ls.documents.pop(uri, None)
-        if state is not None and state.lint_task is not None:
-            state.lint_task.cancel()
-        ls.traces.cancel_where(lambda job: job.key[0] == uri, "the document was closed")
-        ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
-        if state is not None and state.large:
-            state = None                 # the last reference to its lines and results
-            release_memory()
-
-    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
-        code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.SourceFixAll]))
-    async def code_action(ls: AtenlensServer, params: types.CodeActionParams) -> list[types.CodeAction]:
-        uri = params.text_document.uri
-        document, state = ls.document(uri), ls.documents.get(uri)
-        if document is None or state is None:
-            return []
-        actions: list[types.CodeAction] = []
-        lint = state.lint
-        first, last = params.range.start.line, params.range.end.line
-        only = params.context.only
-        wants = lambda kind: not only or any(kind == k or kind.startswith(f"{k}.") for k in only)  # noqa: E731
-        current = lint is not None and lint.version == document.version
-        if current and wants(types.CodeActionKind.QuickFix):
-            for finding, fix in offered_fixes(lint.findings, first, last):   # what `lint --fix` applies
-                diagnostic = state.finding_diagnostics.get(finding)
-                if diagnostic is None:
-                    continue      # not shown: a trace that ran the line found no such problem
-                actions.append(convert.lsp_fix_action(uri, fix, diagnostic, lint.lines, ls.encoding))
-            for diagnostic in params.context.diagnostics:
-                if diagnostic.source in (convert.LINT_SOURCE, convert.TRACE_SOURCE) and diagnostic.code:
-                    action = convert.lsp_noqa_action(uri, diagnostic, lint.lines, ls.encoding)
-                    if action is not None:
-                        actions.append(action)
-        if current and wants(types.CodeActionKind.SourceFixAll) and offered_fixes(lint.findings):
-            source, path = document.source, document.path
-            codes, _ = await asyncio.to_thread(ls.lint_config.codes, path if uri.startswith("file:") else None,
-                                               ls.settings.lint)
-            fixed, count, _ = await asyncio.to_thread(fix_source, source, lambda text: lint_source(text, path, codes))
-            if count and ls.document(uri) is not None and ls.document(uri).version == lint.version:
-                actions.append(convert.lsp_fix_all_action(uri, fixed, lint.lines, ls.encoding))
-        # Offered on the `def` line (or on a needs-inputs diagnostic), not all over the body.
-        info = function_at(state.functions(document.source), first + 1)
-        asked = info is not None and (info.first_line - 1 <= first <= info.line - 1 or any(
-            d.code == Code.NEEDS_INPUTS for d in params.context.diagnostics))
-        if info is not None and asked and info.needs_args and info.directive is None:
-            lines = ls.state(uri).lines(document.source)
-            actions.append(types.CodeAction(
-                title=f"Add an atenlens example call for {info.qualname}", kind=types.CodeActionKind.QuickFix,
-                edit=convert.lsp_directive_edit(uri, info, directive_template(info), lines, ls.encoding)))
-        return actions
-
-    @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
-    def code_lens(ls: AtenlensServer, params: types.CodeLensParams) -> list[types.CodeLens]:
-        uri = params.text_document.uri
-        document, state = ls.document(uri), ls.documents.get(uri)
-        if document is None or state is None:
-            return []
-        lines = ls.state(uri).lines(document.source)
-        lenses: list[types.CodeLens] = []
-        functions = state.functions(document.source)
-        if len(functions) > MAX_LENSED_FUNCTIONS:
-            if not state.lens_cap_logged:
-                state.lens_cap_logged = True
-                ls.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=(
-                    f"atenlens: {uri} has {len(functions):,} functions; code lenses are shown for the first "
-                    f"{MAX_LENSED_FUNCTIONS:,} (the others can be traced by position)")))
-            functions = functions[:MAX_LENSED_FUNCTIONS]
-        choice = ls.settings.lenses.functions
-        for info in functions:
-            traced = state.traces.functions.get(info.qualname)
-            offered = ls.settings.trace.enabled and wants_lens(info, choice)
-            if not offered and traced is None:
-                continue
-            where = convert.lsp_function_range(info, lines, ls.encoding)
-            if offered:
-                lens = trace_lens(info)
-                lenses.append(types.CodeLens(range=where, command=types.Command(
-                    title=lens.title, command=lens.command, arguments=[{"uri": uri, "qualname": info.qualname}])))
-            if traced is not None:
-                lenses.append(types.CodeLens(range=where, command=types.Command(
-                    title=traced.lens_title, command="", tooltip=traced.lens_tooltip)))
-        return lenses
-
-    @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
-    def inlay_hint(ls: AtenlensServer, params: types.InlayHintParams) -> list[types.InlayHint]:
-        uri = params.text_document.uri
-        document, state = ls.document(uri), ls.documents.get(uri)
-        if document is None or state is None or not ls.settings.hints.enabled:
-            return []
-        lines = ls.state(uri).lines(document.source)
-        hints = state.traces.hints(ls.settings.hints, params.range.start.line, params.range.end.line)
-        return [convert.lsp_inlay_hint(line, label, lines, ls.encoding, tooltip)
-                for line, label, tooltip in hints if line < len(lines)]
-
-    @server.feature(types.TEXT_DOCUMENT_HOVER)
-    def hover(ls: AtenlensServer, params: types.HoverParams) -> Optional[types.Hover]:
-        uri = params.text_document.uri
-        document, state = ls.document(uri), ls.documents.get(uri)
-        if document is None or state is None:
-            return None
-        owner = state.traces.line_owner(params.position.line)
-        if owner is None:
-            return None
-        markdown = hover_markdown(owner.lines[params.position.line], show_bookkeeping=ls.settings.hints.show_bookkeeping,
-                                  stale_note=owner.stale_note if owner.stale else None)
-        if not markdown:
-            return None
-        lines = ls.state(uri).lines(document.source)
-        formats = getattr(getattr(ls.client_capabilities.text_document, "hover", None), "content_format", None)
-        kind = (types.MarkupKind.Markdown if not formats or types.MarkupKind.Markdown in formats
-                else types.MarkupKind.PlainText)   # the markdown source reads fine as plain text
-        return types.Hover(contents=types.MarkupContent(kind=kind, value=markdown),
-                           range=convert.lsp_line_range(lines, params.position.line, ls.encoding))
-
-    @server.command(CMD_TRACE)
-    async def trace(ls: AtenlensServer, *arguments: Any) -> dict[str, Any]:
-        document, info = ls.resolve_target(list(arguments))
-        if not ls.settings.trace.enabled:
-            message = ("atenlens: tracing is disabled (atenlens.trace.enabled is false, e.g. in an untrusted "
-                       "workspace): no code was run")
-            ls.show(message, types.MessageType.Warning)
-            return {"status": "disabled", "qualname": info.qualname, "message": message}
-        return await ls.run_trace(document, info)
-
-    @server.command(CMD_INSERT_DIRECTIVE)
-    async def insert_directive(ls: AtenlensServer, *arguments: Any) -> dict[str, Any]:
-        document, info = ls.resolve_target(list(arguments))
-        if info.directive is not None:
-            return {"applied": False, "message": "the function already has a directive"}
-        lines = ls.state(document.uri).lines(document.source)
-        edit = convert.lsp_directive_edit(document.uri, info, directive_template(info), lines, ls.encoding)
-        result = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
-            edit=edit, label="atenlens: add an example call"))
-        return {"applied": bool(result.applied)}
-
-    @server.command(CMD_RESTART_WORKER)
-    async def restart_worker(ls: AtenlensServer, *arguments: Any) -> dict[str, Any]:
-        await ls.traces.restart()
-        return {"restarted": True}
-
-    @server.feature(REQUEST_SERVER_INFO)
-    def server_info(ls: AtenlensServer, params: Any) -> dict[str, Any]:
-        return {"name": NAME, "version": VERSION, "pid": os.getpid(),
-                "torchImported": "torch" in sys.modules, "workerStarts": ls.traces.worker_starts,
-                "openDocuments": len(ls.documents),
-                "positionEncoding": ls.encoding, **interpreter_facts()}
-
+    handlers.register(server)
     register_debug_requests(server)
     return server
 

@@ -17,6 +17,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from atenlens.lsp.text import LineShift
 from atenlens.report import TraceReport, TraceRequest
 
 logger = logging.getLogger(__name__)
@@ -35,11 +36,33 @@ class TraceOutcome:
 
 
 @dataclass(eq=False)
+class TraceSpan:
+    """Where the traced function is in its document, kept in step with the edits made while it is
+    traced and while its view is built (0-based lines)."""
+    uri: str
+    first: int                     # its first line (its directive's, when it has one)
+    last: int
+    def_line: int
+    lines: list[str]               # the text that was traced
+    shifts: list[LineShift] = field(default_factory=list)   # the edits since, in order
+
+    def follow(self, shift: LineShift) -> bool:
+        """Records one edit and moves the span along; returns whether the edit touched it."""
+        self.shifts.append(shift)
+        touched = shift.touches(self.first, self.last)
+        first, last = shift.map(self.first), shift.map(self.last)
+        self.first = first if first is not None else shift.start
+        self.last = last if last is not None else shift.start
+        return touched
+
+
+@dataclass(eq=False)
 class TraceJob:
     key: Key
     request: TraceRequest
     future: "asyncio.Future[TraceOutcome]"
-    meta: dict[str, Any] = field(default_factory=dict)   # the server's bookkeeping (span, shift index)
+    span: Optional[TraceSpan] = None              # the server's: where the function is
+    on_start: Optional[Callable[[], None]] = None  # called when the job leaves the queue to run
     cancelled: bool = False
     reason: str = ""
 
@@ -60,9 +83,9 @@ class TraceQueue:
     def jobs(self) -> list[TraceJob]:
         return ([self._running] if self._running else []) + list(self._pending)
 
-    def submit(self, key: Key, request: TraceRequest, meta: Optional[dict[str, Any]] = None) -> TraceJob:
+    def submit(self, key: Key, request: TraceRequest, span: Optional[TraceSpan] = None) -> TraceJob:
         loop = asyncio.get_running_loop()
-        job = TraceJob(key=key, request=request, future=loop.create_future(), meta=meta or {})
+        job = TraceJob(key=key, request=request, future=loop.create_future(), span=span)
         for waiting in [j for j in self._pending if j.key == key]:
             self._pending.remove(waiting)
             self._finish(waiting, TraceOutcome(cancelled=True, reason="superseded by a newer request"))
@@ -124,9 +147,8 @@ class TraceQueue:
         while self._pending:
             job = self._pending.popleft()
             self._running = job
-            started = job.meta.get("on_start")
-            if callable(started):
-                started()
+            if job.on_start is not None:
+                job.on_start()
             try:
                 if self._worker is None:
                     worker = self._make_worker()
