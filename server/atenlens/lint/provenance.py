@@ -249,6 +249,12 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
         return _call_device(ctx, node, depth)
     if kind == "named_expression":
         return device_of(ctx, node.child_by_field_name("value"), depth + 1)
+    if kind == "dictionary":
+        # `{"a": x.cpu(), "b": y.cpu()}`: its values' device when they all agree (`.items()`, `[k]`)
+        values = [device_of(ctx, pair.child_by_field_name("value"), depth + 1)
+                  for pair in node.named_children if pair.type == "pair"]
+        return values[0] if values and len(set(values)) == 1 and values[0] in (Device.CUDA, Device.CPU) \
+            else Device.UNKNOWN
     return Device.UNKNOWN
 
 

@@ -29,7 +29,8 @@ What it does:
     `if step % N == 0:` or `if i == 0:` (also combined: `if is_master and (step % N == 0 or
     count == num_batches_per_epoch):`, and in a loop over the loss terms inside such a test), in
     an epoch loop, in a loop over a few literal values (`range(3)`, any literal range in a
-    `test_*` function), per tensor in a function that saves, loads or converts a checkpoint, and
+    `test_*` function), per tensor in a function that saves, loads or converts a checkpoint, a
+    `.cpu()` appended to a list (`outputs.append(logits.cpu())`: collecting results on the host), and
     as the test that ends a `while` loop (`err = ....item()` then `if err < tol: break`: a
     convergence check; a tensor counter compared with a bound, `while pos < n - 1:`, stays a
     warning); a loop that runs once is not a loop, and an `assert`'s message or a `raise` runs
@@ -181,9 +182,26 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             continue
         fn = callee(call)
         attr = fn.child_by_field_name("attribute") if fn is not None else None
-        finding = _report(ctx, f"`.{method}()`", attr or call, end=call, how=frequency(call))
+        how = frequency(call)
+        if method == "cpu" and how.every_iteration and _collected(call):
+            how = Frequency(how.loop, False, "on every iteration, collecting results on the host "
+                                             "(`outputs.append(t.cpu())`: one copy per batch, as intended)")
+        finding = _report(ctx, f"`.{method}()`", attr or call, end=call, how=how)
         if finding is not None:
             yield finding
+
+
+def _collected(call: Node) -> bool:
+    """Is this `.cpu()` result (maybe through `.numpy()` / `.detach()`) appended to a list:
+    gathering a batch's outputs on the host, the usual way to keep evaluation results?"""
+    node = call
+    while node.parent is not None and node.parent.type == "attribute" and node.parent.parent is not None \
+            and node.parent.parent.type == "call" and method_name(node.parent.parent) in ("numpy", "detach", "float"):
+        node = node.parent.parent
+    arguments_node = node.parent
+    if arguments_node is None or arguments_node.type != "argument_list" or arguments_node.parent is None:
+        return False
+    return method_name(arguments_node.parent) in ("append", "extend")
 
 
 def _single_argument(call: Node) -> Optional[Node]:

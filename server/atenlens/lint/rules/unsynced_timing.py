@@ -18,7 +18,9 @@ What it does:
        generation (a call spelled with `load`, `save`, `checkpoint`, `state_dict`,
        `from_pretrained`, `instantiate`, `init_module`, `setup`, `prepare`, `download`,
        `barrier`, `generate`: host work that waits on its own), and the interval is not compared with a
-       budget (`if now - start > max_time:` is a deadline, not a measurement), and
+       budget (`if now - start > max_time:` is a deadline, not a measurement), nor recorded as
+       the wait for data (`data_time.update(time.time() - end)`: the input pipeline's time is
+       host time by design), and
     4. the interval runs in a loop, contains one, or calls something spelled as a model
        (`model(x)`, `self.net(x)`, `criterion(...)`): a one-off timing of building or sharding
        a model (`tensor_parallel(model)`) is not flagged, and
@@ -97,7 +99,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             continue
         work = [c for c in ctx.calls_within(start, end) if scope_for(c) == scope
                 and not is_clock_read(c) and not _is_logging(c) and not calls_waiting_function(ctx, c)]
-        if not work or any(_is_setup_or_io(c) for c in work) or _is_budget_check(ctx, first, second):
+        if not work or any(_is_setup_or_io(c) for c in work) or _is_budget_check(ctx, first, second) \
+                or _is_data_time(ctx, second):
             continue
         if repeating_loop(second) is None and not _contains_loop(ctx, start, end) \
                 and not any(is_model_call(c) for c in work):
@@ -140,6 +143,23 @@ def _is_budget_check(ctx: LintContext, first: Node, second: Node) -> bool:
         while parent is not None and parent.type == "parenthesized_expression":
             parent = parent.parent
         if parent is not None and parent.type == "comparison_operator":
+            return True
+    return False
+
+
+_DATA_TIME = re.compile(r"data_?(?:time|wait|load)|load_?time|fetch_?time", re.I)
+
+
+def _is_data_time(ctx: LintContext, second: Node) -> bool:
+    """`data_time.update(time.time() - end)`: the interval is recorded as the wait for the input
+    pipeline (the batch and its copies), which is host time by design, not GPU work timed by
+    mistake."""
+    for minus in _subtractions_using(ctx, second):
+        statement = minus
+        while statement.parent is not None and statement.type not in ("expression_statement", "assignment",
+                                                                      "augmented_assignment"):
+            statement = statement.parent
+        if _DATA_TIME.search(text(statement)):
             return True
     return False
 
