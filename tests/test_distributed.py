@@ -21,6 +21,16 @@ FSDP_ADAMW = FIXTURES / "fsdp_adamw_step.py"
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "fsdp_tp_step.py"
 NVLINK = 450e9                 # H100 SXM, one way (atenlens/gpus.py)
 NETWORK = 50e9                 # 400 Gb/s per GPU
+# NCCL's ring latencies in µs (src/graph/tuning.cc) for its protocols LL, LL128, Simple: the base, per
+# step on NVLink, per step on the network, and the share of the link's bandwidth that carries data
+PROTOCOLS = ((6.6, 0.6, 2.7, 0.5), (14.0, 1.9, 4.0, 120 / 128), (8.4, 3.4, 14.0, 1.0))
+
+
+def ring(moved: float, steps: int, bandwidth: float, network_steps: int = 0) -> float:
+    """A ring's time by hand: `moved` bytes per rank ((n-1)/n of the bytes, twice for an all-reduce) in
+    `steps` steps, the fastest protocol (LL128 only within a node)."""
+    return min((base + (steps - network_steps) * hop + network_steps * net) * 1e-6 + moved / (bandwidth * share)
+               for base, hop, net, share in PROTOCOLS if not (network_steps and share == 120 / 128))
 
 
 def line_of(path: Path, text: str) -> int:
@@ -63,15 +73,17 @@ def test_fsdp2_on_eight_ranks_gathers_each_block_and_reduce_scatters_its_gradien
     ]
     view = build_traced_function(report, str(FSDP), FSDP.read_text().splitlines(), "step", 0, 0, 0)
     assert view.lines[forward - 1].hint(HintSettings(max_length=400)).endswith(
-        " · all_gather 8x 2 MiB ~8.18 µs NVLink ×2, ∇ all_gather 8x 2 MiB ~8.18 µs NVLink ×2, "
-        "∇ reduce_scatter 8x 2 MiB ~4.09 µs NVLink")
-    assert " · rank 0 of 8 · 6 collectives ~24.5 µs · peak " in view.summary     # the summary lens
+        " · all_gather 8x 2 MiB ~38 µs NVLink ×2, ∇ all_gather 8x 2 MiB ~38 µs NVLink ×2, "
+        "∇ reduce_scatter 8x 2 MiB ~19 µs NVLink")
+    assert " · rank 0 of 8 · 6 collectives ~114 µs · peak " in view.summary     # the summary lens
     short = view.lines[forward - 1].hint(HintSettings(max_length=80))      # cut to the room left: counted
-    assert short.endswith(" · all_gather 8x 2 MiB ~8.18 µs NVLink ×2 +2"), short
+    assert short.endswith(" · all_gather 8x 2 MiB ~38 µs NVLink ×2 +2"), short
     events = [e for e in report.events if e.kind == "collective"]
-    assert all(e.estimate_seconds == pytest.approx(7 / 8 * block / NVLINK) for e in events)
+    one = ring(7 / 8 * block, 7, NVLINK)          # LL: 10.8 µs of latency + 7/8 of 2 MiB at half of 450 GB/s
+    assert one == pytest.approx(18.976e-6, rel=1e-4)
+    assert all(e.estimate_seconds == pytest.approx(one) for e in events)
     assert report.summary.collectives == 6
-    assert report.summary.communication_seconds == pytest.approx(6 * 7 / 8 * block / NVLINK)
+    assert report.summary.communication_seconds == pytest.approx(6 * one)
     # communication is summed apart from the kernels' step time
     assert report.summary.time.step_seconds == pytest.approx(sum(e.estimate_seconds for e in report.events
                                                                  if e.kind == "op"))
@@ -137,16 +149,16 @@ def test_tensor_parallel_all_reduce_at_the_row_parallel_line_and_no_socket(worke
     assert collectives(report) == [("all_reduce", "forward", down, 8 * 64 * 4, 4, "nvlink")]
     event = next(e for e in report.events if e.kind == "collective")
     assert [f.line for f in event.stack] == [line_of(TP, "model(x).sum()"), down]
-    assert event.estimate_seconds == pytest.approx(2 * 3 / 4 * 2048 / NVLINK)
+    assert event.estimate_seconds == pytest.approx(ring(2 * 3 / 4 * 2048, 6, NVLINK))     # all latency: 10.2 µs
 
     # the editor: the line's hint ends with the collective, its hover has a table of them
     view = build_traced_function(report, str(TP), TP.read_text().splitlines(), "step", 0, 0, 0)
     line = view.lines[down - 1]
-    assert line.hint(HintSettings()).endswith(" · all_reduce 4x 2 KiB ~6.83 ns NVLink")
+    assert line.hint(HintSettings()).endswith(" · all_reduce 4x 2 KiB ~10.2 µs NVLink")
     assert "**Collectives** (estimates: ring model, docs/distributed.md)\n\n" \
            "| phase | collective | group | ranks | bytes per rank | time | link | count |\n" \
            "|---|---|---|---|---|---|---|---|\n" \
-           "| forward | `all_reduce` | default_pg | 4 | 2 KiB | 6.83 ns | NVLink | 1 |" in hover_markdown(line)
+           "| forward | `all_reduce` | default_pg | 4 | 2 KiB | 10.2 µs | NVLink | 1 |" in hover_markdown(line)
 
 
 def test_ddp_all_reduces_all_gradient_bytes_in_each_backward(worker):
@@ -159,7 +171,7 @@ def test_ddp_all_reduces_all_gradient_bytes_in_each_backward(worker):
     all_reduce = ("all_reduce", "backward", backward, gradients, 8, "nvlink")
     assert collectives(report) == [all_reduce, all_reduce]          # one bucket per step, two steps
     assert [e.inputs[0].shape for e in report.events if e.kind == "collective"] == [(gradients // 4,)] * 2
-    assert report.summary.communication_seconds == pytest.approx(2 * 2 * 7 / 8 * gradients / NVLINK)
+    assert report.summary.communication_seconds == pytest.approx(2 * ring(2 * 7 / 8 * gradients, 14, NVLINK))
     assert report.summary.ops["optimizer"] > 0                    # both steps ran to the update
     assert not [d for d in report.diagnostics if d.code == "AL909"]    # one backward per step
 
@@ -211,12 +223,14 @@ def test_a_data_parallel_group_across_nodes_is_priced_on_the_network(worker):
                                        world_size=16, gpus_per_node=4, timeout_seconds=120))
     assert report.status == "ok", report.message
     layer = 2 * 512 * 2048 * 4 // 4
-    found = {(e.name, e.group, e.group_size, e.link, e.bytes, e.estimate_seconds)
+    found = {(e.name, e.group, e.group_size, e.link, e.bytes, round(e.estimate_seconds * 1e9))
              for e in report.events if e.kind == "collective"}
+    across = round(ring(3 / 4 * layer, 3, NETWORK, network_steps=3) * 1e9)      # every step crosses nodes
+    activation = 8 * 128 * 512 * 4
     assert found == {
-        ("all_gather_into_tensor", "mesh_dp", 4, "network", layer, 3 / 4 * layer / NETWORK),
-        ("reduce_scatter_tensor", "mesh_dp", 4, "network", layer, 3 / 4 * layer / NETWORK),
-        ("all_reduce", "mesh_tp", 4, "nvlink", 8 * 128 * 512 * 4, 2 * 3 / 4 * 8 * 128 * 512 * 4 / NVLINK),
+        ("all_gather_into_tensor", "mesh_dp", 4, "network", layer, across),
+        ("reduce_scatter_tensor", "mesh_dp", 4, "network", layer, across),
+        ("all_reduce", "mesh_tp", 4, "nvlink", activation, round(ring(2 * 3 / 4 * activation, 6, NVLINK) * 1e9)),
     }
     assert (report.summary.world_size, report.summary.gpus_per_node) == (16, 4)
 
@@ -231,12 +245,19 @@ def test_groups_across_nodes_are_priced_on_the_network():
     assert prices._link(range(16)) == "network"
     assert prices._link([0, 8]) == "network"
     gib = 2**30
-    assert prices.estimate("all_gather_into_tensor", gib, 16, "network") == pytest.approx(15 / 16 * gib / NETWORK)
-    assert prices.estimate("all_reduce", gib, 8, "nvlink") == pytest.approx(2 * 7 / 8 * gib / NVLINK)
+    # 1 GiB: Simple, the bandwidth term and a little latency; across 2 nodes 1 of the 15 steps crosses
+    assert prices.estimate("all_gather_into_tensor", gib, 16, "network", 2) == pytest.approx(
+        (8.4 + 14 * 3.4 + 14.0) * 1e-6 + 15 / 16 * gib / NETWORK)
+    assert prices.estimate("all_reduce", gib, 8, "nvlink") == pytest.approx(
+        (8.4 + 14 * 3.4) * 1e-6 + 2 * 7 / 8 * gib / NVLINK)
+    # 64 KiB: LL, nearly all latency
+    assert prices.estimate("all_gather_into_tensor", 64 * 1024, 8, "nvlink") == pytest.approx(
+        (6.6 + 7 * 0.6) * 1e-6 + 7 / 8 * 64 * 1024 / (NVLINK / 2))
+    assert prices.estimate("barrier", 0, 8, "nvlink") == pytest.approx((6.6 + 14 * 0.6) * 1e-6)
     assert prices.estimate("all_reduce", gib, 1, "nvlink") == 0.0
     pcie_only = Collectives(Ranks(4, 0, 8, requested=True), find_gpu("l4"))
     assert pcie_only._link(range(4)) == "pcie"
-    assert pcie_only.estimate("broadcast", gib, 4, "pcie") == pytest.approx(gib / 32e9)
+    assert pcie_only.estimate("broadcast", gib, 4, "pcie") == pytest.approx((8.4 + 3 * 5.7) * 1e-6 + gib / 32e9)
 
 
 def test_torchrun_variables_of_a_rank_on_the_second_node():
@@ -285,7 +306,8 @@ def test_cli_flags_reach_the_trace_and_the_listing_shows_the_collective():
                             capture_output=True, text=True, timeout=300, cwd=FIXTURES)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    # 4 ranks at 2 GPUs per node: the tensor-parallel group spans two nodes
+    # 4 ranks at 2 GPUs per node: the tensor-parallel group spans two nodes; 2 of the all-reduce's 6 ring
+    # steps cross them (LL: 6.6 + 4 x 0.6 + 2 x 2.7 µs of latency)
     rows = [line for line in lines if " all_reduce " in line]
-    assert len(rows) == 1 and "4x 2 KiB · ~61.4 ns network" in rows[0], rows
-    assert any("rank 1 of 4 · 1 collective ~61.4 ns" in line for line in lines if line.startswith("totals"))
+    assert len(rows) == 1 and "4x 2 KiB · ~14.5 µs network" in rows[0], rows
+    assert any("rank 1 of 4 · 1 collective ~14.5 µs" in line for line in lines if line.startswith("totals"))

@@ -18,7 +18,7 @@ def collective_label(event: Event) -> str:
 
 
 def ranks_summary(summary: Summary) -> str:
-    """"rank 0 of 8 · 6 collectives ~24.5 µs" ("" for a single-process run without collectives)."""
+    """"rank 0 of 8 · 6 collectives ~114 µs" ("" for a single-process run without collectives)."""
     if summary.world_size <= 1 and not summary.collectives:
         return ""
     text = f"rank {summary.rank} of {summary.world_size}"

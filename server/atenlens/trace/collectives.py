@@ -3,15 +3,18 @@ takes to move them (docs/distributed.md).
 
 The recorder hands every op of the c10d / functional-collective namespaces here; everything else
 about the event (phase, line, stack, module) is decided as for any op. On torch's fake backend the
-collectives move nothing; their price is a bandwidth model:
+collectives move nothing; their price is a ring's, latency plus bandwidth (alpha-beta):
 
-    all-gather, reduce-scatter, all-to-all:  (n-1)/n x bytes / bandwidth
-    all-reduce:                              2 (n-1)/n x bytes / bandwidth
-    broadcast, reduce, send, recv:           bytes / bandwidth
+    time = latency + factor x bytes / (bandwidth x share)
+    factor:  all-gather, reduce-scatter, all-to-all (n-1)/n; all-reduce 2 (n-1)/n; the others 1
 
 with `bytes` the per-rank size (the output of an all-gather, the input of everything else) and the
 bandwidth of the slowest link the group spans: the GPU link (NVLink) when all its ranks share a node,
-the per-GPU network otherwise (atenlens/gpus.py).
+the per-GPU network otherwise (atenlens/gpus.py). The latency is NCCL's for a ring: a base latency
+per call and one per ring step (n-1 steps, 2 (n-1) for an all-reduce; those crossing nodes at the
+network's), for each of NCCL's three protocols, which trade latency for the share of the link that
+carries data (LL: half, LL128: 120 of 128 bytes, Simple: all); the fastest protocol is taken, as
+NCCL's tuner takes it.
 """
 from __future__ import annotations
 
@@ -105,6 +108,24 @@ def _group_of(func: Any, args: tuple, kwargs: dict) -> Any:
     return None
 
 
+# NCCL's ring tuning constants, microseconds (NVIDIA/nccl src/graph/tuning.cc, ncclTunerConstantsDefaults,
+# as torch/_inductor/comm_analysis.py ports them): (protocol, base latency, per-step latency on
+# NVLink / PCIe / the network, share of the link's bandwidth that carries data)
+_PROTOCOLS = (
+    ("LL", 6.6, {"nvlink": 0.6, "pcie": 1.0, "network": 2.7}, 0.5),
+    ("LL128", 14.0, {"nvlink": 1.9, "pcie": 2.5, "network": 4.0}, 120 / 128),
+    ("Simple", 8.4, {"nvlink": 3.4, "pcie": 5.7, "network": 14.0}, 1.0),
+)
+
+
+def _ring_steps(name: str, n: int) -> int:
+    if name.startswith(("all_reduce", "barrier", "monitored_barrier")):   # a barrier is a tiny all-reduce
+        return 2 * (n - 1)
+    if name in ("send", "recv"):
+        return 1
+    return n - 1
+
+
 def _ring_factor(name: str, n: int) -> float:
     if n <= 1 or name in ("barrier", "monitored_barrier"):
         return 0.0
@@ -125,11 +146,13 @@ class Collectives:
         self.seconds = 0.0
         self.bytes = 0
         self.last_stack: tuple = ()    # the user stack of the latest collective (trace/ddp.py places notes there)
-        self._groups: dict[int, tuple[int, Optional[str], str]] = {}   # id(pg) -> (size, description, link)
+        self._groups: dict[int, tuple[int, Optional[str], str, int]] = {}   # id(pg) -> _group()
 
-    def _group(self, group: Any) -> tuple[int, Optional[str], str]:
+    def _group(self, group: Any) -> tuple[int, Optional[str], str, int]:
+        """(size, description, link, nodes) of a process group (None: the default one)."""
         if group is None:
-            return self.ranks.world_size, None, self._link(range(self.ranks.world_size))
+            members: Any = range(self.ranks.world_size)
+            return len(members), None, self._link(members), self._nodes(members)
         found = self._groups.get(id(group))
         if found is None:
             import torch.distributed as dist
@@ -139,13 +162,19 @@ class Collectives:
             except (RuntimeError, ValueError, KeyError):
                 members = list(range(group.size()))
             description = getattr(group, "group_desc", None) or None
-            found = self._groups[id(group)] = (len(members), description, self._link(members))
+            found = self._groups[id(group)] = (len(members), description, self._link(members),
+                                               self._nodes(members))
         return found
 
+    def _nodes(self, members: Any) -> int:
+        return len({self.ranks.node_of(r) for r in members})
+
     def _link(self, members: Any) -> str:
-        nodes = {self.ranks.node_of(r) for r in members}
-        if len(nodes) > 1:
+        if self._nodes(members) > 1:
             return "network"
+        return self._node_link()
+
+    def _node_link(self) -> str:
         return "nvlink" if self.gpu.gpu_link_bandwidth else "pcie"
 
     def bandwidth(self, link: str) -> float:
@@ -155,18 +184,34 @@ class Collectives:
             return self.gpu.gpu_link_bandwidth or self.gpu.host_link_bandwidth
         return self.gpu.host_link_bandwidth
 
-    def estimate(self, name: str, nbytes: int, group_size: int, link: str) -> float:
-        """Seconds for one rank's part of the collective (the ring model above)."""
-        return _ring_factor(name, group_size) * nbytes / self.bandwidth(link)
+    def estimate(self, name: str, nbytes: int, group_size: int, link: str, nodes: int = 1) -> float:
+        """Seconds for one rank's part of the collective (the ring model above); `nodes`: how many
+        nodes the group spans (a group across nodes has `link` "network")."""
+        if group_size <= 1:
+            return 0.0
+        factor = _ring_factor(name, group_size)
+        steps = _ring_steps(name, group_size)
+        # steps that cross nodes: a ring across k nodes crosses k - 1 boundaries per pass (an all-reduce
+        # makes two passes)
+        crossing = 0 if nodes <= 1 else min(steps, steps // (group_size - 1) * (nodes - 1))
+        bandwidth = self.bandwidth(link)
+        intra = self._node_link()
+        best = float("inf")
+        for protocol, base, hop, share in _PROTOCOLS:
+            if protocol == "LL128" and nodes > 1:      # NCCL enables LL128 on NVLink only
+                continue
+            latency = (base + (steps - crossing) * hop[intra] + crossing * hop["network"]) * 1e-6
+            best = min(best, latency + factor * nbytes / (bandwidth * share))
+        return best
 
     def event(self, op_event: Event, func: Any, args: tuple, kwargs: dict, out: Any) -> Event:
         """The collective event for an op event of these namespaces (for a wait, the op event at no cost)."""
         name = public_name(func)
         if name is None:           # wait_tensor: waits for the collective, runs no kernel of its own
             return replace(op_event, bytes_moved=0, estimate_seconds=0.0)
-        size, description, link = self._group(_group_of(func, args, kwargs))
+        size, description, link, nodes = self._group(_group_of(func, args, kwargs))
         nbytes = payload_bytes(func, name, args, kwargs, out)
-        seconds = self.estimate(name, nbytes, size, link)
+        seconds = self.estimate(name, nbytes, size, link, nodes)
         self.count += 1
         self.last_stack = op_event.stack
         self.seconds += seconds
