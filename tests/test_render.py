@@ -40,8 +40,8 @@ def test_labels_use_logging_tensor_vocabulary() -> None:
     assert tensor_label(TensorMeta("bfloat16", (2, 1024, 768), "cuda:0")) == "bf16[2, 1024, 768]"
     assert tensor_label(TensorMeta("int64", (8,), "cpu")) == "i64[8]"
     assert tensor_label(TensorMeta("bool", (), "cpu")) == "b8[]"
-    assert format_flops(8192) == "8.19KFLOP"
-    assert format_flops(3 * 10**12) == "3TFLOP"
+    assert format_flops(8192) == "8.19 kFLOP"
+    assert format_flops(3 * 10**12) == "3 TFLOP"
 
 
 def test_header_names_target_device_status_and_call(step_listing: str) -> None:
@@ -64,20 +64,20 @@ def test_linear_line_shows_call_op_label_flops_and_backward_node(step_listing: s
     assert rows[0] == "call      linear, relu"
     # `aten.t.default` (a view: no memory, no compute) is not listed by default
     # then the estimated time on the selected GPU and the device bytes allocated (docs/cost.md)
-    assert re.fullmatch(r"forward\s+aten\.addmm\.default\s+f32\[8, 32\]\s+8\.19KFLOP\s+1\.3 ns\s+1 KiB", rows[1])
+    assert re.fullmatch(r"forward\s+aten\.addmm\.default\s+f32\[8, 32\]\s+8\.19 kFLOP\s+1\.3 ns\s+1 KiB", rows[1])
     assert not any("aten.t.default" in r for r in rows)
     mm = next(r for r in rows if "aten.mm.default" in r)
-    assert re.fullmatch(r"aten\.mm\.default\s+f32\[32, 16\]\s+8\.19KFLOP\s+[\d.]+ ns\s+2 KiB\s+AddmmBackward0", mm)
+    assert re.fullmatch(r"aten\.mm\.default\s+f32\[32, 16\]\s+8\.19 kFLOP\s+[\d.]+ ns\s+2 KiB\s+AddmmBackward0", mm)
     assert any(r.startswith("backward  ") for r in rows)
 
 
 def test_model_call_line_summarises_what_the_module_did(step_listing: str) -> None:
     rows = rows_under(step_listing, line_of(TRAIN_STEP, "logits = model(x)"))
     assert rows == [
-        "module    MLP            f32[8, 4]         6 ops  10.2KFLOP  676 params",
-        "fc1  Linear  f32[8, 32]        2 ops  8.19KFLOP  544 params",
-        "fc2  Linear  f32[8, 4]         2 ops  2.05KFLOP  132 params",
-        "-> MLP.forward: 6 forward, 16 backward ops, 22.5KFLOP",
+        "module    MLP            f32[8, 4]         6 ops  10.2 kFLOP  676 params",
+        "fc1  Linear  f32[8, 32]        2 ops  8.19 kFLOP  544 params",
+        "fc2  Linear  f32[8, 4]         2 ops  2.05 kFLOP  132 params",
+        "-> MLP.forward: 6 forward, 16 backward ops, 22.5 kFLOP",
     ]
 
 
@@ -91,7 +91,7 @@ def test_optimizer_ops_fold_into_one_row_on_the_step_line(step_listing: str) -> 
 def test_repeated_identical_ops_of_a_loop_are_folded_with_a_count(loop_report) -> None:
     listing = render(loop_report, base=str(REPO))
     rows = rows_under(listing, line_of(TRAIN_STEP, "h = F.relu(self.fc1(x))"))
-    assert re.fullmatch(r"forward\s+aten\.addmm\.default\s+f32\[8, 32\]\s+x3\s+24\.6KFLOP\s+3\.91 ns\s+3 KiB", rows[1])
+    assert re.fullmatch(r"forward\s+aten\.addmm\.default\s+f32\[8, 32\]\s+x3\s+24\.6 kFLOP\s+3\.91 ns\s+3 KiB", rows[1])
     every_op = rows_under(render(loop_report, base=str(REPO), all_ops=True),
                           line_of(TRAIN_STEP, "h = F.relu(self.fc1(x))"))
     assert re.fullmatch(r"forward\s+aten\.t\.default\s+f32\[16, 32\]\s+x3", every_op[1])
@@ -104,7 +104,7 @@ def test_totals_line(step_listing: str) -> None:
     lines = step_listing.splitlines()
     index = next(i for i, text in enumerate(lines) if text.startswith("totals"))
     assert re.fullmatch(r"totals  ops: 9 forward, 24 backward, 4 optimizer  \|  calls: 9  \|  "
-                        r"FLOPs: 22\.5KFLOP  \|  syncs: 0  \|  \d+\.\d\d s", lines[index])
+                        r"FLOPs: 22\.5 kFLOP  \|  syncs: 0  \|  \d+\.\d\d s", lines[index])
     # what the listing leaves out is said once: 3 t + 12 t/view/detach in backward + 4 detach of AccumulateGrad
     assert lines[index + 1] == ("19 bookkeeping ops (views, detach: no memory, no compute) not listed; "
                                 "--all-ops lists them")

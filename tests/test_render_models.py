@@ -161,17 +161,17 @@ def test_a_library_model_call_shows_its_module_tree(program: Path, step_report) 
     # torchinfo's view: qualified names, types, output shapes, ops and FLOPs of the module and
     # below, parameters; numbered blocks that did the same work fold into one row (layer1.0-2 x3)
     assert tree_rows(rows) == [
-        "module    TinyResNet                         f32[2, 10]               79 ops  5.86MFLOP  12.3K params",
-        "            conv1         Conv2d             f32[2, 8, 16, 16]          1 op   221KFLOP    216 params",
-        "            bn1           BatchNorm2d        f32[2, 8, 16, 16]         3 ops                16 params",
+        "module    TinyResNet                         f32[2, 10]               79 ops  5.86 MFLOP  12.3K params",
+        "            conv1         Conv2d             f32[2, 8, 16, 16]          1 op   221 kFLOP    216 params",
+        "            bn1           BatchNorm2d        f32[2, 8, 16, 16]         3 ops                 16 params",
         "            relu          ReLU               f32[2, 8, 16, 16]         2 ops",
-        "            layer1        Sequential         f32[2, 8, 16, 16]        39 ops  3.54MFLOP  3.55K params",
-        "              layer1.0-2  BasicBlock         f32[2, 8, 16, 16]    x3  39 ops  3.54MFLOP  3.55K params",
-        "            layer2        Sequential         f32[2, 16, 8, 8]         30 ops   2.1MFLOP  8.35K params",
-        "              layer2.0    BasicBlock         f32[2, 16, 8, 8]         17 ops   918KFLOP  3.68K params",
-        "              layer2.1    BasicBlock         f32[2, 16, 8, 8]         13 ops  1.18MFLOP  4.67K params",
+        "            layer1        Sequential         f32[2, 8, 16, 16]        39 ops  3.54 MFLOP  3.55K params",
+        "              layer1.0-2  BasicBlock         f32[2, 8, 16, 16]    x3  39 ops  3.54 MFLOP  3.55K params",
+        "            layer2        Sequential         f32[2, 16, 8, 8]         30 ops   2.1 MFLOP  8.35K params",
+        "              layer2.0    BasicBlock         f32[2, 16, 8, 8]         17 ops   918 kFLOP  3.68K params",
+        "              layer2.1    BasicBlock         f32[2, 16, 8, 8]         13 ops  1.18 MFLOP  4.67K params",
         "            avgpool       AdaptiveAvgPool2d  f32[2, 16, 1, 1]           1 op",
-        "            fc            Linear             f32[2, 10]                2 ops    640FLOP    170 params",
+        "            fc            Linear             f32[2, 10]                2 ops    640 FLOP    170 params",
     ]
     # the forward ops of the model (all on this line) are 79 of the trace's 82 forward ops
     assert sum(1 for e in step_report.events if e.kind == "op" and e.phase == "forward"
@@ -181,7 +181,7 @@ def test_a_library_model_call_shows_its_module_tree(program: Path, step_report) 
 def test_depth_chooses_how_much_of_the_tree_is_shown(program: Path, step_report) -> None:
     line = line_of(program, "output = model(images)")
     assert tree_rows(rows_under(render(step_report, depth=0), line)) == [
-        "module    TinyResNet    f32[2, 10]        79 ops  5.86MFLOP  12.3K params"]
+        "module    TinyResNet    f32[2, 10]        79 ops  5.86 MFLOP  12.3K params"]
     deep = [r.split()[0] for r in tree_rows(rows_under(render(step_report, depth=3), line))]
     assert deep[:9] == ["module", "conv1", "bn1", "relu", "layer1", "layer1.0-2", "layer1.0-2.conv1",
                         "layer1.0-2.bn1", "layer1.0-2.relu"]
@@ -197,7 +197,7 @@ def test_a_tree_counted_from_cut_events_says_so(program: Path, step_report) -> N
     summary = dataclasses.replace(step_report.summary, ops={**step_report.summary.ops,
                                                             "forward": step_report.summary.ops["forward"] + 500})
     rows = rows_under(render(dataclasses.replace(step_report, summary=summary), depth=0), line)
-    assert rows[1:3] == ["module    TinyResNet    f32[2, 10]        79 ops  5.86MFLOP  12.3K params",
+    assert rows[1:3] == ["module    TinyResNet    f32[2, 10]        79 ops  5.86 MFLOP  12.3K params",
                          "          (ops and FLOPs of the events the report kept; see the notes)"]
     assert "(ops and FLOPs of the events" not in render(step_report)
 
@@ -344,13 +344,13 @@ def test_a_hugging_face_model_call_shows_its_module_tree(worker) -> None:
     assert report.status == "ok", report.message
     line = line_of(program, "out = model(input_ids=ids, attention_mask=mask, labels=ids)")
     assert tree_rows(rows_under(render(report), line)) == [
-        "module    LlamaForCausalLM                              f32[], f32[2, 16, 128]                194 ops  5.24MFLOP  86.3K params",
-        "            model                 LlamaModel            f32[2, 16, 64]                        181 ops  4.72MFLOP  78.1K params",
-        "              model.embed_tokens  Embedding             f32[2, 16, 64]                           1 op             8.19K params",
+        "module    LlamaForCausalLM                              f32[], f32[2, 16, 128]                194 ops  5.24 MFLOP  86.3K params",
+        "            model                 LlamaModel            f32[2, 16, 64]                        181 ops  4.72 MFLOP  78.1K params",
+        "              model.embed_tokens  Embedding             f32[2, 16, 64]                           1 op              8.19K params",
         "              model.rotary_emb    LlamaRotaryEmbedding  f32[1, 16, 16], f32[1, 16, 16]          8 ops",
-        "              model.layers.0-1    LlamaDecoderLayer     f32[2, 16, 64]                    x2  158 ops  4.72MFLOP  69.9K params",
-        "              model.norm          LlamaRMSNorm          f32[2, 16, 64]                          7 ops                64 params",
-        "            lm_head               Linear                f32[2, 16, 128]                         4 ops   524KFLOP  8.19K params",
+        "              model.layers.0-1    LlamaDecoderLayer     f32[2, 16, 64]                    x2  158 ops  4.72 MFLOP  69.9K params",
+        "              model.norm          LlamaRMSNorm          f32[2, 16, 64]                          7 ops                 64 params",
+        "            lm_head               Linear                f32[2, 16, 128]                         4 ops   524 kFLOP  8.19K params",
     ]
     hints = hints_of(report, program)
     # -> the ModelOutput's first tensor (the loss); the host waits once (transformers' padding_mask.all())

@@ -37,15 +37,9 @@ from atenlens.lines import split_lines
 from atenlens.module_tree import ModuleNode, module_trees, walk
 from atenlens.render_cost import CostView
 from atenlens.report import Diagnostic, TensorMeta, TraceReport
+from atenlens import vocabulary
+from atenlens.vocabulary import dtype_abbr, format_flops
 
-DTYPE_LABELS = {
-    "float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
-    "float8_e4m3fn": "f8e4m3fn", "float8_e5m2": "f8e5m2", "float8_e4m3fnuz": "f8e4m3fnuz",
-    "float8_e5m2fnuz": "f8e5m2fnuz",
-    "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8",
-    "uint64": "u64", "uint32": "u32", "uint16": "u16", "uint8": "u8", "bool": "b8",
-    "complex64": "c64", "complex128": "c128", "complex32": "c32",
-}
 PHASES = ("forward", "backward", "optimizer")
 MAX_SHAPES_PER_ROW = 3        # more distinct output shapes of one op on one line fold into one row
 MAX_TENSORS_LISTED = 4        # an op with more output tensors than this shows their count
@@ -63,7 +57,7 @@ _COLORS = {
 
 def tensor_label(meta: TensorMeta) -> str:
     """`f32[8, 32]`; the device is added when it is not the trace's main one (see op rows)."""
-    return f"{DTYPE_LABELS.get(meta.dtype, meta.dtype)}[{', '.join(str(d) for d in meta.shape)}]"
+    return vocabulary.tensor_label(meta.dtype, meta.shape)
 
 
 def tensors_label(metas: Sequence[TensorMeta]) -> str:
@@ -71,15 +65,8 @@ def tensors_label(metas: Sequence[TensorMeta]) -> str:
     if len(metas) <= MAX_TENSORS_LISTED:
         return ", ".join(tensor_label(m) for m in metas)
     dtypes = {m.dtype for m in metas}
-    kind = f"{DTYPE_LABELS.get(next(iter(dtypes)), next(iter(dtypes)))} " if len(dtypes) == 1 else ""
+    kind = f"{dtype_abbr(next(iter(dtypes)))} " if len(dtypes) == 1 else ""
     return f"{len(metas)} {kind}tensors"
-
-
-def format_flops(flops: int) -> str:
-    for unit, size in (("T", 10**12), ("G", 10**9), ("M", 10**6), ("K", 10**3)):
-        if flops >= size:
-            return f"{flops / size:.3g}{unit}FLOP"
-    return f"{flops}FLOP"
 
 
 def format_count(n: int) -> str:
@@ -194,14 +181,14 @@ class _ModuleRow:
     flops: int
     params: int
 
-    def cells(self, flops_label: Callable[[int], str] = format_flops) -> dict[str, str]:
+    def cells(self) -> dict[str, str]:
         return {
             "name": "  " * self.depth + self.name,
             "type": self.type,
             "output": self.output,
             "count": f"x{self.calls}" if self.calls > 1 else "",
             "ops": f"{self.ops} op{'s' if self.ops != 1 else ''}",
-            "flops": flops_label(self.flops) if self.flops else "",
+            "flops": format_flops(self.flops) if self.flops else "",
             "params": f"{format_count(self.params)} params" if self.params else "",
         }
 
@@ -380,10 +367,9 @@ def _collect(report: TraceReport, hidden: frozenset, depth: int) -> "dict[tuple,
     return work
 
 
-def module_tree_lines(root: ModuleNode, depth: int = DEFAULT_DEPTH,
-                      flops_label: Callable[[int], str] = format_flops) -> list[str]:
+def module_tree_lines(root: ModuleNode, depth: int = DEFAULT_DEPTH) -> list[str]:
     """The rows of one module tree as plain text (no colour, no tag column): the editor's hover."""
-    cells = [row.cells(flops_label) for row in _module_rows(root, depth)]
+    cells = [row.cells() for row in _module_rows(root, depth)]
     columns = MODULE_COLUMNS[1:]
     widths = column_widths(columns, cells)
     plain = _Style(False)

@@ -14,10 +14,11 @@ from typing import Callable, Optional, Sequence
 
 from atenlens.communication import collectives_table
 from atenlens.lsp.cost_hover import cost_section
-from atenlens.lsp.labels import flops_label, short_op, sync_label, tensors_label_with_device
+from atenlens.lsp.labels import short_op, sync_label, tensors_label_with_device
 from atenlens.lsp.trace_view import LineTrace
 from atenlens.render import module_tree_lines
 from atenlens.report import Event
+from atenlens.vocabulary import format_flops
 
 _MAX_ROWS = 12
 _MAX_ROLLUP_ROWS = 8
@@ -85,7 +86,7 @@ def _rollup(trace: LineTrace, hidden: frozenset) -> list[str]:
     per_phase = {phase: sum(1 for e in inner if e.phase == phase) for phase in ("forward", "backward", "optimizer")}
     totals = ", ".join(f"{n} {p}" for p, n in per_phase.items() if n)
     flops = _flops(inner)
-    head = f"**Inside calls from this line:** {totals} aten ops" + (f" · {flops_label(flops)}" if flops else "")
+    head = f"**Inside calls from this line:** {totals} aten ops" + (f" · {format_flops(flops)}" if flops else "")
     links = [f"[{function}]({Path(file).as_uri()}#L{line})" for (file, function), line in trace.callees.items()]
     if links:
         head += "\n\nin " + ", ".join(links)
@@ -102,7 +103,7 @@ def _rollup(trace: LineTrace, hidden: frozenset) -> list[str]:
     if ranked:
         rows = ["| op | phase | count | FLOPs |", "|---|---|---|---|"]
         for (op, phase), (count, op_flops) in ranked[:_MAX_ROLLUP_ROWS]:
-            rows.append(f"| `{op}` | {phase} | {count} | {flops_label(op_flops) if op_flops else '—'} |")
+            rows.append(f"| `{op}` | {phase} | {count} | {format_flops(op_flops) if op_flops else '—'} |")
         if len(ranked) > _MAX_ROLLUP_ROWS:
             rest = ranked[_MAX_ROLLUP_ROWS:]
             rows.append(f"\n… and {len(rest)} more ops ({sum(c for _, (c, _) in rest)} in all)")
@@ -119,7 +120,7 @@ def hover_markdown(trace: LineTrace, show_bookkeeping: bool = False, stale_note:
         parts.append("**API calls:** " + ", ".join(f"`{n}`" for n in shown)
                      + (f" and {len(names) - len(shown)} more" if len(names) > len(shown) else ""))
     for root in trace.trees:
-        parts.append("**Modules**\n\n```\n" + "\n".join(module_tree_lines(root, depth=1, flops_label=flops_label)) + "\n```")
+        parts.append("**Modules**\n\n```\n" + "\n".join(module_tree_lines(root, depth=1)) + "\n```")
     # under a module tree the tree is the summary: the op tables stay short
     rows = _MAX_ROWS // 2 if trace.trees else _MAX_ROWS
     if trace.forward:
@@ -135,9 +136,10 @@ def hover_markdown(trace: LineTrace, show_bookkeeping: bool = False, stale_note:
     flops = _flops(trace.forward + trace.backward + trace.optimizer)
     nested_flops = _flops(trace.nested + trace.nested_backward)
     if flops and nested_flops:
-        parts.append(f"**FLOPs:** {flops_label(flops)} (+ {flops_label(nested_flops)} inside calls)")
+        parts.append(f"**FLOPs:** {format_flops(flops)} (+ {format_flops(nested_flops)} inside calls)")
     elif flops or nested_flops:
-        parts.append(f"**FLOPs:** {flops_label(flops)}" if flops else f"**FLOPs:** {flops_label(nested_flops)} inside calls")
+        parts.append(f"**FLOPs:** {format_flops(flops)}" if flops
+                     else f"**FLOPs:** {format_flops(nested_flops)} inside calls")
     cost = cost_section(trace)
     if cost is not None:
         parts.append(cost)

@@ -4,24 +4,14 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from atenlens import vocabulary
 from atenlens.lsp.settings import HintSettings
 from atenlens.report import Event, Summary, TensorMeta
-
-_DTYPES = {
-    "float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64",
-    "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2",
-    "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8",
-    "bool": "b8", "complex64": "c64", "complex128": "c128",
-}
-
-
-def short_dtype(dtype: str) -> str:
-    return _DTYPES.get(dtype, dtype)
-
+from atenlens.vocabulary import dtype_abbr, format_flops
 
 def tensor_label(meta: TensorMeta) -> str:
     """`f32[8, 32]`."""
-    return f"{short_dtype(meta.dtype)}[{', '.join(str(d) for d in meta.shape)}]"
+    return vocabulary.tensor_label(meta.dtype, meta.shape)
 
 
 def tensor_label_with_device(meta: TensorMeta) -> str:
@@ -39,7 +29,7 @@ def tensors_label_with_device(metas: Sequence[TensorMeta]) -> str:
         return ", ".join(tensor_label_with_device(m) for m in metas)
     dtypes = {m.dtype for m in metas}
     devices = {m.device for m in metas}
-    kind = f"{short_dtype(next(iter(dtypes)))} " if len(dtypes) == 1 else ""
+    kind = f"{dtype_abbr(next(iter(dtypes)))} " if len(dtypes) == 1 else ""
     where = f" {next(iter(devices))}" if len(devices) == 1 else ""
     return f"{len(metas)} {kind}tensors{where}"
 
@@ -196,18 +186,6 @@ def rollup_hint(nested: Sequence[Event], backward: Sequence[Event], output: Opti
     return text
 
 
-def flops_label(flops: int) -> str:
-    """2_100_000 -> `2.1 MFLOP`."""
-    value = float(flops)
-    for unit in ("", "k", "M", "G", "T", "P"):
-        if abs(value) < 1000 or unit == "P":
-            if unit == "":
-                return f"{int(value)} FLOP"
-            return f"{value:.1f} {unit}FLOP"
-        value /= 1000
-    raise AssertionError("unreachable")
-
-
 def summary_label(summary: Summary) -> str:
     """`fwd 12 · bwd 17 · opt 4 · 1 sync · 2.1 MFLOP`."""
     parts = [f"fwd {summary.ops.get('forward', 0)}"]
@@ -217,5 +195,5 @@ def summary_label(summary: Summary) -> str:
         parts.append(f"opt {summary.ops['optimizer']}")
     parts.append(f"{summary.syncs} sync{'s' if summary.syncs != 1 else ''}")
     if summary.flops:
-        parts.append(flops_label(summary.flops))
+        parts.append(format_flops(summary.flops))
     return " · ".join(parts)

@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from atenlens import vocabulary
 from atenlens.report import Code, Severity
 from atenlens.trace.attribution import is_user_file, library_cause, user_stack
 from atenlens.trace.diagnostics import DiagnosticSink
@@ -29,17 +30,9 @@ from atenlens.trace.values import Values
 from atenlens.trace.gpu.streams import StreamOrder, Write
 from atenlens.trace.runner import _CALL_FILENAME as EXAMPLE_CALL_FILENAME  # the example call's code
 
-_SHORT_DTYPES = {
-    torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
-    torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8",
-    torch.bool: "b8", torch.complex64: "c64", torch.complex128: "c128",
-}
-
-
 def tensor_label(t: torch.Tensor) -> str:
     """`f32[8, 32]`, the logging_tensor vocabulary."""
-    dtype = _SHORT_DTYPES.get(t.dtype, str(t.dtype).removeprefix("torch."))
-    return f"{dtype}[{', '.join(str(s) for s in t.shape)}]"
+    return vocabulary.tensor_label(str(t.dtype).removeprefix("torch."), t.shape)
 
 
 def is_cuda(value: Any) -> bool:
