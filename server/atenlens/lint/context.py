@@ -7,6 +7,7 @@ read). Rules never walk the whole tree in Python, so a 5,000-line file lints in 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from functools import lru_cache
 from typing import Iterable, Iterator, Optional
 
@@ -17,7 +18,9 @@ from atenlens.lint.findings import Finding, Fix
 from atenlens.lint.source import SourceText
 
 
-@lru_cache(maxsize=512)
+# Rules ask for the bindings of every name they follow, so a file uses thousands of names: a
+# small cache would compile the same patterns again and again in a whole-tree run.
+@lru_cache(maxsize=16384)
 def _word_end_pattern(name: str) -> "re.Pattern[bytes]":
     # A plain literal at the start lets `re` scan with a fast literal search; the character
     # before the match is checked by hand (a lookbehind would turn that search off).
@@ -27,6 +30,9 @@ def _word_end_pattern(name: str) -> "re.Pattern[bytes]":
 _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
+_LOOP_KEYWORD = re.compile(rb"\b(?:for|while)\b")
+_LOOP_TYPES = frozenset({"for_statement", "while_statement", "list_comprehension", "set_comprehension",
+                         "dictionary_comprehension", "generator_expression"})
 _CALL_PAREN = re.compile(rb"[\w)\]}\"']\s*(\()")
 
 
@@ -50,11 +56,10 @@ class LintContext:
         self._bindings: dict[int, ScopeBindings] = {}
         self._scope_of: dict[int, Node] = {}
         self._attribute_values: dict[str, list[Node]] = {}
-        self._calls: dict[str, list[Node]] = {name: [] for name in call_names}
-        for ident in self.identifiers(call_names):
-            call = _called_name(ident)
-            if call is not None:
-                self._calls[self.source.data[ident.start_byte:ident.end_byte].decode()].append(call)
+        self._call_names = call_names
+        self._loops: Optional[list[tuple[int, int]]] = None
+        self._loop_starts: list[int] = []
+        self._calls: dict[str, list[Node]] = {}     # found on first request: most rules ask for few
 
     def identifiers(self, names: Iterable[str], start: int = 0, end: Optional[int] = None) -> Iterator[Node]:
         """Identifier nodes spelled as one of `names` within [start, end), in source order
@@ -91,6 +96,36 @@ class LintContext:
                     and call.start_byte >= start and call.end_byte <= end:
                 yield call
 
+    def loop_ranges(self) -> list[tuple[int, int]]:
+        """Byte ranges [start, end) of the outermost loops (`for`, `while`, comprehensions), in
+        source order: a rule about code inside loops scans only these (a node outside them is
+        never repeated by a loop)."""
+        if self._loops is None:
+            root = self.source.root
+            spans = []
+            for match in _LOOP_KEYWORD.finditer(self.source.data):
+                keyword = root.descendant_for_byte_range(match.start(), match.end())
+                parent = keyword.parent if keyword is not None and keyword.type == match.group().decode() else None
+                if parent is not None and parent.type == "for_in_clause":
+                    parent = parent.parent
+                if parent is not None and parent.type in _LOOP_TYPES:
+                    spans.append((parent.start_byte, parent.end_byte))
+            merged: list[tuple[int, int]] = []
+            for start, end in sorted(spans):
+                if merged and start < merged[-1][1]:
+                    merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+                else:
+                    merged.append((start, end))
+            self._loops = merged
+            self._loop_starts = [start for start, _ in merged]
+        return self._loops
+
+    def in_loop(self, node: Node) -> bool:
+        """Is `node` within one of `loop_ranges` (a cheap test before any analysis of it)?"""
+        loops = self.loop_ranges()
+        at = bisect_right(self._loop_starts, node.start_byte) - 1
+        return at >= 0 and node.end_byte <= loops[at][1]
+
     def writes_in_arguments(self, call: Node, word: bytes) -> bool:
         """Is `word` written anywhere in `call`'s argument list? A byte search: a cheap test
         that rules out most calls before their arguments are looked at (`non_blocking=True`
@@ -102,7 +137,13 @@ class LintContext:
         """Calls whose callee is `name` or `<anything>.name`, in source order."""
         found: list[Node] = []
         for name in names:
-            found.extend(self._calls.get(name, ()))
+            if name not in self._call_names:
+                continue
+            calls = self._calls.get(name)
+            if calls is None:
+                calls = self._calls[name] = [call for call in map(_called_name, self.identifiers((name,)))
+                                             if call is not None]
+            found.extend(calls)
         if len(names) > 1:
             found.sort(key=lambda n: n.start_byte)
         return found

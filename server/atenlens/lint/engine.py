@@ -9,7 +9,8 @@ from atenlens.lint.findings import Finding
 from atenlens.lint.noqa import is_suppressed, suppressed_codes
 from atenlens.lint.registry import Rule
 from atenlens.lint.rules import RULES
-from atenlens.lint.source import SourceText
+from atenlens.lint.source import SourceText, encode_source
+from atenlens.lint.triggers import matches, skippable_definitions
 
 log = logging.getLogger(__name__)
 
@@ -29,31 +30,43 @@ def select_rules(select: Optional[Collection[str]] = None,
 
 
 def lint_source(source: str, path: Optional[str] = None, select: Optional[Collection[str]] = None,
-                ignore: Optional[Collection[str]] = None) -> list[Finding]:
+                ignore: Optional[Collection[str]] = None, prefilter: bool = True) -> list[Finding]:
     """Findings for `source`, sorted by position. Never raises: a rule that fails on some input
     is logged and skipped, the other rules still report. `path` (a file path or document URI)
-    names the document: its previous tree is kept and re-parsed incrementally."""
+    names the document: its previous tree is kept and re-parsed incrementally.
+
+    `prefilter`: run only the rules whose trigger bytes occur, parse nothing when none does, and
+    (without `path`) blank the top-level definitions that no running rule needs (triggers.py).
+    The findings are the same either way; False is for the test that proves it."""
     try:
-        return _lint(source, select, ignore, strict=False, document=path)
+        return _lint(source, select, ignore, strict=False, document=path, prefilter=prefilter)
     except Exception:  # the parser or the text itself: nothing to report, nothing to crash
         log.exception("lint failed on %s", path or "<source>")
         return []
 
 
 def lint_source_strict(source: str, select: Optional[Collection[str]] = None,
-                       ignore: Optional[Collection[str]] = None, path: Optional[str] = None) -> list[Finding]:
+                       ignore: Optional[Collection[str]] = None, path: Optional[str] = None,
+                       prefilter: bool = True) -> list[Finding]:
     """`lint_source` that lets a rule's exception through (for tests: a bug must not hide)."""
-    return _lint(source, select, ignore, strict=True, document=path)
+    return _lint(source, select, ignore, strict=True, document=path, prefilter=prefilter)
 
 
 def _lint(source: str, select: Optional[Collection[str]], ignore: Optional[Collection[str]],
-          strict: bool, document: Optional[str] = None) -> list[Finding]:
+          strict: bool, document: Optional[str] = None, prefilter: bool = True) -> list[Finding]:
     if not isinstance(source, str):
         raise TypeError("source must be str")
     rules = select_rules(select, ignore)
+    data = encode_source(source)
+    skip: list[tuple[int, int]] = []
+    if prefilter:
+        rules = tuple(rule for rule in rules if matches(rule.triggers, data))
+        local = [rule.definition_triggers for rule in rules]
+        if document is None and rules and all(groups is not None for groups in local):
+            skip = skippable_definitions(data, local)   # type: ignore[arg-type]
     if not rules:
         return []
-    text = SourceText(source, document)
+    text = SourceText(source, document, skip=skip, original=data)
     names: frozenset[str] = frozenset().union(*(rule.calls for rule in rules))
     context = LintContext(text, names)
     findings: list[Finding] = []

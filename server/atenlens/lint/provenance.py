@@ -88,6 +88,11 @@ _LOSS_CALLEE = re.compile(r"loss|step|forward|criterion", re.I)
 _LOSS_FUNCTION = re.compile(r"loss|entropy|nll|criterion|divergence|mse|bce", re.I)
 _DEVICE_NAME = re.compile(r"(?:^|_)(?:device|dev)(?:$|_)|_device$|^device", re.I)
 _MENTIONS_DEVICE = re.compile(rb"\b(?:cuda|device)\b")
+# Trigger bytes (triggers.py) of "some value here may be on the device": `likely_device` and
+# `maybe_device` are False in a file without one of them. Every CUDA proof above is spelled with
+# `cuda` or `dev` (`.cuda()`, `device=`, `torch.device(...)`, names spelled `dev`/`*_device`)
+# except `.to("<string>")`; the model-output guess needs `cuda` or `device` in the file.
+DEVICE_EVIDENCE = (b"cuda", b"dev", re.compile(rb"to\s*\((?:\s|#[^\n]*)*[rRbBuUfF]{0,2}['\"]"))
 
 
 def strip_parens(node: Node) -> Node:
@@ -351,7 +356,7 @@ def module_mentions_device(ctx: LintContext) -> bool:
     unknown device is not assumed to be on a GPU (CPU-only tests, data pipelines)."""
     cached = getattr(ctx, "_mentions_device", None)
     if cached is None:
-        cached = bool(_MENTIONS_DEVICE.search(ctx.source.data))
+        cached = bool(_MENTIONS_DEVICE.search(ctx.source.whole_data))
         setattr(ctx, "_mentions_device", cached)
     return cached
 

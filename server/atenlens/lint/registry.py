@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 from atenlens.lint.findings import Finding
+from atenlens.lint.triggers import TriggerGroups
 
 if TYPE_CHECKING:
     from atenlens.lint.context import LintContext
@@ -19,3 +20,10 @@ class Rule:
     check: Callable[["LintContext"], Iterable[Finding]]
     doc: str                       # the module docstring: What it does / Why it matters / Example / Fix
     fixable: bool = False          # offers a quick fix (in some cases): docs/rules.md's "Quick fix" column
+    # Byte patterns without which the rule cannot fire (triggers.py): every group must match
+    # somewhere in the file. No groups: the rule runs on every file.
+    triggers: TriggerGroups = ()
+    # The same for one top-level definition, for a rule whose findings in a definition depend
+    # only on it, the module-level code and byte-level facts of the file; None: the rule needs
+    # the whole file parsed (it follows attributes or helper functions across definitions).
+    definition_triggers: Optional[TriggerGroups] = None

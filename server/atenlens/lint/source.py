@@ -22,10 +22,12 @@ from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence
 
 import tree_sitter_python
-from tree_sitter import Language, Node, Parser, Point, Tree
+from tree_sitter import Language, Node, Parser, Point, Range, Tree
+
+from atenlens.lint.triggers import blank
 
 
 @lru_cache(maxsize=1)
@@ -56,6 +58,13 @@ _last_parse: "OrderedDict[str, _Parsed]" = OrderedDict()
 
 @lru_cache(maxsize=1)
 def _parser() -> Parser:
+    return Parser(python_language())
+
+
+@lru_cache(maxsize=1)
+def _kept_parser() -> Parser:
+    """A second parser for parses of kept ranges only (its `included_ranges` change per parse;
+    the first one always reads everything)."""
     return Parser(python_language())
 
 
@@ -128,9 +137,15 @@ def _point(data: bytes, offset: int) -> Point:
 class SourceText:
     """The text, its UTF-8 bytes and the tree of one lint run."""
 
-    def __init__(self, text: str, document: Optional[str] = None) -> None:
+    def __init__(self, text: str, document: Optional[str] = None,
+                 skip: Sequence[tuple[int, int]] = (), original: Optional[bytes] = None) -> None:
+        """`skip`: byte ranges of top-level definitions no selected rule needs (triggers.py),
+        blanked before the parse of a file that is not kept for incremental re-parsing
+        (`document` None); ignored when the file has damage to repair or the kept text does
+        not parse cleanly on its own. `original`: `text` already encoded."""
         self.text = text
-        self.original = encode_source(text)
+        self.original = encode_source(text) if original is None else original
+        self.skipped: tuple[tuple[int, int], ...] = ()
         # Tree-sitter rows split at "\n" only (a lone "\r" is not a row break for it), so the
         # line table does the same.
         self._line_starts = [0]
@@ -140,12 +155,49 @@ class SourceText:
             self._line_starts.append(at + 1)
             at = find(b"\n", at + 1)
         cached = _cached(document)
-        if cached is not None and cached.original == self.original:
+        if document is None and skip and self._parse_kept(skip):
+            pass
+        elif cached is not None and cached.original == self.original:
             self.data, self.tree, self.blanked_rows = cached.data, cached.tree, list(cached.blanked_rows)
         else:
             self._parse(None if cached is None else (cached.data, cached.tree))
             _remember(document, _Parsed(self.original, self.data, self.tree, tuple(self.blanked_rows)))
         self.root: Node = self.tree.root_node
+
+    @property
+    def whole_data(self) -> bytes:
+        """`data` without the skipped definitions blanked: what byte-level facts about the whole
+        file (does it mention a device anywhere?) read. (Definitions are skipped only in a file
+        with no rows blanked, so that is the original text then.)"""
+        return self.original if self.skipped else self.data
+
+    def _parse_kept(self, skip: Sequence[tuple[int, int]]) -> bool:
+        """Parse the text with the `skip` ranges blanked; False (nothing set) when that cannot
+        stand for the whole file: rows to blank (the damage's repair needs the whole text), an
+        error in the kept text, or a top-level statement that is not inside one kept range."""
+        if rows_left_open(self.original, self._line_starts):
+            return False
+        data = blank(self.original, skip)     # what the rules' byte scans read: nothing in a gap
+        kept = _kept_ranges(skip, len(data))
+        ranges = [Range(self._point(start), self._point(end), start, end) for start, end in kept]
+        if not ranges:
+            return False
+        with _parse_lock:
+            # Tree-sitter reads only the kept ranges: the skipped bytes cost nothing at all.
+            parser = _kept_parser()
+            parser.included_ranges = ranges
+            tree = parser.parse(data)
+        root = tree.root_node
+        if root.has_error:
+            return False
+        index = 0
+        for statement in root.children:
+            while index < len(kept) and kept[index][1] <= statement.start_byte:
+                index += 1
+            if index == len(kept) or statement.start_byte < kept[index][0] or statement.end_byte > kept[index][1]:
+                return False
+        self.data, self.tree, self.blanked_rows, self.skipped = data, tree, [], tuple(skip)
+        return True
 
     def _parse(self, previous: Optional[tuple[bytes, Tree]]) -> None:
         """Set `data` (the original with blanked rows), `tree` and `blanked_rows`.
@@ -168,6 +220,10 @@ class SourceText:
         self.tree = tree
         if tree.root_node.has_error:
             self._recover()
+
+    def _point(self, offset: int) -> Point:
+        row = bisect_right(self._line_starts, offset) - 1
+        return Point(row, offset - self._line_starts[row])
 
     def _blanked(self, rows: list[int]) -> bytes:
         data = bytearray(self.original)
@@ -325,6 +381,18 @@ def unclosed_rows(data: bytes, line_starts: list[int]) -> list[int]:
             culprits.add(at)            # no later triple quote closes it
     culprits.update(opened)
     return sorted({bisect_right(line_starts, at) - 1 for at in culprits})
+
+
+def _kept_ranges(skip: Sequence[tuple[int, int]], size: int) -> list[tuple[int, int]]:
+    """The complement of the sorted, disjoint `skip` ranges within [0, size)."""
+    kept, at = [], 0
+    for start, end in skip:
+        if start > at:
+            kept.append((at, start))
+        at = max(at, end)
+    if at < size:
+        kept.append((at, size))
+    return kept
 
 
 def _statement_of(node: Node) -> Node:

@@ -47,6 +47,7 @@ from atenlens.report import Code
 # `device=` does the same host fill and copy, so there is nothing to gain.
 FACTORIES = frozenset({"randn", "rand", "randint", "randperm", "zeros", "ones", "empty", "full", "arange",
                        "linspace", "logspace", "eye"})
+FACTORY_WORDS = (b"rand", b"zeros", b"ones", b"empty", b"full", b"arange", b"linspace", b"logspace", b"eye")
 
 
 def _factory(node: Optional[Node]) -> Optional[Node]:
@@ -136,4 +137,7 @@ RULE = Rule(
     check=check,
     doc=__doc__ or "",
     fixable=True,
+    # `torch.<factory>(...).to(...)` / `.cuda()`: the factory's name, `torch`, the move.
+    triggers=(FACTORY_WORDS, (b"torch",), (b"to", b"cuda")),
+    definition_triggers=(FACTORY_WORDS, (b"torch",), (b"to", b"cuda")),
 )

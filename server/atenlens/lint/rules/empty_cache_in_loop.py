@@ -29,6 +29,7 @@ from atenlens.lint.findings import Finding
 from atenlens.lint.registry import Rule
 from atenlens.lint.frequency import frequency
 from atenlens.lint.syntax import callee, dotted_name
+from atenlens.lint.triggers import LOOP
 from atenlens.report import Code
 
 EMPTY_CACHE_NAMES = frozenset({"torch.cuda.empty_cache", "cuda.empty_cache"})
@@ -57,4 +58,6 @@ RULE = Rule(
     calls=frozenset({"empty_cache"}),
     check=check,
     doc=__doc__ or "",
+    triggers=((b"empty_cache",), LOOP),
+    definition_triggers=((b"empty_cache",), LOOP),
 )

@@ -125,4 +125,6 @@ RULE = Rule(
     calls=frozenset(COPY_METHODS) | {"DataLoader", "pin_memory", "empty_like", "zeros_like", *TORCH_FACTORIES},
     check=check,
     doc=__doc__ or "",
+    # Pinned sources are followed through attributes set anywhere in the file: the whole file.
+    triggers=((b"non_blocking",),),
 )

@@ -64,10 +64,13 @@ from tree_sitter import Node
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
 from atenlens.lint.frequency import Frequency, is_counter_bound, frequency
-from atenlens.lint.provenance import Device, device_of, is_dtype, likely_device, maybe_device, strip_parens
+from atenlens.lint.provenance import (
+    DEVICE_EVIDENCE, Device, device_of, is_dtype, likely_device, maybe_device, strip_parens,
+)
 from atenlens.lint.registry import Rule
 from atenlens.lint.source import ancestors
 from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, text
+from atenlens.lint.triggers import LOOP
 from atenlens.report import Code
 
 SYNC_METHODS = ("item", "tolist", "cpu")
@@ -93,6 +96,13 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     yield from _fstrings(ctx)
     yield from _masked_reads(ctx)
     yield from _scaler_steps(ctx)
+
+
+def _matches_in_loops(ctx: LintContext, pattern: "re.Pattern[bytes]") -> Iterator["re.Match[bytes]"]:
+    """Matches of `pattern` inside the file's loops only: every finding is inside a loop, and
+    looking at the rest first would cost a provenance analysis per `if` of the file."""
+    for start, end in ctx.loop_ranges():
+        yield from pattern.finditer(ctx.source.data, start, end)
 
 
 def _report(ctx: LintContext, what: str, node: Node, end: Optional[Node] = None,
@@ -174,7 +184,7 @@ def _counts_to_bound(test: Node) -> bool:
 def _method_reads(ctx: LintContext) -> Iterator[Finding]:
     for call in ctx.calls(*SYNC_METHODS):
         method = method_name(call)
-        if method not in SYNC_METHODS:
+        if method not in SYNC_METHODS or not ctx.in_loop(call):
             continue
         if method == "cpu" and is_true(arguments(call)[1].get("non_blocking")):
             continue
@@ -213,7 +223,7 @@ def _conversions(ctx: LintContext) -> Iterator[Finding]:
     for call in ctx.calls(*CONVERSIONS):
         name = dotted_name(callee(call))
         argument = _single_argument(call)
-        if name not in CONVERSIONS or argument is None or not likely_device(ctx, argument):
+        if name not in CONVERSIONS or argument is None or not ctx.in_loop(call) or not likely_device(ctx, argument):
             continue
         finding = _report(ctx, f"`{name}()` of a CUDA tensor", call)
         if finding is not None:
@@ -222,7 +232,7 @@ def _conversions(ctx: LintContext) -> Iterator[Finding]:
 
 def _prints(ctx: LintContext) -> Iterator[Finding]:
     for call in ctx.calls("print"):
-        if dotted_name(callee(call)) != "print":
+        if dotted_name(callee(call)) != "print" or not ctx.in_loop(call):
             continue
         positional, _ = arguments(call)
         shown = next((a for a in positional if a.type != "string" and likely_device(ctx, a)), None)
@@ -235,6 +245,8 @@ def _prints(ctx: LintContext) -> Iterator[Finding]:
 
 def _data_dependent(ctx: LintContext) -> Iterator[Finding]:
     for call in ctx.calls(*DATA_DEPENDENT_METHODS, "where"):
+        if not ctx.in_loop(call):
+            continue
         name = dotted_name(callee(call)) or ""
         method = method_name(call)
         positional, keywords = arguments(call)
@@ -256,7 +268,7 @@ def _data_dependent(ctx: LintContext) -> Iterator[Finding]:
 def _conditions(ctx: LintContext) -> Iterator[Finding]:
     root = ctx.source.root
     seen: set[int] = set()
-    for match in _KEYWORDS.finditer(ctx.source.data):
+    for match in _matches_in_loops(ctx, _KEYWORDS):
         keyword = root.descendant_for_byte_range(match.start(1), match.end(1))
         if keyword is None or keyword.type != match.group(1).decode() or keyword.parent is None:
             continue
@@ -334,7 +346,7 @@ def _is_tensor_valued(ctx: LintContext, node: Node) -> bool:
 
 def _fstrings(ctx: LintContext) -> Iterator[Finding]:
     root = ctx.source.root
-    for match in _FSTRING.finditer(ctx.source.data):
+    for match in _matches_in_loops(ctx, _FSTRING):
         node = root.descendant_for_byte_range(match.start(), match.end())
         while node is not None and node.type != "string":
             node = node.parent if node.type in ("string_start",) else None
@@ -363,7 +375,7 @@ def _formats_host_value(interpolation: Node) -> bool:
 
 def _masked_reads(ctx: LintContext) -> Iterator[Finding]:
     root = ctx.source.root
-    for match in _SUBSCRIPT.finditer(ctx.source.data):
+    for match in _matches_in_loops(ctx, _SUBSCRIPT):
         bracket = root.descendant_for_byte_range(match.start(1), match.end(1))
         node = bracket.parent if bracket is not None and bracket.type == "[" else None
         if node is None or node.type != "subscript":
@@ -421,7 +433,7 @@ def _is_mask(ctx: LintContext, index: Node, depth: int = 0) -> bool:
 def _scaler_steps(ctx: LintContext) -> Iterator[Finding]:
     for call in ctx.calls("step"):
         owner = receiver(call)
-        if method_name(call) != "step" or owner is None or not _is_grad_scaler(ctx, owner):
+        if method_name(call) != "step" or owner is None or not ctx.in_loop(call) or not _is_grad_scaler(ctx, owner):
             continue
         how = frequency(call)
         if how.loop is None:
@@ -461,4 +473,7 @@ RULE = Rule(
     calls=CALLS,
     check=check,
     doc=__doc__ or "",
+    # Every finding is inside a loop and of a value likely on the device, or a GradScaler's step.
+    triggers=(LOOP, DEVICE_EVIDENCE + (b"scaler", b"Scaler", re.compile(rb"(?i)scaler"))),
+    definition_triggers=(LOOP,),
 )

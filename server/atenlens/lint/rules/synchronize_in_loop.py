@@ -39,6 +39,7 @@ from atenlens.lint.findings import Finding
 from atenlens.lint.frequency import frequency
 from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import callee, method_name, text
+from atenlens.lint.triggers import LOOP
 from atenlens.lint.waits import (
     CLOCK_FUNCTIONS, alias_calls, is_clock_read, is_device_synchronize, is_event_or_stream_synchronize,
 )
@@ -101,4 +102,6 @@ RULE = Rule(
     calls=frozenset({"synchronize", "elapsed_time", *CLOCK_FUNCTIONS}),
     check=check,
     doc=__doc__ or "",
+    # Aliases are bound to `torch.cuda.synchronize`; the timed-region check reads clocks anywhere.
+    triggers=((b"synchronize",), LOOP),
 )

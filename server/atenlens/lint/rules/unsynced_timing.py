@@ -219,4 +219,8 @@ RULE = Rule(
     calls=frozenset(CLOCK_FUNCTIONS) | WAITING_METHODS,
     check=check,
     doc=__doc__ or "",
+    # A clock read (`time.time()`, `perf_counter()`, ...) in a file that mentions the device;
+    # waits in helper functions anywhere in the file count: the whole file.
+    triggers=((b"perf_counter", b"monotonic", b"time_ns", re.compile(rb"time[\s\\]*\.[\s\\]*time")),
+              (b"cuda", b"device")),
 )

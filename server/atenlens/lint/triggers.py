@@ -1,0 +1,99 @@
+"""Trigger bytes: what a file (or one definition in it) must contain for a rule to be able to fire.
+
+Each rule declares, next to its logic, groups of byte patterns without which it cannot report
+anything (`Rule.triggers`): the rule can fire only if every group has a match. `.item()` in a
+loop on a CUDA tensor cannot be written without the bytes `for` or `while`, and without one of
+the words that give a tensor a device. A file that holds none of the selected rules' triggers is
+not parsed at all, and of the others only the rules whose triggers occur run. A pattern is either
+bytes (a substring test, memchr speed) or a compiled regular expression of bytes; substrings are
+tried first.
+
+Definitions: a rule whose findings depend only on the top-level `def`/`class` they are in, the
+module-level code and byte-level facts of the whole file (`Rule.definition_triggers` not None)
+also says what one definition must contain. When every rule that runs is of that kind, the
+top-level definitions that hold none of their definition triggers are blanked (replaced by
+spaces, line breaks kept, so every offset and position stays valid) before the parse: tree-sitter
+then skips them at the cost of reading whitespace. Module-level code is always kept (the
+bindings of a module-level loop live there). The split is a line scan (a definition starts on a
+line that begins with `def`, `class`, `async def` or `@`, and ends at the next line that begins
+with anything but a space, a comment or a closing bracket); `SourceText` checks the parse of the
+kept text and parses the whole file instead when that parse has an error or a statement that
+crosses a blanked region (a split that a string or a bracket fooled).
+
+tests/lint/test_lint_triggers.py lints the labelled corpus, the fixtures and a generated corpus
+with and without this skipping and requires identical findings.
+"""
+from __future__ import annotations
+
+import re
+from typing import Sequence, Union
+
+Pattern = Union[bytes, "re.Pattern[bytes]"]
+TriggerGroups = tuple[tuple[Pattern, ...], ...]
+
+# A loop of any kind: `for` statements and comprehensions, `while`.
+LOOP = (b"for", b"while")
+
+_STATEMENT_LINE = re.compile(rb"^[^\s#)\]}]", re.M)
+_DEFINITION_START = re.compile(rb"(?:def|class)\b|async\s+def\b|@")
+
+
+def group_matches(group: Sequence[Pattern], data: bytes, start: int = 0, end: int | None = None) -> bool:
+    stop = len(data) if end is None else end
+    for pattern in group:
+        if isinstance(pattern, bytes) and data.find(pattern, start, stop) != -1:
+            return True
+    for pattern in group:
+        if not isinstance(pattern, bytes) and pattern.search(data, start, stop) is not None:
+            return True
+    return False
+
+
+def matches(groups: TriggerGroups, data: bytes, start: int = 0, end: int | None = None) -> bool:
+    """Does `data[start:end]` hold a match of every group (always, for no groups)?"""
+    return all(group_matches(group, data, start, end) for group in groups)
+
+
+def definitions(data: bytes) -> list[tuple[int, int]]:
+    """Byte ranges [start, end) of the top-level definitions, decorators included, each ending
+    where the next top-level statement begins (or at the end of the file)."""
+    found: list[tuple[int, int]] = []
+    start = -1
+    decorated = False
+    for match in _STATEMENT_LINE.finditer(data):
+        at = match.start()
+        if start >= 0 and decorated:
+            # a decorator's line: the definition it decorates follows and belongs to it
+            decorated = data.startswith(b"@", at)
+            continue
+        if start >= 0:
+            found.append((start, at))
+            start = -1
+        if _DEFINITION_START.match(data, at):
+            start, decorated = at, data.startswith(b"@", at)
+    if start >= 0:
+        found.append((start, len(data)))
+    return found
+
+
+def skippable_definitions(data: bytes, groups: Sequence[TriggerGroups]) -> list[tuple[int, int]]:
+    """The top-level definitions in which none of `groups` (one entry per rule) matches."""
+    return [(start, end) for start, end in definitions(data)
+            if not any(matches(rule_groups, data, start, end) for rule_groups in groups)]
+
+
+_BLANK = bytes(0x0A if b == 0x0A else 0x20 for b in range(256))
+
+
+def blank(data: bytes, ranges: Sequence[tuple[int, int]]) -> bytes:
+    """`data` with every byte of `ranges` but the line breaks replaced by a space."""
+    if not ranges:
+        return data
+    out = bytearray(data)
+    for start, end in ranges:
+        out[start:end] = data[start:end].translate(_BLANK)
+    return bytes(out)
+
+
+__all__ = ["LOOP", "Pattern", "TriggerGroups", "blank", "definitions", "group_matches", "matches",
+           "skippable_definitions"]

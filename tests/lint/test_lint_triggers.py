@@ -1,0 +1,120 @@
+"""Trigger bytes (lint/triggers.py): skipping the parse of files and definitions that no rule can
+report on changes no finding. Every file of the labelled real corpus, every fixture and a
+generated corpus is linted with and without the skipping, with all rules and with each rule on
+its own (the selection decides what is skipped), and the findings must be identical; and the
+skipping must really happen on that code, or the comparison would prove nothing."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from atenlens.lint import RULES
+from atenlens.lint.engine import lint_source_strict, select_rules
+from atenlens.lint.source import SourceText, encode_source
+from atenlens.lint.triggers import definitions, matches, skippable_definitions
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE.parents[1] / "bench"))
+from gen_corpus import generate  # noqa: E402
+
+REAL = sorted(p for p in (HERE / "corpus_real").glob("*.py") if p.name != "conftest.py")
+FIXTURES = sorted((HERE / "fixtures").glob("*.py"))
+
+
+def _generated() -> list[tuple[str, str]]:
+    """The generated corpus of bench/lint_tree.py --quick: 5,000 lines cut into 40 files (cut
+    mid-construct, so some of them do not parse cleanly)."""
+    rows = generate(5000).split("\n")
+    return [(f"generated/m{i:02d}.py", "\n".join(rows[i * 125:(i + 1) * 125]) + "\n") for i in range(40)]
+
+
+SOURCES = ([(f"corpus_real/{p.name}", p.read_text(encoding="utf-8")) for p in REAL]
+           + [(f"fixtures/{p.name}", p.read_text(encoding="utf-8")) for p in FIXTURES] + _generated())
+SELECTIONS = [None] + [[rule.code] for rule in RULES]
+
+
+def _rows(source: str, select: list[str] | None, prefilter: bool) -> list[tuple]:
+    return [(f.line, f.column, f.end_line, f.end_column, f.code, f.severity, f.message, f.fix)
+            for f in lint_source_strict(source, select=select, prefilter=prefilter)]
+
+
+@pytest.mark.parametrize("select", SELECTIONS, ids=["all"] + [rule.code for rule in RULES])
+def test_skipping_by_trigger_bytes_changes_no_finding(select: list[str] | None) -> None:
+    found = 0
+    for name, source in SOURCES:
+        with_skipping = _rows(source, select, prefilter=True)
+        assert with_skipping == _rows(source, select, prefilter=False), name
+        found += len(with_skipping)
+    if select is None:
+        assert found > 100     # the comparison covers real findings, not only silence
+
+
+def test_the_corpus_really_exercises_the_skipping() -> None:
+    """Rules are left out of some files, and definitions are blanked in others."""
+    rules_left_out = files_with_skipped_definitions = 0
+    for _, source in SOURCES:
+        data = encode_source(source)
+        running = [rule for rule in select_rules() if matches(rule.triggers, data)]
+        rules_left_out += len(RULES) - len(running)
+        local = [rule.definition_triggers for rule in running]
+        if running and all(groups is not None for groups in local):
+            skip = skippable_definitions(data, local)
+            if skip and SourceText(source, skip=skip, original=data).skipped:
+                files_with_skipped_definitions += 1
+    assert rules_left_out > len(SOURCES)
+    assert files_with_skipped_definitions >= 10
+
+
+SAMPLE = '''import torch
+
+
+@torch.no_grad()
+def evaluate(model, loader):
+    for x in loader:
+        print(model(x.cuda()).item())
+
+
+def build(
+    size: int,
+) -> torch.Tensor:
+    return torch.zeros(size)
+
+LIMIT = 3
+class Config:
+    value = 1
+'''
+
+
+def test_definitions_are_found_with_their_decorators_up_to_the_next_top_level_statement() -> None:
+    data = SAMPLE.encode()
+    ranges = [data[start:end].decode() for start, end in definitions(data)]
+    assert ranges == [
+        "@torch.no_grad()\ndef evaluate(model, loader):\n    for x in loader:\n"
+        "        print(model(x.cuda()).item())\n\n\n",
+        "def build(\n    size: int,\n) -> torch.Tensor:\n    return torch.zeros(size)\n\n",
+        "class Config:\n    value = 1\n",
+    ]
+
+
+def test_a_definition_without_a_loop_is_not_parsed_for_the_loop_rules() -> None:
+    data = SAMPLE.encode()
+    (al100,) = select_rules(["AL100"])
+    skip = skippable_definitions(data, [al100.definition_triggers])
+    assert [data[start:end].split(b"\n")[0] for start, end in skip] == [b"def build(", b"class Config:"]
+    text = SourceText(SAMPLE, skip=skip, original=data)
+    assert text.skipped == tuple(skip)
+    assert [c.type for c in text.root.children] == ["import_statement", "decorated_definition", "expression_statement"]
+    assert text.whole_data == data      # byte-level facts of the file still see all of it
+    assert [(f.line, f.column, f.code) for f in lint_source_strict(SAMPLE, select=["AL100"])] == [(7, 30, "AL100")]
+
+
+def test_a_definition_start_inside_a_string_falls_back_to_parsing_the_whole_file() -> None:
+    source = 'EXAMPLE = """\ndef train(model, loader):\n    pass\n"""\nfor x in range(3):\n    pass\n'
+    data = source.encode()
+    skip = skippable_definitions(data, [((b"nothing matches this",),)])
+    assert skip == [(data.index(b"def train"), data.index(b'"""\nfor'))]   # the string's end looks like code
+    text = SourceText(source, skip=skip, original=data)
+    assert text.skipped == () and text.data == data
+    assert [c.type for c in text.root.children] == ["expression_statement", "for_statement"]
