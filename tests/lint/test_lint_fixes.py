@@ -33,7 +33,7 @@ def fixed(source: str) -> tuple[str, list[Finding]]:
 def test_fixes_rewrite_the_simple_cases_to_create_on_the_device() -> None:
     source = (FIXTURES / "AL302_create_then_move.py").read_text()
     result, found = fixed(source)
-    assert [f.fix is not None for f in found] == [True, True, True, True, False, False, False, False, True, True, True]
+    assert [f.fix is not None for f in found] == [True, True, True, True, False, False, False, False, True, True, True, True]
     assert result.splitlines()[4:15] == [
         "    noise = torch.randn(batch, dim, device=device)",
         '    zeros = torch.zeros(4, device="cuda")',
@@ -47,6 +47,7 @@ def test_fixes_rewrite_the_simple_cases_to_create_on_the_device() -> None:
         "        1.0,  # value",
         "    ).to(device)",
     ]
+    assert result.splitlines()[22] == "    d = torch.eye(3, device=get_model_device(model))"
     assert [f.line for f in lint_source(result, select=["AL302"])] == [9, 10, 11, 15]
 
 

@@ -36,10 +36,10 @@ from typing import Optional
 from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
-from atenlens.lint.dataflow import Binding
+from atenlens.lint.dataflow import Binding, scope_for
 from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, text
 
-MAX_DEPTH = 24   # bindings followed; results are memoised per node, so a long chain costs its length
+MAX_DEPTH = 64   # bindings followed; results are memoised per node, so a long chain costs its length
 
 
 class Device(Enum):
@@ -87,6 +87,7 @@ _LOSS_NAME = re.compile(r"loss", re.I)
 _LOSS_CALLEE = re.compile(r"loss|step|forward|criterion", re.I)
 _LOSS_FUNCTION = re.compile(r"loss|entropy|nll|criterion|divergence|mse|bce", re.I)
 _DEVICE_NAME = re.compile(r"(?:^|_)(?:device|dev)(?:$|_)|_device$|^device", re.I)
+_DEVICE_GETTER = re.compile(r"^_?get_(?:\w+_)?device$|^current_device$")
 _MENTIONS_DEVICE = re.compile(rb"\b(?:cuda|device)\b")
 # Trigger bytes (triggers.py) of "some value here may be on the device": `likely_device` and
 # `maybe_device` are False in a file without one of them. Every CUDA proof above is spelled with
@@ -145,7 +146,10 @@ def is_clear_device(node: Optional[Node]) -> bool:
     if node.type == "string":
         return not any(c.type == "interpolation" for c in node.named_children) and bool(string_value(node))
     if node.type == "call":
-        return dotted_name(callee(node)) in ("torch.device", "device")
+        # `torch.device("cuda")`, `get_model_device(model)`, `get_device()`: a function that
+        # returns a device (an index from `current_device()` is a valid device as well)
+        name = dotted_name(callee(node)) or ""
+        return name in ("torch.device", "device") or bool(_DEVICE_GETTER.search(name.split(".")[-1]))
     name = dotted_name(node)
     return name is not None and bool(_DEVICE_NAME.search(name.split(".")[-1]))
 
@@ -231,6 +235,10 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
             return Device.UNKNOWN
         if binding.loop is not None:
             return _loop_element_device(ctx, binding.loop.child_by_field_name("right"), binding.path, depth + 1)
+        if binding.value is None and binding.unpacked_from is not None:
+            # `values, idx = torch.topk(scores, k)`: each part on the device of what was unpacked
+            whole = device_of(ctx, binding.unpacked_from, depth + 1)
+            return whole if whole in (Device.CUDA, Device.CPU) else Device.UNKNOWN
         return device_of(ctx, binding.value, depth + 1)
     if kind == "attribute":
         attr = text(node.child_by_field_name("attribute"))
@@ -302,9 +310,35 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
         if first is not None and strip_parens(first).type in ("list", "tuple"):
             items = [c for c in strip_parens(first).named_children if c.type != "comment"]
             first = items[0] if items else None
+        elif first is not None and strip_parens(first).type in ("list_comprehension", "generator_expression"):
+            first = strip_parens(first).child_by_field_name("body")   # `torch.cat([t[i] for i in ...])`
+        if first is not None and first.type == "identifier" and name in ("torch.cat", "torch.stack", "torch.concat"):
+            appended = _appended_device(ctx, first, depth)
+            if appended is not None:
+                return appended
         inner = device_of(ctx, first, depth + 1)
         return inner if inner in (Device.CUDA, Device.CPU) else Device.UNKNOWN
     return Device.UNKNOWN
+
+
+def _appended_device(ctx: LintContext, name: Node, depth: int) -> Optional[Device]:
+    """`parts = []` ... `parts.append(x)` ... `torch.cat(parts)`: the device of what was appended,
+    when every append agrees (None when `parts` is not a list built that way)."""
+    binding = _binding(ctx, name)
+    if binding is None or binding.value is None or strip_parens(binding.value).type != "list" \
+            or strip_parens(binding.value).named_child_count:
+        return None
+    devices = []
+    scope = scope_for(name)
+    for owner in ctx.identifiers((text(name),), binding.at, name.start_byte):
+        attribute = owner.parent
+        call = attribute.parent if attribute is not None else None
+        if attribute is None or attribute.type != "attribute" or call is None or call.type != "call" \
+                or method_name(call) != "append" or scope_for(owner) != scope:
+            continue
+        positional, _ = arguments(call)
+        devices.append(device_of(ctx, positional[0], depth + 1) if positional else Device.UNKNOWN)
+    return devices[0] if devices and len(set(devices)) == 1 and devices[0] in (Device.CUDA, Device.CPU) else None
 
 
 def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple[int, ...], depth: int) -> Device:
@@ -342,6 +376,8 @@ def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple
     if iterable.type in ("list", "tuple"):
         items = [device_of(ctx, c, depth + 1) for c in iterable.named_children if c.type != "comment"]
         return items[0] if items and len(set(items)) == 1 and not path else Device.UNKNOWN
+    if iterable.type in ("subscript", "attribute", "binary_operator", "comparison_operator"):
+        return _tensor_rows(ctx, iterable, depth)   # `for row in scores[mask]:` rows of a tensor
     return Device.UNKNOWN
 
 

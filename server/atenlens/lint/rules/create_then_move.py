@@ -4,8 +4,9 @@ What it does:
     Flags `.to(device)` or `.cuda()` called directly on the result of a torch factory —
     `torch.randn`, `rand`, `randint`, `randperm`, `zeros`, `ones`, `empty`, `full`, `arange`,
     `linspace`, `logspace`, `eye` — that has no `device=` argument of its own. The target must
-    be written as a device: a string, `torch.device(...)`, or a name or attribute spelled
-    `device`, `dev` or `*_device` (`x.device`, `self.device`). Not flagged: `.to(dtype)`,
+    be written as a device: a string, `torch.device(...)`, a call of a function spelled as
+    returning one (`get_model_device(model)`, `get_device()`, `current_device()`), or a name or
+    attribute spelled `device`, `dev` or `*_device` (`x.device`, `self.device`). Not flagged: `.to(dtype)`,
     `.to(x.dtype)` and `.to(other_tensor)` (a cast, or a target that may not be a device),
     `.to("cpu")`, `*_like` factories (they inherit the device of their input), a factory with
     `generator=` (a generator lives on one device: a CPU generator needs the CPU tensor) or

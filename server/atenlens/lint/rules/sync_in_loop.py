@@ -6,7 +6,7 @@ What it does:
     `def`/`lambda`), each way the host reads a tensor that is on the GPU:
     `.item()`, `.tolist()`, a blocking `.cpu()`; `float(t)`, `int(t)`, `bool(t)`, `str(t)`;
     a tensor as a condition (`if torch.isnan(loss) or torch.isinf(loss):`, `if mask.any():`,
-    `while t:`, `x if t else y`, `assert t`); printing it (`print(loss)`, `f"{loss}"`); and
+    `while t:`, `x if t else y`, `[i for i, k in enumerate(mask) if k]`, `assert t`); printing it (`print(loss)`, `f"{loss}"`); and
     operations whose output shape depends on the data (`.nonzero()`, `torch.nonzero`,
     `.unique()`, `torch.where(mask)` with one argument, `torch.masked_select`, `.argwhere()`,
     reading `x[mask]` with a boolean mask); writing a CUDA tensor into a CPU tensor
@@ -14,7 +14,8 @@ What it does:
     loss scaling reads its inf/NaN flag on the host once per step) is reported at information
     level: it is the price of fp16 loss scaling, not a mistake.
     Only tensors with evidence of being on the GPU are reported (provenance.py): made or moved
-    there (`.cuda()`, `.to(device)`, `device=`), computed from such a tensor, or a model's
+    there (`.cuda()`, `.to(device)`, `device=`), computed from such a tensor (also its rows, both
+    results of `torch.topk(x)`, and `torch.cat(parts)` of a list it was appended to), or a model's
     output or a loss (`model(x)`, `criterion(...)`, `outputs.loss`, a name spelled with `loss`,
     a loss function of a model's output, a parameter's `.grad`, the batch of a loop that calls
     `backward()`) in a file that speaks of a device (`cuda`, `device`). The data-dependent
@@ -278,6 +279,9 @@ def _conditions(ctx: LintContext) -> Iterator[Finding]:
             if statement.type == "conditional_expression":
                 parts = statement.named_children
                 condition = parts[1] if len(parts) >= 2 else None
+        elif statement.type == "if_clause":   # `[x for x in xs if t.any()]`
+            parts = statement.named_children
+            condition = parts[0] if parts else None
         elif statement.type == "assert_statement":
             parts = statement.named_children
             condition = parts[0] if parts else None
