@@ -1,8 +1,10 @@
-"""Precision and recall of the lint on real open-source training code (corpus_real/, its README
-says where each file comes from). Each `<file>.labels` lists the expected findings by line and
-code: `warning` for a real hazard the lint must report as a warning, `info` for a deliberate or
-cheap one that may be reported at information level or not at all. Anything else reported is a
-false finding, and so is a warning where the label says info."""
+"""Precision and recall of the lint on real open-source training code. `corpus_real/` was
+labelled while the rules were tuned on it; `corpus_heldout/` was labelled before the lint was run
+on it (each README says where every file comes from and how it was labelled). Each
+`<file>.labels` lists the expected findings by line and code: `warning` for a real hazard the lint
+must report as a warning, `info` for a deliberate or cheap one that may be reported at information
+level or not at all. Anything else reported is a false finding, and so is a warning where the
+label says info."""
 from __future__ import annotations
 
 import ast
@@ -13,7 +15,9 @@ from atenlens.lint.findings import Finding
 from test_lint_fixes import apply_edits
 
 CORPUS = Path(__file__).parent / "corpus_real"
+HELD_OUT = Path(__file__).parent / "corpus_heldout"
 FILES = sorted(p for p in CORPUS.glob("*.py") if p.name != "conftest.py")
+HELD_OUT_FILES = sorted(p for p in HELD_OUT.glob("*.py") if p.name != "conftest.py")
 
 
 def labels(path: Path) -> dict[tuple[int, str], str]:
@@ -37,11 +41,10 @@ def reported(source: str) -> dict[tuple[int, str], str]:
     return found
 
 
-def test_precision_and_recall_on_real_code_are_at_least_90_percent() -> None:
-    assert len(FILES) >= 30
+def measure(files: list[Path], title: str) -> tuple[float, float]:
     right = wrong = hazards = caught = 0
     misses, false = [], []
-    for path in FILES:
+    for path in files:
         expected = labels(path)
         got = reported(path.read_text(encoding="utf-8"))
         for key, severity in got.items():
@@ -58,16 +61,30 @@ def test_precision_and_recall_on_real_code_are_at_least_90_percent() -> None:
                 else:
                     misses.append(f"{path.name}:{key[0]} {key[1]}")
     precision, recall = right / (right + wrong), caught / hazards
-    print(f"\ncorpus_real: {len(FILES)} files, {right + wrong} findings, {right} right: precision "
+    print(f"\n{title}: {len(files)} files, {right + wrong} findings, {right} right: precision "
           f"{precision:.1%}; {hazards} labelled hazards, {caught} reported as warnings: recall {recall:.1%}")
     print("false findings:", *false, sep="\n  ")
     print("missed hazards:", *misses, sep="\n  ")
+    return precision, recall
+
+
+def test_precision_and_recall_on_real_code_are_at_least_90_percent() -> None:
+    assert len(FILES) >= 30
+    precision, recall = measure(FILES, "corpus_real")
     assert precision >= 0.9 and recall >= 0.9
+
+
+def test_precision_and_recall_on_held_out_code_do_not_fall() -> None:
+    """The goal (90% and 90%) is not met on held-out code yet; these are the figures reached
+    (README.md of corpus_heldout/ lists the misses), so that a change that loses them fails."""
+    assert len(HELD_OUT_FILES) >= 30
+    precision, recall = measure(HELD_OUT_FILES, "corpus_heldout")
+    assert precision >= 0.83 and recall >= 0.76
 
 
 def test_every_fix_offered_on_real_code_parses_and_removes_its_finding() -> None:
     offered = 0
-    for path in FILES:
+    for path in FILES + HELD_OUT_FILES:
         source = path.read_text(encoding="utf-8")
         fixable = [f for f in lint_source_strict(source) if f.fix is not None]
         for finding in fixable:

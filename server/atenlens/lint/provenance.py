@@ -84,7 +84,7 @@ _MODEL_CALLEE = re.compile(
     r"student|policy|actor|critic|unet|transformer|vae|encoder|decoder|generator|discriminator|backbone|"
     r"classifier|learner|lm_head)$", re.I)
 _LOSS_NAME = re.compile(r"loss", re.I)
-_LOSS_CALLEE = re.compile(r"loss|step|forward|criterion", re.I)
+_LOSS_CALLEE = re.compile(r"loss|step|forward|criterion|^_?train", re.I)
 _LOSS_FUNCTION = re.compile(r"loss|entropy|nll|criterion|divergence|mse|bce", re.I)
 _DEVICE_NAME = re.compile(r"(?:^|_)(?:device|dev)(?:$|_)|_device$|^device", re.I)
 _DEVICE_GETTER = re.compile(r"^_?get_(?:\w+_)?device$|^current_device$")
@@ -370,8 +370,10 @@ def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple
         return _tensor_rows(ctx, iterable, depth)
     if iterable.type == "identifier":
         binding = _binding(ctx, iterable)
-        if binding is None or binding.loop is not None:
+        if binding is None:
             return Device.UNKNOWN
+        if binding.loop is not None:   # `for row in rows: for x in row:` the rows' device
+            return _tensor_rows(ctx, iterable, depth) if not path else Device.UNKNOWN
         return _loop_element_device(ctx, binding.value, path, depth + 1)
     if iterable.type in ("list", "tuple"):
         items = [device_of(ctx, c, depth + 1) for c in iterable.named_children if c.type != "comment"]
