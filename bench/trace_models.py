@@ -133,6 +133,24 @@ def setup(kind: str = "gpt2", tiny: bool = False, batch: int = 8, seq: int = 102
     return model, opt, idx, targets
 
 
+def setup_fsdp(kind: str = "llama", tiny: bool = False, batch: int = 8, seq: int = 1024):
+    """The same, as each rank of a torchrun job builds it with FSDP2: every block `fully_shard`ed over
+    all ranks, then the root, and AdamW over the sharded parameters. `batch` is per rank."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    dist.init_process_group("nccl")
+    mesh = init_device_mesh("cuda", (dist.get_world_size(),))
+    model, _, idx, targets = setup(kind, tiny, batch, seq)
+    blocks = model.layers if kind == "llama" else model.blocks
+    for block in blocks:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    return model, opt, idx, targets
+
+
 # atenlens: train_step(*setup("gpt2"))
 def train_step(model, opt, idx, targets):
     logits = model(idx)

@@ -18,6 +18,7 @@ FSDP = FIXTURES / "fsdp_step.py"
 TP = FIXTURES / "tp_step.py"
 DDP = FIXTURES / "ddp_step.py"
 FSDP_ADAMW = FIXTURES / "fsdp_adamw_step.py"
+HAZARDS = FIXTURES / "hazards_step.py"
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "fsdp_tp_step.py"
 NVLINK = 450e9                 # H100 SXM, one way (atenlens/gpus.py)
 NETWORK = 50e9                 # 400 Gb/s per GPU
@@ -188,6 +189,56 @@ def test_gradient_accumulation_without_no_sync_is_reported_and_with_it_not(worke
     assert with_no_sync.status == "ok", with_no_sync.message
     assert not [d for d in with_no_sync.diagnostics if d.code == "AL909"]
     assert len([e for e in with_no_sync.events if e.kind == "collective"]) == 1     # only the last micro-step
+
+
+def hazard_diagnostics(worker, function):
+    report = worker.trace(TraceRequest(file=str(HAZARDS), qualname=function, device="cuda", timeout_seconds=120))
+    assert report.status == "ok", report.message
+    return [(d.code, d.line, d.severity, d.count, d.message) for d in report.diagnostics
+            if d.code in ("AL910", "AL911")]
+
+
+def test_reading_a_reduced_loss_on_the_host_every_step_is_reported_and_keeping_it_on_device_not(worker):
+    reduce = line_in(HAZARDS, "log_every_step", "dist.all_reduce(reduced)")
+    read = line_in(HAZARDS, "log_every_step", ".item()")
+    assert hazard_diagnostics(worker, "log_every_step") == [(
+        "AL910", read, "warning", 1,
+        f"reading the result of all_reduce at line {reduce} on the host waits until every rank has sent its part: "
+        "each step stalls all ranks' hosts for the communication and the slowest rank; log it every N steps, or "
+        "keep it on the device and reduce it when you log [aten._local_scalar_dense]")]
+    assert hazard_diagnostics(worker, "keep_on_device") == []          # the same all_reduce, never read here
+
+
+def test_a_barrier_every_step_is_reported(worker):
+    assert hazard_diagnostics(worker, "barrier_every_step") == [(
+        "AL910", line_in(HAZARDS, "barrier_every_step", "dist.barrier()"), "warning", 1,
+        "dist.barrier() blocks the host until all 8 ranks reach it: each rank waits for the slowest (on NCCL, it "
+        "also waits for the GPU to finish its queued work) [barrier]")]
+
+
+def test_a_collective_per_parameter_is_reported_and_one_flattened_bucket_not(worker):
+    # Linear(64, 256) + Linear(256, 8), fp32: 4 gradients, 74,792 B per rank, all-reduced on 8 ranks
+    sizes = [256 * 64 * 4, 256 * 4, 8 * 256 * 4, 8 * 4]
+    each = sum(ring(2 * 7 / 8 * n, 14, NVLINK) for n in sizes)
+    one = ring(2 * 7 / 8 * sum(sizes), 14, NVLINK)
+    assert (round(each * 1e6, 1), round(one * 1e6, 1)) == (60.6, 15.6)      # mostly latency: 4 x 15 µs
+    assert hazard_diagnostics(worker, "per_parameter") == [(
+        "AL911", line_in(HAZARDS, "per_parameter", "dist.all_reduce(p.grad)"), "warning", 1,
+        "4 all_reduce calls at this line, one per parameter (4 tensors, 73 KiB per rank): ~60.6 µs in all, where "
+        "one all_reduce of the same bytes flattened into one buffer takes ~15.6 µs; each call pays the "
+        "collective's latency. Flatten them (torch._utils._flatten_dense_tensors), or let DDP or FSDP2 bucket "
+        "them")]
+    assert hazard_diagnostics(worker, "flattened") == []
+
+
+def test_fsdp_and_ddp_collectives_are_not_the_programs_own(worker):
+    """FSDP2's per-block all-gathers and DDP's bucket all-reduces run inside module calls and backward():
+    neither hazard applies to them."""
+    for path, function in ((FSDP, "step"), (DDP, "step")):
+        report = worker.trace(TraceRequest(file=str(path), qualname=function, device="cuda", timeout_seconds=120))
+        assert report.status == "ok", report.message
+        assert len([e for e in report.events if e.kind == "collective"]) >= 2
+        assert [d.code for d in report.diagnostics if d.code in ("AL910", "AL911")] == []
 
 
 def test_the_fsdp_tp_example_on_a_two_dimensional_mesh(worker):

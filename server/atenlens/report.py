@@ -47,6 +47,8 @@ class Code:
     DATALOADER_WORKERS = "AL907"     # DataLoader(num_workers>0): its workers' work ran in the trace's process
     SIMULATED_RANKS = "AL908"        # init_process_group ran on torch's fake backend as one of the simulated ranks
     DDP_SYNC_EVERY_BACKWARD = "AL909"  # DDP all-reduced gradients in several backward() calls before one optimizer step
+    HOST_WAITS_FOR_COLLECTIVE = "AL910"  # the host read a collective's result (or called barrier()): all ranks stall
+    PER_PARAMETER_COLLECTIVES = "AL911"  # one line issued a collective per parameter (a Python loop over them)
 
 
 @dataclass(frozen=True)

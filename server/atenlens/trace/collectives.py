@@ -19,7 +19,7 @@ NCCL's tuner takes it.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -147,6 +147,7 @@ class Collectives:
         self.bytes = 0
         self.last_stack: tuple = ()    # the user stack of the latest collective (trace/ddp.py places notes there)
         self._groups: dict[int, tuple[int, Optional[str], str, int]] = {}   # id(pg) -> _group()
+        self._last_nodes = 1
 
     def _group(self, group: Any) -> tuple[int, Optional[str], str, int]:
         """(size, description, link, nodes) of a process group (None: the default one)."""
@@ -204,6 +205,12 @@ class Collectives:
             best = min(best, latency + factor * nbytes / (bandwidth * share))
         return best
 
+    def flattened(self, event: Event) -> Callable[[int], float]:
+        """The estimate of `event`'s collective, in its group, for another number of bytes."""
+        name, size, link = event.name, event.group_size or 1, event.link or self._node_link()
+        nodes = self._last_nodes
+        return lambda nbytes: self.estimate(name, nbytes, size, link, nodes)
+
     def event(self, op_event: Event, func: Any, args: tuple, kwargs: dict, out: Any) -> Event:
         """The collective event for an op event of these namespaces (for a wait, the op event at no cost)."""
         name = public_name(func)
@@ -212,6 +219,7 @@ class Collectives:
         size, description, link, nodes = self._group(_group_of(func, args, kwargs))
         nbytes = payload_bytes(func, name, args, kwargs, out)
         seconds = self.estimate(name, nbytes, size, link, nodes)
+        self._last_nodes = nodes
         self.count += 1
         self.last_stack = op_event.stack
         self.seconds += seconds

@@ -117,6 +117,9 @@ class NoMemoryModel:
     def mark(self, t: Any, category: str) -> None:
         pass
 
+    def is_parameter(self, t: Any) -> bool:
+        return False
+
     def scan_parameters(self) -> None:
         pass
 
@@ -257,6 +260,11 @@ class MemoryModel:
             return self.live.get(tc.local_tensor(t).untyped_storage()._cdata)
         except Exception:
             return None
+
+    def is_parameter(self, t: Any) -> bool:
+        """Is `t` (the storage of) a parameter or a parameter's gradient, as known so far?"""
+        record = self._find(t)
+        return record is not None and (record.parameter or record.gradient)
 
     def mark(self, t: Any, category: str) -> None:
         """`t`'s storage is one of ROLES, at every size it has had."""

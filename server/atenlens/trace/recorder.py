@@ -47,6 +47,7 @@ from atenlens.trace.roofline import bytes_moved
 from atenlens.trace.attribution import is_user_file
 from atenlens.trace.collectives import NAMESPACES as _COLLECTIVE_NAMESPACES
 from atenlens.trace.device import DeviceHooks, PlainHooks
+from atenlens.trace.dist_hazards import DistributedHazards
 from atenlens.trace.diagnostics import DiagnosticSink
 from atenlens.trace.modules import ModuleTracker
 from atenlens.trace.values import Values
@@ -105,6 +106,7 @@ class Recorder:
         self.dropped_flops = 0
         self.estimate_seconds: dict[str, float] = {}   # phase -> summed roofline estimates (kept events or not)
         self.collectives: Any = None                   # trace/collectives.py Collectives: c10d ops become events
+        self.hazards = DistributedHazards(sink, self.memory.is_parameter)   # AL910, AL911
         self.recording = False
         self._hidden = 0                               # inside torch's own bookkeeping ops (hidden())
         self.boundary: Any = None
@@ -218,6 +220,7 @@ class Recorder:
 
     def stop(self) -> None:
         self.recording = False
+        self.hazards.finish()
         self.modules.uninstall()
         if self._closure_hook is not None:
             self._closure_hook.remove()
@@ -463,6 +466,10 @@ class _OpRecorder(tc.TorchDispatchMode):
         )
         if namespace in _COLLECTIVE_NAMESPACES and rec.collectives is not None:
             event = rec.collectives.event(event, func, args, kwargs, out)
+            if event.kind == "collective":
+                rec.hazards.collective(event, args, kwargs, out, _getframe(1), rec.collectives.flattened(event))
+        elif rec.hazards.reduced:
+            rec.hazards.op(func, args, out, stack)
         rec.keep(event)
         return out
 
