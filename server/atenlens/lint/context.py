@@ -67,6 +67,18 @@ class LintContext:
         data = self.source.data
         root = self.source.root
         stop = len(data) if end is None else end
+        if isinstance(names, tuple) and len(names) == 1:
+            # one name (the bindings of a variable, the calls of one method): no merge needed
+            size = len(names[0].encode())
+            for match in _word_end_pattern(names[0]).finditer(data, start, stop):
+                at = match.start()
+                if at > 0 and data[at - 1] in _WORD_BYTES:
+                    continue
+                node = root.descendant_for_byte_range(at, at + size)
+                if node is not None and node.type == "identifier" and node.start_byte == at \
+                        and node.end_byte == at + size:
+                    yield node
+            return
         starts: list[int] = []
         lengths: dict[int, int] = {}
         for name in set(names):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+from functools import lru_cache
 from typing import Collection, Optional
 
 from atenlens.lint.context import LintContext
@@ -19,6 +20,11 @@ def select_rules(select: Optional[Collection[str]] = None,
                  ignore: Optional[Collection[str]] = None) -> tuple[Rule, ...]:
     """Rules whose code starts with one of `select` (all when None) and with none of `ignore`,
     so `AL1` selects AL100 and AL101 as in ruff."""
+    return _select_rules(None if select is None else tuple(select), None if ignore is None else tuple(ignore))
+
+
+@lru_cache(maxsize=64)      # a whole-tree run asks once per file, with the same few selections
+def _select_rules(select: Optional[tuple[str, ...]], ignore: Optional[tuple[str, ...]]) -> tuple[Rule, ...]:
     chosen = []
     for rule in RULES:
         if select is not None and not any(rule.code.startswith(s.strip().upper()) for s in select if s.strip()):

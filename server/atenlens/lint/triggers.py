@@ -35,7 +35,7 @@ TriggerGroups = tuple[tuple[Pattern, ...], ...]
 LOOP = (b"for", b"while")
 
 _STATEMENT_LINE = re.compile(rb"^[^\s#)\]}]", re.M)
-_DEFINITION_START = re.compile(rb"(?:def|class)\b|async\s+def\b|@")
+_DEFINITION_LINE = re.compile(rb"^(?:(?:def|class)\b|async\s+def\b|@)", re.M)
 
 
 def group_matches(group: Sequence[Pattern], data: bytes, start: int = 0, end: int | None = None) -> bool:
@@ -58,22 +58,27 @@ def definitions(data: bytes) -> list[tuple[int, int]]:
     """Byte ranges [start, end) of the top-level definitions, decorators included, each ending
     where the next top-level statement begins (or at the end of the file)."""
     found: list[tuple[int, int]] = []
-    start = -1
-    decorated = False
-    for match in _STATEMENT_LINE.finditer(data):
-        at = match.start()
-        if start >= 0 and decorated:
+    done = 0
+    for match in _DEFINITION_LINE.finditer(data):
+        start = match.start()
+        if start < done:
+            continue            # the `def` of a decorated definition: already in it
+        line = start
+        while data.startswith(b"@", line):
             # a decorator's line: the definition it decorates follows and belongs to it
-            decorated = data.startswith(b"@", at)
-            continue
-        if start >= 0:
-            found.append((start, at))
-            start = -1
-        if _DEFINITION_START.match(data, at):
-            start, decorated = at, data.startswith(b"@", at)
-    if start >= 0:
-        found.append((start, len(data)))
+            following = _STATEMENT_LINE.search(data, _next_line(data, line))
+            if following is None:
+                break
+            line = following.start()
+        following = _STATEMENT_LINE.search(data, _next_line(data, line))
+        done = following.start() if following is not None else len(data)
+        found.append((start, done))
     return found
+
+
+def _next_line(data: bytes, at: int) -> int:
+    end = data.find(b"\n", at)
+    return len(data) if end == -1 else end + 1
 
 
 def skippable_definitions(data: bytes, groups: Sequence[TriggerGroups]) -> list[tuple[int, int]]:
