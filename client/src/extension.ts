@@ -1,23 +1,39 @@
 // The atenlens extension: starts the language server with the right interpreter, passes it the settings
-// (tracing only in trusted workspaces), adds commands and a status bar item, restarts the server when the
-// interpreter, the environment or the workspace's trust changes.
+// (tracing only in trusted workspaces), adds commands and a status bar item that follows the active file,
+// says once when the interpreter has no torch, restarts the server when the interpreter, the environment or
+// the workspace's trust changes.
 import { randomUUID } from "crypto";
 import * as vscode from "vscode";
 import {
+  ClientCapabilities,
   DidChangeConfigurationNotification,
   ExecuteCommandRequest,
   LanguageClient,
   LanguageClientOptions,
   RevealOutputChannelOn,
+  StaticFeature,
   WorkDoneProgress,
 } from "vscode-languageclient/node";
 import { Interpreter, primaryResource, pythonExtensionApi, resolveInterpreter } from "./interpreter";
 import { launcherScript, serverExecutable } from "./server";
 import { serverSettingNames, serverSettings } from "./settings";
-import { StatusItem } from "./status";
+import { FileStatus, ServerFacts, StatusItem, describeFacts } from "./status";
+import { warnIfNoTorch } from "./torch";
 import { describeTraceResult, describeTraceTarget } from "./trace";
 
 const TRACE_COMMAND = "atenlens.trace";
+const FILE_STATUS = "atenlens/fileStatus";
+const SERVER_INFO = "atenlens/serverInfo";
+
+/** Asks the server for `atenlens/fileStatus` (lsp/status.py): the status bar's facts about each file. */
+const fileStatusFeature: StaticFeature = {
+  fillClientCapabilities(capabilities: ClientCapabilities): void {
+    capabilities.experimental = { ...(capabilities.experimental as object | undefined), atenlensFileStatus: true };
+  },
+  initialize(): void {},
+  getState: () => ({ kind: "static" }),
+  clear(): void {},
+};
 
 class AtenlensExtension implements vscode.Disposable {
   private client: LanguageClient | undefined;
@@ -92,8 +108,10 @@ class AtenlensExtension implements vscode.Disposable {
       },
     };
     const client = new LanguageClient("atenlens", "atenlens", { run: executable, debug: executable }, clientOptions);
+    client.registerFeature(fileStatusFeature);
+    client.onNotification(FILE_STATUS, (status: FileStatus) => this.status.fileStatus(status));
     this.client = client;
-    this.status.idle("starting the server");
+    this.status.starting();
     try {
       await client.start();
     } catch (error) {
@@ -105,11 +123,23 @@ class AtenlensExtension implements vscode.Disposable {
       void vscode.window.showErrorMessage(message, "Show the log").then((choice) => choice && this.log.show());
       return;
     }
-    this.status.idle(
-      vscode.workspace.isTrusted
-        ? `server running with ${interpreter.command}`
-        : `server running with ${interpreter.command}; lint only until the workspace is trusted`,
-    );
+    const facts = await this.serverFacts(client);
+    this.status.started(facts);
+    if (facts?.python) {
+      this.log.info(`The server and its traces run with ${describeFacts(facts)}`);
+    }
+    if (facts && vscode.workspace.isTrusted && tracingEnabled()) {
+      void warnIfNoTorch(this.context, facts, interpreter);
+    }
+  }
+
+  private async serverFacts(client: LanguageClient): Promise<ServerFacts | undefined> {
+    try {
+      return await client.sendRequest<ServerFacts>(SERVER_INFO, {});
+    } catch (error) {
+      this.log.warn(`${SERVER_INFO}: ${errorText(error)}`);
+      return undefined;
+    }
   }
 
   private async stopClient(): Promise<void> {
@@ -145,11 +175,12 @@ class AtenlensExtension implements vscode.Disposable {
       return undefined;
     }
     const target = describeTraceTarget(args[0]);
+    const uri = traceUri(args[0]);
     const workDoneToken = randomUUID();
-    this.status.tracing(target);
+    this.status.tracing(uri, target);
     const progress = client.onProgress(WorkDoneProgress.type, workDoneToken, (value) => {
       if (value.kind !== "end" && value.message) {
-        this.status.tracing(target, value.message);
+        this.status.tracing(uri, target, value.message);
       }
     });
     try {
@@ -160,16 +191,14 @@ class AtenlensExtension implements vscode.Disposable {
       });
       const outcome = describeTraceResult(target, result);
       this.log.info(`Trace of ${target}: ${outcome.detail}`);
-      if (outcome.ok) {
-        this.status.traced(outcome.summary, outcome.detail);
-      } else {
-        this.status.warned(outcome.summary, outcome.detail);
-      }
+      // a trace the server keeps comes back in the file's status; one it does not (a worker that failed,
+      // a cancel) is this file's until its next trace
+      this.status.traced(uri, outcome.kept ? undefined : outcome.summary);
       return result;
     } catch (error) {
       const message = `Tracing ${target} failed: ${errorText(error)}`;
       this.log.error(message);
-      this.status.failed(message);
+      this.status.traced(uri, `${target}: failed`);
       void vscode.window.showErrorMessage(message, "Show the log").then((choice) => choice && this.log.show());
       return undefined;
     } finally {
@@ -211,6 +240,15 @@ class AtenlensExtension implements vscode.Disposable {
   }
 }
 
+function tracingEnabled(): boolean {
+  return vscode.workspace.getConfiguration("atenlens", primaryResource()).get<boolean>("trace.enabled", true) !== false;
+}
+
+function traceUri(argument: unknown): string {
+  const uri = argument !== null && typeof argument === "object" ? (argument as Record<string, unknown>).uri : undefined;
+  return typeof uri === "string" ? uri : "";
+}
+
 function describeSource(interpreter: Interpreter): string {
   switch (interpreter.source) {
     case "setting":
@@ -231,7 +269,7 @@ let extension: AtenlensExtension | undefined;
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   // vscode-languageclient >= 10 writes through a LogOutputChannel's levelled methods.
   const log = vscode.window.createOutputChannel("atenlens", { log: true });
-  const status = new StatusItem("atenlens.showLog");
+  const status = new StatusItem("atenlens.showLog", () => vscode.workspace.isTrusted && tracingEnabled());
   const ext = new AtenlensExtension(context, log, status);
   extension = ext;
   context.subscriptions.push(
@@ -246,6 +284,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         void ext.restart('"atenlens.interpreter" changed');
       } else if (event.affectsConfiguration("atenlens")) {
         ext.sendSettings();
+        status.refresh();
       }
     }),
     // Trust brings tracing and the workspace's own interpreter setting and environments: start afresh.

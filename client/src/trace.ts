@@ -2,6 +2,7 @@
 
 export interface TraceOutcome {
   readonly ok: boolean;
+  readonly kept: boolean; // the server keeps it: the file's status shows it
   readonly summary: string; // short, for the status bar
   readonly detail: string; // longer, for the tooltip and the log
 }
@@ -28,9 +29,10 @@ export function describeTraceResult(target: string, result: unknown): TraceOutco
   const summary = field(result, "summary");
   const message = field(result, "message");
   const text = typeof summary === "string" && summary ? summary : typeof message === "string" ? message : "";
+  const kept = typeof summary === "string";
   if (status === "ok") {
-    return { ok: true, summary: `${name}: ${text || "traced"}`, detail: `${name}: ${text || "traced"}` };
+    return { ok: true, kept, summary: `${name}: ${text || "traced"}`, detail: `${name}: ${text || "traced"}` };
   }
   const what = typeof status === "string" ? status : "no result";
-  return { ok: false, summary: `${name}: ${what}`, detail: `${name}: ${what}${text ? ` (${text})` : ""}` };
+  return { ok: false, kept, summary: `${name}: ${what}`, detail: `${name}: ${what}${text ? ` (${text})` : ""}` };
 }

@@ -36,6 +36,15 @@ window.__atenlensLines = () => {
     return { line: n.line, top: n.top, bottom: n.bottom, text: v ? v.text : '', left: v ? v.left : 0 };
   }).filter((l) => !Number.isNaN(l.line)).sort((a, b) => a.line - b.line);
 };
+// The extension's status bar item (text without its icon) and VS Code's Problems counts [errors, warnings, infos].
+window.__atenlensStatus = () => {
+  const item = document.querySelector('.statusbar-item[id$="atenlens.status"]');
+  return item && item.offsetParent !== null ? item.innerText.replace(/\u00a0/g, ' ').trim() : null;
+};
+window.__atenlensProblems = () => {
+  const item = document.querySelector('.statusbar-item[id="status.problems"]');
+  return item ? (item.textContent.match(/\\d+/g) || []).map(Number) : null;
+};
 window.__atenlensLineAt = (y) => {
   const hit = window.__atenlensLines().find((l) => y >= l.top - 1 && y < l.bottom - 1);
   return hit ? hit.line : null;
@@ -48,6 +57,7 @@ async function pageText(page) {
     return {
       editor: (window.__atenlensLines ? window.__atenlensLines() : []).map((l) => `${l.line}: ${l.text}`).join("\n"),
       statusBar: pick(".statusbar-item").replace(/\n+/g, " | "),
+      statusIds: [...document.querySelectorAll(".statusbar-item")].map((e) => e.id).join(" "),
       notifications: pick(".notifications-toasts .notification-list-item, .notification-toast"),
       hover: pick(".monaco-editor .monaco-hover:not(.hidden)"),
       lenses: pick(".codelens-decoration"),
@@ -136,6 +146,93 @@ async function squiggleLines(page, line, timeout) {
   }, line, timeout);
 }
 
+// Waits for the extension's status bar text to contain `part`; returns it with the Problems counts.
+async function statusWith(page, part, timeout) {
+  return until(page, (p) => {
+    const text = window.__atenlensStatus();
+    return text && text.includes(p) ? { text, problems: window.__atenlensProblems() } : false;
+  }, part, timeout);
+}
+
+// Quick Open (Ctrl+P) a file of the workspace and wait until its editor shows its text.
+async function openFile(page, name) {
+  await page.keyboard.press("Escape");
+  await page.keyboard.press("Control+P");
+  const box = page.locator(".quick-input-widget input");
+  await box.waitFor({ state: "visible", timeout: 10000 });
+  await box.fill(name);
+  await page.locator(".quick-input-list .monaco-list-row", { hasText: name }).first().waitFor({ timeout: 10000 });
+  await page.keyboard.press("Enter");
+  await box.waitFor({ state: "hidden", timeout: 10000 });
+  // the window's title names the active editor's file
+  await until(page, (n) => document.title.includes(n) && window.__atenlensLines().length > 0, name, 10000);
+}
+
+// Clicks the lens titled `title` that sits right above `defLine` (its directive comment, if any, between).
+async function clickLens(page, defLine, title) {
+  await moveTo(page, defLine, 1);
+  const lens = await until(page, ({ defLine, title }) => {
+    const def = window.__atenlensLines().find((l) => l.line === defLine);
+    if (!def) return false;
+    const links = [...document.querySelectorAll(".editor-instance .codelens-decoration a")]
+      .filter((a) => a.innerText.trim() === title)
+      .map((a) => { const r = a.getBoundingClientRect(); return { x: r.left + r.width / 2, y: r.top + r.height / 2, bottom: r.bottom }; })
+      .filter((r) => r.bottom <= def.top + 2);
+    links.sort((a, b) => b.bottom - a.bottom);
+    return links[0] || false;
+  }, { defLine, title }, 60000);
+  await page.mouse.click(lens.x, lens.y);
+}
+
+// Hovers the extension's status bar item and returns its tooltip's text.
+async function statusTooltip(page, part) {
+  const point = () => page.evaluate(() => {
+    const item = document.querySelector('.statusbar-item[id$="atenlens.status"]');
+    if (!item) return null;
+    const r = item.getBoundingClientRect();
+    return { x: r.left + r.width / 2, y: r.top + r.height / 2 };
+  });
+  return hoverUntil(page, point, (p) => {
+    const hovers = [...document.querySelectorAll(".workbench-hover, .monaco-hover")].filter((e) => e.offsetParent !== null);
+    const hit = hovers.find((e) => e.innerText.includes(p));
+    return hit ? hit.innerText : false;
+  }, part, 20000);
+}
+
+// Screenshots the docs use, when the test was asked for them (ATENLENS_SCREENSHOTS=1): clipped to `clip`.
+async function docShot(page, name, clip) {
+  if (!plan.docsImages) return null;
+  const file = path.join(plan.docsImages, name);
+  await page.screenshot({ path: file, clip });
+  return file;
+}
+
+// The interpreter has no torch: the one message, its action opening the interpreter setting, the tooltip.
+async function noTorch(page) {
+  await step(page, "n2-no-torch-message", async () => {
+    const toast = page.locator(".notifications-toasts .notification-toast", { hasText: "has no torch" }).first();
+    await toast.waitFor({ timeout: 90000 });
+    const message = (await toast.locator(".notification-list-item-message").innerText()).trim();
+    const buttons = (await toast.locator(".monaco-button").allInnerTexts()).map((t) => t.trim()).filter((t) => t);
+    const box = await toast.boundingBox();
+    const shotFile = await docShot(page, "vscode-no-torch.png", { x: box.x - 8, y: box.y - 8, width: box.width + 16, height: box.height + 16 });
+    await toast.locator(".monaco-button", { hasText: plan.chooseAction }).first().click();
+    // the Settings editor, filtered to the settings its search matched
+    const search = await until(page, () => {
+      const titles = [...document.querySelectorAll(".settings-editor .setting-item-contents .setting-item-title")].map((e) => e.innerText.trim());
+      return titles.length ? { titles } : false;
+    }, null, 30000);
+    const toastsLeft = await page.evaluate(() => [...document.querySelectorAll(".notifications-toasts .notification-toast")].filter((e) => e.innerText.includes("has no torch")).length);
+    return { message, buttons, settings: search, toastsLeft, shot: shotFile };
+  });
+  await step(page, "n3-status-tooltip", async () => {
+    await openFile(page, plan.file);
+    const status = await statusWith(page, plan.statusExpected, 30000);
+    const tooltip = await statusTooltip(page, "torch");
+    return { status, tooltip };
+  });
+}
+
 // Restricted Mode: the lint works, no lens offers a trace; once the workspace is trusted, they do.
 async function untrusted(page) {
   await step(page, "u2-restricted-lint-only", async () => {
@@ -191,7 +288,7 @@ async function main() {
       return { lines: await page.evaluate(() => window.__atenlensLines().length) };
     });
 
-    await (plan.mode === "untrusted" ? untrusted(page) : trusted(page));
+    await ({ untrusted, "no-torch": noTorch }[plan.mode] || trusted)(page);
     result.ok = true;
   } catch (error) {
     result.ok = false;
@@ -226,7 +323,8 @@ async function trusted(page) {
     const tracedBefore = await page.evaluate(() => window.__atenlensLines().some((l) => /·|∇/.test(l.text)));
     await page.mouse.move(5, 5);
     await page.keyboard.press("Escape");
-    return { squiggleLines: lines, hover, hintsBeforeTrace: tracedBefore };
+    const status = await statusWith(page, "not traced", 30000);
+    return { squiggleLines: lines, hover, hintsBeforeTrace: tracedBefore, status };
   });
 
   // (2) Click the "Trace this step" lens of the function; hints with aten ops arrive.
@@ -255,13 +353,7 @@ async function trusted(page) {
   });
 
   // (4) The status bar shows the trace's summary.
-  await step(page, "04-status-bar", async () => {
-    const text = await until(page, (part) => {
-      const items = [...document.querySelectorAll(".statusbar-item")].map((e) => e.innerText.trim());
-      return items.find((t) => t.includes(part)) || false;
-    }, plan.statusExpected, 30000);
-    return { text };
-  });
+  await step(page, "04-status-bar", async () => statusWith(page, plan.statusExpected, 30000));
 
   // (3) Hovering a traced line shows the op table.
   await step(page, "05-hover-op-table", async () => {
@@ -293,9 +385,53 @@ async function trusted(page) {
         return { x: editor.left, y: top, width: Math.min(editor.width, 1000), height: Math.min(editor.bottom - top, 600) };
       }, plan.readme.firstLine);
       await page.screenshot({ path: plan.readme.path, clip });
+      await docShot(page, "vscode.png", clip);
       return { path: plan.readme.path, clip };
     });
   }
+
+  // One problem, one diagnostic: tracing `train` runs the `.item()` line, confirms the lint's finding,
+  // and the Problems count stays what it was; the status bar now speaks of `train`.
+  await step(page, "07-one-problem", async () => {
+    await page.mouse.move(5, 5);
+    await clickLens(page, plan.trainDefLine, plan.lensTitle);
+    const lines = await until(page, ([n, part]) => {
+      const line = window.__atenlensLines().find((l) => l.line === n);
+      return line && line.text.includes(part) ? window.__atenlensLines().map((l) => [l.line, l.text]) : false;
+    }, [plan.lintLine, plan.syncHint], plan.traceTimeoutMs);
+    const status = await statusWith(page, plan.trainStatus, 30000);
+    return { lines, status };
+  });
+
+  // An edit inside `train`: its hints say "(stale)", and so does the status bar.
+  await step(page, "08-stale", async () => {
+    await moveTo(page, plan.lintLine, 1);
+    await page.keyboard.press("End");
+    await page.keyboard.type(plan.editText);
+    const lines = await until(page, ([n, part]) => {
+      const line = window.__atenlensLines().find((l) => l.line === n);
+      return line && line.text.includes(part) ? window.__atenlensLines().map((l) => [l.line, l.text]) : false;
+    }, [plan.staleLine, "(stale)"], 30000);
+    const status = await statusWith(page, plan.staleStatus, 30000);
+    const clip = await page.evaluate((first) => {
+      const editor = document.querySelector(".editor-instance .monaco-editor").getBoundingClientRect();
+      const top = window.__atenlensLines().find((l) => l.line === first).top - 6;
+      return { x: editor.left, y: top, width: Math.min(editor.width, 1000), height: Math.min(editor.bottom - top, 600) };
+    }, plan.staleFirstLine);
+    const bar = await page.evaluate(() => document.querySelector(".part.statusbar").getBoundingClientRect().toJSON());
+    await docShot(page, "vscode-stale.png", clip);
+    await docShot(page, "vscode-status.png", { x: bar.x, y: bar.y - 4, width: Math.min(bar.width, 900), height: bar.height + 4 });
+    return { lines, status };
+  });
+
+  // The status bar follows the active file: another file is "not traced"; back, the stale trace again.
+  await step(page, "09-switch-files", async () => {
+    await openFile(page, plan.otherFile);
+    const other = await statusWith(page, "not traced", 30000);
+    await openFile(page, plan.file);
+    const back = await statusWith(page, plan.staleStatus, 30000);
+    return { other, back };
+  });
 }
 
 main().catch((error) => {

