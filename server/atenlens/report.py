@@ -39,6 +39,10 @@ class Code:
     UNORDERED_STREAM_READ = "AL500"  # a tensor written on one stream is read on another with no wait in between
     UNSYNCED_ELAPSED_TIME = "AL501"  # Event.elapsed_time() before the host waited for the end event
     MISSING_RECORD_STREAM = "AL502"  # a tensor used on a stream other than its allocation stream, no record_stream()
+    UNSUPPORTED_IN_CAPTURE = "AL510"  # a sync (or a default-stream capture) inside a CUDA graph capture: a GPU raises
+    CPU_IN_CAPTURE = "AL511"         # a CPU tensor used inside a CUDA graph capture (not replayed / fixed host address)
+    CAPTURE_WITHOUT_WARMUP = "AL512"  # a CUDA graph capture with no warm-up on a side stream before it
+    CAPTURE_SUMMARY = "AL513"        # a CUDA graph capture: ops captured, replays, whether it is capturable
     GRAPH_BREAK = "AL600"            # torch.compile: Dynamo breaks the compiled function's graph at this line
     COMPILE_SUMMARY = "AL601"        # torch.compile: how many graphs, breaks and guards a compiled callable has
     OUT_OF_MEMORY = "AL400"          # the forecast peak memory exceeds the selected GPU's memory

@@ -95,6 +95,16 @@ class ListenerSlot:
         if self.listener is not None:
             self.listener.event_recorded(event)
 
+    # CUDA graph capture (trace/gpu/capture.py): "begin", "end", "replay"
+    def capture(self, kind: str, graph: Any) -> None:
+        handler = getattr(self.listener, "capture_" + kind, None)
+        if handler is not None:
+            handler(graph)
+
+    def capturing(self) -> bool:
+        capture = getattr(self.listener, "capture", None)
+        return capture is not None and capture.is_capturing()
+
     # stream ordering (trace/gpu/streams.py): the listener may lack these (a plain SyncListener)
     def stream_ordering(self, kind: str, *args: Any) -> None:
         handler = getattr(self.listener, "stream_" + kind, None)
@@ -163,7 +173,51 @@ def _make_stream_and_event_types(slot: ListenerSlot) -> tuple[type, type]:
     return Stream, Event
 
 
-class _CurrentStream(threading.local):
+def _make_graph_type(slot: ListenerSlot) -> type:
+    class CUDAGraph:
+        """torch.cuda.CUDAGraph on the simulated GPU: capture runs the work once (recorded at its
+        lines); replay runs nothing and is counted (trace/gpu/capture.py)."""
+
+        def __init__(self, keep_graph: bool = False) -> None:
+            self._pool = ("atenlens-graph-pool", id(self))
+
+        def capture_begin(self, pool: Any = None, capture_error_mode: str = "global",
+                          check_input_liveness: bool = False) -> None:
+            slot.capture("begin", self)
+
+        def capture_end(self) -> None:
+            slot.capture("end", self)
+
+        def instantiate(self) -> None:
+            return None
+
+        def replay(self) -> None:
+            slot.capture("replay", self)
+
+        def reset(self) -> None:
+            return None
+
+        def pool(self) -> Any:
+            return self._pool
+
+        def enable_debug_mode(self) -> None:
+            return None
+
+        def debug_dump(self, debug_path: str) -> None:
+            return None
+
+        def register_generator_state(self, generator: Any) -> None:
+            return None
+
+    return CUDAGraph
+
+
+class _CurrentStream:
+    """The current stream, shared by all threads: autograd runs backward ops on its own threads,
+    where a thread-local stream would always be the default one; on a GPU each backward op runs on
+    the stream of its forward op, which is the stream current when `backward()` was called in the
+    usual case (forward and backward under the same stream)."""
+
     stream: Optional[Any] = None
 
 
@@ -229,7 +283,15 @@ def simulated_cuda_api(slot: ListenerSlot) -> Iterator[None]:
         yield
 
     cuda = torch.cuda
+    CUDAGraph = _make_graph_type(slot)
+    pool_handles = iter(range(1, 1 << 62))
     patches: list[tuple[Any, str, Any]] = [
+        (cuda, "CUDAGraph", CUDAGraph),
+        (cuda.graphs, "CUDAGraph", CUDAGraph),
+        (cuda, "graph_pool_handle", lambda: ("atenlens-graph-pool", next(pool_handles))),
+        (cuda.graphs, "graph_pool_handle", lambda: ("atenlens-graph-pool", next(pool_handles))),
+        # torch.cuda.graph keeps its capture stream on the class: one per trace, not one from an earlier trace
+        (cuda.graphs.graph, "default_capture_stream", None),
         (cuda, "is_available", lambda: True),
         (cuda, "device_count", lambda: DEVICE_COUNT),
         (cuda, "_lazy_init", nothing),
@@ -269,10 +331,10 @@ def simulated_cuda_api(slot: ListenerSlot) -> Iterator[None]:
          f"(atenlens memory model) allocated {slot.allocated()} B, peak {slot.max_allocated()} B"),
         (cuda, "ipc_collect", nothing),
         (cuda, "can_device_access_peer", lambda device, peer_device: False),
-        (cuda, "is_current_stream_capturing", lambda: False),
+        (cuda, "is_current_stream_capturing", slot.capturing),
         (cuda, "get_allocator_backend", lambda: "native"),
         (cuda, "current_blas_handle", zero),
-        (cuda.graphs, "is_current_stream_capturing", lambda: False),
+        (cuda.graphs, "is_current_stream_capturing", slot.capturing),
         (cuda.nvtx, "range_push", zero),
         (cuda.nvtx, "range_pop", zero),
         (cuda.nvtx, "range_start", zero),
@@ -288,6 +350,8 @@ def simulated_cuda_api(slot: ListenerSlot) -> Iterator[None]:
         (torch.accelerator, "device_count", lambda: DEVICE_COUNT),
         (torch.accelerator, "is_available", lambda: True),
     ]
+    if not hasattr(torch._C, "_host_emptyCache"):     # torch.cuda.graph's __enter__ empties the pinned-host cache
+        patches.append((torch._C, "_host_emptyCache", nothing))
     if torch.version.cuda is None:          # a CPU build; a CUDA build keeps its own answers
         patches += [
             (torch.version, "cuda", CUDA_VERSION),

@@ -63,6 +63,8 @@ class HazardHooks:
 
     def op(self, func: Any, args: tuple, kwargs: dict) -> Any:
         tracker = self.tracker
+        if tracker.waited_all:
+            tracker.waited_all = False
         if tracker.has_pending() and func not in _NOT_READS and func.namespace == "aten" and not func.is_view:
             read = tree_leaves((args[1:], kwargs) if func in _WRITES_FIRST_ONLY else (args, kwargs))
             reader = _FUNCTION_READERS.get(tracker.current_api or "", "an op")   # the op is named after the message
@@ -76,6 +78,8 @@ class HazardHooks:
             tracker.mark_pinned(out)    # torch.empty(..., pin_memory=True) and other factories
         if tracker.streams is not None and not func.is_view:   # a side stream has been used
             tracker.stream_op(func, args, kwargs, out)
+        if tracker.capture.active is not None and not func.is_view:   # inside a CUDA graph capture
+            tracker.capture.op(func, args, kwargs, out)
         return out
 
     def finish(self) -> None:

@@ -36,6 +36,7 @@ class StreamOrder:
     """The per-trace state; `tracker.streams` holds one once a side stream is used."""
 
     def __init__(self, default: Any) -> None:
+        self._host_clock: Clock = {}           # what the host has waited for so far
         self._numbers: dict[int, int] = {}
         self._keep: list[Any] = []             # streams stay alive, so their ids stay theirs
         self._lines: dict[int, Optional[int]] = {}
@@ -46,6 +47,9 @@ class StreamOrder:
         self._allocated: dict[int, int] = {}      # storage -> the stream it was allocated on
         self._recorded: dict[int, set[int]] = {}  # storage -> streams named by record_stream
         self.cross_uses: dict[tuple[int, int], Any] = {}   # (storage, stream) -> what the tracker keeps
+        # (storage, stream) -> (the storage, the use's count on its stream, the allocating stream)
+        self._use_marks: dict[tuple[int, int], tuple[StorageWeakRef, int, int]] = {}
+        self._freed_unordered: list[Any] = []     # tracker values of uses whose storage was freed and reused
         self._event_clocks: dict[int, Clock] = {}
 
     def number(self, stream: Any, line: Optional[int]) -> int:
@@ -55,7 +59,8 @@ class StreamOrder:
             found = self._numbers[key] = len(self._clocks)
             self._keep.append(stream)
             self._lines[found] = line
-            self._clocks.append({found: 0})
+            # work queued on a stream first used after the host waited starts after what it waited for
+            self._clocks.append({**self._host_clock, found: 0})
         return found
 
     def describe(self, number: int) -> str:
@@ -91,6 +96,7 @@ class StreamOrder:
                 self._merge(clock, c)
         for c in self._clocks:
             self._merge(c, clock)
+        self._merge(self._host_clock, clock)
 
     def stream_clock(self, stream: int) -> Clock:
         return self._clocks[stream]
@@ -123,9 +129,11 @@ class StreamOrder:
                     write.reported = True
                     unordered.append((t, write))
                 allocated = self._allocated.get(key, self.default)
-                if allocated != stream and (key, stream) not in self.cross_uses \
-                        and stream not in self._recorded.get(key, ()):
-                    foreign.append((t, key, allocated))
+                if allocated != stream:                # the last use on this stream is the one to be ordered after
+                    self._use_marks[(key, stream)] = (write.storage if write.storage is not None else
+                                                      StorageWeakRef(t.untyped_storage()), count, allocated)
+                    if (key, stream) not in self.cross_uses and stream not in self._recorded.get(key, ()):
+                        foreign.append((t, key, allocated))
         for t in (out if isinstance(out, (tuple, list)) else (out,)):
             if isinstance(t, torch.Tensor) and t.device.type == "cuda":
                 key = _key(t)
@@ -135,9 +143,31 @@ class StreamOrder:
                         self._allocated[key] = stream
                         self._recorded.pop(key, None)
                         for other in range(len(self._clocks)):
-                            self.cross_uses.pop((key, other), None)
+                            kept = self.cross_uses.pop((key, other), None)
+                            if kept is not None and not self._ordered(key, other):
+                                self._freed_unordered.append(kept)   # freed and reused: the hazard happened
+                            self._use_marks.pop((key, other), None)
                     self._writes[key] = Write(StorageWeakRef(t.untyped_storage()), stream, count, line)
         return unordered, foreign
+
+    def _ordered(self, key: int, stream: int) -> bool:
+        """Whether the allocating stream has waited for the use on `stream` (then a free is safe: work
+        the allocator gives the block to is queued after the use)."""
+        mark = self._use_marks.get((key, stream))
+        return mark is None or self._clocks[mark[2]].get(stream, 0) >= mark[1]
+
+    def unsafe_cross_uses(self) -> list[Any]:
+        """At the end of the trace: the uses (tracker values) whose tensor was freed while the
+        allocating stream had not waited for them. A tensor still alive (a parameter, a result) or one
+        whose allocating stream waited for the use is safe without record_stream()."""
+        found = list(self._freed_unordered)
+        for (key, stream), kept in self.cross_uses.items():
+            mark = self._use_marks.get((key, stream))
+            if mark is not None and mark[0].expired() and not self._ordered(key, stream):
+                found.append(kept)
+        self.cross_uses.clear()
+        self._freed_unordered.clear()
+        return found
 
     def record_stream(self, t: torch.Tensor, stream: int) -> None:
         key = _key(t)

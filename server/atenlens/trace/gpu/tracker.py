@@ -24,6 +24,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from atenlens import vocabulary
 from atenlens.report import Code, Severity
+from atenlens.trace.gpu.capture import CaptureTracker
 from atenlens.trace.attribution import is_user_file, library_cause, user_stack
 from atenlens.trace.diagnostics import DiagnosticSink
 from atenlens.trace.values import Values
@@ -113,6 +114,15 @@ def storage_key(t: torch.Tensor) -> Optional[int]:
         return None
 
 
+_aten = torch.ops.aten
+# ops that take a tensor for its shape, dtype and device only: no read of its data on any stream
+_SHAPE_ONLY = frozenset({
+    _aten.empty_like.default, _aten.zeros_like.default, _aten.ones_like.default, _aten.full_like.default,
+    _aten.rand_like.default, _aten.randn_like.default, _aten.randint_like.default, _aten.new_empty.default,
+    _aten.new_zeros.default, _aten.new_ones.default, _aten.new_full.default, _aten.new_empty_strided.default,
+})
+
+
 class HazardTracker:
     def __init__(self, sink: DiagnosticSink, values: Optional[Values] = None) -> None:
         self.sink = sink
@@ -136,15 +146,20 @@ class HazardTracker:
         self._records = 0
         self._event_records: dict[int, tuple[int, Optional[int]]] = {}   # id(event) -> (record number, line)
         self._records_waited = 0
+        self.waited_all = False                  # the host waited for all work and no op ran since
+        # CUDA graph capture (capture.py): what a capture in progress must not do
+        self.capture = CaptureTracker(self._report, sink.add)
 
     # -- reporting --------------------------------------------------------------------------------
     def _report(self, kind: str, code: str, message: str, op: Optional[str],
-                severity: Optional[Severity] = None) -> None:
+                severity: Optional[Severity] = None, name_library: bool = True) -> None:
+        """`name_library`: name the library line that did it (off where the message already says
+        what the library does, as for torch.cuda.graph's own calls)."""
         if op is not None:                       # the message names the op too, for plain-text readers
             message = f"{message} [{op.removesuffix('.default')}]"
         frame = sys._getframe(1)
         frames = _user_frames(frame)
-        found = library_cause(frame)
+        found = library_cause(frame) if name_library else None
         cause = None
         if found is not None:                    # a library did it: say where, for plain-text readers too
             cause, relative = found
@@ -164,11 +179,23 @@ class HazardTracker:
     def sync(self, message: str, op: Optional[str]) -> None:
         """A wait for the GPU (AL100). The wait drains the stream, so every device-to-host copy
         issued before it has landed (the trace models one stream for copies)."""
+        if self.capture.active is not None:      # inside a CUDA graph capture a GPU raises instead of waiting
+            self.capture.sync(message, op)
+            return
         self._report("sync", Code.SYNC, message, op)
         self._pending.clear()
         self._records_waited = self._records
         if self.streams is not None:            # the host waited for the current stream's work
             self.streams.host_waited(dict(self.streams.stream_clock(self._stream_number(self.stream_api.current_stream()))))
+
+    def _host_waited_all(self) -> None:
+        """The host waited for all queued work (a device synchronize)."""
+        self._pending.clear()
+        self._records_waited = self._records
+        if self.streams is not None:
+            self.streams.host_waited(None)
+        else:
+            self.waited_all = True               # until the next op: see _side()
 
     def pageable_copy(self, message: str, op: Optional[str]) -> None:
         self._report("pageable-copy", Code.PAGEABLE_COPY, message, op)
@@ -221,13 +248,24 @@ class HazardTracker:
 
     def api_sync(self, name: str, event: Any = None) -> None:
         """`torch.cuda.synchronize()` and friends: a sync, and copies issued before it have landed."""
+        if self.capture.active is not None:
+            self.capture.sync(f"`{name}()` waits for the GPU", None)
+            return
+        found = library_cause(sys._getframe(1))
+        if found is not None and found[1] == "torch/cuda/graphs.py":
+            # torch.cuda.graph waits for the GPU before each capture, by design (capture once, replay
+            # many times): the capture's summary (AL513) says so instead of a sync the user cannot remove
+            self.capture.library_synced = True
+            self._host_waited_all()
+            return
         self._report("sync", Code.SYNC_API, f"`{name}()` blocks the host until the GPU has finished "
                      + ("the work recorded before this event" if event is not None else "all queued work"), None)
         if event is None:
-            self._pending.clear()
-            self._records_waited = self._records
-            if self.streams is not None and name != "torch.cuda.Stream.synchronize":
-                self.streams.host_waited(None)
+            if name == "torch.cuda.Stream.synchronize":
+                self._pending.clear()
+                self._records_waited = self._records
+            else:
+                self._host_waited_all()
             return
         self._event_waited(event)
         if self.streams is not None:
@@ -245,6 +283,8 @@ class HazardTracker:
             return self.streams is not None
         if self.streams is None:
             self.streams = StreamOrder(self.stream_api.default_stream)
+            if self.waited_all:                  # no op ran since the host waited for everything
+                self.streams.host_waited(None)
         return True
 
     def stream_created(self, stream: Any) -> None:
@@ -295,6 +335,9 @@ class HazardTracker:
         assert streams is not None
         frames = _user_frames(sys._getframe(1))
         stream = self._stream_number(self.stream_api.current_stream())
+        self.capture.stream_work(stream != streams.default)
+        if func in _SHAPE_ONLY:                 # `empty_like(x)` reads x's shape, not its data
+            args, kwargs = (), {k: v for k, v in kwargs.items() if not isinstance(v, torch.Tensor)}
         unordered, foreign = streams.op(stream, args, kwargs, out, frames[0].f_lineno if frames else None)
         for t, write in unordered:
             self._report_unordered(t, write, stream, str(func))
@@ -316,19 +359,35 @@ class HazardTracker:
                 str(func), user_stack(sys._getframe()), _column(frames[0]) if frames else None,
                 _severity(sys._getframe(), frames))
 
+    # -- CUDA graph capture (capture.py), from the simulated CUDAGraph -----------------------------
+    def capture_begin(self, graph: Any) -> None:
+        stream = self.stream_api.current_stream()
+        self.capture.begin(graph, on_default_stream=stream is None or stream is self.stream_api.default_stream)
+
+    def capture_end(self, graph: Any) -> None:
+        self.capture.end(graph)
+
+    def capture_replay(self, graph: Any) -> None:
+        rewritten = self.capture.replayed(graph)
+        stream = self.stream_api.current_stream()
+        if rewritten and self._side(stream):
+            frames = _user_frames(sys._getframe(1))
+            self.streams.op(self._stream_number(stream), (), {}, tuple(rewritten), frames[0].f_lineno if frames else None)
+
     def stream_record_stream(self, t: Any, stream: Any) -> None:
         """`t.record_stream(stream)` (a function-level call: the aten op loses the stream's identity)."""
         if isinstance(t, torch.Tensor) and stream is not None and self._side(stream):
             self.streams.record_stream(t, self._stream_number(stream))
 
     def finish(self) -> None:
-        """The trace ended: uses on another stream that no record_stream() covered (AL502)."""
+        """The trace ended: uses on another stream that no record_stream() covered (AL502), and the
+        summary of each CUDA graph capture."""
+        self.capture.finish()
         if self.streams is None:
             return
-        for message, op, stack, column, severity in self.streams.cross_uses.values():
+        for message, op, stack, column, severity in self.streams.unsafe_cross_uses():
             self.sink.add("missing-record-stream", Code.MISSING_RECORD_STREAM, message, op=op,
                           severity=severity, stack=stack, column=column)
-        self.streams.cross_uses.clear()
 
     def _report_unordered(self, t: torch.Tensor, write: Write, reader: int, op: str) -> None:
         streams = self.streams

@@ -1,0 +1,192 @@
+"""CUDA graph capture on simulated CUDA: what a real capture would reject or silently get wrong.
+
+`torch.cuda.CUDAGraph` / `torch.cuda.graph(g)` / `torch.cuda.make_graphed_callables` run in the trace
+(the simulated `CUDAGraph` in cuda_api.py); the ops between `capture_begin()` and `capture_end()` run
+once, as the capture does on a GPU, and are recorded at their lines; `replay()` runs nothing (the
+values are fake anyway) and is counted. While a capture is open:
+
+- a sync (`.item()`, `if t:`, a data-dependent size, `torch.cuda.synchronize()`) is an error on a GPU
+  (the capture is invalidated: cudaErrorStreamCaptureUnsupported): AL510 instead of AL100 / AL101 (so is a capture begun on the default stream);
+- work that reads a CPU tensor is captured once and replayed from the same host buffer, or not at all
+  (CPU ops never replay): AL511;
+- a capture that begins before any work ran on a side stream had no warm-up, which torch requires
+  (lazy initialisation inside a capture fails or is captured): AL512;
+- each capture gets a summary at its line (AL513): ops captured, replays, collectives, and whether it
+  is capturable.
+"""
+from __future__ import annotations
+
+import sys
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import torch
+
+from atenlens.report import Code, Frame
+from atenlens.trace.attribution import user_stack
+
+
+_MAX_OUTPUTS = 100_000          # outputs kept per capture for the replays' writes (a bound, not a model limit)
+
+
+@dataclass
+class _Capture:
+    graph_id: int
+    where: tuple[Frame, ...]                 # the user's stack at capture_begin
+    on_default_stream: bool
+    ops: int = 0
+    collectives: int = 0
+    problems: list[str] = field(default_factory=list)     # "AL510 line 12", for the summary
+    lines: set[int] = field(default_factory=set)          # the user lines whose ops were captured
+    replays: int = 0
+    outputs: list[Any] = field(default_factory=list)      # weak references to the captured ops' outputs
+    synced: bool = False                     # torch.cuda.graph synchronized the device before it
+
+
+class CaptureTracker:
+    """The open capture (one at a time, as on a GPU) and every finished one, for their summaries.
+    `report(kind, code, message, op, severity)` is the hazard tracker's reporter."""
+
+    def __init__(self, report: Callable[..., None], add: Callable[..., Any]) -> None:
+        self._report = report
+        self._add = add                           # the sink's add, for the summaries
+        self.active: Optional[_Capture] = None
+        self._captures: dict[int, _Capture] = {}
+        self.side_stream_work = False             # any op ran on a side stream so far (a warm-up)
+        self._cpu_lines: set[tuple[int, int]] = set()
+        self.library_synced = False               # torch.cuda.graph's synchronize, for the next capture
+
+    # -- the simulated CUDAGraph's calls --------------------------------------------------------
+    def begin(self, graph: Any, on_default_stream: bool) -> None:
+        if self.active is not None:
+            raise RuntimeError("CUDA graph capture already in progress (the simulated GPU captures one at a time)")
+        capture = _Capture(id(graph), user_stack(sys._getframe(2)), on_default_stream, synced=self.library_synced)
+        self.library_synced = False
+        self.active = capture
+        self._captures[id(graph)] = capture
+        if on_default_stream:
+            self._report("capture", Code.UNSUPPORTED_IN_CAPTURE,
+                         "CUDA graph capture begins on the default stream: on a GPU capture_begin() raises "
+                         "(the legacy default stream cannot be captured); capture under `torch.cuda.graph(g)`, "
+                         "which uses a side stream, or inside `with torch.cuda.stream(side):`", None, "error",
+                         name_library=False)
+            capture.problems.append(f"captured on the default stream ({Code.UNSUPPORTED_IN_CAPTURE})")
+        if not self.side_stream_work:
+            self._report("capture", Code.CAPTURE_WITHOUT_WARMUP,
+                         "CUDA graph capture with no warm-up: no work ran on a side stream before it. torch "
+                         "requires running the captured code a few times on a side stream first (lazy "
+                         "initialisation inside a capture, such as cuBLAS workspaces, optimizer state or "
+                         "autograd's streams, fails or is captured as work that never replays)", None, "warning",
+                         name_library=False)
+            capture.problems.append(f"no warm-up ({Code.CAPTURE_WITHOUT_WARMUP})")
+
+    def end(self, graph: Any) -> None:
+        capture = self.active
+        if capture is None or capture.graph_id != id(graph):
+            raise RuntimeError("capture_end() without a capture in progress on this graph")
+        self.active = None
+
+    def replayed(self, graph: Any) -> list[torch.Tensor]:
+        """A replay; returns the captured outputs still alive, which the replay writes again (on the
+        stream current at the replay, where torch launches the graph)."""
+        capture = self._captures.get(id(graph))
+        if capture is None:
+            raise RuntimeError("replay() of a CUDA graph that was never captured")
+        if self.active is not None:
+            raise RuntimeError("replay() while a CUDA graph capture is in progress")
+        capture.replays += 1
+        return [t for t in (ref() for ref in capture.outputs) if t is not None]
+
+    def is_capturing(self) -> bool:
+        return self.active is not None
+
+    # -- what runs while a capture is open ---------------------------------------------------------
+    def sync(self, what: str, op: Optional[str]) -> None:
+        """A sync inside the capture: `what` is the sync's own message."""
+        assert self.active is not None
+        self._report("capture", Code.UNSUPPORTED_IN_CAPTURE, f"{what}, inside a CUDA graph capture: on a GPU this invalidates "
+                     "the capture (cudaErrorStreamCaptureUnsupported) and raises; a captured graph cannot wait for "
+                     "its own results: keep the value on the device, or move this out of the captured region", op,
+                     "error")
+        self.active.problems.append(f"a sync at line {_line(sys._getframe(1))} ({Code.UNSUPPORTED_IN_CAPTURE})")
+
+    def op(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        capture = self.active
+        assert capture is not None
+        capture.ops += 1
+        if len(capture.outputs) < _MAX_OUTPUTS:
+            capture.outputs += [weakref.ref(t) for t in (out if isinstance(out, (tuple, list)) else (out,))
+                                if isinstance(t, torch.Tensor) and t.device.type == "cuda"]
+        line = _line(sys._getframe(1))
+        if line is not None:
+            capture.lines.add(line)
+        if func.namespace == "_c10d_functional" or "c10d" in func.namespace:
+            capture.collectives += 1
+        cpu = next((t for t in _tensors(args, kwargs) if t.device.type == "cpu" and t.dim() > 0), None)
+        if cpu is not None and (capture.graph_id, line or 0) not in self._cpu_lines:
+            self._cpu_lines.add((capture.graph_id, line or 0))
+            copy = func is torch.ops.aten.copy_.default or func is torch.ops.aten._to_copy.default
+            detail = ("the captured copy reads this host buffer's address on every replay: the program must "
+                      "write each step's data into that same buffer (pinned; a pageable source cannot be "
+                      "captured)") if copy else ("CPU work is not captured: it ran once now and does not run on "
+                                                 "replay")
+            self._report("capture", Code.CPU_IN_CAPTURE,
+                         f"a CPU tensor {_label(cpu)} is used inside a CUDA graph capture: {detail}", str(func),
+                         "warning")
+            capture.problems.append(f"a CPU tensor at line {line} ({Code.CPU_IN_CAPTURE})")
+
+    def stream_work(self, on_side_stream: bool) -> None:
+        if on_side_stream:
+            self.side_stream_work = True
+
+    # -- the end of the trace: one summary per capture ----------------------------------------------
+    def finish(self) -> None:
+        """One summary per line that captured (a capture in a loop captures once per iteration)."""
+        by_line: dict[tuple[Frame, ...], list[_Capture]] = {}
+        for capture in self._captures.values():
+            by_line.setdefault(capture.where, []).append(capture)
+        for where, captures in by_line.items():
+            self._add("capture", Code.CAPTURE_SUMMARY, _summary(captures), severity="information", stack=where)
+        self._captures.clear()
+
+
+def _summary(captures: list[_Capture]) -> str:
+    lines = set().union(*(c.lines for c in captures))
+    span = (f"line {min(lines)}" if len(lines) == 1 else f"lines {min(lines)}-{max(lines)}") if lines \
+        else "all in library code"
+    ops, replays = max(c.ops for c in captures), sum(c.replays for c in captures)
+    text = (f"CUDA graph: {len(captures)} captures here, up to " if len(captures) > 1 else "CUDA graph: ")
+    text += (f"{ops} op{'s' if ops != 1 else ''} captured ({span}), replayed {replays} "
+             f"time{'s' if replays != 1 else ''}")
+    if any(c.synced for c in captures):
+        text += "; torch.cuda.graph synchronized the device before capturing (by design: capture once, replay often)"
+    collectives = max(c.collectives for c in captures)
+    if collectives:
+        text += (f"; captures {collectives} collective{'s' if collectives != 1 else ''} "
+                 "(NCCL >= 2.9.6 and a capture-safe process group are needed)")
+    problems = list(dict.fromkeys(p for c in captures for p in c.problems))
+    if problems:
+        text += "; not capturable as written: " + ", ".join(problems)
+    else:
+        text += "; capturable: no sync, CPU tensor or missing warm-up seen inside it"
+    return text
+
+
+def _tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    found = [a for a in args if isinstance(a, torch.Tensor)]
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            found += [t for t in a if isinstance(t, torch.Tensor)]
+    return found + [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
+
+
+def _line(frame: Any) -> Optional[int]:
+    stack = user_stack(frame)
+    return stack[-1].line if stack else None
+
+
+def _label(t: torch.Tensor) -> str:
+    from atenlens.trace.gpu.tracker import tensor_label
+
+    return tensor_label(t)

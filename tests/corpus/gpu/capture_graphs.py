@@ -1,0 +1,82 @@
+"""CUDA graph capture: what a real capture rejects (AL510) or silently gets wrong (AL511, AL512)."""
+import torch
+import torch.nn as nn
+
+
+def make_model():
+    return nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 32)).cuda()
+
+
+def warm_up(model, static_x):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            model(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+
+
+def case_item_inside_the_capture():
+    model = make_model()
+    static_x = torch.zeros(8, 32, device="cuda")
+    warm_up(model, static_x)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static_y = model(static_x)
+        scale = static_y.abs().max().item()  # expect: AL510:error
+    g.replay()
+    return static_y * scale
+
+
+def case_syncs_in_a_captured_loop():
+    model = make_model()
+    static_x = torch.zeros(8, 32, device="cuda")
+    warm_up(model, static_x)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        h = static_x
+        for _ in range(2):
+            h = model(h)
+            if h.isnan().any():  # expect: AL510:error
+                h = torch.zeros_like(h)
+            w = torch.ones(32) * 2  # expect: AL511:warning
+    g.replay()
+    return h
+
+
+def case_capture_without_warm_up():
+    model = make_model()
+    static_x = torch.zeros(8, 32, device="cuda")
+    host = torch.randn(8, 32)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):  # expect: AL512:warning
+        static_x.copy_(host)  # expect: AL511:warning
+        static_y = model(static_x)
+    for _ in range(3):
+        g.replay()
+    return static_y
+
+
+def case_capture_on_the_default_stream():
+    model = make_model()
+    static_x = torch.zeros(8, 32, device="cuda")
+    warm_up(model, static_x)
+    g = torch.cuda.CUDAGraph()
+    g.capture_begin()  # expect: AL510:error
+    static_y = model(static_x)
+    g.capture_end()
+    g.replay()
+    return static_y
+
+
+def case_warm_up_and_captures_in_a_loop():
+    model = make_model()
+    static_x = torch.zeros(8, 32, device="cuda")
+    outs = []
+    for _ in range(2):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):  # expect: AL512:warning
+            static_y = model(static_x)
+        g.replay()
+        outs.append(static_y.clone())
+    return outs
