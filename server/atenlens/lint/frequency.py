@@ -35,6 +35,7 @@ FEW_ITERATIONS = 10
 _THROTTLE_NAME = re.compile(r"should_|is_last|last_step|log_now|do_log|is_log|_due$|^is_.*_step$", re.I)
 _PER_PROCESS = re.compile(r"rank|process_index|is_main|local_process|world", re.I)
 _EPOCH = re.compile(r"epoch", re.I)
+_COLLECTOR = re.compile(r"(?:^|[^\w])(?:\w*_)?collector\b", re.I)
 _BOUND_NAME = re.compile(r"^(?:num|max|total|n)_.*(?:step|iter|batch|epoch)|_per_epoch$|^(?:max|total)_?(?:steps|iters)$",
                          re.I)
 _RARE_FUNCTION = re.compile(r"save|checkpoint|^_?load|_load_|export|convert|merge|state_dict|consolidate", re.I)
@@ -62,6 +63,9 @@ def frequency(node: Node) -> Frequency:
         return Frequency(None, False, "once (the loop runs once)")
     if _is_epoch_loop(loop):
         return Frequency(loop, False, "once per epoch")
+    if _is_collector_loop(loop):
+        return Frequency(loop, False, "once per collected batch (collecting it already waited for the "
+                                      "environment steps)")
     function = _function_name(loop)
     if count is not None and (count <= FEW_ITERATIONS or function.lstrip("_").startswith("test")):
         return Frequency(loop, False, f"{count} times (the loop runs {count} times)")
@@ -192,6 +196,15 @@ def _literal_iterations(loop: Node) -> Optional[int]:
         step = values[2] if len(values) > 2 else 1
         return len(range(values[0], values[1], step)) if step else None
     return None
+
+
+def _is_collector_loop(loop: Node) -> bool:
+    """`for i, data in enumerate(collector):` in reinforcement learning: each iteration steps the
+    environments (host work, the policy's actions read on the host) before the loop body runs."""
+    if loop.type != "for_statement":
+        return False
+    iterable = loop.child_by_field_name("right")
+    return iterable is not None and bool(_COLLECTOR.search(text(iterable)))
 
 
 def _is_epoch_loop(loop: Node) -> bool:

@@ -473,7 +473,11 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             return False
         if _LOSS_NAME.search(attr) or attr == "grad" or attr == "logits":
             return True
-        return _model_output(ctx, node.child_by_field_name("object"), depth + 1)
+        owner = node.child_by_field_name("object")
+        if owner is not None and attr not in SAME_DEVICE_ATTRIBUTES and owner.type in ("identifier", "attribute") \
+                and _LOSS_NAME.search(text(owner.child_by_field_name("attribute") if owner.type == "attribute" else owner)):
+            return False   # `cfg.loss.batch_size`, `loss_cfg.gamma`: a field of a loss's settings, no tensor
+        return _model_output(ctx, owner, depth + 1)
     if kind == "subscript":
         return _model_output(ctx, node.child_by_field_name("value"), depth + 1)
     if kind in ("binary_operator", "comparison_operator"):

@@ -17,7 +17,8 @@ What it does:
     parameters, attributes and containers; so is a file that makes no batch that may be pageable
     (no `DataLoader(...)` without `pin_memory=True`, no `pin_memory` parameter or keyword that
     is False): a batch handed in from a loader built elsewhere is almost always pinned, and the
-    lint does not guess. A tensor made on the CPU in the file (`torch.randn(8)`) is reported
+    lint does not guess (so is `torch.stack(batches)` of tensors gathered from elsewhere). A
+    tensor made on the CPU in the file (`torch.randn(8)`) is reported
     either way. A source spelled as host memory's destination or as the device
     (`host_buf.copy_(x)`, `buf.copy_(self.device_out)`) is a download, not an upload.
 
@@ -48,7 +49,7 @@ from atenlens.lint.provenance import (Device, device_of, is_device_to_host, is_p
                                       to_device_argument)
 from atenlens.lint.registry import Rule
 from atenlens.lint.provenance import TORCH_FACTORIES, VIEW_METHODS, spelled_device, spelled_host, strip_parens
-from atenlens.lint.syntax import arguments, is_true, method_name, receiver, text
+from atenlens.lint.syntax import arguments, dotted_name, callee, is_true, method_name, receiver, text
 from atenlens.report import Code
 
 COPY_METHODS = ("to", "cuda", "copy_")
@@ -106,9 +107,19 @@ def _of_unknown_origin(ctx: LintContext, node: Optional[Node]) -> bool:
         node = strip_parens(node)
         if node.type in ("subscript", "attribute"):
             return True
-        if node.type == "call" and method_name(node) in VIEW_METHODS:
+        if node.type == "call" and method_name(node) in VIEW_METHODS | {"contiguous"}:
             node = receiver(node)
             continue
+        if node.type == "call" and dotted_name(callee(node)) in ("torch.stack", "torch.cat", "torch.concat"):
+            # `torch.stack(batches)`: as pinned as the tensors gathered, which come from elsewhere
+            parts = arguments(node)[0]
+            node = parts[0] if parts else None
+            if node is not None and strip_parens(node).type in ("list", "tuple"):
+                items = [c for c in strip_parens(node).named_children if c.type != "comment"]
+                node = items[0] if items else None
+            continue
+        if node.type == "list" and node.named_child_count == 0:
+            return True   # `parts = []`, filled by appends: from wherever those come
         if node.type != "identifier":
             return False
         binding = ctx.bindings(node).at(text(node), node.start_byte)

@@ -9,15 +9,17 @@ What it does:
     is never paired with the next interval's start. It flags the end read of an interval when
     1. the function's text mentions CUDA — the word `cuda` or `device` — anywhere, and
     2. there is a call between the two reads that can be the work being timed: not a clock
-       read, not `print` or a logging call (`logging.*`, `logger.*`, `log.*`), not a builtin
+       read, not `print`, a logging call (`logging.*`, `logger.*`, `log.*`, `torchrl_logger.*`,
+       `self.logger.*`) or a progress bar's (`pbar.update(n)`), not a builtin
        that never touches a tensor (`range`, `len`, `enumerate`, `zip`, `list`, `dict`,
        `tuple`, `set`, `str`, `int`, `float`, `bool`, `isinstance`, `sorted`, `repr`,
        `format`) and not a list or dict method (`append`, `extend`, `items`, `keys`,
-       `values`, `get`), and
+       `values`, `get`, and `numel`, `size`, `dim`), and
     3. the work is not loading, saving or building a model, a collective barrier or text
        generation (a call spelled with `load`, `save`, `checkpoint`, `state_dict`,
        `from_pretrained`, `instantiate`, `init_module`, `setup`, `prepare`, `download`,
-       `barrier`, `generate`: host work that waits on its own), and the interval is not compared with a
+       `barrier`, `generate`, `rollout`, or an environment's `env.step(...)` / `env.reset()`: host
+       work that waits on its own), and the interval is not compared with a
        budget (`if now - start > max_time:` is a deadline, not a measurement), nor recorded as
        the wait for data (`data_time.update(time.time() - end)`: the input pipeline's time is
        host time by design), and
@@ -70,14 +72,21 @@ from atenlens.report import Code
 WAITING_METHODS = frozenset(WAIT_CALLS)
 NOT_WORK = frozenset({"print", "range", "len", "enumerate", "zip", "list", "dict", "tuple", "set", "str", "int",
                       "float", "bool", "isinstance", "sorted", "repr", "format"})
-NOT_WORK_METHODS = frozenset({"append", "extend", "items", "keys", "values", "get"})
+NOT_WORK_METHODS = frozenset({"append", "extend", "items", "keys", "values", "get", "numel", "size", "dim"})
 _MENTIONS_CUDA = re.compile(rb"\b(cuda|device)\b")
 
 
+_LOGGER_OR_PROGRESS = re.compile(r"(?:^|_)(?:log|logger|logging|pbar|progress|tqdm)$", re.I)
+
+
 def _is_logging(call: Node) -> bool:
+    """Logging, a progress bar, bookkeeping: not the work being timed (`torchrl_logger.info(...)`,
+    `self.logger.log(...)`, `pbar.update(n)`, `data.numel()`)."""
     name = dotted_name(callee(call)) or ""
-    head = name.split(".")[0]
-    return (name in NOT_WORK or head in ("logging", "logger", "log", "LOGGER")
+    parts = name.split(".")
+    owners = parts[:-1] if len(parts) > 1 else []
+    return (name in NOT_WORK or parts[0] in ("logging", "logger", "log", "LOGGER")
+            or any(_LOGGER_OR_PROGRESS.search(p) for p in owners)
             or method_name(call) in NOT_WORK_METHODS)
 
 
@@ -117,15 +126,21 @@ def check(ctx: LintContext) -> Iterator[Finding]:
 
 
 _SETUP_OR_IO = re.compile(r"save|load|checkpoint|state_dict|from_pretrained|instantiate|init_module|setup|"
-                          r"download|barrier|wait_for_everyone|generate|prepare", re.I)
+                          r"download|barrier|wait_for_everyone|generate|prepare|rollout", re.I)
+
+
+_ENVIRONMENT = re.compile(r"(?:^|_)p?envs?$", re.I)
 
 
 def _is_setup_or_io(call: Node) -> bool:
-    """Loading, saving, building a model, generating text: host work (file I/O, host copies,
-    collectives, token-by-token reads) that waits for the device on its own, not GPU compute timed
-    by mistake."""
+    """Loading, saving, building a model, generating text, stepping an environment: host work
+    (file I/O, host copies, collectives, token-by-token reads, `env.step(action)`) that waits for
+    the device on its own, not GPU compute timed by mistake."""
     name = dotted_name(callee(call)) or method_name(call) or ""
-    return bool(_SETUP_OR_IO.search(name.split(".")[-1]))
+    parts = name.split(".")
+    if len(parts) > 1 and parts[-1] in ("step", "reset") and _ENVIRONMENT.search(parts[-2]):
+        return True
+    return bool(_SETUP_OR_IO.search(parts[-1]))
 
 
 def _contains_loop(ctx: LintContext, start: int, end: int) -> bool:
