@@ -32,7 +32,8 @@ What it does:
     an epoch loop, in a loop over a reinforcement-learning collector (`for data in collector:`:
     collecting the batch already waited for the environment steps), in a loop over a few literal values (`range(3)`, any literal range in a
     `test_*` function), per tensor in a function that saves, loads or converts a checkpoint, a
-    `.cpu()` appended to a list (`outputs.append(logits.cpu())`: collecting results on the host), and
+    `.cpu()` appended to a list (`outputs.append(logits.cpu())`: collecting results on the host), a
+    second `.item()` of the same name in the statement right after the first (no new wait), and
     as the test that ends a `while` loop (`err = ....item()` then `if err < tol: break`: a
     convergence check; a tensor counter compared with a bound, `while pos < n - 1:`, stays a
     warning); a loop that runs once is not a loop, and an `assert`'s message or a `raise` runs
@@ -195,12 +196,35 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
         fn = callee(call)
         attr = fn.child_by_field_name("attribute") if fn is not None else None
         how = frequency(call)
+        again = _read_just_before(call) if method == "item" and how.every_iteration else None
+        if again is not None:
+            how = Frequency(how.loop, False, f"on every iteration, but the value was read on line "
+                                             f"{again} just before: no new wait")
         if method == "cpu" and how.every_iteration and _collected(call):
             how = Frequency(how.loop, False, "on every iteration, collecting results on the host "
                                              "(`outputs.append(t.cpu())`: one copy per batch, as intended)")
         finding = _report(ctx, f"`.{method}()`", attr or call, end=call, how=how)
         if finding is not None:
             yield finding
+
+
+def _read_just_before(call: Node) -> Optional[int]:
+    """`state.output = loss.item()` then `losses.append(loss.item())`: the line of the statement
+    right before this one when it read the same name with `.item()` (the host already waited)."""
+    owner = receiver(call)
+    if owner is None or owner.type != "identifier":
+        return None
+    statement = call
+    while statement.parent is not None and statement.parent.type != "block":
+        statement = statement.parent
+    previous = statement.prev_named_sibling
+    while previous is not None and previous.type == "comment":
+        previous = previous.prev_named_sibling
+    if previous is None or statement.parent is None:
+        return None
+    if re.search(rb"\b" + re.escape(text(owner).encode()) + rb"\s*\.\s*item\s*\(", previous.text or b""):
+        return previous.start_point[0] + 1
+    return None
 
 
 def _collected(call: Node) -> bool:
