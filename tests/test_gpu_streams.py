@@ -96,3 +96,17 @@ def test_fsdp2_streams_of_torch_itself_are_ordered_and_not_held_to_record_stream
     assert data["status"] == "ok", data["message"]
     assert any(e["name"].startswith("fsdp.all_gather_copy_in") for e in data["events"])
     assert [d["code"] for d in data["diagnostics"] if d["code"].startswith("AL5")] == []
+
+
+def test_gradients_written_by_backward_on_a_side_stream_and_stepped_on_the_default_stream():
+    """torch's "BC note": backward() under torch.cuda.stream(s) writes the gradients on s; the optimizer
+    on the default stream must wait_stream(s) first."""
+    data = _trace("case_backward_on_a_side_stream_then_step_on_the_default")
+    created = max(i for i, line in enumerate(CORPUS.read_text().splitlines(), 1) if "side = torch.cuda.Stream()" in line)
+    forward = _line_of("loss = model(x).square().mean()")
+    found = _unordered(data)
+    assert [(line, column, severity, op) for line, column, severity, op, _ in found] == [
+        (_line_of("opt.step()  # expect: AL500"), 4, "warning", "aten._foreach_add_.List")] * 2
+    assert {message.split(" is read on")[0] for *_, message in found} == {
+        f"{shape} written by the backward of line {forward} on side stream 1 (created at line {created}) (backward "
+        "ops run on the stream current at `backward()`)" for shape in ("f32[16, 16]", "f32[16]")}

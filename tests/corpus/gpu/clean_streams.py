@@ -52,3 +52,20 @@ def case_set_stream_and_back():
     x.record_stream(side)
     y.record_stream(torch.cuda.current_stream())
     return y * 2
+
+
+def make_step():
+    model = torch.nn.Linear(16, 16).to(DEVICE)
+    return model, torch.optim.SGD(model.parameters(), lr=0.1), torch.randn(4, 16, device=DEVICE)
+
+
+# atenlens: case_backward_on_a_side_stream_then_wait(*make_step())
+def case_backward_on_a_side_stream_then_wait(model, opt, x):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        loss = model(x).square().mean()
+        loss.backward()
+    torch.cuda.current_stream().wait_stream(side)
+    opt.step()
+    opt.zero_grad()

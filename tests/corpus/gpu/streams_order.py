@@ -44,3 +44,19 @@ def case_waiting_on_the_side_stream_itself():
         y = x * 2  # expect: AL500:warning
     torch.cuda.current_stream().wait_stream(side)
     return y
+
+
+def make_step():
+    model = torch.nn.Linear(16, 16).to(DEVICE)
+    return model, torch.optim.SGD(model.parameters(), lr=0.1), torch.randn(4, 16, device=DEVICE)
+
+
+# atenlens: case_backward_on_a_side_stream_then_step_on_the_default(*make_step())
+def case_backward_on_a_side_stream_then_step_on_the_default(model, opt, x):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        loss = model(x).square().mean()
+        loss.backward()
+    opt.step()  # expect: AL500:warning
+    opt.zero_grad()

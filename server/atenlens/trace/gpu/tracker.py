@@ -338,7 +338,12 @@ class HazardTracker:
         self.capture.stream_work(stream != streams.default)
         if func in _SHAPE_ONLY:                 # `empty_like(x)` reads x's shape, not its data
             args, kwargs = (), {k: v for k, v in kwargs.items() if not isinstance(v, torch.Tensor)}
-        unordered, foreign = streams.op(stream, args, kwargs, out, frames[0].f_lineno if frames else None)
+        line = frames[0].f_lineno if frames else None
+        if line is None and self.backward_site is not None:
+            # a backward op on autograd's thread: its forward line, marked negative for the message
+            site = self.backward_site()
+            line = -site[-1].line if site else None
+        unordered, foreign = streams.op(stream, args, kwargs, out, line)
         for t, write in unordered:
             self._report_unordered(t, write, stream, str(func))
         if foreign:
@@ -392,8 +397,13 @@ class HazardTracker:
     def _report_unordered(self, t: torch.Tensor, write: Write, reader: int, op: str) -> None:
         streams = self.streams
         assert streams is not None
-        if write.line is not None:
+        if write.line is not None and write.line < 0:      # see stream_op: a backward op's write
+            written = (f"written by the backward of line {-write.line} on {streams.describe(write.stream)} "
+                       "(backward ops run on the stream current at `backward()`)")
+        elif write.line is not None:
             written = f"written on {streams.describe(write.stream)} at line {write.line}"
+        elif write.stream != streams.default:
+            written = f"written on {streams.describe(write.stream)}"
         else:
             written = (f"written on {streams.describe(write.stream)} before any side stream was used "
                        "(the trace assumes it was still queued there)")
