@@ -14,6 +14,9 @@ from typing import Optional
 
 from atenlens.report import Frame
 
+# The file name of the example call's code (`# atenlens: train_step(*setup())`): runner.py compiles
+# it under this name, the hazard tracker tells the call's setup from the function by it.
+EXAMPLE_CALL_FILENAME = "<atenlens example call>"
 _ATENLENS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 

@@ -56,7 +56,7 @@ _IN_PLACE = frozenset({"all_reduce", "all_reduce_coalesced", "broadcast", "reduc
 def public_name(func: Any) -> Optional[str]:
     """`all_gather_into_tensor` for c10d._allgather_base_ / _c10d_functional.all_gather_into_tensor;
     None for an op of these namespaces that is no collective (wait_tensor)."""
-    op = func._opname if hasattr(func, "_opname") else func.__name__.split(".")[0]
+    op = torch_compat.op_name(func)
     if func.namespace == "c10d":
         return _C10D_NAMES.get(op, op.rstrip("_"))
     if op in _NOT_COLLECTIVES:

@@ -20,7 +20,6 @@ import inspect
 import io
 import json
 import logging
-import os
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -248,7 +247,7 @@ def _first_line(text: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _registry() -> dict[str, dict[str, Any]]:
-    path = os.path.join(os.path.dirname(torch._dynamo.__file__), "graph_break_registry.json")
+    path = tc.dynamo_file("graph_break_registry.json")
     try:
         with open(path, encoding="utf-8") as f:
             return {code: entries[0] for code, entries in json.load(f).items() if entries}

@@ -15,10 +15,10 @@ import contextlib
 from typing import Any, Iterator
 
 from torch.utils.data import DataLoader
-from torch.utils.data.dataloader import _SingleProcessDataLoaderIter
 
 from atenlens.report import Code
 from atenlens.trace.diagnostics import DiagnosticSink
+from atenlens.trace.torch_compat import SingleProcessDataLoaderIter
 
 
 def _message(loader: Any) -> str:
@@ -47,7 +47,7 @@ def workers_in_process(sink: DiagnosticSink) -> Iterator[None]:
         workers, timeout = self.num_workers, self.timeout
         self.num_workers, self.timeout = 0, 0
         try:
-            return _SingleProcessDataLoaderIter(self)
+            return SingleProcessDataLoaderIter(self)
         finally:
             self.num_workers, self.timeout = workers, timeout
 

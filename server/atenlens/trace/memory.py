@@ -162,7 +162,7 @@ class MemoryModel:
             storage = t.untyped_storage()
         except Exception:        # sparse, nested and wrapper-subclass tensors have no storage of their own
             return 0
-        key = storage._cdata
+        key = tc.storage_id(storage)
         if key in self.live:
             return 0
         if _tensor_device(t).type != self.device_type:
@@ -197,7 +197,7 @@ class MemoryModel:
                 # using it, i.e. it was saved for backward by that node
                 node = _current_node()
                 if node is not None:
-                    record.saved_by = node._sequence_nr()
+                    record.saved_by = tc.node_sequence_nr(node)
                     self.node_names.setdefault(record.saved_by, node.name().removeprefix("torch::autograd::"))
             record.free_tick = self.tick
             self.tick += 1
@@ -208,7 +208,7 @@ class MemoryModel:
         """`storage.resize_()` ran: its old block is freed and a block of the new size allocated (FSDP2
         frees a gathered parameter by resizing its storage to 0, and re-allocates it so before the next
         all-gather). The new size counts from the latest op's line and phase."""
-        key = storage._cdata
+        key = tc.storage_id(storage)
         old = self.live.get(key)
         nbytes = rounded(storage.nbytes())
         if old is None or nbytes == old.nbytes:
@@ -257,7 +257,7 @@ class MemoryModel:
         if not isinstance(t, _Tensor):
             return None
         try:
-            return self.live.get(tc.local_tensor(t).untyped_storage()._cdata)
+            return self.live.get(tc.storage_id(tc.local_tensor(t).untyped_storage()))
         except Exception:
             return None
 

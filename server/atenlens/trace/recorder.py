@@ -35,7 +35,6 @@ from typing import Any, Iterator, Optional
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.overrides import TorchFunctionMode, resolve_name
-from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
 from atenlens.cost import op_seconds
@@ -54,7 +53,9 @@ from atenlens.trace.values import Values
 
 _getframe = sys._getframe
 _current_node = tc.current_autograd_node
-_sequence_nr = tc._get_sequence_nr
+_sequence_nr = tc.sequence_nr
+_node_sequence_nr = tc.node_sequence_nr
+tree_leaves = tc.tree_leaves
 _tensor_device = tc.tensor_device
 _Tensor = torch.Tensor
 _FakeTensor = tc.FakeTensor
@@ -161,7 +162,7 @@ class Recorder:
         node = _current_node()
         if node is None:
             return ()
-        sequence_nr = node._sequence_nr()
+        sequence_nr = _node_sequence_nr(node)
         if sequence_nr == tc.ACCUMULATE_GRAD_SEQUENCE_NR:
             return self._backward_stack
         return self._site_of_node.get(sequence_nr, ())
@@ -401,7 +402,7 @@ class _OpRecorder(tc.TorchDispatchMode):
         memory = rec.memory
         node = _current_node()
         if node is not None:
-            sequence_nr = node._sequence_nr()
+            sequence_nr = _node_sequence_nr(node)
             if sequence_nr == tc.ACCUMULATE_GRAD_SEQUENCE_NR:
                 stack = rec._backward_stack
             else:

@@ -30,7 +30,7 @@ import torch
 from atenlens.functions import FunctionInfo, argv_directive, directive_template, find_functions, ranks_directive
 from atenlens.report import Code, Diagnostic, Event, Frame, Summary, Target, TraceReport, TraceRequest
 from atenlens.gpus import find_gpu
-from atenlens.trace.attribution import is_user_file
+from atenlens.trace.attribution import EXAMPLE_CALL_FILENAME, is_user_file
 from atenlens.trace import torch_compat
 from atenlens.trace.collectives import Collectives
 from atenlens.trace.cost_report import cost_summaries
@@ -43,7 +43,6 @@ from atenlens.trace.ranks import Ranks, ranks_of, simulated_ranks
 from atenlens.trace.recorder import Recorder
 
 _PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
-_CALL_FILENAME = "<atenlens example call>"
 MAX_GENERATOR_ITEMS = 100
 
 
@@ -485,7 +484,7 @@ def build_example_call(module: types.ModuleType, expression: str) -> ExampleCall
     """Evaluate the callee and the arguments of `expression` (not recorded: `*setup()` is not the
     traced function's work); the call itself is made by the caller, recorded."""
     try:
-        tree = ast.parse(expression.strip(), _CALL_FILENAME, mode="eval")
+        tree = ast.parse(expression.strip(), EXAMPLE_CALL_FILENAME, mode="eval")
     except SyntaxError as error:
         raise _Stop("error", f"the example call `{expression}` is not valid Python: {error.msg}") from None
     call = tree.body
@@ -494,7 +493,7 @@ def build_example_call(module: types.ModuleType, expression: str) -> ExampleCall
     namespace = module.__dict__
 
     def evaluate(node: ast.expr) -> Any:
-        return eval(compile(ast.Expression(node), _CALL_FILENAME, "eval"), namespace)
+        return eval(compile(ast.Expression(node), EXAMPLE_CALL_FILENAME, "eval"), namespace)
 
     function = evaluate(call.func)
     args: list[Any] = []

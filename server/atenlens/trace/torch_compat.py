@@ -6,6 +6,7 @@ this is the one file to change. Public torch APIs are used directly elsewhere.
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any, Callable, Iterator, Optional
 
 import torch
@@ -19,6 +20,10 @@ from torch._subclasses.fake_tensor import (  # noqa: F401  (re-exported for the 
 )
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: F401
+# the leaves of nested tuples / lists / dicts of an op's arguments, as torch's own modes walk them
+from torch.utils._pytree import tree_leaves  # noqa: F401  (re-exported)
+# the iterator of a DataLoader without workers (trace/dataloader.py runs a loader's workers this way)
+from torch.utils.data.dataloader import _SingleProcessDataLoaderIter as SingleProcessDataLoaderIter  # noqa: F401
 
 # The autograd node running on this thread (None outside backward). Public in spirit, private in name.
 current_autograd_node: Callable[[], Any] = torch._C._current_autograd_node
@@ -56,6 +61,43 @@ def storage_key(t: torch.Tensor) -> Optional[int]:
         return t.untyped_storage()._cdata
     except (RuntimeError, NotImplementedError):
         return None
+
+
+def storage_id(storage: Any) -> int:
+    """The id of an untyped storage: the address of its C++ object, the same for every view of it."""
+    return storage._cdata
+
+
+def node_sequence_nr(node: Any) -> int:
+    """The sequence number of an autograd node: that of the forward op that created it."""
+    return node._sequence_nr()
+
+
+def op_schema(func: Any) -> Any:
+    """The schema of an op overload (`OpOverload._schema`: arguments, returns, alias annotations)."""
+    return func._schema
+
+
+def op_name(func: Any) -> str:
+    """The op's name without namespace and overload: `_allgather_base_` for `c10d._allgather_base_.default`."""
+    return func._opname if hasattr(func, "_opname") else func.__name__.split(".")[0]
+
+
+def import_dynamo() -> None:
+    """Imports torch._dynamo now (FakeTensorMode imports it, and its import indexes every torch.cuda
+    function once: trace/gpu/cuda_api.py lets it index the real ones before patching them)."""
+    import torch._dynamo  # noqa: F401
+
+
+def dynamo_file(name: str) -> str:
+    """The path of a file of the torch._dynamo package (its graph-break registry)."""
+    import torch._dynamo
+
+    return os.path.join(os.path.dirname(torch._dynamo.__file__), name)
+
+
+# torch.cuda's private initializer, patched out while CUDA is simulated (trace/gpu/cuda_api.py)
+CUDA_LAZY_INIT = "_lazy_init"
 
 
 @contextlib.contextmanager

@@ -125,7 +125,7 @@ class _OpInfo:
 
 
 def _op_info(func: Any) -> _OpInfo:
-    schema = func._schema
+    schema = tc.op_schema(func)
     mutated = tuple(i for i, a in enumerate(schema.arguments)
                     if a.alias_info is not None and a.alias_info.is_write and not a.kwarg_only)
     overwrites = func in _OVERWRITES

@@ -116,7 +116,7 @@ def _warm_up(preload: str) -> tuple[str, tuple[str, ...]]:
     import torch
 
     torch.set_num_threads(1)         # fake tensors do no arithmetic; a thread pool would not survive fork
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    from atenlens.trace.torch_compat import FakeTensorMode
 
     with FakeTensorMode():
         layer = torch.nn.Linear(4, 4)

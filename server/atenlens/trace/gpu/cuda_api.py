@@ -17,6 +17,8 @@ from typing import Any, Callable, Iterator, Optional, Protocol
 
 import torch
 
+from atenlens.trace import torch_compat as tc
+
 DEVICE_COUNT = 1                       # the same count the C++ shims report
 # What a CUDA build of torch 2.13 from PyPI reports: CUDA 13.0 with cuDNN 9 (code such as torchao's
 # float8 checks `torch.version.cuda` beside the compute capability before taking its GPU path).
@@ -226,7 +228,7 @@ def simulated_cuda_api(slot: ListenerSlot) -> Iterator[None]:
     """Patch torch.cuda / torch.accelerator for the duration of one trace."""
     # FakeTensorMode imports dynamo, and dynamo's import indexes every torch.cuda function once
     # (and rejects one function object under two names): let it index the real ones.
-    import torch._dynamo  # noqa: F401
+    tc.import_dynamo()
 
     Stream, Event = _make_stream_and_event_types(slot)
     default_stream = Stream()
@@ -294,7 +296,7 @@ def simulated_cuda_api(slot: ListenerSlot) -> Iterator[None]:
         (cuda.graphs.graph, "default_capture_stream", None),
         (cuda, "is_available", lambda: True),
         (cuda, "device_count", lambda: DEVICE_COUNT),
-        (cuda, "_lazy_init", nothing),
+        (cuda, tc.CUDA_LAZY_INIT, nothing),
         (cuda, "current_device", lambda: 0),
         (cuda, "set_device", nothing),
         (cuda, "device", device),

@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_leaves
 
+from atenlens.trace.torch_compat import tree_leaves
 from atenlens.trace.gpu import copies, grouped_mm, sdpa, syncs  # noqa: F401  (importing registers their handlers)
 from atenlens.trace.gpu.registry import DISPATCH_HANDLERS, FUNCTION_HANDLERS, InterceptedCall
 from atenlens.trace.gpu.tracker import HazardTracker, tensor_label

@@ -18,7 +18,8 @@ from typing import Any, Optional
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._pytree import tree_leaves
+from atenlens.trace import torch_compat as tc
+from atenlens.trace.torch_compat import tree_leaves
 
 Clock = dict[int, int]             # stream number -> ops of that stream known to have finished
 
@@ -178,7 +179,7 @@ class StreamOrder:
 
 def _key(t: torch.Tensor) -> Optional[int]:
     try:
-        return t.untyped_storage()._cdata
+        return tc.storage_id(t.untyped_storage())
     except (RuntimeError, NotImplementedError):
         return None
 

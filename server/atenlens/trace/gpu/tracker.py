@@ -25,11 +25,12 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from atenlens import vocabulary
 from atenlens.report import Code, Severity
 from atenlens.trace.gpu.capture import CaptureTracker
-from atenlens.trace.attribution import is_user_file, library_cause, user_stack
+from atenlens.trace import torch_compat as tc
+from atenlens.trace.attribution import EXAMPLE_CALL_FILENAME, is_user_file, library_cause, user_stack
 from atenlens.trace.diagnostics import DiagnosticSink
 from atenlens.trace.values import Values
 from atenlens.trace.gpu.streams import StreamOrder, Write
-from atenlens.trace.runner import _CALL_FILENAME as EXAMPLE_CALL_FILENAME  # the example call's code
+
 
 def tensor_label(t: torch.Tensor) -> str:
     """`f32[8, 32]`, the logging_tensor vocabulary."""
@@ -109,7 +110,7 @@ class PendingCopy:
 
 def storage_key(t: torch.Tensor) -> Optional[int]:
     try:
-        return t.untyped_storage()._cdata
+        return tc.storage_id(t.untyped_storage())
     except (RuntimeError, NotImplementedError):
         return None
 
