@@ -99,7 +99,7 @@ class Column:
     style: Optional[str] = None   # a _COLORS key; "phase" takes the row's phase
 
 
-# An op row: `forward   aten.addmm.default   f32[8, 32]   x3   8.19KFLOP  AddmmBackward0`
+# An op row: `forward   aten.addmm.default   f32[8, 32]   x3   8.19 kFLOP  AddmmBackward0`
 OP_COLUMNS = (
     Column("phase", min_width=10, max_width=10, before="", style="phase"),
     Column("op", max_width=48, before=""),
@@ -111,7 +111,7 @@ OP_COLUMNS = (
     Column("node", style="dim"),
 )
 
-# A module tree row: `module    layer1.0  Block  f32[2, 8, 16, 16]  x3  24 ops  1.2MFLOP  1.2K params`
+# A module tree row: `module    layer1.0  Block  f32[2, 8, 16, 16]  x3  24 ops  1.2 MFLOP  1.2K params`
 MODULE_COLUMNS = (
     Column("tag", min_width=10, max_width=10, before="", style="module"),
     Column("name", max_width=36, before=""),

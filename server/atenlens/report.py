@@ -375,10 +375,6 @@ def _build_decoder(cls: Any) -> Callable[[Any], Any]:
                 return frame
             return decode_frame
 
-        defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
-        factories = {f.name: f.default_factory for f in dataclasses.fields(cls)
-                     if f.default_factory is not dataclasses.MISSING}
-
         def decode(data: Any) -> Any:
             if data is None:
                 return None
@@ -388,6 +384,5 @@ def _build_decoder(cls: Any) -> Callable[[Any], Any]:
             obj = object.__new__(cls)
             obj.__dict__.update({k: decode_field(data[k]) for k, decode_field in fields.items()})
             return obj
-        del defaults, factories
         return decode
     return _identity

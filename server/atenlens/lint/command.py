@@ -217,6 +217,3 @@ def _report(results: list[FileResult], args: argparse.Namespace, fmt: str, mode:
     if getattr(args, "exit_zero", False):
         return EXIT_CLEAN
     return EXIT_FOUND if located or unreadable else EXIT_CLEAN
-
-
-__all__ = ["EXIT_CLEAN", "EXIT_FOUND", "EXIT_USAGE", "decode", "lint_text", "run_lint_command"]

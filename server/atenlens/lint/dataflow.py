@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Optional
 
 from tree_sitter import Node
 
-from atenlens.lint.syntax import COMPREHENSION_TYPES, SCOPE_TYPES, text
+from atenlens.lint.syntax import SCOPE_TYPES, text
 
 if TYPE_CHECKING:
     from atenlens.lint.context import LintContext
@@ -105,6 +105,3 @@ def scope_for(node: Node) -> Node:
             return parent
         parent = parent.parent
     return node
-
-
-__all__ = ["Binding", "ScopeBindings", "binding_of", "scope_for", "COMPREHENSION_TYPES"]

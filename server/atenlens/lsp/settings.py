@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from atenlens.gpus import find_gpu, gpu_names
-from atenlens.worker.limits import LONGEST_TIMEOUT_SECONDS
+from atenlens.worker.limits import DEFAULT_MEMORY_LIMIT_MB, LONGEST_TIMEOUT_SECONDS
 
 DEVICES = ("cuda", "cpu")
 # which functions get a "Trace this step" code lens (lsp/lenses.py): "steps" those traceable as they are,
@@ -38,7 +38,7 @@ class TraceSettings:
     device: str = "cuda"             # device to simulate: "cuda" or "cpu"
     timeout_seconds: float = 30.0    # budget for loading the module and running the function
     on_save: bool = False            # re-trace the functions traced before when the file is saved
-    memory_limit_mb: int = 4096      # address-space limit of the trace worker process
+    memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB   # the data-segment limit of each trace's process
     gpu: str = "h100-sxm"            # GPU that memory and time are forecast for (atenlens/gpus.py)
     world_size: int = 0              # simulated ranks (docs/distributed.md); 0: the function's
     #                                  `# atenlens-ranks:` comment, else a single-process run
