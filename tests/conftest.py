@@ -10,9 +10,12 @@ a broken lint fails in seconds rather than after the editor tests.
 from pathlib import Path
 
 import pytest
+import pytest_lsp
+from pytest_lsp import ClientServerConfig, LanguageClient
 
 from atenlens.worker.client import TraceWorker
-from reliability_report import pytest_configure, reliability  # noqa: F401  (docs/reliability.md)
+from lsp_helpers import EDITORS, SERVER, install_recorder
+from reliability_report import pytest_addoption, pytest_configure, reliability  # noqa: F401  (docs/reliability.md)
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +27,18 @@ def worker():
         yield warm
 
 
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER), params=EDITORS)
+async def client(lsp_client: LanguageClient, request):
+    """The real server process (`python -m atenlens serve`) and a real LSP client, once as VS Code and
+    once as Neovim (lsp_helpers.initialize sends that editor's capabilities)."""
+    lsp_client.editor = request.param          # read by `initialize`
+    lsp_client.recorder = install_recorder(lsp_client)
+    yield
+    await lsp_client.shutdown_session()
+
+
 TESTS = Path(__file__).parent
-FAST = {"lint", "test_lsp_lint.py", "test_lsp_lenses.py", "test_lsp_text.py", "test_lsp_convert.py", "test_render.py", "test_report_schema_doc.py",
+FAST = {"lint", "test_lsp_lint.py", "test_layering.py", "test_lsp_lenses.py", "test_lsp_text.py", "test_lsp_convert.py", "test_render.py", "test_report_schema_doc.py",
         "test_extension_settings.py", "test_version.py"}
 E2E = {"e2e", "test_neovim.py", "test_extension_bundle.py"}
 STAGE_ORDER = {"fast": 0, "engine": 1, "e2e": 2}

@@ -7,9 +7,8 @@ import pathlib
 import sys
 from typing import Any, Callable, Optional
 
-import pytest_lsp
 from lsprotocol import types
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import LanguageClient, client_capabilities
 
 from reliability_helpers import children_of, trusted  # noqa: F401  (children_of: re-exported for the LSP tests)
 
@@ -83,14 +82,6 @@ def install_recorder(client: LanguageClient) -> Recorder:
         return types.ApplyWorkspaceEditResult(applied=True)
 
     return recorder
-
-
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER), params=EDITORS)
-async def client(lsp_client: LanguageClient, request):
-    lsp_client.editor = request.param          # read by `initialize`
-    lsp_client.recorder = install_recorder(lsp_client)
-    yield
-    await lsp_client.shutdown_session()
 
 
 async def initialize(client: LanguageClient, options: Optional[dict[str, Any]] = None,

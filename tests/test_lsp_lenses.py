@@ -6,7 +6,7 @@ import pathlib
 
 from lsprotocol import types
 
-from lsp_helpers import client, code_lenses, initialize, open_document  # noqa: F401
+from lsp_helpers import code_lenses, initialize, open_document
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures" / "lsp"
 GPT_TRAIN = FIXTURES / "gpt_train.py"

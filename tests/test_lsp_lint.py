@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from lsp_helpers import change, client, encoding_of, initialize, open_document, simple, units, wait_for_diagnostics  # noqa: F401
+from lsp_helpers import change, encoding_of, initialize, open_document, simple, units, wait_for_diagnostics
 
 LOOP = '''import torch
 
@@ -47,7 +47,8 @@ async def test_syntax_error_elsewhere_still_lints_the_rest(client, tmp_path):
     uri = await open_document(client, tmp_path / "broken.py", text)
     lint = [d for d in client.diagnostics[uri] if d.code == "AL100"]
     assert simple(lint) == [(9, 19, 9, 25, "AL100", "atenlens")]
-    # the code lenses of the part that parsed are still there (from the last good parse: none yet)
+    # A file that has never parsed has no functions to trace yet, so no code lenses; once it has
+    # parsed, its lenses outlive a later syntax error (test_code_lenses_survive_a_half_typed_line).
     lenses = await client.text_document_code_lens_async(types.CodeLensParams(
         text_document=types.TextDocumentIdentifier(uri=uri)))
     assert list(lenses) == []

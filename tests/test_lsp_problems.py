@@ -7,8 +7,8 @@ import shutil
 
 from lsprotocol import types
 
-from lsp_helpers import (  # noqa: F401
-    change, client, code_lenses, encoding_of, execute, initialize, inlay_hints, open_document, units,
+from lsp_helpers import (
+    change, code_lenses, encoding_of, execute, initialize, inlay_hints, open_document, units,
     wait_for_diagnostics)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -7,8 +7,8 @@ import shutil
 
 from lsprotocol import types
 
-from lsp_helpers import (  # noqa: F401
-    change, children_of, client, code_lenses, encoding_of, execute, initialize, inlay_hints, open_document,
+from lsp_helpers import (
+    change, children_of, code_lenses, encoding_of, execute, initialize, inlay_hints, open_document,
     server_info, simple, units, wait_for_diagnostics)
 from test_lsp_hover import NEOVIM_ROLLUP
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from lsp_helpers import client, initialize, open_document, simple, wait_for_diagnostics  # noqa: F401
+from lsp_helpers import initialize, open_document, simple, wait_for_diagnostics
 
 LOOP = '''import torch
 
