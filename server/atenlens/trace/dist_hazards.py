@@ -17,6 +17,7 @@ import torch
 
 from atenlens.cost import format_bytes, format_seconds
 from atenlens.report import Code, Event, Frame
+from atenlens.trace import torch_compat as tc
 from atenlens.trace.attribution import is_user_file
 
 # the files a program's `dist.all_reduce(...)` passes through on its way to the dispatcher
@@ -30,7 +31,7 @@ _Tensor = torch.Tensor
 
 def _storage(t: Any) -> Optional[int]:
     try:
-        return t.untyped_storage()._cdata
+        return tc.storage_id(t.untyped_storage())
     except Exception:          # no storage of its own (a wrapper subclass)
         return None
 
@@ -107,7 +108,7 @@ class DistributedHazards:
                           f"reading the result of {name}{where} on the host waits until every rank has sent "
                           "its part: each step stalls all ranks' hosts for the communication and the slowest "
                           "rank; log it every N steps, or keep it on the device and reduce it when you log "
-                          f"[{func.namespace}.{func._opname}]",
+                          f"[{func.namespace}.{tc.op_name(func)}]",
                           op=str(func), stack=stack)
             return
         for t in _tensors(out):

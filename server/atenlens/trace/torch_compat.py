@@ -100,6 +100,14 @@ def dynamo_file(name: str) -> str:
 CUDA_LAZY_INIT = "_lazy_init"
 
 
+def missing_host_empty_cache(replacement: Callable[..., Any]) -> list[tuple[Any, str, Any]]:
+    """The patch that gives a CPU build the private `torch._C._host_emptyCache` (torch.cuda.graph's
+    `__enter__` empties the pinned-host cache), as (object, name, value); none when it has one."""
+    if hasattr(torch._C, "_host_emptyCache"):
+        return []
+    return [(torch._C, "_host_emptyCache", replacement)]
+
+
 @contextlib.contextmanager
 def real_tensors() -> Iterator[None]:
     """Compute on real tensors from inside the recorder's dispatch mode (trace/values.py shadows):

@@ -352,8 +352,7 @@ def simulated_cuda_api(slot: ListenerSlot) -> Iterator[None]:
         (torch.accelerator, "device_count", lambda: DEVICE_COUNT),
         (torch.accelerator, "is_available", lambda: True),
     ]
-    if not hasattr(torch._C, "_host_emptyCache"):     # torch.cuda.graph's __enter__ empties the pinned-host cache
-        patches.append((torch._C, "_host_emptyCache", nothing))
+    patches += tc.missing_host_empty_cache(nothing)
     if torch.version.cuda is None:          # a CPU build; a CUDA build keeps its own answers
         patches += [
             (torch.version, "cuda", CUDA_VERSION),
