@@ -15,7 +15,8 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from atenlens.worker.client import TraceWorker
 from lsp_helpers import EDITORS, SERVER, install_recorder
-from reliability_report import pytest_addoption, pytest_configure, reliability  # noqa: F401  (docs/reliability.md)
+from reliability_report import add_options as reliability_options
+from reliability_report import pytest_configure, reliability  # noqa: F401  (docs/reliability.md)
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +26,12 @@ def worker():
         warm.start()
         assert warm.wait_ready(), "the worker did not become ready"
         yield warm
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    reliability_options(parser)
+    parser.addoption("--update-lint-snapshots", action="store_true", dest="update_lint_snapshots",
+                     help="rewrite tests/lint/fixtures/*.expected from the lint's findings and fixes")
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER), params=EDITORS)

@@ -160,7 +160,7 @@ def render(records: list[CaseRecord], outcomes: dict[str, str]) -> str:
 _report: Optional[ReliabilityReport] = None
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def add_options(parser: pytest.Parser) -> None:
     parser.addoption(WRITE_OPTION, action="store_true", dest=WRITE_OPTION_DEST,
                      help="rewrite docs/reliability.md after a complete run of the reliability tests")
 
