@@ -118,3 +118,38 @@ def test_a_definition_start_inside_a_string_falls_back_to_parsing_the_whole_file
     text = SourceText(source, skip=skip, original=data)
     assert text.skipped == () and text.data == data
     assert [c.type for c in text.root.children] == ["expression_statement", "for_statement"]
+
+
+CLASS_SAMPLE = '''import torch
+
+
+@register
+class Trainer:
+    """Trains."""
+
+    def forward(self, x):
+        return x.cuda()
+
+    @torch.no_grad()
+    def evaluate(self, loader):
+        for x in loader:
+            print(x.cuda().item())
+
+    def format(self, before):
+        return str(before)
+'''
+
+
+def test_in_a_class_the_methods_without_a_loop_are_left_out_and_the_class_keeps_its_body() -> None:
+    data = CLASS_SAMPLE.encode()
+    (al100,) = select_rules(["AL100"])
+    skip = skippable_definitions(data, [al100.definition_triggers])
+    # `forward`, `format` and `before` are no loop words; the docstring is the body's first statement
+    assert [data[start:end].split(b"\n")[0].strip() for start, end in skip] == [b"def forward(self, x):",
+                                                                              b"def format(self, before):"]
+    text = SourceText(CLASS_SAMPLE, skip=skip, original=data)
+    assert text.skipped == tuple(skip)
+    (decorated,) = [c for c in text.root.children if c.type == "decorated_definition"]
+    body = decorated.child_by_field_name("definition").child_by_field_name("body")
+    assert [c.type for c in body.named_children] == ["expression_statement", "decorated_definition"]
+    assert [(f.line, f.column, f.code) for f in lint_source_strict(CLASS_SAMPLE, select=["AL100"])] == [(14, 27, "AL100")]

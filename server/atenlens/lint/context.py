@@ -16,6 +16,7 @@ from tree_sitter import Node
 from atenlens.lint.dataflow import ScopeBindings, scope_for
 from atenlens.lint.findings import Finding, Fix
 from atenlens.lint.source import SourceText
+from atenlens.lint.triggers import LOOP
 
 
 # Rules ask for the bindings of every name they follow, so a file uses thousands of names: a
@@ -30,7 +31,6 @@ def _word_end_pattern(name: str) -> "re.Pattern[bytes]":
 _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
-_LOOP_KEYWORD = re.compile(rb"\b(?:for|while)\b")
 _LOOP_TYPES = frozenset({"for_statement", "while_statement", "list_comprehension", "set_comprehension",
                          "dictionary_comprehension", "generator_expression"})
 _CALL_PAREN = re.compile(rb"[\w)\]}\"']\s*(\()")
@@ -115,7 +115,7 @@ class LintContext:
         if self._loops is None:
             root = self.source.root
             spans = []
-            for match in _LOOP_KEYWORD.finditer(self.source.data):
+            for match in (m for pattern in LOOP for m in pattern.finditer(self.source.data)):
                 keyword = root.descendant_for_byte_range(match.start(), match.end())
                 parent = keyword.parent if keyword is not None and keyword.type == match.group().decode() else None
                 if parent is not None and parent.type == "for_in_clause":

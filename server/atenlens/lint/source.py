@@ -176,7 +176,8 @@ class SourceText:
     def _parse_kept(self, skip: Sequence[tuple[int, int]]) -> bool:
         """Parse the text with the `skip` ranges blanked; False (nothing set) when that cannot
         stand for the whole file: rows to blank (the damage's repair needs the whole text), an
-        error in the kept text, or a top-level statement that is not inside one kept range."""
+        error in the kept text, or a statement that is not inside one kept range (a class spans the
+        methods skipped in it, each of its own statements may not)."""
         if rows_left_open(self.original, self._line_starts):
             return False
         data = blank(self.original, skip)     # what the rules' byte scans read: nothing in a gap
@@ -192,12 +193,9 @@ class SourceText:
         root = tree.root_node
         if root.has_error:
             return False
-        index = 0
-        for statement in root.children:
-            while index < len(kept) and kept[index][1] <= statement.start_byte:
-                index += 1
-            if index == len(kept) or statement.start_byte < kept[index][0] or statement.end_byte > kept[index][1]:
-                return False
+        starts = [start for start, _ in kept]
+        if not all(_fits(statement, kept, starts) for statement in root.children):
+            return False
         self.data, self.tree, self.blanked_rows, self.skipped = data, tree, [], tuple(skip)
         return True
 
@@ -419,6 +417,17 @@ def unclosed_rows(data: bytes, line_starts: list[int]) -> list[int]:
             culprits.add(at)            # no later triple quote closes it
     culprits.update(opened)
     return sorted({bisect_right(line_starts, at) - 1 for at in culprits})
+
+
+def _fits(node: Node, kept: list[tuple[int, int]], starts: list[int]) -> bool:
+    """Is `node` inside one kept range, or a class (decorated or not) whose own tokens and body
+    statements each are (its skipped methods are the gaps it spans)?"""
+    at = bisect_right(starts, node.start_byte) - 1
+    if at >= 0 and node.end_byte <= kept[at][1]:
+        return True
+    if node.type in ("class_definition", "decorated_definition", "block"):
+        return all(_fits(child, kept, starts) for child in node.children)
+    return False
 
 
 def _kept_ranges(skip: Sequence[tuple[int, int]], size: int) -> list[tuple[int, int]]:

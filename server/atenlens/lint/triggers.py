@@ -11,14 +11,17 @@ tried first.
 Definitions: a rule whose findings depend only on the top-level `def`/`class` they are in, the
 module-level code and byte-level facts of the whole file (`Rule.definition_triggers` not None)
 also says what one definition must contain. When every rule that runs is of that kind, the
-top-level definitions that hold none of their definition triggers are blanked (replaced by
-spaces, line breaks kept, so every offset and position stays valid) before the parse: tree-sitter
-then skips them at the cost of reading whitespace. Module-level code is always kept (the
-bindings of a module-level loop live there). The split is a line scan (a definition starts on a
-line that begins with `def`, `class`, `async def` or `@`, and ends at the next line that begins
-with anything but a space, a comment or a closing bracket); `SourceText` checks the parse of the
-kept text and parses the whole file instead when that parse has an error or a statement that
-crosses a blanked region (a split that a string or a bracket fooled).
+top-level definitions that hold none of their definition triggers are skipped, and in the
+classes that are kept, the methods that hold none: tree-sitter parses only the kept byte ranges
+(its included ranges), and the rules' byte scans read a copy with the skipped bytes blanked
+(spaces, line breaks kept, so every offset and position stays valid). Module-level code and the
+first statement of each class body are always kept (the bindings of a module-level loop live
+there; a class keeps a body). The split is a line scan (a definition starts on a line that
+begins with `def`, `class`, `async def` or `@`, and ends at the next line that begins with
+anything but a space, a comment or a closing bracket; a method likewise at the indentation of
+its class's body); `SourceText` checks the parse of the kept text and parses the whole file
+instead when that parse has an error or a statement that crosses a skipped region (a split that
+a string or a bracket fooled).
 
 tests/lint/test_lint_triggers.py lints the labelled corpus, the fixtures and a generated corpus
 with and without this skipping and requires identical findings.
@@ -26,13 +29,16 @@ with and without this skipping and requires identical findings.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Sequence, Union
 
 Pattern = Union[bytes, "re.Pattern[bytes]"]
 TriggerGroups = tuple[tuple[Pattern, ...], ...]
 
-# A loop of any kind: `for` statements and comprehensions, `while`.
-LOOP = (b"for", b"while")
+# A loop of any kind: `for` statements and comprehensions, `while`; as words (`forward`,
+# `format` and `before` are no loops), though a digit may touch them (`[1for x in y]` is Python).
+# One pattern per word, each starting with its literal: `re` then scans with a fast search.
+LOOP = (re.compile(rb"for(?<![A-Za-z_]for)\b"), re.compile(rb"while(?<![A-Za-z_]while)\b"))
 
 _STATEMENT_LINE = re.compile(rb"^[^\s#)\]}]", re.M)
 _DEFINITION_LINE = re.compile(rb"^(?:(?:def|class)\b|async\s+def\b|@)", re.M)
@@ -82,9 +88,59 @@ def _next_line(data: bytes, at: int) -> int:
 
 
 def skippable_definitions(data: bytes, groups: Sequence[TriggerGroups]) -> list[tuple[int, int]]:
-    """The top-level definitions in which none of `groups` (one entry per rule) matches."""
-    return [(start, end) for start, end in definitions(data)
-            if not any(matches(rule_groups, data, start, end) for rule_groups in groups)]
+    """The top-level definitions in which none of `groups` (one entry per rule) matches, and in
+    the classes where some does, the methods in which none does (not the first statement of
+    the class body: the class keeps a body)."""
+    found: list[tuple[int, int]] = []
+    for start, end in definitions(data):
+        if not any(matches(rule_groups, data, start, end) for rule_groups in groups):
+            found.append((start, end))
+        else:
+            header = _CLASS_LINE.search(data, start, end)     # after its decorators, if any
+            if header is not None:
+                found.extend(method for method in _methods(data, header.start(), end)
+                             if not any(matches(rule_groups, data, *method) for rule_groups in groups))
+    return found
+
+
+_CLASS_LINE = re.compile(rb"^class\b", re.M)
+_INDENTED_DEFINITION = re.compile(rb"^( +)(?:def\b|async\s+def\b|@)", re.M)
+
+
+@lru_cache(maxsize=64)
+def _statement_line(indent: int) -> "re.Pattern[bytes]":
+    """A line that starts a statement indented by at most `indent` spaces."""
+    return re.compile(rb"^ {0,%d}[^\s#)\]}]" % indent, re.M)
+
+
+def _methods(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
+    """The methods of the class in data[start:end] (decorators included, each up to the next
+    statement of the class body), less the body's first statement. Indented with spaces only;
+    a class indented otherwise gives none."""
+    first_line = _next_line(data, start)
+    starts = list(_INDENTED_DEFINITION.finditer(data, first_line, end))
+    if not starts or data.find(b"\t", start, end) != -1:
+        return []
+    indent = min(len(match.group(1)) for match in starts)
+    statement = _statement_line(indent)
+    body_first = statement.search(data, first_line, end)
+    found: list[tuple[int, int]] = []
+    done = 0
+    for match in starts:
+        at = match.start()
+        if len(match.group(1)) != indent or at < done:
+            continue
+        line = at
+        while data.startswith(b"@", line + indent):
+            following = statement.search(data, _next_line(data, line), end)
+            if following is None:
+                break
+            line = following.start()
+        following = statement.search(data, _next_line(data, line), end)
+        done = following.start() if following is not None else end
+        if body_first is None or at != body_first.start():
+            found.append((at, done))
+    return found
 
 
 _BLANK = bytes(0x0A if b == 0x0A else 0x20 for b in range(256))
