@@ -80,7 +80,8 @@ MOVES = frozenset({"to", "cuda", "cpu", "pin_memory"})
 # A callee spelled as a model (its last word): `model`, `self.net`, `ref_model`, `text_encoder`,
 # `criterion`, `compute_loss`, `loss_fn`; not `get_model_info` or `compute_module_sizes`.
 _MODEL_CALLEE = re.compile(
-    r"^(?:[A-Za-z0-9]+_)*(?:model|net|network|module|forward|criterion|loss|loss_fn|loss_func|lossfn|teacher|"
+    r"(?:^|_)forward(?:_|$)|"   # `self._forward_and_gradient(x)`, `forward_backward(batch)`
+    r"^_*(?:[A-Za-z0-9]+_)*(?:model|net|network|module|forward|criterion|loss|loss_fn|loss_func|lossfn|teacher|"
     r"student|policy|actor|critic|unet|transformer|vae|encoder|decoder|generator|discriminator|backbone|"
     r"classifier|learner|lm_head)$", re.I)
 _LOSS_NAME = re.compile(r"loss", re.I)

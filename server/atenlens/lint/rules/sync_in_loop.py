@@ -6,7 +6,8 @@ What it does:
     `def`/`lambda`), each way the host reads a tensor that is on the GPU:
     `.item()`, `.tolist()`, a blocking `.cpu()`; `float(t)`, `int(t)`, `bool(t)`, `str(t)`;
     a tensor as a condition (`if torch.isnan(loss) or torch.isinf(loss):`, `if mask.any():`,
-    `while t:`, `x if t else y`, `[i for i, k in enumerate(mask) if k]`, `assert t`); printing it (`print(loss)`, `f"{loss}"`); and
+    `while t:`, `x if t else y`, `[i for i, k in enumerate(mask) if k]`, `assert t`); printing or formatting it (`print(loss)`, `f"{loss}"`,
+    `"loss=%.4f" % loss`); and
     operations whose output shape depends on the data (`.nonzero()`, `torch.nonzero`,
     `.unique()`, `torch.where(mask)` with one argument, `torch.masked_select`, `.argwhere()`,
     reading `x[mask]` with a boolean mask); writing a CUDA tensor into a CPU tensor
@@ -16,7 +17,8 @@ What it does:
     Only tensors with evidence of being on the GPU are reported (provenance.py): made or moved
     there (`.cuda()`, `.to(device)`, `device=`), computed from such a tensor (also its rows, both
     results of `torch.topk(x)`, and `torch.cat(parts)` of a list it was appended to), or a model's
-    output or a loss (`model(x)`, `criterion(...)`, `outputs.loss`, a name spelled with `loss`,
+    output or a loss (`model(x)`, `self._forward_and_gradient(x)`, `criterion(...)`, `outputs.loss`,
+    a name spelled with `loss`,
     a loss function of a model's output, a parameter's `.grad`, the batch of a loop that calls
     `backward()`) in a file that speaks of a device (`cuda`, `device`). The data-dependent
     operations, which only a tensor has, are reported for any tensor not known to be on the
@@ -97,6 +99,7 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     yield from _data_dependent(ctx)
     yield from _conditions(ctx)
     yield from _fstrings(ctx)
+    yield from _percent_formats(ctx)
     yield from _masked_reads(ctx)
     yield from _scaler_steps(ctx)
 
@@ -395,6 +398,32 @@ def _fstrings(ctx: LintContext) -> Iterator[Finding]:
             if finding is not None:
                 yield finding
                 break
+
+
+_PERCENT = re.compile(rb"[\"']\s*(%)(?!=)")
+
+
+def _percent_formats(ctx: LintContext) -> Iterator[Finding]:
+    """`"loss=%.4f" % loss` / `"%s %s" % (a, loss)`: formatting a tensor, as an f-string does."""
+    root = ctx.source.root
+    for match in _PERCENT.finditer(ctx.source.data):
+        operator = root.descendant_for_byte_range(match.start(1), match.end(1))
+        node = operator.parent if operator is not None else None
+        if node is None or node.type != "binary_operator" or node.child_by_field_name("operator") != operator:
+            continue
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        if left is None or right is None or strip_parens(left).type != "string":
+            continue
+        values = right.named_children if strip_parens(right).type == "tuple" else [right]
+        if strip_parens(right).type == "tuple":
+            values = strip_parens(right).named_children
+        shown = next((v for v in values if v.type not in ("string", "integer", "float") and likely_device(ctx, v)),
+                     None)
+        if shown is None:
+            continue
+        finding = _report(ctx, f"formatting a CUDA tensor (`% {_short(shown)}`)", node)
+        if finding is not None:
+            yield finding
 
 
 def _formats_host_value(interpolation: Node) -> bool:
