@@ -19,6 +19,7 @@ TP = FIXTURES / "tp_step.py"
 DDP = FIXTURES / "ddp_step.py"
 FSDP_ADAMW = FIXTURES / "fsdp_adamw_step.py"
 HAZARDS = FIXTURES / "hazards_step.py"
+SP = FIXTURES / "sp_step.py"
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "fsdp_tp_step.py"
 NVLINK = 450e9                 # H100 SXM, one way (atenlens/gpus.py)
 NETWORK = 50e9                 # 400 Gb/s per GPU
@@ -160,6 +161,27 @@ def test_tensor_parallel_all_reduce_at_the_row_parallel_line_and_no_socket(worke
            "| phase | collective | group | ranks | bytes per rank | time | link | count |\n" \
            "|---|---|---|---|---|---|---|---|\n" \
            "| forward | `all_reduce` | default_pg | 4 | 2 KiB | 10.2 µs | NVLink | 1 |" in hover_markdown(line)
+
+
+def test_sequence_parallel_all_gathers_and_reduce_scatters_the_sequence_instead_of_an_all_reduce(worker):
+    """4 ranks, each holding 32 of 128 tokens: the column-parallel Linear all-gathers the normalized
+    sequence, the row-parallel one reduce-scatters its partial sums back to sequence shards; backward
+    does the converse. Each moves the whole [8, 128, 64] fp32 activation: 262,144 B per rank."""
+    report = worker.trace(TraceRequest(file=str(SP), qualname="step", device="cuda", timeout_seconds=120))
+    assert report.status == "ok", report.message
+    up, down = line_of(SP, "torch.relu(self.up(h))"), line_of(SP, "return self.down(h)")
+    activation = 8 * 128 * 64 * 4
+    assert collectives(report) == [
+        ("all_gather_into_tensor", "forward", up, activation, 4, "nvlink"),
+        ("reduce_scatter_tensor", "forward", down, activation, 4, "nvlink"),
+        ("all_gather_into_tensor", "backward", down, activation, 4, "nvlink"),    # the reduce-scatter's gradient
+        ("reduce_scatter_tensor", "backward", up, activation, 4, "nvlink"),       # the all-gather's
+    ]
+    events = [e for e in report.events if e.kind == "collective"]
+    assert [(e.inputs[0].shape, e.outputs[0].shape) for e in events[:2]] == [
+        ((8, 32, 64), (32, 32, 64)), ((32, 32, 64), (8, 32, 64))]        # gathered along dim 0, then re-laid
+    assert all(e.estimate_seconds == pytest.approx(ring(3 / 4 * activation, 3, NVLINK)) for e in events)
+    assert not [e for e in events if e.name == "all_reduce"]
 
 
 def test_ddp_all_reduces_all_gradient_bytes_in_each_backward(worker):
