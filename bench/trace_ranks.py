@@ -8,9 +8,12 @@ worker has), one measured run each:
   program calls `init_process_group("nccl")` (the fake backend), builds a 64-rank mesh, `fully_shard`s
   every block and the root; one AdamW step over the shards; every all-gather and reduce-scatter
   recorded and priced.
-Reported: wall and CPU time of the trace (loading, building the model, the step), peak RSS
-(ru_maxrss of the process), ops, collectives, the forecast peak memory of a rank, and the ratio of
-the two traces' times (target: under 2, the FSDP2 step must not cost a multiple of the plain one).
+- and each of the two as a floor: the same load, build and step under the device's bare
+  FakeTensorMode, nothing recorded (the FSDP2 one on torch's fake process group with the mesh built
+  outside fake mode, as the trace does): what torch itself spends on FSDP2 and DTensor there.
+Reported: wall and CPU time (loading, building the model, the step), peak RSS (ru_maxrss of the
+process), ops, collectives, the forecast peak memory of a rank; the ratio of the two traces' times
+(target: under 2, the FSDP2 step must not cost a multiple of the plain one) and of the two floors'.
 
     python bench/trace_ranks.py [--quick] [--json PATH]     (--quick: the tiny Llama shape)
 """
@@ -29,7 +32,7 @@ RATIO_TARGET = 2.0
 
 PROBE = r"""
 import json, os, resource, sys, time
-models, call, world = sys.argv[1], sys.argv[2], int(sys.argv[3])
+mode, models, call, world = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 from atenlens.trace.device import preload_before_torch
 preload_before_torch("cuda")
 import torch
@@ -43,6 +46,31 @@ from atenlens.report import TraceRequest
 from atenlens.trace.runner import run_trace
 import gc
 gc.collect(); gc.freeze()
+if mode == "floor":
+    import importlib.util
+    import torch.distributed as dist
+    import torch.distributed.device_mesh as device_mesh
+    from atenlens.trace import torch_compat
+    from atenlens.trace.device import simulated_device
+    from atenlens.trace.runner import build_example_call
+    started, cpu = time.perf_counter(), time.process_time()
+    real_init, real_mesh = dist.init_process_group, device_mesh.init_device_mesh
+    dist.init_process_group = lambda *a, **k: real_init("fake", rank=0, world_size=world)
+
+    def init_device_mesh(*a, **k):
+        with torch_compat.outside_trace_modes():
+            return real_mesh(*a, **k)
+
+    device_mesh.init_device_mesh = init_device_mesh
+    with simulated_device("cuda") as session, torch_compat.fake_module_fixes(), session.make_fake_mode():
+        spec = importlib.util.spec_from_file_location("trace_models", models)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        example = build_example_call(module, call)
+        example.function(*example.args, **example.kwargs)
+    print(json.dumps({"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu,
+                      "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+    sys.stdout.flush(); sys.stderr.flush(); os._exit(0)
 started, cpu = time.perf_counter(), time.process_time()
 report = run_trace(TraceRequest(file=models, qualname="train_step", device="cuda", call=call, timeout_seconds=1800,
                                 world_size=world if world > 1 else None, gpus_per_node=8))
@@ -59,8 +87,8 @@ sys.stdout.flush(); sys.stderr.flush(); os._exit(0)
 """
 
 
-def measure(call: str, world: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", PROBE, MODELS, call, str(world)], capture_output=True, text=True,
+def measure(mode: str, call: str, world: int) -> dict:
+    out = subprocess.run([sys.executable, "-c", PROBE, mode, MODELS, call, str(world)], capture_output=True, text=True,
                          cwd=REPO_ROOT, timeout=3600)
     if out.returncode != 0:
         raise RuntimeError(f"{call} on {world} ranks failed:\n{out.stderr[-3000:]}")
@@ -81,12 +109,21 @@ def main(argv: list[str] | None = None) -> int:
                    "communication ms"])
     runs = {}
     for label, call, world in cases:
-        run = runs[label] = measure(call, world)
+        run = runs[label] = measure("atenlens", call, world)
         table.add(label, run["seconds"], run["cpu_seconds"], run["peak_rss"] / MiB, run["ops"], run["collectives"],
                   run["peak_bytes"] / GiB, run["communication_seconds"] * 1e3)
-    ratio = runs[cases[1][0]]["seconds"] / runs[cases[0][0]]["seconds"]
+    for label, call, world in cases:
+        run = runs[f"floor: {label}"] = measure("floor", call, world)
+        table.add(f"floor: {label}", run["seconds"], run["cpu_seconds"], run["peak_rss"] / MiB, "-", "-", "-", "-")
+    one, fsdp = cases[0][0], cases[1][0]
+    ratio = runs[fsdp]["seconds"] / runs[one]["seconds"]
     result.tables.append(table)
     result.targets.append(Target("FSDP2 64-rank trace time / one-rank trace time", ratio, RATIO_TARGET, "x"))
+    ratios = Table("ratios (wall time; CPU time in brackets)", ["", "FSDP2 64 ranks / one rank"])
+    for what, a, b in (("traced", fsdp, one), ("floor", f"floor: {fsdp}", f"floor: {one}"),
+                       ("trace / floor, FSDP2", fsdp, f"floor: {fsdp}"), ("trace / floor, one rank", one, f"floor: {one}")):
+        ratios.add(what, f"{runs[a]['seconds'] / runs[b]['seconds']:.2f} ({runs[a]['cpu_seconds'] / runs[b]['cpu_seconds']:.2f})")
+    result.tables.append(ratios)
     result.raw = runs
     result.notes.append("one measured run per trace (no rounds): a benchmark run is quoted with its conditions; "
                         "the machine's load is part of them")

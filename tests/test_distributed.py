@@ -9,6 +9,7 @@ import pytest
 
 from atenlens.functions import find_functions, parse_ranks_flags, ranks_directive
 from atenlens.lsp.hover import hover_markdown
+from atenlens.lsp.labels import tensor_label_with_device
 from atenlens.lsp.settings import HintSettings
 from atenlens.lsp.trace_view import build_traced_function
 from atenlens.report import TraceRequest
@@ -152,6 +153,14 @@ def test_tensor_parallel_all_reduce_at_the_row_parallel_line_and_no_socket(worke
     event = next(e for e in report.events if e.kind == "collective")
     assert [f.line for f in event.stack] == [line_of(TP, "model(x).sum()"), down]
     assert event.estimate_seconds == pytest.approx(ring(2 * 3 / 4 * 2048, 6, NVLINK))     # all latency: 10.2 µs
+
+    # DTensor placements on the local shards: the column-parallel output is sharded on its last dim, the
+    # row-parallel matmul's partial sums are summed over the ranks by the all-reduce at the same line
+    up = line_of(TP, "h = torch.relu(self.up(x))")
+    addmms = [(e.line, e.outputs[0]) for e in report.events if e.kind == "op" and e.name == "aten.addmm.default"]
+    assert [(line, meta.shape, meta.placements, meta.global_shape) for line, meta in addmms] == [
+        (up, (8, 32), "Shard(1)", (8, 128)), (down, (8, 64), "Partial(sum)", (8, 64))]
+    assert tensor_label_with_device(addmms[0][1]) == "f32[8, 32] Shard(1) cuda:0 of f32[8, 128]"
 
     # the editor: the line's hint ends with the collective, its hover has a table of them
     view = build_traced_function(report, str(TP), TP.read_text().splitlines(), "step", 0, 0, 0)

@@ -56,8 +56,14 @@ _COLORS = {
 
 
 def tensor_label(meta: TensorMeta) -> str:
-    """`f32[8, 32]`; the device is added when it is not the trace's main one (see op rows)."""
-    return vocabulary.tensor_label(meta.dtype, meta.shape)
+    """`f32[8, 32]`; the device is added when it is not the trace's main one (see op rows); a DTensor's
+    local shard with its placements and the global shape: `f32[8, 32] Shard(1) of [8, 128]`."""
+    label = vocabulary.tensor_label(meta.dtype, meta.shape)
+    if meta.placements:
+        label += f" {meta.placements}"
+        if meta.global_shape is not None:
+            label += f" of [{', '.join(str(n) for n in meta.global_shape)}]"
+    return label
 
 
 def tensors_label(metas: Sequence[TensorMeta]) -> str:

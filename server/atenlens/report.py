@@ -60,6 +60,10 @@ class TensorMeta:
     dtype: str                       # torch's name without the prefix: "float32", "bfloat16"
     shape: tuple[int, ...]
     device: str                      # "cpu", "cuda:0"
+    # a DTensor's local shard (tensor parallel, FSDP2): how it is laid out over the mesh, one per mesh
+    # dimension ("Shard(2)", "Replicate()", "Partial(sum)"), and the global tensor's shape
+    placements: Optional[str] = None
+    global_shape: Optional[tuple[int, ...]] = None
 
 
 @dataclass(frozen=True)
@@ -304,15 +308,19 @@ def _encoder(cls: type) -> Callable[[Any], dict]:
         simple = [n for n in _field_names(cls) if _is_plain(hints[n])]
         nested = [n for n in _field_names(cls) if n not in simple]
 
+        omitted = _OMITTED_WHEN_NONE.get(cls, ())
+
         def encoder(value: Any) -> dict:
             out = {n: getattr(value, n) for n in simple}
             for n in nested:
                 out[n] = to_jsonable(getattr(value, n))
-            return {n: out[n] for n in _field_names(cls)}
+            return {n: out[n] for n in _field_names(cls) if not (n in omitted and out[n] is None)}
         _ENCODERS[cls] = encoder
     return encoder
 
 
+# keys left out of the JSON while None: a report holds thousands of tensor metas, few of them DTensors'
+_OMITTED_WHEN_NONE: dict[type, tuple[str, ...]] = {TensorMeta: ("placements", "global_shape")}
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 _DECODERS: dict[Any, Callable[[Any], Any]] = {}
 

@@ -10,13 +10,18 @@ from atenlens.report import Event, Summary, TensorMeta
 from atenlens.vocabulary import dtype_abbr, format_flops
 
 def tensor_label(meta: TensorMeta) -> str:
-    """`f32[8, 32]`."""
-    return vocabulary.tensor_label(meta.dtype, meta.shape)
+    """`f32[8, 32]`; a DTensor's local shard with its placements: `f32[8, 32] Shard(1)`."""
+    label = vocabulary.tensor_label(meta.dtype, meta.shape)
+    return f"{label} {meta.placements}" if meta.placements else label
 
 
 def tensor_label_with_device(meta: TensorMeta) -> str:
-    """`f32[8, 32] cuda:0`."""
-    return f"{tensor_label(meta)} {meta.device}"
+    """`f32[8, 32] cuda:0`; a local shard also names the global tensor: `f32[8, 32] Shard(1) cuda:0 of
+    f32[8, 128]`."""
+    label = f"{tensor_label(meta)} {meta.device}"
+    if meta.global_shape is not None:
+        label += f" of {vocabulary.tensor_label(meta.dtype, meta.global_shape)}"
+    return label
 
 
 MAX_TENSORS_LISTED = 4

@@ -28,6 +28,7 @@ the traced function's work and are not counted.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 import types
 from typing import Any, Iterator, Optional
@@ -303,6 +304,22 @@ class Recorder:
             found = self._metas[key] = TensorMeta(str(key[0])[6:], tuple(key[1]), str(key[2]))
         return found
 
+    def placed(self, start: int, out: Any) -> None:
+        """A call returned `out`: when it is a DTensor, the latest op since event `start` that made its
+        local shard says how the shard lies on the mesh (placements, global shape)."""
+        layout = tc.dtensor_layout(out)
+        if layout is None:
+            return
+        local, placements, global_shape = layout
+        meta = self.meta(local)
+        events = self.events
+        for index in range(len(events) - 1, start - 1, -1):
+            event = events[index]
+            if event.kind == "op" and event.outputs and event.outputs[0] == meta:
+                placed = dataclasses.replace(meta, placements=placements, global_shape=global_shape)
+                events[index] = dataclasses.replace(event, outputs=(placed,) + event.outputs[1:])
+                return
+
     def metas(self, values: Any) -> tuple[TensorMeta, ...]:
         found: list[TensorMeta] = []
         for v in values:
@@ -513,6 +530,7 @@ class _CallRecorder(TorchFunctionMode):
             return run_call(func, args, kwargs)
         name = rec.call_name(func)
         stack: tuple[Frame, ...] = ()
+        start = len(rec.events)
         if name is not None:
             stack = rec.user_stack(_getframe(1))
             file, line = _innermost(stack)
@@ -535,4 +553,7 @@ class _CallRecorder(TorchFunctionMode):
                     rec._in_backward -= 1
                     rec._backward_stack = previous
                     rec.memory.scan_parameters()         # the new .grads are gradients
-        return run_call(func, args, kwargs)
+        out = run_call(func, args, kwargs)
+        if isinstance(out, _Tensor) and type(out) is not _FakeTensor and type(out) is not _Parameter:
+            rec.placed(start, out)
+        return out

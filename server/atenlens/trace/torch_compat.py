@@ -293,6 +293,24 @@ def sharding_propagation_through(hidden: Callable[[], Any]) -> Iterator[None]:
         ShardingPropagator._propagate_tensor_meta_non_cached = original  # type: ignore[method-assign]
 
 
+def dtensor_layout(t: Any) -> Optional[tuple[Any, str, tuple[int, ...]]]:
+    """For a DTensor: (its local shard, its placements as `Shard(2)`, `Replicate(), Shard(1)`, its global
+    shape); None for any other value. Placements and shapes are public; the local shard is `_local_tensor`."""
+    local = getattr(t, "_local_tensor", None)
+    placements = getattr(t, "placements", None)
+    if local is None or placements is None:
+        return None
+    return local, ", ".join(_placement_label(p) for p in placements), tuple(t.shape)
+
+
+def _placement_label(placement: Any) -> str:
+    if placement.is_shard():
+        return f"Shard({placement.dim})"
+    if placement.is_partial():
+        return f"Partial({getattr(placement, 'reduce_op', 'sum')})"
+    return "Replicate()"
+
+
 def local_tensor(t: Any) -> Any:
     """The tensor a rank holds for `t`: a DTensor's local shard (FSDP2's sharded parameters and their
     gradients are DTensors; private `_local_tensor`, what `to_local()` returns), else `t` itself."""
