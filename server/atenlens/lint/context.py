@@ -19,9 +19,7 @@ from atenlens.lint.source import SourceText
 from atenlens.lint.triggers import LOOP
 
 
-# Rules ask for the bindings of every name they follow, so a file uses thousands of names: a
-# small cache would compile the same patterns again and again in a whole-tree run.
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=512)
 def _word_end_pattern(name: str) -> "re.Pattern[bytes]":
     # A plain literal at the start lets `re` scan with a fast literal search; the character
     # before the match is checked by hand (a lookbehind would turn that search off).
@@ -29,6 +27,28 @@ def _word_end_pattern(name: str) -> "re.Pattern[bytes]":
 
 
 _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def _word_starts(data: bytes, word: bytes, start: int, stop: int) -> Iterator[int]:
+    """Where `word` is written as a whole word within [start, stop) (a word ending at `stop`
+    counts). Names of one or two letters are found by a regular expression, which skips their
+    many occurrences inside longer words in C; longer names by a substring search: compiling a
+    pattern per name costs about a millisecond, and a whole-tree run meets thousands of names
+    in each process."""
+    if len(word) <= 2:
+        for match in _word_end_pattern(word.decode()).finditer(data, start, stop):
+            at = match.start()
+            if at == 0 or data[at - 1] not in _WORD_BYTES:
+                yield at
+        return
+    size = len(word)
+    find = data.find
+    at = find(word, start, stop)
+    while at != -1:
+        end = at + size
+        if (at == 0 or data[at - 1] not in _WORD_BYTES) and (end == stop or data[end] not in _WORD_BYTES):
+            yield at
+        at = find(word, at + 1, stop)
 
 
 _LOOP_TYPES = frozenset({"for_statement", "while_statement", "list_comprehension", "set_comprehension",
@@ -69,11 +89,9 @@ class LintContext:
         stop = len(data) if end is None else end
         if isinstance(names, tuple) and len(names) == 1:
             # one name (the bindings of a variable, the calls of one method): no merge needed
-            size = len(names[0].encode())
-            for match in _word_end_pattern(names[0]).finditer(data, start, stop):
-                at = match.start()
-                if at > 0 and data[at - 1] in _WORD_BYTES:
-                    continue
+            word = names[0].encode()
+            size = len(word)
+            for at in _word_starts(data, word, start, stop):
                 node = root.descendant_for_byte_range(at, at + size)
                 if node is not None and node.type == "identifier" and node.start_byte == at \
                         and node.end_byte == at + size:
@@ -82,11 +100,9 @@ class LintContext:
         starts: list[int] = []
         lengths: dict[int, int] = {}
         for name in set(names):
-            size = len(name.encode())
-            for match in _word_end_pattern(name).finditer(data, start, stop):
-                at = match.start()
-                if at > 0 and data[at - 1] in _WORD_BYTES:
-                    continue
+            word = name.encode()
+            size = len(word)
+            for at in _word_starts(data, word, start, stop):
                 starts.append(at)
                 lengths[at] = size
         starts.sort()
