@@ -21,6 +21,7 @@ DDP = FIXTURES / "ddp_step.py"
 FSDP_ADAMW = FIXTURES / "fsdp_adamw_step.py"
 HAZARDS = FIXTURES / "hazards_step.py"
 SP = FIXTURES / "sp_step.py"
+ROOT_ONLY = FIXTURES / "fsdp_root_only.py"
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "fsdp_tp_step.py"
 NVLINK = 450e9                 # H100 SXM, one way (atenlens/gpus.py)
 NETWORK = 50e9                 # 400 Gb/s per GPU
@@ -260,6 +261,27 @@ def test_a_collective_per_parameter_is_reported_and_one_flattened_bucket_not(wor
         "collective's latency. Flatten them (torch._utils._flatten_dense_tensors), or let DDP or FSDP2 bucket "
         "them")]
     assert hazard_diagnostics(worker, "flattened") == []
+
+
+def test_fsdp2_on_the_root_only_is_reported_and_wrapped_blocks_not(worker):
+    report = worker.trace(TraceRequest(file=str(ROOT_ONLY), qualname="step", device="cuda", timeout_seconds=120))
+    assert report.status == "ok", report.message
+    model = 3 * (256 * 1024 * 4 + 1024 * 4 + 1024 * 256 * 4 + 256 * 4)       # 6,306,816 B: 6.01 MiB
+    forward = line_of(ROOT_ONLY, "model(x).sum()")
+    # one all-gather of all of it, in forward only (the root keeps its parameters for backward)
+    assert collectives(report) == [("all_gather_into_tensor", "forward", forward, model, 8, "nvlink"),
+                                   ("reduce_scatter_tensor", "backward", line_of(ROOT_ONLY, "loss.backward()"),
+                                    model, 8, "nvlink")]
+    assert report.summary.memory.at_peak.unsharded_parameters == model
+    assert [(d.code, d.line, d.severity, d.message) for d in report.diagnostics if d.code == "AL912"] == [(
+        "AL912", forward, "warning",
+        "fully_shard wraps only the root module: its 3 blocks' parameters (6.01 MiB unsharded) are gathered by "
+        "one all-gather before the forward: every rank holds the whole unsharded model at once, and no "
+        "communication overlaps compute; call fully_shard on each block (each transformer layer) before the "
+        "root")]
+    wrapped = worker.trace(TraceRequest(file=str(FSDP), qualname="step", device="cuda", timeout_seconds=120))
+    assert wrapped.status == "ok", wrapped.message
+    assert not [d for d in wrapped.diagnostics if d.code == "AL912"]
 
 
 def test_fsdp_and_ddp_collectives_are_not_the_programs_own(worker):

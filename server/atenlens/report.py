@@ -53,6 +53,7 @@ class Code:
     DDP_SYNC_EVERY_BACKWARD = "AL909"  # DDP all-reduced gradients in several backward() calls before one optimizer step
     HOST_WAITS_FOR_COLLECTIVE = "AL910"  # the host read a collective's result (or called barrier()): all ranks stall
     PER_PARAMETER_COLLECTIVES = "AL911"  # one line issued a collective per parameter (a Python loop over them)
+    FSDP_ROOT_ONLY = "AL912"         # FSDP2 wraps only the root of a model made of blocks: one huge all-gather
 
 
 @dataclass(frozen=True)

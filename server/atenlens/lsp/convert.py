@@ -41,6 +41,7 @@ TRACE_ANCHORS = {
     "AL906": "al906--assumption-a-value-the-trace-could-not-know", "AL907": "al907--dataloader-workers",
     "AL908": "al908--simulated-ranks", "AL500": "al500--unordered-stream-read", "AL909": "al909--ddp-no-sync",
     "AL910": "al910--host-waits-for-collective", "AL911": "al911--per-parameter-collectives",
+    "AL912": "al912--fsdp-root-only",
     "AL501": "al501--unsynced-elapsed-time", "AL502": "al502--missing-record-stream",
     "AL600": "al600--graph-break", "AL601": "al601--compile",
     "AL510": "al510--unsupported-in-capture-kind-capture", "AL511": "al511--cpu-tensor-in-capture-kind-capture",

@@ -4,7 +4,9 @@
   (`dist.all_reduce(loss)` then `loss.item()`, or a scalar computed from it), or calls `dist.barrier()`:
   every rank's host stops until the communication, and so the slowest rank, is done;
 - AL911 `per-parameter-collectives`: one line issues a collective per parameter (or gradient), a
-  Python loop over `model.parameters()`: each call pays the collective's latency once.
+  Python loop over `model.parameters()`: each call pays the collective's latency once;
+- AL912 `fsdp-root-only`: FSDP2's `fully_shard` wraps only the root of a model made of blocks: every
+  parameter is gathered by one all-gather before the forward and stays gathered through it.
 
 Only collectives the program calls itself count (the innermost user frame called torch.distributed
 directly), not FSDP2's or DDP's own, which run inside module calls and `backward()`.
@@ -65,6 +67,16 @@ class DistributedHazards:
         self.reduced: dict[int, tuple[str, Optional[int]]] = {}   # storage -> (collective, its line)
         # (stack, collective) -> [count, parameter storages, seconds, bytes, one-call seconds for the bytes]
         self._per_line: dict[tuple, list] = {}
+        self._fsdp_groups: dict[int, tuple[tuple, int]] = {}   # id(FSDP2 param group) -> (modules, bytes)
+        self._first_gather: Optional[tuple[Frame, ...]] = None
+        self.last_collective_stack: Any = lambda: ()
+
+    def fsdp_gathered(self, group: Any, modules: tuple, nbytes: int) -> None:
+        """FSDP2 unsharded a parameter group (torch_compat.fsdp2_storage_roles)."""
+        if id(group) not in self._fsdp_groups:
+            self._fsdp_groups[id(group)] = (modules, nbytes)
+            if self._first_gather is None:
+                self._first_gather = self.last_collective_stack()
 
     def collective(self, event: Event, args: tuple, kwargs: dict, out: Any, frame: Any,
                    flattened: Any) -> None:
@@ -118,6 +130,7 @@ class DistributedHazards:
                     self.reduced[key] = source
 
     def finish(self) -> None:
+        self._root_only()
         for (stack, name), (count, parameters, seconds, nbytes, flattened) in self._per_line.items():
             if len(parameters) < 2:
                 continue
@@ -130,6 +143,23 @@ class DistributedHazards:
                           "let DDP or FSDP2 bucket them", stack=stack)
         self._per_line.clear()
         self.reduced.clear()
+        self._fsdp_groups.clear()
+        self._first_gather = None
+
+    def _root_only(self) -> None:
+        if len(self._fsdp_groups) != 1:
+            return
+        (modules, nbytes), = self._fsdp_groups.values()
+        blocks = [child for module in modules for child in module.children()
+                  if next(child.parameters(), None) is not None]
+        if len(blocks) < 2:
+            return
+        self.sink.add("fsdp-root-only", Code.FSDP_ROOT_ONLY,
+                      f"fully_shard wraps only the root module: its {len(blocks)} blocks' parameters "
+                      f"({format_bytes(nbytes)} unsharded) are gathered by one all-gather before the forward: "
+                      "every rank holds the whole unsharded model at once, and no communication overlaps "
+                      "compute; call fully_shard on each block (each transformer layer) before the root",
+                      stack=self._first_gather or ())
 
 
 def _reads_on_host(func: Any, out: Any) -> bool:

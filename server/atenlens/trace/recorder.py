@@ -108,7 +108,8 @@ class Recorder:
         self.dropped_flops = 0
         self.estimate_seconds: dict[str, float] = {}   # phase -> summed roofline estimates (kept events or not)
         self.collectives: Any = None                   # trace/collectives.py Collectives: c10d ops become events
-        self.hazards = DistributedHazards(sink, self.memory.is_parameter)   # AL910, AL911
+        self.hazards = DistributedHazards(sink, self.memory.is_parameter)   # AL910, AL911, AL912
+        self.hazards.last_collective_stack = lambda: self.collectives.last_stack if self.collectives else ()
         self.recording = False
         self._hidden = 0                               # inside torch's own bookkeeping ops (hidden())
         self.boundary: Any = None

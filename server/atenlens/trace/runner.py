@@ -97,7 +97,8 @@ def run_trace(request: TraceRequest) -> TraceReport:
                 with simulated_device(request.device) as session, contextlib.ExitStack() as modes:
                     modes.enter_context(simulated_ranks(ranks, sink, recorder.collectives))
                     modes.enter_context(torch_compat.sharding_propagation_through(recorder.hidden))
-                    modes.enter_context(torch_compat.fsdp2_storage_roles(recorder.memory.mark))
+                    modes.enter_context(torch_compat.fsdp2_storage_roles(recorder.memory.mark,
+                                                                         recorder.hazards.fsdp_gathered))
                     modes.enter_context(_sys_argv([file, *argv]))
                     modes.enter_context(eager_views_for_libraries())
                     modes.enter_context(workers_in_process(sink))

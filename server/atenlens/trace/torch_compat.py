@@ -318,14 +318,17 @@ def local_tensor(t: Any) -> Any:
 
 
 @contextlib.contextmanager
-def fsdp2_storage_roles(role: Callable[[Any, str], None]) -> Iterator[None]:
+def fsdp2_storage_roles(role: Callable[[Any, str], None],
+                        gathered: Optional[Callable[[Any, tuple, int], None]] = None) -> Iterator[None]:
     """Tell `role(tensor, category)` which storages FSDP2 uses for what, from its parameter groups'
     private state while a trace runs:
     - before `FSDPParamGroup.wait_for_unshard`: the all-gather's flat output ("communication");
     - after it: each parameter's `all_gather_outputs`, the storages of its unsharded parameter
       ("unsharded_parameters"; FSDP2 frees and re-allocates them by resizing the storage);
     - before `post_backward`: each unsharded parameter's `.grad` ("unsharded_gradients"), which it
-      then copies into the reduce-scatter's input ("communication", after it)."""
+      then copies into the reduce-scatter's input ("communication", after it).
+    `gathered(group, modules, nbytes)`: after each unshard, the parameter group, its modules and the
+    bytes of its unsharded parameters."""
     try:
         from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
     except ImportError:                      # a torch built without distributed
@@ -343,8 +346,13 @@ def fsdp2_storage_roles(role: Callable[[Any, str], None]) -> Iterator[None]:
         if result is not None:
             tell([getattr(result, "all_gather_output", None)], "communication")
         out = wait_for_unshard(self)
+        nbytes = 0
         for fsdp_param in self.fsdp_params:
-            tell(getattr(fsdp_param, "all_gather_outputs", ()), "unsharded_parameters")
+            outputs = getattr(fsdp_param, "all_gather_outputs", ())
+            tell(outputs, "unsharded_parameters")
+            nbytes += sum(t.numel() * t.element_size() for t in outputs if isinstance(t, torch.Tensor))
+        if gathered is not None:
+            gathered(self, tuple(getattr(self, "modules", ())), nbytes)
         return out
 
     def reduced(self: Any, *args: Any) -> Any:
