@@ -111,6 +111,12 @@ async def test_file_status_follows_lint_trace_and_edits(client, tmp_path):
         {"qualname": "train_step", "status": "ok", "summary": outcome["summary"], "brief": TRAIN_STEP_BRIEF,
          "stale": False}])
     end = len(text.split("\n")[item_line])
+    # the worker's torch and Python, logged once for the two traces it ran
+    import torch     # here, not at the top: the test's own process, not the server's
+    worker_lines = [m.message for m in client.log_messages if "the trace worker (pid" in m.message]
+    assert len(worker_lines) == 1, worker_lines
+    assert worker_lines[0].endswith(f") runs torch {torch.__version__} on Python {platform.python_version()} "
+                                    f"({sys.executable})"), worker_lines
     change(client, uri, 2, (item_line, end), (item_line, end), "  # edited")
     edited = await status_at(client, uri, 2)
     assert [(t["qualname"], t["stale"]) for t in edited["traces"]] == [("train", True), ("train_step", False)]

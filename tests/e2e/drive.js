@@ -154,16 +154,12 @@ async function statusWith(page, part, timeout) {
   }, part, timeout);
 }
 
-// Quick Open (Ctrl+P) a file of the workspace and wait until its editor shows its text.
+// Opens a file of the workspace from the Explorer (as 01-open does) and waits until its editor is active.
 async function openFile(page, name) {
   await page.keyboard.press("Escape");
-  await page.keyboard.press("Control+P");
-  const box = page.locator(".quick-input-widget input");
-  await box.waitFor({ state: "visible", timeout: 10000 });
-  await box.fill(name);
-  await page.locator(".quick-input-list .monaco-list-row", { hasText: name }).first().waitFor({ timeout: 10000 });
-  await page.keyboard.press("Enter");
-  await box.waitFor({ state: "hidden", timeout: 10000 });
+  const row = page.locator(`.explorer-folders-view .monaco-list-row[aria-label^="${name}"]`).first();
+  await row.waitFor({ timeout: 10000 });
+  await row.click();
   // the window's title names the active editor's file
   await until(page, (n) => document.title.includes(n) && window.__atenlensLines().length > 0, name, 10000);
 }
@@ -241,7 +237,8 @@ async function untrusted(page) {
     // the lenses of the file were asked for when it opened, before its diagnostics came
     const lenses = await page.evaluate(lensTitles);
     const restricted = await page.evaluate(() => [...document.querySelectorAll(".statusbar-item")].some((e) => e.innerText.includes("Restricted Mode")));
-    return { squiggleLines: lines, lenses, restricted };
+    const status = await statusWith(page, "lint only", 30000);
+    return { squiggleLines: lines, lenses, restricted, status };
   });
   await step(page, "u3-trusted-traces", async () => {
     await page.keyboard.press("F1");

@@ -329,6 +329,7 @@ def test_untrusted_workspace_gets_lint_until_trusted(tools: Path, vsix: Path, tm
                       traceDefLine=TRACE_DEF_LINE, lensTitle="Trace this step")
     restricted = steps["u2-restricted-lint-only"]
     assert restricted["restricted"] is True
+    assert restricted["status"] == {"text": "atenlens: lint only · 1 problem", "problems": [0, 1]}
     assert LINT_LINE in restricted["squiggleLines"]
     assert not any(title.startswith("Trace this step") for title in restricted["lenses"]), restricted["lenses"]
     assert "Trace this step" in steps["u3-trusted-traces"]["lenses"]

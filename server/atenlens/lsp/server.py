@@ -15,6 +15,7 @@ import asyncio
 import itertools
 import logging
 import os
+import platform
 import sys
 from typing import Any, Optional
 
@@ -62,6 +63,7 @@ class AtenlensServer(LanguageServer):
         self.traces = TraceQueue(self._make_worker)
         self._progress_ids = itertools.count(1)
         self._building: list[TraceSpan] = []   # spans of finished traces whose views are being built
+        self._worker_logged = 0                 # the worker start whose torch and Python were logged
 
     # --- helpers used by the handlers -------------------------------------------------------
 
@@ -204,6 +206,14 @@ class AtenlensServer(LanguageServer):
             uri=uri, version=state.lint.version, diagnostics=diagnostics))
         self.send_file_status(uri, state, diagnostics)
 
+    def log_worker_once(self) -> None:
+        """Logs, once per worker process, the torch and Python the worker runs (what traces run on)."""
+        ready = self.traces.worker_ready_info()
+        if self.traces.worker_starts != self._worker_logged and ready.get("torch"):
+            self._worker_logged = self.traces.worker_starts
+            self.log(f"atenlens: the trace worker (pid {ready.get('pid')}) runs torch {ready['torch']} on Python "
+                     f"{platform.python_version()} ({sys.executable})")
+
     def send_file_status(self, uri: str, state: DocumentState, diagnostics: list[types.Diagnostic]) -> None:
         """The file's line for the status bar (lsp/status.py), to a client that asked for it."""
         if wants_file_status(self.client_capabilities):
@@ -266,6 +276,7 @@ class AtenlensServer(LanguageServer):
                 self.work_done_progress.end(token, types.WorkDoneProgressEnd(
                     message=job.reason or "done"))
                 self.work_done_progress.tokens.pop(token, None)
+        self.log_worker_once()
         if outcome.cancelled:
             return {"status": "cancelled", "qualname": info.qualname, "message": outcome.reason}
         if outcome.report is None:

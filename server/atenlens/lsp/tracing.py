@@ -80,6 +80,10 @@ class TraceQueue:
     def running(self) -> Optional[TraceJob]:
         return self._running
 
+    def worker_ready_info(self) -> dict[str, Any]:
+        """What the current worker said when it became ready (pid, torch version); {} before that."""
+        return self._worker.ready_info if self._worker is not None else {}
+
     def jobs(self) -> list[TraceJob]:
         return ([self._running] if self._running else []) + list(self._pending)
 
