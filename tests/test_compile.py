@@ -86,10 +86,26 @@ def test_code_dynamo_captures_whole_gets_a_summary_only(worker):
 
 def test_an_analysis_past_the_time_budget_keeps_the_trace_and_says_so(worker):
     slow = Path(__file__).resolve().parent / "fixtures" / "compile" / "slow_compiled.py"
-    report = worker.trace(cuda_request(slow, "run", timeout=15.0))
+    report = worker.trace(cuda_request(slow, "run", timeout=25.0))
     assert report.status == "ok", report.message
     assert [e.name for e in report.events if e.kind == "op"] == ["aten.sin.default"]
     assert [(d.code, d.line, d.message) for d in report.diagnostics] == [(
         "AL601", _line(slow, "def slow(x):") - 1,
         "torch.compile: the graph-break analysis ran past the trace's time budget; the trace is complete, the "
         "breaks of the callables not yet analysed are unknown")]
+
+
+def test_reduce_overhead_says_which_graphs_cuda_graphs_would_skip_and_why(worker):
+    mutated = _trace(worker, BREAKS, "case_reduce_overhead_with_a_mutated_input")
+    assert _by_code(mutated, "AL602") == [(
+        _line(BREAKS, "cache.add_(h)"), "warning",
+        'torch.compile(mode="reduce-overhead"): CUDA graphs would skip the graph this line is in (it mutates its '
+        "input `cache` in place with add_); that graph runs without CUDA graphs, one launch per kernel")]
+    host = _trace(worker, BREAKS, "case_reduce_overhead_with_a_cpu_tensor")
+    assert _by_code(host, "AL602") == [(
+        _line(BREAKS, "return h * table.to(h.device"), "warning",
+        'torch.compile(mode="reduce-overhead"): CUDA graphs would skip the graph this line is in (a CPU tensor '
+        "float32[16] in it); that graph runs without CUDA graphs, one launch per kernel")]
+    # without the mode the same code has no CUDA graphs to lose
+    plain = _trace(worker, BREAKS, "case_item_and_branch_in_a_compiled_function")
+    assert _by_code(plain, "AL602") == []

@@ -44,6 +44,7 @@ class Code:
     CAPTURE_WITHOUT_WARMUP = "AL512"  # a CUDA graph capture with no warm-up on a side stream before it
     CAPTURE_SUMMARY = "AL513"        # a CUDA graph capture: ops captured, replays, whether it is capturable
     GRAPH_BREAK = "AL600"            # torch.compile: Dynamo breaks the compiled function's graph at this line
+    CUDAGRAPH_SKIP = "AL602"         # torch.compile(mode="reduce-overhead"): CUDA graphs would skip a graph
     COMPILE_SUMMARY = "AL601"        # torch.compile: how many graphs, breaks and guards a compiled callable has
     OUT_OF_MEMORY = "AL400"          # the forecast peak memory exceeds the selected GPU's memory
     DEVICE_FALLBACK = "AL905"        # simulated CUDA unavailable; traced on cpu instead

@@ -44,6 +44,7 @@ TRACE_ANCHORS = {
     "AL912": "al912--fsdp-root-only",
     "AL501": "al501--unsynced-elapsed-time", "AL502": "al502--missing-record-stream",
     "AL600": "al600--graph-break", "AL601": "al601--compile",
+    "AL602": "al602--cuda-graphs-skipped-under-reduce-overhead-kind-compile",
     "AL510": "al510--unsupported-in-capture-kind-capture", "AL511": "al511--cpu-tensor-in-capture-kind-capture",
     "AL512": "al512--capture-without-warm-up-kind-capture", "AL513": "al513--cuda-graph-summary-kind-capture",
 }

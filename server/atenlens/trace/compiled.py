@@ -126,6 +126,7 @@ class CompileWatch:
             args, kwargs = _built(note.args), _built(note.kwargs)
             try:
                 graphs, guards, messages = tc.dynamo_analysis(note.original, args, kwargs)
+                skips = cudagraph_skips(graphs) if note.options.get("mode") in _CUDAGRAPH_MODES else []
             except Exception as error:          # Dynamo itself failed on this code: say so, keep the trace
                 self.sink.add("compile", Code.COMPILE_SUMMARY,
                               f"torch.compile: Dynamo could not analyse this callable on fake inputs "
@@ -141,8 +142,14 @@ class CompileWatch:
             self.sink.add("graph-break", Code.GRAPH_BREAK, found.message(), severity="warning", stack=(found.frame,))
             self.sink.annotate(found.frame.file, found.frame.line, Code.SYNC,
                                f"; torch.compile also breaks its graph at this line (AL600{f', {found.code}' if found.code else ''})")
+        for frame, reason in skips:
+            self.sink.add("compile", Code.CUDAGRAPH_SKIP,
+                          f"torch.compile(mode=\"{note.options['mode']}\"): CUDA graphs would skip the graph this "
+                          f"line is in ({reason}); that graph runs without CUDA graphs, one launch per kernel",
+                          severity="warning", stack=(frame,))
         skipped = any(b.skips_frame for b in breaks.values())
-        self.sink.add("compile", Code.COMPILE_SUMMARY, _summary(note, graphs, len(breaks), guards, answers.reads, skipped),
+        self.sink.add("compile", Code.COMPILE_SUMMARY, _summary(note, len(graphs), len(breaks), guards, answers.reads,
+                                                                skipped),
                       severity="information", stack=_definition(note))
 
 
@@ -183,6 +190,52 @@ def parse_break(message: str) -> Optional[GraphBreak]:
     code, text = describe_break(reason)
     frame = Frame(at.group(1), int(at.group(2)), "")
     return GraphBreak(frame=frame, code=code, text=text, skips_frame=skips)
+
+
+_CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
+_TRACE_FILE = re.compile(r'File "(.+)", line (\d+)')
+
+
+def cudagraph_skips(graphs: list[Any]) -> list[tuple[Frame, str]]:
+    """Why inductor's CUDA graphs (cudagraph trees) would skip each graph, at the first user line that
+    causes it: a CPU tensor in the graph, or an input the graph mutates that is not a parameter or a
+    buffer (inductor's "skipping cudagraphs due to cpu device" / "due to mutated inputs"). One reason
+    per graph, the first found."""
+    found = []
+    for gm in graphs:
+        placeholders = {n for n in gm.graph.nodes if n.op == "placeholder"}
+        for node in gm.graph.nodes:
+            reason = _skip_reason(node, placeholders)
+            frame = _node_frame(node) if reason else None
+            if reason and frame is not None:
+                found.append((frame, reason))
+                break
+    return found
+
+
+def _skip_reason(node: Any, placeholders: set) -> Optional[str]:
+    value = node.meta.get("example_value")
+    if node.op in ("placeholder", "call_function", "call_method") and isinstance(value, torch.Tensor) \
+            and value.device.type == "cpu" and value.dim() > 0:
+        return f"a CPU tensor {_shape_text(_spec_of(value))} in it"
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    if node.op in ("call_method", "call_function") and isinstance(name, str) and name.endswith("_") \
+            and not name.endswith("__") and node.args and node.args[0] in placeholders:
+        source = str(node.args[0].target)
+        if "_parameters" not in source and "_buffers" not in source:
+            return f"it mutates its input `{source.removeprefix('L_').rstrip('_')}` in place with {name}"
+    return None
+
+
+def _node_frame(node: Any) -> Optional[Frame]:
+    for file, line in reversed(_TRACE_FILE.findall(node.meta.get("stack_trace") or "")):
+        if is_user_file(file):
+            return Frame(file, int(line), "")
+    return None
+
+
+def _spec_of(t: torch.Tensor) -> _TensorSpec:
+    return _TensorSpec(tuple(t.shape), tuple(t.stride()), t.dtype, t.device, False)
 
 
 def _summary(note: _Compiled, graphs: int, breaks: int, guards: int, reads: int, skipped: bool) -> str:

@@ -481,7 +481,7 @@ def scalar_reads_answered(value: Any) -> _ScalarReadsAnswered:
     return _ScalarReadsAnswered(value)
 
 
-def dynamo_analysis(fn: Callable[..., Any], args: Any, kwargs: Any) -> tuple[int, int, list[str]]:
+def dynamo_analysis(fn: Callable[..., Any], args: Any, kwargs: Any) -> tuple[list[Any], int, list[str]]:
     """Runs Dynamo on `fn(*args, **kwargs)` with a backend that generates no code (the graphs run as
     they are) and returns (graphs, guards, graph-break log messages). The messages are those
     `TORCH_LOGS=graph_breaks` prints ("Graph break in user code at FILE:LINE\\nGraph Break Reason: ..."),
@@ -524,4 +524,4 @@ def dynamo_analysis(fn: Callable[..., Any], args: Any, kwargs: Any) -> tuple[int
         if fake_mode is not None:
             fake_mode.shape_env = shape_env
         torch._dynamo.reset()
-    return len(graphs), len(guards), messages
+    return graphs, len(guards), messages

@@ -46,3 +46,24 @@ def case_data_dependent_shape_in_a_loop(x):
     for _ in range(3):
         total = total + fn(x)
     return total
+
+
+def decode_step(h, cache, positions):
+    cache.add_(h)  # expect: AL602:warning
+    return h * positions.float().mean()
+
+
+# atenlens: case_reduce_overhead_with_a_mutated_input(torch.randn(4, 16, device="cuda"), torch.zeros(4, 16, device="cuda"))
+def case_reduce_overhead_with_a_mutated_input(h, cache):
+    step = torch.compile(decode_step, mode="reduce-overhead")
+    return step(h, cache, torch.arange(4, device="cuda"))
+
+
+def scale_by_host_table(h, table):
+    return h * table.to(h.device, non_blocking=False).sum()  # expect: AL602:warning
+
+
+# atenlens: case_reduce_overhead_with_a_cpu_tensor(torch.randn(4, 16, device="cuda"))
+def case_reduce_overhead_with_a_cpu_tensor(h):
+    step = torch.compile(scale_by_host_table, mode="reduce-overhead")
+    return step(h, torch.ones(16))
