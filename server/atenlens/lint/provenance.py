@@ -194,6 +194,49 @@ def _binding(ctx: LintContext, ident: Node) -> Optional[Binding]:
     return ctx.bindings(ident).at(text(ident), ident.start_byte)
 
 
+def _call_site_arguments(ctx: LintContext, name: Node) -> list[Node]:
+    """For a parameter of a module-level function (`def accuracy(output, target):`), the
+    arguments the calls of that function in this file pass it (`accuracy(logits, y)`); [] when
+    it is no such parameter, or a call passes it by `*args` / `**kwargs` or not at all."""
+    cache = _memo(ctx, "_call_site_memo")
+    if name.id in cache:
+        return cache[name.id]
+    cache[name.id] = []
+    function = scope_for(name)
+    if function.type != "function_definition" or function.parent is None or function.parent.type != "module":
+        return []
+    parameters = function.child_by_field_name("parameters")
+    names = []
+    for p in parameters.named_children if parameters is not None else []:
+        ident = p if p.type == "identifier" else p.child_by_field_name("name") if p.type in (
+            "default_parameter", "typed_parameter", "typed_default_parameter") else None
+        if ident is None and p.type == "typed_parameter":
+            ident = next((c for c in p.named_children if c.type == "identifier"), None)
+        if ident is None:
+            return []   # `*args`, `**kwargs`, `/`, `*`: positions are not followed
+        names.append(text(ident))
+    if text(name) not in names:
+        return []
+    index = names.index(text(name))
+    title = function.child_by_field_name("name")
+    found = []
+    for use in ctx.identifiers((text(title),)) if title is not None else []:
+        call = use.parent
+        if call is None or call.type != "call" or call.child_by_field_name("function") != use:
+            continue
+        arguments_node = call.child_by_field_name("arguments")
+        if arguments_node is None or any(c.type in ("list_splat", "dictionary_splat")
+                                         for c in arguments_node.named_children):
+            return []
+        positional, keywords = arguments(call)
+        argument = keywords.get(text(name)) or (positional[index] if index < len(positional) else None)
+        if argument is None:
+            return []
+        found.append(argument)
+    cache[name.id] = found
+    return found
+
+
 def _combine(devices: list[Device]) -> Device:
     """Device of an operation on several operands: CUDA if any operand is, CPU if a CPU tensor
     takes part and nothing unknown does, HOST if only host values do."""
@@ -233,7 +276,8 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
             # `total += x` keeps the tensor `total` was: the binding before the statement applies
             binding, depth = ctx.bindings(node).at(text(node), binding.start - 1), depth + 1
         if binding is None:
-            return Device.UNKNOWN
+            devices = [device_of(ctx, a, depth + 1) for a in _call_site_arguments(ctx, node)]
+            return devices[0] if devices and len(set(devices)) == 1 else Device.UNKNOWN
         if binding.loop is not None:
             return _loop_element_device(ctx, binding.loop.child_by_field_name("right"), binding.path, depth + 1)
         if binding.value is None and binding.unpacked_from is not None:
@@ -439,7 +483,9 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         loss_named = bool(_LOSS_NAME.search(text(node)))
         binding = _binding(ctx, node)
         if binding is None:
-            return loss_named  # a parameter or global named `loss`
+            # a parameter or global named `loss`; a parameter every call in the file passes a model's output
+            passed = _call_site_arguments(ctx, node)
+            return loss_named or bool(passed) and all(_model_output(ctx, a, depth + 1) for a in passed)
         if binding.loop is not None:
             # `for step, batch in enumerate(loader):` ... `loss.backward()`: the batch, not the counter
             iterable = binding.loop.child_by_field_name("right")
