@@ -15,6 +15,11 @@ case (a FILE::QUALNAME with its example call) it
 3. prints a table per case: forecast vs measured, and per line the estimated vs measured kernel time.
 
     python bench/gpu_truth.py [--gpu KEY] [--json PATH] [FILE::QUALNAME --call EXPR ...]
+    python bench/gpu_truth.py --forecast-only [--gpu KEY] [...]     (any machine: the trace's side alone)
+
+`--forecast-only` runs step 1 and prints the forecast's half of the table (the GPU columns empty); it
+needs no GPU, and CI runs it (tests/test_bench_smoke.py), so the script is known to parse its arguments,
+trace its cases and read their reports before it ever meets a GPU.
 
 The first run on a given GPU also tells whether the roofline's efficiency factors (atenlens/cost.py)
 hold: the per-line ratios of measured to estimated time are that GPU's answer.
@@ -59,11 +64,48 @@ def gpu_key(name: str) -> str:
 def forecast(target: str, call: str, gpu: str) -> Any:
     from atenlens.report import TraceReport
 
+    # the package from this checkout, installed or not
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.path.join(REPO_ROOT, "server"),
+                                                                    os.environ.get("PYTHONPATH")])))
     out = subprocess.run([sys.executable, "-m", "atenlens", "trace", target, "--call", call, "--gpu", gpu, "--json",
-                          "--timeout", "600"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=1200)
+                          "--timeout", "600"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=1200, env=env)
     if out.returncode not in (0, 1):
         raise RuntimeError(out.stderr)
-    return TraceReport.from_json(out.stdout)
+    report = TraceReport.from_json(out.stdout)
+    if report.status != "ok":
+        raise RuntimeError(f"{target}: the trace did not complete: {report.status}: {report.message}")
+    return report
+
+
+def print_case(target: str, call: str, report: Any, path: str, measured: Optional[dict] = None) -> None:
+    """Forecast against measurement for one case; `measured` None (--forecast-only): the forecast alone."""
+    from atenlens.cost import format_bytes, format_seconds, line_costs
+
+    memory, estimate = report.summary.memory, report.summary.time
+    estimated = {c.line: c.seconds for c in line_costs(report.events, estimate.gpu).values() if c.file == path}
+    m = measured or {}
+    na = "-"
+    peak = m.get("peak")
+    print(f"\n{target}  {call}")
+    print(f"  syncs            trace {report.summary.syncs:>12}   GPU {m.get('syncs', na):>12}")
+    print(f"  peak memory      trace {format_bytes(memory.peak_bytes):>12}   GPU "
+          f"{format_bytes(peak) if peak is not None else na:>12}"
+          + (f"   ratio {memory.peak_bytes / peak:.3f}" if peak else ""))
+    kernels = m.get("kernel_seconds")
+    print(f"  kernel time      trace {format_seconds(estimate.step_seconds):>12}   GPU "
+          f"{format_seconds(kernels) if kernels is not None else na:>12}"
+          + (f"   (step wall time {format_seconds(m['wall_seconds'])})" if "wall_seconds" in m else ""))
+    print("  line   estimated   measured   measured / estimated")
+    lines = m.get("lines", {})
+    for line in sorted(set(estimated) | {k for k in lines if k is not None}):
+        e = estimated.get(line, 0.0)
+        if measured is None:
+            print(f"  {line:>4}  {format_seconds(e):>10} {na:>10}")
+            continue
+        got = lines.get(line, 0.0)
+        print(f"  {line:>4}  {format_seconds(e):>10} {format_seconds(got):>10}   {got / e if e else float('nan'):.2f}")
+    if lines.get(None):
+        print(f"  (no line) measured {format_seconds(lines[None])}")
 
 
 def load(target: str, call: str) -> tuple[Any, tuple, dict, str]:
@@ -147,18 +189,44 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--call", action="append", default=[], help="example call of each FILE::QUALNAME given")
     p.add_argument("--gpu", help="the table's key for this GPU (default: from its name)")
     p.add_argument("--json", metavar="PATH")
+    p.add_argument("--forecast-only", action="store_true",
+                   help="trace the cases and print the forecast's side of the table; needs no GPU")
     args = p.parse_args(argv)
+    if len(args.call) != len(args.cases):
+        p.error(f"give one --call per FILE::QUALNAME ({len(args.cases)} cases, {len(args.call)} --call)")
+    from atenlens.cost import line_costs
+    from atenlens.gpus import find_gpu
+
+    if args.gpu is not None:
+        try:
+            find_gpu(args.gpu)
+        except KeyError as error:
+            p.error(str(error.args[0]))
+    cases = list(zip(args.cases, args.call)) if args.cases else CASES
+    results = []
+    if args.forecast_only:
+        gpu = find_gpu(args.gpu).key
+        print(f"forecast only (no GPU run), priced as {gpu}")
+        for target, call in cases:
+            report = forecast(target, call, gpu)
+            path = os.path.join(REPO_ROOT, target.rpartition("::")[0])
+            print_case(target, call, report, path)
+            results.append({"target": target, "call": call, "key": gpu, "syncs": [report.summary.syncs, None],
+                            "peak": [report.summary.memory.peak_bytes, None],
+                            "kernel_seconds": [report.summary.time.step_seconds, None]})
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump(results, f, indent=2)
+        return 0
+
     import torch
 
     if not torch.cuda.is_available():
-        print("bench/gpu_truth.py needs a CUDA GPU and a CUDA build of torch; this machine has none", file=sys.stderr)
+        print("bench/gpu_truth.py needs a CUDA GPU and a CUDA build of torch; this machine has none "
+              "(--forecast-only runs the trace's side alone)", file=sys.stderr)
         return 2
-    from atenlens.cost import format_bytes, format_seconds, line_costs
-
     name = torch.cuda.get_device_name()
-    gpu = args.gpu or gpu_key(name)
-    cases = list(zip(args.cases, args.call)) if args.cases else CASES
-    results = []
+    gpu = find_gpu(args.gpu).key if args.gpu else gpu_key(name)
     print(f"GPU: {name} (priced as {gpu}), torch {torch.__version__}")
     for target, call in cases:
         report = forecast(target, call, gpu)
@@ -168,19 +236,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         peak = peak_memory(function, fargs, fkwargs)
         measured, kernel_total, wall = kernel_time_per_line(function, fargs, fkwargs, path)
         estimated = {c.line: c.seconds for c in line_costs(report.events, gpu).values() if c.file == path}
+        print_case(target, call, report, path, {"syncs": syncs, "peak": peak, "kernel_seconds": kernel_total,
+                                                "wall_seconds": wall, "lines": measured})
         memory, estimate = report.summary.memory, report.summary.time
-        print(f"\n{target}  {call}")
-        print(f"  syncs            trace {report.summary.syncs:>12}   GPU {syncs:>12}")
-        print(f"  peak memory      trace {format_bytes(memory.peak_bytes):>12}   GPU {format_bytes(peak):>12}   "
-              f"ratio {memory.peak_bytes / peak if peak else float('nan'):.3f}")
-        print(f"  kernel time      trace {format_seconds(estimate.step_seconds):>12}   GPU {format_seconds(kernel_total):>12}"
-              f"   (step wall time {format_seconds(wall)})")
-        print("  line   estimated   measured   measured / estimated")
-        for line in sorted(set(estimated) | {k for k in measured if k is not None}):
-            e, m = estimated.get(line, 0.0), measured.get(line, 0.0)
-            print(f"  {line:>4}  {format_seconds(e):>10} {format_seconds(m):>10}   {m / e if e else float('nan'):.2f}")
-        if measured.get(None):
-            print(f"  (no line) measured {format_seconds(measured[None])}")
         results.append({"target": target, "call": call, "gpu": name, "key": gpu,
                         "syncs": [report.summary.syncs, syncs], "peak": [memory.peak_bytes, peak],
                         "kernel_seconds": [estimate.step_seconds, kernel_total], "wall_seconds": wall,

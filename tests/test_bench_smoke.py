@@ -209,3 +209,37 @@ def test_targets_say_met_or_missed():
     assert harness.Target("x", 5.0, 5.0).status == "met"
     assert harness.Target("x", 5.1, 5.0).status == "MISSED"
     assert harness.Target("x", None, 5.0).status == "not measured"
+
+
+def test_gpu_truth_runs_its_forecast_side_without_a_gpu() -> None:
+    """bench/gpu_truth.py cannot measure here (no CUDA); its forecast half runs anywhere, so a GPU
+    machine is not the first place its argument parsing and report reading are tried."""
+    script = os.path.join(BENCH, "gpu_truth.py")
+    case = ["tests/fixtures/cost/mlp_adamw.py::step", "--call", "step(*setup())"]
+    done = subprocess.run([sys.executable, script, "--forecast-only", *case], cwd=REPO, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == [
+        "forecast only (no GPU run), priced as h100-sxm",
+        "",
+        "tests/fixtures/cost/mlp_adamw.py::step  step(*setup())",
+        "  syncs            trace            0   GPU            -",
+        "  peak memory      trace     10.1 MiB   GPU            -",
+        "  kernel time      trace       128 µs   GPU            -",        # 32 kernels at the 4 µs launch floor
+        "  line   estimated   measured   measured / estimated",
+        "    13       20 µs          -",
+        "    14       16 µs          -",
+        "    27       24 µs          -",
+        "    28        4 µs          -",
+        "    29       64 µs          -",
+    ]
+    # no GPU and no --forecast-only: it says why and exits 2; a GPU not in the table is refused by name
+    refused = subprocess.run([sys.executable, script, *case], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr == ("bench/gpu_truth.py needs a CUDA GPU and a CUDA build of torch; this machine has none "
+                              "(--forecast-only runs the trace's side alone)\n")
+    unknown = subprocess.run([sys.executable, script, "--forecast-only", "--gpu", "v100"], cwd=REPO,
+                             capture_output=True, text=True, timeout=300)
+    assert unknown.returncode == 2
+    assert unknown.stderr.splitlines()[-1] == ("gpu_truth.py: error: unknown GPU 'v100'; known: h100-sxm, h100-pcie, "
+                                               "h200, a100-80gb, a100-40gb, l4, l40s, rtx-4090, mi300x")

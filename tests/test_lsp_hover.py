@@ -64,7 +64,7 @@ NEOVIM_ROLLUP = [
     "**FLOPs:** 22.5 kFLOP inside calls",
     "",
     "**Cost** (estimate)",
-    "- inside calls from this line: ~6.57 ns, 74.0% of the step",
+    "- inside calls from this line: ~36 µs, 60.0% of the step",
 ]
 
 PLAIN_ROLLUP = [
@@ -88,7 +88,7 @@ PLAIN_ROLLUP = [
     "FLOPs: 22.5 kFLOP inside calls",
     "",
     "Cost (estimate)",
-    "- inside calls from this line: ~6.57 ns, 74.0% of the step",
+    "- inside calls from this line: ~36 µs, 60.0% of the step",
 ]
 
 
@@ -116,7 +116,7 @@ NEOVIM_FC1 = [
     "**FLOPs:** 16.4 kFLOP",
     "",
     "**Cost** (estimate)",
-    "- time: ~4.76 ns, 53.6% of the step (forward 2.02 ns, backward 2.74 ns)",
+    "- time: ~20 µs, 33.3% of the step (forward 8 µs, backward 12 µs)",
     "- memory: allocates 5.5 KiB; 3.5 KiB still held when the line is done (gradients 2.5 KiB, "
     "saved by ReluBackward0 1 KiB)",
 ]

@@ -64,10 +64,10 @@ def test_linear_line_shows_call_op_label_flops_and_backward_node(step_listing: s
     assert rows[0] == "call      linear, relu"
     # `aten.t.default` (a view: no memory, no compute) is not listed by default
     # then the estimated time on the selected GPU and the device bytes allocated (docs/cost.md)
-    assert re.fullmatch(r"forward\s+aten\.addmm\.default\s+f32\[8, 32\]\s+8\.19 kFLOP\s+1\.3 ns\s+1 KiB", rows[1])
+    assert re.fullmatch(r"forward\s+aten\.addmm\.default\s+f32\[8, 32\]\s+8\.19 kFLOP\s+4 µs\s+1 KiB", rows[1])
     assert not any("aten.t.default" in r for r in rows)
     mm = next(r for r in rows if "aten.mm.default" in r)
-    assert re.fullmatch(r"aten\.mm\.default\s+f32\[32, 16\]\s+8\.19 kFLOP\s+[\d.]+ ns\s+2 KiB\s+AddmmBackward0", mm)
+    assert re.fullmatch(r"aten\.mm\.default\s+f32\[32, 16\]\s+8\.19 kFLOP\s+4 µs\s+2 KiB\s+AddmmBackward0", mm)
     assert any(r.startswith("backward  ") for r in rows)
 
 
@@ -85,13 +85,13 @@ def test_optimizer_ops_fold_into_one_row_on_the_step_line(step_listing: str) -> 
     rows = rows_under(step_listing, line_of(TRAIN_STEP, "opt.step()"))
     assert rows[0] == "call      add_ x4"
     # four parameters of four shapes: one row that names the first shapes and counts the rest
-    assert re.fullmatch(r"optimizer aten\.add_\.Tensor\s+f32\[32, 16\], f32\[32\] \+2 shapes\s+x4\s+[\d.]+ ns", rows[1])
+    assert re.fullmatch(r"optimizer aten\.add_\.Tensor\s+f32\[32, 16\], f32\[32\] \+2 shapes\s+x4\s+16 µs", rows[1])
 
 
 def test_repeated_identical_ops_of_a_loop_are_folded_with_a_count(loop_report) -> None:
     listing = render(loop_report, base=str(REPO))
     rows = rows_under(listing, line_of(TRAIN_STEP, "h = F.relu(self.fc1(x))"))
-    assert re.fullmatch(r"forward\s+aten\.addmm\.default\s+f32\[8, 32\]\s+x3\s+24\.6 kFLOP\s+3\.91 ns\s+3 KiB", rows[1])
+    assert re.fullmatch(r"forward\s+aten\.addmm\.default\s+f32\[8, 32\]\s+x3\s+24\.6 kFLOP\s+12 µs\s+3 KiB", rows[1])
     every_op = rows_under(render(loop_report, base=str(REPO), all_ops=True),
                           line_of(TRAIN_STEP, "h = F.relu(self.fc1(x))"))
     assert re.fullmatch(r"forward\s+aten\.t\.default\s+f32\[16, 32\]\s+x3", every_op[1])

@@ -3,14 +3,14 @@
 The engine prices each op with `op_seconds` as it records it; the CLI and the editor roll the ops'
 estimates up per line and phase with `line_costs`. The model (docs/cost.md):
 
-    time(op) = max(FLOPs / (peak FLOPS for the op's dtype x COMPUTE_EFFICIENCY),
-                   bytes moved / (HBM bandwidth x MEMORY_EFFICIENCY))
+    roofline(op) = max(FLOPs / (peak FLOPS for the op's dtype x COMPUTE_EFFICIENCY),
+                       bytes moved / (HBM bandwidth x MEMORY_EFFICIENCY))
+    time(op)     = max(roofline(op), LAUNCH_SECONDS)      (0 when the roofline is 0: no kernel)
 
 Views and metadata ops move no bytes and cost nothing; copies between host and device move their
 bytes at the PCIe rate instead of HBM's; ops on host tensors only cost nothing on the GPU. Not
-modelled: kernel launch and Python overhead (a few microseconds per op in eager mode: small steps
-are underestimated), overlap of copies with compute, caches (L2 reuse between ops), and the
-efficiency differences between kernels.
+modelled: Python and dispatcher overhead beyond the launch floor, overlap of copies with compute,
+caches (L2 reuse between ops), and the efficiency differences between kernels.
 """
 from __future__ import annotations
 
@@ -25,10 +25,16 @@ from atenlens.report import Event, MemoryHolder, Summary
 COMPUTE_EFFICIENCY = 0.75
 # Streaming kernels (elementwise, reductions, copies) reach 80-90% of the datasheet HBM bandwidth.
 MEMORY_EFFICIENCY = 0.85
+# Every kernel is launched by the host, and a launch takes microseconds (NVIDIA, "Getting Started with
+# CUDA Graphs"; about 4-6 µs of runtime and driver work per kernel measured with CUDA 13, docs/cost.md).
+# Launches are asynchronous: while a kernel runs the host enqueues the next one, so a kernel longer
+# than a launch hides it, and a shorter one leaves the GPU waiting for the next launch. Hence the floor
+# is max(roofline, launch), not a sum: a 10 ms GEMM is not 4 µs slower, and no kernel takes 1 ns.
+LAUNCH_SECONDS = 4e-6
 
 ASSUMPTIONS = (f"estimates: roofline per op, max(FLOPs / ({COMPUTE_EFFICIENCY:g} x peak dense FLOPS of the op's dtype), "
-               f"bytes moved / ({MEMORY_EFFICIENCY:g} x HBM bandwidth)); views cost 0; host-device copies at the "
-               "PCIe rate; no launch overhead, no overlap, no caches")
+               f"bytes moved / ({MEMORY_EFFICIENCY:g} x HBM bandwidth)), at least {LAUNCH_SECONDS * 1e6:g} µs per kernel "
+               "(launch); views cost 0; host-device copies at the PCIe rate; no overlap, no caches")
 
 
 def compute_seconds(gpu: GPU, flops: int, dtype: str, fp32_as_tf32: bool = False) -> float:
@@ -46,8 +52,10 @@ def memory_seconds(gpu: GPU, bytes_moved: int, host_copy: bool = False) -> float
 
 def op_seconds(gpu: GPU, flops: Optional[int], bytes_moved: int, dtype: str, fp32_as_tf32: bool = False,
                host_copy: bool = False) -> float:
-    """The roofline estimate of one op on `gpu`."""
-    return max(compute_seconds(gpu, flops or 0, dtype, fp32_as_tf32), memory_seconds(gpu, bytes_moved, host_copy))
+    """The estimate of one op on `gpu`: its roofline, at least one kernel launch (0 for an op that
+    launches no kernel: nothing to compute, nothing to move)."""
+    roofline = max(compute_seconds(gpu, flops or 0, dtype, fp32_as_tf32), memory_seconds(gpu, bytes_moved, host_copy))
+    return max(roofline, LAUNCH_SECONDS) if roofline else 0.0
 
 
 def compute_dtype(event: Event) -> str:
@@ -65,14 +73,18 @@ class LineCost:
     seconds: float = 0.0
     compute_seconds: float = 0.0
     memory_seconds: float = 0.0
+    launch_seconds: float = 0.0
     bytes_allocated: int = 0
     flops: int = 0
     by_phase: dict[str, float] = field(default_factory=dict)
 
     @property
     def bound(self) -> str:
-        """"compute" or "memory": which side of the roofline the line's time comes from."""
-        return "compute" if self.compute_seconds >= self.memory_seconds else "memory"
+        """"compute", "memory" or "launch": what most of the line's time comes from (its ops' FLOPs, their
+        bytes, or kernels too small to take longer than their launch)."""
+        if self.compute_seconds >= max(self.memory_seconds, self.launch_seconds):
+            return "compute"
+        return "memory" if self.memory_seconds >= self.launch_seconds else "launch"
 
 
 def line_costs(events: Iterable[Event], gpu_name: Optional[str] = None,
@@ -95,6 +107,8 @@ def line_costs(events: Iterable[Event], gpu_name: Optional[str] = None,
             c = compute_seconds(gpu, event.flops or 0, compute_dtype(event), fp32_as_tf32)
             if c >= event.estimate_seconds:
                 cost.compute_seconds += event.estimate_seconds
+            elif event.estimate_seconds == LAUNCH_SECONDS:       # neither side of the roofline reached the floor
+                cost.launch_seconds += event.estimate_seconds
             else:
                 cost.memory_seconds += event.estimate_seconds
     return costs

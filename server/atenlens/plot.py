@@ -102,6 +102,9 @@ def _timeline(report: TraceReport, x0: int, y0: int, width: int, height: int) ->
     return out
 
 
+_BOUND_COLORS = {"compute": "#f97316", "memory": "#0ea5e9", "launch": "#a3a3a3"}
+
+
 def _bars(report: TraceReport, x0: int, y0: int, width: int, base: Optional[str]) -> list[str]:
     time = report.summary.time
     assert time is not None
@@ -115,7 +118,7 @@ def _bars(report: TraceReport, x0: int, y0: int, width: int, base: Optional[str]
         if base is not None and cost.file is not None and not os.path.relpath(cost.file, base).startswith(".."):
             file = os.path.relpath(cost.file, base)
         label = f"{os.path.basename(file)}:{cost.line}" if cost.line is not None else "no user line"
-        color = "#f97316" if cost.bound == "compute" else "#0ea5e9"
+        color = _BOUND_COLORS[cost.bound]
         length = (width - label_width - 60) * share
         out.append(f'<text x="{x0 + label_width - 6}" y="{top + 13}" text-anchor="end" font-size="11">'
                    f'{escape(label)}<title>{escape(file)}</title></text>')
@@ -123,7 +126,8 @@ def _bars(report: TraceReport, x0: int, y0: int, width: int, base: Optional[str]
                    f'fill="{color}"><title>{escape(format_seconds(cost.seconds))}, {cost.bound}-bound</title></rect>')
         out.append(f'<text x="{x0 + label_width + length + 4:.1f}" y="{top + 13}" font-size="11">{share:.1%}</text>')
     legend = y0 + len(costs) * (bar_height + gap) + 10
-    for i, (name, color) in enumerate((("compute-bound", "#f97316"), ("memory-bound", "#0ea5e9"))):
+    for i, (bound, color) in enumerate(_BOUND_COLORS.items()):
+        name = f"{bound}-bound"
         out.append(f'<rect x="{x0 + i * 120}" y="{legend}" width="10" height="10" fill="{color}"/>'
                    f'<text x="{x0 + 14 + i * 120}" y="{legend + 9}">{name}</text>')
     return out

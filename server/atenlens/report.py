@@ -201,6 +201,7 @@ class TimeSummary:
     by_phase: dict[str, float] = field(default_factory=dict)
     compute_efficiency: float = 0.0
     memory_efficiency: float = 0.0
+    launch_seconds: float = 0.0      # the least an op that launches a kernel is estimated to take
     fp32_matmul_as_tf32: bool = False
     assumptions: str = ""
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from atenlens.cost import ASSUMPTIONS, COMPUTE_EFFICIENCY, MEMORY_EFFICIENCY, compute_dtype, format_bytes, holder_label
+from atenlens.cost import (
+    ASSUMPTIONS, COMPUTE_EFFICIENCY, LAUNCH_SECONDS, MEMORY_EFFICIENCY, compute_dtype, format_bytes, holder_label,
+)
 from atenlens.report import Code, Diagnostic, Event, MemorySummary, Summary, TimeSummary
 
 MEMORY_ASSUMPTIONS = ("memory: every storage on the simulated device, rounded as CUDA's caching allocator rounds "
@@ -23,7 +25,7 @@ def cost_summaries(recorder: Any, events: tuple[Event, ...], summary: Summary) -
     tf32 = _tf32()
     time = TimeSummary(gpu=gpu.key, step_seconds=step, mfu_bound=_mfu_bound(gpu, events, summary.flops, step, tf32),
                        by_phase=by_phase, compute_efficiency=COMPUTE_EFFICIENCY,
-                       memory_efficiency=MEMORY_EFFICIENCY, fp32_matmul_as_tf32=tf32, assumptions=ASSUMPTIONS)
+                       memory_efficiency=MEMORY_EFFICIENCY, launch_seconds=LAUNCH_SECONDS, fp32_matmul_as_tf32=tf32, assumptions=ASSUMPTIONS)
     return replace(summary, memory=memory, time=time), _out_of_memory(memory, gpu)
 
 
@@ -35,7 +37,7 @@ def _tf32() -> bool:
 
 def _mfu_bound(gpu: Any, events: tuple[Event, ...], flops: int, step: float, tf32: bool) -> float:
     """Model FLOPs utilisation this estimate allows: FLOPs / (step time x peak FLOPS of the dtype that
-    does most of the FLOPs). At most COMPUTE_EFFICIENCY; lower where memory-bound ops take time."""
+    does most of the FLOPs). At most COMPUTE_EFFICIENCY; lower where memory-bound and launch-bound ops take time."""
     if not flops or step <= 0:
         return 0.0
     by_dtype: dict[str, int] = {}

@@ -124,17 +124,21 @@ def _tensors_in(value: Any, limit: int = 16) -> list[Any]:
     """The tensors of a forward's result: a tensor, or those in (nested) tuples, lists and dicts
     (Hugging Face's ModelOutput is a dict), in order, at most `limit`."""
     found: list[Any] = []
-
-    def visit(v: Any, depth: int) -> None:
-        if len(found) >= limit or depth > 3:
-            return
-        if isinstance(v, torch.Tensor):
-            found.append(v)
-        elif isinstance(v, (tuple, list)):
-            for w in v:
-                visit(w, depth + 1)
-        elif isinstance(v, Mapping):
-            for w in v.values():
-                visit(w, depth + 1)
-    visit(value, 0)
+    _visit(value, 0, found, limit)
     return found
+
+
+def _visit(v: Any, depth: int, found: list[Any], limit: int) -> None:
+    # a plain function, not a closure: a recursive closure is a reference cycle (the function holds
+    # its own cell), which would keep every module's output alive until the garbage collector runs,
+    # and the memory model would see those storages freed late, at a moment that differs run to run
+    if len(found) >= limit or depth > 3:
+        return
+    if isinstance(v, torch.Tensor):
+        found.append(v)
+    elif isinstance(v, (tuple, list)):
+        for w in v:
+            _visit(w, depth + 1, found, limit)
+    elif isinstance(v, Mapping):
+        for w in v.values():
+            _visit(w, depth + 1, found, limit)
