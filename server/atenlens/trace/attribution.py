@@ -1,4 +1,5 @@
-"""Which frames belong to the user's code, and the user stack of the current call.
+"""Which frames belong to the user's code, and the user stack of the current call: the one place
+that walks stacks (`user_frames`, `UserStacks`, `traceback_stack`).
 
 A frame is a user frame when its file is not part of torch, of an installed package
 (site-packages / dist-packages), of the standard library, or of atenlens itself. Results are
@@ -9,8 +10,8 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
-from types import FrameType
-from typing import Optional
+from types import FrameType, TracebackType
+from typing import Any, Optional
 
 from atenlens.report import Frame
 
@@ -49,16 +50,71 @@ def is_user_file(filename: str) -> bool:
     return verdict
 
 
+def user_frames(frame: Optional[FrameType]) -> list[FrameType]:
+    """The user's frames from `frame` outwards, innermost first."""
+    frames = []
+    while frame is not None:
+        if is_user_file(frame.f_code.co_filename):
+            frames.append(frame)
+        frame = frame.f_back
+    return frames
+
+
+def _frame(frame: FrameType) -> Frame:
+    return Frame(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_qualname)
+
+
 def user_stack(frame: Optional[FrameType] = None) -> tuple[Frame, ...]:
     """User frames from `frame` (default: the caller) outwards, returned outermost first."""
-    f = frame if frame is not None else sys._getframe(1)
+    return tuple(_frame(f) for f in reversed(user_frames(frame if frame is not None else sys._getframe(1))))
+
+
+class UserStacks:
+    """The user stacks of one trace, for every op and call it records: the user frames from a frame
+    outwards, outermost first, stopping at `boundary`, the code that started the trace (so a caller
+    that is itself a user file, e.g. a test, is not part of the stack).
+
+    Runs for every op and call, so: whether a code object is the user's is cached per code object,
+    and equal stacks (the same lines again, as in a loop) share one tuple of Frames."""
+
+    def __init__(self) -> None:
+        self.boundary: Any = None
+        self._is_user_code: dict[Any, bool] = {}                  # code object -> is it in a user file
+        self._stacks: dict[tuple, tuple[Frame, ...]] = {}         # (code, line, ...) innermost first -> stack
+
+    def stack(self, frame: Any) -> tuple[Frame, ...]:
+        is_user_code = self._is_user_code
+        boundary = self.boundary
+        key: list[Any] = []
+        while frame is not None:
+            code = frame.f_code
+            if code is boundary:
+                break
+            user = is_user_code.get(code)
+            if user is None:
+                user = is_user_code[code] = is_user_file(code.co_filename)
+            if user:
+                key.append(code)
+                key.append(frame.f_lineno)
+            frame = frame.f_back
+        stack_key = tuple(key)
+        stack = self._stacks.get(stack_key)
+        if stack is None:
+            stack = self._stacks[stack_key] = tuple(
+                Frame(code.co_filename, line, code.co_qualname)
+                for code, line in reversed(list(zip(key[0::2], key[1::2]))))
+        return stack
+
+
+def traceback_stack(tb: Optional[TracebackType]) -> tuple[Frame, ...]:
+    """The user frames of a traceback (where an exception passed), outermost first, each at the line
+    it was running."""
     frames: list[Frame] = []
-    while f is not None:
-        code = f.f_code
+    while tb is not None:
+        code = tb.tb_frame.f_code
         if is_user_file(code.co_filename):
-            frames.append(Frame(code.co_filename, f.f_lineno, getattr(code, "co_qualname", code.co_name)))
-        f = f.f_back
-    frames.reverse()
+            frames.append(Frame(code.co_filename, tb.tb_lineno, code.co_qualname))
+        tb = tb.tb_next
     return tuple(frames)
 
 

@@ -31,7 +31,7 @@ import contextlib
 import dataclasses
 import sys
 import types
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
@@ -44,7 +44,7 @@ from atenlens.report import Event, Frame, TensorMeta
 from atenlens.trace import torch_compat as tc
 from atenlens.trace.memory import MemoryModel, NoMemoryModel
 from atenlens.trace.roofline import bytes_moved
-from atenlens.trace.attribution import is_user_file
+from atenlens.trace.attribution import UserStacks
 from atenlens.trace.collectives import NAMESPACES as _COLLECTIVE_NAMESPACES
 from atenlens.trace.device import DeviceHooks, PlainHooks
 from atenlens.trace.dist_hazards import DistributedHazards
@@ -112,7 +112,6 @@ class Recorder:
         self.hazards.last_collective_stack = lambda: self.collectives.last_stack if self.collectives else ()
         self.recording = False
         self._hidden = 0                               # inside torch's own bookkeeping ops (hidden())
-        self.boundary: Any = None
         self._in_backward = 0
         self._record_functions: list[bool] = []     # open profiler regions: is each an Optimizer.* one?
         self._optimizer_depth = 0
@@ -126,8 +125,9 @@ class Recorder:
         self._call_names: dict[Any, Optional[str]] = {}
         self._metas: dict[tuple, TensorMeta] = {}
         self._described: dict[Any, tuple[str, Any]] = {}          # op overload -> (name, torch's FLOP formula or None)
-        self._is_user_code: dict[Any, bool] = {}                  # code object -> is it in a user file
-        self._stacks: dict[tuple, tuple[Frame, ...]] = {}         # (code, line, ...) innermost first -> stack
+        self._user_stacks = UserStacks()
+        # User frames from a frame outwards, outermost first, up to the code that started the trace
+        self.user_stack: Callable[[Any], tuple[Frame, ...]] = self._user_stacks.stack
         self.modules = ModuleTracker(self.user_stack, self.metas)
         self._call_mode = _CallRecorder(self)
         self._op_mode = _OpRecorder(self)
@@ -184,37 +184,9 @@ class Recorder:
     def dropped(self) -> int:
         return sum(self.dropped_ops.values()) + self.dropped_calls
 
-    def user_stack(self, frame: Any) -> tuple[Frame, ...]:
-        """User frames from `frame` outwards, outermost first, stopping at the code that started
-        the trace (so a caller that is itself a user file, e.g. a test, is not part of the stack).
-
-        Runs for every op and call, so: whether a code object is the user's is cached per code
-        object, and equal stacks (the same lines again, as in a loop) share one tuple of Frames."""
-        is_user_code = self._is_user_code
-        boundary = self.boundary
-        key: list[Any] = []
-        while frame is not None:
-            code = frame.f_code
-            if code is boundary:
-                break
-            user = is_user_code.get(code)
-            if user is None:
-                user = is_user_code[code] = is_user_file(code.co_filename)
-            if user:
-                key.append(code)
-                key.append(frame.f_lineno)
-            frame = frame.f_back
-        stack_key = tuple(key)
-        stack = self._stacks.get(stack_key)
-        if stack is None:
-            stack = self._stacks[stack_key] = tuple(
-                Frame(code.co_filename, line, code.co_qualname)
-                for code, line in reversed(list(zip(key[0::2], key[1::2]))))
-        return stack
-
     def start(self, boundary: Any = None) -> None:
         """Record from now on. `boundary`: the code object of the frame making the traced call."""
-        self.boundary = boundary
+        self._user_stacks.boundary = boundary
         self.recording = True
         self._last_sequence_nr = tc.sequence_nr()
         self.modules.install()

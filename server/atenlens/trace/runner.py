@@ -30,7 +30,7 @@ import torch
 from atenlens.functions import FunctionInfo, argv_directive, directive_template, find_functions, ranks_directive
 from atenlens.report import Code, Diagnostic, Event, Frame, Summary, Target, TraceReport, TraceRequest
 from atenlens.gpus import find_gpu
-from atenlens.trace.attribution import EXAMPLE_CALL_FILENAME, is_user_file
+from atenlens.trace.attribution import EXAMPLE_CALL_FILENAME, is_user_file, traceback_stack
 from atenlens.trace import torch_compat
 from atenlens.trace.collectives import Collectives
 from atenlens.trace.cost_report import cost_summaries
@@ -51,14 +51,21 @@ class TraceTimeout(BaseException):
     `except Exception:` cannot swallow it."""
 
 
+@dataclass(frozen=True)
+class _Ending:
+    """How a trace ended, for its report: its status, the message saying why when it is not "ok",
+    and the diagnostic at the line where it ended (an exception, a timeout, needed inputs)."""
+    status: str = "ok"
+    message: str = ""
+    diagnostic: Optional[Diagnostic] = None
+
+
 class _Stop(Exception):
     """Ends a trace early with a finished report (needs-inputs, target not found)."""
 
     def __init__(self, status: str, message: str, diagnostic: Optional[Diagnostic] = None) -> None:
         super().__init__(message)
-        self.status = status
-        self.message = message
-        self.diagnostic = diagnostic
+        self.ending = _Ending(status, message, diagnostic)
 
 
 @dataclass(frozen=True)
@@ -77,8 +84,7 @@ def run_trace(request: TraceRequest) -> TraceReport:
     sink = DiagnosticSink()
     gpu, gpu_note = _gpu_of(request)
     recorder = Recorder(sink, gpu=gpu, cost=request.cost)
-    status = "ok"
-    message = ""
+    ending = _Ending()
     call_expression: Optional[str] = None
     notes: tuple[str, ...] = gpu_note
     device = request.device
@@ -139,40 +145,41 @@ def run_trace(request: TraceRequest) -> TraceReport:
                     except TraceTimeout:            # the recorded trace is complete: keep it
                         compiles.ran_out_of_time()
         except _Stop as stop:
-            status, message = stop.status, stop.message
-            extra = (stop.diagnostic,) if stop.diagnostic is not None else ()
-            return _report(target, status, device, recorder, sink, syncs_before, started, message, call_expression,
-                           notes, torch.__version__, extra=extra)
+            ending = stop.ending
         except TraceTimeout as timeout:
-            status = "timeout"
-            if stage == "load":
-                message = (f"loading {os.path.basename(file)} ran past the {request.timeout_seconds:g} s budget; "
-                           "guard script code with `if __name__ == \"__main__\":`")
-                code = Code.LOAD_TIMEOUT
-            else:
-                message = f"the trace ran past its {request.timeout_seconds:g} s budget; events so far are kept"
-                code = Code.TIMEOUT
-            stack = _user_frames_of(timeout.__traceback__)
-            extra = _diagnostic_at(stack, "timeout", code, message, severity="error",
-                                   fallback=(file, info.line if info is not None else None))
-            return _report(target, status, device, recorder, sink, syncs_before, started, message, call_expression,
-                           notes, torch.__version__, extra=(extra,))
+            ending = _timed_out(timeout, request, stage, file, info)
         except BaseException as error:       # the user's code raised (SystemExit and KeyboardInterrupt too)
-            status = "error"
-            message = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-            if isinstance(error, SystemExit):
-                message = f"SystemExit({error.code!r}): the traced code called exit()"
-            stack = _user_frames_of(error.__traceback__)
-            column = _column_of(error.__traceback__)
-            if isinstance(error, SyntaxError) and error.filename and os.path.abspath(error.filename) == file:
-                stack = (Frame(file, error.lineno or 1, "<module>"),)
-                column = (error.offset - 1) if error.offset else None
-            extra = _diagnostic_at(stack, "exception", Code.EXCEPTION, message, severity="error", column=column,
-                                   fallback=(file, None))
-            return _report(target, status, device, recorder, sink, syncs_before, started, message, call_expression,
-                           notes, torch.__version__, extra=(extra,))
-    return _report(target, status, device, recorder, sink, syncs_before, started, message, call_expression, notes,
-                   torch.__version__)
+            ending = _raised(error, file)
+    return _report(target, ending, device, recorder, sink, syncs_before, started, call_expression, notes)
+
+
+def _timed_out(timeout: TraceTimeout, request: TraceRequest, stage: str, file: str,
+               info: Optional[FunctionInfo]) -> _Ending:
+    """The ending of a trace that ran past its budget, at the line it had reached."""
+    if stage == "load":
+        message = (f"loading {os.path.basename(file)} ran past the {request.timeout_seconds:g} s budget; "
+                   "guard script code with `if __name__ == \"__main__\":`")
+        code = Code.LOAD_TIMEOUT
+    else:
+        message = f"the trace ran past its {request.timeout_seconds:g} s budget; events so far are kept"
+        code = Code.TIMEOUT
+    stack = traceback_stack(timeout.__traceback__)
+    return _Ending("timeout", message, _diagnostic_at(stack, "timeout", code, message, severity="error",
+                                                      fallback=(file, info.line if info is not None else None)))
+
+
+def _raised(error: BaseException, file: str) -> _Ending:
+    """The ending of a trace whose program raised, at the user's line that raised."""
+    message = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    if isinstance(error, SystemExit):
+        message = f"SystemExit({error.code!r}): the traced code called exit()"
+    stack = traceback_stack(error.__traceback__)
+    column = _column_of(error.__traceback__)
+    if isinstance(error, SyntaxError) and error.filename and os.path.abspath(error.filename) == file:
+        stack = (Frame(file, error.lineno or 1, "<module>"),)
+        column = (error.offset - 1) if error.offset else None
+    return _Ending("error", message, _diagnostic_at(stack, "exception", Code.EXCEPTION, message, severity="error",
+                                                    column=column, fallback=(file, None)))
 
 
 def _gpu_of(request: TraceRequest) -> tuple[Any, tuple[str, ...]]:
@@ -198,10 +205,11 @@ def _drive(result: Any) -> tuple[str, ...]:
 
 # -- the report -------------------------------------------------------------------------------------
 
-def _report(target: Target, status: str, device: str, recorder: Any, sink: DiagnosticSink,
-            syncs_before: Optional[int], started: float, message: str, call: Optional[str],
-            notes: tuple[str, ...], torch_version: str, extra: tuple[Diagnostic, ...] = ()) -> TraceReport:
+def _report(target: Target, ending: _Ending, device: str, recorder: Any, sink: DiagnosticSink,
+            syncs_before: Optional[int], started: float, call: Optional[str], notes: tuple[str, ...]) -> TraceReport:
+    """The report of every trace, however it ended."""
     events = tuple(recorder.events)
+    extra = (ending.diagnostic,) if ending.diagnostic is not None else ()
     diagnostics = sink.diagnostics(steps=getattr(recorder, "optimizer_steps", 0)) + extra
     # the traced call's syncs: counts only grow, so those found before it started are subtracted
     syncs = _sync_count(diagnostics) - syncs_before if syncs_before is not None else 0
@@ -227,15 +235,15 @@ def _report(target: Target, status: str, device: str, recorder: Any, sink: Diagn
     diagnostics += oom
     return TraceReport(
         target=target,
-        status=status,  # type: ignore[arg-type]
+        status=ending.status,  # type: ignore[arg-type]
         device=device,
         events=events,
         diagnostics=diagnostics,
         summary=summary,
-        message=message,
+        message=ending.message,
         call=call,
         notes=notes,
-        torch_version=torch_version,
+        torch_version=torch.__version__,
         modules=recorder.modules.module_calls(),
         bookkeeping_ops=tuple(sorted(recorder.bookkeeping_ops)),
     )
@@ -257,16 +265,6 @@ def summarize(events: tuple[Event, ...], syncs: int, seconds: float) -> Summary:
         elif event.kind == "call":
             calls += 1
     return Summary(ops=ops, calls=calls, flops=flops, syncs=syncs, seconds=round(seconds, 4))
-
-
-def _user_frames_of(tb: Optional[types.TracebackType]) -> tuple[Frame, ...]:
-    frames: list[Frame] = []
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if is_user_file(code.co_filename):
-            frames.append(Frame(code.co_filename, tb.tb_lineno, getattr(code, "co_qualname", code.co_name)))
-        tb = tb.tb_next
-    return tuple(frames)
 
 
 def _column_of(tb: Optional[types.TracebackType]) -> Optional[int]:

@@ -26,7 +26,7 @@ from atenlens import vocabulary
 from atenlens.report import Code, Severity
 from atenlens.trace.gpu.capture import CaptureTracker
 from atenlens.trace import torch_compat as tc
-from atenlens.trace.attribution import EXAMPLE_CALL_FILENAME, is_user_file, library_cause, user_stack
+from atenlens.trace.attribution import EXAMPLE_CALL_FILENAME, is_user_file, library_cause, user_frames, user_stack
 from atenlens.trace.diagnostics import DiagnosticSink
 from atenlens.trace.values import Values
 from atenlens.trace.gpu.streams import StreamOrder, Write
@@ -65,15 +65,6 @@ def _spans(code: CodeType) -> tuple[tuple[int, int], ...]:
 def frame_in_loop(frame: FrameType) -> bool:
     offset = frame.f_lasti
     return any(start <= offset <= end for start, end in _spans(frame.f_code))
-
-
-def _user_frames(frame: Optional[FrameType]) -> list[FrameType]:
-    frames = []
-    while frame is not None:
-        if is_user_file(frame.f_code.co_filename):
-            frames.append(frame)
-        frame = frame.f_back
-    return frames                   # innermost first
 
 
 def _column(frame: FrameType) -> Optional[int]:
@@ -159,7 +150,7 @@ class HazardTracker:
         if op is not None:                       # the message names the op too, for plain-text readers
             message = f"{message} [{op.removesuffix('.default')}]"
         frame = sys._getframe(1)
-        frames = _user_frames(frame)
+        frames = user_frames(frame)
         found = library_cause(frame) if name_library else None
         cause = None
         if found is not None:                    # a library did it: say where, for plain-text readers too
@@ -226,7 +217,7 @@ class HazardTracker:
         if key is None:
             return
         self._sequence += 1
-        frames = _user_frames(sys._getframe(1))
+        frames = user_frames(sys._getframe(1))
         self._pending[key] = PendingCopy(StorageWeakRef(host.untyped_storage()), self._sequence,
                                          frames[0].f_lineno if frames else None)
 
@@ -244,7 +235,7 @@ class HazardTracker:
     def event_recorded(self, event: Any) -> None:
         self._event_marks[id(event)] = self._sequence
         self._records += 1
-        frames = _user_frames(sys._getframe(1))
+        frames = user_frames(sys._getframe(1))
         self._event_records[id(event)] = (self._records, frames[0].f_lineno if frames else None)
 
     def api_sync(self, name: str, event: Any = None) -> None:
@@ -289,7 +280,7 @@ class HazardTracker:
         return True
 
     def stream_created(self, stream: Any) -> None:
-        frames = _user_frames(sys._getframe(1))
+        frames = user_frames(sys._getframe(1))
         creator = sys._getframe(3)        # past the slot and the simulated Stream.__new__
         self._stream_lines[id(stream)] = (stream, frames[0].f_lineno if frames else None,
                                           not is_user_file(creator.f_code.co_filename))
@@ -334,7 +325,7 @@ class HazardTracker:
         that this one has not waited for (AL500)."""
         streams = self.streams
         assert streams is not None
-        frames = _user_frames(sys._getframe(1))
+        frames = user_frames(sys._getframe(1))
         stream = self._stream_number(self.stream_api.current_stream())
         self.capture.stream_work(stream != streams.default)
         if func in _SHAPE_ONLY:                 # `empty_like(x)` reads x's shape, not its data
@@ -377,7 +368,7 @@ class HazardTracker:
         rewritten = self.capture.replayed(graph)
         stream = self.stream_api.current_stream()
         if rewritten and self._side(stream):
-            frames = _user_frames(sys._getframe(1))
+            frames = user_frames(sys._getframe(1))
             self.streams.op(self._stream_number(stream), (), {}, tuple(rewritten), frames[0].f_lineno if frames else None)
 
     def stream_record_stream(self, t: Any, stream: Any) -> None:
