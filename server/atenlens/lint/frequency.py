@@ -63,6 +63,8 @@ def frequency(node: Node) -> Frequency:
         return Frequency(None, False, "once (the loop runs once)")
     if _is_epoch_loop(loop):
         return Frequency(loop, False, "once per epoch")
+    if _is_retry_loop(loop):
+        return Frequency(loop, False, "once per attempt of a retry loop (it stops at the first success)")
     if _is_collector_loop(loop):
         return Frequency(loop, False, "once per collected batch (collecting it already waited for the "
                                       "environment steps)")
@@ -196,6 +198,22 @@ def _literal_iterations(loop: Node) -> Optional[int]:
         step = values[2] if len(values) > 2 else 1
         return len(range(values[0], values[1], step)) if step else None
     return None
+
+
+_RETRIES = re.compile(r"trial|tries|retr|attempt", re.I)
+_EXITS = re.compile(rb"\b(?:return|break)\b")
+
+
+def _is_retry_loop(loop: Node) -> bool:
+    """`for _ in range(max_trials): ... if ok: return` (then `raise`): it repeats only until an
+    attempt succeeds, usually once."""
+    if loop.type != "for_statement":
+        return False
+    iterable = loop.child_by_field_name("right")
+    body = loop.child_by_field_name("body")
+    if iterable is None or body is None or iterable.type != "call" or dotted_name(callee(iterable)) != "range":
+        return False
+    return bool(_RETRIES.search(text(iterable))) and bool(_EXITS.search(body.text or b""))
 
 
 def _is_collector_loop(loop: Node) -> bool:

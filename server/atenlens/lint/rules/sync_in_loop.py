@@ -34,7 +34,8 @@ What it does:
     `if step % N == 0:` or `if i == 0:` (also combined: `if is_master and (step % N == 0 or
     count == num_batches_per_epoch):`, and in a loop over the loss terms inside such a test), in
     an epoch loop, in a loop over a reinforcement-learning collector (`for data in collector:`:
-    collecting the batch already waited for the environment steps), in a loop over a few literal values (`range(3)`, any literal range in a
+    collecting the batch already waited for the environment steps), in a retry loop
+    (`for _ in range(max_trials):` that returns or breaks at the first success), in a loop over a few literal values (`range(3)`, any literal range in a
     `test_*` function), per tensor in a function that saves, loads or converts a checkpoint, a
     `.cpu()` appended to a list (`outputs.append(logits.cpu())`: collecting results on the host), a
     second `.item()` of the same name in the statement right after the first (no new wait), and
