@@ -19,7 +19,8 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parents[1] / "bench"))
 from gen_corpus import generate  # noqa: E402
 
-REAL = sorted(p for p in (HERE / "corpus_real").glob("*.py") if p.name != "conftest.py")
+REAL = sorted(p for folder in ("corpus_real", "corpus_heldout") for p in (HERE / folder).glob("*.py")
+              if p.name != "conftest.py")
 FIXTURES = sorted((HERE / "fixtures").glob("*.py"))
 
 
@@ -30,7 +31,7 @@ def _generated() -> list[tuple[str, str]]:
     return [(f"generated/m{i:02d}.py", "\n".join(rows[i * 125:(i + 1) * 125]) + "\n") for i in range(40)]
 
 
-SOURCES = ([(f"corpus_real/{p.name}", p.read_text(encoding="utf-8")) for p in REAL]
+SOURCES = ([(f"{p.parent.name}/{p.name}", p.read_text(encoding="utf-8")) for p in REAL]
            + [(f"fixtures/{p.name}", p.read_text(encoding="utf-8")) for p in FIXTURES] + _generated())
 SELECTIONS = [None] + [[rule.code] for rule in RULES]
 

@@ -37,7 +37,7 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import Binding, scope_for
-from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, text
+from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, repeating_loop, text
 
 MAX_DEPTH = 64   # bindings followed; results are memoised per node, so a long chain costs its length
 
@@ -196,8 +196,10 @@ def _binding(ctx: LintContext, ident: Node) -> Optional[Binding]:
 
 def _call_site_arguments(ctx: LintContext, name: Node) -> list[Node]:
     """For a parameter of a module-level function (`def accuracy(output, target):`), the
-    arguments the calls of that function in this file pass it (`accuracy(logits, y)`); [] when
-    it is no such parameter, or a call passes it by `*args` / `**kwargs` or not at all."""
+    arguments the calls of that function inside loops of this file pass it (`accuracy(logits, y)`
+    per batch); [] when it is no such parameter, or such a call passes it by `*args` / `**kwargs`
+    or not at all. (Only calls in loops: a definition without a loop may be left out of the parse
+    on the command line, and the findings must not depend on that.)"""
     cache = _memo(ctx, "_call_site_memo")
     if name.id in cache:
         return cache[name.id]
@@ -222,7 +224,8 @@ def _call_site_arguments(ctx: LintContext, name: Node) -> list[Node]:
     found = []
     for use in ctx.identifiers((text(title),)) if title is not None else []:
         call = use.parent
-        if call is None or call.type != "call" or call.child_by_field_name("function") != use:
+        if call is None or call.type != "call" or call.child_by_field_name("function") != use \
+                or repeating_loop(call) is None:
             continue
         arguments_node = call.child_by_field_name("arguments")
         if arguments_node is None or any(c.type in ("list_splat", "dictionary_splat")

@@ -17,8 +17,8 @@ What it does:
     Only tensors with evidence of being on the GPU are reported (provenance.py): made or moved
     there (`.cuda()`, `.to(device)`, `device=`), computed from such a tensor (also its rows, both
     results of `torch.topk(x)`, `torch.cat(parts)` of a list it was appended to, and a parameter
-    of a module-level function that every call in the file passes one: `accuracy(logits, y)`
-    called in an evaluation loop makes `accuracy`'s reads of `output` reads of `logits`), or a model's
+    of a module-level function that every call in a loop of the file passes one: `accuracy(logits,
+    y)` called in an evaluation loop makes `accuracy`'s reads of `output` reads of `logits`), or a model's
     output or a loss (`model(x)`, `self._forward_and_gradient(x)`, `criterion(...)`, `outputs.loss`,
     a name spelled with `loss`,
     a loss function of a model's output, a parameter's `.grad`, the batch of a loop that calls
