@@ -91,6 +91,11 @@ def skippable_definitions(data: bytes, groups: Sequence[TriggerGroups]) -> list[
     """The top-level definitions in which none of `groups` (one entry per rule) matches, and in
     the classes where some does, the methods in which none does (not the first statement of
     the class body: the class keeps a body)."""
+    # Only the patterns that occur in the file can occur in one of its definitions: each absent
+    # one would otherwise be searched for in every definition.
+    present = [tuple(tuple(p for p in group if group_matches((p,), data)) for group in rule_groups)
+               for rule_groups in groups]
+    groups = [rule_groups for rule_groups in present if all(rule_groups)]
     found: list[tuple[int, int]] = []
     for start, end in definitions(data):
         if not any(matches(rule_groups, data, start, end) for rule_groups in groups):

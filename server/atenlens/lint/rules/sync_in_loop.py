@@ -409,7 +409,7 @@ _PERCENT = re.compile(rb"[\"']\s*(%)(?!=)")
 def _percent_formats(ctx: LintContext) -> Iterator[Finding]:
     """`"loss=%.4f" % loss` / `"%s %s" % (a, loss)`: formatting a tensor, as an f-string does."""
     root = ctx.source.root
-    for match in _PERCENT.finditer(ctx.source.data):
+    for match in _matches_in_loops(ctx, _PERCENT):
         operator = root.descendant_for_byte_range(match.start(1), match.end(1))
         node = operator.parent if operator is not None else None
         if node is None or node.type != "binary_operator" or node.child_by_field_name("operator") != operator:
