@@ -154,3 +154,31 @@ def test_in_a_class_the_methods_without_a_loop_are_left_out_and_the_class_keeps_
     body = decorated.child_by_field_name("definition").child_by_field_name("body")
     assert [c.type for c in body.named_children] == ["expression_statement", "decorated_definition"]
     assert [(f.line, f.column, f.code) for f in lint_source_strict(CLASS_SAMPLE, select=["AL100"])] == [(14, 27, "AL100")]
+
+
+CALLER_SAMPLE = '''import torch
+
+
+def accuracy(output, target):
+    for k in range(3):
+        print(output.argmax().item())
+
+
+def evaluate(model, x):
+    return accuracy(model(x.cuda()), x)
+
+
+def unrelated(x):
+    return x
+'''
+
+
+def test_a_definition_that_calls_a_kept_function_is_kept_too() -> None:
+    """A parameter's device is what every call in the file passes it: the caller without a
+    loop is parsed because `accuracy`, which has one, is."""
+    data = CALLER_SAMPLE.encode()
+    (al100,) = select_rules(["AL100"])
+    skip = skippable_definitions(data, [al100.definition_triggers])
+    assert [data[start:end].split(b"\n")[0] for start, end in skip] == [b"def unrelated(x):"]
+    assert [(f.line, f.column, f.code) for f in lint_source_strict(CALLER_SAMPLE, select=["AL100"])] == \
+        [(f.line, f.column, f.code) for f in lint_source_strict(CALLER_SAMPLE, select=["AL100"], prefilter=False)]

@@ -29,6 +29,7 @@ with and without this skipping and requires identical findings.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from functools import lru_cache
 from typing import Sequence, Union
 
@@ -105,7 +106,44 @@ def skippable_definitions(data: bytes, groups: Sequence[TriggerGroups]) -> list[
             if header is not None:
                 found.extend(method for method in _methods(data, header.start(), end)
                              if not any(matches(rule_groups, data, *method) for rule_groups in groups))
-    return found
+    return _without_call_sites(data, found)
+
+
+_FUNCTION_NAME = re.compile(rb"^(?:async\s+)?def\s+(\w+)", re.M)
+_IDENTIFIER_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def _without_call_sites(data: bytes, skipped: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """`skipped` less the ranges that mention a module-level function that is kept: the device
+    of such a function's parameter is what every call in the file passes it (provenance.py), so
+    the definitions holding its calls are kept too, and so on for the functions they define."""
+    skipped = list(skipped)
+    gaps = sorted(skipped)
+    starts = [start for start, _ in gaps]
+    names = set()
+    for match in _FUNCTION_NAME.finditer(data):
+        at = bisect_right(starts, match.start()) - 1
+        if at < 0 or match.start() >= gaps[at][1]:
+            names.add(match.group(1))
+    while names and skipped:
+        kept_now = [r for r in skipped if any(_mentions(data, name, *r) for name in names)]
+        if not kept_now:
+            break
+        skipped = [r for r in skipped if r not in kept_now]
+        names = {m.group(1) for start, end in kept_now for m in _FUNCTION_NAME.finditer(data, start, end)}
+    return skipped
+
+
+def _mentions(data: bytes, word: bytes, start: int, end: int) -> bool:
+    """Is `word` written as a whole word within [start, end)?"""
+    at = data.find(word, start, end)
+    while at != -1:
+        after = at + len(word)
+        if (at == 0 or data[at - 1] not in _IDENTIFIER_BYTES) and \
+                (after >= len(data) or data[after] not in _IDENTIFIER_BYTES):
+            return True
+        at = data.find(word, at + 1, end)
+    return False
 
 
 _CLASS_LINE = re.compile(rb"^class\b", re.M)
