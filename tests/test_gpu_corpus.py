@@ -10,7 +10,7 @@ from atenlens.worker.client import TraceWorker
 from gpu_helpers import (Finding, case_functions, corpus_files, cuda_request, labelled_findings,
                          reported_findings)
 
-HAZARD_CODES = {"AL100", "AL101", "AL200", "AL201", "AL500", "AL501", "AL502", "AL510", "AL511", "AL512", "AL600", "AL602"}
+HAZARD_CODES = {"AL100", "AL101", "AL200", "AL201", "AL500", "AL501", "AL502", "AL503", "AL510", "AL511", "AL512", "AL600", "AL602"}
 
 
 SUMMARY_CODES = {"AL601", "AL513"}

@@ -102,7 +102,9 @@ def test_gradients_written_by_backward_on_a_side_stream_and_stepped_on_the_defau
     """torch's "BC note": backward() under torch.cuda.stream(s) writes the gradients on s; the optimizer
     on the default stream must wait_stream(s) first."""
     data = _trace("case_backward_on_a_side_stream_then_step_on_the_default")
-    created = max(i for i, line in enumerate(CORPUS.read_text().splitlines(), 1) if "side = torch.cuda.Stream()" in line)
+    start = _line_of("def case_backward_on_a_side_stream_then_step_on_the_default")
+    created = start + next(i for i, line in enumerate(CORPUS.read_text().splitlines()[start:], 1)
+                           if "side = torch.cuda.Stream()" in line)
     forward = _line_of("loss = model(x).square().mean()")
     found = _unordered(data)
     assert [(line, column, severity, op) for line, column, severity, op, _ in found] == [
@@ -110,3 +112,17 @@ def test_gradients_written_by_backward_on_a_side_stream_and_stepped_on_the_defau
     assert {message.split(" is read on")[0] for *_, message in found} == {
         f"{shape} written by the backward of line {forward} on side stream 1 (created at line {created}) (backward "
         "ops run on the stream current at `backward()`)" for shape in ("f32[16, 16]", "f32[16]")}
+
+
+def test_a_tensor_overwritten_while_another_stream_may_still_read_it():
+    data = _trace("case_overwritten_while_the_side_stream_reads_it")
+    start = _line_of("def case_overwritten_while_the_side_stream_reads_it")
+    lines = CORPUS.read_text().splitlines()
+    created = next(i for i in range(start, len(lines) + 1) if "side = torch.cuda.Stream()" in lines[i - 1])
+    read = next(i for i in range(start, len(lines) + 1) if "y = x @ x" in lines[i - 1])
+    assert [(d["line"], d["column"], d["severity"], d["op"], d["message"]) for d in data["diagnostics"]
+            if d["code"] == "AL503"] == [(
+                _line_of("x.zero_()  # expect: AL503"), 4, "warning", "aten.zero_.default",
+                f"f32[64, 64] read on side stream 1 (created at line {created}) at line {read} is overwritten on the "
+                "default stream with no `wait_stream` or `wait_event` ordering the write after that read: the write "
+                "can land before the read has run, and the read then sees the new data, with no error [aten.zero_]")]

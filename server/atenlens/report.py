@@ -37,6 +37,7 @@ class Code:
     WORKER_DIED = "AL903"            # the process running the trace exited, crashed or ran out of memory
     LOAD_TIMEOUT = "AL904"           # the module's top level ran past its time budget
     UNORDERED_STREAM_READ = "AL500"  # a tensor written on one stream is read on another with no wait in between
+    UNORDERED_STREAM_WRITE = "AL503"  # a tensor read on one stream is overwritten on another with no wait in between
     UNSYNCED_ELAPSED_TIME = "AL501"  # Event.elapsed_time() before the host waited for the end event
     MISSING_RECORD_STREAM = "AL502"  # a tensor used on a stream other than its allocation stream, no record_stream()
     UNSUPPORTED_IN_CAPTURE = "AL510"  # a sync (or a default-stream capture) inside a CUDA graph capture: a GPU raises

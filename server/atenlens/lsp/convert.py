@@ -43,6 +43,7 @@ TRACE_ANCHORS = {
     "AL910": "al910--host-waits-for-collective", "AL911": "al911--per-parameter-collectives",
     "AL912": "al912--fsdp-root-only",
     "AL501": "al501--unsynced-elapsed-time", "AL502": "al502--missing-record-stream",
+    "AL503": "al503--unordered-stream-write",
     "AL600": "al600--graph-break", "AL601": "al601--compile",
     "AL602": "al602--cuda-graphs-skipped-under-reduce-overhead-kind-compile",
     "AL510": "al510--unsupported-in-capture-kind-capture", "AL511": "al511--cpu-tensor-in-capture-kind-capture",

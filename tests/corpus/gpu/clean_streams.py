@@ -69,3 +69,14 @@ def case_backward_on_a_side_stream_then_wait(model, opt, x):
     torch.cuda.current_stream().wait_stream(side)
     opt.step()
     opt.zero_grad()
+
+
+def case_overwrite_after_waiting_for_the_reader():
+    x = torch.randn(64, 64, device=DEVICE)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y = x @ x
+    torch.cuda.current_stream().wait_stream(side)
+    x.zero_()
+    return y

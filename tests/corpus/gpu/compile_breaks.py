@@ -67,3 +67,15 @@ def scale_by_host_table(h, table):
 def case_reduce_overhead_with_a_cpu_tensor(h):
     step = torch.compile(scale_by_host_table, mode="reduce-overhead")
     return step(h, torch.ones(16))
+
+
+def accumulate(h, cache):
+    for _ in range(2):
+        cache.mul_(0.5)  # expect: AL602:warning
+        h = h + cache
+    return h
+
+
+# atenlens: case_reduce_overhead_mutating_in_a_loop(torch.randn(4, 16, device="cuda"), torch.zeros(4, 16, device="cuda"))
+def case_reduce_overhead_mutating_in_a_loop(h, cache):
+    return torch.compile(accumulate, mode="reduce-overhead")(h, cache)

@@ -60,3 +60,27 @@ def case_backward_on_a_side_stream_then_step_on_the_default(model, opt, x):
         loss.backward()
     opt.step()  # expect: AL500:warning
     opt.zero_grad()
+
+
+def case_overwritten_while_the_side_stream_reads_it():
+    x = torch.randn(64, 64, device=DEVICE)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y = x @ x
+    x.zero_()  # expect: AL503:warning
+    torch.cuda.current_stream().wait_stream(side)
+    return y
+
+
+def case_buffer_refilled_each_step_while_the_side_stream_copies_it():
+    staging = torch.empty(1024, device=DEVICE)
+    side = torch.cuda.Stream()
+    kept = []
+    for step in range(3):
+        staging.fill_(step)  # expect: AL503:warning
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            kept.append(staging * 2)
+    torch.cuda.current_stream().wait_stream(side)
+    return kept

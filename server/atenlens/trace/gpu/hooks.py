@@ -76,10 +76,11 @@ class HazardHooks:
             out = handler(InterceptedCall(func, args, kwargs, tracker, run=lambda: func(*args, **kwargs)))
         if kwargs and kwargs.get("pin_memory") and isinstance(out, torch.Tensor) and out.device.type == "cpu":
             tracker.mark_pinned(out)    # torch.empty(..., pin_memory=True) and other factories
-        if tracker.streams is not None and not func.is_view:   # a side stream has been used
-            tracker.stream_op(func, args, kwargs, out)
-        if tracker.capture.active is not None and not func.is_view:   # inside a CUDA graph capture
+        if tracker.capture.active is not None and not func.is_view:
+            # inside a CUDA graph capture: recorded, not run on any stream (its replays run it)
             tracker.capture.op(func, args, kwargs, out)
+        elif tracker.streams is not None and not func.is_view:   # a side stream has been used
+            tracker.stream_op(func, args, kwargs, out)
         return out
 
     def finish(self) -> None:

@@ -52,6 +52,8 @@ class StreamOrder:
         self._use_marks: dict[tuple[int, int], tuple[StorageWeakRef, int, int]] = {}
         self._freed_unordered: list[Any] = []     # tracker values of uses whose storage was freed and reused
         self._event_clocks: dict[int, Clock] = {}
+        # storage -> stream -> (that stream's count at its last read, the line): write-after-read checks
+        self._reads: dict[int, dict[int, tuple[int, Optional[int]]]] = {}
 
     def number(self, stream: Any, line: Optional[int]) -> int:
         key = id(stream)
@@ -107,14 +109,18 @@ class StreamOrder:
 
     # -- ops --------------------------------------------------------------------------------------
     def op(self, stream: int, args: tuple, kwargs: dict, out: Any, line: Optional[int]
-           ) -> tuple[list[tuple[torch.Tensor, Write]], list[tuple[torch.Tensor, int, int]]]:
-        """Queue one op on `stream`: the unordered reads it makes (tensor, its last write) and its
+           ) -> tuple[list[tuple[torch.Tensor, Write]], list[tuple[torch.Tensor, int, int]],
+                      list[tuple[torch.Tensor, int, Optional[int]]]]:
+        """Queue one op on `stream`: the unordered reads it makes (tensor, its last write), its
         first uses of tensors allocated on another stream that no record_stream names (tensor,
-        storage, allocating stream); then its outputs become the last writes of their storages."""
+        storage, allocating stream), and its unordered overwrites of tensors another stream read
+        (tensor, the reading stream, the read's line); then its outputs become the last writes of
+        their storages."""
         clock = self._clocks[stream]
         count = clock[stream] = clock[stream] + 1
         unordered = []
         foreign = []
+        overwrites: list[tuple[torch.Tensor, int, Optional[int]]] = []
         for t in tree_leaves((args, kwargs)):
             if isinstance(t, torch.Tensor) and t.device.type == "cuda":
                 key = _key(t)
@@ -129,6 +135,7 @@ class StreamOrder:
                 if write.stream != stream and not write.reported and clock.get(write.stream, 0) < write.count:
                     write.reported = True
                     unordered.append((t, write))
+                self._reads.setdefault(key, {})[stream] = (count, line)
                 allocated = self._allocated.get(key, self.default)
                 if allocated != stream:                # the last use on this stream is the one to be ordered after
                     self._use_marks[(key, stream)] = (write.storage if write.storage is not None else
@@ -140,6 +147,11 @@ class StreamOrder:
                 key = _key(t)
                 if key is not None:
                     previous = self._writes.get(key)
+                    reads = self._reads.pop(key, {})
+                    if previous is not None and not previous.storage.expired():   # an overwrite
+                        for reader, (read_count, read_line) in reads.items():
+                            if reader != stream and clock.get(reader, 0) < read_count:
+                                overwrites.append((t, reader, read_line))
                     if previous is None or previous.storage.expired():   # a new storage: allocated here
                         self._allocated[key] = stream
                         self._recorded.pop(key, None)
@@ -149,7 +161,7 @@ class StreamOrder:
                                 self._freed_unordered.append(kept)   # freed and reused: the hazard happened
                             self._use_marks.pop((key, other), None)
                     self._writes[key] = Write(StorageWeakRef(t.untyped_storage()), stream, count, line)
-        return unordered, foreign
+        return unordered, foreign, overwrites
 
     def _ordered(self, key: int, stream: int) -> bool:
         """Whether the allocating stream has waited for the use on `stream` (then a free is safe: work

@@ -335,9 +335,15 @@ class HazardTracker:
             # a backward op on autograd's thread: its forward line, marked negative for the message
             site = self.backward_site()
             line = -site[-1].line if site else None
-        unordered, foreign = streams.op(stream, args, kwargs, out, line)
+        unordered, foreign, overwrites = streams.op(stream, args, kwargs, out, line)
         for t, write in unordered:
             self._report_unordered(t, write, stream, str(func))
+        for t, reader, read_line in overwrites:
+            read = f"read on {streams.describe(reader)}" + (f" at line {read_line}" if read_line and read_line > 0 else "")
+            self._report("unordered-stream-write", Code.UNORDERED_STREAM_WRITE,
+                         f"{tensor_label(t)} {read} is overwritten on {streams.describe(stream)} with no `wait_stream` "
+                         "or `wait_event` ordering the write after that read: the write can land before the read has "
+                         "run, and the read then sees the new data, with no error", str(func))
         if foreign:
             # a library's own streams (FSDP2's all-gather streams) keep their tensors alive with
             # events and references rather than record_stream(): only the user's streams, used by
