@@ -35,6 +35,8 @@ const fileStatusFeature: StaticFeature = {
   clear(): void {},
 };
 
+const EXPORT_MEMORY_TIMELINE_COMMAND = "atenlens.exportMemoryTimeline";
+
 class AtenlensExtension implements vscode.Disposable {
   private client: LanguageClient | undefined;
   private interpreter: Interpreter | undefined;
@@ -216,6 +218,35 @@ class AtenlensExtension implements vscode.Disposable {
     return this.trace([{ uri: editor.document.uri.toString(), position: { line, character } }]);
   }
 
+  /** The memory timeline of the last trace of the function at the cursor, as a Chrome trace-event file
+   * (Perfetto, chrome://tracing) where the user chooses; the server writes it and says where. */
+  async exportMemoryTimelineAtCursor(): Promise<unknown> {
+    const editor = vscode.window.activeTextEditor;
+    const client = this.client;
+    if (!editor || editor.document.languageId !== "python") {
+      void vscode.window.showInformationMessage("Put the cursor inside a traced Python function to export its memory timeline.");
+      return undefined;
+    }
+    if (!client?.isRunning()) {
+      void vscode.window.showWarningMessage("The atenlens server is not running; see the log.");
+      return undefined;
+    }
+    const { line, character } = editor.selection.active;
+    const document = editor.document.uri;
+    const target = await vscode.window.showSaveDialog({
+      defaultUri: document.scheme === "file" ? vscode.Uri.file(document.fsPath.replace(/\.py$/, ".memory-timeline.json")) : undefined,
+      filters: { "Chrome trace (Perfetto, chrome://tracing)": ["json"] },
+      title: "atenlens: export the memory timeline of the last trace",
+    });
+    if (!target) {
+      return undefined;
+    }
+    return client.sendRequest(ExecuteCommandRequest.type, {
+      command: EXPORT_MEMORY_TIMELINE_COMMAND,
+      arguments: [{ uri: editor.document.uri.toString(), position: { line, character }, path: target.fsPath }],
+    });
+  }
+
   /** Restart when the Python extension's environment changes, if that is where the interpreter came from. */
   async watchPythonEnvironment(): Promise<void> {
     try {
@@ -278,6 +309,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     ext,
     vscode.commands.registerCommand("atenlens.traceAtCursor", () => ext.traceAtCursor()),
     vscode.commands.registerCommand("atenlens.restartServer", () => ext.restart("asked by the user")),
+    vscode.commands.registerCommand("atenlens.exportMemoryTimelineAtCursor", () => ext.exportMemoryTimelineAtCursor()),
     vscode.commands.registerCommand("atenlens.showLog", () => log.show()),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (event.affectsConfiguration("atenlens.interpreter")) {

@@ -14,6 +14,7 @@ from atenlens.functions import FunctionInfo, directive_template, function_at
 from atenlens.lint import lint_source
 from atenlens.lint.fixes import fix_source, offered_fixes
 from atenlens.lsp import convert
+from atenlens.lsp.cost_export import CMD_EXPORT_MEMORY_TIMELINE, export_memory_timeline
 from atenlens.lsp.documents import DocumentState
 from atenlens.lsp.hover import hover_markdown
 from atenlens.lsp.hover_layout import PLAINTEXT, hover_layout, lay_out
@@ -294,4 +295,5 @@ def register(server: AtenlensServer) -> None:
     server.command(CMD_TRACE)(trace)
     server.command(CMD_INSERT_DIRECTIVE)(insert_directive)
     server.command(CMD_RESTART_WORKER)(restart_worker)
+    server.command(CMD_EXPORT_MEMORY_TIMELINE)(export_memory_timeline)
     server.feature(REQUEST_SERVER_INFO)(server_info)

@@ -55,6 +55,8 @@ class HintSettings:
     shapes: bool = True              # the output shape (`f32[8, 32]`, a roll-up's `-> f32[8, 4]`)
     backward: bool = True            # the backward part (`∇ mm, sum`)
     syncs: bool = True               # `sync` where the host waits for the GPU
+    time: bool = False               # cost: the line's estimated time and share of the step (`~20 µs 33%`)
+    memory: bool = False             # cost: the device memory the line allocated (`alloc 5.5 KiB`)
     show_bookkeeping: bool = False   # views/detach in hints and hovers, setup ops in hints (__init__, optimizer state)
 
 
@@ -142,6 +144,8 @@ _FIELDS: dict[tuple[str, str], tuple[Callable[[Any], bool], Callable[[Any], Any]
     ("hints", "shapes"): (_valid_bool, bool, "true or false"),
     ("hints", "backward"): (_valid_bool, bool, "true or false"),
     ("hints", "syncs"): (_valid_bool, bool, "true or false"),
+    ("hints", "time"): (_valid_bool, bool, "true or false"),
+    ("hints", "memory"): (_valid_bool, bool, "true or false"),
     ("hints", "show_bookkeeping"): (_valid_bool, bool, "true or false"),
     ("lenses", "functions"): (lambda v: v in LENS_CHOICES, str, "one of " + ", ".join(f'"{c}"' for c in LENS_CHOICES)),
     ("lint", "enabled"): (_valid_bool, bool, "true or false"),

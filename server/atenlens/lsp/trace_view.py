@@ -11,13 +11,14 @@ diagnostics are withdrawn, until it is traced again.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator, Optional, Sequence
 
 from atenlens.communication import collectives_hint, ranks_summary
 from atenlens.module_tree import ModuleNode, module_trees
 from atenlens.cost import lens_label
 from atenlens.report import Diagnostic, Event, MemoryLine, TensorMeta, TraceReport
+from atenlens.lsp.cost_hover import cost_hint
 from atenlens.lsp.labels import is_setup_function, line_hint, rollup_hint, summary_label
 from atenlens.lsp.settings import HintSettings
 from atenlens.lsp.text import LineShift
@@ -66,6 +67,14 @@ class LineTrace:
         return sum(d.count for d in self.diagnostics if d.kind == "sync")
 
     def hint(self, settings: HintSettings) -> Optional[str]:
+        cost = cost_hint(self, settings.time, settings.memory) if settings.time or settings.memory else None
+        if not cost:
+            return self._ops_and_collectives_hint(settings)
+        # the ops make room for the cost within hints.maxLength (they drop names, as they would anyway)
+        text = self._ops_and_collectives_hint(replace(settings, max_length=max(10, settings.max_length - len(cost) - 3)))
+        return f"{text} · {cost}" if text else None
+
+    def _ops_and_collectives_hint(self, settings: HintSettings) -> Optional[str]:
         ops = self._ops_hint(settings)
         if not self.collectives:
             return ops

@@ -48,6 +48,7 @@ ROLES = frozenset({"unsharded_parameters", "unsharded_gradients", "communication
 _Tensor = torch.Tensor
 _tensor_device = tc.tensor_device
 _current_node = tc.current_autograd_node
+_no_function_modes = tc.no_function_modes
 
 
 def rounded(nbytes: int) -> int:
@@ -275,7 +276,8 @@ class MemoryModel:
 
     def parameter_created(self, t: Any) -> None:
         if isinstance(t, _Tensor):
-            record = self._find(t)
+            with _no_function_modes():
+                record = self._find(t)
             if record is not None:
                 record.parameter = True
 
@@ -295,8 +297,9 @@ class MemoryModel:
 
     def scan_parameters(self) -> None:
         """Parameters may have moved (`module.to()` swaps their storage) and gained `.grad`s."""
-        for p in self._parameters.values():
-            self._mark_parameter(p)
+        with _no_function_modes():
+            for p in self._parameters.values():
+                self._mark_parameter(p)
 
     def find_parameters(self, roots: Any) -> None:
         """The parameters and buffers of the modules and optimizers among `roots` (one level into tuples,
@@ -323,6 +326,10 @@ class MemoryModel:
                 stack.extend(value.values())
 
     def _optimizer_step(self, optimizer: Any, args: Any = None, kwargs: Any = None) -> None:
+        with _no_function_modes():
+            self._optimizer_tensors(optimizer)
+
+    def _optimizer_tensors(self, optimizer: Any) -> None:
         for group in optimizer.param_groups:
             for p in group["params"]:
                 self._add_parameter(p)

@@ -4,7 +4,8 @@ Bytes moved = the bytes of every tensor argument the op reads plus every output 
 only the elements a tensor really spans: a broadcast dimension (stride 0, `expand`) counts once.
 Views and metadata ops (`view`, `t`, `transpose`, `detach`, `expand`, ...) and allocations without a
 fill (`empty*`) move nothing; ops that only write their first argument (`copy_`, `zero_`, `fill_`)
-do not read it. Also here: FLOP formulas for ops torch's flop counter lacks and that matter for cost
+do not read it, and the `*_like` / `new_*` constructors (`zeros_like`: AdamW's state) take their
+tensor argument for its shape and dtype only: they write their output and read nothing. Also here: FLOP formulas for ops torch's flop counter lacks and that matter for cost
 (`aten._grouped_mm`, the grouped GEMMs of mixture-of-experts layers), registered with torch's own
 `register_flop_formula`, so the recorder's FLOPs and torch's FlopCounterMode agree.
 """
@@ -28,6 +29,8 @@ _FREE_PACKETS = frozenset({
 })
 _WRITE_ONLY_FIRST = frozenset({aten.copy_, aten.zero_, aten.fill_, aten.normal_, aten.uniform_,
                                aten.bernoulli_, aten.random_, aten.exponential_})
+_READ_NOTHING = frozenset({aten.zeros_like, aten.ones_like, aten.full_like, aten.rand_like, aten.randn_like,
+                           aten.randint_like, aten.new_zeros, aten.new_ones, aten.new_full})
 
 
 def _touched(t: _Tensor) -> int:
@@ -65,14 +68,21 @@ def bytes_moved(func: Any, args: tuple, kwargs: dict, out: Any) -> int:
         return 0
 
 
-# op overload -> None (moves nothing) or whether it skips reading its first argument: decided once
-# per overload, not per op
+# op overload -> None (moves nothing), _WRITES_ONLY (reads no argument) or whether it skips reading
+# its first argument: decided once per overload, not per op
 _KIND: dict[Any, Any] = {}
+_WRITES_ONLY = "writes only"
 
 
 def _kind(func: Any) -> Any:
     packet = func._overloadpacket
-    kind = _KIND[func] = None if packet in _FREE_PACKETS or func.is_view else packet in _WRITE_ONLY_FIRST
+    if packet in _FREE_PACKETS or func.is_view:
+        kind = None
+    elif packet in _READ_NOTHING:
+        kind = _WRITES_ONLY
+    else:
+        kind = packet in _WRITE_ONLY_FIRST
+    _KIND[func] = kind
     return kind
 
 
@@ -84,11 +94,12 @@ def _bytes_moved(func: Any, args: tuple, kwargs: dict, out: Any) -> int:
     if skip_first is None:
         return 0
     total = 0
-    for t in _tensors(args, skip_first=skip_first):
-        total += _touched(t)
-    if kwargs:
-        for t in _tensors(kwargs.values()):
+    if skip_first is not _WRITES_ONLY:
+        for t in _tensors(args, skip_first=skip_first):
             total += _touched(t)
+        if kwargs:
+            for t in _tensors(kwargs.values()):
+                total += _touched(t)
     if isinstance(out, _Tensor):
         total += _touched(out)
     elif isinstance(out, (list, tuple)):

@@ -108,6 +108,14 @@ def missing_host_empty_cache(replacement: Callable[..., Any]) -> list[tuple[Any,
     return [(torch._C, "_host_emptyCache", replacement)]
 
 
+def no_function_modes() -> Any:
+    """A context in which tensor methods (`untyped_storage()`, `.grad`) skip torch function modes: the
+    memory model reads tensors from optimizer and autograd hooks, where the recorder's function mode
+    is active and would take each read for a call of the traced program (and charge its cost).
+    `DisableTorchFunction` is private."""
+    return torch._C.DisableTorchFunction()
+
+
 @contextlib.contextmanager
 def real_tensors() -> Iterator[None]:
     """Compute on real tensors from inside the recorder's dispatch mode (trace/values.py shadows):
