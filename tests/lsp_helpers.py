@@ -64,6 +64,13 @@ def install_recorder(client: LanguageClient) -> Recorder:
         recorder.note()
 
     features[types.PROGRESS] = progress
+    keep_log = features[types.WINDOW_LOG_MESSAGE]
+
+    def log_message(params: types.LogMessageParams) -> None:
+        keep_log(params)
+        recorder.note()
+
+    features[types.WINDOW_LOG_MESSAGE] = log_message
 
     @client.feature(types.WORKSPACE_INLAY_HINT_REFRESH)
     def inlay_hint_refresh(params: None) -> None:

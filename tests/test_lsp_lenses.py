@@ -10,7 +10,7 @@ from lsp_helpers import code_lenses, initialize, open_document
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures" / "lsp"
 GPT_TRAIN = FIXTURES / "gpt_train.py"
-TRACE, ADD = ("Trace this step", "atenlens.trace"), ("Trace this step: add an example call", "atenlens.insertDirective")
+TRACE, ADD = ("Trace this step", "atenlens.trace"), ("Add an example call to trace", "atenlens.insertDirective")
 
 
 def def_line(text: str, name: str, after: int = 0) -> int:

@@ -37,7 +37,7 @@ async def test_trace_train_step(client, tmp_path):
     defs = {name: line_of(text, f"def {name}(") for name in ("__init__", "forward", "setup", "train_step", "train")}
 
     assert await code_lenses(client, uri) == [          # not on MLP.__init__ (lenses.functions "steps")
-        (defs["forward"], "Trace this step: add an example call", "atenlens.insertDirective"),
+        (defs["forward"], "Add an example call to trace", "atenlens.insertDirective"),
         (defs["setup"], "Trace this step", "atenlens.trace"),
         (defs["train_step"], "Trace this step", "atenlens.trace"),
         (defs["train"], "Trace this step", "atenlens.trace"),
@@ -271,12 +271,12 @@ async def test_add_an_example_call(client, tmp_path):
     uri = await open_document(client, path, text)
     forward = line_of(text, "def forward(")
     outcome = await execute(client, "atenlens.insertDirective", {"uri": uri, "qualname": "MLP.forward"})
-    assert outcome == {"applied": True}
+    assert outcome == {"applied": True, "directive": "# atenlens: MLP().forward(x)", "placeholders": ["x"]}
     (applied,) = client.recorder.applied_edits
     (edit,) = applied.edit.changes[uri]
     assert (edit.range.start.line, edit.range.start.character, edit.range.end.line, edit.range.end.character) == \
         (forward, 0, forward, 0)
-    assert edit.new_text == "    # atenlens: MLP(...).forward(...)\n"
+    assert edit.new_text == "    # atenlens: MLP().forward(x)\n"
     actions = await client.text_document_code_action_async(types.CodeActionParams(
         text_document=types.TextDocumentIdentifier(uri=uri),
         range=types.Range(start=types.Position(line=forward, character=8), end=types.Position(line=forward, character=8)),
@@ -288,7 +288,7 @@ async def test_add_an_example_call(client, tmp_path):
         range=types.Range(start=types.Position(line=forward + 1, character=8), end=types.Position(line=forward + 1, character=8)),
         context=types.CodeActionContext(diagnostics=[])))
     assert list(in_the_body or []) == []
-    assert actions[0].edit.changes[uri][0].new_text == "    # atenlens: MLP(...).forward(...)\n"
+    assert actions[0].edit.changes[uri][0].new_text == "    # atenlens: MLP().forward(x)\n"
 
 
 async def test_an_exception_is_a_diagnostic_at_its_line(client, tmp_path):
@@ -383,7 +383,7 @@ async def test_trace_notes_in_the_lens_the_hover_and_the_log(client, tmp_path):
         text_document=types.TextDocumentIdentifier(uri=uri),
         position=types.Position(line=line_of(text, "yield x.sum(0)"), character=8)))
     assert hover.contents.value.startswith(f"_Note: {note}_\n\n**API calls:** `torch.Tensor.sum`")
-    assert [m.message for m in client.log_messages if m.message.startswith("atenlens: trace of")] == \
+    assert [m.message for m in client.log_messages if m.message.startswith("atenlens: trace of batches:")] == \
         [f"atenlens: trace of batches: {note}"]
 
     # A trace without notes keeps the plain summary and no note in its hovers.

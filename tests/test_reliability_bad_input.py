@@ -150,7 +150,7 @@ def test_positions_past_the_end(server, tmp_path, reliability):
     assert document_text(server, uri) == LOOP_SYNC + "# tail\n"
     lenses = server.result("textDocument/codeLens", {"textDocument": {"uri": uri}})
     assert [(lens["range"]["start"]["line"], lens["command"]["title"]) for lens in lenses] == [
-        (line_of(LOOP_SYNC, "def step"), "Trace this step: add an example call")]
+        (line_of(LOOP_SYNC, "def step"), "Add an example call to trace")]
     assert_serving(server, uri, 2, LOOP_SYNC + "# tail\n")
 
 

@@ -10,10 +10,11 @@ whose text after `atenlens:` is a Python call expression evaluated in the module
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterable, Optional
 
 from atenlens.lines import split_lines
 
@@ -36,6 +37,7 @@ class FunctionInfo:
     directive: Optional[str]   # the example call, or None
     directive_line: Optional[int]
     calls_step: bool = False   # its body calls `.backward()` or `.step()`: a training step
+    directive_missing: tuple[str, ...] = ()   # names the directive reads that the module does not define
 
 
 def _required_params(node: ast.FunctionDef | ast.AsyncFunctionDef, is_method: bool) -> int:
@@ -82,12 +84,18 @@ def find_functions(source: str, tree: Optional[ast.Module] = None) -> list[Funct
     tree = tree if tree is not None else ast.parse(source)
     lines = split_lines(source)        # as ast counts lines (not str.splitlines())
     found: list[FunctionInfo] = []
+    defined: Optional[frozenset[str]] = None
 
     def visit(body: list[ast.stmt], prefix: str, in_class: bool) -> None:
+        nonlocal defined
         for node in body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 first = min([d.lineno for d in node.decorator_list] + [node.lineno])
                 directive, directive_line = directive_above(lines, first)
+                missing: tuple[str, ...] = ()
+                if directive is not None:
+                    defined = defined if defined is not None else module_names(tree)
+                    missing = missing_names(directive, defined)
                 found.append(FunctionInfo(
                     qualname=prefix + node.name,
                     name=node.name,
@@ -100,12 +108,91 @@ def find_functions(source: str, tree: Optional[ast.Module] = None) -> list[Funct
                     directive=directive,
                     directive_line=directive_line,
                     calls_step=_calls_step(node),
+                    directive_missing=missing,
                 ))
             elif isinstance(node, ast.ClassDef):
                 visit(node.body, prefix + node.name + ".", True)
 
     visit(tree.body, "", False)
     return found
+
+
+# -- what the module defines when imported, and the names a directive reads ---------------------------
+# A directive is evaluated in the module's namespace as the trace imports it (not as `__main__`): it is
+# complete when every name it reads is bound at the top level (outside `if __name__ == "__main__":`) or
+# is a builtin. The names it reads that are not are its placeholders, to be filled in.
+
+BUILTIN_NAMES = frozenset(dir(builtins))
+
+
+def is_main_guard(node: ast.stmt) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+            and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators))
+
+
+def _bound_by(node: ast.AST) -> Iterable[str]:
+    if isinstance(node, ast.Name):
+        yield node.id
+    elif isinstance(node, (ast.Tuple, ast.List)):
+        for element in node.elts:
+            yield from _bound_by(element)
+    elif isinstance(node, ast.Starred):
+        yield from _bound_by(node.value)
+
+
+def module_names(tree: ast.Module) -> frozenset[str]:
+    """Names bound at the top level when the module is imported: not those of `if __name__ == "__main__":`."""
+    names: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names.update((a.asname or a.name).split(".")[0] for a in node.names)   # `*`: any name
+            elif isinstance(node, ast.Assign):
+                for target in node.targets:
+                    names.update(_bound_by(target))
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+                names.update(_bound_by(node.target))
+            elif isinstance(node, (ast.For, ast.AsyncFor)):
+                names.update(_bound_by(node.target))
+                visit(node.body + node.orelse)
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    if item.optional_vars is not None:
+                        names.update(_bound_by(item.optional_vars))
+                visit(node.body)
+            elif isinstance(node, ast.If) and not is_main_guard(node):
+                visit(node.body + node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body])
+    visit(tree.body)
+    return frozenset(names)
+
+
+def read_names(expression: ast.AST) -> list[str]:
+    """Names `expression` reads that it does not bind itself (a walrus, a comprehension's target), in order."""
+    bound = {n for node in ast.walk(expression) if isinstance(node, ast.NamedExpr) for n in _bound_by(node.target)}
+    bound |= {n for node in ast.walk(expression) if isinstance(node, ast.comprehension) for n in _bound_by(node.target)}
+    bound |= {a.arg for node in ast.walk(expression) if isinstance(node, ast.Lambda)
+              for a in node.args.args + node.args.kwonlyargs}
+    loads = [n for n in ast.walk(expression) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    found = [n.id for n in sorted(loads, key=lambda n: (n.lineno, n.col_offset))]
+    return list(dict.fromkeys(n for n in found if n not in bound))
+
+
+def missing_names(expression: str, defined: frozenset[str]) -> tuple[str, ...]:
+    """The names `expression` reads that neither the module nor the builtins define (its placeholders);
+    () when it does not parse (the trace then says what is wrong with it)."""
+    if "*" in defined:
+        return ()                        # `from x import *`: what it binds is not known here
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except SyntaxError:
+        return ()
+    return tuple(n for n in read_names(tree) if n not in defined and n not in BUILTIN_NAMES)
 
 
 def function_at(functions: list[FunctionInfo], line: int) -> Optional[FunctionInfo]:

@@ -182,14 +182,20 @@ def lsp_fix_all_action(uri: str, fixed: str, lines: Sequence[str], encoding: str
 
 
 def lsp_directive_edit(uri: str, info: FunctionInfo, template: str, lines: Sequence[str],
-                       encoding: str) -> types.WorkspaceEdit:
+                       encoding: str, snippet: Optional[str] = None,
+                       version: Optional[int] = None) -> types.WorkspaceEdit:
     """Insert `template` on its own line above the function (above its decorators), indented
-    like the `def`."""
+    like the `def`; with `snippet` (the same line with tab stops, for a client that declares
+    `workspace.workspaceEdit.snippetEditSupport`) as a SnippetTextEdit instead."""
     line = info.first_line - 1
     indent = _line(lines, info.line - 1)[: info.column]
     position = lsp_position(lines, line, 0, encoding)
-    return types.WorkspaceEdit(changes={uri: [types.TextEdit(range=types.Range(start=position, end=position),
-                                                             new_text=f"{indent}{template}\n")]})
+    where = types.Range(start=position, end=position)
+    if snippet is not None:
+        return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
+            text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
+            edits=[types.SnippetTextEdit(range=where, snippet=types.StringValue(value=f"{indent}{snippet}\n"))])])
+    return types.WorkspaceEdit(changes={uri: [types.TextEdit(range=where, new_text=f"{indent}{template}\n")]})
 
 
 def lsp_function_range(info: FunctionInfo, lines: Sequence[str], encoding: str) -> types.Range:

@@ -9,7 +9,9 @@ import sys
 from typing import Any, Optional
 
 from lsprotocol import types
+from pygls.workspace import TextDocument
 
+from atenlens.example_call import Proposal, propose_call, snippet
 from atenlens.functions import FunctionInfo, directive_template, function_at
 from atenlens.lint import lint_source
 from atenlens.lint.fixes import fix_source, offered_fixes
@@ -19,7 +21,8 @@ from atenlens.lsp.documents import DocumentState
 from atenlens.lsp.hover import hover_markdown
 from atenlens.lsp.hover_layout import PLAINTEXT, hover_layout, lay_out
 from atenlens.lsp.large import release_memory
-from atenlens.lsp.lenses import CMD_INSERT_DIRECTIVE, CMD_TRACE, trace_lens, wants_lens
+from atenlens.lsp.large import LARGE_DOCUMENT_CHARS
+from atenlens.lsp.lenses import CMD_CANCEL_TRACE, CMD_INSERT_DIRECTIVE, CMD_TRACE, running_lenses, trace_lens, wants_lens
 from atenlens.lsp.server import AtenlensServer
 from atenlens.lsp.settings import merge_problem_message
 from atenlens.lsp.status import interpreter_facts
@@ -91,7 +94,7 @@ def did_save(ls: AtenlensServer, params: types.DidSaveTextDocumentParams) -> Non
     functions = {f.qualname: f for f in ls.state(uri).functions(document.source)}
     for qualname in list(ls.state(uri).traces.functions):
         if qualname in functions:
-            asyncio.get_running_loop().create_task(ls.run_trace(document, functions[qualname]))
+            asyncio.get_running_loop().create_task(ls.run_trace(document, functions[qualname], "on save"))
 
 
 def did_close(ls: AtenlensServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -169,10 +172,28 @@ def directive_actions(ls: AtenlensServer, uri: str, state: DocumentState,
         d.code == Code.NEEDS_INPUTS for d in params.context.diagnostics))
     if info is None or not asked or not info.needs_args or info.directive is not None:
         return []
-    lines = state.lines(document.source)
-    return [types.CodeAction(
-        title=f"Add an atenlens example call for {info.qualname}", kind=types.CodeActionKind.QuickFix,
-        edit=convert.lsp_directive_edit(uri, info, directive_template(info), lines, ls.encoding))]
+    edit, _ = directive_edit(ls, document, info)
+    return [types.CodeAction(title=f"Add an atenlens example call for {info.qualname}",
+                             kind=types.CodeActionKind.QuickFix, edit=edit)]
+
+
+def directive_edit(ls: AtenlensServer, document: TextDocument, info: FunctionInfo) -> tuple[types.WorkspaceEdit, Proposal]:
+    """The edit inserting the proposed example call (example_call.py) above `info`: with its placeholders
+    as tab stops where the client takes snippets in workspace edits, as plain text elsewhere."""
+    source = document.source
+    try:
+        if len(source) > LARGE_DOCUMENT_CHARS:
+            raise SyntaxError("not parsed here")        # a large document is parsed elsewhere (lsp/large.py)
+        proposal = propose_call(source, info)
+    except (SyntaxError, ValueError, RecursionError):
+        proposal = Proposal(directive_template(info).split("# atenlens: ", 1)[1], (), None)
+    text = f"# atenlens: {proposal.expression}"
+    tab_stops = None
+    if ls.capability("workspace.workspace_edit.snippet_edit_support"):
+        tab_stops = f"# atenlens: {snippet(proposal.expression, proposal.placeholders)}"
+    lines = ls.state(document.uri).lines(source)
+    return convert.lsp_directive_edit(document.uri, info, text, lines, ls.encoding, tab_stops,
+                                      document.version), proposal
 
 
 def code_lens(ls: AtenlensServer, params: types.CodeLensParams) -> list[types.CodeLens]:
@@ -183,16 +204,19 @@ def code_lens(ls: AtenlensServer, params: types.CodeLensParams) -> list[types.Co
     lines = state.lines(document.source)
     lenses: list[types.CodeLens] = []
     choice = ls.settings.lenses.functions
+    now = asyncio.get_running_loop().time()
     for info in lensed_functions(ls, uri, state, document.source):
         traced = state.traces.functions.get(info.qualname)
+        job = ls.traces.job_for((uri, info.qualname))
         offered = ls.settings.trace.enabled and wants_lens(info, choice)
-        if not offered and traced is None:
+        if not offered and traced is None and job is None:
             continue
         where = convert.lsp_function_range(info, lines, ls.encoding)
-        if offered:
-            lens = trace_lens(info)
+        shown = running_lenses(info, job.started, now) if job is not None else [trace_lens(info)] if offered else []
+        for lens in shown:
             lenses.append(types.CodeLens(range=where, command=types.Command(
-                title=lens.title, command=lens.command, arguments=[{"uri": uri, "qualname": info.qualname}])))
+                title=lens.title, command=lens.command, arguments=[{"uri": uri, "qualname": info.qualname}],
+                tooltip=lens.tooltip)))
         if traced is not None:
             lenses.append(types.CodeLens(range=where, command=types.Command(
                 title=traced.lens_title, command="", tooltip=traced.lens_tooltip)))
@@ -252,18 +276,35 @@ async def trace(ls: AtenlensServer, *arguments: Any) -> dict[str, Any]:
                    "workspace): no code was run")
         ls.show(message, types.MessageType.Warning)
         return {"status": "disabled", "qualname": info.qualname, "message": message}
+    if info.directive_missing:
+        # no code runs: the call would fail on the first name the module does not define
+        message = (f"atenlens: the example call of {info.qualname} reads {', '.join(info.directive_missing)}, "
+                   "which the module does not define at its top level: fill them in (no code was run)")
+        ls.show(message, types.MessageType.Warning)
+        return {"status": "needs-inputs", "qualname": info.qualname, "message": message}
     return await ls.run_trace(document, info)
+
+
+async def cancel_trace(ls: AtenlensServer, *arguments: Any) -> dict[str, Any]:
+    """Stop the trace of one function (`[{"uri", "qualname"}]`, the lens's arguments), or every trace."""
+    jobs = ls.traces.jobs()
+    if arguments:
+        document, info = ls.resolve_target(list(arguments))
+        jobs = [job for job in jobs if job.key == (document.uri, info.qualname)]
+    for job in jobs:
+        ls.traces.cancel(job, "cancelled by the user")
+    return {"cancelled": len(jobs)}
 
 
 async def insert_directive(ls: AtenlensServer, *arguments: Any) -> dict[str, Any]:
     document, info = ls.resolve_target(list(arguments))
     if info.directive is not None:
         return {"applied": False, "message": "the function already has a directive"}
-    lines = ls.state(document.uri).lines(document.source)
-    edit = convert.lsp_directive_edit(document.uri, info, directive_template(info), lines, ls.encoding)
+    edit, proposal = directive_edit(ls, document, info)
     result = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
         edit=edit, label="atenlens: add an example call"))
-    return {"applied": bool(result.applied)}
+    return {"applied": bool(result.applied), "directive": f"# atenlens: {proposal.expression}",
+            "placeholders": list(proposal.placeholders)}
 
 
 async def restart_worker(ls: AtenlensServer, *arguments: Any) -> dict[str, Any]:
@@ -294,6 +335,7 @@ def register(server: AtenlensServer) -> None:
     server.feature(types.TEXT_DOCUMENT_HOVER)(hover)
     server.command(CMD_TRACE)(trace)
     server.command(CMD_INSERT_DIRECTIVE)(insert_directive)
+    server.command(CMD_CANCEL_TRACE)(cancel_trace)
     server.command(CMD_RESTART_WORKER)(restart_worker)
     server.command(CMD_EXPORT_MEMORY_TIMELINE)(export_memory_timeline)
     server.feature(REQUEST_SERVER_INFO)(server_info)

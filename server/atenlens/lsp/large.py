@@ -76,7 +76,7 @@ async def analyze_elsewhere(source: str, path: Optional[str], select: Optional[C
                 findings.append(_finding(item[1]))
             elif kind == "function":
                 assert functions is not None
-                functions.append(FunctionInfo(*item[1]))
+                functions.append(FunctionInfo(*(tuple(v) if isinstance(v, list) else v for v in item[1])))
             elif kind == "syntax-error":
                 functions = None
             elif kind == "done":

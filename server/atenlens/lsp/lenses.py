@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from typing import Optional
 
 from atenlens.functions import FunctionInfo
+from atenlens.lsp.trace_log import running_title
 
 CMD_TRACE = "atenlens.trace"
 CMD_INSERT_DIRECTIVE = "atenlens.insertDirective"
+CMD_CANCEL_TRACE = "atenlens.cancelTrace"
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,18 @@ def wants_lens(info: FunctionInfo, functions: str) -> bool:
 
 
 def trace_lens(info: FunctionInfo) -> Lens:
+    """"Trace this step" only where the function can be traced: not before it has an example call, nor
+    while that call still reads names the module does not define (its placeholders)."""
     if info.needs_args and info.directive is None:
-        return Lens(info, "Trace this step: add an example call", CMD_INSERT_DIRECTIVE)
+        return Lens(info, "Add an example call to trace", CMD_INSERT_DIRECTIVE)
+    if info.directive_missing:
+        names = ", ".join(info.directive_missing)
+        return Lens(info, f"Fill in the example call to trace: {names}", "",
+                    f"The `# atenlens:` example call reads {names}, which the module does not define at its top "
+                    "level (the trace imports it: `if __name__ == \"__main__\":` does not run)")
     return Lens(info, "Trace this step", CMD_TRACE)
+
+
+def running_lenses(info: FunctionInfo, started: Optional[float], now: float) -> list[Lens]:
+    """The lenses of a trace in flight: how long it has run, and a way to stop it."""
+    return [Lens(info, running_title(started, now), ""), Lens(info, "Cancel", CMD_CANCEL_TRACE)]

@@ -38,6 +38,7 @@ from atenlens.lsp.protocol import WORK_DONE_TOKEN, AtenlensProtocol
 from atenlens.lsp.settings import Settings, merge_problem_message, settings_from_json, trace_switch
 from atenlens.lsp.status import FILE_STATUS, file_status, wants_file_status
 from atenlens.lsp.text import UTF16, LineShift
+from atenlens.lsp.trace_log import LogLine, trace_log_line
 from atenlens.lsp.trace_view import build_traced_function
 from atenlens.lsp.tracing import TraceJob, TraceQueue, TraceSpan
 from atenlens.report import TraceRequest
@@ -47,6 +48,7 @@ logger = logging.getLogger(__name__)
 NAME = "atenlens"
 VERSION = __version__
 PROGRESS_CREATE_SECONDS = 2.0     # how long a trace waits for the client to accept its progress token
+LENS_TICK_SECONDS = 1.0           # how often the lens of a trace in flight is redrawn (its seconds)
 
 
 class AtenlensServer(LanguageServer):
@@ -252,7 +254,44 @@ class AtenlensServer(LanguageServer):
                                        + (f" named {argument['qualname']!r}" if "qualname" in argument else ""))
         return document, info
 
-    async def run_trace(self, document: TextDocument, info: FunctionInfo) -> dict[str, Any]:
+    async def run_trace(self, document: TextDocument, info: FunctionInfo, trigger: str = "command") -> dict[str, Any]:
+        """Trace `info` and log one line saying how it ended (`trigger`: "command", "on save"); while it
+        waits and runs, a client that can refresh code lenses is asked to every LENS_TICK_SECONDS, so
+        the function's lens counts the seconds ("tracing… 3.1 s")."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        ticker = loop.create_task(self._tick_lenses()) if self.capability("workspace.code_lens.refresh_support") \
+            else None
+        result: Optional[dict[str, Any]] = None
+        try:
+            result = await self._trace(document, info)
+            return result
+        except asyncio.CancelledError:
+            result = {"status": "cancelled", "qualname": info.qualname, "message": "cancelled by the client"}
+            raise
+        except Exception as error:
+            result = {"status": "error", "qualname": info.qualname, "message": f"{type(error).__name__}: {error}"}
+            raise
+        finally:
+            if ticker is not None:
+                ticker.cancel()
+                self.workspace_code_lens_refresh(None)
+            assert result is not None
+            self.log_line(trace_log_line(result, trigger, loop.time() - started))
+
+    async def _tick_lenses(self) -> None:
+        self.workspace_code_lens_refresh(None)         # "waiting to trace…" or "tracing… 0.0 s" at once
+        while True:
+            await asyncio.sleep(LENS_TICK_SECONDS)
+            self.workspace_code_lens_refresh(None)
+
+    def log_line(self, line: LogLine) -> None:
+        kind = {"error": types.MessageType.Error, "warning": types.MessageType.Warning}.get(
+            line.severity, types.MessageType.Info)
+        logger.info(line.message)
+        self.window_log_message(types.LogMessageParams(type=kind, message=line.message))
+
+    async def _trace(self, document: TextDocument, info: FunctionInfo) -> dict[str, Any]:
         uri, source = document.uri, document.source
         settings = self.settings.trace
         request = TraceRequest(file=document.path, qualname=info.qualname, device=settings.device,  # type: ignore[arg-type]

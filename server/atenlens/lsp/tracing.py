@@ -63,6 +63,7 @@ class TraceJob:
     future: "asyncio.Future[TraceOutcome]"
     span: Optional[TraceSpan] = None              # the server's: where the function is
     on_start: Optional[Callable[[], None]] = None  # called when the job leaves the queue to run
+    started: Optional[float] = None               # loop time when it left the queue (None: waiting)
     cancelled: bool = False
     reason: str = ""
 
@@ -83,6 +84,10 @@ class TraceQueue:
     def worker_ready_info(self) -> dict[str, Any]:
         """What the current worker said when it became ready (pid, torch version); {} before that."""
         return self._worker.ready_info if self._worker is not None else {}
+
+    def job_for(self, key: Key) -> Optional[TraceJob]:
+        """The running or waiting job of `key` (at most one: a newer request replaces it)."""
+        return next((job for job in self.jobs() if job.key == key and not job.future.done()), None)
 
     def jobs(self) -> list[TraceJob]:
         return ([self._running] if self._running else []) + list(self._pending)
@@ -151,6 +156,7 @@ class TraceQueue:
         while self._pending:
             job = self._pending.popleft()
             self._running = job
+            job.started = asyncio.get_running_loop().time()
             if job.on_start is not None:
                 job.on_start()
             try:
