@@ -78,9 +78,10 @@ def directive_above(lines: list[str], first_line: int) -> tuple[Optional[str], O
     return None, None
 
 
-def find_functions(source: str, tree: Optional[ast.Module] = None) -> list[FunctionInfo]:
+def find_functions(source: str, tree: Optional[ast.Module] = None, check_directives: bool = False) -> list[FunctionInfo]:
     """Module-level functions and methods of module-level classes (nested classes too), in
-    source order. Raises SyntaxError when `source` does not parse."""
+    source order; with `check_directives` (the editor's lenses), each directive's `directive_missing`.
+    Raises SyntaxError when `source` does not parse."""
     tree = tree if tree is not None else ast.parse(source)
     lines = split_lines(source)        # as ast counts lines (not str.splitlines())
     found: list[FunctionInfo] = []
@@ -93,7 +94,7 @@ def find_functions(source: str, tree: Optional[ast.Module] = None) -> list[Funct
                 first = min([d.lineno for d in node.decorator_list] + [node.lineno])
                 directive, directive_line = directive_above(lines, first)
                 missing: tuple[str, ...] = ()
-                if directive is not None:
+                if directive is not None and check_directives:
                     defined = defined if defined is not None else module_names(tree)
                     missing = missing_names(directive, defined)
                 found.append(FunctionInfo(

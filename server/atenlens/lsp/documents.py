@@ -58,7 +58,7 @@ class DocumentState:
             return self._functions
         if source != self._functions_source:
             try:
-                self._functions = find_functions(source)
+                self._functions = find_functions(source, check_directives=True)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 pass                 # mid-edit: the last good parse's functions stay
             self._functions_source = source

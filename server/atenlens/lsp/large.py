@@ -128,7 +128,7 @@ def child_main() -> None:
         for finding in lint_source(source, request["path"], request["select"], request["ignore"]):
             out.write(json.dumps(["finding", dataclasses.asdict(finding)]) + "\n")
     try:
-        functions = find_functions(source)
+        functions = find_functions(source, check_directives=True)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         out.write('["syntax-error"]\n')
     else:

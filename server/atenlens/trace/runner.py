@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextlib
+import gc
 import importlib
 import importlib.util
 import inspect
@@ -129,6 +130,10 @@ def run_trace(request: TraceRequest) -> TraceReport:
                     call_expression = example.expression
                     stage = "trace"
                     syncs_before = _sync_count(sink.diagnostics())
+                    # Storages end when their last reference goes, those in reference cycles at a garbage
+                    # collection: collecting now makes when collections happen during the call depend on the
+                    # call alone, not on what loading and setup allocated (the memory lines stay the same)
+                    gc.collect()
                     recorder.start(boundary=sys._getframe().f_code)
                     try:
                         roots = (example.args, example.kwargs, getattr(example.function, "__self__", None),
