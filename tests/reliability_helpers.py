@@ -200,7 +200,7 @@ def start_server(options: Any = None, env: Optional[dict] = None,
                  capabilities: Optional[dict] = None, exactly: bool = False,
                  cwd: Optional[pathlib.Path] = None, command: Optional[list[str]] = None) -> Server:
     """Starts `atenlens serve` (`command`, in `cwd`: by default SERVER in the repository),
-    initializes it (as a client with work-done progress and refresh support, with `options` as
+    initializes it (as a client with work-done progress, refresh support and a markdown parser, with `options` as
     initializationOptions, tracing enabled where they do not say otherwise unless `exactly`) and
     returns it."""
     process = subprocess.Popen(command or SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -209,6 +209,7 @@ def start_server(options: Any = None, env: Optional[dict] = None,
     threading.Thread(target=server.read_frames, daemon=True).start()
     threading.Thread(target=server.read_stderr, daemon=True).start()
     caps = capabilities if capabilities is not None else {
+        "general": {"markdown": {"parser": "marked", "version": "1.1.0"}},   # as VS Code: hovers with tables
         "window": {"workDoneProgress": True},
         "workspace": {"inlayHint": {"refreshSupport": True}, "codeLens": {"refreshSupport": True},
                       "applyEdit": True, "configuration": False},

@@ -11,8 +11,8 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from lsp_helpers import (  # noqa: F401
-    SERVER, change, client, code_lenses, editor_capabilities, execute, initialize, install_recorder, open_document,
+from lsp_helpers import (
+    SERVER, change, code_lenses, editor_capabilities, execute, initialize, install_recorder, open_document,
     server_info, trusted)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ import shutil
 
 from lsprotocol import types
 
-from lsp_helpers import client, code_lenses, execute, initialize, open_document  # noqa: F401
+from lsp_helpers import code_lenses, execute, initialize, open_document
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures" / "lsp"
 RUNNING = re.compile(r"tracing… \d+\.\d s")

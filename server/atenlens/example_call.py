@@ -4,8 +4,8 @@ Torch-free and protocol-free. A directive is evaluated in the module's namespace
 the module (not as `__main__`), so it is complete when every name it reads is bound at the module's top
 level (outside `if __name__ == "__main__":`) or is a builtin.
 
-The proposal reuses a call the file already makes when there is one: in its `if __name__ ==
-"__main__":` block first, then in another function. An argument that names a value the caller made
+For a module-level function the proposal reuses a call the file already makes when there is one: in
+its `if __name__ == "__main__":` block first, then in another function. An argument that names a value the caller made
 just before (`model, opt, x, y = setup()`, `x = torch.randn(8, 16)`) is replaced by what made it
 (`*setup()`, `torch.randn(8, 16)`) when that reads only module-level names; the other names stay and are
 the placeholders the user fills in. Without such a call, the parameters' names are the placeholders:
@@ -28,10 +28,9 @@ class Proposal:
 
 
 def _callee_matches(call: ast.Call, info: FunctionInfo) -> bool:
-    func = call.func
-    if info.is_method:
-        return isinstance(func, ast.Attribute) and func.attr == info.name
-    return isinstance(func, ast.Name) and func.id == info.name
+    """A call of the module-level function `info` by its name. A method's calls are not reused: their
+    receivers (`model.forward(x)`) name objects the module does not know."""
+    return not info.is_method and isinstance(call.func, ast.Name) and call.func.id == info.name
 
 
 def _calls_in(body: list[ast.stmt], info: FunctionInfo) -> list[tuple[ast.Call, list[ast.stmt]]]:
