@@ -70,9 +70,17 @@ def _called_name(ident: Node) -> Optional[Node]:
     return None
 
 
+DEFINITION_TYPES = frozenset({"function_definition", "class_definition", "decorated_definition"})
+
+
 class LintContext:
+    """`span` is the byte range the rules look at: the whole file, or one top-level definition when
+    an edit is linted incrementally (see `narrow` and lint/incremental.py). Answers about the file
+    (bindings, attribute assignments, the module-wide facts of lint/facts.py) never depend on it."""
+
     def __init__(self, source: SourceText, call_names: frozenset[str]) -> None:
         self.source = source
+        self.span: tuple[int, int] = (0, len(source.data))
         self._bindings: dict[int, ScopeBindings] = {}
         self._scope_of: dict[int, Node] = {}
         self._attribute_values: dict[str, list[Node]] = {}
@@ -80,6 +88,45 @@ class LintContext:
         self._loops: Optional[list[tuple[int, int]]] = None
         self._loop_starts: list[int] = []
         self._calls: dict[str, list[Node]] = {}     # found on first request: most rules ask for few
+        self._module_calls: dict[str, list[Node]] = {}
+        # The dotted names asked of `attribute_assignments`: the one way a rule reads another
+        # definition's text besides the facts (lint/incremental.py checks them).
+        self.attribute_queries: set[str] = set()
+        # Module-wide facts (lint/facts.py) by name, when computed or handed in from the last lint.
+        self.memo: dict[str, object] = {}
+
+    def calls_named(self, names: Iterable[str], start: int, end: int) -> list[Node]:
+        """Calls whose callee is `name` or `<anything>.name` within [start, end), in source order."""
+        return [call for call in map(_called_name, self.identifiers(names, start, end)) if call is not None]
+
+    def narrow(self, start: int, end: int, call_names: frozenset[str]) -> None:
+        """Look at [start, end) only from now on: `calls` answers with the calls written there
+        (of `call_names`), `loop_ranges` with the loops there, `span` is that range.
+        `module_calls` still answers for the whole file."""
+        self.span = (start, end)
+        self._call_names = call_names
+        self._calls = {}
+        self._loops = None
+
+    def module_calls(self, *names: str) -> list[Node]:
+        """`calls` for the whole file whatever the span: what a module-wide fact asks."""
+        found: list[Node] = []
+        for name in names:
+            calls = self._module_calls.get(name)
+            if calls is None:
+                calls = self._module_calls[name] = self.calls_named((name,), 0, len(self.source.data))
+            found.extend(calls)
+        if len(names) > 1:
+            found.sort(key=lambda n: n.start_byte)
+        return found
+
+    def definition_of(self, node: Node) -> Optional[Node]:
+        """The top-level `def` / `class` (with its decorators) that `node` is in; None at module level."""
+        top = node
+        parent = node.parent
+        while parent is not None and parent.parent is not None:
+            top, parent = parent, parent.parent
+        return top if parent is not None and top.type in DEFINITION_TYPES else None
 
     def identifiers(self, names: Iterable[str], start: int = 0, end: Optional[int] = None) -> Iterator[Node]:
         """Identifier nodes spelled as one of `names` within [start, end), in source order
@@ -131,7 +178,7 @@ class LintContext:
         if self._loops is None:
             root = self.source.root
             spans = []
-            for match in (m for pattern in LOOP for m in pattern.finditer(self.source.data)):
+            for match in (m for pattern in LOOP for m in pattern.finditer(self.source.data, *self.span)):
                 keyword = root.descendant_for_byte_range(match.start(), match.end())
                 parent = keyword.parent if keyword is not None and keyword.type == match.group().decode() else None
                 if parent is not None and parent.type == "for_in_clause":
@@ -162,15 +209,15 @@ class LintContext:
         return args is not None and self.source.data.find(word, args.start_byte, args.end_byte) != -1
 
     def calls(self, *names: str) -> list[Node]:
-        """Calls whose callee is `name` or `<anything>.name`, in source order."""
+        """Calls whose callee is `name` or `<anything>.name` within the span, in source order.
+        What a rule checks call by call; a question about the whole file asks `module_calls`."""
         found: list[Node] = []
         for name in names:
             if name not in self._call_names:
                 continue
             calls = self._calls.get(name)
             if calls is None:
-                calls = self._calls[name] = [call for call in map(_called_name, self.identifiers((name,)))
-                                             if call is not None]
+                calls = self._calls[name] = self.calls_named((name,), *self.span)
             found.extend(calls)
         if len(names) > 1:
             found.sort(key=lambda n: n.start_byte)
@@ -193,6 +240,7 @@ class LintContext:
         """The values assigned to `dotted` (`self.loader`) or to its items (`self.states[i] = ...`)
         anywhere in the module, in source order: an attribute set in `__init__` is read in the
         other methods."""
+        self.attribute_queries.add(dotted)
         if dotted not in self._attribute_values:
             last = dotted.rsplit(".", 1)[-1]
             values = []

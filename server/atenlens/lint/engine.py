@@ -7,6 +7,7 @@ from typing import Collection, Optional
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
+from atenlens.lint.incremental import lint_document
 from atenlens.lint.noqa import is_suppressed, suppressed_codes
 from atenlens.lint.registry import Rule
 from atenlens.lint.rules import RULES
@@ -73,16 +74,23 @@ def _lint(source: str, select: Optional[Collection[str]], ignore: Optional[Colle
     if not rules:
         return []
     text = SourceText(source, document, skip=skip, original=data)
-    names: frozenset[str] = frozenset().union(*(rule.calls for rule in rules))
-    context = LintContext(text, names)
-    findings: list[Finding] = []
-    for rule in rules:
-        try:
-            findings.extend(rule.check(context))
-        except Exception:
-            if strict:
-                raise
-            log.exception("rule %s failed", rule.code)
+
+    def run(context: LintContext) -> list[Finding]:
+        findings: list[Finding] = []
+        for rule in rules:
+            try:
+                findings.extend(rule.check(context))
+            except Exception:
+                if strict:
+                    raise
+                log.exception("rule %s failed", rule.code)
+        return findings
+
+    if document is None:
+        names: frozenset[str] = frozenset().union(*(rule.calls for rule in rules))
+        findings = run(LintContext(text, names))
+    else:
+        findings = lint_document(text, rules, document, run)   # an edited document: incrementally
     return _without_suppressed(sorted(set(findings), key=_position), text)
 
 

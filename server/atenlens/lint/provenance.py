@@ -680,21 +680,29 @@ def module_pins(ctx: LintContext) -> bool:
     copies through parameters, attributes and containers the linter cannot follow. (A
     `DataLoader` whose `pin_memory=` is a variable is no evidence: the same file may build it
     both ways.)"""
-    cached = getattr(ctx, "_pins", None)
+    cached = ctx.memo.get("pins-host-memory")
     if cached is None:
-        cached = False
-        for call in ctx.calls("DataLoader", "pin_memory", *TORCH_FACTORIES, "empty_like", "zeros_like"):
-            name = (dotted_name(callee(call)) or "").split(".")[-1]
-            if method_name(call) == "pin_memory":
-                cached = True
-            elif name == "DataLoader":
-                cached = is_true(arguments(call)[1].get("pin_memory"))
-            else:
-                cached = pins(arguments(call)[1].get("pin_memory"))
-            if cached:
-                break
-        setattr(ctx, "_pins", cached)
-    return cached
+        cached = ctx.memo["pins-host-memory"] = pins_within(ctx, 0, len(ctx.source.data))
+    return bool(cached)
+
+
+PINNING_CALLS = frozenset({"DataLoader", "pin_memory", *TORCH_FACTORIES, "empty_like", "zeros_like"})
+
+
+def pins_within(ctx: LintContext, start: int, end: int) -> bool:
+    """`module_pins` of the code in [start, end) (the file pins if any part of it does)."""
+    if ctx.source.data.find(b"pin_memory", start, end) == -1:
+        return False   # every way of pinning writes `pin_memory`
+    for call in ctx.calls_named(PINNING_CALLS, start, end):
+        name = (dotted_name(callee(call)) or "").split(".")[-1]
+        if method_name(call) == "pin_memory":
+            return True
+        if name == "DataLoader":
+            if is_true(arguments(call)[1].get("pin_memory")):
+                return True
+        elif pins(arguments(call)[1].get("pin_memory")):
+            return True
+    return False
 
 
 _PAGEABLE_DEFAULT = re.compile(rb"\bpin_memory\s*(?::\s*bool\s*)?=\s*(?:False|None|0)\b")
@@ -709,7 +717,7 @@ def module_may_page(ctx: LintContext) -> bool:
     cached = getattr(ctx, "_may_page", None)
     if cached is None:
         cached = bool(_PAGEABLE_DEFAULT.search(ctx.source.data))
-        for call in ctx.calls("DataLoader"):
+        for call in ctx.module_calls("DataLoader"):
             if cached:
                 break
             if (dotted_name(callee(call)) or "").split(".")[-1] == "DataLoader":

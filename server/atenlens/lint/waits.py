@@ -13,7 +13,7 @@
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 from tree_sitter import Node
 
@@ -69,9 +69,13 @@ def _imports_bare_synchronize(ctx: LintContext) -> bool:
 
 
 def alias_calls(ctx: LintContext) -> list[Node]:
-    """Calls of the names in `synchronize_aliases`, in source order."""
+    """Calls of the names in `synchronize_aliases` within the context's span, in source order."""
+    return _alias_calls_within(ctx, synchronize_aliases(ctx), *ctx.span)
+
+
+def _alias_calls_within(ctx: LintContext, aliases: frozenset[str], start: int, end: int) -> list[Node]:
     found = []
-    for ident in ctx.identifiers(synchronize_aliases(ctx)):
+    for ident in ctx.identifiers(aliases, start, end):
         parent = ident.parent
         if parent is not None and parent.type == "call" and parent.child_by_field_name("function") == ident:
             found.append(parent)
@@ -127,29 +131,50 @@ def waiting_functions(ctx: LintContext) -> frozenset[str]:
     """Names of the functions of this file whose body waits for the GPU (`def sync_all():
     torch.cuda.synchronize()`), or calls such a function (up to FUNCTION_DEPTH levels): a call
     of one of them waits too."""
-    cached = getattr(ctx, "_waiting_functions", None)
+    cached = ctx.memo.get("waiting-functions")
     if cached is None:
-        names: set[str] = set()
-        found = [c for c in [*ctx.calls(*WAIT_CALLS), *alias_calls(ctx)] if is_wait(ctx, c)]
-        for _ in range(FUNCTION_DEPTH):
-            new = set()
-            for call in found:
-                function = _enclosing_function(call)
-                name = function.child_by_field_name("name") if function is not None else None
-                if name is not None and text(name) not in names:
-                    new.add(text(name))
-            if not new:
-                break
-            names |= new
-            found = [c for c in _calls_of(ctx, new)]
-        cached = frozenset(names)
-        setattr(ctx, "_waiting_functions", cached)
-    return cached
+        whole = (0, len(ctx.source.data))
+        cached = close_waiting_functions(waits_within(ctx, *whole), lambda names: callers_within(ctx, names, *whole))
+        ctx.memo["waiting-functions"] = cached
+    return cached  # type: ignore[return-value]
 
 
-def _calls_of(ctx: LintContext, names: set[str]) -> list[Node]:
+def close_waiting_functions(waiting: frozenset[Optional[str]],
+                            callers: Callable[[frozenset[str]], frozenset[Optional[str]]]) -> frozenset[str]:
+    """`waiting_functions` from the functions a wait is written in (`waits_within`) and the
+    functions that call given ones (`callers_within`); None stands for code outside a function."""
+    names: set[str] = set()
+    found = waiting
+    for _ in range(FUNCTION_DEPTH):
+        new = frozenset(name for name in found if name is not None and name not in names)
+        if not new:
+            break
+        names |= new
+        found = callers(new)
+    return frozenset(names)
+
+
+def waits_within(ctx: LintContext, start: int, end: int) -> frozenset[Optional[str]]:
+    """The names of the functions in which a wait is written within [start, end)."""
+    aliases = synchronize_aliases(ctx)
+    calls = [*ctx.calls_named(WAIT_CALLS, start, end), *_alias_calls_within(ctx, aliases, start, end)]
+    return frozenset(_function_name(call) for call in calls if is_wait(ctx, call))
+
+
+def callers_within(ctx: LintContext, names: frozenset[str], start: int, end: int) -> frozenset[Optional[str]]:
+    """The names of the functions in which one of `names` is called within [start, end)."""
+    return frozenset(_function_name(call) for call in _calls_of(ctx, names, start, end))
+
+
+def _function_name(call: Node) -> Optional[str]:
+    function = _enclosing_function(call)
+    name = function.child_by_field_name("name") if function is not None else None
+    return text(name) if name is not None else None
+
+
+def _calls_of(ctx: LintContext, names: frozenset[str], start: int, end: int) -> list[Node]:
     found = []
-    for ident in ctx.identifiers(names):
+    for ident in ctx.identifiers(names, start, end):
         parent = ident.parent
         call = parent.parent if parent is not None and parent.type == "attribute" else parent
         if call is not None and call.type == "call":
@@ -182,15 +207,16 @@ def _enclosing_function(node: Node) -> Optional[Node]:
 
 
 def waiting_function_calls(ctx: LintContext) -> list[Node]:
-    """Calls of the functions in `waiting_functions` (`helper()`, `self.helper()`). Memoized on
-    the context: AL201 and AL301 both ask, and each answer is a scan of the whole file."""
+    """Calls of the functions in `waiting_functions` (`helper()`, `self.helper()`) within the
+    context's span. Memoized on the context: AL201 and AL301 both ask, and each answer is a scan."""
     cached = getattr(ctx, "_waiting_function_calls", None)
-    if cached is None:
-        cached = []
-        for ident in ctx.identifiers(waiting_functions(ctx)):
+    if cached is None or cached[0] != ctx.span:
+        found = []
+        for ident in ctx.identifiers(waiting_functions(ctx), *ctx.span):
             parent = ident.parent
             call = parent.parent if parent is not None and parent.type == "attribute" else parent
             if call is not None and call.type == "call" and calls_waiting_function(ctx, call):
-                cached.append(call)
+                found.append(call)
+        cached = (ctx.span, found)
         setattr(ctx, "_waiting_function_calls", cached)
-    return list(cached)
+    return list(cached[1])

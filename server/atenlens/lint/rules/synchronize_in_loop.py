@@ -8,7 +8,8 @@ What it does:
     `torch.cuda.current_stream().synchronize()`, and `.synchronize()` of an event or stream the
     file makes (`done = torch.cuda.Event()`, `s = torch.cuda.Stream()`, `self.stream = ...`).
     Not flagged: the synchronize that ends or starts a timed region — a clock read
-    (`time.perf_counter()` and friends, `start.elapsed_time(end)`) within 3 lines after it, or
+    (`time.perf_counter()` and friends, `start.elapsed_time(end)`) of the same top-level
+    function or class (or, for module-level code, outside any) within 3 lines after it, or
     right after a loop that a clock read within 3 lines before the loop started timing.
     Under `if step % N == 0:` and the like, in an epoch loop or in a loop over a few literal
     values it is information, with a message that says how often (see AL100).
@@ -49,16 +50,20 @@ TIMING_WINDOW = 3   # lines: a clock read this close to a synchronize makes it p
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:
-    clocks: Optional[list[int]] = None
+    clock_calls: Optional[list[Node]] = None
     for call in [*ctx.calls("synchronize"), *alias_calls(ctx)]:
         if not (is_device_synchronize(ctx, call) or is_event_or_stream_synchronize(ctx, call)):
             continue
         how = frequency(call)
         if how.loop is None:
             continue
-        if clocks is None:
-            clocks = sorted(c.start_point[0] for c in ctx.calls(*CLOCK_FUNCTIONS, "elapsed_time")
-                            if is_clock_read(c) or method_name(c) == "elapsed_time")
+        if clock_calls is None:
+            clock_calls = [c for c in ctx.calls(*CLOCK_FUNCTIONS, "elapsed_time")
+                           if is_clock_read(c) or method_name(c) == "elapsed_time"]
+        # Only the clock reads of the same top-level definition (or of the module-level code)
+        # time this synchronize: a clock in the next function is no part of the measurement.
+        definition = ctx.definition_of(call)
+        clocks = sorted(c.start_point[0] for c in clock_calls if ctx.definition_of(c) == definition)
         if _ends_a_timed_region(call, clocks):
             continue
         name = text(callee(call))

@@ -1,0 +1,85 @@
+"""The module-wide facts: what a rule knows about one definition from the text of the others.
+
+Every rule looks at one place of the file and what its own function binds, except for these
+facts about the whole file. Incremental linting (lint/incremental.py) re-lints only the
+definition an edit lies in and reuses the other definitions' findings; that is correct only
+because a definition's findings depend on its own text, the module-level code and these facts.
+So a new question a rule asks about the whole file belongs here, or incremental linting would
+reuse findings that the edit changed (tests/lint/test_lint_incremental.py compares the two).
+
+The one other way across definitions, `LintContext.attribute_assignments` (the values stored in
+`self.loader` anywhere in the file), is checked per edit by the dotted names asked of it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Hashable, Optional, Sequence
+
+from tree_sitter import Node
+
+from atenlens.lint.context import LintContext
+from atenlens.lint.provenance import module_may_page, module_mentions_device, pins_within
+from atenlens.lint.waits import callers_within, close_waiting_functions, synchronize_aliases, waits_within
+
+
+@dataclass(frozen=True)
+class Fact:
+    name: str
+    compute: Callable[[LintContext], Hashable]   # on the whole file (memoized on the context)
+
+
+# Facts cheap to compute on the whole file (a byte search, a few calls).
+FACTS: tuple[Fact, ...] = (
+    Fact("mentions-device", module_mentions_device),          # the words `cuda` / `device`
+    Fact("synchronize-aliases", synchronize_aliases),         # `sync = torch.cuda.synchronize`
+    Fact("may-page", module_may_page),                        # a DataLoader that may not pin
+)
+# Facts summed up from each top-level statement's share, which is kept with the statement's text
+# from one lint to the next: `pins-host-memory` (a pinned DataLoader or buffer: any statement's)
+# and `waiting-functions` (`def sync_all(): ...synchronize()`, and the functions calling those).
+PER_STATEMENT_FACTS = ("pins-host-memory", "waiting-functions")
+
+
+@dataclass
+class StatementFacts:
+    """One top-level statement's share of the per-statement facts."""
+    pins: bool
+    waits: frozenset[Optional[str]]              # functions in which a wait is written
+    callers: dict[frozenset[str], frozenset[Optional[str]]] = field(default_factory=dict)
+
+
+# The text of a statement (as parsed) and the file's synchronize aliases -> its share.
+FactCache = dict[tuple[bytes, frozenset[str]], StatementFacts]
+
+
+def module_facts(ctx: LintContext, statements: Sequence[Node], cache: FactCache) -> tuple[tuple[Hashable, ...], FactCache]:
+    """Every fact's value for the whole file (FACTS, then PER_STATEMENT_FACTS), remembered on
+    `ctx` for the rules, and the shares of `statements` (the module's children) for the next
+    version. Call before `ctx.narrow`."""
+    values = [fact.compute(ctx) for fact in FACTS]
+    aliases = synchronize_aliases(ctx)
+    data = ctx.source.data
+    shares: FactCache = {}
+    parts: list[tuple[Node, StatementFacts]] = []
+    for node in statements:
+        key = (data[node.start_byte:node.end_byte], aliases)
+        share = shares.get(key) or cache.get(key)
+        if share is None:
+            share = StatementFacts(pins_within(ctx, node.start_byte, node.end_byte),
+                                   waits_within(ctx, node.start_byte, node.end_byte))
+        shares[key] = share
+        parts.append((node, share))
+
+    def callers(names: frozenset[str]) -> frozenset[Optional[str]]:
+        found: set[Optional[str]] = set()
+        for node, share in parts:
+            if names not in share.callers:
+                share.callers[names] = callers_within(ctx, names, node.start_byte, node.end_byte)
+            found |= share.callers[names]
+        return frozenset(found)
+
+    pins = any(share.pins for _, share in parts)
+    waiting = close_waiting_functions(frozenset().union(*(share.waits for _, share in parts)), callers)
+    ctx.memo["pins-host-memory"] = pins
+    ctx.memo["waiting-functions"] = waiting
+    return (*values, pins, waiting), shares

@@ -1,0 +1,175 @@
+"""Incremental linting of an edited document (lint/incremental.py) gives what a full lint of the
+same text gives: the same findings, messages, severities and fixes, byte for byte, over many
+random edits of real files: typing and deleting characters, splitting and joining lines, deleting
+and duplicating lines, and inserting lines that change a module-wide fact (a synchronize alias,
+a pinned DataLoader, a function that waits, an attribute holding a pinned buffer)."""
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from atenlens.lint import incremental
+from atenlens.lint.engine import lint_source_strict
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+from gen_corpus import generate  # noqa: E402
+
+CORPUS = Path(__file__).parent / "corpus_real"
+REAL_FILES = sorted(p for p in CORPUS.glob("*.py") if p.name != "conftest.py")
+FIXTURES = sorted((Path(__file__).parent / "fixtures").glob("*.py"))
+
+# Lines that change what one definition tells the others (lint/facts.py), inserted with the
+# indentation of the line they follow.
+FACT_LINES = (
+    "sync = torch.cuda.synchronize",
+    "torch.cuda.synchronize()",
+    "loader = DataLoader(dataset, batch_size=8, pin_memory=True)",
+    "self.buffer = torch.empty(1024, pin_memory=True)",
+    "self.loader = DataLoader(data, pin_memory=True)",
+    "host = batch.to('cpu', non_blocking=True)",
+    "value = loss.item()",
+    "start = time.perf_counter()",
+    "device = 'cuda'",
+    "self.stream = torch.cuda.Stream()",
+    "def helper():",
+    "    torch.cuda.synchronize()",
+)
+
+
+def _edit(rng: random.Random, lines: list[str]) -> list[str]:
+    lines = list(lines)
+    row = rng.randrange(len(lines))
+    line = lines[row]
+    kind = rng.random()
+    if kind < 0.35 and line.strip():          # type a letter, a space or a bracket
+        col = rng.randint(len(line) - len(line.lstrip()), len(line))
+        lines[row] = line[:col] + rng.choice("abcxyz _.(:0") + line[col:]
+    elif kind < 0.5 and line:                 # delete a character
+        col = rng.randrange(len(line))
+        lines[row] = line[:col] + line[col + 1:]
+    elif kind < 0.6:                          # press Enter in the middle of a line
+        col = rng.randint(0, len(line))
+        lines[row:row + 1] = [line[:col], " " * (len(line) - len(line.lstrip())) + line[col:]]
+    elif kind < 0.68 and row + 1 < len(lines):   # join two lines
+        lines[row:row + 2] = [line + lines[row + 1].lstrip()]
+    elif kind < 0.74:                         # delete a line
+        del lines[row]
+    elif kind < 0.8:                          # duplicate a line
+        lines.insert(row, line)
+    else:                                     # a line that may change a module-wide fact
+        indent = line[:len(line) - len(line.lstrip())]
+        lines.insert(row + 1, indent + rng.choice(FACT_LINES))
+    return lines or [""]
+
+
+def _check_edits(original: str, document: str, edits: int, seed: int) -> dict[str, int]:
+    rng = random.Random(seed)
+    modes = {"full": 0, "incremental": 0}
+    base = original.split("\n")
+    lines = base
+    lint_source_strict(original, path=document)
+    for step in range(edits):
+        # A random walk of edits, back to the file as written now and then (an undo), so that
+        # the text stays mostly valid Python as it is while someone types.
+        lines = base if rng.random() < 0.15 else _edit(rng, lines)
+        text = "\n".join(lines)
+        got = lint_source_strict(text, path=document)
+        want = lint_source_strict(text)
+        assert got == want, f"{document}, edit {step} (seed {seed}): incremental lint differs from a full lint"
+        modes[incremental.last_mode[document]] += 1
+    incremental.forget(document)
+    return modes
+
+
+@pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.stem[:40])
+def test_incremental_lint_equals_full_lint_over_random_edits_of_real_files(path: Path) -> None:
+    modes = _check_edits(path.read_text(encoding="utf-8"), f"file://{path}", edits=10, seed=len(path.name))
+    assert modes["full"] + modes["incremental"] == 10
+
+
+def test_incremental_lint_equals_full_lint_over_random_edits_of_the_5000_line_corpus() -> None:
+    modes = _check_edits(generate(5000), "file:///training_utils.py", edits=30, seed=12)
+    assert modes["incremental"] > 0, modes
+
+
+def test_typing_in_a_function_of_the_5000_line_corpus_relints_incrementally() -> None:
+    """The benchmark's edits (bench/lint_latency.py): a letter typed into a code line, then
+    deleted again. Those inside a definition (not its header) are linted incrementally."""
+    original = generate(5000)
+    lines = original.split("\n")
+    document = "file:///typing.py"
+    lint_source_strict(original, path=document)
+    rng = random.Random(3)
+    body_rows = [i for i, line in enumerate(lines) if line.startswith("        ") and line.strip()
+                 and not line.lstrip().startswith("#")]
+    for row in rng.sample(body_rows, 10):
+        col = rng.randint(8, len(lines[row]))
+        typed = lines[:row] + [lines[row][:col] + "q" + lines[row][col:]] + lines[row + 1:]
+        for text in ("\n".join(typed), original):
+            assert lint_source_strict(text, path=document) == lint_source_strict(text)
+            assert incremental.last_mode[document] == "incremental", (row, col)
+    incremental.forget(document)
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)
+def test_each_definition_of_each_rule_fixture_relinted_alone_gives_the_full_lint(path: Path) -> None:
+    """Every top-level definition of every rule's fixture edited in turn (a `pass` put first in
+    its body): linted alone against the rest of the file, the result is the full lint's."""
+    from atenlens.lint.source import SourceText
+
+    original = path.read_text(encoding="utf-8")
+    document = f"file://{path}"
+    lines = original.split("\n")
+    bodies = []
+    for node in SourceText(original).root.children:
+        definition = node.child_by_field_name("definition") if node.type == "decorated_definition" else node
+        body = definition.child_by_field_name("body") if definition is not None else None
+        if node.type in ("function_definition", "class_definition", "decorated_definition") and body is not None \
+                and body.start_point[0] > node.start_point[0]:
+            bodies.append(body.start_point)
+    assert bodies, "a fixture without definitions tests nothing here"
+    for row, column in bodies:
+        lint_source_strict(original, path=document)
+        edited = "\n".join(lines[:row] + [" " * column + "pass"] + lines[row:])
+        assert lint_source_strict(edited, path=document) == lint_source_strict(edited), (row, column)
+        assert incremental.last_mode[document] == "incremental"
+    incremental.forget(document)
+
+
+def test_an_edit_that_adds_a_synchronize_alias_relints_the_whole_file() -> None:
+    source = ("import torch\n\n\ndef train(xs):\n    for x in xs:\n        sync()\n\n\n"
+              "def setup():\n    pass\n")
+    document = "file:///alias.py"
+    assert lint_source_strict(source, path=document) == []
+    edited = source.replace("    pass\n", "    pass\n\n\nsync = torch.cuda.synchronize\n")
+    # A module-level line: a full lint, and `sync()` in `train` is now a synchronize in a loop.
+    found = lint_source_strict(edited, path=document)
+    assert incremental.last_mode[document] == "full"
+    assert [(f.line, f.column, f.code) for f in found] == [(6, 8, "AL101")]
+    # Typing inside `setup` then re-lints `setup` only and keeps `train`'s finding.
+    typed = edited.replace("    pass\n", "    passx\n")
+    assert lint_source_strict(typed, path=document) == found
+    assert incremental.last_mode[document] == "incremental"
+    incremental.forget(document)
+
+
+def test_findings_below_an_inserted_line_move_with_it_and_cite_their_new_lines() -> None:
+    source = ("import time\nimport torch\n\n\ndef first():\n    pass\n\n\n"
+              "def timed(model, x):\n    start = time.time()\n    model(x)\n    device = 'cuda'\n"
+              "    for _ in range(10):\n        end = time.time() - start\n")
+    document = "file:///timed.py"
+    before = lint_source_strict(source, path=document)
+    assert [(f.line, f.code) for f in before] == [(14, "AL301")]
+    assert "line 10" in before[0].message
+    edited = source.replace("    pass\n", "    pass\n    pass\n")
+    after = lint_source_strict(edited, path=document)
+    assert incremental.last_mode[document] == "incremental"
+    assert after == lint_source_strict(edited)
+    assert [(f.line, f.code) for f in after] == [(15, "AL301")]
+    assert "line 11" in after[0].message
+    incremental.forget(document)
+
