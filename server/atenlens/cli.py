@@ -62,11 +62,14 @@ def build_parser() -> argparse.ArgumentParser:
     rule.add_argument("code", nargs="?", metavar="CODE", help="e.g. AL100 (or its name, sync-in-loop)")
     rule.add_argument("--all", action="store_true", help="every rule")
 
-    serve = sub.add_parser("serve", help="run the language server (stdio by default)")
+    _add_serve_arguments(sub.add_parser("serve", help="run the language server (stdio by default)"))
+    return parser
+
+
+def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--tcp", metavar="HOST:PORT",
                        help="listen on a loopback TCP port instead of stdio, for debugging: one client, which "
                             "must send initializationOptions.tcpToken (printed at start, or $ATENLENS_TCP_TOKEN)")
-    return parser
 
 
 def _print_rule(args: argparse.Namespace) -> int:
@@ -87,7 +90,18 @@ def _print_rule(args: argparse.Namespace) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["serve"]:
+        # The editor waits for the server: parse only its own arguments, without importing what
+        # the other subcommands' arguments need (their defaults come from the trace layer).
+        parser = argparse.ArgumentParser(prog="atenlens serve", description="run the language server (stdio by default)")
+        _add_serve_arguments(parser)
+        args = parser.parse_args(arguments[1:])
+        args.command = "serve"
+        from atenlens.lsp.server import serve
+
+        return serve(args)
+    args = build_parser().parse_args(arguments)
     if args.command == "trace":
         from atenlens.trace_command import run_trace_command
 

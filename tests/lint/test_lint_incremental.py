@@ -71,13 +71,13 @@ def _check_edits(original: str, document: str, edits: int, seed: int) -> dict[st
     modes = {"full": 0, "incremental": 0}
     base = original.split("\n")
     lines = base
-    lint_source_strict(original, path=document)
+    lint_source_strict(original, path=document, incremental=True)
     for step in range(edits):
         # A random walk of edits, back to the file as written now and then (an undo), so that
         # the text stays mostly valid Python as it is while someone types.
         lines = base if rng.random() < 0.15 else _edit(rng, lines)
         text = "\n".join(lines)
-        got = lint_source_strict(text, path=document)
+        got = lint_source_strict(text, path=document, incremental=True)
         want = lint_source_strict(text)
         assert got == want, f"{document}, edit {step} (seed {seed}): incremental lint differs from a full lint"
         modes[incremental.last_mode[document]] += 1
@@ -102,7 +102,7 @@ def test_typing_in_a_function_of_the_5000_line_corpus_relints_incrementally() ->
     original = generate(5000)
     lines = original.split("\n")
     document = "file:///typing.py"
-    lint_source_strict(original, path=document)
+    lint_source_strict(original, path=document, incremental=True)
     rng = random.Random(3)
     body_rows = [i for i, line in enumerate(lines) if line.startswith("        ") and line.strip()
                  and not line.lstrip().startswith("#")]
@@ -110,7 +110,7 @@ def test_typing_in_a_function_of_the_5000_line_corpus_relints_incrementally() ->
         col = rng.randint(8, len(lines[row]))
         typed = lines[:row] + [lines[row][:col] + "q" + lines[row][col:]] + lines[row + 1:]
         for text in ("\n".join(typed), original):
-            assert lint_source_strict(text, path=document) == lint_source_strict(text)
+            assert lint_source_strict(text, path=document, incremental=True) == lint_source_strict(text)
             assert incremental.last_mode[document] == "incremental", (row, col)
     incremental.forget(document)
 
@@ -133,9 +133,9 @@ def test_each_definition_of_each_rule_fixture_relinted_alone_gives_the_full_lint
             bodies.append(body.start_point)
     assert bodies, "a fixture without definitions tests nothing here"
     for row, column in bodies:
-        lint_source_strict(original, path=document)
+        lint_source_strict(original, path=document, incremental=True)
         edited = "\n".join(lines[:row] + [" " * column + "pass"] + lines[row:])
-        assert lint_source_strict(edited, path=document) == lint_source_strict(edited), (row, column)
+        assert lint_source_strict(edited, path=document, incremental=True) == lint_source_strict(edited), (row, column)
         assert incremental.last_mode[document] == "incremental"
     incremental.forget(document)
 
@@ -144,15 +144,15 @@ def test_an_edit_that_adds_a_synchronize_alias_relints_the_whole_file() -> None:
     source = ("import torch\n\n\ndef train(xs):\n    for x in xs:\n        sync()\n\n\n"
               "def setup():\n    pass\n")
     document = "file:///alias.py"
-    assert lint_source_strict(source, path=document) == []
+    assert lint_source_strict(source, path=document, incremental=True) == []
     edited = source.replace("    pass\n", "    pass\n\n\nsync = torch.cuda.synchronize\n")
     # A module-level line: a full lint, and `sync()` in `train` is now a synchronize in a loop.
-    found = lint_source_strict(edited, path=document)
+    found = lint_source_strict(edited, path=document, incremental=True)
     assert incremental.last_mode[document] == "full"
     assert [(f.line, f.column, f.code) for f in found] == [(6, 8, "AL101")]
     # Typing inside `setup` then re-lints `setup` only and keeps `train`'s finding.
     typed = edited.replace("    pass\n", "    passx\n")
-    assert lint_source_strict(typed, path=document) == found
+    assert lint_source_strict(typed, path=document, incremental=True) == found
     assert incremental.last_mode[document] == "incremental"
     incremental.forget(document)
 
@@ -162,11 +162,11 @@ def test_findings_below_an_inserted_line_move_with_it_and_cite_their_new_lines()
               "def timed(model, x):\n    start = time.time()\n    model(x)\n    device = 'cuda'\n"
               "    for _ in range(10):\n        end = time.time() - start\n")
     document = "file:///timed.py"
-    before = lint_source_strict(source, path=document)
+    before = lint_source_strict(source, path=document, incremental=True)
     assert [(f.line, f.code) for f in before] == [(14, "AL301")]
     assert "line 10" in before[0].message
     edited = source.replace("    pass\n", "    pass\n    pass\n")
-    after = lint_source_strict(edited, path=document)
+    after = lint_source_strict(edited, path=document, incremental=True)
     assert incremental.last_mode[document] == "incremental"
     assert after == lint_source_strict(edited)
     assert [(f.line, f.code) for f in after] == [(15, "AL301")]
