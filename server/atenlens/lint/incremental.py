@@ -18,6 +18,8 @@ findings are reused, moved by the lines inserted or deleted above it. A moved un
 findings write a number (a message that cites "line 12") is linted again. Anything else (an
 edit at module level, a new or deleted definition, a changed header or fact) is a full lint.
 The result is the full lint's, finding for finding (tests/lint/test_lint_incremental.py).
+Used only when asked (`lint_source(..., incremental=True)`): docs/lint.md says why the language
+server does not ask yet.
 """
 from __future__ import annotations
 
