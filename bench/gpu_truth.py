@@ -82,7 +82,8 @@ def print_case(target: str, call: str, report: Any, path: str, measured: Optiona
     from atenlens.cost import format_bytes, format_seconds, line_costs
 
     memory, estimate = report.summary.memory, report.summary.time
-    estimated = {c.line: c.seconds for c in line_costs(report.events, estimate.gpu).values() if c.file == path}
+    estimated = {c.line: c.seconds for c in line_costs(report.events, estimate.gpu).values()
+                 if c.file == path and c.line is not None}
     m = measured or {}
     na = "-"
     peak = m.get("peak")
@@ -112,6 +113,7 @@ def load(target: str, call: str) -> tuple[Any, tuple, dict, str]:
     file, _, qualname = target.rpartition("::")
     path = os.path.join(REPO_ROOT, file)
     spec = importlib.util.spec_from_file_location(f"gpu_truth_{os.path.basename(file)[:-3]}", path)
+    assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, os.path.dirname(path))
     spec.loader.exec_module(module)
@@ -235,7 +237,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         syncs = count_syncs(function, fargs, fkwargs)
         peak = peak_memory(function, fargs, fkwargs)
         measured, kernel_total, wall = kernel_time_per_line(function, fargs, fkwargs, path)
-        estimated = {c.line: c.seconds for c in line_costs(report.events, gpu).values() if c.file == path}
+        estimated = {c.line: c.seconds for c in line_costs(report.events, gpu).values()
+                     if c.file == path and c.line is not None}
         print_case(target, call, report, path, {"syncs": syncs, "peak": peak, "kernel_seconds": kernel_total,
                                                 "wall_seconds": wall, "lines": measured})
         memory, estimate = report.summary.memory, report.summary.time

@@ -9,6 +9,7 @@ N runs, milliseconds (`--clock wall` for wall time).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lint_parser import one_character_edits, with_half_typed_line  # noqa: E402
+from lint_parser import lint_next, one_character_edits, with_half_typed_line  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "lint" / "fixtures"
 
@@ -49,12 +50,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"5000-line file dense with findings, median of {args.runs} runs, {args.clock} time (ms)")
     for label, text in (("valid", valid), ("half-typed line", with_half_typed_line(valid))):
         found = len(lint_source(text))
-        print(f"lint_source, fresh parse ({label}): {median_ms(lambda: lint_source(text)):.1f}  {found} findings")
+        fresh = median_ms(functools.partial(lint_source, text))
+        print(f"lint_source, fresh parse ({label}): {fresh:.1f}  {found} findings")
         versions = iter(one_character_edits(text, args.runs + 1))
         document = f"bench://many-findings/{label}"
         lint_source(next(versions), path=document)
-        print(f"lint_source, after a 1-char edit ({label}): "
-              f"{median_ms(lambda: lint_source(next(versions), path=document)):.1f}")
+        edited = median_ms(functools.partial(lint_next, versions, document))
+        print(f"lint_source, after a 1-char edit ({label}): {edited:.1f}")
     return 0
 
 

@@ -59,22 +59,26 @@ class LspClient:
             stderr=stderr, cwd=self.cwd, env=self.env,
             limit=64 * 1024 * 1024,
         )
-        if self.stderr_path:
+        if not isinstance(stderr, int):
             stderr.close()
         self._reader = asyncio.create_task(self._read_loop())
 
     # -- sending ------------------------------------------------------------------------------
 
+    @property
+    def _stdin(self) -> asyncio.StreamWriter:
+        assert self.process is not None and self.process.stdin is not None, "the server was not started"
+        return self.process.stdin
+
     def _write(self, payload: Message) -> float:
-        assert self.process is not None and self.process.stdin is not None
         body = json.dumps(payload, separators=(",", ":")).encode()
-        self.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self._stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
         return time.perf_counter()
 
     async def notify(self, method: str, params: Any) -> float:
         """Send a notification; returns the time it was handed to the pipe."""
         sent = self._write({"jsonrpc": "2.0", "method": method, "params": params})
-        await self.process.stdin.drain()
+        await self._stdin.drain()
         return sent
 
     async def request(self, method: str, params: Any, timeout: float = 120.0) -> tuple[float, Received]:
@@ -83,7 +87,7 @@ class LspClient:
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         self._pending[rid] = future
         sent = self._write({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        await self.process.stdin.drain()
+        await self._stdin.drain()
         response: Received = await asyncio.wait_for(future, timeout)
         if "error" in response.message:
             raise RuntimeError(f"{self.argv[0]}: {method} failed: {response.message['error']}")
@@ -113,6 +117,8 @@ class LspClient:
                     name, _, value = line.decode("ascii").partition(":")
                     if name.lower() == "content-length":
                         length = int(value)
+                if length is None:
+                    raise ValueError("a message without Content-Length")
                 body = await stdout.readexactly(length)
                 received = Received(time.perf_counter(), json.loads(body))
                 self._dispatch(received)

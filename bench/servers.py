@@ -141,7 +141,7 @@ class Session:
             "uri": self.uri, "languageId": "python", "version": 1, "text": text}})
         return await self._diagnostics_after(sent, waiting)
 
-    async def change(self, edits: list[tuple[int, int, int, str]]) -> tuple[float, asyncio.Future]:
+    async def change(self, edits: list[tuple[int, int, int, str]]) -> tuple[float, Optional[asyncio.Future]]:
         """Apply (line, start_col, end_col, new_text) edits as one didChange; returns (sent_at, pending)."""
         changes = []
         for line, start, end, new in edits:

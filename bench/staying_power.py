@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Literal
 
 from harness import REPO_ROOT, Result, Table, Target, finish, median, ms, parser, spread, tree_rss_bytes
 
@@ -23,7 +24,7 @@ MODELS = os.path.join(REPO_ROOT, "bench", "trace_models.py")      # GPT-2 / Llam
 MB = 2**20
 
 
-def run_series(file: str, qualname: str, call: str | None, traces: int, device: str) -> dict:
+def run_series(file: str, qualname: str, call: str | None, traces: int, device: Literal["cpu", "cuda"]) -> dict:
     from atenlens.report import TraceRequest
     from atenlens.worker.client import TraceWorker
 
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.quick:
         args.traces, args.gpt2 = 3, False
-    targets = [("examples/train_step.py::train_step", EXAMPLE, "train_step", None)]
+    targets: list[tuple[str, str, str, str | None]] = [("examples/train_step.py::train_step", EXAMPLE, "train_step", None)]
     if args.gpt2:
         targets.append(("GPT-2-small train step", MODELS, "train_step", 'train_step(*setup("gpt2"))'))
     series = {label: run_series(file, qualname, call, args.traces, args.device)

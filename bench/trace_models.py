@@ -120,6 +120,7 @@ class Llama(nn.Module):
 def setup(kind: str = "gpt2", tiny: bool = False, batch: int = 8, seq: int = 1024):
     """Model, optimizer and a batch of token ids on the default device of the run."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    model: nn.Module
     if kind == "gpt2":
         model, vocab, dtype = (GPT(vocab=512, context=seq, d=64, layers=2, heads=4) if tiny else GPT(context=seq)), \
             (512 if tiny else 50257), torch.float32

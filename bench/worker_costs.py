@@ -10,6 +10,7 @@ and after many traces (a zygote must stay flat).
 """
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -72,13 +73,18 @@ def cold_starts(rounds: int) -> tuple[list[float], list[float]]:
     return total, warm_up
 
 
+def mark_time(marks: list[float], pid: int) -> None:
+    """`on_started`: when the trace's process started."""
+    marks.append(time.perf_counter())
+
+
 def round_trips(worker: TraceWorker, request: TraceRequest, rounds: int) -> tuple[list[float], list[float]]:
     """(request to report, request to the child's start) per trace."""
     total, to_start = [], []
     for _ in range(rounds):
         marks: list[float] = []
         started = time.perf_counter()
-        report = worker.trace(request, on_started=lambda pid: marks.append(time.perf_counter()))
+        report = worker.trace(request, on_started=functools.partial(mark_time, marks))
         total.append(time.perf_counter() - started)
         to_start.append(marks[0] - started)
         assert report.status == "ok", report.message

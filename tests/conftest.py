@@ -45,7 +45,7 @@ async def client(lsp_client: LanguageClient, request):
 
 
 TESTS = Path(__file__).parent
-FAST = {"lint", "test_lsp_lint.py", "test_layering.py", "test_lsp_lenses.py", "test_lsp_example_call.py", "test_lsp_text.py", "test_lsp_convert.py", "test_render.py", "test_report_schema_doc.py",
+FAST = {"lint", "test_lsp_lint.py", "test_layering.py", "test_libraries.py", "test_lsp_lenses.py", "test_lsp_example_call.py", "test_lsp_text.py", "test_lsp_convert.py", "test_render.py", "test_report_schema_doc.py",
         "test_extension_settings.py", "test_extension_marketplace.py", "test_version.py"}
 E2E = {"e2e", "test_neovim.py", "test_extension_bundle.py"}
 STAGE_ORDER = {"fast": 0, "engine": 1, "e2e": 2}

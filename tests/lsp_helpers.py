@@ -170,7 +170,11 @@ async def inlay_hints(client: LanguageClient, uri: str, lines: int) -> list[tupl
     hints = await client.text_document_inlay_hint_async(types.InlayHintParams(
         text_document=types.TextDocumentIdentifier(uri=uri),
         range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=lines, character=0))))
-    return [(h.position.line, h.position.character, h.label) for h in hints or []]
+    found = []
+    for h in hints or []:
+        assert isinstance(h.label, str), h.label       # the server's labels are plain text
+        found.append((h.position.line, h.position.character, h.label))
+    return found
 
 
 async def code_lenses(client: LanguageClient, uri: str) -> list[tuple[int, str, str]]:

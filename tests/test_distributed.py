@@ -104,7 +104,7 @@ def test_fsdp2_memory_per_rank_equals_fsdpmemtracker_on_the_same_run(worker):
     tracked = worker.trace(TraceRequest(file=str(FSDP_ADAMW), qualname="train_step", device="cuda",
                                         call="tracked(*setup())", timeout_seconds=120))
     assert tracked.status == "ok", tracked.message
-    line = next(l for l in tracked.stdout.splitlines() if l.startswith("FSDPMEMTRACKER "))
+    line = next(out for out in tracked.stdout.splitlines() if out.startswith("FSDPMEMTRACKER "))
     theirs = json.loads(line[len("FSDPMEMTRACKER "):])
     report = worker.trace(TraceRequest(file=str(FSDP_ADAMW), qualname="train_step", device="cuda",
                                        timeout_seconds=120))

@@ -40,6 +40,7 @@ def run_for_real(path: Path, qualname: str) -> list:
     """The program on real CPU tensors, recorded by the same recorder (no fake mode)."""
     name = f"real_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:

@@ -22,7 +22,7 @@ LOOP_WITH_ITEM = "def train(loss_fn, steps):\n    total = 0.0\n    for _ in rang
 
 
 def pinned() -> dict[str, str]:
-    pins = {}
+    pins: dict[str, str] = {}
     for line in PINS.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if line:

@@ -7,10 +7,10 @@ import shutil
 
 from lsprotocol import types
 
-from lsp_helpers import client, execute, initialize, open_document, wait_for_diagnostics  # noqa: F401
+from atenlens.lsp.convert import DIAGNOSTICS_URL as DOCS
+from lsp_helpers import execute, initialize, open_document, wait_for_diagnostics
 
 CORPUS = pathlib.Path(__file__).resolve().parent / "corpus" / "gpu"
-from atenlens.lsp.convert import DIAGNOSTICS_URL as DOCS
 
 
 def _line(text: str, needle: str) -> int:

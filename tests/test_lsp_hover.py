@@ -125,6 +125,7 @@ NEOVIM_FC1 = [
 async def hover(client: LanguageClient, uri: str, line: int) -> types.MarkupContent:
     answer = await client.text_document_hover_async(types.HoverParams(
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=8)))
+    assert isinstance(answer.contents, types.MarkupContent), answer
     return answer.contents
 
 

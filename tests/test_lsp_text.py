@@ -9,7 +9,7 @@ LINE = '    note = "形状 🚀"; h = F.linear(x, w)'
 
 def apply(text: str, start: tuple[int, int], end: tuple[int, int], new: str) -> str:
     lines = text.split("\n")
-    offset = lambda line, col: sum(len(l) + 1 for l in lines[:line]) + col  # noqa: E731
+    offset = lambda line, col: sum(len(each) + 1 for each in lines[:line]) + col  # noqa: E731
     return text[: offset(*start)] + new + text[offset(*end):]
 
 

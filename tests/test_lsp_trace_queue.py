@@ -28,7 +28,9 @@ async def test_a_cancel_while_the_trace_is_handed_to_its_thread_runs_nothing():
             return super().trace(req, on_started=forked.append, is_cancelled=is_cancelled)
 
     async def cancel_running() -> None:
-        queue.cancel(queue.running, "cancelled by the user")
+        running = queue.running
+        assert running is not None
+        queue.cancel(running, "cancelled by the user")
 
     queue = TraceQueue(HandedOver)
     try:

@@ -175,7 +175,7 @@ def test_hostile_code_through_the_server(server, document, case: Case, reliabili
     hovered = time.monotonic() - started
     assert "`mm`" in answer["result"]["contents"]["value"], answer
     wait_until(lambda: descendants_of(server.pid) == worker, "a process outlived its trace")
-    reliability.number("result", f"{case.status}" + (f", {case.code} at line {case.line + 1}" if case.code else ""))
+    reliability.number("result", f"{case.status}" + (f", {case.code} at line {(case.line or 0) + 1}" if case.code else ""))
     reliability.number("trace answered in", f"{traced:.1f} s")
     reliability.number("next lint / trace / hover", f"{linted * 1000:.0f} ms / {retraced:.1f} s / {hovered * 1000:.0f} ms")
 
@@ -269,7 +269,7 @@ def test_hostile_code_through_atenlens_trace(cli_runs, case: Case, reliability):
     # when the command has exited, nothing it started is still running (worker, trace, thread, fork)
     assert processes_with_token() == []
     reliability.number("result", f"exit {code}, {report['status']}"
-                       + (f", {case.code} at line {case.line + 1}" if case.code else ""))
+                       + (f", {case.code} at line {(case.line or 0) + 1}" if case.code else ""))
     reliability.number("command took", f"{seconds:.1f} s")
 
 

@@ -273,7 +273,10 @@ def test_cli_lists_every_op_and_the_chosen_depth_on_request(program: Path) -> No
     assert (result.returncode, result.stderr) == (2, "atenlens trace: --depth must be 0 or more, got -1\n")
 
 
-def hints_of(report, program: Path, settings: HintSettings = HintSettings()) -> dict[int, str]:
+DEFAULT_HINTS = HintSettings()
+
+
+def hints_of(report, program: Path, settings: HintSettings = DEFAULT_HINTS) -> dict[int, str]:
     """1-based line -> the editor's inlay hint label, from the report as the server builds them."""
     lines = program.read_text().split("\n")
     traced = build_traced_function(report, str(program), lines, report.target.qualname, 0, len(lines) - 1, 0)

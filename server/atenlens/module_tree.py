@@ -69,8 +69,8 @@ def module_trees(report: TraceReport) -> dict[tuple[Optional[str], Optional[int]
                 order.append(key)
         else:
             root_of[index] = root_of[parent]
-            root = modules[root_of[index]]
-            key = (root.file, root.line, root.type)
+            top = modules[root_of[index]]
+            key = (top.file, top.line, top.type)
             node = by_path.get(key + (call.path,))
             if node is None:
                 node = by_path[key + (call.path,)] = ModuleNode(name=call.path, type=call.type, path=call.path,
@@ -126,8 +126,8 @@ def fold(node: ModuleNode) -> ModuleNode:
 
     for child in children:
         index = _index_of(child, node)
-        if run and index is not None and index == _index_of(run[-1], node) + 1 \
-                and child.signature() == run[0].signature():       # type: ignore[operator]
+        previous = _index_of(run[-1], node) if run else None
+        if previous is not None and index == previous + 1 and child.signature() == run[0].signature():
             run.append(child)
             continue
         flush()

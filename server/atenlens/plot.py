@@ -56,7 +56,7 @@ def _timeline(report: TraceReport, x0: int, y0: int, width: int, height: int) ->
     assert memory is not None
     points = list(zip(memory.timeline.op_index, memory.timeline.live_bytes))
     ops = max((i for i, _ in points), default=0) + 1
-    top = max(memory.peak_bytes, 1)
+    top: float = max(memory.peak_bytes, 1)
     near_limit = memory.device_bytes <= 2 * memory.peak_bytes
     if near_limit:
         top = max(top, memory.device_bytes)

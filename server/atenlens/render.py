@@ -216,10 +216,10 @@ class _Style:
         self.color = color
 
     def __call__(self, text: str, *styles: Optional[str]) -> str:
-        styles = tuple(s for s in styles if s)
-        if not self.color or not styles:
+        names = [s for s in styles if s is not None and s != ""]
+        if not self.color or not names:
             return text
-        return "".join(_COLORS[s] for s in styles) + text + _COLORS["reset"]
+        return "".join(_COLORS[s] for s in names) + text + _COLORS["reset"]
 
 
 def render(
@@ -508,16 +508,16 @@ def _annotations(line_work: _LineWork, widths: dict[str, int], style: _Style,
         cells = [row.cells() for row in tree]
         cells[0]["tag"] = "module"
         tree_widths = column_widths(MODULE_COLUMNS, cells)
-        for row in cells:
-            yield format_row(MODULE_COLUMNS, tree_widths, row, style)
+        for row_cells in cells:
+            yield format_row(MODULE_COLUMNS, tree_widths, row_cells, style)
         if line_work.trees_partial:
             yield style(" " * 10 + "(ops and FLOPs of the events the report kept; see the notes)", "dim")
     previous_phase = None
     for row in line_work.rows:
-        cells = row.cells()
-        cells["phase"] = row.phase if row.phase != previous_phase else ""
+        op_cells = row.cells()
+        op_cells["phase"] = row.phase if row.phase != previous_phase else ""
         previous_phase = row.phase
-        yield format_row(OP_COLUMNS, widths, cells, style, phase=row.phase)
+        yield format_row(OP_COLUMNS, widths, op_cells, style, phase=row.phase)
     for callee, counts in line_work.callees.items():
         summary = ", ".join(f"{counts[p]} {p}" for p in PHASES if counts.get(p))
         flops = line_work.callee_flops.get(callee, 0)

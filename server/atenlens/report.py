@@ -373,14 +373,14 @@ def _build_decoder(cls: Any) -> Callable[[Any], Any]:
         return tuple
     if origin is dict:
         return dict
-    if dataclasses.is_dataclass(cls):
+    if isinstance(cls, type) and dataclasses.is_dataclass(cls):
         hints = get_type_hints(cls)
         fields = {name: _decoder(hints[name]) for name in _field_names(cls)}
         if cls is Frame:                      # stacks repeat the same frames over and over
             interned: dict[tuple, Frame] = {}
 
             def decode_frame(data: dict) -> Frame:
-                key = (data.get("file"), data.get("line"), data.get("function"))
+                key: tuple[Any, Any, Any] = (data.get("file"), data.get("line"), data.get("function"))
                 frame = interned.get(key)
                 if frame is None:
                     frame = interned[key] = Frame(*key)

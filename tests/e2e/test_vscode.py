@@ -246,7 +246,7 @@ def drive(session: Session, name: str, **plan) -> dict:
         result = json.loads(driven.stdout.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
         raise AssertionError(f"drive.js printed no result (exit {driven.returncode}):\n"
-                             f"{driven.stdout[-3000:]}\n{driven.stderr[-3000:]}")
+                             f"{driven.stdout[-3000:]}\n{driven.stderr[-3000:]}") from None
     (shots / "result.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
     assert result.get("ok"), format_failure(result)
     print(f"{name}: timings (s) {result['timings']}")

@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 from atenlens.check.units import parse_bytes, parse_seconds
 from atenlens.gpus import find_gpu
@@ -54,7 +54,7 @@ class CheckedFunction:
     budget: Budget
     gpu: str = "h100-sxm"
     call: Optional[str] = None
-    device: str = "cuda"
+    device: Literal["cpu", "cuda"] = "cuda"
     timeout: float = 60.0
     argv: Optional[tuple[str, ...]] = None
     world_size: Optional[int] = None

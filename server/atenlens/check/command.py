@@ -70,9 +70,10 @@ def run_check_command(args: argparse.Namespace, stdout: Optional[TextIO] = None,
     stderr = stderr or sys.stderr
     try:
         if args.config is not None:
-            pyproject: Optional[Path] = Path(args.config)
-            if not pyproject.is_file():
+            given = Path(args.config)
+            if not given.is_file():
                 raise ConfigError(f"--config: no such file: {args.config}")
+            pyproject: Optional[Path] = given
         else:
             start = Path(args.paths[0]) if args.paths else Path.cwd()
             pyproject = find_check_pyproject(start)

@@ -33,6 +33,7 @@ def located(result: FunctionResult, problem: Problem) -> list[tuple[str, int, in
         return [(shown_path(result.function.file), result.def_line, 1, head)]
     out = []
     for s in sites:
+        assert s.file is not None and s.line is not None      # kept above
         detail = f"{s.code} {s.message}" if s.code else s.message
         if s.count > 1:
             detail += f" (x{s.count})"

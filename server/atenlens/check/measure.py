@@ -53,10 +53,10 @@ def measure(report: TraceReport) -> Measurement:
     memory, time = summary.memory, summary.time
     if memory is not None and memory.peak_line is not None:
         sites["peak"] = [Site(memory.peak_file, memory.peak_line, 0, "the peak of device memory is reached here")]
-    by_line: Counter[tuple[str, int]] = Counter()
+    by_line: dict[tuple[str, int], float] = {}
     for event in report.events:
         if event.estimate_seconds and event.file is not None and event.line is not None:
-            by_line[(event.file, event.line)] += event.estimate_seconds
+            by_line[(event.file, event.line)] = by_line.get((event.file, event.line), 0.0) + event.estimate_seconds
     if by_line:
         (file, line), seconds = max(by_line.items(), key=lambda item: (item[1], item[0]))
         sites["time"] = [Site(file, line, 0, f"the line with the most estimated time ({format_seconds(seconds)})")]

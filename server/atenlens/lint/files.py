@@ -131,7 +131,8 @@ def _walk(folder: Path, config_for: Callable[[Path], LintConfig], ignores: _GitI
     except OSError as exc:
         yield Skipped(folder, f"cannot read ({exc.strerror or exc})")
         return
-    files, dirs = [], []
+    files: list[os.DirEntry[str]] = []
+    dirs: list[os.DirEntry[str]] = []
     for entry in entries:
         try:
             is_dir = entry.is_dir(follow_symlinks=False)

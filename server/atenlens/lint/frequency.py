@@ -73,7 +73,8 @@ def frequency(node: Node) -> Frequency:
         return Frequency(loop, False, f"{count} times (the loop runs {count} times)")
     if _RARE_FUNCTION.search(function):
         return Frequency(loop, False, f"per item in `{function}` (once per call, not per training step)")
-    outer = _throttle_between(loop, repeating_loop(loop)) if repeating_loop(loop) is not None else None
+    repeating = repeating_loop(loop)
+    outer = _throttle_between(loop, repeating) if repeating is not None else None
     if outer is not None:
         # `if step % 100 == 0: for name, v in losses.items(): v.item()`: the inner loop runs on
         # the logging iterations only

@@ -151,8 +151,8 @@ def is_clear_device(node: Optional[Node]) -> bool:
         # returns a device (an index from `current_device()` is a valid device as well)
         name = dotted_name(callee(node)) or ""
         return name in ("torch.device", "device") or bool(_DEVICE_GETTER.search(name.split(".")[-1]))
-    name = dotted_name(node)
-    return name is not None and bool(_DEVICE_NAME.search(name.split(".")[-1]))
+    dotted = dotted_name(node)
+    return dotted is not None and bool(_DEVICE_NAME.search(dotted.split(".")[-1]))
 
 
 def to_device_argument(call: Node) -> Optional[Node]:
@@ -414,7 +414,8 @@ def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple
             # `for name, value in outputs.items():` the key is a name, the value as `values()` gives
             if path[0] == 0:
                 return Device.HOST
-            return _tensor_rows(ctx, receiver(iterable), depth) if path[0] == 1 else Device.UNKNOWN
+            rows = receiver(iterable)
+            return _tensor_rows(ctx, rows, depth) if path[0] == 1 and rows is not None else Device.UNKNOWN
         return _tensor_rows(ctx, iterable, depth)
     if iterable.type == "identifier":
         binding = _binding(ctx, iterable)

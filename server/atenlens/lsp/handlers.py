@@ -116,12 +116,12 @@ async def code_action(ls: AtenlensServer, params: types.CodeActionParams) -> lis
     only = params.context.only
     wants = lambda kind: not only or any(kind == k or kind.startswith(f"{k}.") for k in only)  # noqa: E731
     lint = state.lint
-    current = lint is not None and lint.version == document.version
     actions: list[types.CodeAction] = []
-    if current and wants(types.CodeActionKind.QuickFix):
-        actions += lint_fix_actions(ls, uri, state, params)
-    if current and wants(types.CodeActionKind.SourceFixAll) and offered_fixes(state.lint.findings):
-        actions += await fix_all_actions(ls, uri, state)
+    if lint is not None and lint.version == document.version:       # fixes of the text they were found in
+        if wants(types.CodeActionKind.QuickFix):
+            actions += lint_fix_actions(ls, uri, state, params)
+        if wants(types.CodeActionKind.SourceFixAll) and offered_fixes(lint.findings):
+            actions += await fix_all_actions(ls, uri, state)
     actions += directive_actions(ls, uri, state, params)
     return actions
 

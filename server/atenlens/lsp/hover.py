@@ -94,7 +94,7 @@ def _rollup(trace: LineTrace, hidden: frozenset) -> list[str]:
     for event in inner:
         if event.name in hidden:
             continue
-        phase = "backward" if event.phase == "backward" else event.phase
+        phase: str = "backward" if event.phase == "backward" else event.phase
         found = by_op.setdefault((short_op(event.name), phase), [0, 0])
         found[0] += 1
         found[1] += event.flops or 0

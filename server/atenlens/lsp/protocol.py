@@ -237,15 +237,16 @@ class AtenlensProtocol(LanguageServerProtocol):
         token = params.work_done_token
         # The future the request's answer comes from; a `$/cancelRequest` cancels it, but pygls runs
         # the command in a task of its own that the cancel does not reach.
-        request = self._request_futures.get(self._ctx_msg_id.get())
+        msg_id = self._ctx_msg_id.get()
+        request = self._request_futures.get(msg_id) if msg_id is not None else None
         if asyncio.iscoroutinefunction(handler):
             command = handler
 
             async def handler(*args: Any, **kwargs: Any) -> Any:
                 if token is not None:
                     WORK_DONE_TOKEN.set(token)
-                if request is not None:
-                    task = asyncio.current_task()
+                task = asyncio.current_task()
+                if request is not None and task is not None:
                     request.add_done_callback(lambda future: task.cancel() if future.cancelled() else None)
                 return await command(*args, **kwargs)
         result = yield handler, args, kwargs

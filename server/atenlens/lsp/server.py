@@ -26,7 +26,7 @@ from pygls.workspace import TextDocument
 
 from atenlens import __version__
 from atenlens.functions import FunctionInfo, function_at
-from atenlens.lint import RULES, lint_source
+from atenlens.lint import RULES, Finding, lint_source
 from atenlens.lsp import convert
 from atenlens.lsp.debug import register_debug_requests
 from atenlens.lsp.documents import DocumentState, LintResult
@@ -156,7 +156,7 @@ class AtenlensServer(LanguageServer):
             return
         version, source = document.version, document.source
         lint = self.settings.lint
-        findings = []
+        findings: list[Finding] = []
         analysis = None
         large = len(source) > LARGE_DOCUMENT_CHARS
         codes, problem = None, None

@@ -44,7 +44,7 @@ def loopback_address(spec: str) -> tuple[str, int]:
         addresses = {info[4][0] for info in socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)}
     except socket.gaierror as error:
         raise TcpError(f"--tcp: cannot resolve {host!r}: {error.strerror}") from None
-    if not addresses or not all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses):
+    if not addresses or not all(ipaddress.ip_address(str(a).split("%")[0]).is_loopback for a in addresses):
         raise TcpError(f"--tcp listens on loopback addresses only (127.0.0.1, ::1, localhost), not {host!r}: "
                        "whoever reaches the port could have code traced as you")
     return host, int(port)

@@ -328,7 +328,7 @@ class DocumentTraces:
               last: Optional[int] = None) -> list[tuple[int, str, Optional[str]]]:
         """(line, label, tooltip): a stale trace's labels end with STALE_HINT_SUFFIX, their
         tooltip says which trace and why."""
-        result = []
+        result: list[tuple[int, str, Optional[str]]] = []
         for line, traced in sorted(self.owners().items()):
             if line < first or (last is not None and line > last):
                 continue

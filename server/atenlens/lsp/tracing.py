@@ -170,8 +170,10 @@ class TraceQueue:
                 else:
                     # A cancel that lands while this call is on its way to the thread (before the
                     # worker knows the trace) is seen through is_cancelled; cancel() sets the flag first.
-                    report = await asyncio.to_thread(self._worker.trace, job.request,
-                                                     is_cancelled=lambda: job.cancelled)
+                    def is_cancelled(job: TraceJob = job) -> bool:
+                        return job.cancelled
+
+                    report = await asyncio.to_thread(self._worker.trace, job.request, is_cancelled=is_cancelled)
                     outcome = (TraceOutcome(cancelled=True, reason=job.reason) if job.cancelled
                                else TraceOutcome(report=report))
             except Exception as exc:  # a worker that cannot start or answer must not stop the server

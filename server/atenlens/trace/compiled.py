@@ -23,7 +23,7 @@ import logging
 import re
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, cast
 
 import torch
 
@@ -99,7 +99,7 @@ class CompileWatch:
             def pre_hook(module: Any, args: tuple, kwargs: dict) -> None:
                 first_call(args, kwargs)
             result.register_forward_pre_hook(pre_hook, with_kwargs=True)
-            result.forward = result._orig_mod.__call__     # eager (see below); the module stays an OptimizedModule
+            result.forward = cast(torch.nn.Module, result._orig_mod).__call__     # eager (see below); the module stays an OptimizedModule
             return result
 
         @functools.wraps(model)

@@ -62,7 +62,7 @@ class PlainHooks:
 class DeviceSession:
     device: str                                   # what is simulated: "cpu" or "cuda"
     notes: tuple[str, ...] = ()
-    make_fake_mode: Callable[..., Any] = None     # returns a FakeTensorMode for this device
+    make_fake_mode: Callable[..., Any] = None     # type: ignore[assignment]  # returns a FakeTensorMode; every session has one
     hooks: Callable[..., DeviceHooks] = field(default=lambda sink, values=None: PlainHooks())
     # hooks(sink, values): the hooks of one trace, reporting to `sink`, asking the trace's `Values`
     # (trace/values.py) for every value the host reads (see above)
@@ -106,7 +106,7 @@ def simulated_device(device: str) -> Iterator[DeviceSession]:
     from atenlens.trace.gpu.tracker import HazardTracker
 
     reason = _cuda_unavailable_reason() if device == "cuda" else None
-    notes = (_fallback_note(reason),) if reason is not None else ()
+    notes: tuple[str, ...] = (_fallback_note(reason),) if reason is not None else ()
     simulating = device == "cuda" and reason is None
     slot = ListenerSlot()
     trackers: list[HazardTracker] = []

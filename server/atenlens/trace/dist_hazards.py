@@ -103,7 +103,7 @@ class DistributedHazards:
             entry[2] += event.estimate_seconds or 0.0
             entry[3] += event.bytes or 0
 
-    def op(self, func: Any, args: tuple, out: Any, stack: tuple[Frame, ...]) -> None:
+    def op(self, func: Any, args: tuple, out: Any, stack: Optional[tuple[Frame, ...]]) -> None:
         """While reduced values live: follow them into small results; report the host reading one."""
         source = None
         for t in args:

@@ -44,6 +44,21 @@ class _Patches:
         self.saved.clear()
 
 
+class _PatchingLoader(importlib.abc.Loader):
+    """The module's own loader, then the patches."""
+
+    def __init__(self, loader: Any, patches: _Patches) -> None:
+        self.loader = loader
+        self.patches = patches
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        self.loader.exec_module(module)
+        self.patches.apply(module)
+
+
 class _PatchOnImport(importlib.abc.MetaPathFinder):
     """Finds nothing itself: for the modules named, it wraps the loader the other finders return so
     the patches apply right after the module's code has run."""
@@ -60,17 +75,7 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
                 continue
             spec = finder.find_spec(fullname, path, target)
             if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                loader, patches = spec.loader, self.patches
-
-                class _Loader(importlib.abc.Loader):
-                    def create_module(self, spec: Any) -> Any:
-                        return loader.create_module(spec)
-
-                    def exec_module(self, module: types.ModuleType) -> None:
-                        loader.exec_module(module)
-                        patches.apply(module)
-
-                spec.loader = _Loader()
+                spec.loader = _PatchingLoader(spec.loader, self.patches)
                 return spec
             if spec is not None:
                 return spec

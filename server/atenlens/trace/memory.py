@@ -145,7 +145,7 @@ class MemoryModel:
         self.op_index = 0                             # ops of the traced call so far
         self.live_after_op: list[int] = []            # live bytes after each op of the traced call
         self.op_start_tick: list[int] = []
-        self.op_lines: list[Optional[tuple[str, int]]] = []
+        self.op_lines: list[Optional[tuple[str, Optional[int]]]] = []
         self.peak_bytes = 0
         self.peak_tick = -1
         self.peak_where: tuple[Optional[str], Optional[int], str] = (None, None, "forward")
@@ -359,7 +359,7 @@ class MemoryModel:
             self.resized(storage)
             return out
 
-        torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign]
+        torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign,assignment]
         try:
             yield
         finally:
@@ -394,7 +394,7 @@ class MemoryModel:
             device_bytes=device_bytes,
             start_bytes=self.start_bytes,
             end_bytes=self.live_bytes,
-            holders=tuple(MemoryHolder(category=c, file=f, line=l, node=n, bytes=b) for (c, f, l, n), b in top),
+            holders=tuple(MemoryHolder(category=c, file=f, line=n_line, node=n, bytes=b) for (c, f, n_line, n), b in top),
             lines=self._lines(site_of_node),
             timeline=self._timeline(),
         )

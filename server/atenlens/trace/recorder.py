@@ -393,6 +393,7 @@ class _OpRecorder(tc.TorchDispatchMode):
         node = _current_node()
         if node is not None:
             sequence_nr = _node_sequence_nr(node)
+            stack: Optional[tuple[Frame, ...]]
             if sequence_nr == tc.ACCUMULATE_GRAD_SEQUENCE_NR:
                 stack = rec._backward_stack
             else:
@@ -424,6 +425,7 @@ class _OpRecorder(tc.TorchDispatchMode):
             node_name = None
             module = rec.modules.current
 
+        outputs: tuple[TensorMeta, ...]
         if isinstance(out, _Tensor):
             outputs = (rec.meta(out),)
         elif isinstance(out, (tuple, list)):

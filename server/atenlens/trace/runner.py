@@ -24,7 +24,7 @@ import time
 import tokenize
 import types
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, cast
 
 import torch
 
@@ -88,7 +88,7 @@ def run_trace(request: TraceRequest) -> TraceReport:
     ending = _Ending()
     call_expression: Optional[str] = None
     notes: tuple[str, ...] = gpu_note
-    device = request.device
+    device: str = request.device
     stage = "load"
     info: Optional[FunctionInfo] = None
     syncs_before: Optional[int] = None      # syncs found before the traced call started (load, setup)
@@ -338,7 +338,7 @@ def _sys_argv(argv: list[str]) -> Iterator[None]:
 
 
 def _function_info(source: str, file: str, qualname: str) -> Optional[FunctionInfo]:
-    tree = compile(source, file, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)   # SyntaxError: the user's
+    tree = cast(ast.Module, compile(source, file, "exec", ast.PyCF_ONLY_AST, dont_inherit=True))   # SyntaxError: the user's
     for info in find_functions(source, tree):
         if info.qualname == qualname:
             return info
@@ -450,7 +450,7 @@ def _resolve(module: types.ModuleType, qualname: str) -> Callable[..., Any]:
     value: Any = module
     for part in qualname.split("."):
         if not hasattr(value, part):
-            raise _Stop("error", f"{qualname} is not defined at the top level of {os.path.basename(module.__file__)}")
+            raise _Stop("error", f"{qualname} is not defined at the top level of {os.path.basename(module.__file__ or module.__name__)}")
         value = getattr(value, part)
     if not callable(value):
         raise _Stop("error", f"{qualname} is not a function")

@@ -383,7 +383,7 @@ def process_group_named(name: str) -> Any:
     """The ProcessGroup a functional collective names by its `group_name` argument (private resolver)."""
     from torch.distributed.distributed_c10d import _resolve_process_group
 
-    return _resolve_process_group(name)
+    return _resolve_process_group(name)  # type: ignore[arg-type]  # GroupName is a str NewType
 
 
 class _ReducerWithoutRebuild:

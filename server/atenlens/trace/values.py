@@ -260,7 +260,7 @@ class Values:
         if density is not None and len(outputs) == 1 and not mutated and (func.is_view or func in _COPIES):
             outputs[0].__dict__[_DENSITY] = density      # a view or copy selects as much as its source
             return
-        shadows = []
+        shadows: list[Any] = []           # Shadow or None; past the check below, none is None
         for t in inputs:
             if info.overwrites and t is args[0]:
                 continue

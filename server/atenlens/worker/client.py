@@ -10,6 +10,7 @@ the first to finish (a caller that wants to supersede calls `cancel()` first). `
 """
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import os
@@ -19,7 +20,7 @@ import sys
 import threading
 import time
 from collections import deque
-from typing import Callable, Optional
+from typing import IO, Callable, Mapping, Optional
 
 import atenlens
 from atenlens.report import TraceReport, TraceRequest, from_jsonable, to_jsonable
@@ -53,10 +54,10 @@ def worker_environment(extra: Optional[dict] = None, base: Optional[dict] = None
     """The worker's environment: PASSED_ENV from `base` (default os.environ), PYTHONPATH with this
     client's package root first (the language server may run from a bundled sys.path the worker
     cannot see), one OpenMP thread, then `extra` on top."""
-    base = os.environ if base is None else base
-    env = {name: value for name, value in base.items()
+    source: Mapping[str, str] = os.environ if base is None else base
+    env = {name: value for name, value in source.items()
            if name in PASSED_ENV or name.startswith(PASSED_ENV_PREFIXES)}
-    paths = [_package_root()] + [p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p]
+    paths = [_package_root()] + [p for p in source.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     env["OMP_NUM_THREADS"] = "1"
     env["PYTHONIOENCODING"] = "utf-8"
@@ -85,6 +86,11 @@ class _Pending:
         if not self.done.is_set():
             self.report = report
             self.done.set()
+
+    def answer(self) -> TraceReport:
+        """The report, once `done` is set (finish() sets both)."""
+        assert self.report is not None, "asked for the report of an unfinished trace"
+        return self.report
 
 
 class TraceWorker:
@@ -202,7 +208,7 @@ class TraceWorker:
     @staticmethod
     def _end_process(process: subprocess.Popen, grace: float) -> None:
         try:
-            process.stdin.close()              # the worker ends its running trace and exits at EOF
+            _pipe(process.stdin).close()       # the worker ends its running trace and exits at EOF
         except OSError:
             pass
         try:
@@ -233,6 +239,7 @@ class TraceWorker:
                         return worker_died_report(request, f"the trace worker could not start: {failure}")
                 self._pending = pending
                 process, ready, ended = self._process, self._ready, self._ended
+            assert process is not None          # started above when there was none
             try:
                 if is_cancelled is not None and is_cancelled():
                     pending.cancelled = True
@@ -247,14 +254,14 @@ class TraceWorker:
         started = time.monotonic()
         while not ready.wait(0.1):           # the reader sets it at "ready", at "fatal" and at end of output
             if pending.done.is_set():
-                return pending.report                       # cancelled or closed while starting
+                return pending.answer()                     # cancelled or closed while starting
             if time.monotonic() - started > self.startup_timeout:
                 self._discard_process(process)
                 return worker_died_report(pending.request,
                                           f"the trace worker did not start within {self.startup_timeout:g} s",
                                           self._stderr_text())
         if pending.done.is_set():
-            return pending.report
+            return pending.answer()
         with self._send_lock:                # a cancel() is written after the request, never before it
             with self._state:
                 failed = self._fatal is not None or not self._ready_info or ended.is_set()
@@ -281,7 +288,7 @@ class TraceWorker:
                 pending.request, "the trace worker stopped answering and was restarted", self._stderr_text()))
         if pending.cancelled and pending.report is not None and pending.report.message != "cancelled":
             return cancelled_report(pending.request, pending.report.stdout, pending.report.stderr)
-        return pending.report
+        return pending.answer()
 
     def _start_failure(self, pending: _Pending, process: subprocess.Popen, ended: threading.Event) -> TraceReport:
         """The worker said "fatal", or ended, before this trace's request was sent: report why,
@@ -338,8 +345,9 @@ class TraceWorker:
     def _write(process: subprocess.Popen, message: dict) -> None:
         """One message to the worker; the caller holds the send lock."""
         data = (json.dumps(message, separators=(",", ":")) + "\n").encode("utf-8")
-        process.stdin.write(data)
-        process.stdin.flush()
+        stdin = _pipe(process.stdin)
+        stdin.write(data)
+        stdin.flush()
 
     def _discard_process(self, process: subprocess.Popen) -> None:
         with self._state:
@@ -369,7 +377,7 @@ class TraceWorker:
             pass
         for stream in (process.stdin, process.stdout, process.stderr):
             try:
-                stream.close()
+                _pipe(stream).close()
             except OSError:
                 pass
 
@@ -386,11 +394,11 @@ class TraceWorker:
             pending = self._pending if self._process is process else None
             sent = pending is not None and pending.sent
         ready.set()
-        if sent:
+        if sent and pending is not None:
             pending.finish(self._death_report(pending, process))
 
     def _read_messages(self, process: subprocess.Popen, ready: threading.Event) -> None:
-        for line in process.stdout:
+        for line in _pipe(process.stdout):
             try:
                 message = json.loads(line)
             except (ValueError, RecursionError):
@@ -439,7 +447,8 @@ class TraceWorker:
 
     def _read_stderr(self, process: subprocess.Popen, tail: deque) -> None:
         size = 0
-        for chunk in iter(lambda: process.stderr.read1(1 << 14), b""):
+        stderr = _pipe(process.stderr)
+        for chunk in iter(lambda: stderr.read1(1 << 14), b""):
             tail.append(chunk)
             size += len(chunk)
             while size > STDERR_TAIL_BYTES and len(tail) > 1:
@@ -447,3 +456,9 @@ class TraceWorker:
 
     def _stderr_text(self) -> str:
         return b"".join(self._stderr_tail).decode("utf-8", errors="replace")[-STDERR_TAIL_BYTES:]
+
+
+def _pipe(stream: Optional[IO[bytes]]) -> io.BufferedIOBase:
+    """One of the worker's standard streams: pipes, as `_spawn` starts it (binary, buffered)."""
+    assert isinstance(stream, io.BufferedIOBase), stream
+    return stream

@@ -18,7 +18,7 @@ import sys
 import time
 import traceback
 from collections import deque
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Literal, Optional
 
 from atenlens.report import TraceReport, TraceRequest, from_jsonable
 from atenlens.worker.limits import DEFAULT_MEMORY_LIMIT_MB
@@ -132,7 +132,7 @@ def _warm_up(preload: str) -> tuple[str, tuple[str, ...]]:
     return torch.__version__, notes
 
 
-def _warm_up_engine(devices: tuple[str, ...]) -> None:
+def _warm_up_engine(devices: tuple[Literal["cpu", "cuda"], ...]) -> None:
     """One real trace per device of atenlens's own warm-up step, in this process: a child forked
     after it finds the engine's imports and torch's caches ready (about half of a small trace's time)."""
     from atenlens.trace.runner import run_trace
@@ -186,6 +186,9 @@ def serve(protocol: ProtocolOut, control: ControlIn, memory_limit_mb: int, prelo
         except (KeyError, TypeError, ValueError) as error:
             protocol.send({"id": request_id, "error": f"malformed request: {type(error).__name__}: {error}"})
             continue
+        def on_started(pid: int, request_id: Any = request_id) -> None:
+            protocol.send({"id": request_id, "event": "started", "pid": pid})
+
         def on_end(end: ChildEnd, request: TraceRequest = request, request_id: Any = request_id) -> None:
             data = _with_preload_notes(report_for(request, end, memory_limit_mb), request, preload_notes)
             protocol.send({"id": request_id, "report": data})
@@ -194,8 +197,7 @@ def serve(protocol: ProtocolOut, control: ControlIn, memory_limit_mb: int, prelo
             request, runner,
             memory_limit_mb=memory_limit_mb,
             inherited_fds=inherited_fds,
-            on_started=lambda pid, request_id=request_id: protocol.send(
-                {"id": request_id, "event": "started", "pid": pid}),
+            on_started=on_started,
             on_end=on_end,
             control=control,
             request_id=request_id,

@@ -84,7 +84,7 @@ def line_from_crash_dump(stderr: str, file: str) -> Optional[int]:
 
 
 def signal_description(signum: int) -> str:
-    known = {
+    known: dict[int, str] = {
         signal.SIGSEGV: "crashed with a segmentation fault (SIGSEGV)",
         signal.SIGABRT: "aborted (SIGABRT: torch or a C extension called abort())",
         signal.SIGBUS: "crashed with a bus error (SIGBUS)",

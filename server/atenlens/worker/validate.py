@@ -122,7 +122,7 @@ def _build(hint: Any) -> Check:
 
         def check_object(value: Any, where: str) -> None:
             if not isinstance(value, dict):
-                _fail(where, f"a {hint.__name__} object", value)
+                _fail(where, f"a {getattr(hint, '__name__', hint)} object", value)
             for name, check, required in fields:
                 if name in value:
                     check(value[name], f"{where}.{name}")

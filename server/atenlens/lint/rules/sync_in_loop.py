@@ -135,7 +135,6 @@ _CUDA_TEST = re.compile(r"\bis_cuda\b|device\.type\b.*(?:cuda|npu|xpu)|cuda\.is_
 def _on_host_branch(node: Node) -> bool:
     """Is `node` in the branch taken when there is no GPU: the `else` of
     `if x.device.type in ["cuda", "npu"]:` / `if x.is_cuda:` / `if torch.cuda.is_available():`?"""
-    child = node
     for parent in ancestors(node):
         if parent.type == "else_clause" and parent.parent is not None and parent.parent.type == "if_statement":
             condition = parent.parent.child_by_field_name("condition")
@@ -144,7 +143,6 @@ def _on_host_branch(node: Node) -> bool:
                 return True
         if parent.type in ("function_definition", "lambda", "class_definition"):
             return False
-        child = parent
     return False
 
 
@@ -164,8 +162,10 @@ def _stopping_test(node: Node, loop: Node) -> bool:
             continue
         if current.type in ("if_statement", "elif_clause"):
             consequence = current.child_by_field_name("consequence")
-            if consequence is not None and any(c.type == "break_statement" for c in consequence.named_children):
-                tests.append(current.child_by_field_name("condition"))
+            condition = current.child_by_field_name("condition")
+            if condition is not None and consequence is not None and \
+                    any(c.type == "break_statement" for c in consequence.named_children):
+                tests.append(condition)
         stack.extend(current.named_children)
     # `while pos < max_tokens - 1:` / `while t.sum().item() > 0:` count towards a bound: a counter
     # kept as a tensor, not a convergence test
@@ -334,7 +334,8 @@ def _tensor_truth_test(ctx: LintContext, condition: Node) -> Optional[Node]:
     node = strip_parens(condition)
     if node.type == "boolean_operator":
         for side in ("left", "right"):
-            found = _tensor_truth_test(ctx, node.child_by_field_name(side)) if node.child_by_field_name(side) else None
+            part = node.child_by_field_name(side)
+            found = _tensor_truth_test(ctx, part) if part else None
             if found is not None:
                 return found
         return None
@@ -460,12 +461,13 @@ def _masked_reads(ctx: LintContext) -> Iterator[Finding]:
 def _store_into_host(ctx: LintContext, target: Node) -> Optional[Finding]:
     """`losses[k] = loss` with `losses` made on the CPU and `loss` on the GPU: a device-to-host
     copy, and the host waits for it."""
-    value = target.parent.child_by_field_name("right") if target.parent is not None else None
-    if value is None or device_of(ctx, target.child_by_field_name("value")) is not Device.CPU:
+    assignment = target.parent
+    value = assignment.child_by_field_name("right") if assignment is not None else None
+    if assignment is None or value is None or device_of(ctx, target.child_by_field_name("value")) is not Device.CPU:
         return None
     if not likely_device(ctx, value) or device_of(ctx, value) is Device.HOST:
         return None
-    return _report(ctx, f"writing a CUDA tensor into a CPU tensor (`{_short(target)} = ...`)", target.parent)
+    return _report(ctx, f"writing a CUDA tensor into a CPU tensor (`{_short(target)} = ...`)", assignment)
 
 
 def _is_store(subscript: Node) -> bool:

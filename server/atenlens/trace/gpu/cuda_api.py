@@ -370,9 +370,10 @@ def simulated_cuda_api(slot: ListenerSlot) -> Iterator[None]:
         patches += [(memory, "empty_cache", nothing), (memory, "reset_peak_memory_stats", slot.reset_peak),
                     (memory, "memory_stats", lambda device_index=None: OrderedDict())]
     for module in (torch.cuda.memory,):
-        for name, answer in (("memory_allocated", slot.allocated), ("max_memory_allocated", slot.max_allocated),
+        answers: tuple[tuple[str, Callable[..., Any]], ...] = (("memory_allocated", slot.allocated), ("max_memory_allocated", slot.max_allocated),
                              ("memory_reserved", slot.allocated), ("max_memory_reserved", slot.max_allocated),
-                             ("mem_get_info", slot.mem_get_info), ("reset_peak_memory_stats", slot.reset_peak)):
+                             ("mem_get_info", slot.mem_get_info), ("reset_peak_memory_stats", slot.reset_peak))
+        for name, answer in answers:
             patches.append((module, name, answer))
     originals = [(obj, name, obj.__dict__.get(name, _MISSING)) for obj, name, _ in patches]
     for obj, name, value in patches:

@@ -193,7 +193,7 @@ def _compile(shim: Shim, torch_install: TorchInstall, compiler: str, out_dir: st
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_SECONDS)
         if done.returncode != 0:
-            first_error = next((l for l in done.stderr.splitlines() if "error" in l), done.stderr.strip()[:300])
+            first_error = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:300])
             raise ShimError(f"compiling {shim.name}.cpp failed: {first_error.strip()}")
         os.chmod(partial, 0o700)        # the linker creates its output under the umask (0775 under 002)
         _record_hash(target, _sha256(partial))

@@ -203,7 +203,9 @@ class HazardTracker:
 
     def is_pinned(self, t: torch.Tensor) -> bool:
         key = storage_key(t)
-        ref = self._pinned.get(key) if key is not None else None
+        if key is None:
+            return False
+        ref = self._pinned.get(key)
         if ref is None:
             return False
         if ref.expired():                        # freed: its address may now be another storage's
@@ -293,17 +295,23 @@ class HazardTracker:
             self._library_streams.add(number)
         return number
 
+    @property
+    def _order(self) -> StreamOrder:
+        """The stream bookkeeping, once `_side` has started it."""
+        assert self.streams is not None
+        return self.streams
+
     def stream_current(self, stream: Any) -> None:
         self._side(stream)
 
     def stream_waits_stream(self, waiter: Any, other: Any) -> None:
         if self._side(waiter) | self._side(other):
-            self.streams.wait_stream(self._stream_number(waiter), self._stream_number(other))
+            self._order.wait_stream(self._stream_number(waiter), self._stream_number(other))
 
     def stream_recorded(self, event: Any, stream: Any) -> None:
         stream = stream if stream is not None else self.stream_api.current_stream()
         if self._side(stream):
-            self.streams.record_event(event, self._stream_number(stream))
+            self._order.record_event(event, self._stream_number(stream))
         else:
             self._events_before_streams.add(id(event))
 
@@ -311,10 +319,11 @@ class HazardTracker:
         waiter = waiter if waiter is not None else self.stream_api.current_stream()
         if not self._side(waiter):
             return
-        if self.streams.event_clock(event) is None and id(event) in self._events_before_streams:
+        order = self._order
+        if order.event_clock(event) is None and id(event) in self._events_before_streams:
             # recorded on the default stream before any side stream: it covers every untracked write
-            self.streams._event_clocks[id(event)] = {self.streams.default: 1}
-        self.streams.wait_event(self._stream_number(waiter), event)
+            order._event_clocks[id(event)] = {order.default: 1}
+        order.wait_event(self._stream_number(waiter), event)
 
     def stream_host_waited(self, stream: Any) -> None:
         if self.streams is not None:
@@ -375,12 +384,12 @@ class HazardTracker:
         stream = self.stream_api.current_stream()
         if rewritten and self._side(stream):
             frames = user_frames(sys._getframe(1))
-            self.streams.op(self._stream_number(stream), (), {}, tuple(rewritten), frames[0].f_lineno if frames else None)
+            self._order.op(self._stream_number(stream), (), {}, tuple(rewritten), frames[0].f_lineno if frames else None)
 
     def stream_record_stream(self, t: Any, stream: Any) -> None:
         """`t.record_stream(stream)` (a function-level call: the aten op loses the stream's identity)."""
         if isinstance(t, torch.Tensor) and stream is not None and self._side(stream):
-            self.streams.record_stream(t, self._stream_number(stream))
+            self._order.record_stream(t, self._stream_number(stream))
 
     def finish(self) -> None:
         """The trace ended: uses on another stream that no record_stream() covered (AL502), and the
