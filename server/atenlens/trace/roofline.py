@@ -76,6 +76,7 @@ _WRITES_ONLY = "writes only"
 
 def _kind(func: Any) -> Any:
     packet = func._overloadpacket
+    kind: Any
     if packet in _FREE_PACKETS or func.is_view:
         kind = None
     elif packet in _READ_NOTHING:
