@@ -287,7 +287,8 @@ def test_a_10_mb_document(tmp_path, reliability):
         small_uri = open_document(own, tmp_path / "small.py", small)
         own.diagnostics(small_uri, 1)
         rss_before = rss_kib(own.pid)
-        body = "".join(f"def f{i}(x):\n    y = x + 1\n    return y * 2.0\n\n\n" for i in range(200_000))
+        # `x=1`: traceable as they are, so each gets a lens under the default `lenses.functions`
+        body = "".join(f"def f{i}(x=1):\n    y = x + 1\n    return y * 2.0\n\n\n" for i in range(200_000))
         text = "import torch\n\n\n" + body + "def step(xs):\n    for x in xs.cuda():\n        x.sum().item()\n"
         assert len(text) > 10_000_000
         mark = own.mark()
