@@ -8,6 +8,7 @@ A single measured run on whatever machine it is run on; quote it with its condit
 
     python bench/check_cost.py [--cold N]      # N: how many functions also run one process each (default 2)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,20 +39,26 @@ def main() -> int:
     options = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     options.add_argument("--cold", type=int, default=2)
     args = options.parse_args()
-    functions = tuple(CheckedFunction(target=f"{file}::{name}", file=os.path.join(REPO, file), qualname=name,
-                                      budget=Budget(), world_size=world) for file, name, world in TARGETS)
+    functions = tuple(
+        CheckedFunction(
+            target=f"{file}::{name}", file=os.path.join(REPO, file), qualname=name, budget=Budget(), world_size=world
+        )
+        for file, name, world in TARGETS
+    )
     started = time.perf_counter()
     results = trace_all(functions, None, None)
     total = time.perf_counter() - started
-    print(f"| function | status | seconds in the warm worker |\n|---|---|---|")
+    print("| function | status | seconds in the warm worker |\n|---|---|---|")
     for r in results:
         print(f"| {r.function.target} | {r.report.status} | {r.seconds:.2f} |")
     later = [r.seconds for r in results[1:]]
-    print(f"\n{len(results)} functions in one worker: {total:.1f} s in all; first {results[0].seconds:.1f} s "
-          f"(worker start + trace); after it, median {statistics.median(later):.2f} s per function "
-          f"(min {min(later):.2f}, max {max(later):.2f})")
+    print(
+        f"\n{len(results)} functions in one worker: {total:.1f} s in all; first {results[0].seconds:.1f} s "
+        f"(worker start + trace); after it, median {statistics.median(later):.2f} s per function "
+        f"(min {min(later):.2f}, max {max(later):.2f})"
+    )
     cold = []
-    for r in results[:args.cold]:
+    for r in results[: args.cold]:
         f = r.function
         command = [sys.executable, "-m", "atenlens", "trace", f"{f.file}::{f.qualname}", "--json"]
         if f.world_size:
@@ -61,8 +68,10 @@ def main() -> int:
         cold.append(time.perf_counter() - t)
         print(f"one `atenlens trace` process for {f.target}: {cold[-1]:.1f} s")
     if cold:
-        print(f"one process per function / warm worker per function (median): "
-              f"{statistics.median(cold) / statistics.median(later):.1f}x")
+        print(
+            f"one process per function / warm worker per function (median): "
+            f"{statistics.median(cold) / statistics.median(later):.1f}x"
+        )
     return 0
 
 

@@ -9,6 +9,7 @@ row of its GPU table: a ring, NCCL's latencies, the datasheet bandwidth. Both ar
 
     python bench/collectives_vs_nccl.py [--quick] [--json PATH]     (--quick: fewer sizes)
 """
+
 from __future__ import annotations
 
 import sys
@@ -19,13 +20,13 @@ KiB, MiB, GiB = 2**10, 2**20, 2**30
 SIZES = (64 * KiB, 1 * MiB, 16 * MiB, 64 * MiB, 1 * GiB)
 QUICK_SIZES = (1 * MiB, 1 * GiB)
 GROUPS = ((8, "8 ranks, one node"), (16, "16 ranks, 2 nodes"), (64, "64 ranks, 8 nodes"))
-COLLECTIVES = ("all_gather_into_tensor", "all_reduce")      # reduce-scatter prices as all-gather in both
+COLLECTIVES = ("all_gather_into_tensor", "all_reduce")  # reduce-scatter prices as all-gather in both
 
 
 def nccl_model():
     import torch._inductor.comm_analysis as ca
 
-    ca.get_gpu_type = lambda: ca.NVIDIA_GPU_TYPE.HOPPER      # no GPU here: say which
+    ca.get_gpu_type = lambda: ca.NVIDIA_GPU_TYPE.HOPPER  # no GPU here: say which
     ca._has_nvlink = lambda: True
     kinds = {"all_gather_into_tensor": ca.NCCL_COLL.ALL_GATHER, "all_reduce": ca.NCCL_COLL.ALL_REDUCE}
     return lambda name, nbytes, n: ca.estimate_nccl_collective_runtime_impl(nbytes, n, kinds[name]) / 1e3
@@ -47,27 +48,35 @@ def main(argv: list[str] | None = None) -> int:
 
     nccl = nccl_model()
     gpu = find_gpu("h100-sxm")
-    result = Result("collectives_vs_nccl", "Collective estimates: atenlens vs NCCL's tuning model",
-                    "python bench/collectives_vs_nccl.py" + (" --quick" if args.quick else ""), quick=args.quick)
-    table = Table("estimated time of one collective, microseconds, H100 SXM, 8 GPUs per node",
-                  ["group", "collective", "bytes per rank", "atenlens", "of it latency", "NCCL model",
-                   "NCCL / atenlens"])
+    result = Result(
+        "collectives_vs_nccl",
+        "Collective estimates: atenlens vs NCCL's tuning model",
+        "python bench/collectives_vs_nccl.py" + (" --quick" if args.quick else ""),
+        quick=args.quick,
+    )
+    table = Table(
+        "estimated time of one collective, microseconds, H100 SXM, 8 GPUs per node",
+        ["group", "collective", "bytes per rank", "atenlens", "of it latency", "NCCL model", "NCCL / atenlens"],
+    )
     for n, label in GROUPS:
         prices = Collectives(Ranks(n, 0, 8, requested=True), gpu)
         members = range(n)
         link, nodes = prices._link(members), prices._nodes(members)
         for name in COLLECTIVES:
-            for nbytes in (QUICK_SIZES if args.quick else SIZES):
+            for nbytes in QUICK_SIZES if args.quick else SIZES:
                 ours = prices.estimate(name, nbytes, n, link, nodes)
                 latency = prices.estimate(name, 0, n, link, nodes)
                 theirs = nccl(name, nbytes, n)
                 table.add(label, name, size_label(nbytes), ours * 1e6, latency * 1e6, theirs * 1e6, theirs / ours)
-                result.raw.setdefault(label, []).append({"collective": name, "bytes": nbytes, "atenlens": ours,
-                                                         "latency": latency, "nccl": theirs})
+                result.raw.setdefault(label, []).append(
+                    {"collective": name, "bytes": nbytes, "atenlens": ours, "latency": latency, "nccl": theirs}
+                )
     result.tables.append(table)
     result.notes.append("'of it latency': the estimate for 0 bytes, the fastest protocol's latency (LL)")
-    result.notes.append("NCCL's model also has tree all-reduce (across nodes at small sizes) and, for IB across "
-                        "more than 2 nodes, a multi-rail bandwidth gain that atenlens's flat ring lacks")
+    result.notes.append(
+        "NCCL's model also has tree all-reduce (across nodes at small sizes) and, for IB across "
+        "more than 2 nodes, a multi-rail bandwidth gain that atenlens's flat ring lacks"
+    )
     return finish(result, args)
 
 

@@ -13,6 +13,7 @@ For reference, the same trace from a terminal: `atenlens trace examples/train_st
 
     python bench/editor_roundtrip.py [--quick] [--rounds N] [--warm N] [--requests N] [--json PATH]
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -33,7 +34,7 @@ IDLE_SOURCE_LINE = "import torch"
 TARGET_WARM_MS = 300.0
 TARGET_CACHED_P95_MS = 5.0
 INIT_OPTIONS = {"trace": {"enabled": True}}
-CLI_RUNS_PER_ROUND = 3          # the terminal reference pays a torch import each time: a few suffice
+CLI_RUNS_PER_ROUND = 3  # the terminal reference pays a torch import each time: a few suffice
 
 
 def _is_refresh(message: Message) -> bool:
@@ -45,7 +46,9 @@ async def trace_once(client: LspClient, uri: str) -> tuple[float, float, Message
     refreshed = client.expect(_is_refresh)
     sent, answer = await client.request(
         "workspace/executeCommand",
-        {"command": "atenlens.trace", "arguments": [{"uri": uri, "qualname": QUALNAME}]}, timeout=300)
+        {"command": "atenlens.trace", "arguments": [{"uri": uri, "qualname": QUALNAME}]},
+        timeout=300,
+    )
     refresh = await asyncio.wait_for(refreshed, 300)
     return refresh.at - sent, answer.at - sent, answer.message.get("result")
 
@@ -53,8 +56,15 @@ async def trace_once(client: LspClient, uri: str) -> tuple[float, float, Message
 async def cli_trace(path: str) -> float:
     started = time.perf_counter()
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "atenlens", "trace", f"{path}::{QUALNAME}", "--json",
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        sys.executable,
+        "-m",
+        "atenlens",
+        "trace",
+        f"{path}::{QUALNAME}",
+        "--json",
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
     await process.wait()
     return time.perf_counter() - started
 
@@ -66,8 +76,9 @@ async def server_round(root: str, path: str, text: str, warm: int, requests: int
     try:
         await client.initialize(root, CLIENT_CAPABILITIES, INIT_OPTIONS)
         uri = f"file://{path}"
-        await client.notify("textDocument/didOpen", {"textDocument": {
-            "uri": uri, "languageId": "python", "version": 1, "text": text}})
+        await client.notify(
+            "textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}
+        )
         out["cold"], out["cold_answer"], out["answer"] = await trace_once(client, uri)
         for k in range(warm):
             refresh, answer, _ = await trace_once(client, uri)
@@ -79,15 +90,21 @@ async def server_round(root: str, path: str, text: str, warm: int, requests: int
         whole = {"start": {"line": 0, "character": 0}, "end": {"line": len(lines), "character": 0}}
         hover_line = lines.index(HOVER_SOURCE_LINE)
         hover_at = {"line": hover_line, "character": lines[hover_line].index("model")}
-        idle_at = {"line": lines.index(IDLE_SOURCE_LINE), "character": 0}    # nothing traced there
+        idle_at = {"line": lines.index(IDLE_SOURCE_LINE), "character": 0}  # nothing traced there
         for _ in range(requests):
-            sent, answer = await client.request("textDocument/inlayHint", {"textDocument": {"uri": uri}, "range": whole})
+            sent, answer = await client.request(
+                "textDocument/inlayHint", {"textDocument": {"uri": uri}, "range": whole}
+            )
             out["hints"].append(answer.at - sent)
             out["hint_count"] = len(answer.message.get("result") or [])
-            sent, answer = await client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": hover_at})
+            sent, answer = await client.request(
+                "textDocument/hover", {"textDocument": {"uri": uri}, "position": hover_at}
+            )
             out["hover"].append(answer.at - sent)
             out["hover_found"] = answer.message.get("result") is not None
-            sent, answer = await client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": idle_at})
+            sent, answer = await client.request(
+                "textDocument/hover", {"textDocument": {"uri": uri}, "position": idle_at}
+            )
             out["idle"].append(answer.at - sent)
             out["idle_empty"] = answer.message.get("result") is None
     finally:
@@ -119,37 +136,74 @@ def main(argv: list[str] | None = None) -> int:
 
     def pooled(key: str) -> list[float]:
         return [ms(x) for r in rounds for x in r[key]]
+
     cold = [ms(r["cold"]) for r in rounds]
     cold_answer = [ms(r["cold_answer"]) for r in rounds]
     warm, warm_answer, cli = pooled("warm"), pooled("warm_answer"), pooled("cli")
     hints, hover, idle = pooled("hints"), pooled("hover"), pooled("idle")
 
-    result = Result("editor_roundtrip", "Editor round trip: trace command to inlay hints (examples/train_step.py::train_step)",
-                    "python bench/editor_roundtrip.py" + (" --quick" if args.quick else ""), quick=args.quick)
-    trace = Table("executeCommand atenlens.trace -> (ms)",
-                  ["worker", "runs", "command answered: median", "inlayHint/refresh: median", "spread", "p95"])
-    trace.add("cold (new server)", str(len(cold)), median(cold_answer), median(cold), spread(cold), percentile(cold, 95))
+    result = Result(
+        "editor_roundtrip",
+        "Editor round trip: trace command to inlay hints (examples/train_step.py::train_step)",
+        "python bench/editor_roundtrip.py" + (" --quick" if args.quick else ""),
+        quick=args.quick,
+    )
+    trace = Table(
+        "executeCommand atenlens.trace -> (ms)",
+        ["worker", "runs", "command answered: median", "inlayHint/refresh: median", "spread", "p95"],
+    )
+    trace.add(
+        "cold (new server)", str(len(cold)), median(cold_answer), median(cold), spread(cold), percentile(cold, 95)
+    )
     trace.add("warm", str(len(warm)), median(warm_answer), median(warm), spread(warm), percentile(warm, 95))
     if cli:
-        trace.add("terminal: atenlens trace (new process)", str(len(cli)), "-", median(cli), spread(cli),
-                  percentile(cli, 95))
+        trace.add(
+            "terminal: atenlens trace (new process)", str(len(cli)), "-", median(cli), spread(cli), percentile(cli, 95)
+        )
     cache = Table("answered from the trace cache (ms)", ["request", "requests", "p50", "p95", "max", "result"])
-    cache.add("textDocument/inlayHint (whole file)", str(len(hints)), percentile(hints, 50), percentile(hints, 95),
-              max(hints), f"{rounds[-1]['hint_count']} hints")
-    cache.add("textDocument/hover (traced line)", str(len(hover)), percentile(hover, 50), percentile(hover, 95),
-              max(hover), "markdown" if rounds[-1].get("hover_found") else "empty")
-    cache.add("reference: textDocument/hover (untraced line)", str(len(idle)), percentile(idle, 50),
-              percentile(idle, 95), max(idle), "null (nothing to show)" if rounds[-1].get("idle_empty") else "content")
+    cache.add(
+        "textDocument/inlayHint (whole file)",
+        str(len(hints)),
+        percentile(hints, 50),
+        percentile(hints, 95),
+        max(hints),
+        f"{rounds[-1]['hint_count']} hints",
+    )
+    cache.add(
+        "textDocument/hover (traced line)",
+        str(len(hover)),
+        percentile(hover, 50),
+        percentile(hover, 95),
+        max(hover),
+        "markdown" if rounds[-1].get("hover_found") else "empty",
+    )
+    cache.add(
+        "reference: textDocument/hover (untraced line)",
+        str(len(idle)),
+        percentile(idle, 50),
+        percentile(idle, 95),
+        max(idle),
+        "null (nothing to show)" if rounds[-1].get("idle_empty") else "content",
+    )
     result.tables += [trace, cache]
     result.targets += [
         Target("warm trace -> hints refresh, median", median(warm), TARGET_WARM_MS, "ms"),
         Target("inlay hints from cache, p95", percentile(hints, 95), TARGET_CACHED_P95_MS, "ms"),
         Target("hover from cache, p95", percentile(hover, 95), TARGET_CACHED_P95_MS, "ms"),
     ]
-    result.raw = {"cold_ms": cold, "warm_ms": warm, "cli_ms": cli, "hints_ms": hints, "hover_ms": hover, "idle_ms": idle,
-                  "command_result": rounds[-1]["answer"]}
-    result.notes.append(f"the terminal reference runs interleaved with the first {CLI_RUNS_PER_ROUND} warm editor traces "
-                        "of each round (editor, terminal, ...)")
+    result.raw = {
+        "cold_ms": cold,
+        "warm_ms": warm,
+        "cli_ms": cli,
+        "hints_ms": hints,
+        "hover_ms": hover,
+        "idle_ms": idle,
+        "command_result": rounds[-1]["answer"],
+    }
+    result.notes.append(
+        f"the terminal reference runs interleaved with the first {CLI_RUNS_PER_ROUND} warm editor traces "
+        "of each round (editor, terminal, ...)"
+    )
     return finish(result, args)
 
 

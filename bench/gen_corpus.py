@@ -8,6 +8,7 @@ what the peers (ruff, pyflakes) and atenlens report, and is the same for the sam
 
     python bench/gen_corpus.py [--lines N] [--seed S] [-o FILE]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -193,7 +194,7 @@ def train_loop(rng: random.Random, i: int) -> list[str]:
         "        seen += x.size(0)",
         f"        if step % {log_every} == 0:",
         "            elapsed = time.time() - start",
-        f'            print(f"epoch {{epoch}} step {{step}} loss {{loss.item():.4f}} {{seen / max(elapsed, 1e-9):.1f}} samples/s")',
+        '            print(f"epoch {epoch} step {step} loss {loss.item():.4f} {seen / max(elapsed, 1e-9):.1f} samples/s")',
         "    return running / max(seen, 1)",
         "",
         "",
@@ -203,7 +204,7 @@ def train_loop(rng: random.Random, i: int) -> list[str]:
 
 def eval_loop(rng: random.Random, i: int) -> list[str]:
     return [
-        f"@torch.no_grad()",
+        "@torch.no_grad()",
         f"def evaluate{i}(model: nn.Module, loader: DataLoader, device: torch.device) -> Dict[str, float]:",
         "    model.eval()",
         "    correct = 0",
@@ -217,7 +218,7 @@ def eval_loop(rng: random.Random, i: int) -> list[str]:
         "        total += y.numel()",
         "        all_probs.append(probs.cpu().numpy())",
         "    stacked = np.concatenate(all_probs) if all_probs else np.zeros((0,))",
-        f'    return {{"accuracy": correct / max(total, 1), "confidence": float(stacked.max(axis=-1).mean()) if stacked.size else 0.0}}',
+        '    return {"accuracy": correct / max(total, 1), "confidence": float(stacked.max(axis=-1).mean()) if stacked.size else 0.0}',
         "",
         "",
     ]
@@ -249,7 +250,7 @@ def timing_fn(rng: random.Random, i: int) -> list[str]:
 def memory_fn(rng: random.Random, i: int) -> list[str]:
     n = rng.choice([4, 8, 16])
     return [
-        f"def stress_memory{i}(device: torch.device, sizes: Iterable[int] = ({', '.join(str(2 ** k) for k in range(8, 8 + n // 4))})) -> List[float]:",
+        f"def stress_memory{i}(device: torch.device, sizes: Iterable[int] = ({', '.join(str(2**k) for k in range(8, 8 + n // 4))})) -> List[float]:",
         "    peaks = []",
         "    for size in sizes:",
         "        a = torch.randn(size, size).to(device)",
@@ -369,7 +370,7 @@ def fit_fn(rng: random.Random, i: int) -> list[str]:
         f"        loss = train_epoch{j}(model, train_loader, opt, device, epoch=epoch)",
         f"        metrics = evaluate{j}(model, val_loader, device)",
         '        history.append({"epoch": epoch, "loss": loss, **metrics})',
-        f'        print(f"done")',
+        '        print(f"done")',
         "    return history[-1] if history else {}",
         "",
         "",
@@ -378,8 +379,21 @@ def fit_fn(rng: random.Random, i: int) -> list[str]:
 
 # One "unit" of a realistic file: the blocks that tend to live together.
 UNIT: list[Template] = [
-    config_class, mlp_module, attention_module, conv_module, dataset_class, loader_fn, train_loop,
-    eval_loop, timing_fn, memory_fn, host_copy_fn, schedule_fn, checkpoint_fn, metrics_fn, fit_fn,
+    config_class,
+    mlp_module,
+    attention_module,
+    conv_module,
+    dataset_class,
+    loader_fn,
+    train_loop,
+    eval_loop,
+    timing_fn,
+    memory_fn,
+    host_copy_fn,
+    schedule_fn,
+    checkpoint_fn,
+    metrics_fn,
+    fit_fn,
 ]
 
 

@@ -24,6 +24,7 @@ trace its cases and read their reports before it ever meets a GPU.
 The first run on a given GPU also tells whether the roofline's efficiency factors (atenlens/cost.py)
 hold: the per-line ratios of measured to estimated time are that GPU's answer.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,9 +54,18 @@ def gpu_key(name: str) -> str:
     from atenlens.gpus import find_gpu
 
     lowered = name.lower()
-    for needle, key in (("h200", "h200"), ("h100 pcie", "h100-pcie"), ("h100", "h100-sxm"),
-                        ("a100-sxm4-40gb", "a100-40gb"), ("a100-pcie-40gb", "a100-40gb"), ("a100", "a100-80gb"),
-                        ("l40s", "l40s"), ("l4", "l4"), ("4090", "rtx-4090"), ("mi300x", "mi300x")):
+    for needle, key in (
+        ("h200", "h200"),
+        ("h100 pcie", "h100-pcie"),
+        ("h100", "h100-sxm"),
+        ("a100-sxm4-40gb", "a100-40gb"),
+        ("a100-pcie-40gb", "a100-40gb"),
+        ("a100", "a100-80gb"),
+        ("l40s", "l40s"),
+        ("l4", "l4"),
+        ("4090", "rtx-4090"),
+        ("mi300x", "mi300x"),
+    ):
         if needle in lowered:
             return find_gpu(key).key
     return find_gpu(None).key
@@ -65,10 +75,18 @@ def forecast(target: str, call: str, gpu: str) -> Any:
     from atenlens.report import TraceReport
 
     # the package from this checkout, installed or not
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.path.join(REPO_ROOT, "server"),
-                                                                    os.environ.get("PYTHONPATH")])))
-    out = subprocess.run([sys.executable, "-m", "atenlens", "trace", target, "--call", call, "--gpu", gpu, "--json",
-                          "--timeout", "600"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=1200, env=env)
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [os.path.join(REPO_ROOT, "server"), os.environ.get("PYTHONPATH")])),
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "atenlens", "trace", target, "--call", call, "--gpu", gpu, "--json", "--timeout", "600"],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=1200,
+        env=env,
+    )
     if out.returncode not in (0, 1):
         raise RuntimeError(out.stderr)
     report = TraceReport.from_json(out.stdout)
@@ -82,20 +100,27 @@ def print_case(target: str, call: str, report: Any, path: str, measured: Optiona
     from atenlens.cost import format_bytes, format_seconds, line_costs
 
     memory, estimate = report.summary.memory, report.summary.time
-    estimated = {c.line: c.seconds for c in line_costs(report.events, estimate.gpu).values()
-                 if c.file == path and c.line is not None}
+    estimated = {
+        c.line: c.seconds
+        for c in line_costs(report.events, estimate.gpu).values()
+        if c.file == path and c.line is not None
+    }
     m = measured or {}
     na = "-"
     peak = m.get("peak")
     print(f"\n{target}  {call}")
     print(f"  syncs            trace {report.summary.syncs:>12}   GPU {m.get('syncs', na):>12}")
-    print(f"  peak memory      trace {format_bytes(memory.peak_bytes):>12}   GPU "
-          f"{format_bytes(peak) if peak is not None else na:>12}"
-          + (f"   ratio {memory.peak_bytes / peak:.3f}" if peak else ""))
+    print(
+        f"  peak memory      trace {format_bytes(memory.peak_bytes):>12}   GPU "
+        f"{format_bytes(peak) if peak is not None else na:>12}"
+        + (f"   ratio {memory.peak_bytes / peak:.3f}" if peak else "")
+    )
     kernels = m.get("kernel_seconds")
-    print(f"  kernel time      trace {format_seconds(estimate.step_seconds):>12}   GPU "
-          f"{format_seconds(kernels) if kernels is not None else na:>12}"
-          + (f"   (step wall time {format_seconds(m['wall_seconds'])})" if "wall_seconds" in m else ""))
+    print(
+        f"  kernel time      trace {format_seconds(estimate.step_seconds):>12}   GPU "
+        f"{format_seconds(kernels) if kernels is not None else na:>12}"
+        + (f"   (step wall time {format_seconds(m['wall_seconds'])})" if "wall_seconds" in m else "")
+    )
     print("  line   estimated   measured   measured / estimated")
     lines = m.get("lines", {})
     for line in sorted(set(estimated) | {k for k in lines if k is not None}):
@@ -118,7 +143,7 @@ def load(target: str, call: str) -> tuple[Any, tuple, dict, str]:
     sys.path.insert(0, os.path.dirname(path))
     spec.loader.exec_module(module)
     function = eval(call.split("(", 1)[0], module.__dict__)
-    inner = call[call.index("(") + 1:call.rindex(")")]
+    inner = call[call.index("(") + 1 : call.rindex(")")]
     args, kwargs = eval(f"(lambda *a, **k: (a, k))({inner})", module.__dict__)
     return function, args, kwargs, path
 
@@ -150,8 +175,8 @@ def _line_in(stack: list, path: str) -> Optional[int]:
     """'/x/train.py(33): train_step' frames, innermost first: the innermost in `path`."""
     for frame in stack or ():
         location = frame.split(":", 1)[0]
-        if "(" in location and os.path.abspath(location[:location.rindex("(")]) == path:
-            return int(location[location.rindex("(") + 1:location.rindex(")")])
+        if "(" in location and os.path.abspath(location[: location.rindex("(")]) == path:
+            return int(location[location.rindex("(") + 1 : location.rindex(")")])
     return None
 
 
@@ -174,7 +199,7 @@ def kernel_time_per_line(function: Any, args: tuple, kwargs: dict, path: str) ->
     per_line: dict[Any, float] = defaultdict(float)
     total = 0.0
     for event in events:
-        device = getattr(event, "self_device_time_total", 0.0)        # µs of kernels this op launched itself
+        device = getattr(event, "self_device_time_total", 0.0)  # µs of kernels this op launched itself
         if not device:
             continue
         total += device
@@ -191,8 +216,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--call", action="append", default=[], help="example call of each FILE::QUALNAME given")
     p.add_argument("--gpu", help="the table's key for this GPU (default: from its name)")
     p.add_argument("--json", metavar="PATH")
-    p.add_argument("--forecast-only", action="store_true",
-                   help="trace the cases and print the forecast's side of the table; needs no GPU")
+    p.add_argument(
+        "--forecast-only",
+        action="store_true",
+        help="trace the cases and print the forecast's side of the table; needs no GPU",
+    )
     args = p.parse_args(argv)
     if len(args.call) != len(args.cases):
         p.error(f"give one --call per FILE::QUALNAME ({len(args.cases)} cases, {len(args.call)} --call)")
@@ -213,9 +241,16 @@ def main(argv: Optional[list[str]] = None) -> int:
             report = forecast(target, call, gpu)
             path = os.path.join(REPO_ROOT, target.rpartition("::")[0])
             print_case(target, call, report, path)
-            results.append({"target": target, "call": call, "key": gpu, "syncs": [report.summary.syncs, None],
-                            "peak": [report.summary.memory.peak_bytes, None],
-                            "kernel_seconds": [report.summary.time.step_seconds, None]})
+            results.append(
+                {
+                    "target": target,
+                    "call": call,
+                    "key": gpu,
+                    "syncs": [report.summary.syncs, None],
+                    "peak": [report.summary.memory.peak_bytes, None],
+                    "kernel_seconds": [report.summary.time.step_seconds, None],
+                }
+            )
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:
                 json.dump(results, f, indent=2)
@@ -224,8 +259,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     import torch
 
     if not torch.cuda.is_available():
-        print("bench/gpu_truth.py needs a CUDA GPU and a CUDA build of torch; this machine has none "
-              "(--forecast-only runs the trace's side alone)", file=sys.stderr)
+        print(
+            "bench/gpu_truth.py needs a CUDA GPU and a CUDA build of torch; this machine has none "
+            "(--forecast-only runs the trace's side alone)",
+            file=sys.stderr,
+        )
         return 2
     name = torch.cuda.get_device_name()
     gpu = find_gpu(args.gpu).key if args.gpu else gpu_key(name)
@@ -233,20 +271,36 @@ def main(argv: Optional[list[str]] = None) -> int:
     for target, call in cases:
         report = forecast(target, call, gpu)
         function, fargs, fkwargs, path = load(target, call)
-        function(*fargs, **fkwargs)                                     # warm-up
+        function(*fargs, **fkwargs)  # warm-up
         syncs = count_syncs(function, fargs, fkwargs)
         peak = peak_memory(function, fargs, fkwargs)
         measured, kernel_total, wall = kernel_time_per_line(function, fargs, fkwargs, path)
-        estimated = {c.line: c.seconds for c in line_costs(report.events, gpu).values()
-                     if c.file == path and c.line is not None}
-        print_case(target, call, report, path, {"syncs": syncs, "peak": peak, "kernel_seconds": kernel_total,
-                                                "wall_seconds": wall, "lines": measured})
+        estimated = {
+            c.line: c.seconds for c in line_costs(report.events, gpu).values() if c.file == path and c.line is not None
+        }
+        print_case(
+            target,
+            call,
+            report,
+            path,
+            {"syncs": syncs, "peak": peak, "kernel_seconds": kernel_total, "wall_seconds": wall, "lines": measured},
+        )
         memory, estimate = report.summary.memory, report.summary.time
-        results.append({"target": target, "call": call, "gpu": name, "key": gpu,
-                        "syncs": [report.summary.syncs, syncs], "peak": [memory.peak_bytes, peak],
-                        "kernel_seconds": [estimate.step_seconds, kernel_total], "wall_seconds": wall,
-                        "lines": {str(k): [estimated.get(k, 0.0), measured.get(k, 0.0)]
-                                  for k in set(estimated) | set(measured)}})
+        results.append(
+            {
+                "target": target,
+                "call": call,
+                "gpu": name,
+                "key": gpu,
+                "syncs": [report.summary.syncs, syncs],
+                "peak": [memory.peak_bytes, peak],
+                "kernel_seconds": [estimate.step_seconds, kernel_total],
+                "wall_seconds": wall,
+                "lines": {
+                    str(k): [estimated.get(k, 0.0), measured.get(k, 0.0)] for k in set(estimated) | set(measured)
+                },
+            }
+        )
         with contextlib.suppress(Exception):
             del function, fargs, fkwargs
         torch.cuda.empty_cache()

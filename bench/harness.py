@@ -3,6 +3,7 @@
 A benchmark builds a `Result` (tables of rows, targets with met/missed, notes), prints it as a
 table and, with `--json PATH`, writes it for `bench/all`, which renders docs/benchmarks.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,6 +23,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # -- statistics --------------------------------------------------------------------------------
+
 
 def percentile(values: Sequence[float], p: float) -> float:
     """Linear interpolation between closest ranks (numpy's default)."""
@@ -70,10 +72,11 @@ def rotated(items: Sequence[Any], k: int) -> list[Any]:
 
 # -- results -----------------------------------------------------------------------------------
 
+
 @dataclass
 class Target:
-    what: str                      # "atenlens p95 <= 2 x ruff p95"
-    value: Optional[float]         # what was measured (None: could not be measured)
+    what: str  # "atenlens p95 <= 2 x ruff p95"
+    value: Optional[float]  # what was measured (None: could not be measured)
     limit: Optional[float]
     unit: str = ""
 
@@ -98,9 +101,9 @@ class Table:
 
 @dataclass
 class Result:
-    benchmark: str                 # "lint_latency"
+    benchmark: str  # "lint_latency"
     title: str
-    command: str                   # how to run it
+    command: str  # how to run it
     tables: list[Table] = field(default_factory=list)
     targets: list[Target] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -117,11 +120,23 @@ class Result:
         for table in self.tables:
             out += [f"**{table.title}**", "", markdown_table(table.columns, table.rows), ""]
         if self.targets:
-            out += ["**Targets**", "",
-                    markdown_table(["target", "measured", "limit", "status"],
-                                   [[t.what, fmt(t.value) + (f" {t.unit}" if t.value is not None else ""),
-                                     fmt(t.limit) + (f" {t.unit}" if t.limit is not None else ""), t.status]
-                                    for t in self.targets]), ""]
+            out += [
+                "**Targets**",
+                "",
+                markdown_table(
+                    ["target", "measured", "limit", "status"],
+                    [
+                        [
+                            t.what,
+                            fmt(t.value) + (f" {t.unit}" if t.value is not None else ""),
+                            fmt(t.limit) + (f" {t.unit}" if t.limit is not None else ""),
+                            t.status,
+                        ]
+                        for t in self.targets
+                    ],
+                ),
+                "",
+            ]
         for note in self.notes:
             out.append(f"- {note}")
         if self.notes:
@@ -132,12 +147,15 @@ class Result:
 def markdown_table(columns: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     rows = [[str(c) for c in row] for row in rows]
     widths = [max([len(col)] + [len(r[i]) for r in rows]) for i, col in enumerate(columns)]
+
     def line(cells: Sequence[str]) -> str:
         return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
+
     return "\n".join([line(columns), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in rows])
 
 
 # -- the machine and versions ------------------------------------------------------------------
+
 
 def machine() -> dict[str, str]:
     cpu = platform.processor() or "unknown"
@@ -194,6 +212,7 @@ def ruff_binary() -> Optional[str]:
 
 # -- process memory (Linux /proc, no psutil) ---------------------------------------------------
 
+
 def rss_bytes(pid: int) -> int:
     """Resident set size of one process now (0 if it is gone)."""
     try:
@@ -230,6 +249,7 @@ def tree_rss_bytes(pid: int, include_self: bool = True) -> int:
 
 
 # -- command line ------------------------------------------------------------------------------
+
 
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)

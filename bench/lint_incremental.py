@@ -9,6 +9,7 @@ CPU milliseconds per edit and how many edits the incremental path linted in full
 
     python bench/lint_incremental.py [--edits N] [--lines N] [--seed S]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,11 +19,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gen_corpus import generate  # noqa: E402
-from lint_latency import edit_script  # noqa: E402
-
 from atenlens.lint import incremental  # noqa: E402
 from atenlens.lint.engine import lint_source  # noqa: E402
+from gen_corpus import generate  # noqa: E402
+from lint_latency import edit_script  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         lint_source(text, f"bench://{name}", incremental=name == "incremental")
     load_before = os.getloadavg()[0]
     for k, (row, col, end, new) in enumerate(edit_script(text.split("\n"), args.edits, args.seed)):
-        for name in (("full", "incremental") if k % 2 == 0 else ("incremental", "full")):
+        for name in ("full", "incremental") if k % 2 == 0 else ("incremental", "full"):
             current = lines[name]
             current[row] = current[row][:col] + new + current[row][end:]
             started = time.process_time()
@@ -47,12 +47,16 @@ def main(argv: list[str] | None = None) -> int:
             cpu[name].append((time.process_time() - started) * 1000)
             if name == "incremental" and incremental.last_mode[f"bench://{name}"] == "full":
                 relinted_in_full += 1
-    print(f"{args.edits} edits of the {args.lines}-line corpus, CPU ms per edit "
-          f"(load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after)")
+    print(
+        f"{args.edits} edits of the {args.lines}-line corpus, CPU ms per edit "
+        f"(load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after)"
+    )
     for name, values in cpu.items():
         values.sort()
-        print(f"  {name:12s} p50 {values[len(values) // 2]:7.1f}  p95 {values[int(len(values) * 0.95)]:7.1f}  "
-              f"max {values[-1]:7.1f}")
+        print(
+            f"  {name:12s} p50 {values[len(values) // 2]:7.1f}  p95 {values[int(len(values) * 0.95)]:7.1f}  "
+            f"max {values[-1]:7.1f}"
+        )
     print(f"  incremental path linted {relinted_in_full} of {args.edits} edits in full")
     return 0
 

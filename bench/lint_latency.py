@@ -10,6 +10,7 @@ time: 50 changes sent back to back, clock from the last one to the diagnostics o
 
     python bench/lint_latency.py [--quick] [--servers atenlens,ruff,pylsp] [--edits N] [--bursts N] [--lines N] [--json PATH]
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -22,7 +23,7 @@ from gen_corpus import generate
 from harness import Result, Table, Target, finish, median, ms, parser, percentile, rotated, spread
 from servers import ALL, Session, available, start_session
 
-TARGET_VS_RUFF = 2.0        # atenlens p95 <= 2 x ruff p95
+TARGET_VS_RUFF = 2.0  # atenlens p95 <= 2 x ruff p95
 
 
 def edit_script(lines: list[str], count: int, seed: int) -> list[tuple[int, int, int, str]]:
@@ -35,8 +36,8 @@ def edit_script(lines: list[str], count: int, seed: int) -> list[tuple[int, int,
         indent = len(lines[line]) - len(lines[line].lstrip())
         col = rng.randint(indent, len(lines[line]))
         letter = rng.choice("abcdefghijklmnopqrstuvwxyz")
-        script.append((line, col, col, letter))            # type
-        script.append((line, col, col + 1, ""))            # delete it again
+        script.append((line, col, col, letter))  # type
+        script.append((line, col, col + 1, ""))  # delete it again
     return script
 
 
@@ -86,32 +87,54 @@ def main(argv: list[str] | None = None) -> int:
     text = generate(args.lines, args.seed)
     with tempfile.TemporaryDirectory(prefix="atenlens-bench-") as root:
         per_edit, settle, modes = asyncio.run(
-            measure(specs, root, text, args.edits, args.bursts, args.burst_size, args.seed))
+            measure(specs, root, text, args.edits, args.bursts, args.burst_size, args.seed)
+        )
 
-    result = Result("lint_latency", f"Lint latency while typing ({args.lines}-line file, {args.edits} edits)",
-                    "python bench/lint_latency.py" + (" --quick" if args.quick else ""), quick=args.quick)
-    edits = Table("didChange -> diagnostics of that version (ms)",
-                  ["server", "diagnostics", "p50", "p95", "max", f"settle after {args.burst_size} changes: median",
-                   "settle spread"])
+    result = Result(
+        "lint_latency",
+        f"Lint latency while typing ({args.lines}-line file, {args.edits} edits)",
+        "python bench/lint_latency.py" + (" --quick" if args.quick else ""),
+        quick=args.quick,
+    )
+    edits = Table(
+        "didChange -> diagnostics of that version (ms)",
+        [
+            "server",
+            "diagnostics",
+            "p50",
+            "p95",
+            "max",
+            f"settle after {args.burst_size} changes: median",
+            "settle spread",
+        ],
+    )
     for spec in specs:
         lat = [ms(x) for x in per_edit[spec.name]]
         st = [ms(x) for x in settle[spec.name]]
-        edits.add(spec.name, modes[spec.name], percentile(lat, 50), percentile(lat, 95), max(lat),
-                  median(st), spread(st))
+        edits.add(
+            spec.name, modes[spec.name], percentile(lat, 50), percentile(lat, 95), max(lat), median(st), spread(st)
+        )
     result.tables.append(edits)
-    result.raw = {"per_edit_ms": {k: [ms(x) for x in v] for k, v in per_edit.items()},
-                  "settle_ms": {k: [ms(x) for x in v] for k, v in settle.items()}}
+    result.raw = {
+        "per_edit_ms": {k: [ms(x) for x in v] for k, v in per_edit.items()},
+        "settle_ms": {k: [ms(x) for x in v] for k, v in settle.items()},
+    }
     p95 = {name: ms(percentile(v, 95)) for name, v in per_edit.items()}
     if "atenlens" in p95 and "ruff" in p95:
-        result.targets.append(Target("atenlens p95 <= 2 x ruff p95", p95["atenlens"],
-                                     TARGET_VS_RUFF * p95["ruff"], "ms"))
+        result.targets.append(
+            Target("atenlens p95 <= 2 x ruff p95", p95["atenlens"], TARGET_VS_RUFF * p95["ruff"], "ms")
+        )
     if "atenlens" in p95 and "pylsp" in p95:
         result.targets.append(Target("atenlens p95 below pylsp p95", p95["atenlens"], p95["pylsp"], "ms"))
     result.notes += absent
-    result.notes.append("each server runs with its defaults (ruff: its default rule set, no configuration file in "
-                        "the workspace; pylsp: pyflakes only, its other linters switched off)")
-    result.notes.append(f"{len(specs)} servers interleaved edit by edit; edits: {args.edits // 2} random code "
-                        f"lines, one letter typed then deleted; bursts: {args.bursts} rounds")
+    result.notes.append(
+        "each server runs with its defaults (ruff: its default rule set, no configuration file in "
+        "the workspace; pylsp: pyflakes only, its other linters switched off)"
+    )
+    result.notes.append(
+        f"{len(specs)} servers interleaved edit by edit; edits: {args.edits // 2} random code "
+        f"lines, one letter typed then deleted; bursts: {args.bursts} rounds"
+    )
     return finish(result, args)
 
 

@@ -6,6 +6,7 @@ N runs, milliseconds (`--clock wall` for wall time).
 
     python bench/lint_many_findings.py [--runs N] [--clock cpu|wall]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,9 @@ FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "lint" / "fixtures"
 
 
 def many_findings_text(lines: int = 5000) -> str:
-    unit = "".join(p.read_text(encoding="utf-8") + "\n\n"
-                   for p in sorted(FIXTURES.glob("AL*.py")) if not p.stem.endswith("_clean"))
+    unit = "".join(
+        p.read_text(encoding="utf-8") + "\n\n" for p in sorted(FIXTURES.glob("AL*.py")) if not p.stem.endswith("_clean")
+    )
     text = unit * (lines // unit.count("\n") + 1)
     return "\n".join(text.split("\n")[:lines]) + "\n"
 

@@ -10,6 +10,7 @@ half-typed line (`    y = x.to(`) in its middle:
 
     python bench/lint_parser.py [--runs N] [--lines N] [--clock cpu|wall]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,12 +61,12 @@ def with_half_typed_line(text: str) -> str:
     middle = len(lines) // 2
     while not (lines[middle].startswith("def ") and lines[middle].rstrip().endswith(":")):
         middle += 1
-    return "".join(lines[:middle + 1] + ["    y = x.to(\n"] + lines[middle + 1:])
+    return "".join(lines[: middle + 1] + ["    y = x.to(\n"] + lines[middle + 1 :])
 
 
 def lint_next(versions: Iterator[str], document: str) -> object:
     """Lints the next version of `document` (an incremental re-parse of the one before)."""
-    from atenlens.lint import lint_source    # imported when measured warm, as in main()
+    from atenlens.lint import lint_source  # imported when measured warm, as in main()
 
     return lint_source(next(versions), path=document)
 
@@ -82,7 +83,7 @@ def one_character_edits(text: str, count: int) -> list[str]:
         row = targets[k % len(targets)]
         line = lines[row]
         cut = line.index(" = ") + 3
-        edited = lines[:row] + [line[:cut] + "x" + line[cut:]] + lines[row + 1:] if k % 2 == 0 else lines
+        edited = lines[:row] + [line[:cut] + "x" + line[cut:]] + lines[row + 1 :] if k % 2 == 0 else lines
         versions.append("".join(edited))
     return versions
 
@@ -116,14 +117,22 @@ def main(argv: list[str] | None = None) -> int:
                 return ast.parse(text)
             except SyntaxError:
                 return None
+
         ok = parse_ast() is not None
-        rows.append((f"ast.parse ({label})", f"{median_ms(parse_ast, args.runs):.2f}",
-                     "tree" if ok else "SyntaxError: no tree at all"))
+        rows.append(
+            (
+                f"ast.parse ({label})",
+                f"{median_ms(parse_ast, args.runs):.2f}",
+                "tree" if ok else "SyntaxError: no tree at all",
+            )
+        )
         try:
             import parso
+
             grammar = parso.load_grammar()
-            parsed = median_ms(functools.partial(grammar.parse, text, error_recovery=True, cache=False),
-                               max(3, args.runs // 5))
+            parsed = median_ms(
+                functools.partial(grammar.parse, text, error_recovery=True, cache=False), max(3, args.runs // 5)
+            )
             rows.append((f"parso parse ({label})", f"{parsed:.2f}", "error-tolerant"))
         except ImportError:
             rows.append((f"parso parse ({label})", "-", "parso not installed"))
@@ -134,15 +143,22 @@ def main(argv: list[str] | None = None) -> int:
         document = f"bench://{label}"
         lint_source(next(versions), path=document)
         edited = median_ms(functools.partial(lint_next, versions, document), args.runs)
-        rows.append((f"lint_source, after a 1-char edit ({label})", f"{edited:.2f}",
-                     "incremental re-parse" if label == "valid" else "half-typed line blanked, incremental re-parse"))
+        rows.append(
+            (
+                f"lint_source, after a 1-char edit ({label})",
+                f"{edited:.2f}",
+                "incremental re-parse" if label == "valid" else "half-typed line blanked, incremental re-parse",
+            )
+        )
 
     import tempfile
+
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False, encoding="utf-8") as handle:
         handle.write(valid)
     try:
-        out = subprocess.run([sys.executable, "-c", COLD, handle.name, args.clock], capture_output=True, text=True,
-                             check=True).stdout.split()
+        out = subprocess.run(
+            [sys.executable, "-c", COLD, handle.name, args.clock], capture_output=True, text=True, check=True
+        ).stdout.split()
     finally:
         os.unlink(handle.name)
     rows.append(("import atenlens.lint (cold process)", out[0], ""))

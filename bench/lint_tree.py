@@ -10,6 +10,7 @@ spawn to exit; output goes to /dev/null. Ratios are of medians from the same rou
     python bench/lint_tree.py --tree DIR [--rounds N] [--json PATH]
     python bench/lint_tree.py --quick
 """
+
 from __future__ import annotations
 
 import os
@@ -22,7 +23,7 @@ import time
 from gen_corpus import generate
 from harness import Result, Table, Target, finish, median, ms, parser, rotated, ruff_binary, spread
 
-TARGET_VS_RUFF = 2.0        # atenlens (all cores) <= 2 x ruff on the same tree
+TARGET_VS_RUFF = 2.0  # atenlens (all cores) <= 2 x ruff on the same tree
 
 
 def count_py(tree: str) -> int:
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         chunk = text.split("\n")
         for i in range(40):
             with open(os.path.join(tmp.name, f"m{i:02d}.py"), "w", encoding="utf-8") as f:
-                f.write("\n".join(chunk[i * 125:(i + 1) * 125]) + "\n")
+                f.write("\n".join(chunk[i * 125 : (i + 1) * 125]) + "\n")
         args.tree = tmp.name
         if args.quick:
             args.rounds = 1
@@ -69,22 +70,39 @@ def main(argv: list[str] | None = None) -> int:
             times[name].append(wall)
             cpu[name].append(used)
     files = count_py(args.tree)
-    result = Result("lint_tree", f"Whole-tree lint: atenlens lint vs ruff check ({files} files)",
-                    "python bench/lint_tree.py " + ("--quick" if args.quick else f"--tree {args.tree}"),
-                    quick=args.quick)
-    table = Table(f"seconds, spawn to exit, {args.rounds} rounds",
-                  ["run", "wall: median", "spread", "x ruff", "CPU: median", "x ruff"])
+    result = Result(
+        "lint_tree",
+        f"Whole-tree lint: atenlens lint vs ruff check ({files} files)",
+        "python bench/lint_tree.py " + ("--quick" if args.quick else f"--tree {args.tree}"),
+        quick=args.quick,
+    )
+    table = Table(
+        f"seconds, spawn to exit, {args.rounds} rounds",
+        ["run", "wall: median", "spread", "x ruff", "CPU: median", "x ruff"],
+    )
     ruff_median = median(times["ruff check"]) if ruff else None
     ruff_cpu = median(cpu["ruff check"]) if ruff else None
     for name, _ in runners:
         m, c = median(times[name]), median(cpu[name])
-        table.add(name, m, spread(times[name]), (m / ruff_median) if ruff_median else "-",
-                  c, (c / ruff_cpu) if ruff_cpu else "-")
+        table.add(
+            name,
+            m,
+            spread(times[name]),
+            (m / ruff_median) if ruff_median else "-",
+            c,
+            (c / ruff_cpu) if ruff_cpu else "-",
+        )
     result.tables.append(table)
     result.raw = {"seconds": times, "cpu_seconds": cpu, "files": files, "jobs": jobs}
     if ruff_median:
-        result.targets.append(Target(f"atenlens ({jobs} processes) <= 2 x ruff", ms(median(times[runners[1][0]])),
-                                     ms(TARGET_VS_RUFF * ruff_median), "ms"))
+        result.targets.append(
+            Target(
+                f"atenlens ({jobs} processes) <= 2 x ruff",
+                ms(median(times[runners[1][0]])),
+                ms(TARGET_VS_RUFF * ruff_median),
+                "ms",
+            )
+        )
     else:
         result.notes.append("ruff is not installed here (pip install ruff); not measured")
     result.notes.append(f"{jobs} CPUs available to the process; ruff runs its default rule set with its own threads")

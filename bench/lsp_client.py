@@ -5,6 +5,7 @@ server's requests (configuration, registrations, progress, refreshes) at once, a
 wait for the first message that matches a predicate. It is deliberately small: the time it adds is
 the same for every server measured.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -21,7 +22,7 @@ Predicate = Callable[[Message], bool]
 
 @dataclass
 class Received:
-    at: float                     # perf_counter() when the frame was parsed
+    at: float  # perf_counter() when the frame was parsed
     message: Message
 
 
@@ -48,15 +49,19 @@ class LspClient:
     _pending: dict[int, asyncio.Future] = field(default_factory=dict)
     _waiters: list[_Waiter] = field(default_factory=list)
     _reader: Optional[asyncio.Task] = None
-    keep_history: bool = False     # keep every message in `received` (off: large diagnostics lists pile up)
-    stderr_path: Optional[str] = None   # the server's stderr goes here (default: discarded)
+    keep_history: bool = False  # keep every message in `received` (off: large diagnostics lists pile up)
+    stderr_path: Optional[str] = None  # the server's stderr goes here (default: discarded)
 
     async def start(self) -> None:
         stderr = open(self.stderr_path, "ab") if self.stderr_path else asyncio.subprocess.DEVNULL
         self.spawned_at = time.perf_counter()
         self.process = await asyncio.create_subprocess_exec(
-            *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=stderr, cwd=self.cwd, env=self.env,
+            *self.argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr,
+            cwd=self.cwd,
+            env=self.env,
             limit=64 * 1024 * 1024,
         )
         if not isinstance(stderr, int):
@@ -127,22 +132,22 @@ class LspClient:
             for future in list(self._pending.values()) + [w.future for w in self._waiters]:
                 if not future.done():
                     future.set_exception(error)
-                    future.exception()       # retrieved here: a waiter nobody awaits any more is no error
+                    future.exception()  # retrieved here: a waiter nobody awaits any more is no error
 
     def _dispatch(self, received: Received) -> None:
         message = received.message
         if self.keep_history:
             self.received.append(received)
-        if "id" in message and "method" not in message:             # a response to us
+        if "id" in message and "method" not in message:  # a response to us
             future = self._pending.pop(message["id"], None)
             if future is not None and not future.done():
                 future.set_result(received)
             return
-        if "id" in message:                                          # a request from the server
+        if "id" in message:  # a request from the server
             answer = self.request_answers.get(message["method"], lambda m: None)(message)
             self._write({"jsonrpc": "2.0", "id": message["id"], "result": answer})
         for waiter in list(self._waiters):
-            if waiter.future.done():                                  # cancelled by its owner
+            if waiter.future.done():  # cancelled by its owner
                 self._waiters.remove(waiter)
             elif waiter.predicate(message):
                 waiter.future.set_result(received)
@@ -150,8 +155,7 @@ class LspClient:
 
     # -- session ------------------------------------------------------------------------------
 
-    async def initialize(self, root: str, capabilities: dict[str, Any],
-                         initialization_options: Any = None) -> Received:
+    async def initialize(self, root: str, capabilities: dict[str, Any], initialization_options: Any = None) -> Received:
         params = {
             "processId": os.getpid(),
             "rootUri": f"file://{root}",

@@ -13,6 +13,7 @@ output an Activation and everything allocated inside `step()` Optstate.
 
     python bench/memory_vs_memtracker.py [--quick] [--json PATH]     (--quick: both models at tiny sizes)
 """
+
 from __future__ import annotations
 
 import json
@@ -63,10 +64,13 @@ def example_call(kind: str, tiny: bool) -> str:
 def compare(kind: str, tiny: bool) -> tuple[dict, dict]:
     """One fresh process: the atenlens trace of the step, with MemTracker around the step inside it."""
     shape = TINY_SHAPE if tiny else FULL_SHAPE
-    call = (f'__import__("memtracker_step").tracked_step(train_step, *setup("{kind}", tiny={tiny}, '
-            f'batch={shape["batch"]}, seq={shape["seq"]}))')
-    out = subprocess.run([sys.executable, "-c", PROBE, MODELS, call],
-                         capture_output=True, text=True, cwd=REPO_ROOT, timeout=3600)
+    call = (
+        f'__import__("memtracker_step").tracked_step(train_step, *setup("{kind}", tiny={tiny}, '
+        f"batch={shape['batch']}, seq={shape['seq']}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, MODELS, call], capture_output=True, text=True, cwd=REPO_ROOT, timeout=3600
+    )
     if out.returncode != 0:
         raise RuntimeError(f"{kind} failed:\n{out.stderr[-3000:]}")
     data = json.loads(out.stdout.strip().splitlines()[-1])
@@ -77,12 +81,17 @@ def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__.splitlines()[0])
     args = p.parse_args(argv)
     shape = TINY_SHAPE if args.quick else FULL_SHAPE
-    result = Result("memory_vs_memtracker", "Memory forecast: atenlens vs torch's MemTracker on the same fake step",
-                    "python bench/memory_vs_memtracker.py" + (" --quick" if args.quick else ""), quick=args.quick)
-    peaks = Table(f"peak device memory of one AdamW train step, batch {shape['batch']}, seq {shape['seq']}, MiB",
-                  ["model", "atenlens peak", "at", "MemTracker peak", "atenlens / MemTracker"])
-    breakdown = Table("what each says is live at its peak, MiB",
-                      ["model", "tool", "breakdown"])
+    result = Result(
+        "memory_vs_memtracker",
+        "Memory forecast: atenlens vs torch's MemTracker on the same fake step",
+        "python bench/memory_vs_memtracker.py" + (" --quick" if args.quick else ""),
+        quick=args.quick,
+    )
+    peaks = Table(
+        f"peak device memory of one AdamW train step, batch {shape['batch']}, seq {shape['seq']}, MiB",
+        ["model", "atenlens peak", "at", "MemTracker peak", "atenlens / MemTracker"],
+    )
+    breakdown = Table("what each says is live at its peak, MiB", ["model", "tool", "breakdown"])
     for name, kind in MODELS_MEASURED:
         name = f"{name}, tiny sizes" if args.quick else name
         ours, theirs = compare(kind, args.quick)
@@ -93,12 +102,16 @@ def main(argv: list[str] | None = None) -> int:
         result.targets.append(Target(f"{name}: |atenlens / MemTracker - 1|", abs(ratio - 1), PEAK_TOLERANCE))
         result.raw[kind] = {"atenlens": ours, "memtracker": theirs}
     result.tables += [peaks, breakdown]
-    result.notes.append("both run the same code on the same simulated CUDA device under FakeTensorMode; the peak "
-                        "is over the step only (memory live before it included)")
-    result.notes.append("categories differ by definition: MemTracker's Activation is every forward output, its "
-                        "Optstate everything allocated inside step() (AdamW's sqrt temporaries too), its Temp "
-                        "everything allocated in backward; atenlens's activations are what autograd saved, "
-                        "temporaries the rest (docs/fidelity.md)")
+    result.notes.append(
+        "both run the same code on the same simulated CUDA device under FakeTensorMode; the peak "
+        "is over the step only (memory live before it included)"
+    )
+    result.notes.append(
+        "categories differ by definition: MemTracker's Activation is every forward output, its "
+        "Optstate everything allocated inside step() (AdamW's sqrt temporaries too), its Temp "
+        "everything allocated in backward; atenlens's activations are what autograd saved, "
+        "temporaries the rest (docs/fidelity.md)"
+    )
     return finish(result, args)
 
 

@@ -1,6 +1,7 @@
 """Runs a train step under torch's MemTracker, inside an atenlens trace (bench/memory_vs_memtracker.py):
 both tools then see the very same ops (the attention kernel the trace chooses, AdamW's foreach path).
 Prints MemTracker's peak snapshot of the cuda device as one JSON line."""
+
 import json
 
 from torch.distributed._tools.mem_tracker import MemTracker

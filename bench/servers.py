@@ -4,6 +4,7 @@ Diagnostics are taken the way an editor that supports both models gets them: pul
 (`textDocument/diagnostic`) from a server that advertises a `diagnosticProvider`, otherwise waited
 for as pushed `textDocument/publishDiagnostics` of the document version just sent.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -22,8 +23,12 @@ CLIENT_CAPABILITIES: dict[str, Any] = {
     "general": {"positionEncodings": ["utf-16"]},
     "textDocument": {
         "synchronization": {"dynamicRegistration": True, "didSave": True},
-        "publishDiagnostics": {"relatedInformation": True, "versionSupport": True,
-                               "codeDescriptionSupport": True, "dataSupport": True},
+        "publishDiagnostics": {
+            "relatedInformation": True,
+            "versionSupport": True,
+            "codeDescriptionSupport": True,
+            "dataSupport": True,
+        },
         "diagnostic": {"dynamicRegistration": True, "relatedDocumentSupport": False},
         "hover": {"contentFormat": ["markdown", "plaintext"]},
         "inlayHint": {"dynamicRegistration": True},
@@ -42,18 +47,27 @@ CLIENT_CAPABILITIES: dict[str, Any] = {
 }
 
 # pylsp's diagnostics with pyflakes only (its defaults also run pycodestyle and mccabe).
-PYLSP_SETTINGS = {"pylsp": {"plugins": {
-    "pyflakes": {"enabled": True}, "pycodestyle": {"enabled": False}, "mccabe": {"enabled": False},
-    "pydocstyle": {"enabled": False}, "pylint": {"enabled": False}, "flake8": {"enabled": False},
-    "autopep8": {"enabled": False}, "yapf": {"enabled": False},
-}}}
+PYLSP_SETTINGS = {
+    "pylsp": {
+        "plugins": {
+            "pyflakes": {"enabled": True},
+            "pycodestyle": {"enabled": False},
+            "mccabe": {"enabled": False},
+            "pydocstyle": {"enabled": False},
+            "pylint": {"enabled": False},
+            "flake8": {"enabled": False},
+            "autopep8": {"enabled": False},
+            "yapf": {"enabled": False},
+        }
+    }
+}
 
 
 @dataclass(frozen=True)
 class ServerSpec:
     name: str
-    argv: Callable[[], Optional[list[str]]]       # None: not installed here
-    settings: Optional[dict[str, Any]] = None      # sent with workspace/didChangeConfiguration
+    argv: Callable[[], Optional[list[str]]]  # None: not installed here
+    settings: Optional[dict[str, Any]] = None  # sent with workspace/didChangeConfiguration
     initialization_options: Optional[dict[str, Any]] = None
     absent_hint: str = ""
 
@@ -80,8 +94,7 @@ def _pylsp() -> Optional[list[str]]:
 
 ATENLENS = ServerSpec("atenlens", _atenlens, absent_hint="atenlens.lsp.server not importable")
 RUFF = ServerSpec("ruff", _ruff, absent_hint="pip install ruff")
-PYLSP = ServerSpec("pylsp", _pylsp, settings=PYLSP_SETTINGS,
-                   absent_hint="pip install 'python-lsp-server[pyflakes]'")
+PYLSP = ServerSpec("pylsp", _pylsp, settings=PYLSP_SETTINGS, absent_hint="pip install 'python-lsp-server[pyflakes]'")
 ALL = [ATENLENS, RUFF, PYLSP]
 
 
@@ -103,10 +116,11 @@ def _configuration_answer(settings: Optional[dict[str, Any]]) -> Callable[[Messa
         for item in items:
             section = item.get("section")
             value: Any = settings or {}
-            for part in (section.split(".") if section else []):
+            for part in section.split(".") if section else []:
                 value = value.get(part, None) if isinstance(value, dict) else None
             out.append(value)
         return out
+
     return answer
 
 
@@ -137,8 +151,10 @@ class Session:
         self.lines = text.split("\n")
         self.version = 1
         waiting = self._expect_push(1)
-        sent = await self.client.notify("textDocument/didOpen", {"textDocument": {
-            "uri": self.uri, "languageId": "python", "version": 1, "text": text}})
+        sent = await self.client.notify(
+            "textDocument/didOpen",
+            {"textDocument": {"uri": self.uri, "languageId": "python", "version": 1, "text": text}},
+        )
         return await self._diagnostics_after(sent, waiting)
 
     async def change(self, edits: list[tuple[int, int, int, str]]) -> tuple[float, Optional[asyncio.Future]]:
@@ -147,14 +163,20 @@ class Session:
         for line, start, end, new in edits:
             old = self.lines[line]
             self.lines[line] = old[:start] + new + old[end:]
-            changes.append({"range": {"start": {"line": line, "character": start},
-                                      "end": {"line": line, "character": end}}, "text": new})
+            changes.append(
+                {
+                    "range": {"start": {"line": line, "character": start}, "end": {"line": line, "character": end}},
+                    "text": new,
+                }
+            )
         if not self.incremental:
             changes = [{"text": "\n".join(self.lines)}]
         self.version += 1
         waiting = self._expect_push(self.version)
-        sent = await self.client.notify("textDocument/didChange", {
-            "textDocument": {"uri": self.uri, "version": self.version}, "contentChanges": changes})
+        sent = await self.client.notify(
+            "textDocument/didChange",
+            {"textDocument": {"uri": self.uri, "version": self.version}, "contentChanges": changes},
+        )
         return sent, waiting
 
     async def diagnostics(self, sent: float, waiting: Optional[asyncio.Future]) -> float:
@@ -163,7 +185,7 @@ class Session:
 
     def _expect_push(self, version: int) -> Optional[asyncio.Future]:
         if self._awaiting is not None and not self._awaiting.done():
-            self._awaiting.cancel()          # superseded: only the latest version is waited for
+            self._awaiting.cancel()  # superseded: only the latest version is waited for
         if self.pulls:
             return None
         uri = self.uri
@@ -174,30 +196,36 @@ class Session:
             params = message["params"]
             # A server that omits the version: the first publish after the change is taken.
             return params["uri"] == uri and params.get("version", version) == version
+
         self._awaiting = self.client.expect(matches)
         return self._awaiting
 
-    async def _diagnostics_after(self, sent: float, waiting: Optional[asyncio.Future],
-                                 timeout: float = 60.0) -> float:
+    async def _diagnostics_after(self, sent: float, waiting: Optional[asyncio.Future], timeout: float = 60.0) -> float:
         if waiting is not None:
             try:
                 received = await asyncio.wait_for(waiting, timeout)
             except asyncio.TimeoutError:
-                raise TimeoutError(f"{self.spec.name} published no diagnostics for version {self.version} of "
-                                   f"{self.uri} within {timeout:g} s") from None
+                raise TimeoutError(
+                    f"{self.spec.name} published no diagnostics for version {self.version} of "
+                    f"{self.uri} within {timeout:g} s"
+                ) from None
             return received.at
         _, received = await self.client.request(
-            "textDocument/diagnostic", {"textDocument": {"uri": self.uri}}, timeout=timeout)
+            "textDocument/diagnostic", {"textDocument": {"uri": self.uri}}, timeout=timeout
+        )
         return received.at
 
 
 async def start_session(spec: ServerSpec, root: str) -> Session:
     argv = spec.command()
     assert argv is not None
-    logs = os.environ.get("ATENLENS_BENCH_LOGS")      # a folder: keep each server's stderr there
-    client = LspClient(argv, cwd=root, request_answers={
-        "workspace/configuration": _configuration_answer(spec.settings)},
-        stderr_path=os.path.join(logs, f"{spec.name}.stderr") if logs else None)
+    logs = os.environ.get("ATENLENS_BENCH_LOGS")  # a folder: keep each server's stderr there
+    client = LspClient(
+        argv,
+        cwd=root,
+        request_answers={"workspace/configuration": _configuration_answer(spec.settings)},
+        stderr_path=os.path.join(logs, f"{spec.name}.stderr") if logs else None,
+    )
     await client.start()
     await client.initialize(root, CLIENT_CAPABILITIES, spec.initialization_options)
     if spec.settings is not None:

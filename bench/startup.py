@@ -12,6 +12,7 @@ atenlens's package is byte-compiled first (as installing its wheel leaves it, an
 the other peers are installed): from an editable checkout under PYTHONDONTWRITEBYTECODE=1 every
 start would compile its sources again and measure that instead.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,8 +27,8 @@ from gen_corpus import generate
 from harness import Result, Table, Target, finish, median, ms, parser, rotated, spread
 from servers import ALL, available, start_session
 
-TARGET_MS = 1000.0          # "well under a second" (issue 4)
-FLOOR_MARGIN_MS = 60.0      # first diagnostics within this of `import pygls.lsp.server` (issue 12)
+TARGET_MS = 1000.0  # "well under a second" (issue 4)
+FLOOR_MARGIN_MS = 60.0  # first diagnostics within this of `import pygls.lsp.server` (issue 12)
 REFERENCES = [
     ("reference: python -c pass", [sys.executable, "-c", "pass"]),
     ("reference: import pygls.lsp.server", [sys.executable, "-c", "import pygls.lsp.server"]),
@@ -36,8 +37,9 @@ REFERENCES = [
 
 async def spawn_to_exit(argv: list[str]) -> float:
     started = time.perf_counter()
-    process = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.DEVNULL,
-                                                   stderr=asyncio.subprocess.DEVNULL)
+    process = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+    )
     await process.wait()
     return time.perf_counter() - started
 
@@ -92,10 +94,16 @@ def main(argv: list[str] | None = None) -> int:
     _byte_compile_atenlens()
     with tempfile.TemporaryDirectory(prefix="atenlens-bench-") as root:
         to_init, to_diag, to_exit = asyncio.run(measure(specs, root, text, args.rounds))
-    result = Result("startup", f"Start-up: spawn to first diagnostics ({args.lines}-line file)",
-                    "python bench/startup.py" + (" --quick" if args.quick else ""), quick=args.quick)
-    table = Table(f"milliseconds, {args.rounds} rounds",
-                  ["server", "to initialize result: median", "spread", "to first diagnostics: median", "spread"])
+    result = Result(
+        "startup",
+        f"Start-up: spawn to first diagnostics ({args.lines}-line file)",
+        "python bench/startup.py" + (" --quick" if args.quick else ""),
+        quick=args.quick,
+    )
+    table = Table(
+        f"milliseconds, {args.rounds} rounds",
+        ["server", "to initialize result: median", "spread", "to first diagnostics: median", "spread"],
+    )
     for spec in specs:
         init = [ms(x) for x in to_init[spec.name]]
         diag = [ms(x) for x in to_diag[spec.name]]
@@ -104,16 +112,29 @@ def main(argv: list[str] | None = None) -> int:
         done = [ms(x) for x in to_exit[name]]
         table.add(name + " (to exit)", "-", "-", median(done), spread(done))
     result.tables.append(table)
-    result.raw = {"to_initialize_ms": {k: [ms(x) for x in v] for k, v in to_init.items()},
-                  "to_first_diagnostics_ms": {k: [ms(x) for x in v] for k, v in to_diag.items()},
-                  "references_to_exit_ms": {k: [ms(x) for x in v] for k, v in to_exit.items()}}
+    result.raw = {
+        "to_initialize_ms": {k: [ms(x) for x in v] for k, v in to_init.items()},
+        "to_first_diagnostics_ms": {k: [ms(x) for x in v] for k, v in to_diag.items()},
+        "references_to_exit_ms": {k: [ms(x) for x in v] for k, v in to_exit.items()},
+    }
     if "atenlens" in to_diag:
-        result.targets.append(Target("atenlens spawn to first diagnostics, median (well under a second)",
-                                     ms(median(to_diag["atenlens"])), TARGET_MS, "ms"))
+        result.targets.append(
+            Target(
+                "atenlens spawn to first diagnostics, median (well under a second)",
+                ms(median(to_diag["atenlens"])),
+                TARGET_MS,
+                "ms",
+            )
+        )
         floor = ms(median(to_exit["reference: import pygls.lsp.server"]))
-        result.targets.append(Target(f"atenlens first diagnostics within {FLOOR_MARGIN_MS:.0f} ms of the pygls "
-                                     "import floor (same rounds)", ms(median(to_diag["atenlens"])),
-                                     floor + FLOOR_MARGIN_MS, "ms"))
+        result.targets.append(
+            Target(
+                f"atenlens first diagnostics within {FLOOR_MARGIN_MS:.0f} ms of the pygls import floor (same rounds)",
+                ms(median(to_diag["atenlens"])),
+                floor + FLOOR_MARGIN_MS,
+                "ms",
+            )
+        )
     result.notes += absent
     return finish(result, args)
 

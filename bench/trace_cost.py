@@ -18,6 +18,7 @@ worker has.
 
     python bench/trace_cost.py [--quick] [--rounds N] [--json PATH]     (--quick: GPT-2 at tiny sizes only)
 """
+
 from __future__ import annotations
 
 import json
@@ -101,7 +102,7 @@ class Run:
     device: str
     ops: dict
     unattributed_backward: int
-    logged: int = 0                     # DebugMode: entries in its log
+    logged: int = 0  # DebugMode: entries in its log
 
 
 def example_call(kind: str, tiny: bool) -> str:
@@ -111,13 +112,25 @@ def example_call(kind: str, tiny: bool) -> str:
 
 def measure_once(mode: str, kind: str, tiny: bool) -> Run:
     """One fresh process: `mode` is "atenlens" (run_trace), "floor" (bare FakeTensorMode) or "debugmode"."""
-    out = subprocess.run([sys.executable, "-c", PROBE, mode, MODELS, example_call(kind, tiny)],
-                         capture_output=True, text=True, cwd=REPO_ROOT, timeout=1800)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, mode, MODELS, example_call(kind, tiny)],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=1800,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"{mode} {kind} failed:\n{out.stderr[-3000:]}")
     data = json.loads(out.stdout.strip().splitlines()[-1])
-    return Run(data["seconds"], data["cpu_seconds"], data["peak_rss"], data["device"], data.get("ops", {}),
-               data.get("unattributed_backward", 0), data.get("logged", 0))
+    return Run(
+        data["seconds"],
+        data["cpu_seconds"],
+        data["peak_rss"],
+        data["device"],
+        data.get("ops", {}),
+        data.get("unattributed_backward", 0),
+        data.get("logged", 0),
+    )
 
 
 MODES = ("atenlens", "nocost", "floor", "debugmode")
@@ -139,20 +152,55 @@ def main(argv: list[str] | None = None) -> int:
     rounds = 1 if args.quick else args.rounds
     shape = TINY_SHAPE if args.quick else FULL_SHAPE
 
-    result = Result("trace_cost", "Trace cost: GPT-2 and Llama-7B-shaped train steps vs bare FakeTensorMode",
-                    "python bench/trace_cost.py" + (" --quick" if args.quick else ""), quick=args.quick)
-    times = Table(f"one AdamW train step, batch {shape['batch']}, seq {shape['seq']}, seconds, {rounds} rounds "
-                  "(fresh warm process each)",
-                  ["model", "atenlens median", "spread", "floor median", "spread", "ratio", "CPU-time ratio",
-                   "DebugMode median", "spread", "atenlens / DebugMode", "device"])
-    memory = Table("peak RSS of the process (torch included), MiB, and what was recorded",
-                   ["model", "atenlens", "floor", "DebugMode", "ops forward / backward / optimizer",
-                    "unattributed backward", "DebugMode log entries"])
-    costs = Table("what the memory and time forecast costs: atenlens with and without it, seconds (medians)",
-                  ["model", "with cost", "without cost", "ratio to floor with", "ratio to floor without",
-                   "peak RSS with, MiB", "peak RSS without, MiB"])
+    result = Result(
+        "trace_cost",
+        "Trace cost: GPT-2 and Llama-7B-shaped train steps vs bare FakeTensorMode",
+        "python bench/trace_cost.py" + (" --quick" if args.quick else ""),
+        quick=args.quick,
+    )
+    times = Table(
+        f"one AdamW train step, batch {shape['batch']}, seq {shape['seq']}, seconds, {rounds} rounds "
+        "(fresh warm process each)",
+        [
+            "model",
+            "atenlens median",
+            "spread",
+            "floor median",
+            "spread",
+            "ratio",
+            "CPU-time ratio",
+            "DebugMode median",
+            "spread",
+            "atenlens / DebugMode",
+            "device",
+        ],
+    )
+    memory = Table(
+        "peak RSS of the process (torch included), MiB, and what was recorded",
+        [
+            "model",
+            "atenlens",
+            "floor",
+            "DebugMode",
+            "ops forward / backward / optimizer",
+            "unattributed backward",
+            "DebugMode log entries",
+        ],
+    )
+    costs = Table(
+        "what the memory and time forecast costs: atenlens with and without it, seconds (medians)",
+        [
+            "model",
+            "with cost",
+            "without cost",
+            "ratio to floor with",
+            "ratio to floor without",
+            "peak RSS with, MiB",
+            "peak RSS without, MiB",
+        ],
+    )
     # --quick (the smoke test): one model, the same code path; each variant still in its own process
-    for name, kind, seconds_target in (MODELS_MEASURED[:1] if args.quick else MODELS_MEASURED):
+    for name, kind, seconds_target in MODELS_MEASURED[:1] if args.quick else MODELS_MEASURED:
         name = f"{name}, tiny sizes" if args.quick else name
         runs = measure_model(kind, args.quick, rounds)
         traced = [r.seconds for r in runs["atenlens"]]
@@ -162,38 +210,75 @@ def main(argv: list[str] | None = None) -> int:
         first = runs["atenlens"][0]
         logged = [r.seconds for r in runs["debugmode"]]
         vs_debugmode = median(traced) / median(logged)
-        times.add(name, median(traced), spread(traced), median(floor), spread(floor), ratio, cpu_ratio,
-                  median(logged), spread(logged), vs_debugmode, first.device)
+        times.add(
+            name,
+            median(traced),
+            spread(traced),
+            median(floor),
+            spread(floor),
+            ratio,
+            cpu_ratio,
+            median(logged),
+            spread(logged),
+            vs_debugmode,
+            first.device,
+        )
         peak = max(r.peak_rss for r in runs["atenlens"])
-        memory.add(name, peak / MiB, max(r.peak_rss for r in runs["floor"]) / MiB,
-                   max(r.peak_rss for r in runs["debugmode"]) / MiB,
-                   " / ".join(str(first.ops.get(p, 0)) for p in ("forward", "backward", "optimizer")),
-                   str(first.unattributed_backward), str(runs["debugmode"][0].logged))
+        memory.add(
+            name,
+            peak / MiB,
+            max(r.peak_rss for r in runs["floor"]) / MiB,
+            max(r.peak_rss for r in runs["debugmode"]) / MiB,
+            " / ".join(str(first.ops.get(p, 0)) for p in ("forward", "backward", "optimizer")),
+            str(first.unattributed_backward),
+            str(runs["debugmode"][0].logged),
+        )
         if not args.quick:
             result.targets.append(Target(f"{name}: trace time", median(traced), seconds_target, "s"))
             result.targets.append(Target(f"{name}: ratio to bare FakeTensorMode", ratio, RATIO_TARGET))
             # the same two targets in process CPU time: what wall time shows on a machine without other load
-            result.targets.append(Target(f"{name}: trace CPU time", median([r.cpu_seconds for r in runs["atenlens"]]),
-                                         seconds_target, "s"))
+            result.targets.append(
+                Target(
+                    f"{name}: trace CPU time", median([r.cpu_seconds for r in runs["atenlens"]]), seconds_target, "s"
+                )
+            )
             result.targets.append(Target(f"{name}: ratio to bare FakeTensorMode, CPU time", cpu_ratio, RATIO_TARGET))
             result.targets.append(Target(f"{name}: peak RSS", peak / MiB, RSS_TARGET_BYTES / MiB, "MiB"))
             result.targets.append(Target(f"{name}: time / DebugMode's (faster than DebugMode)", vs_debugmode, 1.0))
         plain = [r.seconds for r in runs["nocost"]]
-        costs.add(name, median(traced), median(plain), ratio, median(plain) / median(floor),
-                  peak / MiB, max(r.peak_rss for r in runs["nocost"]) / MiB)
+        costs.add(
+            name,
+            median(traced),
+            median(plain),
+            ratio,
+            median(plain) / median(floor),
+            peak / MiB,
+            max(r.peak_rss for r in runs["nocost"]) / MiB,
+        )
         if not args.quick:
-            result.targets.append(Target(f"{name}: ratio to bare FakeTensorMode without the cost forecast",
-                                         median(plain) / median(floor), RATIO_TARGET))
+            result.targets.append(
+                Target(
+                    f"{name}: ratio to bare FakeTensorMode without the cost forecast",
+                    median(plain) / median(floor),
+                    RATIO_TARGET,
+                )
+            )
         result.raw[kind] = {mode: [r.__dict__ for r in rs] for mode, rs in runs.items()}
     result.tables += [times, memory, costs]
-    result.notes.append("CPU-time ratio = ratio of the medians of process CPU time over the same interval: less "
-                        "sensitive than wall time to other load on a shared machine")
-    result.notes.append("each process freezes its warm heap (gc.freeze) before the clock starts, as the trace worker "
-                        "does before it forks: unfrozen, a full collection of that heap (~0.4 s here) falls inside "
-                        "some runs and not others, more often in traces, whose events allocate")
-    result.notes.append("trace time = run_trace in a warm process: load the module, build the model, optimizer "
-                        "and batch on fake tensors, record the step; the worker's fork and JSON are not included "
-                        "(bench/worker_costs.py measures those)")
+    result.notes.append(
+        "CPU-time ratio = ratio of the medians of process CPU time over the same interval: less "
+        "sensitive than wall time to other load on a shared machine"
+    )
+    result.notes.append(
+        "each process freezes its warm heap (gc.freeze) before the clock starts, as the trace worker "
+        "does before it forks: unfrozen, a full collection of that heap (~0.4 s here) falls inside "
+        "some runs and not others, more often in traces, whose events allocate"
+    )
+    result.notes.append(
+        "trace time = run_trace in a warm process: load the module, build the model, optimizer "
+        "and batch on fake tensors, record the step; the worker's fork and JSON are not included "
+        "(bench/worker_costs.py measures those)"
+    )
     return finish(result, args)
 
 

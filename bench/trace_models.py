@@ -4,6 +4,7 @@ Llama-shaped language model and one AdamW training step. Plain PyTorch, nothing 
 Full sizes (the defaults) match GPT-2 small (124M parameters, fp32) and Llama-7B (6.7B, bf16);
 `tiny=True` gives the same architecture at toy sizes for smoke runs.
 """
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -122,11 +123,17 @@ def setup(kind: str = "gpt2", tiny: bool = False, batch: int = 8, seq: int = 102
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model: nn.Module
     if kind == "gpt2":
-        model, vocab, dtype = (GPT(vocab=512, context=seq, d=64, layers=2, heads=4) if tiny else GPT(context=seq)), \
-            (512 if tiny else 50257), torch.float32
+        model, vocab, dtype = (
+            (GPT(vocab=512, context=seq, d=64, layers=2, heads=4) if tiny else GPT(context=seq)),
+            (512 if tiny else 50257),
+            torch.float32,
+        )
     else:
-        model, vocab, dtype = (Llama(vocab=512, d=64, layers=2, heads=4, ffn=172) if tiny else Llama()), \
-            (512 if tiny else 32000), torch.bfloat16
+        model, vocab, dtype = (
+            (Llama(vocab=512, d=64, layers=2, heads=4, ffn=172) if tiny else Llama()),
+            (512 if tiny else 32000),
+            torch.bfloat16,
+        )
     model = model.to(device=device, dtype=dtype)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     idx = torch.randint(0, vocab, (batch, seq), device=device)

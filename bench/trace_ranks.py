@@ -17,6 +17,7 @@ process), ops, collectives, the forecast peak memory of a rank; the ratio of the
 
     python bench/trace_ranks.py [--quick] [--json PATH]     (--quick: the tiny Llama shape)
 """
+
 from __future__ import annotations
 
 import json
@@ -88,8 +89,13 @@ sys.stdout.flush(); sys.stderr.flush(); os._exit(0)
 
 
 def measure(mode: str, call: str, world: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", PROBE, mode, MODELS, call, str(world)], capture_output=True, text=True,
-                         cwd=REPO_ROOT, timeout=3600)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, mode, MODELS, call, str(world)],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=3600,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"{call} on {world} ranks failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -98,20 +104,44 @@ def measure(mode: str, call: str, world: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__.splitlines()[0])
     args = p.parse_args(argv)
-    shape = 'tiny=True, batch=2, seq=32' if args.quick else 'batch=8, seq=1024'
+    shape = "tiny=True, batch=2, seq=32" if args.quick else "batch=8, seq=1024"
     name = "Llama tiny" if args.quick else "Llama-7B shape (6.7B, bf16), batch 8 x seq 1024 per rank"
-    cases = [("one rank", f'train_step(*setup("llama", {shape}))', 1),
-             ("FSDP2, 64 ranks (8 nodes)", f'train_step(*setup_fsdp("llama", {shape}))', 64)]
-    result = Result("trace_ranks", "What simulated ranks cost: FSDP2 on 64 ranks vs one process",
-                    "python bench/trace_ranks.py" + (" --quick" if args.quick else ""), quick=args.quick)
-    table = Table(f"{name}: one trace each, fresh warm process",
-                  ["trace", "wall s", "CPU s", "peak RSS MiB", "ops", "collectives", "peak memory per rank GiB",
-                   "communication ms"])
+    cases = [
+        ("one rank", f'train_step(*setup("llama", {shape}))', 1),
+        ("FSDP2, 64 ranks (8 nodes)", f'train_step(*setup_fsdp("llama", {shape}))', 64),
+    ]
+    result = Result(
+        "trace_ranks",
+        "What simulated ranks cost: FSDP2 on 64 ranks vs one process",
+        "python bench/trace_ranks.py" + (" --quick" if args.quick else ""),
+        quick=args.quick,
+    )
+    table = Table(
+        f"{name}: one trace each, fresh warm process",
+        [
+            "trace",
+            "wall s",
+            "CPU s",
+            "peak RSS MiB",
+            "ops",
+            "collectives",
+            "peak memory per rank GiB",
+            "communication ms",
+        ],
+    )
     runs = {}
     for label, call, world in cases:
         run = runs[label] = measure("atenlens", call, world)
-        table.add(label, run["seconds"], run["cpu_seconds"], run["peak_rss"] / MiB, run["ops"], run["collectives"],
-                  run["peak_bytes"] / GiB, run["communication_seconds"] * 1e3)
+        table.add(
+            label,
+            run["seconds"],
+            run["cpu_seconds"],
+            run["peak_rss"] / MiB,
+            run["ops"],
+            run["collectives"],
+            run["peak_bytes"] / GiB,
+            run["communication_seconds"] * 1e3,
+        )
     for label, call, world in cases:
         run = runs[f"floor: {label}"] = measure("floor", call, world)
         table.add(f"floor: {label}", run["seconds"], run["cpu_seconds"], run["peak_rss"] / MiB, "-", "-", "-", "-")
@@ -120,13 +150,22 @@ def main(argv: list[str] | None = None) -> int:
     result.tables.append(table)
     result.targets.append(Target("FSDP2 64-rank trace time / one-rank trace time", ratio, RATIO_TARGET, "x"))
     ratios = Table("ratios (wall time; CPU time in brackets)", ["", "FSDP2 64 ranks / one rank"])
-    for what, a, b in (("traced", fsdp, one), ("floor", f"floor: {fsdp}", f"floor: {one}"),
-                       ("trace / floor, FSDP2", fsdp, f"floor: {fsdp}"), ("trace / floor, one rank", one, f"floor: {one}")):
-        ratios.add(what, f"{runs[a]['seconds'] / runs[b]['seconds']:.2f} ({runs[a]['cpu_seconds'] / runs[b]['cpu_seconds']:.2f})")
+    for what, a, b in (
+        ("traced", fsdp, one),
+        ("floor", f"floor: {fsdp}", f"floor: {one}"),
+        ("trace / floor, FSDP2", fsdp, f"floor: {fsdp}"),
+        ("trace / floor, one rank", one, f"floor: {one}"),
+    ):
+        ratios.add(
+            what,
+            f"{runs[a]['seconds'] / runs[b]['seconds']:.2f} ({runs[a]['cpu_seconds'] / runs[b]['cpu_seconds']:.2f})",
+        )
     result.tables.append(ratios)
     result.raw = runs
-    result.notes.append("one measured run per trace (no rounds): a benchmark run is quoted with its conditions; "
-                        "the machine's load is part of them")
+    result.notes.append(
+        "one measured run per trace (no rounds): a benchmark run is quoted with its conditions; "
+        "the machine's load is part of them"
+    )
     return finish(result, args)
 
 

@@ -8,6 +8,7 @@ and after many traces (a zygote must stay flat).
 
     python bench/worker_costs.py [--quick] [--rounds N] [--json PATH]
 """
+
 from __future__ import annotations
 
 import functools
@@ -16,10 +17,9 @@ import subprocess
 import sys
 import time
 
-from harness import REPO_ROOT, Result, Table, finish, median, ms, parser, rss_bytes, spread
-
 from atenlens.report import TraceRequest
 from atenlens.worker.client import TraceWorker, worker_environment
+from harness import REPO_ROOT, Result, Table, finish, median, ms, parser, rss_bytes, spread
 
 TINY = os.path.join(REPO_ROOT, "tests", "fixtures", "worker", "tiny.py")
 TRAIN_STEP = os.path.join(REPO_ROOT, "examples", "train_step.py")
@@ -94,14 +94,24 @@ def round_trips(worker: TraceWorker, request: TraceRequest, rounds: int) -> tupl
 def in_process(request: TraceRequest, rounds: int) -> list[float]:
     """The same trace in a process that loaded the simulated-CUDA shims before torch (like the
     worker), called repeatedly: warm, no isolation."""
-    out = subprocess.run([sys.executable, "-c", IN_PROCESS_PROBE, request.to_json(), str(rounds)],
-                         env=worker_environment(), capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", IN_PROCESS_PROBE, request.to_json(), str(rounds)],
+        env=worker_environment(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return [float(t) for t in out.stdout.split()[-rounds:]]
 
 
 def fork_costs(rounds: int) -> list[float]:
-    out = subprocess.run([sys.executable, "-c", FORK_PROBE, str(rounds)], env=worker_environment(),
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", FORK_PROBE, str(rounds)],
+        env=worker_environment(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return [float(t) for t in out.stdout.split()]
 
 
@@ -112,17 +122,29 @@ def main(argv: list[str] | None = None) -> int:
     rounds = 2 if args.quick else args.rounds
     starts = 1 if args.quick else 3
 
-    result = Result("worker_costs", "Trace worker: cold start, warm round trip, fork, memory",
-                    "python bench/worker_costs.py" + (" --quick" if args.quick else ""), quick=args.quick)
+    result = Result(
+        "worker_costs",
+        "Trace worker: cold start, warm round trip, fork, memory",
+        "python bench/worker_costs.py" + (" --quick" if args.quick else ""),
+        quick=args.quick,
+    )
     total, warm_up = cold_starts(starts)
     start_table = Table(f"cold start, seconds, {starts} rounds", ["what", "median", "spread"])
     start_table.add("spawn to ready (Python + torch + shims + fake warm-up)", median(total), spread(total))
     start_table.add("of which the worker's own warm-up after interpreter start", median(warm_up), spread(warm_up))
     result.tables.append(start_table)
 
-    trip_table = Table(f"one trace, back to back, milliseconds, {rounds} rounds",
-                       ["trace", "worker: request to report", "spread", "request to child started",
-                        "in one process (no isolation)", "ratio worker / in-process"])
+    trip_table = Table(
+        f"one trace, back to back, milliseconds, {rounds} rounds",
+        [
+            "trace",
+            "worker: request to report",
+            "spread",
+            "request to child started",
+            "in one process (no isolation)",
+            "ratio worker / in-process",
+        ],
+    )
     with TraceWorker() as worker:
         assert worker.wait_ready()
         rss_ready = rss_bytes(worker.pid)
@@ -131,8 +153,14 @@ def main(argv: list[str] | None = None) -> int:
             request = TraceRequest(file=file, qualname=qualname, device=device)  # type: ignore[arg-type]
             worker_times, to_start = round_trips(worker, request, rounds)
             local = in_process(request, rounds)
-            trip_table.add(label, ms(median(worker_times)), spread([ms(t) for t in worker_times]),
-                           ms(median(to_start)), ms(median(local)), median(worker_times) / median(local))
+            trip_table.add(
+                label,
+                ms(median(worker_times)),
+                spread([ms(t) for t in worker_times]),
+                ms(median(to_start)),
+                ms(median(local)),
+                median(worker_times) / median(local),
+            )
             raw[label] = {"worker_ms": [ms(t) for t in worker_times], "in_process_ms": [ms(t) for t in local]}
         rss_after = rss_bytes(worker.pid)
     result.tables.append(trip_table)
@@ -144,8 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     memory_table.add(f"worker RSS after {len(TRACES) * rounds} traces, MB", rss_after / 2**20)
     result.tables.append(memory_table)
     result.raw = {"cold_start_s": total, "warm_up_s": warm_up, "fork_ms": [ms(t) for t in forks], **raw}
-    result.notes.append("Each trace forks a fresh child of the warm worker, so the worker's own memory stays "
-                        "where it was when it became ready; a trace's memory is freed when its child exits.")
+    result.notes.append(
+        "Each trace forks a fresh child of the warm worker, so the worker's own memory stays "
+        "where it was when it became ready; a trace's memory is freed when its child exits."
+    )
     return finish(result, args)
 
 

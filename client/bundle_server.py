@@ -9,11 +9,12 @@ x86_64 modules, and the abi3 ones, have the same names), hence one .vsix per pla
 
 Usage: python client/bundle_server.py [--target linux-x64]   (default: this machine; needs pip and an index)
 """
+
 from __future__ import annotations
 
+import argparse
 import concurrent.futures
 import hashlib
-import argparse
 import platform
 import shutil
 import subprocess
@@ -33,12 +34,23 @@ NATIVE = {"tree-sitter", "tree-sitter-python"}
 PYTHON_VERSIONS = ("3.11", "3.12", "3.13", "3.14")
 # pip picks the best wheel among the tags given for one platform.
 PLATFORMS = {
-    "linux-x64": ("manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_28_x86_64", "manylinux_2_5_x86_64",
-                  "manylinux1_x86_64"),
+    "linux-x64": (
+        "manylinux_2_17_x86_64",
+        "manylinux2014_x86_64",
+        "manylinux_2_28_x86_64",
+        "manylinux_2_5_x86_64",
+        "manylinux1_x86_64",
+    ),
     "linux-arm64": ("manylinux_2_17_aarch64", "manylinux2014_aarch64", "manylinux_2_28_aarch64"),
     "darwin-arm64": ("macosx_11_0_arm64", "macosx_12_0_arm64", "macosx_13_0_arm64"),
-    "darwin-x64": ("macosx_10_9_x86_64", "macosx_10_13_x86_64", "macosx_10_15_x86_64", "macosx_11_0_x86_64",
-                   "macosx_12_0_x86_64", "macosx_13_0_x86_64"),
+    "darwin-x64": (
+        "macosx_10_9_x86_64",
+        "macosx_10_13_x86_64",
+        "macosx_10_15_x86_64",
+        "macosx_11_0_x86_64",
+        "macosx_12_0_x86_64",
+        "macosx_13_0_x86_64",
+    ),
     "win32-x64": ("win_amd64",),
 }
 
@@ -59,18 +71,30 @@ def requirement_name(requirement: str) -> str:
     return requirement.split("==")[0].strip().lower().replace("_", "-")
 
 
-def download(requirements: list[str], dest: Path, platform_tags: tuple[str, ...] = (),
-             python_version: str | None = None) -> None:
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-               "--no-deps", "--only-binary=:all:", "--dest", str(dest)]
+def download(
+    requirements: list[str], dest: Path, platform_tags: tuple[str, ...] = (), python_version: str | None = None
+) -> None:
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--dest",
+        str(dest),
+    ]
     if python_version:
         command += ["--python-version", python_version, "--implementation", "cp"]
     for tag in platform_tags:
         command += ["--platform", tag]
     result = subprocess.run(command + requirements, capture_output=True, text=True)
     if result.returncode != 0:
-        raise SystemExit(f"pip download failed for {requirements} ({python_version}, {platform_tags}):\n"
-                         f"{result.stderr}")
+        raise SystemExit(
+            f"pip download failed for {requirements} ({python_version}, {platform_tags}):\n{result.stderr}"
+        )
 
 
 def unpack(wheel: Path, target: Path) -> None:
@@ -88,7 +112,8 @@ def unpack(wheel: Path, target: Path) -> None:
 def current_target() -> str:
     system = {"Linux": "linux", "Darwin": "darwin", "Windows": "win32"}.get(platform.system(), platform.system())
     machine = {"x86_64": "x64", "AMD64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(
-        platform.machine(), platform.machine())
+        platform.machine(), platform.machine()
+    )
     return f"{system}-{machine}"
 
 
@@ -122,8 +147,12 @@ def copy_server_package() -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--target", choices=sorted(PLATFORMS), default=current_target(),
-                        help="VS Code platform of the .vsix (default: this machine's)")
+    parser.add_argument(
+        "--target",
+        choices=sorted(PLATFORMS),
+        default=current_target(),
+        help="VS Code platform of the .vsix (default: this machine's)",
+    )
     target = parser.parse_args().target
     # Downloads happen again only when the pins, this script or the target change.
     digest = requirements_digest(target)

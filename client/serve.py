@@ -8,12 +8,12 @@ sys.path[0] is its own folder, never the workspace: no file of the workspace sha
 server. PYTHONPATH carries the bundled folder on to the trace worker, which the server starts with
 the same interpreter. Written for old interpreters too, so that they hear what is wrong.
 """
+
 import os
 import sys
 
 if sys.version_info < (3, 11):
-    sys.exit("atenlens needs Python 3.11 or newer; %s is Python %s"
-             % (sys.executable, sys.version.split()[0]))
+    sys.exit("atenlens needs Python 3.11 or newer; %s is Python %s" % (sys.executable, sys.version.split()[0]))
 
 LIBS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bundled", "libs")
 sys.path[0] = LIBS

@@ -7,6 +7,7 @@ The suite runs in three stages, in this order (markers registered in pyproject.t
 ``pytest -m fast`` is the quick loop while editing; a plain ``pytest`` runs all three, fast ones first, so
 a broken lint fails in seconds rather than after the editor tests.
 """
+
 from pathlib import Path
 
 import pytest
@@ -30,23 +31,40 @@ def worker():
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     reliability_options(parser)
-    parser.addoption("--update-lint-snapshots", action="store_true", dest="update_lint_snapshots",
-                     help="rewrite tests/lint/fixtures/*.expected from the lint's findings and fixes")
+    parser.addoption(
+        "--update-lint-snapshots",
+        action="store_true",
+        dest="update_lint_snapshots",
+        help="rewrite tests/lint/fixtures/*.expected from the lint's findings and fixes",
+    )
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER), params=EDITORS)
 async def client(lsp_client: LanguageClient, request):
     """The real server process (`python -m atenlens serve`) and a real LSP client, once as VS Code and
     once as Neovim (lsp_helpers.initialize sends that editor's capabilities)."""
-    lsp_client.editor = request.param          # read by `initialize`
+    lsp_client.editor = request.param  # read by `initialize`
     lsp_client.recorder = install_recorder(lsp_client)
     yield
     await lsp_client.shutdown_session()
 
 
 TESTS = Path(__file__).parent
-FAST = {"lint", "test_lsp_lint.py", "test_layering.py", "test_libraries.py", "test_lsp_lenses.py", "test_lsp_example_call.py", "test_lsp_text.py", "test_lsp_convert.py", "test_render.py", "test_report_schema_doc.py",
-        "test_extension_settings.py", "test_extension_marketplace.py", "test_version.py"}
+FAST = {
+    "lint",
+    "test_lsp_lint.py",
+    "test_layering.py",
+    "test_libraries.py",
+    "test_lsp_lenses.py",
+    "test_lsp_example_call.py",
+    "test_lsp_text.py",
+    "test_lsp_convert.py",
+    "test_render.py",
+    "test_report_schema_doc.py",
+    "test_extension_settings.py",
+    "test_extension_marketplace.py",
+    "test_version.py",
+}
 E2E = {"e2e", "test_neovim.py", "test_extension_bundle.py"}
 STAGE_ORDER = {"fast": 0, "engine": 1, "e2e": 2}
 
@@ -59,4 +77,4 @@ def stage_of(path: Path) -> str:
 def pytest_collection_modifyitems(config, items):
     for item in items:
         item.add_marker(stage_of(Path(item.fspath)))
-    items.sort(key=lambda item: STAGE_ORDER[stage_of(Path(item.fspath))])   # stable: file order kept within a stage
+    items.sort(key=lambda item: STAGE_ORDER[stage_of(Path(item.fspath))])  # stable: file order kept within a stage

@@ -1,4 +1,5 @@
 """Shared helpers for the engine tests: write a user file, trace it in-process, query events."""
+
 from __future__ import annotations
 
 import textwrap
@@ -19,10 +20,12 @@ def write(folder: Path, name: str, source: str) -> Path:
     return path
 
 
-def trace(path: Path, qualname: str, *, call: Optional[str] = None, timeout: float = 60.0,
-          source: Optional[str] = None) -> TraceReport:
-    return run_trace(TraceRequest(file=str(path), qualname=qualname, device="cpu", call=call,
-                                  timeout_seconds=timeout, source=source))
+def trace(
+    path: Path, qualname: str, *, call: Optional[str] = None, timeout: float = 60.0, source: Optional[str] = None
+) -> TraceReport:
+    return run_trace(
+        TraceRequest(file=str(path), qualname=qualname, device="cpu", call=call, timeout_seconds=timeout, source=source)
+    )
 
 
 def line_of(path: Path, text: str) -> int:
@@ -32,12 +35,17 @@ def line_of(path: Path, text: str) -> int:
     return hits[0]
 
 
-def ops(report: TraceReport, *, line: Optional[int] = None, phase: Optional[str] = None,
-        file: Optional[Path] = None) -> list[Event]:
-    return [e for e in report.events if e.kind == "op"
-            and (line is None or e.line == line)
-            and (phase is None or e.phase == phase)
-            and (file is None or e.file == str(file))]
+def ops(
+    report: TraceReport, *, line: Optional[int] = None, phase: Optional[str] = None, file: Optional[Path] = None
+) -> list[Event]:
+    return [
+        e
+        for e in report.events
+        if e.kind == "op"
+        and (line is None or e.line == line)
+        and (phase is None or e.phase == phase)
+        and (file is None or e.file == str(file))
+    ]
 
 
 def calls(report: TraceReport, *, line: Optional[int] = None) -> list[Event]:

@@ -3,6 +3,7 @@
 Simulated CUDA needs its shims loaded before torch is imported, so these tests trace in the real
 trace worker (a fresh process that preloads them), never in the pytest process.
 """
+
 from __future__ import annotations
 
 import os
@@ -51,13 +52,17 @@ def cuda_request(path: Path | str, qualname: str, timeout: float = 60.0, call: O
 
 
 def reported_findings(report: TraceReport, path: Path) -> set[Finding]:
-    return {Finding(d.line, d.code, d.severity) for d in report.diagnostics
-            if d.file == str(path) and d.line is not None}
+    return {
+        Finding(d.line, d.code, d.severity) for d in report.diagnostics if d.file == str(path) and d.line is not None
+    }
 
 
 def ops_named(report: TraceReport, prefix: str, phase: Optional[str] = None) -> list[str]:
-    return [e.name for e in report.events
-            if e.kind == "op" and e.name.startswith(prefix) and (phase is None or e.phase == phase)]
+    return [
+        e.name
+        for e in report.events
+        if e.kind == "op" and e.name.startswith(prefix) and (phase is None or e.phase == phase)
+    ]
 
 
 def isolated_cache(tmp: Path) -> dict[str, str]:

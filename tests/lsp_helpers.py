@@ -1,5 +1,6 @@
 """Shared pieces of the end-to-end language server tests: the real server process, driven as
 VS Code and as Neovim (their published capabilities, spec warnings are errors: pyproject.toml)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -91,13 +92,18 @@ def install_recorder(client: LanguageClient) -> Recorder:
     return recorder
 
 
-async def initialize(client: LanguageClient, options: Optional[dict[str, Any]] = None,
-                     root: Optional[pathlib.Path] = None, exactly: bool = False) -> types.InitializeResult:
+async def initialize(
+    client: LanguageClient,
+    options: Optional[dict[str, Any]] = None,
+    root: Optional[pathlib.Path] = None,
+    exactly: bool = False,
+) -> types.InitializeResult:
     """Initializes as `client.editor`, with `options` as initializationOptions; tracing enabled
     where they do not say otherwise (as the editors do in a trusted workspace: the server traces
     only when told to), unless `exactly`, which sends `options` as they are."""
-    params = types.InitializeParams(capabilities=editor_capabilities(client.editor),
-                                    initialization_options=options if exactly else trusted(options))
+    params = types.InitializeParams(
+        capabilities=editor_capabilities(client.editor), initialization_options=options if exactly else trusted(options)
+    )
     if root is not None:
         params.workspace_folders = [types.WorkspaceFolder(uri=root.as_uri(), name=root.name)]
     return await client.initialize_session(params)
@@ -120,14 +126,18 @@ def units(text: str, encoding: str) -> int:
 async def open_document(client: LanguageClient, path: pathlib.Path, text: str) -> str:
     """Open `text` as `path` and wait for its first diagnostics."""
     uri = path.as_uri()
-    client.text_document_did_open(types.DidOpenTextDocumentParams(
-        text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)
+        )
+    )
     await wait_for_diagnostics(client, uri, 1)
     return uri
 
 
-async def wait_for_diagnostics(client: LanguageClient, uri: str, version: int,
-                               after: int = 0) -> list[types.Diagnostic]:
+async def wait_for_diagnostics(
+    client: LanguageClient, uri: str, version: int, after: int = 0
+) -> list[types.Diagnostic]:
     """The first diagnostics published for `uri` at `version` or later (among those published
     after the first `after` notifications)."""
     recorder: Recorder = client.recorder
@@ -141,43 +151,66 @@ async def wait_for_diagnostics(client: LanguageClient, uri: str, version: int,
     return list((await recorder.until(found)).diagnostics)
 
 
-def change(client: LanguageClient, uri: str, version: int, start: tuple[int, int], end: tuple[int, int],
-           text: str) -> None:
-    client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-        content_changes=[types.TextDocumentContentChangePartial(
-            range=types.Range(start=types.Position(line=start[0], character=start[1]),
-                              end=types.Position(line=end[0], character=end[1])),
-            text=text)]))
+def change(
+    client: LanguageClient, uri: str, version: int, start: tuple[int, int], end: tuple[int, int], text: str
+) -> None:
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[
+                types.TextDocumentContentChangePartial(
+                    range=types.Range(
+                        start=types.Position(line=start[0], character=start[1]),
+                        end=types.Position(line=end[0], character=end[1]),
+                    ),
+                    text=text,
+                )
+            ],
+        )
+    )
 
 
 def simple(diagnostics: list[types.Diagnostic]) -> list[tuple[int, int, int, int, str, str]]:
-    return sorted((d.range.start.line, d.range.start.character, d.range.end.line, d.range.end.character,
-                   str(d.code), d.source or "") for d in diagnostics)
+    return sorted(
+        (
+            d.range.start.line,
+            d.range.start.character,
+            d.range.end.line,
+            d.range.end.character,
+            str(d.code),
+            d.source or "",
+        )
+        for d in diagnostics
+    )
 
 
 async def execute(client: LanguageClient, command: str, *arguments: Any) -> Any:
-    return await client.workspace_execute_command_async(types.ExecuteCommandParams(
-        command=command, arguments=list(arguments)))
+    return await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command=command, arguments=list(arguments))
+    )
 
 
 async def server_info(client: LanguageClient) -> dict[str, Any]:
     info = await client.protocol.send_request_async("atenlens/serverInfo", {})
-    return info._asdict() if hasattr(info, "_asdict") else dict(info)   # pygls answers unknown results as a namedtuple
+    return info._asdict() if hasattr(info, "_asdict") else dict(info)  # pygls answers unknown results as a namedtuple
 
 
 async def inlay_hints(client: LanguageClient, uri: str, lines: int) -> list[tuple[int, int, str]]:
-    hints = await client.text_document_inlay_hint_async(types.InlayHintParams(
-        text_document=types.TextDocumentIdentifier(uri=uri),
-        range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=lines, character=0))))
+    hints = await client.text_document_inlay_hint_async(
+        types.InlayHintParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=lines, character=0)),
+        )
+    )
     found = []
     for h in hints or []:
-        assert isinstance(h.label, str), h.label       # the server's labels are plain text
+        assert isinstance(h.label, str), h.label  # the server's labels are plain text
         found.append((h.position.line, h.position.character, h.label))
     return found
 
 
 async def code_lenses(client: LanguageClient, uri: str) -> list[tuple[int, str, str]]:
-    lenses = await client.text_document_code_lens_async(types.CodeLensParams(
-        text_document=types.TextDocumentIdentifier(uri=uri)))
+    lenses = await client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
     return [(lens.range.start.line, lens.command.title, lens.command.command) for lens in lenses or []]

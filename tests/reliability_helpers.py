@@ -7,6 +7,7 @@ thread sends and waits on a condition variable for the answer or notification it
 Requests the server sends to the client (progress, refreshes, edits) are answered with `null`
 (`workspace/applyEdit` with `{"applied": true}`) and recorded.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,7 @@ from typing import Any, Callable, Optional
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures" / "reliability"
 SERVER = [sys.executable, "-m", "atenlens", "serve"]
-WAIT_SECONDS = 180.0        # a guard against a hang; never reached when things work
+WAIT_SECONDS = 180.0  # a guard against a hang; never reached when things work
 
 # JSON-RPC / LSP error codes (LSP specification, "ErrorCodes")
 METHOD_NOT_FOUND = -32601
@@ -34,7 +35,7 @@ PARSE_ERROR = -32700
 @dataclass
 class Message:
     data: dict
-    received: float              # time.monotonic() when the reader thread got it
+    received: float  # time.monotonic() when the reader thread got it
 
 
 @dataclass
@@ -107,15 +108,18 @@ class Server:
             while not (found := predicate()):
                 left = deadline - time.monotonic()
                 if left <= 0 or self.closed:
-                    raise AssertionError(f"the server did not answer (alive={self.alive}); stderr:\n"
-                                         + self.stderr.decode("utf-8", "replace")[-4000:])
+                    raise AssertionError(
+                        f"the server did not answer (alive={self.alive}); stderr:\n"
+                        + self.stderr.decode("utf-8", "replace")[-4000:]
+                    )
                 self.condition.wait(left)
             return found
 
     def notifications(self, method: str, after: int = 0) -> list[dict]:
         with self.condition:
-            return [m.data["params"] for m in self.messages[after:]
-                    if m.data.get("method") == method and "id" not in m.data]
+            return [
+                m.data["params"] for m in self.messages[after:] if m.data.get("method") == method and "id" not in m.data
+            ]
 
     def mark(self) -> int:
         """A bookmark in the message list (for `after=`)."""
@@ -124,11 +128,13 @@ class Server:
 
     def diagnostics(self, uri: str, version: int, after: int = 0) -> list[dict]:
         """The first diagnostics published for `uri` at `version` or later."""
+
         def found() -> Optional[list[dict]]:
             for params in self.notifications("textDocument/publishDiagnostics", after):
                 if params["uri"] == uri and (params.get("version") or 0) >= version:
                     return params["diagnostics"] or [None]
             return None
+
         return [d for d in self.wait(found) if d is not None]
 
     # -- reading -----------------------------------------------------------------------------------
@@ -196,35 +202,65 @@ def trusted(options: Any) -> Any:
     return {**options, "trace": {"enabled": True, **options.get("trace", {})}}
 
 
-def start_server(options: Any = None, env: Optional[dict] = None,
-                 capabilities: Optional[dict] = None, exactly: bool = False,
-                 cwd: Optional[pathlib.Path] = None, command: Optional[list[str]] = None) -> Server:
+def start_server(
+    options: Any = None,
+    env: Optional[dict] = None,
+    capabilities: Optional[dict] = None,
+    exactly: bool = False,
+    cwd: Optional[pathlib.Path] = None,
+    command: Optional[list[str]] = None,
+) -> Server:
     """Starts `atenlens serve` (`command`, in `cwd`: by default SERVER in the repository),
     initializes it (as a client with work-done progress, refresh support and a markdown parser, with `options` as
     initializationOptions, tracing enabled where they do not say otherwise unless `exactly`) and
     returns it."""
-    process = subprocess.Popen(command or SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, cwd=cwd or ROOT, env={**os.environ, **(env or {})})
+    process = subprocess.Popen(
+        command or SERVER,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd or ROOT,
+        env={**os.environ, **(env or {})},
+    )
     server = Server(process)
     threading.Thread(target=server.read_frames, daemon=True).start()
     threading.Thread(target=server.read_stderr, daemon=True).start()
-    caps = capabilities if capabilities is not None else {
-        "general": {"markdown": {"parser": "marked", "version": "1.1.0"}},   # as VS Code: hovers with tables
-        "window": {"workDoneProgress": True},
-        "workspace": {"inlayHint": {"refreshSupport": True}, "codeLens": {"refreshSupport": True},
-                      "applyEdit": True, "configuration": False},
-        "textDocument": {"synchronization": {"didSave": True},
-                         "publishDiagnostics": {"versionSupport": True},
-                         "hover": {"contentFormat": ["markdown", "plaintext"]},
-                         "inlayHint": {}, "codeLens": {}},
-    }
-    server.result("initialize", {"processId": os.getpid(), "rootUri": None, "capabilities": caps,
-                                 "initializationOptions": options if exactly else trusted(options)})
+    caps = (
+        capabilities
+        if capabilities is not None
+        else {
+            "general": {"markdown": {"parser": "marked", "version": "1.1.0"}},  # as VS Code: hovers with tables
+            "window": {"workDoneProgress": True},
+            "workspace": {
+                "inlayHint": {"refreshSupport": True},
+                "codeLens": {"refreshSupport": True},
+                "applyEdit": True,
+                "configuration": False,
+            },
+            "textDocument": {
+                "synchronization": {"didSave": True},
+                "publishDiagnostics": {"versionSupport": True},
+                "hover": {"contentFormat": ["markdown", "plaintext"]},
+                "inlayHint": {},
+                "codeLens": {},
+            },
+        }
+    )
+    server.result(
+        "initialize",
+        {
+            "processId": os.getpid(),
+            "rootUri": None,
+            "capabilities": caps,
+            "initializationOptions": options if exactly else trusted(options),
+        },
+    )
     server.notify("initialized", {})
     return server
 
 
 # -- LSP shorthands ----------------------------------------------------------------------------------
+
 
 def position(line: int, character: int) -> dict:
     return {"line": line, "character": character}
@@ -236,26 +272,32 @@ def span(start: tuple[int, int], end: tuple[int, int]) -> dict:
 
 def open_document(server: Server, path: pathlib.Path, text: str, version: int = 1) -> str:
     uri = path.as_uri()
-    server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python",
-                                                            "version": version, "text": text}})
+    server.notify(
+        "textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": version, "text": text}}
+    )
     return uri
 
 
-def change(server: Server, uri: str, version: int, start: tuple[int, int], end: tuple[int, int],
-           text: str) -> None:
-    server.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": version},
-                                             "contentChanges": [{"range": span(start, end), "text": text}]})
+def change(server: Server, uri: str, version: int, start: tuple[int, int], end: tuple[int, int], text: str) -> None:
+    server.notify(
+        "textDocument/didChange",
+        {
+            "textDocument": {"uri": uri, "version": version},
+            "contentChanges": [{"range": span(start, end), "text": text}],
+        },
+    )
 
 
 def hover(server: Server, uri: str, line: int, character: int = 0) -> dict:
-    return server.request("textDocument/hover", {"textDocument": {"uri": uri},
-                                                 "position": position(line, character)})
+    return server.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": position(line, character)})
 
 
 def trace(server: Server, uri: str, qualname: str, timeout: float = WAIT_SECONDS) -> dict:
-    return server.request("workspace/executeCommand",
-                          {"command": "atenlens.trace", "arguments": [{"uri": uri, "qualname": qualname}]},
-                          timeout)
+    return server.request(
+        "workspace/executeCommand",
+        {"command": "atenlens.trace", "arguments": [{"uri": uri, "qualname": qualname}]},
+        timeout,
+    )
 
 
 def server_info(server: Server) -> dict:
@@ -263,6 +305,7 @@ def server_info(server: Server) -> dict:
 
 
 # -- processes -----------------------------------------------------------------------------------------
+
 
 def children_of(pid: int) -> list[int]:
     """Processes whose parent is `pid` (Linux /proc)."""
@@ -294,7 +337,7 @@ def wait_until(predicate: Callable[[], Any], message: str, timeout: float = 30.0
     pause = threading.Event()
     while not (result := predicate()):
         assert time.monotonic() < deadline, message
-        pause.wait(0.01)                  # ok: the interval of a poll on /proc, not a wait for a result
+        pause.wait(0.01)  # ok: the interval of a poll on /proc, not a wait for a result
     return result
 
 
@@ -327,7 +370,7 @@ class ProcessSampler:
             self.max_children = max(self.max_children, len(children_of(self.pid)))
             self.max_descendants = max(self.max_descendants, len(descendants_of(self.pid)))
             self.samples += 1
-            self._stop.wait(0.005)            # ok: a sampling interval, not a wait for a result
+            self._stop.wait(0.005)  # ok: a sampling interval, not a wait for a result
 
     def __enter__(self) -> "ProcessSampler":
         self._thread.start()

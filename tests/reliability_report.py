@@ -10,13 +10,13 @@ of a session that ran every test of every tests/test_reliability_*.py file (noth
 nothing left unrun), the table is rewritten; a partial run (one file, -k, -x stopping early)
 leaves the document alone, so the file always shows one complete run.
 """
+
 from __future__ import annotations
 
 import datetime
 import os
 import pathlib
 import platform
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -51,11 +51,11 @@ class CaseRecord:
 class ReliabilityReport:
     def __init__(self) -> None:
         self.records: dict[str, CaseRecord] = {}
-        self.items: list[str] = []            # nodeids of collected reliability tests
+        self.items: list[str] = []  # nodeids of collected reliability tests
         self.outcomes: dict[str, str] = {}
         self.deselected = False
         self.files_collected: set[str] = set()
-        self.failures: dict[str, str] = {}      # nodeid -> the first line of its first failure
+        self.failures: dict[str, str] = {}  # nodeid -> the first line of its first failure
 
     @staticmethod
     def is_reliability(nodeid: str) -> bool:
@@ -70,8 +70,7 @@ class ReliabilityReport:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         self.items = [item.nodeid for item in items if self.is_reliability(item.nodeid)]
-        self.files_collected = {pathlib.Path(str(item.path)).name for item in items
-                                if self.is_reliability(item.nodeid)}
+        self.files_collected = {pathlib.Path(str(item.path)).name for item in items if self.is_reliability(item.nodeid)}
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
@@ -82,8 +81,9 @@ class ReliabilityReport:
         previous = self.outcomes.get(item.nodeid, "passed")
         if report.failed:
             self.outcomes[item.nodeid] = "failed"
-            self.failures.setdefault(item.nodeid, f"{report.when}: {_first_line(report)}"
-                                     if report.when != "call" else _first_line(report))
+            self.failures.setdefault(
+                item.nodeid, f"{report.when}: {_first_line(report)}" if report.when != "call" else _first_line(report)
+            )
         elif report.skipped:
             self.outcomes[item.nodeid] = "skipped"
         elif report.when == "call" or item.nodeid not in self.outcomes:
@@ -100,13 +100,13 @@ class ReliabilityReport:
         if not self.items or self.deselected or self.files_collected != expected:
             return
         if any(nodeid not in self.outcomes for nodeid in self.items):
-            return                                  # interrupted or stopped early (-x)
+            return  # interrupted or stopped early (-x)
         if session.config.getoption("collectonly", False):
             return
         for nodeid in self.items:
-            if nodeid not in self.records:      # a reliability test that does not describe itself
+            if nodeid not in self.records:  # a reliability test that does not describe itself
                 file, _, name = nodeid.partition("::")
-                area = pathlib.PurePath(file).stem[len(PREFIX):].replace("_", " ").capitalize()
+                area = pathlib.PurePath(file).stem[len(PREFIX) :].replace("_", " ").capitalize()
                 self.records[nodeid] = CaseRecord(nodeid, area=area, case=name)
         for nodeid, record in self.records.items():
             record.outcome = self.outcomes.get(nodeid, "not run")
@@ -151,8 +151,10 @@ def render(records: list[CaseRecord], outcomes: dict[str, str]) -> str:
     for record in sorted(records, key=lambda r: (r.area, order.get(r.nodeid, 0))):
         result = record.outcome if record.outcome != "failed" else f"FAILED: {record.failure}"
         numbers = _numbers({**record.numbers, "test seconds": f"{record.seconds:.1f}"})
-        lines.append(f"| {_cell(record.area)} | {_cell(record.case or record.nodeid)} | {_cell(record.tried)} "
-                     f"| {_cell(result)} | {_cell(numbers)} |")
+        lines.append(
+            f"| {_cell(record.area)} | {_cell(record.case or record.nodeid)} | {_cell(record.tried)} "
+            f"| {_cell(result)} | {_cell(numbers)} |"
+        )
     lines.append("")
     return "\n".join(lines)
 
@@ -161,8 +163,12 @@ _report: Optional[ReliabilityReport] = None
 
 
 def add_options(parser: pytest.Parser) -> None:
-    parser.addoption(WRITE_OPTION, action="store_true", dest=WRITE_OPTION_DEST,
-                     help="rewrite docs/reliability.md after a complete run of the reliability tests")
+    parser.addoption(
+        WRITE_OPTION,
+        action="store_true",
+        dest=WRITE_OPTION_DEST,
+        help="rewrite docs/reliability.md after a complete run of the reliability tests",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -5,6 +5,7 @@ The fixture step (tests/fixtures/check/step.py) runs three SGD steps of a Linear
 FLOPs: forward addmm 2*8*16*4 = 1024 and the weight-gradient mm 1024 per step, 6144 in all (x needs no
 gradient, so there is no input-gradient mm).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,9 @@ def check_args(*argv: str) -> argparse.Namespace:
 
 # -- units and configuration (no trace) -------------------------------------------------------
 
+
 def test_sizes_and_durations_parse_as_written_and_print_with_three_digits() -> None:
-    assert parse_bytes("70 GiB") == 70 * 1024 ** 3
+    assert parse_bytes("70 GiB") == 70 * 1024**3
     assert parse_bytes("1.5GB") == 1_500_000_000
     assert parse_bytes(4096) == 4096
     assert parse_seconds("400 ms") == pytest.approx(0.4)
@@ -61,16 +63,18 @@ def test_sizes_and_durations_parse_as_written_and_print_with_three_digits() -> N
         parse_bytes("70 gigs")
 
 
-@pytest.mark.parametrize("functions, message", [
-    ('"step.py::train" = { sync = 0 }\n', "[tool.atenlens.check].functions 'step.py::train' unknown key 'sync'"),
-    ('"step.py::train" = { syncs = -1 }\n', "syncs must be a count (0 or more), got -1"),
-    ('"step.py::train" = { peak = "70 gigs" }\n', "peak: unknown size unit 'gigs'"),
-    ('"step.py::train" = { gpu = "h900" }\n', "gpu: unknown GPU 'h900'"),
-    ('"nope.py::train" = { syncs = 0 }\n', "'nope.py::train': no such file: nope.py"),
-    ('"step.py" = { syncs = 0 }\n', "the key must look like FILE::FUNCTION"),
-])
-def test_a_bad_table_is_a_usage_error_naming_the_file_and_the_key(tmp_path: Path, functions: str,
-                                                                   message: str) -> None:
+@pytest.mark.parametrize(
+    "functions, message",
+    [
+        ('"step.py::train" = { sync = 0 }\n', "[tool.atenlens.check].functions 'step.py::train' unknown key 'sync'"),
+        ('"step.py::train" = { syncs = -1 }\n', "syncs must be a count (0 or more), got -1"),
+        ('"step.py::train" = { peak = "70 gigs" }\n', "peak: unknown size unit 'gigs'"),
+        ('"step.py::train" = { gpu = "h900" }\n', "gpu: unknown GPU 'h900'"),
+        ('"nope.py::train" = { syncs = 0 }\n', "'nope.py::train': no such file: nope.py"),
+        ('"step.py" = { syncs = 0 }\n', "the key must look like FILE::FUNCTION"),
+    ],
+)
+def test_a_bad_table_is_a_usage_error_naming_the_file_and_the_key(tmp_path: Path, functions: str, message: str) -> None:
     project(tmp_path, functions)
     err = io.StringIO()
     code = run_check_command(check_args("--config", str(tmp_path / "pyproject.toml")), io.StringIO(), err)
@@ -82,8 +86,10 @@ def test_a_bad_table_is_a_usage_error_naming_the_file_and_the_key(tmp_path: Path
 def test_no_table_is_a_usage_error(tmp_path: Path) -> None:
     err = io.StringIO()
     assert run_check_command(check_args(str(tmp_path)), io.StringIO(), err) == 2
-    assert err.getvalue() == (f"atenlens check: nothing to check: no pyproject.toml with a [tool.atenlens.check] "
-                              f"table at or above {tmp_path}, and no `# atenlens-budget:` comment in {tmp_path}\n")
+    assert err.getvalue() == (
+        f"atenlens check: nothing to check: no pyproject.toml with a [tool.atenlens.check] "
+        f"table at or above {tmp_path}, and no `# atenlens-budget:` comment in {tmp_path}\n"
+    )
 
 
 def test_a_budget_comment_that_does_not_parse_names_its_file_and_line(tmp_path: Path, monkeypatch) -> None:
@@ -91,12 +97,15 @@ def test_a_budget_comment_that_does_not_parse_names_its_file_and_line(tmp_path: 
     monkeypatch.chdir(tmp_path)
     err = io.StringIO()
     assert run_check_command(check_args("f.py"), io.StringIO(), err) == 2
-    assert err.getvalue().startswith("atenlens check: f.py:1: the `# atenlens-budget:` comment is not `key = value, ...` (")
+    assert err.getvalue().startswith(
+        "atenlens check: f.py:1: the `# atenlens-budget:` comment is not `key = value, ...` ("
+    )
 
 
 def test_a_budget_comment_next_to_the_directive_is_checked_without_a_table(tmp_path: Path, monkeypatch) -> None:
-    source = FIXTURE.read_text().replace("# atenlens: train(*setup())\n",
-                                         "# atenlens-budget: syncs = 0, gpu = \"h100\"\n# atenlens: train(*setup())\n")
+    source = FIXTURE.read_text().replace(
+        "# atenlens: train(*setup())\n", '# atenlens-budget: syncs = 0, gpu = "h100"\n# atenlens: train(*setup())\n'
+    )
     (tmp_path / "step.py").write_text(source)
     monkeypatch.chdir(tmp_path)
     out = io.StringIO()
@@ -117,13 +126,17 @@ def test_the_pre_commit_hook_runs_check_once_not_per_file() -> None:
 
 # -- real traces, one warm worker for the module ------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def traced(worker, tmp_path_factory):
     """Both fixture functions traced once in the module's warm worker, from a project folder."""
-    root = project(tmp_path_factory.mktemp("check"), '''\
+    root = project(
+        tmp_path_factory.mktemp("check"),
+        """\
         "step.py::train" = { syncs = 0 }
         "step.py::train_clean" = { syncs = 0, AL100 = 0, peak = "1 GiB" }
-    ''')
+    """,
+    )
     config = load_check_config(root / "pyproject.toml")
     reports = {f.target: worker.trace(request_for(f)) for f in config.functions}
     assert all(r.status == "ok" for r in reports.values()), [r.message for r in reports.values()]
@@ -149,9 +162,7 @@ def test_zero_sync_budget_fails_at_the_item_line_and_passes_without_it(traced, m
     assert not train.passed and clean.passed
     assert (train.measurement.syncs, train.measurement.codes, train.measurement.flops) == (3, {"AL100": 3}, 6144)
     assert (clean.measurement.syncs, clean.measurement.codes, clean.measurement.flops) == (0, {}, 6144)
-    assert _written("text", [train, clean]) == (
-        f"{ITEM}{message} (x3)\n"
-        "Checked 2 functions: 1 over budget.\n")
+    assert _written("text", [train, clean]) == (f"{ITEM}{message} (x3)\nChecked 2 functions: 1 over budget.\n")
     assert _written("text", [clean]) == "Checked 1 function: all within budget.\n"
 
 
@@ -163,10 +174,14 @@ def test_each_format_names_the_item_line(traced, monkeypatch) -> None:
     data = json.loads(_written("json", results))
     assert data["passed"] is False
     assert [f["passed"] for f in data["functions"]] == [False, True]
-    problem, = data["functions"][0]["problems"]
-    assert {k: problem[k] for k in ("key", "against", "limit", "measured")} == \
-        {"key": "syncs", "against": "budget", "limit": "0", "measured": "3"}
-    location, = problem["locations"]
+    (problem,) = data["functions"][0]["problems"]
+    assert {k: problem[k] for k in ("key", "against", "limit", "measured")} == {
+        "key": "syncs",
+        "against": "budget",
+        "limit": "0",
+        "measured": "3",
+    }
+    (location,) = problem["locations"]
     assert (location["filename"], location["row"], location["column"]) == (step, 22, 18)
     assert location["message"].startswith("step.py::train: syncs 3 (budget 0): AL100 `.item()`")
 
@@ -176,8 +191,10 @@ def test_each_format_names_the_item_line(traced, monkeypatch) -> None:
 
     junit = _written("junit", results)
     assert '<testsuite name="atenlens check" tests="2" failures="1" errors="0" skipped="0">' in junit
-    assert '<testcase classname="atenlens.check" name="step.py::train" file="step.py" line="15">' \
-           '<failure message="syncs 3 (budget 0)">' + ITEM + "`.item()`" in junit
+    assert (
+        '<testcase classname="atenlens.check" name="step.py::train" file="step.py" line="15">'
+        '<failure message="syncs 3 (budget 0)">' + ITEM + "`.item()`" in junit
+    )
     assert '<testcase classname="atenlens.check" name="step.py::train_clean" file="step.py" line="27" />' in junit
 
 
@@ -207,10 +224,11 @@ def test_baseline_round_trip_writes_then_catches_a_regression_and_reports_an_imp
         "flops = 6140\n"
         f'peak = "{peaks["step.py::train_clean"]}"\n'
         f'step_time = "{times["step.py::train_clean"]}"\n'
-        "syncs = 0\n")
+        "syncs = 0\n"
+    )
     path = root / "atenlens-baseline.toml"
     path.write_text(text)
-    assert baseline_text(read_baseline(path)) == text          # stable: reading and writing changes nothing
+    assert baseline_text(read_baseline(path)) == text  # stable: reading and writing changes nothing
     # Against its own baseline, nothing regresses and nothing improves.
     unchanged = [judge(f, reports[f.target], config, read_baseline(path)) for f in config.functions]
     assert [(r.problems, r.improvements) for r in unchanged][1] == ((), ())
@@ -220,48 +238,72 @@ def test_baseline_round_trip_writes_then_catches_a_regression_and_reports_an_imp
     loose = CheckConfig(path=config.path, baseline=path, functions=config.functions)
     no_budget = [replace(f, budget=Budget()) for f in config.functions]
     regressed = judge(no_budget[0], reports["step.py::train"], loose, {"step.py::train": now["step.py::train_clean"]})
-    assert [(p.key, p.against, p.limit, p.measured) for p in regressed.problems] == \
-        [("syncs", "baseline", "0", "3"), ("AL100", "baseline", "0", "3")]
-    assert _written("text", [regressed]).splitlines()[0].startswith(
-        "step.py:22:18: step.py::train: syncs 3 (baseline 0): AL100 `.item()`")
+    assert [(p.key, p.against, p.limit, p.measured) for p in regressed.problems] == [
+        ("syncs", "baseline", "0", "3"),
+        ("AL100", "baseline", "0", "3"),
+    ]
+    assert (
+        _written("text", [regressed])
+        .splitlines()[0]
+        .startswith("step.py:22:18: step.py::train: syncs 3 (baseline 0): AL100 `.item()`")
+    )
     # train's baseline for train_clean: a pull request removed it; it passes and says so.
     # (keeping train_clean's own peak and time: its running total holds one more small tensor)
-    old = replace(now["step.py::train"], peak_bytes=now["step.py::train_clean"].peak_bytes,
-                  step_seconds=now["step.py::train_clean"].step_seconds)
+    old = replace(
+        now["step.py::train"],
+        peak_bytes=now["step.py::train_clean"].peak_bytes,
+        step_seconds=now["step.py::train_clean"].step_seconds,
+    )
     improved = judge(no_budget[1], reports["step.py::train_clean"], loose, {"step.py::train_clean": old})
     assert improved.passed
     assert _written("text", [improved]) == (
         "step.py::train_clean: syncs improved, 3 -> 0 (atenlens check --update-baseline records it)\n"
         "step.py::train_clean: AL100 improved, 3 -> 0 (atenlens check --update-baseline records it)\n"
-        "Checked 1 function: all within budget.\n")
+        "Checked 1 function: all within budget.\n"
+    )
 
 
 def test_the_command_traces_every_function_in_one_worker_and_writes_the_baseline(tmp_path: Path) -> None:
-    root = project(tmp_path, '''\
+    root = project(
+        tmp_path,
+        """\
         "step.py::train" = { syncs = 0 }
         "step.py::train_clean" = { syncs = 0 }
-    ''')
-    run = subprocess.run([sys.executable, "-m", "atenlens", "check", "--update-baseline"], cwd=root,
-                         capture_output=True, text=True, timeout=600)
+    """,
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "atenlens", "check", "--update-baseline"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 1, run.stderr
     lines = run.stdout.splitlines()
     assert lines[0].startswith(ITEM + "`.item()`") and lines[0].endswith(" (x3)")
     assert lines[1:] == ["Checked 2 functions: 1 over budget."]
     assert run.stderr == f"atenlens check: wrote {root / 'atenlens-baseline.toml'} (2 functions)\n"
     written = read_baseline(root / "atenlens-baseline.toml")
-    assert {t: (e.syncs, e.codes, e.flops) for t, e in written.items()} == \
-        {"step.py::train": (3, {"AL100": 3}, 6140), "step.py::train_clean": (0, {}, 6140)}
+    assert {t: (e.syncs, e.codes, e.flops) for t, e in written.items()} == {
+        "step.py::train": (3, {"AL100": 3}, 6140),
+        "step.py::train_clean": (0, {}, 6140),
+    }
     # Only train, budgeted at its 3 syncs, against the baseline: passes (exit 0), and train_clean's entry is kept.
     before = (root / "atenlens-baseline.toml").read_text()
     (root / "pyproject.toml").write_text('[tool.atenlens.check.functions]\n"step.py::train" = { syncs = 3 }\n')
-    run = subprocess.run([sys.executable, "-m", "atenlens", "check", "step.py", "--update-baseline"], cwd=root,
-                         capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-m", "atenlens", "check", "step.py", "--update-baseline"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert (run.returncode, run.stdout) == (0, "Checked 1 function: all within budget.\n"), run.stderr
     assert run.stderr == f"atenlens check: wrote {root / 'atenlens-baseline.toml'} (2 functions)\n"
     assert (root / "atenlens-baseline.toml").read_text() == before
 
 
-PLUGIN_TESTS = '''\
+PLUGIN_TESTS = """\
 import pytest
 
 from atenlens.check.assertions import assert_within
@@ -281,23 +323,30 @@ def test_fixture(atenlens_trace):
     report = atenlens_trace("step.py::train")
     assert report.summary.syncs == 3
     assert_within(report, AL100=1)
-'''
+"""
 
 
 def test_pytest_plugin_fails_marked_and_fixture_tests_at_the_item_line(tmp_path: Path) -> None:
     root = project(tmp_path, "")
     (root / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
     (root / "test_budget.py").write_text(PLUGIN_TESTS)
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_budget.py"],
-                         cwd=root, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_budget.py"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 1, run.stdout + run.stderr
     out = run.stdout
     assert "2 failed, 1 passed" in out
     # The marker: the offending line alone, no traceback of the plugin's hook.
     assert re.search(r"_ test_marked_train _+\natenlens budget broken:\n" + re.escape(ITEM + "`.item()`"), out), out
     # The fixture with assert_within: the test's line, then the lines, as pytest's assertion rewriting shows them.
-    assert ">       assert_within(report, AL100=1)\nE       AssertionError: atenlens budget broken:\n" \
-           "E       step.py:22:18: step.py::train: AL100 3 (budget 1): AL100 `.item()`" in out
+    assert (
+        ">       assert_within(report, AL100=1)\nE       AssertionError: atenlens budget broken:\n"
+        "E       step.py:22:18: step.py::train: AL100 3 (budget 1): AL100 `.item()`" in out
+    )
     assert "\ntest_budget.py:19: AssertionError\n" in out
     assert "FAILED test_budget.py::test_marked_train - Failed: atenlens budget broken:" in out
     assert "FAILED test_budget.py::test_fixture - AssertionError: atenlens budget broken:" in out
@@ -309,11 +358,12 @@ def test_a_collective_bytes_budget_fails_at_the_collectives_line(worker, tmp_pat
     tp = Path(__file__).parent / "fixtures" / "ranks" / "tp_step.py"
     shutil.copy(tp, tmp_path / "tp_step.py")
     (tmp_path / "pyproject.toml").write_text(
-        '[tool.atenlens.check.functions]\n'
-        '"tp_step.py::step" = { collective_bytes = "1 KiB", call = "step(*setup())", world_size = 4, rank = 2 }\n')
+        "[tool.atenlens.check.functions]\n"
+        '"tp_step.py::step" = { collective_bytes = "1 KiB", call = "step(*setup())", world_size = 4, rank = 2 }\n'
+    )
     monkeypatch.chdir(tmp_path)
     config = load_check_config(tmp_path / "pyproject.toml")
-    function, = config.functions
+    (function,) = config.functions
     report = worker.trace(request_for(function))
     assert report.status == "ok", report.message
     result = judge(function, report, config, None)
@@ -322,18 +372,20 @@ def test_a_collective_bytes_budget_fails_at_the_collectives_line(worker, tmp_pat
     assert _written("text", [result]) == (
         f"tp_step.py:{down}:1: tp_step.py::step: collective_bytes 2 KiB (budget 1 KiB): "
         "all_reduce: 2048 bytes per rank\n"
-        "Checked 1 function: 1 over budget.\n")
-    assert judge(replace(function, budget=replace(function.budget, collective_bytes=2048)), report, config,
-                 None).passed
+        "Checked 1 function: 1 over budget.\n"
+    )
+    assert judge(replace(function, budget=replace(function.budget, collective_bytes=2048)), report, config, None).passed
 
 
 def test_a_function_that_raises_fails_the_check_at_the_raising_line(worker, tmp_path: Path, monkeypatch) -> None:
-    (tmp_path / "broken.py").write_text("import torch\n\n\n# atenlens: step()\ndef step():\n"
-                                        "    x = torch.ones(2, device='cuda')\n    raise ValueError('bad batch')\n")
+    (tmp_path / "broken.py").write_text(
+        "import torch\n\n\n# atenlens: step()\ndef step():\n"
+        "    x = torch.ones(2, device='cuda')\n    raise ValueError('bad batch')\n"
+    )
     (tmp_path / "pyproject.toml").write_text('[tool.atenlens.check.functions]\n"broken.py::step" = { syncs = 0 }\n')
     monkeypatch.chdir(tmp_path)
     config = load_check_config(tmp_path / "pyproject.toml")
-    function, = config.functions
+    (function,) = config.functions
     result = judge(function, worker.trace(request_for(function)), config, None)
     assert not result.passed and result.measurement is None
     line, total = _written("text", [result]).splitlines()

@@ -1,5 +1,6 @@
 """torch.compile in a trace (AL600 graph breaks, AL601 summaries): the exact lines, codes and texts a
 user sees, from Dynamo run on fake inputs in the real worker on simulated CUDA."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,34 +31,49 @@ def test_a_branch_and_an_item_break_the_graph_at_their_lines_and_the_syncs_say_s
     branch, item = _line(BREAKS, "if y.sum() > 0:"), _line(BREAKS, "return y * y.mean().item()")
     breaks = _by_code(report, "AL600")
     assert [(line, severity) for line, severity, _ in breaks] == [(branch, "warning"), (item, "warning")]
-    assert breaks[0][2].startswith("torch.compile graph break (GB0170): Data-dependent branching. Detected "
-                                   "data-dependent branching (e.g. `if my_tensor.sum() > 0:`).")
+    assert breaks[0][2].startswith(
+        "torch.compile graph break (GB0170): Data-dependent branching. Detected "
+        "data-dependent branching (e.g. `if my_tensor.sum() > 0:`)."
+    )
     assert breaks[1][2] == (
         "torch.compile graph break (GB0124): Unsupported Tensor.item() call with capture_scalar_outputs=False. "
         "Dynamo does not support tracing `Tensor.item()` with config.capture_scalar_outputs=False. Hint: Set "
         "`torch._dynamo.config.capture_scalar_outputs = True` or `export TORCHDYNAMO_CAPTURE_SCALAR_OUTPUTS=1` "
-        "to include these operations in the captured graph")
+        "to include these operations in the captured graph"
+    )
     syncs = {line: message for line, _, message in _by_code(report, "AL100")}
     assert syncs[branch].endswith("; torch.compile also breaks its graph at this line (AL600, GB0170)")
     assert syncs[item].endswith("; torch.compile also breaks its graph at this line (AL600, GB0124)")
-    assert _by_code(report, "AL601") == [(
-        _line(BREAKS, "@torch.compile"), "information",
-        "torch.compile: 3 graphs, 2 graph breaks, 26 guards (Dynamo on the first call's inputs: float32[4, 8], "
-        "float32[8, 8]; 2 value reads in resumed code assumed 1 / True)")]
+    assert _by_code(report, "AL601") == [
+        (
+            _line(BREAKS, "@torch.compile"),
+            "information",
+            "torch.compile: 3 graphs, 2 graph breaks, 26 guards (Dynamo on the first call's inputs: float32[4, 8], "
+            "float32[8, 8]; 2 value reads in resumed code assumed 1 / True)",
+        )
+    ]
 
 
 def test_a_break_inside_a_loop_says_the_whole_forward_runs_eagerly_and_prints_once(worker):
     report = _trace(worker, BREAKS, "case_print_in_a_compiled_module")
     [(line, severity, message)] = _by_code(report, "AL600")
     assert (line, severity) == (_line(BREAKS, 'print("activation", x.shape)'), "warning")
-    assert message.startswith("torch.compile graph break (GB0059): Failed to trace builtin operator. Dynamo does "
-                              "not know how to trace builtin operator `print` with argument types ['str', 'Size']")
-    assert message.endswith("; the break is inside a loop, so Dynamo skips the whole function and runs it eagerly "
-                            "(nothing of it is compiled)")
-    assert _by_code(report, "AL601") == [(
-        _line(BREAKS, "def forward(self, x):"), "information",
-        "torch.compile: 0 graphs, 1 graph break, 0 guards (Dynamo on the first call's inputs: float32[4, 8]); "
-        "a break inside a loop made Dynamo run a function eagerly")]
+    assert message.startswith(
+        "torch.compile graph break (GB0059): Failed to trace builtin operator. Dynamo does "
+        "not know how to trace builtin operator `print` with argument types ['str', 'Size']"
+    )
+    assert message.endswith(
+        "; the break is inside a loop, so Dynamo skips the whole function and runs it eagerly "
+        "(nothing of it is compiled)"
+    )
+    assert _by_code(report, "AL601") == [
+        (
+            _line(BREAKS, "def forward(self, x):"),
+            "information",
+            "torch.compile: 0 graphs, 1 graph break, 0 guards (Dynamo on the first call's inputs: float32[4, 8]); "
+            "a break inside a loop made Dynamo run a function eagerly",
+        )
+    ]
     # the analysis re-runs the forward's Python; only the traced run's two prints reach the user
     assert report.stdout == "activation torch.Size([4, 8])\n" * 2
 
@@ -66,19 +82,25 @@ def test_a_data_dependent_shape_breaks_the_graph_once_though_called_three_times(
     report = _trace(worker, BREAKS, "case_data_dependent_shape_in_a_loop")
     [(line, _, message)] = _by_code(report, "AL600")
     assert line == _line(BREAKS, "kept = x[x > 0]")
-    assert message == ("torch.compile graph break (GB0036): Dynamic shape operator. Operator `aten.nonzero.default`'s "
-                       "output shape depends on input Tensor data. Hint: Enable tracing of dynamic shape operators "
-                       "with `torch._dynamo.config.capture_dynamic_output_shape_ops = True`")
-    assert [d.count for d in report.diagnostics if d.code == "AL100"] == [3]   # the eager run: once per call
+    assert message == (
+        "torch.compile graph break (GB0036): Dynamic shape operator. Operator `aten.nonzero.default`'s "
+        "output shape depends on input Tensor data. Hint: Enable tracing of dynamic shape operators "
+        "with `torch._dynamo.config.capture_dynamic_output_shape_ops = True`"
+    )
+    assert [d.count for d in report.diagnostics if d.code == "AL100"] == [3]  # the eager run: once per call
 
 
 def test_code_dynamo_captures_whole_gets_a_summary_only(worker):
     step = _trace(worker, CLEAN, "case_compiled_block_in_a_train_step")
     assert [d.code for d in step.diagnostics] == ["AL601"]
-    assert _by_code(step, "AL601") == [(
-        _line(CLEAN, "def forward(self, x):"), "information",
-        "torch.compile: 1 graph, 0 graph breaks, 47 guards (Dynamo on the first call's inputs: float32[8, 16])")]
-    assert sum(1 for e in step.events if e.kind == "op" and e.name == "aten.addmm.default") == 4   # eager, recorded
+    assert _by_code(step, "AL601") == [
+        (
+            _line(CLEAN, "def forward(self, x):"),
+            "information",
+            "torch.compile: 1 graph, 0 graph breaks, 47 guards (Dynamo on the first call's inputs: float32[8, 16])",
+        )
+    ]
+    assert sum(1 for e in step.events if e.kind == "op" and e.name == "aten.addmm.default") == 4  # eager, recorded
     full = _trace(worker, CLEAN, "case_fullgraph_function")
     assert [(d.code, d.line) for d in full.diagnostics] == [("AL601", _line(CLEAN, "@torch.compile(fullgraph=True)"))]
     assert full.diagnostics[0].message.startswith("torch.compile: 1 graph, 0 graph breaks")
@@ -89,23 +111,35 @@ def test_an_analysis_past_the_time_budget_keeps_the_trace_and_says_so(worker):
     report = worker.trace(cuda_request(slow, "run", timeout=25.0))
     assert report.status == "ok", report.message
     assert [e.name for e in report.events if e.kind == "op"] == ["aten.sin.default"]
-    assert [(d.code, d.line, d.message) for d in report.diagnostics] == [(
-        "AL601", _line(slow, "def slow(x):") - 1,
-        "torch.compile: the graph-break analysis ran past the trace's time budget; the trace is complete, the "
-        "breaks of the callables not yet analysed are unknown")]
+    assert [(d.code, d.line, d.message) for d in report.diagnostics] == [
+        (
+            "AL601",
+            _line(slow, "def slow(x):") - 1,
+            "torch.compile: the graph-break analysis ran past the trace's time budget; the trace is complete, the "
+            "breaks of the callables not yet analysed are unknown",
+        )
+    ]
 
 
 def test_reduce_overhead_says_which_graphs_cuda_graphs_would_skip_and_why(worker):
     mutated = _trace(worker, BREAKS, "case_reduce_overhead_with_a_mutated_input")
-    assert _by_code(mutated, "AL602") == [(
-        _line(BREAKS, "cache.add_(h)"), "warning",
-        'torch.compile(mode="reduce-overhead"): CUDA graphs would skip the graph this line is in (it mutates its '
-        "input `cache` in place with add_); that graph runs without CUDA graphs, one launch per kernel")]
+    assert _by_code(mutated, "AL602") == [
+        (
+            _line(BREAKS, "cache.add_(h)"),
+            "warning",
+            'torch.compile(mode="reduce-overhead"): CUDA graphs would skip the graph this line is in (it mutates its '
+            "input `cache` in place with add_); that graph runs without CUDA graphs, one launch per kernel",
+        )
+    ]
     host = _trace(worker, BREAKS, "case_reduce_overhead_with_a_cpu_tensor")
-    assert _by_code(host, "AL602") == [(
-        _line(BREAKS, "return h * table.to(h.device"), "warning",
-        'torch.compile(mode="reduce-overhead"): CUDA graphs would skip the graph this line is in (a CPU tensor '
-        "float32[16] in it); that graph runs without CUDA graphs, one launch per kernel")]
+    assert _by_code(host, "AL602") == [
+        (
+            _line(BREAKS, "return h * table.to(h.device"),
+            "warning",
+            'torch.compile(mode="reduce-overhead"): CUDA graphs would skip the graph this line is in (a CPU tensor '
+            "float32[16] in it); that graph runs without CUDA graphs, one launch per kernel",
+        )
+    ]
     # without the mode the same code has no CUDA graphs to lose
     plain = _trace(worker, BREAKS, "case_item_and_branch_in_a_compiled_function")
     assert _by_code(plain, "AL602") == []

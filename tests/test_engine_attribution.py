@@ -1,4 +1,5 @@
 """The facts of issue 2 about what each source line dispatches, forward, backward and optimizer."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -54,7 +55,7 @@ def test_linear_backward_ops_belong_to_the_forward_line(linear_file: Path) -> No
     backward = ops(report, line=line, phase="backward")
     # grad of the weight only: the input needs no grad, so exactly one mm
     assert names(backward).count("aten.mm.default") == 1
-    assert "aten.sum.dim_IntList" in names(backward)              # grad of the bias
+    assert "aten.sum.dim_IntList" in names(backward)  # grad of the bias
     mm = next(e for e in backward if e.name == "aten.mm.default")
     assert mm.node == "AddmmBackward0"
     assert label(mm) == "float32[3, 4]"
@@ -106,8 +107,12 @@ def test_mlp_sgd_step_line_by_line() -> None:
     step_ops = ops(report, line=step_line)
     assert {e.phase for e in step_ops} == {"optimizer"}
     assert names(step_ops).count("aten.add_.Tensor") == 4
-    assert sorted(label(e) for e in step_ops if e.name == "aten.add_.Tensor") == \
-        ["float32[32, 16]", "float32[32]", "float32[4, 32]", "float32[4]"]
+    assert sorted(label(e) for e in step_ops if e.name == "aten.add_.Tensor") == [
+        "float32[32, 16]",
+        "float32[32]",
+        "float32[4, 32]",
+        "float32[4]",
+    ]
 
     assert {e.line for e in ops(report, phase="backward") if e.node == "AccumulateGrad"} == {backward_line}
     assert all(e.line is not None for e in ops(report, phase="backward"))

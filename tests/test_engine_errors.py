@@ -1,4 +1,5 @@
 """User code that raises, exits, or runs too long: a report, never a crash."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -47,7 +48,7 @@ def test_shape_mismatch_is_an_error_at_the_raising_line_and_keeps_earlier_events
     [diagnostic] = report.diagnostics
     assert (diagnostic.kind, diagnostic.code, diagnostic.severity) == ("exception", Code.EXCEPTION, "error")
     assert diagnostic.line == line_of(path, "return h @ w")
-    assert diagnostic.column == 11                            # the `h @ w` expression
+    assert diagnostic.column == 11  # the `h @ w` expression
     assert diagnostic.message.startswith("RuntimeError: ")
     assert "[8, 16] X [32, 4]" in diagnostic.message
     assert report.message == diagnostic.message
@@ -63,7 +64,9 @@ def test_exception_in_a_called_function_points_at_its_line_with_the_stack(tmp_pa
     assert diagnostic.line == line_of(path, "return t.missing_attribute")
     assert diagnostic.message.startswith("AttributeError: ") and "'missing_attribute'" in diagnostic.message
     assert [(f.function, f.line) for f in diagnostic.stack] == [
-        ("calls_helper", line_of(path, "return helper(y)")), ("helper", diagnostic.line)]
+        ("calls_helper", line_of(path, "return helper(y)")),
+        ("helper", diagnostic.line),
+    ]
     assert names(ops(report)) == ["aten.ones.default", "aten.mul.Tensor"]
 
 
@@ -84,12 +87,15 @@ def test_running_past_the_budget_is_a_timeout_at_the_executing_line(tmp_path: Pa
     [diagnostic] = report.diagnostics
     assert diagnostic.code == Code.TIMEOUT and diagnostic.kind == "timeout"
     assert diagnostic.line in (line_of(path, "while True:"), line_of(path, "x = x + 1"))
-    assert len(ops(report)) > 1                                # events so far are kept
+    assert len(ops(report)) > 1  # events so far are kept
     assert {e.name for e in ops(report)[1:]} == {"aten.add.Tensor"}
 
 
 def test_module_top_level_past_the_budget_suggests_a_main_guard(tmp_path: Path) -> None:
-    path = write(tmp_path, "script.py", """
+    path = write(
+        tmp_path,
+        "script.py",
+        """
         import torch
 
 
@@ -99,7 +105,8 @@ def test_module_top_level_past_the_budget_suggests_a_main_guard(tmp_path: Path) 
 
         while True:
             pass
-    """)
+    """,
+    )
     report = trace(path, "f", timeout=1.0)
     assert report.status == "timeout"
     [diagnostic] = report.diagnostics
@@ -110,7 +117,10 @@ def test_module_top_level_past_the_budget_suggests_a_main_guard(tmp_path: Path) 
 
 
 def test_module_is_imported_not_run_as_main(tmp_path: Path) -> None:
-    path = write(tmp_path, "guarded.py", """
+    path = write(
+        tmp_path,
+        "guarded.py",
+        """
         import torch
 
         LOADED_AS = __name__
@@ -123,20 +133,25 @@ def test_module_is_imported_not_run_as_main(tmp_path: Path) -> None:
 
         if __name__ == "__main__":
             raise SystemExit("script code ran")
-    """)
+    """,
+    )
     report = trace(path, "f")
     assert report.status == "ok", report.message
     assert names(ops(report)) == ["aten.ones.default"]
 
 
 def test_syntax_error_is_reported_at_its_line(tmp_path: Path) -> None:
-    path = write(tmp_path, "bad.py", """
+    path = write(
+        tmp_path,
+        "bad.py",
+        """
         import torch
 
 
         def f():
             return torch.ones(2) +
-    """)
+    """,
+    )
     report = trace(path, "f")
     assert report.status == "error"
     [diagnostic] = report.diagnostics

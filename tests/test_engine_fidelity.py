@@ -1,5 +1,6 @@
 """Fidelity: per source line, the forward aten ops recorded on fake tensors are those the same
 program dispatches when it runs for real on small CPU tensors."""
+
 from __future__ import annotations
 
 import contextlib
@@ -84,7 +85,11 @@ SIMULATED_RANKS = {("fsdp_tp_step.py", "train_step")}
 
 
 def test_every_example_with_a_directive_is_checked_here() -> None:
-    with_directive = {(path.name, info.qualname) for path in EXAMPLES.glob("*.py")
-                      for info in find_functions(path.read_text()) if info.directive}
+    with_directive = {
+        (path.name, info.qualname)
+        for path in EXAMPLES.glob("*.py")
+        for info in find_functions(path.read_text())
+        if info.directive
+    }
     assert len(with_directive) >= 5
     assert with_directive - SIMULATED_RANKS <= set(PROGRAMS)

@@ -1,4 +1,5 @@
 """How the traced function gets its inputs: none needed, a directive, --call, or needs-inputs."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -59,7 +60,9 @@ def test_directive_arguments_are_built_but_not_recorded(tmp_path: Path) -> None:
 
 def test_call_option_overrides_the_directive(tmp_path: Path) -> None:
     path = write(tmp_path, "inputs.py", SOURCE)
-    report = trace(path, "project", call="project(torch.randn(3, 5, dtype=torch.float64), torch.randn(7, 3, dtype=torch.float64))")
+    report = trace(
+        path, "project", call="project(torch.randn(3, 5, dtype=torch.float64), torch.randn(7, 3, dtype=torch.float64))"
+    )
     assert report.status == "ok", report.message
     assert report.call.startswith("project(torch.randn(3, 5")
     assert [label(e) for e in ops(report)] == ["float64[7, 5]"]
@@ -116,7 +119,10 @@ def test_block_directive_builds_the_module_unrecorded() -> None:
 
 
 def test_generators_and_coroutines_are_run_not_just_created(tmp_path: Path) -> None:
-    path = write(tmp_path, "lazy.py", """
+    path = write(
+        tmp_path,
+        "lazy.py",
+        """
         import torch
 
 
@@ -127,7 +133,8 @@ def test_generators_and_coroutines_are_run_not_just_created(tmp_path: Path) -> N
 
         async def forward():
             return torch.ones(3).exp()
-    """)
+    """,
+    )
     report = trace(path, "batches")
     assert report.status == "ok", report.message
     assert names(ops(report)).count("aten.relu.default") == 100

@@ -1,4 +1,5 @@
 """Modules built on fake tensors move, cast and copy; the user's project imports like a project."""
+
 from __future__ import annotations
 
 import json
@@ -58,8 +59,10 @@ def test_module_moves_and_casts_back_and_forth(tmp_path: Path) -> None:
     report = trace(path, "move_and_half")
     assert report.status == "ok", report.message
     line = line_of(path, "return model(torch.randn(4, 8))")
-    assert [label(e) for e in ops(report, line=line) if e.name == "aten.addmm.default"] == \
-        ["float32[4, 16]", "float32[4, 2]"]
+    assert [label(e) for e in ops(report, line=line) if e.name == "aten.addmm.default"] == [
+        "float32[4, 16]",
+        "float32[4, 2]",
+    ]
 
 
 def test_deepcopy_of_a_fake_module_with_buffers(tmp_path: Path) -> None:
@@ -70,13 +73,18 @@ def test_deepcopy_of_a_fake_module_with_buffers(tmp_path: Path) -> None:
     line_ops = names(ops(report, line=line))
     assert line_ops.count("aten.addmm.default") == 2
     assert "aten.native_batch_norm.default" in line_ops
-    assert "aten.add_.Tensor" in line_ops                  # the copied num_batches_tracked buffer counts on
+    assert "aten.add_.Tensor" in line_ops  # the copied num_batches_tracked buffer counts on
 
 
 def test_module_cuda_on_simulated_cuda_through_the_cli(tmp_path: Path) -> None:
     path = write(tmp_path, "moves.py", MOVES)
-    result = subprocess.run([sys.executable, "-m", "atenlens", "trace", f"{path}::to_cuda", "--json"],
-                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "atenlens", "trace", f"{path}::to_cuda", "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     data = json.loads(result.stdout)
     assert result.returncode == 0, data["message"]
     assert data["device"] == "cuda"
@@ -88,18 +96,29 @@ def test_module_cuda_on_simulated_cuda_through_the_cli(tmp_path: Path) -> None:
 def test_sibling_modules_and_packages_import_and_are_forgotten_afterwards(tmp_path: Path) -> None:
     write(tmp_path, "pyproject.toml", "[project]\nname = 'demo'\n")
     write(tmp_path, "demo/__init__.py", "")
-    write(tmp_path, "demo/layers.py", """
+    write(
+        tmp_path,
+        "demo/layers.py",
+        """
         import torch.nn as nn
 
 
         def make_layer():
             return nn.Linear(4, 2)
-    """)
-    write(tmp_path, "demo/helpers.py", """
+    """,
+    )
+    write(
+        tmp_path,
+        "demo/helpers.py",
+        """
         def double(t):
             return t * 2
-    """)
-    path = write(tmp_path, "demo/train.py", """
+    """,
+    )
+    path = write(
+        tmp_path,
+        "demo/train.py",
+        """
         import torch
 
         from .layers import make_layer
@@ -109,19 +128,28 @@ def test_sibling_modules_and_packages_import_and_are_forgotten_afterwards(tmp_pa
         def step():
             layer = make_layer()
             return double(layer(torch.randn(3, 4)))
-    """)
-    script = write(tmp_path, "scripts/run.py", """
+    """,
+    )
+    script = write(
+        tmp_path,
+        "scripts/run.py",
+        """
         import torch
         from helper_next_door import scale
 
 
         def f():
             return scale(torch.ones(2))
-    """)
-    write(tmp_path, "scripts/helper_next_door.py", """
+    """,
+    )
+    write(
+        tmp_path,
+        "scripts/helper_next_door.py",
+        """
         def scale(t):
             return t * 3
-    """)
+    """,
+    )
     report = trace(path, "step")
     assert report.status == "ok", report.message
     mul = next(e for e in ops(report) if e.name == "aten.mul.Tensor")

@@ -1,5 +1,6 @@
 """The program runs as it would be run: its own command line, and closures passed to an optimizer's
 step() are forward and backward work. (Traced in this process, so the program's prints reach capsys.)"""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -33,7 +34,7 @@ def test_module_level_parse_args_sees_the_files_argv_comment(tmp_path, capsys):
     report = trace(path, "main")
     assert report.status == "ok", report.message
     assert capsys.readouterr().out == "['--steps', '3', '--name', 'two words'] 3 two words\n"
-    assert len(ops(report, line=line_of(path, "torch.ones(2) * 2"))) == 6       # ones and mul, 3 steps
+    assert len(ops(report, line=line_of(path, "torch.ones(2) * 2"))) == 6  # ones and mul, 3 steps
 
 
 def test_requested_argv_replaces_the_comment_and_argv0_is_the_file(tmp_path, capsys):
@@ -58,7 +59,10 @@ def test_unbalanced_quotes_in_the_argv_comment_are_a_clear_error(tmp_path):
 
 
 def test_ops_of_a_closure_passed_to_step_are_forward_and_backward(tmp_path):
-    path = write(tmp_path, "closure.py", """
+    path = write(
+        tmp_path,
+        "closure.py",
+        """
         import torch
 
 
@@ -74,13 +78,19 @@ def test_ops_of_a_closure_passed_to_step_are_forward_and_backward(tmp_path):
                 return loss
 
             opt.step(closure)
-    """)
+    """,
+    )
     report = trace(path, "step")
     assert report.status == "ok", report.message
     forward_line = line_of(path, "loss = model(x).pow(2).mean()")
     assert Counter(e.phase for e in ops(report, line=forward_line)) == {"forward": 4, "backward": 11}
     assert {e.phase for e in ops(report, line=line_of(path, "loss.backward()"))} == {"backward"}
     step_ops = ops(report, line=line_of(path, "opt.step(closure)"))
-    assert [(e.name, e.phase) for e in step_ops] == [           # CPU parameters: the per-parameter loop
-        ("aten.detach.default", "optimizer"), ("aten.clone.default", "optimizer"), ("aten.add_.Tensor", "optimizer"),
-        ("aten.detach.default", "optimizer"), ("aten.clone.default", "optimizer"), ("aten.add_.Tensor", "optimizer")]
+    assert [(e.name, e.phase) for e in step_ops] == [  # CPU parameters: the per-parameter loop
+        ("aten.detach.default", "optimizer"),
+        ("aten.clone.default", "optimizer"),
+        ("aten.add_.Tensor", "optimizer"),
+        ("aten.detach.default", "optimizer"),
+        ("aten.clone.default", "optimizer"),
+        ("aten.add_.Tensor", "optimizer"),
+    ]

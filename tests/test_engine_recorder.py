@@ -1,4 +1,5 @@
 """The recorder on its own: what is a call, phases around the optimizer, placeholders, the event cap."""
+
 from __future__ import annotations
 
 import contextlib
@@ -25,7 +26,10 @@ def record(function, recorder: Recorder) -> Recorder:
 
 
 def test_metadata_queries_are_not_calls_but_compute_is(tmp_path: Path) -> None:
-    path = write(tmp_path, "meta.py", """
+    path = write(
+        tmp_path,
+        "meta.py",
+        """
         import torch
 
 
@@ -33,18 +37,24 @@ def test_metadata_queries_are_not_calls_but_compute_is(tmp_path: Path) -> None:
             x = torch.ones(4, 6)
             n = x.shape[0] + x.size(1) + x.dim() + x.numel()
             return x.T.sum() * n
-    """)
+    """,
+    )
     report = trace(path, "f")
     assert report.status == "ok", report.message
     assert names(calls(report, line=line_of(path, "n = x.shape[0]"))) == []
-    assert names(calls(report, line=line_of(path, "return x.T.sum() * n"))) == \
-        ["torch.Tensor.sum", "torch.Tensor.mul"]
-    assert names(ops(report, line=line_of(path, "return x.T.sum() * n"))) == \
-        ["aten.permute.default", "aten.sum.default", "aten.mul.Tensor"]
+    assert names(calls(report, line=line_of(path, "return x.T.sum() * n"))) == ["torch.Tensor.sum", "torch.Tensor.mul"]
+    assert names(ops(report, line=line_of(path, "return x.T.sum() * n"))) == [
+        "aten.permute.default",
+        "aten.sum.default",
+        "aten.mul.Tensor",
+    ]
 
 
 def test_optimizer_phase_covers_step_and_zero_grad_and_ends_with_them(tmp_path: Path) -> None:
-    path = write(tmp_path, "opt.py", """
+    path = write(
+        tmp_path,
+        "opt.py",
+        """
         import torch
 
 
@@ -55,7 +65,8 @@ def test_optimizer_phase_covers_step_and_zero_grad_and_ends_with_them(tmp_path: 
             opt.step()
             opt.zero_grad(set_to_none=False)
             return w + 1
-    """)
+    """,
+    )
     report = trace(path, "f")
     assert report.status == "ok", report.message
     step = ops(report, line=line_of(path, "opt.step()"))
@@ -66,7 +77,10 @@ def test_optimizer_phase_covers_step_and_zero_grad_and_ends_with_them(tmp_path: 
 
 
 def test_item_on_a_fake_cpu_tensor_gets_a_placeholder_and_is_recorded(tmp_path: Path) -> None:
-    path = write(tmp_path, "item.py", """
+    path = write(
+        tmp_path,
+        "item.py",
+        """
         import torch
 
 
@@ -76,14 +90,24 @@ def test_item_on_a_fake_cpu_tensor_gets_a_placeholder_and_is_recorded(tmp_path: 
             assert value == 1.0
             flag = bool((loss > 0).any())
             return torch.full((2,), value) if flag else None
-    """)
+    """,
+    )
     report = trace(path, "f")
     assert report.status == "ok", report.message
     assert names(ops(report, line=line_of(path, "value = loss.item()"))) == ["aten._local_scalar_dense.default"]
     assert names(ops(report, line=line_of(path, "return torch.full((2,), value)"))) == ["aten.full.default"]
     assert [(d.line, d.code, d.message) for d in report.diagnostics] == [
-        (line_of(path, "value = loss.item()"), "AL906", "value unknown on fake tensors: took `1.0` for `.item()` of f32[]"),
-        (line_of(path, "flag = bool("), "AL906", "value unknown on fake tensors: took `True` for `bool()` / `if tensor:` of b8[]")]
+        (
+            line_of(path, "value = loss.item()"),
+            "AL906",
+            "value unknown on fake tensors: took `1.0` for `.item()` of f32[]",
+        ),
+        (
+            line_of(path, "flag = bool("),
+            "AL906",
+            "value unknown on fake tensors: took `True` for `bool()` / `if tensor:` of b8[]",
+        ),
+    ]
 
 
 def test_events_past_the_cap_are_counted_not_kept() -> None:

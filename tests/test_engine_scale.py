@@ -3,6 +3,7 @@ allocating its 124M parameters, with every backward op attributed to a source li
 
 Runs in a fresh interpreter so that its peak RSS (ru_maxrss) is this trace's alone.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ import sys
 from engine_helpers import REPO
 
 MODELS = REPO / "bench" / "trace_models.py"
-PARAMETER_BYTES = 124_439_808 * 4          # GPT-2 small's parameters in fp32: ~0.5 GB
+PARAMETER_BYTES = 124_439_808 * 4  # GPT-2 small's parameters in fp32: ~0.5 GB
 
 SCRIPT = r"""
 import json, os, resource, sys
@@ -50,8 +51,9 @@ sys.stdout.flush(); sys.stderr.flush(); os._exit(0)
 
 
 def test_gpt2_small_step_traces_attributed_and_without_allocating_parameters() -> None:
-    result = subprocess.run([sys.executable, "-c", SCRIPT, str(MODELS)], cwd=REPO, capture_output=True, text=True,
-                            timeout=900)
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(MODELS)], cwd=REPO, capture_output=True, text=True, timeout=900
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     data = json.loads(result.stdout.strip().splitlines()[-1])
     assert data["status"] == "ok", data["message"]

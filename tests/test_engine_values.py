@@ -2,6 +2,7 @@
 small tensors made from data carry their real values (so slicing, indexing and branches on them are
 those of a real run), and every value the trace cannot know is assumed on the path a healthy
 training step takes, with an AL906 note at the line that consumed it."""
+
 from __future__ import annotations
 
 import re
@@ -20,7 +21,10 @@ def _assumptions(report) -> list[tuple[int, str, int]]:
 
 
 def test_get_batch_slices_numpy_data_at_the_real_random_offsets(worker, tmp_path):
-    path = write(tmp_path, "batch.py", """
+    path = write(
+        tmp_path,
+        "batch.py",
+        """
         import numpy as np
         import torch
 
@@ -33,13 +37,14 @@ def test_get_batch_slices_numpy_data_at_the_real_random_offsets(worker, tmp_path
             x = torch.stack([torch.from_numpy(data[i:i+8]) for i in ix]).to("cuda")
             print(x[:, 0].tolist())
             return x
-    """)
+    """,
+    )
     report = worker.trace(cuda_request(path, "get_batch"))
     assert report.status == "ok", report.message
     line = line_of(path, "torch.stack(")
-    assert [(e.name, label(e)) for e in ops(report, line=line) if e.name in ("aten.stack.default",
-                                                                           "aten._to_copy.default")] == [
-        ("aten.stack.default", "int64[4, 8]"), ("aten._to_copy.default", "int64[4, 8]")]
+    assert [
+        (e.name, label(e)) for e in ops(report, line=line) if e.name in ("aten.stack.default", "aten._to_copy.default")
+    ] == [("aten.stack.default", "int64[4, 8]"), ("aten._to_copy.default", "int64[4, 8]")]
     torch.manual_seed(7)
     expected = torch.randint(1000 - 8, (4,)).tolist()
     # the values are the shadow's: the same draws as a real run of torch's CPU generator
@@ -50,7 +55,10 @@ def test_get_batch_slices_numpy_data_at_the_real_random_offsets(worker, tmp_path
 
 
 def test_known_small_values_decide_branches_indices_and_in_place_writes(worker, tmp_path):
-    path = write(tmp_path, "small.py", """
+    path = write(
+        tmp_path,
+        "small.py",
+        """
         import torch
 
         def small():
@@ -64,17 +72,20 @@ def test_known_small_values_decide_branches_indices_and_in_place_writes(worker, 
             y = torch.arange(4.0)
             y.add_(torch.randn(128, 128)[0, :4] * 0)    # an unknown input: y's value is no longer known
             print((best, picked.tolist(), counts.tolist(), y[0].item()))
-    """)
+    """,
+    )
     report = worker.trace(cuda_request(path, "small"))
     assert report.status == "ok", report.message
     assert report.stdout.splitlines() == ["(11, [0, 3, 6, 9], [1, 0, 2, 1], 1.0)"]
     assert ops(report, line=line_of(path, "picked ="))[-1].outputs[0].shape == (4,)
-    assert _assumptions(report) == [
-        (line_of(path, "print((best"), UNKNOWN + "`1.0` for `.item()` of f32[]", 1)]
+    assert _assumptions(report) == [(line_of(path, "print((best"), UNKNOWN + "`1.0` for `.item()` of f32[]", 1)]
 
 
 def test_grad_scaler_step_runs_the_optimizer_and_says_it_assumed_finite_gradients(worker, tmp_path):
-    path = write(tmp_path, "amp.py", """
+    path = write(
+        tmp_path,
+        "amp.py",
+        """
         import torch
 
         def setup():
@@ -89,27 +100,42 @@ def test_grad_scaler_step_runs_the_optimizer_and_says_it_assumed_finite_gradient
             scaler.scale(loss).backward()
             scaler.step(opt)
             scaler.update()
-    """)
+    """,
+    )
     report = worker.trace(cuda_request(path, "amp_step"))
     assert report.status == "ok", report.message
     step = line_of(path, "scaler.step(opt)")
     optimizer = names(ops(report, phase="optimizer"))
-    assert {"aten._foreach_lerp_.Scalar", "aten._foreach_addcdiv_.ScalarList", "aten._foreach_sqrt.default",
-            "aten._foreach_mul_.Scalar"} <= set(optimizer)
+    assert {
+        "aten._foreach_lerp_.Scalar",
+        "aten._foreach_addcdiv_.ScalarList",
+        "aten._foreach_sqrt.default",
+        "aten._foreach_mul_.Scalar",
+    } <= set(optimizer)
     assert {e.line for e in ops(report, phase="optimizer")} == {step}
     [(line, message, count)] = _assumptions(report)
     assert (line, count) == (step, 1)
-    assert re.fullmatch(re.escape(UNKNOWN + "`0.0` for `.item()` of f32[] (gradients assumed finite: GradScaler "
-                                  "found no inf/nan), inside torch/amp/grad_scaler.py:") + r"\d+" + re.escape(
-        ' `if not sum(v.item() for v in optimizer_state["found_inf_per_device"].values()):`, called from this line'),
-        message), message
+    assert re.fullmatch(
+        re.escape(
+            UNKNOWN + "`0.0` for `.item()` of f32[] (gradients assumed finite: GradScaler "
+            "found no inf/nan), inside torch/amp/grad_scaler.py:"
+        )
+        + r"\d+"
+        + re.escape(
+            ' `if not sum(v.item() for v in optimizer_state["found_inf_per_device"].values()):`, called from this line'
+        ),
+        message,
+    ), message
     [note] = [d for d in report.diagnostics if d.code == "AL906"]
     assert note.cause is not None and note.cause.file.endswith("torch/amp/grad_scaler.py")
     assert report.summary.assumptions == 1
 
 
 def test_trunc_normal_init_ends_its_rejection_loop(worker, tmp_path):
-    path = write(tmp_path, "init.py", """
+    path = write(
+        tmp_path,
+        "init.py",
+        """
         import torch
 
         def init_large():
@@ -121,26 +147,44 @@ def test_trunc_normal_init_ends_its_rejection_loop(worker, tmp_path):
             w = torch.empty(64, 64)
             torch.nn.init.trunc_normal_(w, std=0.02)
             return w
-    """)
+    """,
+    )
     large = worker.trace(cuda_request(path, "init_large", timeout=20))
     assert large.status == "ok", large.message
     line = line_of(path, "# large")
     assert names(ops(large, line=line)) == [
-        "aten.lift_fresh.default", "aten._local_scalar_dense.default", "aten.lift_fresh.default",
-        "aten._local_scalar_dense.default", "aten.normal_.default", "aten.lt.Scalar", "aten.gt.Scalar",
-        "aten.bitwise_or.Tensor", "aten.any.default", "aten._local_scalar_dense.default"]
+        "aten.lift_fresh.default",
+        "aten._local_scalar_dense.default",
+        "aten.lift_fresh.default",
+        "aten._local_scalar_dense.default",
+        "aten.normal_.default",
+        "aten.lt.Scalar",
+        "aten.gt.Scalar",
+        "aten.bitwise_or.Tensor",
+        "aten.any.default",
+        "aten._local_scalar_dense.default",
+    ]
     [(note_line, message, count)] = _assumptions(large)
     assert (note_line, count) == (line, 1)
-    assert re.fullmatch(re.escape(UNKNOWN + "`False` for `bool()` / `if tensor:` of b8[]: a `while` loop that "
-                                  "depends on it is assumed to end, inside torch/nn/init.py:") + r"\d+"
-                        + re.escape(" `if not mask.any():`, called from this line"), message), message
+    assert re.fullmatch(
+        re.escape(
+            UNKNOWN + "`False` for `bool()` / `if tensor:` of b8[]: a `while` loop that "
+            "depends on it is assumed to end, inside torch/nn/init.py:"
+        )
+        + r"\d+"
+        + re.escape(" `if not mask.any():`, called from this line"),
+        message,
+    ), message
     # 4,096 elements fit a shadow: the rejection loop runs on real samples and ends by itself
     small = worker.trace(cuda_request(path, "init_small", timeout=20))
     assert (small.status, _assumptions(small)) == ("ok", [])
 
 
 def test_mixtral_style_expert_loop_runs_every_expert_on_its_top_k_share(worker, tmp_path):
-    path = write(tmp_path, "moe.py", """
+    path = write(
+        tmp_path,
+        "moe.py",
+        """
         import torch
         import torch.nn.functional as F
 
@@ -161,22 +205,34 @@ def test_mixtral_style_expert_loop_runs_every_expert_on_its_top_k_share(worker, 
                     continue
                 out.index_add_(0, idx[1], experts[e](x[idx[1]]) * weights[idx[1], idx[0], None])
             return out
-    """)
+    """,
+    )
     report = worker.trace(cuda_request(path, "moe"))
     assert report.status == "ok", report.message
     expert_line = line_of(path, "out.index_add_(")
     # a top-2 router over 4 experts sends each expert 2 * 64 / 4 = 32 of the 64 tokens, on average
-    assert [label(e) for e in ops(report, line=expert_line) if e.name == "aten.addmm.default"] == ["float32[32, 128]"] * 4
+    assert [label(e) for e in ops(report, line=expert_line) if e.name == "aten.addmm.default"] == [
+        "float32[32, 128]"
+    ] * 4
     where = line_of(path, "idx = torch.where(")
-    assert _assumptions(report) == [(where, UNKNOWN + "size 32 of at most 128 for one-argument `torch.where` "
-                                     "(one-hot over 4 classes: 1/4 of the elements assumed set)", 4)]
+    assert _assumptions(report) == [
+        (
+            where,
+            UNKNOWN + "size 32 of at most 128 for one-argument `torch.where` "
+            "(one-hot over 4 classes: 1/4 of the elements assumed set)",
+            4,
+        )
+    ]
     assert report.summary.assumptions == 4
 
 
 def test_hf_style_expert_loop_does_not_skip_experts_on_an_unknown_index(worker, tmp_path):
     # transformers' eager MoE loop: the experts hit come from nonzero(), and `expert_idx == num_experts`
     # (a padding guard) is false in a real run; assuming it true would skip every expert
-    path = write(tmp_path, "moe_hit.py", """
+    path = write(
+        tmp_path,
+        "moe_hit.py",
+        """
         import torch
         import torch.nn.functional as F
 
@@ -199,38 +255,57 @@ def test_hf_style_expert_loop_does_not_skip_experts_on_an_unknown_index(worker, 
                 idx, top_x = torch.where(mask[expert_idx])
                 out.index_add_(0, top_x, experts[expert_idx](x[top_x]) * weights[top_x, idx, None])
             return out
-    """)
+    """,
+    )
     report = worker.trace(cuda_request(path, "moe"))
     assert report.status == "ok", report.message
     guard = line_of(path, "if expert_idx == E:")
     guard_notes = [(count, message) for line, message, count in _assumptions(report) if line == guard]
-    assert guard_notes == [(2, UNKNOWN + "`False` for `bool()` / `if tensor:` of b8[]: "
-                                "an unknown value is assumed not to equal a given one")]
+    assert guard_notes == [
+        (
+            2,
+            UNKNOWN + "`False` for `bool()` / `if tensor:` of b8[]: "
+            "an unknown value is assumed not to equal a given one",
+        )
+    ]
     expert_line = line_of(path, "out.index_add_(")
     assert [e.name for e in ops(report, line=expert_line)].count("aten.addmm.default") == 2
 
 
 def test_a_mask_of_unknown_values_selects_half_of_its_elements(worker, tmp_path):
-    path = write(tmp_path, "half.py", """
+    path = write(
+        tmp_path,
+        "half.py",
+        """
         import torch
 
         def half():
             x = torch.randn(128, 128, device="cuda")
             return x[x > 0], torch.nonzero(x > 1)
-    """)
+    """,
+    )
     report = worker.trace(cuda_request(path, "half"))
     assert report.status == "ok", report.message
     line = line_of(path, "return x[x > 0]")
-    assert [(e.name, label(e)) for e in ops(report, line=line) if e.name in ("aten.index.Tensor", "aten.nonzero.default")] == [
-        ("aten.index.Tensor", "float32[8192]"), ("aten.nonzero.default", "int64[8192, 2]")]
+    assert [
+        (e.name, label(e)) for e in ops(report, line=line) if e.name in ("aten.index.Tensor", "aten.nonzero.default")
+    ] == [("aten.index.Tensor", "float32[8192]"), ("aten.nonzero.default", "int64[8192, 2]")]
     assert _assumptions(report) == [
         (line, UNKNOWN + "size 8192 of at most 16384 for `nonzero` (half of the elements assumed selected)", 1),
-        (line, UNKNOWN + "size 8192 of at most 16384 for boolean-mask indexing `x[mask]` (half of the elements "
-               "assumed selected)", 1)]
+        (
+            line,
+            UNKNOWN + "size 8192 of at most 16384 for boolean-mask indexing `x[mask]` (half of the elements "
+            "assumed selected)",
+            1,
+        ),
+    ]
 
 
 def test_non_finite_checks_take_the_healthy_branch(worker, tmp_path):
-    path = write(tmp_path, "checks.py", """
+    path = write(
+        tmp_path,
+        "checks.py",
+        """
         import torch
 
         def checks():
@@ -240,17 +315,22 @@ def test_non_finite_checks_take_the_healthy_branch(worker, tmp_path):
             if not torch.isfinite(g).all():
                 raise FloatingPointError("inf")
             return g * 2
-    """)
+    """,
+    )
     report = worker.trace(cuda_request(path, "checks"))
     assert report.status == "ok", report.message
     finite = "(values assumed finite (no inf/nan))"
     assert _assumptions(report) == [
         (line_of(path, "isnan(g)"), UNKNOWN + f"`False` for `bool()` / `if tensor:` of b8[] {finite}", 2),
-        (line_of(path, "isfinite(g)"), UNKNOWN + f"`True` for `bool()` / `if tensor:` of b8[] {finite}", 1)]
+        (line_of(path, "isfinite(g)"), UNKNOWN + f"`True` for `bool()` / `if tensor:` of b8[] {finite}", 1),
+    ]
 
 
 def test_mask_assignment_of_a_cpu_scalar_is_masked_fill_without_a_sync(worker, tmp_path):
-    path = write(tmp_path, "mask.py", """
+    path = write(
+        tmp_path,
+        "mask.py",
+        """
         import torch
 
         def scalar_value():
@@ -262,11 +342,15 @@ def test_mask_assignment_of_a_cpu_scalar_is_masked_fill_without_a_sync(worker, t
             x = torch.randn(8, device="cuda")
             x[x < 0] = torch.zeros(8, device="cuda")[:1]
             return x
-    """)
+    """,
+    )
     scalar = worker.trace(cuda_request(path, "scalar_value"))
     assert (scalar.status, scalar.diagnostics, scalar.summary.syncs) == ("ok", (), 0)
     assert names(ops(scalar, line=line_of(path, "x[x < 0] = 0.0"))) == [
-        "aten.lt.Scalar", "aten.lift_fresh.default", "aten.index_put_.default"]
+        "aten.lt.Scalar",
+        "aten.lift_fresh.default",
+        "aten.index_put_.default",
+    ]
     tensor = worker.trace(cuda_request(path, "tensor_value"))
     line = line_of(path, "x[x < 0] = torch.zeros")
     assert [(d.line, d.code, d.op) for d in tensor.diagnostics] == [(line, "AL100", "aten.index_put_.default")]

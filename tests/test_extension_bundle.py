@@ -1,6 +1,7 @@
 """What the .vsix bundles for the server (client/bundle_server.py, client/bundled-requirements.txt) and
 how the extension starts it (client/serve.py): a user environment with no package at all still gets
 lint, and no file of the workspace shadows a module of the server."""
+
 from __future__ import annotations
 
 import asyncio
@@ -65,8 +66,9 @@ def test_every_runtime_dependency_but_torch_is_pinned() -> None:
 
 
 async def test_bundled_server_lints_in_an_environment_without_packages(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, str(ROOT / "client" / "bundle_server.py")], check=True,
-                   capture_output=True, timeout=600)
+    subprocess.run(
+        [sys.executable, str(ROOT / "client" / "bundle_server.py")], check=True, capture_output=True, timeout=600
+    )
     bare = tmp_path / "bare-venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
     python = bare / "bin" / "python"
@@ -90,16 +92,28 @@ async def test_bundled_server_lints_in_an_environment_without_packages(tmp_path:
 
     await client.start_io(str(python), str(ROOT / "client" / "serve.py"), cwd=str(workspace))
     try:
-        await asyncio.wait_for(client.initialize_async(types.InitializeParams(
-            capabilities=types.ClientCapabilities(), root_uri=workspace.as_uri(),
-            initialization_options={"trace": {"enabled": False}})), 60)
+        await asyncio.wait_for(
+            client.initialize_async(
+                types.InitializeParams(
+                    capabilities=types.ClientCapabilities(),
+                    root_uri=workspace.as_uri(),
+                    initialization_options={"trace": {"enabled": False}},
+                )
+            ),
+            60,
+        )
         client.initialized(types.InitializedParams())
-        client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
-            uri=source.as_uri(), language_id="python", version=1, text=LOOP_WITH_ITEM)))
+        client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                text_document=types.TextDocumentItem(
+                    uri=source.as_uri(), language_id="python", version=1, text=LOOP_WITH_ITEM
+                )
+            )
+        )
         params = await asyncio.wait_for(published.get(), 60)
         assert params.uri == source.as_uri()
         found = [(d.code, d.range.start.line, d.range.start.character) for d in params.diagnostics]
-        assert ("AL100", 3, 34) in found, found     # the `item` of `.item()` on a CUDA tensor
+        assert ("AL100", 3, 34) in found, found  # the `item` of `.item()` on a CUDA tensor
         info = await asyncio.wait_for(client.protocol.send_request_async("atenlens/serverInfo", {}), 30)
         assert info.torchImported is False
         # what the extension shows (status tooltip, log, the one "no torch" message): this Python, no torch
@@ -108,7 +122,7 @@ async def test_bundled_server_lints_in_an_environment_without_packages(tmp_path:
         await asyncio.wait_for(client.shutdown_async(None), 30)
         client.exit(None)
     finally:
-        server = client._server   # the server process; stop() waits for it to exit
+        server = client._server  # the server process; stop() waits for it to exit
         if server is not None and server.returncode is None:
             try:
                 await asyncio.wait_for(server.wait(), 10)

@@ -1,6 +1,7 @@
 """The extension's Marketplace files, checked without building it: the icon is a PNG the manifest names and
 the package keeps, and every link and image of client/README.md and client/CHANGELOG.md points at a file of
 this repository (vsce resolves them against the repository's client/ folder and refuses SVG images)."""
+
 from __future__ import annotations
 
 import json
@@ -43,6 +44,6 @@ def test_marketplace_pages_link_only_to_files_that_exist() -> None:
 
 
 def test_node_version_that_packaging_needs_is_declared() -> None:
-    assert MANIFEST["engines"]["node"] == ">=22"        # @vscode/vsce 4 declares node >= 22
+    assert MANIFEST["engines"]["node"] == ">=22"  # @vscode/vsce 4 declares node >= 22
     vsce = json.loads((ROOT / "package-lock.json").read_text())["packages"]["node_modules/@vscode/vsce"]
     assert vsce["engines"]["node"] == ">= 22"

@@ -1,6 +1,7 @@
 """The VS Code extension's settings (package.json) are the server's settings: same names, same defaults,
 same allowed values. The extension builds the server's settings object from the names package.json
 declares (client/src/settings.ts), so a setting missing here would never reach the server."""
+
 from __future__ import annotations
 
 import json
@@ -14,7 +15,7 @@ from atenlens.lsp.settings import DEVICES, Settings, TraceSettings, flat_default
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = json.loads((ROOT / "package.json").read_text())
 PROPERTIES = MANIFEST["contributes"]["configuration"]["properties"]
-CLIENT_ONLY = {"atenlens.interpreter"}       # how the server is started, not what it does
+CLIENT_ONLY = {"atenlens.interpreter"}  # how the server is started, not what it does
 SERVER_PROPERTIES = {name: spec for name, spec in PROPERTIES.items() if name not in CLIENT_ONLY}
 
 
@@ -71,12 +72,15 @@ def test_gpu_choices_are_the_tables_and_names_are_accepted_in_any_case() -> None
     assert problems == [] and settings.trace.gpu == "h200"
     settings, problems = settings_from_json({"trace": {"gpu": "v100"}})
     assert settings.trace.gpu == "h100-sxm"
-    assert problems == ["atenlens.trace.gpu must be a GPU of the table: h100-sxm, h100-pcie, h200, a100-80gb, "
-                        "a100-40gb, l4, l40s, rtx-4090, mi300x (got 'v100'); using the default 'h100-sxm'"]
+    assert problems == [
+        "atenlens.trace.gpu must be a GPU of the table: h100-sxm, h100-pcie, h200, a100-80gb, "
+        "a100-40gb, l4, l40s, rtx-4090, mi300x (got 'v100'); using the default 'h100-sxm'"
+    ]
 
 
-@pytest.mark.parametrize("name", sorted(n for n, s in SERVER_PROPERTIES.items() if "minimum" in s
-                                        or "exclusiveMinimum" in s))
+@pytest.mark.parametrize(
+    "name", sorted(n for n, s in SERVER_PROPERTIES.items() if "minimum" in s or "exclusiveMinimum" in s)
+)
 def test_numeric_bounds_are_the_servers(name: str) -> None:
     """The smallest value VS Code lets a user enter is accepted by the server; one below it falls back."""
     spec = SERVER_PROPERTIES[name]
@@ -86,7 +90,7 @@ def test_numeric_bounds_are_the_servers(name: str) -> None:
     else:
         lowest, below = spec["exclusiveMinimum"] + step, spec["exclusiveMinimum"]
     _, section, key = name.split(".")
-    field = "".join(f"_{c.lower()}" if c.isupper() else c for c in key)      # maxLength -> max_length
+    field = "".join(f"_{c.lower()}" if c.isupper() else c for c in key)  # maxLength -> max_length
     accepted, problems = settings_from_json(as_server_json(name, lowest))
     assert problems == [] and getattr(getattr(accepted, section), field) == lowest, problems
     rejected, problems = settings_from_json(as_server_json(name, below))
@@ -107,7 +111,9 @@ def test_numeric_upper_bounds_are_the_servers(name: str) -> None:
 
 def test_upper_bounds_are_declared_where_the_server_has_them() -> None:
     assert {n for n, s in SERVER_PROPERTIES.items() if "maximum" in s} == {
-        "atenlens.trace.timeoutSeconds", "atenlens.trace.memoryLimitMb"}
+        "atenlens.trace.timeoutSeconds",
+        "atenlens.trace.memoryLimitMb",
+    }
 
 
 def test_workspace_trust_restricts_the_interpreter_setting() -> None:

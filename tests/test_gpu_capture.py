@@ -1,5 +1,6 @@
 """CUDA graph capture on simulated CUDA (AL510-AL513): the exact lines, codes and texts, from the real
 worker tracing tests/corpus/gpu/capture_graphs.py and clean_capture.py."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,10 +11,12 @@ CORPUS = Path(__file__).resolve().parent / "corpus" / "gpu"
 CAPTURE = CORPUS / "capture_graphs.py"
 CLEAN = CORPUS / "clean_capture.py"
 SYNCED = "torch.cuda.graph synchronized the device before capturing (by design: capture once, replay often)"
-NO_WARM_UP = ("CUDA graph capture with no warm-up: no work ran on a side stream before it. torch requires running "
-              "the captured code a few times on a side stream first (lazy initialisation inside a capture, such as "
-              "cuBLAS workspaces, optimizer state or autograd's streams, fails or is captured as work that never "
-              "replays)")
+NO_WARM_UP = (
+    "CUDA graph capture with no warm-up: no work ran on a side stream before it. torch requires running "
+    "the captured code a few times on a side stream first (lazy initialisation inside a capture, such as "
+    "cuBLAS workspaces, optimizer state or autograd's streams, fails or is captured as work that never "
+    "replays)"
+)
 
 
 def _line(path: Path, text: str) -> int:
@@ -22,7 +25,7 @@ def _line(path: Path, text: str) -> int:
 
 def _last_before(path: Path, text: str, line: int) -> int:
     """The last line before `line` that contains `text`."""
-    return max(i for i, source in enumerate(path.read_text().splitlines()[:line - 1], 1) if text in source)
+    return max(i for i, source in enumerate(path.read_text().splitlines()[: line - 1], 1) if text in source)
 
 
 def _found(worker, path: Path, qualname: str) -> list[tuple[int, str, str, str]]:
@@ -34,10 +37,15 @@ def _found(worker, path: Path, qualname: str) -> list[tuple[int, str, str, str]]
 def test_the_documented_capture_pattern_is_capturable_and_its_replays_are_ordered(worker):
     """Warm-up on a side stream, capture, copy into the static input, replay, read the static output:
     no sync reported, no stream hazard (the replay rewrites the static output on the replaying stream)."""
-    assert _found(worker, CLEAN, "case_capture_then_replay_per_batch") == [(
-        _line(CLEAN, "with torch.cuda.graph(g):"), "AL513", "information",
-        f"CUDA graph: 3 ops captured (line {_line(CLEAN, 'static_y = model(static_x)')}), replayed 3 times; {SYNCED}; "
-        "capturable: no sync, CPU tensor or missing warm-up seen inside it")]
+    assert _found(worker, CLEAN, "case_capture_then_replay_per_batch") == [
+        (
+            _line(CLEAN, "with torch.cuda.graph(g):"),
+            "AL513",
+            "information",
+            f"CUDA graph: 3 ops captured (line {_line(CLEAN, 'static_y = model(static_x)')}), replayed 3 times; {SYNCED}; "
+            "capturable: no sync, CPU tensor or missing warm-up seen inside it",
+        )
+    ]
 
 
 def test_an_item_inside_the_capture_is_an_error_not_a_sync(worker):
@@ -45,27 +53,43 @@ def test_an_item_inside_the_capture_is_an_error_not_a_sync(worker):
     found = _found(worker, CAPTURE, "case_item_inside_the_capture")
     begin = _last_before(CAPTURE, "with torch.cuda.graph(g):", item)
     assert [(line, code, severity) for line, code, severity, _ in found] == [
-        (item, "AL510", "error"), (begin, "AL513", "information")]
+        (item, "AL510", "error"),
+        (begin, "AL513", "information"),
+    ]
     assert found[0][3] == (
         "`.item()` copies a value of cuda f32[] to the host: the host waits until the GPU has finished all queued "
         "work, inside a CUDA graph capture: on a GPU this invalidates the capture (cudaErrorStreamCaptureUnsupported) "
         "and raises; a captured graph cannot wait for its own results: keep the value on the device, or move this "
-        "out of the captured region [aten._local_scalar_dense]")
-    assert found[1][3] == (f"CUDA graph: 6 ops captured (lines {item - 1}-{item}), replayed 1 time; {SYNCED}; not "
-                           f"capturable as written: a sync at line {item} (AL510)")
+        "out of the captured region [aten._local_scalar_dense]"
+    )
+    assert found[1][3] == (
+        f"CUDA graph: 6 ops captured (lines {item - 1}-{item}), replayed 1 time; {SYNCED}; not "
+        f"capturable as written: a sync at line {item} (AL510)"
+    )
 
 
 def test_no_warm_up_and_a_host_buffer_in_the_capture(worker):
-    begin, copy = _line(CAPTURE, "with torch.cuda.graph(g):  # expect: AL512:warning"), _line(CAPTURE, "static_x.copy_(host)")
+    begin, copy = (
+        _line(CAPTURE, "with torch.cuda.graph(g):  # expect: AL512:warning"),
+        _line(CAPTURE, "static_x.copy_(host)"),
+    )
     assert _found(worker, CAPTURE, "case_capture_without_warm_up") == [
         (begin, "AL512", "warning", NO_WARM_UP),
-        (copy, "AL511", "warning",
-         "a CPU tensor f32[8, 32] is used inside a CUDA graph capture: the captured copy reads this host buffer's "
-         "address on every replay: the program must write each step's data into that same buffer (pinned; a "
-         "pageable source cannot be captured) [aten.copy_]"),
-        (begin, "AL513", "information",
-         f"CUDA graph: 4 ops captured (lines {copy}-{copy + 1}), replayed 3 times; {SYNCED}; not capturable as "
-         f"written: no warm-up (AL512), a CPU tensor at line {copy} (AL511)"),
+        (
+            copy,
+            "AL511",
+            "warning",
+            "a CPU tensor f32[8, 32] is used inside a CUDA graph capture: the captured copy reads this host buffer's "
+            "address on every replay: the program must write each step's data into that same buffer (pinned; a "
+            "pageable source cannot be captured) [aten.copy_]",
+        ),
+        (
+            begin,
+            "AL513",
+            "information",
+            f"CUDA graph: 4 ops captured (lines {copy}-{copy + 1}), replayed 3 times; {SYNCED}; not capturable as "
+            f"written: no warm-up (AL512), a CPU tensor at line {copy} (AL511)",
+        ),
     ]
 
 
@@ -73,17 +97,25 @@ def test_a_capture_begun_on_the_default_stream(worker):
     begin = _line(CAPTURE, "g.capture_begin()")
     found = _found(worker, CAPTURE, "case_capture_on_the_default_stream")
     assert [(line, code, severity) for line, code, severity, _ in found] == [
-        (begin, "AL510", "error"), (begin, "AL513", "information")]
+        (begin, "AL510", "error"),
+        (begin, "AL513", "information"),
+    ]
     assert found[0][3].startswith("CUDA graph capture begins on the default stream: on a GPU capture_begin() raises")
-    assert found[1][3] == (f"CUDA graph: 3 ops captured (line {begin + 1}), replayed 1 time; not capturable as "
-                           "written: captured on the default stream (AL510)")
+    assert found[1][3] == (
+        f"CUDA graph: 3 ops captured (line {begin + 1}), replayed 1 time; not capturable as "
+        "written: captured on the default stream (AL510)"
+    )
 
 
 def test_captures_in_a_loop_are_one_summary_and_the_first_lacks_its_warm_up(worker):
     begin = _last_before(CAPTURE, "with torch.cuda.graph(g):", len(CAPTURE.read_text().splitlines()) + 1)
     assert _found(worker, CAPTURE, "case_warm_up_and_captures_in_a_loop") == [
         (begin, "AL512", "warning", NO_WARM_UP),
-        (begin, "AL513", "information",
-         f"CUDA graph: 2 captures here, up to 3 ops captured (line {begin + 1}), replayed 2 times; {SYNCED}; not "
-         "capturable as written: no warm-up (AL512)"),
+        (
+            begin,
+            "AL513",
+            "information",
+            f"CUDA graph: 2 captures here, up to 3 ops captured (line {begin + 1}), replayed 2 times; {SYNCED}; not "
+            "capturable as written: no warm-up (AL512)",
+        ),
     ]

@@ -1,5 +1,6 @@
 """The labelled GPU hazard corpus (tests/corpus/gpu), traced on simulated CUDA in the real worker:
 every labelled line is reported with exactly its codes and severities, and nothing else is."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,10 +8,23 @@ from pathlib import Path
 import pytest
 
 from atenlens.worker.client import TraceWorker
-from gpu_helpers import (Finding, case_functions, corpus_files, cuda_request, labelled_findings,
-                         reported_findings)
+from gpu_helpers import Finding, case_functions, corpus_files, cuda_request, labelled_findings, reported_findings
 
-HAZARD_CODES = {"AL100", "AL101", "AL200", "AL201", "AL500", "AL501", "AL502", "AL503", "AL510", "AL511", "AL512", "AL600", "AL602"}
+HAZARD_CODES = {
+    "AL100",
+    "AL101",
+    "AL200",
+    "AL201",
+    "AL500",
+    "AL501",
+    "AL502",
+    "AL503",
+    "AL510",
+    "AL511",
+    "AL512",
+    "AL600",
+    "AL602",
+}
 
 
 SUMMARY_CODES = {"AL601", "AL513"}
@@ -49,7 +63,7 @@ def test_the_corpus_covers_every_hazard_code_inside_and_outside_loops():
         """A `for`/`while` header above the line, at a smaller indent, inside the same function."""
         lines = sources[name]
         indent = len(lines[line - 1]) - len(lines[line - 1].lstrip())
-        for text in reversed(lines[:line - 1]):
+        for text in reversed(lines[: line - 1]):
             stripped = text.lstrip()
             depth = len(text) - len(stripped)
             if stripped and depth < indent:

@@ -1,5 +1,6 @@
 """Simulated CUDA through the real trace worker: device-agnostic code takes its GPU branch, modules
 move and cast, autocast casts, sdpa and AdamW take the kernels a real GPU takes."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -63,33 +64,55 @@ def test_autocast_bf16_runs_matmuls_in_bf16_on_cuda(worker):
     assert {o.dtype for e in casts for o in e.outputs} == {"bfloat16"}
 
 
-@pytest.mark.parametrize("call, forward, backward", [
-    ('attention("bfloat16")', "aten._scaled_dot_product_flash_attention.default",
-     "aten._scaled_dot_product_flash_attention_backward.default"),
-    ('attention("float16")', "aten._scaled_dot_product_flash_attention.default",
-     "aten._scaled_dot_product_flash_attention_backward.default"),
-    ('attention("float32")', "aten._scaled_dot_product_efficient_attention.default",
-     "aten._scaled_dot_product_efficient_attention_backward.default"),
-    ('attention("bfloat16", masked=True)', "aten._scaled_dot_product_efficient_attention.default",
-     "aten._scaled_dot_product_efficient_attention_backward.default"),
-])
+@pytest.mark.parametrize(
+    "call, forward, backward",
+    [
+        (
+            'attention("bfloat16")',
+            "aten._scaled_dot_product_flash_attention.default",
+            "aten._scaled_dot_product_flash_attention_backward.default",
+        ),
+        (
+            'attention("float16")',
+            "aten._scaled_dot_product_flash_attention.default",
+            "aten._scaled_dot_product_flash_attention_backward.default",
+        ),
+        (
+            'attention("float32")',
+            "aten._scaled_dot_product_efficient_attention.default",
+            "aten._scaled_dot_product_efficient_attention_backward.default",
+        ),
+        (
+            'attention("bfloat16", masked=True)',
+            "aten._scaled_dot_product_efficient_attention.default",
+            "aten._scaled_dot_product_efficient_attention_backward.default",
+        ),
+    ],
+)
 def test_sdpa_takes_the_fused_kernel_a_gpu_takes(worker, call, forward, backward):
     report = trace(worker, "attention", call=call)
     assert ops_named(report, "aten._scaled_dot_product_", "forward") == [forward]
     assert ops_named(report, "aten._scaled_dot_product_", "backward") == [backward]
-    assert ops_named(report, "aten.bmm") == []           # not the math path
+    assert ops_named(report, "aten.bmm") == []  # not the math path
     assert report.stdout == f"torch.Size([2, 4, 64, 32]) torch.{call.split(chr(34))[1]}\n"
 
 
 def test_sdpa_under_autocast_casts_before_choosing_the_kernel(worker):
     report = trace(worker, "attention_autocast_mixed")
     assert ops_named(report, "aten._scaled_dot_product_", "forward") == [
-        "aten._scaled_dot_product_flash_attention.default"]
+        "aten._scaled_dot_product_flash_attention.default"
+    ]
     assert ops_named(report, "aten._scaled_dot_product_", "backward") == [
-        "aten._scaled_dot_product_flash_attention_backward.default"]
+        "aten._scaled_dot_product_flash_attention_backward.default"
+    ]
     assert ops_named(report, "aten.bmm") == []
-    casts = [e for e in report.events if e.name == "aten._to_copy.default" and e.phase == "forward"
-             and e.line == line_of("out = F.scaled_dot_product_attention(q, q, v, is_causal=True)")]
+    casts = [
+        e
+        for e in report.events
+        if e.name == "aten._to_copy.default"
+        and e.phase == "forward"
+        and e.line == line_of("out = F.scaled_dot_product_attention(q, q, v, is_causal=True)")
+    ]
     # q (a leaf that requires grad, passed as query and key) is cast once, as autocast's cache does; v already is bf16
     assert [[o.dtype for o in e.outputs] for e in casts] == [["bfloat16"]]
     assert report.stdout == "torch.Size([2, 4, 64, 32]) torch.bfloat16\n"
@@ -107,8 +130,8 @@ def test_adamw_takes_the_foreach_path(worker):
     optimizer = Counter(e.name for e in report.events if e.kind == "op" and e.phase == "optimizer")
     assert optimizer["aten._foreach_lerp_.Scalar"] == 1
     assert optimizer["aten._foreach_addcdiv_.ScalarList"] == 1
-    assert optimizer["aten.lerp_.Scalar"] == 0             # the per-parameter loop is not taken
-    assert report.summary.syncs == 0                        # the CPU step counters are no GPU sync
+    assert optimizer["aten.lerp_.Scalar"] == 0  # the per-parameter loop is not taken
+    assert report.summary.syncs == 0  # the CPU step counters are no GPU sync
 
 
 def test_gpt_train_step_with_adamw_and_clipping_traces_to_the_end_without_syncs(worker):
@@ -120,7 +143,7 @@ def test_gpt_train_step_with_adamw_and_clipping_traces_to_the_end_without_syncs(
     assert len(ops_named(report, "aten._foreach_lerp_", "optimizer")) == 3
     clip_line = line_of("clip_grad_norm_(", path)
     clip_ops = {e.name for e in report.events if e.kind == "op" and e.line == clip_line}
-    assert {"aten._foreach_norm.Scalar", "aten._foreach_mul_.Tensor"} <= clip_ops          # foreach, as on a GPU
+    assert {"aten._foreach_norm.Scalar", "aten._foreach_mul_.Tensor"} <= clip_ops  # foreach, as on a GPU
     step_line = line_of("optimizer.step()", path)
     assert {e.phase for e in report.events if e.line == step_line and e.kind == "op"} == {"optimizer"}
 
@@ -138,7 +161,8 @@ def test_cuda_generator_is_created_seeded_and_used(worker):
     assert report.stdout == "cuda:0 1234 (16,) torch.uint8 (4, 8) cuda:0\n"
     line = line_of('x = torch.randn(4, 8, device="cuda", generator=g)')
     assert [(e.name, [o.shape for o in e.outputs]) for e in report.events if e.kind == "op" and e.line == line] == [
-        ("aten.randn.generator", [(4, 8)])]
+        ("aten.randn.generator", [(4, 8)])
+    ]
 
 
 def test_cuda_version_and_cudnn_answer_as_a_cuda_build(worker):
@@ -148,9 +172,12 @@ def test_cuda_version_and_cudnn_answer_as_a_cuda_build(worker):
 def test_frombuffer_gives_a_fake_host_tensor(worker):
     report = trace(worker, "mnist_style_buffer")
     assert report.stdout == "FakeTensor (4, 4) cuda:0\n"
-    line = line_of("y = t.to(\"cuda\").float() / 255")
+    line = line_of('y = t.to("cuda").float() / 255')
     assert [e.name for e in report.events if e.kind == "op" and e.line == line] == [
-        "aten._to_copy.default", "aten._to_copy.default", "aten.div.Tensor"]
+        "aten._to_copy.default",
+        "aten._to_copy.default",
+        "aten.div.Tensor",
+    ]
 
 
 def test_grouped_mm_in_fp32_takes_the_fallback_and_its_offsets_sync(worker):
@@ -182,8 +209,10 @@ def test_dataloader_with_workers_loads_in_process_and_says_so(worker, pin):
     expected = [(loop, "AL907", "information", 1)] + ([] if pin else [(upload, "AL200", "warning", 2)])
     assert found == expected
     [note] = [d for d in report.diagnostics if d.code == "AL907"]
-    assert note.message.startswith("DataLoader(num_workers=1): on a real run 1 worker process loads and collates "
-                                   "the batches, up to 2 ahead (prefetch_factor=2), while the step runs")
+    assert note.message.startswith(
+        "DataLoader(num_workers=1): on a real run 1 worker process loads and collates "
+        "the batches, up to 2 ahead (prefetch_factor=2), while the step runs"
+    )
     assert ("pin_memory=True: a pin-memory thread pins each batch" in note.message) == pin
     assert [e.name for e in report.events if e.kind == "op" and e.line == upload] == ["aten._to_copy.default"] * 2
 
@@ -195,4 +224,3 @@ def test_per_step_work_is_told_from_once_per_run_work(worker):
     assert item.count == 3 and item.message.endswith(" — once per optimizer step (3 steps)")
     assert teardown.count == 1
     assert teardown.message.endswith(" — after the last of 3 optimizer steps (teardown, not per step)")
-

@@ -1,4 +1,5 @@
 """The hazard handler registries: one handler per op, duplicates rejected, predicates as fallback."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,6 +15,7 @@ def test_a_key_registered_twice_is_rejected():
         return "first"
 
     with pytest.raises(DuplicateHandlerError, match="aten.nonzero.default already has handler first"):
+
         @registry.register("aten.nonzero.default")
         def second(call):
             return "second"
@@ -23,13 +25,13 @@ def test_a_key_registered_twice_is_rejected():
 
 def test_exact_keys_win_over_predicates_and_lookups_see_late_registrations():
     registry: HandlerRegistry[str] = HandlerRegistry("test")
-    assert registry.lookup("aten.index.Tensor") is None           # cached miss ...
+    assert registry.lookup("aten.index.Tensor") is None  # cached miss ...
 
     @registry.register_predicate("any index op", lambda key: key.startswith("aten.index"))
     def by_predicate(call):
         return "predicate"
 
-    assert registry.lookup("aten.index.Tensor") is by_predicate    # ... forgotten on registration
+    assert registry.lookup("aten.index.Tensor") is by_predicate  # ... forgotten on registration
 
     @registry.register("aten.index.Tensor")
     def exact(call):
@@ -48,7 +50,16 @@ def test_the_engine_registers_the_sync_and_copy_ops():
     from atenlens.trace.gpu.registry import DISPATCH_HANDLERS
 
     aten = torch.ops.aten
-    expected = {aten._local_scalar_dense.default, aten.nonzero.default, aten.index.Tensor, aten.masked_select.default,
-                aten._unique2.default, aten.repeat_interleave.Tensor, aten._to_copy.default, aten.copy_.default,
-                aten._pin_memory.default, aten.is_pinned.default}
+    expected = {
+        aten._local_scalar_dense.default,
+        aten.nonzero.default,
+        aten.index.Tensor,
+        aten.masked_select.default,
+        aten._unique2.default,
+        aten.repeat_interleave.Tensor,
+        aten._to_copy.default,
+        aten.copy_.default,
+        aten._pin_memory.default,
+        aten.is_pinned.default,
+    }
     assert expected <= set(DISPATCH_HANDLERS.keys())

@@ -1,10 +1,10 @@
 """The C++ shims behind simulated CUDA on CPU-only torch: built on first use, cached, loaded before
 torch in the worker only, and a clear fallback to cpu when they cannot be built. Every check that
 loads (or refuses to load) the shims runs in a fresh process: a load cannot be undone."""
+
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -47,8 +47,9 @@ LOAD_AND_USE = textwrap.dedent("""
 
 
 def run_python(code: str, env: dict) -> dict:
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env=worker_environment(env))
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=worker_environment(env)
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -60,22 +61,42 @@ def test_first_use_builds_into_the_cache_and_later_processes_reuse_it(tmp_path):
     cache_dir = Path(cold["cache_dir"])
     torch_install = shims.find_torch()
     assert cache_dir.parent == tmp_path / "shims"
-    assert cache_dir.name.startswith(f"torch-{torch_install.version}-cxx11abi-cp{sys.version_info[0]}{sys.version_info[1]}-")
+    assert cache_dir.name.startswith(
+        f"torch-{torch_install.version}-cxx11abi-cp{sys.version_info[0]}{sys.version_info[1]}-"
+    )
     assert sorted(p.name for p in cache_dir.iterdir()) == [
-        "fake_cuda_guard.so", "fake_cuda_guard.so.sha256", "fake_cuda_hooks.so", "fake_cuda_hooks.so.sha256"]
+        "fake_cuda_guard.so",
+        "fake_cuda_guard.so.sha256",
+        "fake_cuda_hooks.so",
+        "fake_cuda_hooks.so.sha256",
+    ]
     # only this user can write the cache: folders 0700, libraries 0700, hash records 0600
-    assert oct((tmp_path / "shims").stat().st_mode & 0o777) == "0o700" and oct(cache_dir.stat().st_mode & 0o777) == "0o700"
+    assert (
+        oct((tmp_path / "shims").stat().st_mode & 0o777) == "0o700" and oct(cache_dir.stat().st_mode & 0o777) == "0o700"
+    )
     assert {p.name: oct(p.stat().st_mode & 0o777) for p in cache_dir.iterdir()} == {
-        "fake_cuda_guard.so": "0o700", "fake_cuda_guard.so.sha256": "0o600",
-        "fake_cuda_hooks.so": "0o700", "fake_cuda_hooks.so.sha256": "0o600"}
+        "fake_cuda_guard.so": "0o700",
+        "fake_cuda_guard.so.sha256": "0o600",
+        "fake_cuda_hooks.so": "0o700",
+        "fake_cuda_hooks.so.sha256": "0o600",
+    }
     warm = run_python(LOAD_AND_USE, env)
-    assert (warm["available"], warm["built"], warm["cache_dir"], warm["grad"]) == (True, False, cold["cache_dir"], "cuda:0")
+    assert (warm["available"], warm["built"], warm["cache_dir"], warm["grad"]) == (
+        True,
+        False,
+        cold["cache_dir"],
+        "cuda:0",
+    )
 
 
 def test_two_workers_building_at_once_both_succeed(tmp_path):
     env = worker_environment({"ATENLENS_CACHE_DIR": str(tmp_path)})
-    processes = [subprocess.Popen([sys.executable, "-c", LOAD_AND_USE], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, env=env) for _ in range(2)]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", LOAD_AND_USE], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        for _ in range(2)
+    ]
     results = []
     for process in processes:
         out, err = process.communicate(timeout=300)
@@ -84,23 +105,35 @@ def test_two_workers_building_at_once_both_succeed(tmp_path):
     assert [(r["available"], r["grad"]) for r in results] == [(True, "cuda:0")] * 2
     (cache_dir,) = (tmp_path / "shims").iterdir()
     assert sorted(p.name for p in cache_dir.iterdir()) == [
-        "fake_cuda_guard.so", "fake_cuda_guard.so.sha256", "fake_cuda_hooks.so", "fake_cuda_hooks.so.sha256"]
+        "fake_cuda_guard.so",
+        "fake_cuda_guard.so.sha256",
+        "fake_cuda_hooks.so",
+        "fake_cuda_hooks.so.sha256",
+    ]
     # only this user can write the cache: folders 0700, libraries 0700, hash records 0600
-    assert oct((tmp_path / "shims").stat().st_mode & 0o777) == "0o700" and oct(cache_dir.stat().st_mode & 0o777) == "0o700"
+    assert (
+        oct((tmp_path / "shims").stat().st_mode & 0o777) == "0o700" and oct(cache_dir.stat().st_mode & 0o777) == "0o700"
+    )
     assert {p.name: oct(p.stat().st_mode & 0o777) for p in cache_dir.iterdir()} == {
-        "fake_cuda_guard.so": "0o700", "fake_cuda_guard.so.sha256": "0o600",
-        "fake_cuda_hooks.so": "0o700", "fake_cuda_hooks.so.sha256": "0o600"}
+        "fake_cuda_guard.so": "0o700",
+        "fake_cuda_guard.so.sha256": "0o600",
+        "fake_cuda_hooks.so": "0o700",
+        "fake_cuda_hooks.so.sha256": "0o600",
+    }
 
 
-@pytest.mark.parametrize("compiler, reason", [
-    (MISSING_COMPILER, f"the C++ compiler '{MISSING_COMPILER}' (ATENLENS_CXX/CXX) was not found"),
-    ("false", "compiling fake_cuda_"),
-])
+@pytest.mark.parametrize(
+    "compiler, reason",
+    [
+        (MISSING_COMPILER, f"the C++ compiler '{MISSING_COMPILER}' (ATENLENS_CXX/CXX) was not found"),
+        ("false", "compiling fake_cuda_"),
+    ],
+)
 def test_no_usable_compiler_means_unavailable_with_the_reason(tmp_path, compiler, reason):
     result = run_python(LOAD_AND_USE, {"ATENLENS_CACHE_DIR": str(tmp_path), "ATENLENS_CXX": compiler})
     assert result["available"] is False
     assert result["reason"].startswith(reason)
-    assert not any(p.suffix == ".so" for p in tmp_path.rglob("*"))      # nothing half-built is left behind
+    assert not any(p.suffix == ".so" for p in tmp_path.rglob("*"))  # nothing half-built is left behind
 
 
 def test_loading_after_torch_was_imported_is_refused(tmp_path):
@@ -128,20 +161,28 @@ def test_a_cuda_trace_without_shims_falls_back_to_cpu_with_a_note(tmp_path):
     with TraceWorker(env={"ATENLENS_CACHE_DIR": str(tmp_path), "ATENLENS_CXX": MISSING_COMPILER}) as worker:
         worker.start()
         assert worker.wait_ready()
-        note = (f"simulated CUDA is unavailable (the C++ compiler '{MISSING_COMPILER}' (ATENLENS_CXX/CXX) "
-                "was not found); traced on cpu instead")
+        note = (
+            f"simulated CUDA is unavailable (the C++ compiler '{MISSING_COMPILER}' (ATENLENS_CXX/CXX) "
+            "was not found); traced on cpu instead"
+        )
         assert worker.ready_info["notes"] == [note]
         report = worker.trace(cuda_request(FALLBACK, "step"))
     assert (report.status, report.device, report.notes) == ("ok", "cpu", (note,))
-    assert report.stdout == "device cpu loss 1.0\n"           # CPU branch; .item() of an unknown fake gives 1.0
+    assert report.stdout == "device cpu loss 1.0\n"  # CPU branch; .item() of an unknown fake gives 1.0
     assert [(d.code, d.kind, d.severity, d.message) for d in report.diagnostics] == [
         ("AL905", "device-fallback", "information", note),
-        ("AL906", "assumption", "information", "value unknown on fake tensors: took `1.0` for `.item()` of f32[]")]
+        ("AL906", "assumption", "information", "value unknown on fake tensors: took `1.0` for `.item()` of f32[]"),
+    ]
 
 
 def test_the_cli_prints_the_fallback_note(tmp_path):
     env = worker_environment({"ATENLENS_CACHE_DIR": str(tmp_path), "ATENLENS_CXX": MISSING_COMPILER})
-    done = subprocess.run([sys.executable, "-m", "atenlens", "trace", f"{FALLBACK}::step"], capture_output=True,
-                          text=True, timeout=300, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "atenlens", "trace", f"{FALLBACK}::step"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     assert "simulated CUDA is unavailable" in done.stdout + done.stderr

@@ -1,6 +1,7 @@
 """The layering rules of docs/design (CONTRIBUTING.md), checked on the source: what each layer may
 import, and where private torch APIs may be used. Static (the modules are parsed, not imported), so
 an import inside a function counts as much as one at the top."""
+
 from __future__ import annotations
 
 import ast
@@ -36,7 +37,9 @@ def imports_of(module: str) -> frozenset[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             names.add(base)
             names.update(f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in modules())
     return frozenset(names)
@@ -58,8 +61,11 @@ def reachable(module: str) -> dict[str, str]:
 
 
 def forbidden(module: str, prefixes: tuple[str, ...]) -> list[str]:
-    return sorted(f"{name} (imported by {by})" for name, by in reachable(module).items()
-                  if any(name == p or name.startswith(p + ".") for p in prefixes))
+    return sorted(
+        f"{name} (imported by {by})"
+        for name, by in reachable(module).items()
+        if any(name == p or name.startswith(p + ".") for p in prefixes)
+    )
 
 
 def layer(prefix: str) -> list[str]:
@@ -69,7 +75,7 @@ def layer(prefix: str) -> list[str]:
 def test_the_server_side_never_imports_torch_or_the_engine():
     server_side = layer("atenlens.lsp") + layer("atenlens.lint") + ["atenlens.worker.client", "atenlens.report"]
     assert len(server_side) > 40
-    assert "atenlens.lint.source" in reachable("atenlens.lsp.server")     # the walk follows the package
+    assert "atenlens.lint.source" in reachable("atenlens.lsp.server")  # the walk follows the package
     assert {m: forbidden(m, ("torch", "atenlens.trace")) for m in server_side} == {m: [] for m in server_side}
 
 
@@ -118,7 +124,7 @@ def private_torch_uses(path: Path) -> list[str]:
 
 def test_private_torch_apis_only_in_torch_compat():
     uses = {path.relative_to(PACKAGE).as_posix(): private_torch_uses(path) for path in modules().values()}
-    assert uses.pop(TORCH_COMPAT)            # it does use them: the check sees them
+    assert uses.pop(TORCH_COMPAT)  # it does use them: the check sees them
     assert {file: found for file, found in uses.items() if found} == {}
 
 

@@ -1,6 +1,7 @@
 """Libraries see a plain eager run (trace/libraries.py): a function a library uses to detect tracing is
 replaced while a trace runs, in a module imported before the trace and in one first imported during it
 (through the real import system), and restored afterwards."""
+
 import sys
 
 from atenlens.trace.libraries import eager_views_for_libraries

@@ -1,4 +1,5 @@
 """Trace diagnostics -> LSP: a finding caused inside a library links to the library's line."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,9 +11,17 @@ LIBRARY = "/venv/lib/python3.11/site-packages/transformers/masking_utils.py"
 
 
 def diagnostic(cause):
-    return Diagnostic(file="/w/train.py", line=2, column=4, severity="warning", code="AL100", kind="sync",
-                      message="`bool()` / `if tensor:` copies a value ..., inside transformers/masking_utils.py:292",
-                      count=3, cause=cause)
+    return Diagnostic(
+        file="/w/train.py",
+        line=2,
+        column=4,
+        severity="warning",
+        code="AL100",
+        kind="sync",
+        message="`bool()` / `if tensor:` copies a value ..., inside transformers/masking_utils.py:292",
+        count=3,
+        cause=cause,
+    )
 
 
 def test_a_library_cause_becomes_related_information_at_its_line():
@@ -45,13 +54,16 @@ def test_each_code_links_to_a_section_that_exists():
     repository = json.loads((root / "package.json").read_text())["repository"]["url"].removesuffix(".git")
 
     def anchors(doc: str) -> set[str]:
-        headings = [line[3:].strip().lower() for line in (root / "docs" / doc).read_text().splitlines()
-                    if line.startswith("## ")]
+        headings = [
+            line[3:].strip().lower()
+            for line in (root / "docs" / doc).read_text().splitlines()
+            if line.startswith("## ")
+        ]
         return {re.sub(r"[^\w\- ]", "", h).replace(" ", "-") for h in headings}
 
     pages = {"rules.md": anchors("rules.md"), "diagnostics.md": anchors("diagnostics.md")}
     codes = {value for name, value in vars(Code).items() if name.isupper()}
-    assert codes == {rule.code for rule in RULES} | set(TRACE_ANCHORS)   # every code has its page
+    assert codes == {rule.code for rule in RULES} | set(TRACE_ANCHORS)  # every code has its page
     for code in sorted(codes):
         href = code_description(code).href
         page, anchor = href.removeprefix(f"{repository}/blob/main/docs/").split("#")

@@ -1,7 +1,8 @@
-""""Add an example call" as a whole flow, through the real server, as VS Code and as Neovim: the directive
+""" "Add an example call" as a whole flow, through the real server, as VS Code and as Neovim: the directive
 it inserts (a call the file already makes, else the parameters' names), as a snippet with tab stops for a
 client that takes snippets in workspace edits, and a lens that says "Trace this step" only once the
 call reads nothing the module does not define. Torch-free: nothing is traced here."""
+
 from __future__ import annotations
 
 import pathlib
@@ -12,14 +13,23 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from lsp_helpers import (
-    SERVER, change, code_lenses, editor_capabilities, execute, initialize, install_recorder, open_document,
-    server_info, trusted)
+    SERVER,
+    change,
+    code_lenses,
+    editor_capabilities,
+    execute,
+    initialize,
+    install_recorder,
+    open_document,
+    server_info,
+    trusted,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 GPT_TRAIN = ROOT / "tests" / "fixtures" / "lsp" / "gpt_train.py"
 ADD = ("Add an example call to trace", "atenlens.insertDirective")
 
-SETUP_IN_MAIN = '''import torch
+SETUP_IN_MAIN = """import torch
 
 
 def setup(batch: int = 8):
@@ -38,7 +48,7 @@ if __name__ == "__main__":
     model, opt, x, y = setup()
     for _ in range(10):
         train_step(model, opt, x, y)
-'''
+"""
 
 
 def line_of(text: str, needle: str) -> int:
@@ -69,11 +79,18 @@ async def test_the_call_in_main_with_its_placeholders_then_filled_in(client, tmp
 
     # applied: the lens asks for the placeholders, it does not offer a trace, and a trace asked for runs nothing
     change(client, uri, 2, (step, 0), (step, 0), directive + "\n")
-    assert (step + 1, "Fill in the example call to trace: model, opt, x, device, y", "") in await code_lenses(client, uri)
+    assert (step + 1, "Fill in the example call to trace: model, opt, x, device, y", "") in await code_lenses(
+        client, uri
+    )
     refused = await execute(client, "atenlens.trace", {"uri": uri, "qualname": "train_step"})
-    assert refused == {"status": "needs-inputs", "qualname": "train_step", "message": (
-        "atenlens: the example call of train_step reads model, opt, x, device, y, which the module does not "
-        "define at its top level: fill them in (no code was run)")}
+    assert refused == {
+        "status": "needs-inputs",
+        "qualname": "train_step",
+        "message": (
+            "atenlens: the example call of train_step reads model, opt, x, device, y, which the module does not "
+            "define at its top level: fill them in (no code was run)"
+        ),
+    }
     assert (await server_info(client))["workerStarts"] == 0
 
     # filled in with what the module defines: now it is a step to trace
@@ -101,10 +118,15 @@ async def test_without_a_call_the_parameters_are_the_placeholders(client, tmp_pa
     text = path.read_text()
     uri = await open_document(client, path, text)
     forward = line_of(text, "def forward(")
-    actions = await client.text_document_code_action_async(types.CodeActionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri),
-        range=types.Range(start=types.Position(line=forward, character=8), end=types.Position(line=forward, character=8)),
-        context=types.CodeActionContext(diagnostics=[])))
+    actions = await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(
+                start=types.Position(line=forward, character=8), end=types.Position(line=forward, character=8)
+            ),
+            context=types.CodeActionContext(diagnostics=[]),
+        )
+    )
     assert [a.title for a in actions] == ["Add an atenlens example call for MLP.forward"]
     (edit,) = actions[0].edit.changes[uri]
     assert (edit.range.start.line, edit.new_text) == (forward, "    # atenlens: MLP().forward(x)\n")
@@ -116,8 +138,9 @@ async def snippet_client(lsp_client: LanguageClient):
     lsp_client.recorder = install_recorder(lsp_client)
     capabilities = editor_capabilities("visual-studio-code")
     capabilities.workspace.workspace_edit.snippet_edit_support = True
-    await lsp_client.initialize_session(types.InitializeParams(capabilities=capabilities,
-                                                               initialization_options=trusted(None)))
+    await lsp_client.initialize_session(
+        types.InitializeParams(capabilities=capabilities, initialization_options=trusted(None))
+    )
     yield
     await lsp_client.shutdown_session()
 
@@ -132,6 +155,7 @@ async def test_a_client_that_takes_snippets_gets_tab_stops(snippet_client, tmp_p
     assert (document_edit.text_document.uri, document_edit.text_document.version) == (uri, 1)
     (edit,) = document_edit.edits
     # the same name is the same tab stop (`device` twice: typed once)
-    assert edit.snippet.value == ("# atenlens: train_step(${1:model}, ${2:opt}, ${3:x}.to(${4:device}), "
-                                  "${5:y}.to(${4:device}))\n")
+    assert edit.snippet.value == (
+        "# atenlens: train_step(${1:model}, ${2:opt}, ${3:x}.to(${4:device}), ${5:y}.to(${4:device}))\n"
+    )
     assert edit.range.start.line == line_of(text, "def train_step(")

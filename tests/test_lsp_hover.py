@@ -2,6 +2,7 @@
 examples/train_step.py: VS Code (its markdown has tables: tests/test_lsp_trace.py checks that text),
 Neovim (markdown without tables: code blocks, brackets kept as code) and a client whose hover takes
 plain text only."""
+
 from __future__ import annotations
 
 import pathlib
@@ -28,8 +29,9 @@ async def client(lsp_client: LanguageClient, request):
     lsp_client.editor = request.param
     lsp_client.recorder = install_recorder(lsp_client)
     capabilities = plaintext_capabilities() if request.param == "plaintext" else editor_capabilities("neovim")
-    await lsp_client.initialize_session(types.InitializeParams(capabilities=capabilities,
-                                                               initialization_options=trusted(None)))
+    await lsp_client.initialize_session(
+        types.InitializeParams(capabilities=capabilities, initialization_options=trusted(None))
+    )
     yield
     await lsp_client.shutdown_session()
 
@@ -123,8 +125,11 @@ NEOVIM_FC1 = [
 
 
 async def hover(client: LanguageClient, uri: str, line: int) -> types.MarkupContent:
-    answer = await client.text_document_hover_async(types.HoverParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=8)))
+    answer = await client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=8)
+        )
+    )
     assert isinstance(answer.contents, types.MarkupContent), answer
     return answer.contents
 
@@ -149,30 +154,36 @@ async def test_hover_layout_follows_the_clients_capabilities(client, tmp_path):
         plain = [line for line in NEOVIM_FC1 if line != "```"]
         plain = [line.replace("**", "").replace("`", "") for line in plain]
         assert fc1.value == "\n".join(plain)
-        assert fc1.value.startswith("API calls: torch.nn.functional.linear, torch.nn.functional.relu\n\n"
-                                    "Forward (4 aten ops; 2 bookkeeping not shown)\n\n"
-                                    "op     inputs ")
+        assert fc1.value.startswith(
+            "API calls: torch.nn.functional.linear, torch.nn.functional.relu\n\n"
+            "Forward (4 aten ops; 2 bookkeeping not shown)\n\n"
+            "op     inputs "
+        )
 
 
 def test_brackets_outside_code_become_code_and_plain_text_has_no_markers():
     """Diagnostic messages are free text: `[2, 3]` would be a link to Neovim (its brackets hidden)."""
     from atenlens.lsp.hover_layout import MARKDOWN, MARKDOWN_NO_TABLES, PLAINTEXT, hover_layout, lay_out
 
-    markdown = ("_Stale: edited since the trace._\n\n**Diagnostics**\n\n"
-                "- `AL900` a and b must have same reduction dim, but got [2, 3] X [2, 3].\n"
-                "- `AL100` `.item()` copies a value of cuda f32[] to the host\n\n"
-                "in [MLP.forward](file:///w/m.py#L18)\n\n| op | outputs |\n|---|---|\n| `cat` | f32[2\\|3] |")
+    markdown = (
+        "_Stale: edited since the trace._\n\n**Diagnostics**\n\n"
+        "- `AL900` a and b must have same reduction dim, but got [2, 3] X [2, 3].\n"
+        "- `AL100` `.item()` copies a value of cuda f32[] to the host\n\n"
+        "in [MLP.forward](file:///w/m.py#L18)\n\n| op | outputs |\n|---|---|\n| `cat` | f32[2\\|3] |"
+    )
     assert lay_out(markdown, MARKDOWN) == markdown
     assert lay_out(markdown, MARKDOWN_NO_TABLES) == (
         "_Stale: edited since the trace._\n\n**Diagnostics**\n\n"
         "- `AL900` a and b must have same reduction dim, but got `[2, 3]` X `[2, 3]`.\n"
         "- `AL100` `.item()` copies a value of cuda `f32[]` to the host\n\n"
-        "in [MLP.forward](file:///w/m.py#L18)\n\n```\nop   outputs\ncat  f32[2|3]\n```")
+        "in [MLP.forward](file:///w/m.py#L18)\n\n```\nop   outputs\ncat  f32[2|3]\n```"
+    )
     assert lay_out(markdown, PLAINTEXT) == (
         "Stale: edited since the trace.\n\nDiagnostics\n\n"
         "- AL900 a and b must have same reduction dim, but got [2, 3] X [2, 3].\n"
         "- AL100 .item() copies a value of cuda f32[] to the host\n\n"
-        "in MLP.forward (file:///w/m.py#L18)\n\nop   outputs\ncat  f32[2|3]")
+        "in MLP.forward (file:///w/m.py#L18)\n\nop   outputs\ncat  f32[2|3]"
+    )
     # VS Code names its parser (marked): tables; Neovim names none: no tables; plain text when markdown is not taken
     assert hover_layout(["markdown", "plaintext"], "marked") == MARKDOWN
     assert hover_layout(["markdown", "plaintext"], None) == MARKDOWN_NO_TABLES

@@ -1,5 +1,6 @@
 """Which functions get a code lens (lenses.functions), through the real server, as VS Code and as Neovim:
 a 137-line GPT training script and a generated 5,000-line file. Torch-free: no trace runs here."""
+
 from __future__ import annotations
 
 import pathlib
@@ -24,8 +25,9 @@ def class_line(text: str, name: str) -> int:
 
 
 async def set_lenses(client, value: object) -> None:
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"atenlens": {"lenses": {"functions": value}}}))
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"atenlens": {"lenses": {"functions": value}}})
+    )
 
 
 async def test_a_training_script_gets_lenses_on_its_steps_only(client, tmp_path):
@@ -33,12 +35,14 @@ async def test_a_training_script_gets_lenses_on_its_steps_only(client, tmp_path)
     text = GPT_TRAIN.read_text()
     assert len(text.split("\n")) - 1 == 137
     uri = await open_document(client, tmp_path / "gpt_train.py", text)
-    forwards = [def_line(text, "forward", class_line(text, cls))
-                for cls in ("CausalSelfAttention", "MLP", "Block", "GPT")]
+    forwards = [
+        def_line(text, "forward", class_line(text, cls)) for cls in ("CausalSelfAttention", "MLP", "Block", "GPT")
+    ]
     # the four `forward`s (they need an example call) and train_step (it calls backward() and step());
     # not __init__, __len__, __getitem__, configure_optimizers, get_lr or estimate_loss
-    assert await code_lenses(client, uri) == [(line, *ADD) for line in forwards] + \
-        [(def_line(text, "train_step"), *ADD)]
+    assert await code_lenses(client, uri) == [(line, *ADD) for line in forwards] + [
+        (def_line(text, "train_step"), *ADD)
+    ]
 
     await set_lenses(client, "all")
     everything = await code_lenses(client, uri)
@@ -56,13 +60,15 @@ async def test_a_training_script_gets_lenses_on_its_steps_only(client, tmp_path)
     await set_lenses(client, "some")
     assert len(await code_lenses(client, uri)) == 5
     warnings = [m.message for m in client.messages if m.type == types.MessageType.Warning]
-    assert warnings == ["atenlens: invalid settings, defaults used instead: atenlens.lenses.functions must be one "
-                        "of \"steps\", \"all\", \"none\" (got 'some'); using the default 'steps'"]
+    assert warnings == [
+        "atenlens: invalid settings, defaults used instead: atenlens.lenses.functions must be one "
+        'of "steps", "all", "none" (got \'some\'); using the default \'steps\''
+    ]
 
 
 # One 50-line unit of a large file (100 of them and 4 lines of imports: 5,004 lines): a dataset, a model with a helper method, free helpers, a step,
 # a zero-argument entry point under a decorator, and one function with an example call.
-UNIT = '''
+UNIT = """
 
 # part {n}
 class Data{n}(Dataset):
@@ -112,7 +118,7 @@ def smoke{n}():
 # atenlens: scaled{n}(torch.randn(4, 8))
 def scaled{n}(x):
     return x * 2
-'''
+"""
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nfrom torch.utils.data import Dataset\n"
 
 
@@ -129,8 +135,12 @@ async def test_a_5000_line_file_gets_three_lenses_per_unit_not_one_per_method(cl
     # per unit: Net.forward and update (steps) need an example call; smoke (no arguments) and scaled
     # (its directive) are traced as they are
     assert len(lenses) == 400
-    assert lenses[:4] == [(def_line(text, "forward"), *ADD), (def_line(text, "update0"), *ADD),
-                          (def_line(text, "smoke0"), *TRACE), (def_line(text, "scaled0"), *TRACE)]
+    assert lenses[:4] == [
+        (def_line(text, "forward"), *ADD),
+        (def_line(text, "update0"), *ADD),
+        (def_line(text, "smoke0"), *TRACE),
+        (def_line(text, "scaled0"), *TRACE),
+    ]
     assert text.split("\n")[def_line(text, "smoke0") - 1] == "@torch.no_grad()"
     await set_lenses(client, "all")
-    assert len(await code_lenses(client, uri)) == 1100          # 11 functions per unit
+    assert len(await code_lenses(client, uri)) == 1100  # 11 functions per unit

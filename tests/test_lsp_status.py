@@ -1,6 +1,7 @@
 """What the status bar is told about each file (`atenlens/fileStatus`) and which Python and torch the server
 runs with (`atenlens/serverInfo`), through the real server, worker and engine, as VS Code (which asks for the
 notification) and as Neovim (which does not, and never gets it)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -12,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient
+
 from lsp_helpers import (
     SERVER,
     change,
@@ -21,8 +25,6 @@ from lsp_helpers import (
     server_info,
     trusted,
 )
-from lsprotocol import types
-from pytest_lsp import ClientServerConfig, LanguageClient
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "train_step.py"
@@ -53,17 +55,25 @@ async def client(lsp_client: LanguageClient, request):
     capabilities = editor_capabilities(request.param)
     if request.param == "visual-studio-code":
         capabilities.experimental = {"atenlensFileStatus": True}
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=capabilities, initialization_options=trusted(None)))
+    await lsp_client.initialize_session(
+        types.InitializeParams(capabilities=capabilities, initialization_options=trusted(None))
+    )
     yield
     await lsp_client.shutdown_session()
 
 
 async def status_at(client: LanguageClient, uri: str, version: int, **expected: Any) -> dict[str, Any]:
     """The first status of `uri` at `version` with the `expected` fields."""
+
     def found() -> Any:
-        return next((s for s in client.statuses if s["uri"] == uri and s["version"] == version
-                     and all(s[k] == v for k, v in expected.items())), None)
+        return next(
+            (
+                s
+                for s in client.statuses
+                if s["uri"] == uri and s["version"] == version and all(s[k] == v for k, v in expected.items())
+            ),
+            None,
+        )
 
     try:
         return await asyncio.wait_for(client.recorder.until(found), 120)
@@ -76,47 +86,83 @@ async def test_file_status_follows_lint_trace_and_edits(client, tmp_path):
     shutil.copy(EXAMPLE, path)
     text = path.read_text()
     uri = path.as_uri()
-    client.text_document_did_open(types.DidOpenTextDocumentParams(
-        text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)
+        )
+    )
     other = tmp_path / "other.py"
     other.write_text("import torch\n\n\ndef f(x):\n    return x * 2\n")
-    client.text_document_did_open(types.DidOpenTextDocumentParams(
-        text_document=types.TextDocumentItem(uri=other.as_uri(), language_id="python", version=1,
-                                             text=other.read_text())))
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(
+                uri=other.as_uri(), language_id="python", version=1, text=other.read_text()
+            )
+        )
+    )
     if client.editor == "neovim":
         outcome = await execute(client, "atenlens.trace", {"uri": uri, "qualname": "train"})
         assert outcome["status"] == "ok", outcome
-        assert client.statuses == []      # never sent to a client that did not ask
+        assert client.statuses == []  # never sent to a client that did not ask
         return
 
     # before any trace: the lint's one problem (`.item()` in the loop), nothing traced; the other file clean
     assert await status_at(client, uri, 1) == {"uri": uri, "version": 1, "problems": 1, "traces": []}
     assert await status_at(client, other.as_uri(), 1) == {
-        "uri": other.as_uri(), "version": 1, "problems": 0, "traces": []}
+        "uri": other.as_uri(),
+        "version": 1,
+        "problems": 0,
+        "traces": [],
+    }
 
     # a trace that runs the `.item()` line confirms the lint finding: still one problem
     outcome = await execute(client, "atenlens.trace", {"uri": uri, "qualname": "train"})
     assert outcome["status"] == "ok", outcome
-    traced = await status_at(client, uri, 1, problems=1, traces=[
-        {"qualname": "train", "status": "ok", "summary": outcome["summary"], "brief": TRAIN_BRIEF, "stale": False}])
+    traced = await status_at(
+        client,
+        uri,
+        1,
+        problems=1,
+        traces=[
+            {"qualname": "train", "status": "ok", "summary": outcome["summary"], "brief": TRAIN_BRIEF, "stale": False}
+        ],
+    )
     assert traced["traces"][0]["summary"].startswith(TRAIN_BRIEF + " · "), traced
 
     # a second trace comes last; an edit inside `train` makes its trace stale, and only its
     item_line = text.split("\n").index("        total += loss.item()")
     outcome = await execute(client, "atenlens.trace", {"uri": uri, "qualname": "train_step"})
     assert outcome["status"] == "ok", outcome
-    await status_at(client, uri, 1, traces=[
-        {"qualname": "train", "status": "ok", "summary": traced["traces"][0]["summary"], "brief": TRAIN_BRIEF,
-         "stale": False},
-        {"qualname": "train_step", "status": "ok", "summary": outcome["summary"], "brief": TRAIN_STEP_BRIEF,
-         "stale": False}])
+    await status_at(
+        client,
+        uri,
+        1,
+        traces=[
+            {
+                "qualname": "train",
+                "status": "ok",
+                "summary": traced["traces"][0]["summary"],
+                "brief": TRAIN_BRIEF,
+                "stale": False,
+            },
+            {
+                "qualname": "train_step",
+                "status": "ok",
+                "summary": outcome["summary"],
+                "brief": TRAIN_STEP_BRIEF,
+                "stale": False,
+            },
+        ],
+    )
     end = len(text.split("\n")[item_line])
     # the worker's torch and Python, logged once for the two traces it ran
-    import torch     # here, not at the top: the test's own process, not the server's
+    import torch  # here, not at the top: the test's own process, not the server's
+
     worker_lines = [m.message for m in client.log_messages if "the trace worker (pid" in m.message]
     assert len(worker_lines) == 1, worker_lines
-    assert worker_lines[0].endswith(f") runs torch {torch.__version__} on Python {platform.python_version()} "
-                                    f"({sys.executable})"), worker_lines
+    assert worker_lines[0].endswith(
+        f") runs torch {torch.__version__} on Python {platform.python_version()} ({sys.executable})"
+    ), worker_lines
     change(client, uri, 2, (item_line, end), (item_line, end), "  # edited")
     edited = await status_at(client, uri, 2)
     assert [(t["qualname"], t["stale"]) for t in edited["traces"]] == [("train", True), ("train_step", False)]

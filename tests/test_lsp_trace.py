@@ -1,5 +1,6 @@
 """Tracing from the editor through the real server, the real trace worker and the real engine
 (examples/train_step.py on fake tensors), as VS Code and as Neovim."""
+
 from __future__ import annotations
 
 import pathlib
@@ -8,8 +9,19 @@ import shutil
 from lsprotocol import types
 
 from lsp_helpers import (
-    change, children_of, code_lenses, encoding_of, execute, initialize, inlay_hints, open_document,
-    server_info, simple, units, wait_for_diagnostics)
+    change,
+    children_of,
+    code_lenses,
+    encoding_of,
+    execute,
+    initialize,
+    inlay_hints,
+    open_document,
+    server_info,
+    simple,
+    units,
+    wait_for_diagnostics,
+)
 from test_lsp_hover import NEOVIM_ROLLUP
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -31,12 +43,13 @@ async def test_trace_train_step(client, tmp_path):
     lines = text.split("\n")
     uri = await open_document(client, path, text)
 
-    fwd, loss_line, backward_line, step_line = (line_of(text, s) for s in (
-        "logits = model(x)", "loss = F.cross_entropy", "loss.backward()", "opt.step()"))
+    fwd, loss_line, backward_line, step_line = (
+        line_of(text, s) for s in ("logits = model(x)", "loss = F.cross_entropy", "loss.backward()", "opt.step()")
+    )
     fc1, fc2 = line_of(text, "h = F.relu(self.fc1(x))"), line_of(text, "return self.fc2(h)")
     defs = {name: line_of(text, f"def {name}(") for name in ("__init__", "forward", "setup", "train_step", "train")}
 
-    assert await code_lenses(client, uri) == [          # not on MLP.__init__ (lenses.functions "steps")
+    assert await code_lenses(client, uri) == [  # not on MLP.__init__ (lenses.functions "steps")
         (defs["forward"], "Add an example call to trace", "atenlens.insertDirective"),
         (defs["setup"], "Trace this step", "atenlens.trace"),
         (defs["train_step"], "Trace this step", "atenlens.trace"),
@@ -54,35 +67,50 @@ async def test_trace_train_step(client, tmp_path):
     expected = [
         (fc1, "addmm, relu f32[8, 32] · ∇ threshold_backward, mm, sum"),
         (fc2, "addmm f32[8, 4] · ∇ mm×2, sum"),
-        (fwd, "6 ops -> f32[8, 4] · ∇ 16 ops"),               # calls into MLP.forward: a roll-up; -> what MLP returned
+        (fwd, "6 ops -> f32[8, 4] · ∇ 16 ops"),  # calls into MLP.forward: a roll-up; -> what MLP returned
         (loss_line, "_log_softmax +1 f32[] · ∇ nll_loss_backward +1"),
         (backward_line, "∇ ones_like"),
         (step_line, "opt _foreach_add_"),
     ]
     assert await inlay_hints(client, uri, len(lines)) == [(line, at_end(line), label) for line, label in expected]
 
-    hover = await client.text_document_hover_async(types.HoverParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=fc1, character=8)))
+    hover = await client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=fc1, character=8)
+        )
+    )
     markdown = hover.contents.value
     assert "**API calls:** `torch.nn.functional.linear`, `torch.nn.functional.relu`" in markdown
-    if client.editor == "visual-studio-code":    # its markdown draws tables; Neovim gets aligned columns (test_lsp_hover.py)
+    if (
+        client.editor == "visual-studio-code"
+    ):  # its markdown draws tables; Neovim gets aligned columns (test_lsp_hover.py)
         assert "| `addmm` | f32[32] cuda:0, f32[8, 16] cuda:0, f32[16, 32] cuda:0 | f32[8, 32] cuda:0 |" in markdown
-        assert "| `threshold_backward` | `ReluBackward0` | f32[8, 32] cuda:0, f32[8, 32] cuda:0 | f32[8, 32] cuda:0 |" \
+        assert (
+            "| `threshold_backward` | `ReluBackward0` | f32[8, 32] cuda:0, f32[8, 32] cuda:0 | f32[8, 32] cuda:0 |"
             in markdown
+        )
     else:
         assert "\naddmm  f32[32] cuda:0, f32[8, 16] cuda:0, f32[16, 32] cuda:0  f32[8, 32] cuda:0\n" in markdown
-        assert "\nthreshold_backward  ReluBackward0   f32[8, 32] cuda:0, f32[8, 32] cuda:0  f32[8, 32] cuda:0\n" \
+        assert (
+            "\nthreshold_backward  ReluBackward0   f32[8, 32] cuda:0, f32[8, 32] cuda:0  f32[8, 32] cuda:0\n"
             in markdown
+        )
     assert "**FLOPs:** 16.4 kFLOP" in markdown
     # the cost section: estimates on the selected GPU (atenlens.trace.gpu, default H100 SXM; docs/cost.md)
-    assert ("**Cost** (estimate)\n- time: ~20 µs, 33.3% of the step (forward 8 µs, backward 12 µs)\n"
-            "- memory: allocates 5.5 KiB; 3.5 KiB still held when the line is done (gradients 2.5 KiB, "
-            "saved by ReluBackward0 1 KiB)") in markdown
+    assert (
+        "**Cost** (estimate)\n- time: ~20 µs, 33.3% of the step (forward 8 µs, backward 12 µs)\n"
+        "- memory: allocates 5.5 KiB; 3.5 KiB still held when the line is done (gradients 2.5 KiB, "
+        "saved by ReluBackward0 1 KiB)"
+    ) in markdown
     assert (hover.range.start.line, hover.range.end.line, hover.range.end.character) == (fc1, fc1, at_end(fc1))
 
     lenses = await code_lenses(client, uri)
-    summary = (defs["train_step"], "fwd 9 · bwd 24 · opt 1 · 0 syncs · 22.5 kFLOP · "
-               f"peak 10.5 KiB @ line {fc1 + 1} (backward) · ~60 µs/step on H100 SXM", "")
+    summary = (
+        defs["train_step"],
+        "fwd 9 · bwd 24 · opt 1 · 0 syncs · 22.5 kFLOP · "
+        f"peak 10.5 KiB @ line {fc1 + 1} (backward) · ~60 µs/step on H100 SXM",
+        "",
+    )
     assert summary in lenses
 
     # Tracing the loop confirms the sync the lint finds: one diagnostic, the trace's message (its
@@ -99,14 +127,19 @@ async def test_trace_train_step(client, tmp_path):
     (traced,) = diagnostics
     assert (traced.range.start.character, traced.range.end.character) == (item_column, item_column + len("item()"))
     assert traced.message.endswith("(×3 in this trace)")
-    hover = await client.text_document_hover_async(types.HoverParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=item, character=8)))
+    hover = await client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=item, character=8)
+        )
+    )
     if client.editor == "visual-studio-code":
         assert "| `_local_scalar_dense` ×3 | f32[] cuda:0 | — |" in hover.contents.value
         assert "**Diagnostics**\n\n- `AL100` `.item()` copies a value of cuda f32[] to the host" in hover.contents.value
     else:
         assert "\n_local_scalar_dense ×3  f32[] cuda:0  —\n" in hover.contents.value
-        assert "**Diagnostics**\n\n- `AL100` `.item()` copies a value of cuda `f32[]` to the host" in hover.contents.value
+        assert (
+            "**Diagnostics**\n\n- `AL100` `.item()` copies a value of cuda `f32[]` to the host" in hover.contents.value
+        )
 
     # The latest trace (three steps of the loop) now speaks for the lines it covers.
     call = line_of(text, "loss = train_step(model, opt, x, y)")
@@ -114,7 +147,7 @@ async def test_trace_train_step(client, tmp_path):
     assert [line for line, _ in latest] == [fc1, fc2, fwd, loss_line, backward_line, step_line, call, item]
     # what a plain function call returned is not recorded: no `->` rather than the last op's output
     assert dict(latest)[call] == "30 ops · ∇ 72 ops"
-    assert dict(latest)[item] == "_local_scalar_dense×3 · sync×3"   # the host waits here, 3 times
+    assert dict(latest)[item] == "_local_scalar_dense×3 · sync×3"  # the host waits here, 3 times
 
     # Edits: a line inserted above the class moves every hint down by one; editing the loss line
     # removes its hint and makes the traces that ran it stale; editing `train` withdraws its trace
@@ -128,7 +161,8 @@ async def test_trace_train_step(client, tmp_path):
     lines[loss_line + 1] = lines[loss_line + 1].replace("loss", "loss2", 1)
     # both traces ran that line: their other hints stay, marked as about the earlier text
     assert await inlay_hints(client, uri, len(lines)) == [
-        (line, at_end(line), label + " (stale)") for line, label in moved if line != loss_line + 1]
+        (line, at_end(line), label + " (stale)") for line, label in moved if line != loss_line + 1
+    ]
     change(client, uri, 4, (item + 1, 0), (item + 1, 0), "        pass\n")
     diagnostics = await wait_for_diagnostics(client, uri, 4, after=published)
     assert [(d.range.start.line, d.code, d.source) for d in diagnostics] == [(item + 2, "AL100", "atenlens")]
@@ -147,7 +181,9 @@ async def test_hint_sits_at_the_end_of_a_line_with_wide_characters(client, tmp_p
     text = path.read_text()
     lines = text.split("\n")
     uri = await open_document(client, path, text)
-    outcome = await execute(client, "atenlens.trace", {"uri": uri, "position": {"line": line_of(text, "return h"), "character": 4}})
+    outcome = await execute(
+        client, "atenlens.trace", {"uri": uri, "position": {"line": line_of(text, "return h"), "character": 4}}
+    )
     assert outcome["status"] == "ok", outcome
     linear, relu = line_of(text, "形状 🚀"), line_of(text, "return h.relu()")
     # 形 and 状 are one UTF-16 unit and three UTF-8 bytes each, 🚀 is two UTF-16 units (a surrogate pair)
@@ -162,7 +198,8 @@ async def test_hint_sits_at_the_end_of_a_line_with_wide_characters(client, tmp_p
     change(client, uri, 2, (relu, 13), (relu, 17), "sigmoid")
     lines[relu] = lines[relu].replace("relu", "sigmoid")
     assert await inlay_hints(client, uri, len(lines)) == [
-        (linear, units(lines[linear], encoding), "mm f32[8, 32] (stale)")]
+        (linear, units(lines[linear], encoding), "mm f32[8, 32] (stale)")
+    ]
     refreshes = client.recorder.refreshes.count("inlayHint")
     client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))
     await client.recorder.until(lambda: client.recorder.refreshes.count("inlayHint") > refreshes)
@@ -173,10 +210,16 @@ async def test_hint_sits_at_the_end_of_a_line_with_wide_characters(client, tmp_p
 
     # Bookkeeping shown on request; a narrower hints.maxLength cuts view-like ops first and counts them.
     refreshes = client.recorder.refreshes.count("inlayHint")
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"atenlens": {"hints": {"maxLength": 12, "showBookkeeping": True}, "trace": {"onSave": True}}}))
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(
+            settings={"atenlens": {"hints": {"maxLength": 12, "showBookkeeping": True}, "trace": {"onSave": True}}}
+        )
+    )
     await client.recorder.until(lambda: client.recorder.refreshes.count("inlayHint") > refreshes)
-    assert [label for _, _, label in await inlay_hints(client, uri, len(lines))] == ["mm +1 f32[8, 32]", "sigmoid f32[8, 32]"]
+    assert [label for _, _, label in await inlay_hints(client, uri, len(lines))] == [
+        "mm +1 f32[8, 32]",
+        "sigmoid f32[8, 32]",
+    ]
 
 
 async def progress_begun(client, title: str) -> str:
@@ -186,10 +229,15 @@ async def progress_begun(client, title: str) -> str:
 
     def begun():
         for token, reports in client.progress_reports.items():
-            if token not in seen and reports and isinstance(reports[0], types.WorkDoneProgressBegin) \
-                    and reports[0].title == title:
+            if (
+                token not in seen
+                and reports
+                and isinstance(reports[0], types.WorkDoneProgressBegin)
+                and reports[0].title == title
+            ):
                 return token
         return None
+
     token = await client.recorder.until(begun)
     seen.add(token)
     return token
@@ -231,8 +279,11 @@ async def test_progress_cancel_edit_and_supersede(client, tmp_path):
     assert await second == {"status": "cancelled", "qualname": "spin", "message": "the function was edited"}
     quick = await other
     assert quick["status"] == "ok" and quick["summary"].startswith("fwd 2 · 0 syncs"), quick
-    assert [type(r).__name__ for r in client.progress_reports[waiting]] == \
-        ["WorkDoneProgressBegin", "WorkDoneProgressReport", "WorkDoneProgressEnd"]
+    assert [type(r).__name__ for r in client.progress_reports[waiting]] == [
+        "WorkDoneProgressBegin",
+        "WorkDoneProgressReport",
+        "WorkDoneProgressEnd",
+    ]
     assert client.progress_reports[waiting][1].message == "running on fake tensors"
 
     info = await server_info(client)
@@ -246,7 +297,7 @@ async def test_trace_disabled_runs_nothing(client, tmp_path):
     shutil.copy(EXAMPLE, path)
     text = path.read_text()
     uri = await open_document(client, path, text)
-    assert await code_lenses(client, uri) == []          # no "Trace this step" where tracing is off
+    assert await code_lenses(client, uri) == []  # no "Trace this step" where tracing is off
     for argument in ({"uri": uri, "qualname": "train_step"}, {"uri": uri, "position": {"line": 33, "character": 0}}):
         outcome = await execute(client, "atenlens.trace", argument)
         assert outcome["status"] == "disabled"
@@ -255,10 +306,11 @@ async def test_trace_disabled_runs_nothing(client, tmp_path):
     assert await execute(client, "atenlens.restartWorker") == {"restarted": True}
     info = await server_info(client)
     assert info["workerStarts"] == 0 and info["torchImported"] is False
-    assert children_of(info["pid"]) == []                 # no worker process, not even an idle one
+    assert children_of(info["pid"]) == []  # no worker process, not even an idle one
     # Turning it on again (the workspace became trusted) brings the lenses back.
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"atenlens": {"trace": {"enabled": True}}}))
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"atenlens": {"trace": {"enabled": True}}})
+    )
     lenses = await code_lenses(client, uri)
     assert (line_of(text, "def train_step("), "Trace this step", "atenlens.trace") in lenses
 
@@ -274,19 +326,33 @@ async def test_add_an_example_call(client, tmp_path):
     assert outcome == {"applied": True, "directive": "# atenlens: MLP().forward(x)", "placeholders": ["x"]}
     (applied,) = client.recorder.applied_edits
     (edit,) = applied.edit.changes[uri]
-    assert (edit.range.start.line, edit.range.start.character, edit.range.end.line, edit.range.end.character) == \
-        (forward, 0, forward, 0)
+    assert (edit.range.start.line, edit.range.start.character, edit.range.end.line, edit.range.end.character) == (
+        forward,
+        0,
+        forward,
+        0,
+    )
     assert edit.new_text == "    # atenlens: MLP().forward(x)\n"
-    actions = await client.text_document_code_action_async(types.CodeActionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri),
-        range=types.Range(start=types.Position(line=forward, character=8), end=types.Position(line=forward, character=8)),
-        context=types.CodeActionContext(diagnostics=[])))
+    actions = await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(
+                start=types.Position(line=forward, character=8), end=types.Position(line=forward, character=8)
+            ),
+            context=types.CodeActionContext(diagnostics=[]),
+        )
+    )
     titles = [a.title for a in actions]
     assert titles == ["Add an atenlens example call for MLP.forward"]
-    in_the_body = await client.text_document_code_action_async(types.CodeActionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri),
-        range=types.Range(start=types.Position(line=forward + 1, character=8), end=types.Position(line=forward + 1, character=8)),
-        context=types.CodeActionContext(diagnostics=[])))
+    in_the_body = await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(
+                start=types.Position(line=forward + 1, character=8), end=types.Position(line=forward + 1, character=8)
+            ),
+            context=types.CodeActionContext(diagnostics=[]),
+        )
+    )
     assert list(in_the_body or []) == []
     assert actions[0].edit.changes[uri][0].new_text == "    # atenlens: MLP().forward(x)\n"
 
@@ -306,11 +372,13 @@ async def test_an_exception_is_a_diagnostic_at_its_line(client, tmp_path):
     diagnostics = await wait_for_diagnostics(client, uri, 1, after=published)
     matmul = line_of(text, "return x @ x")
     assert simple(diagnostics) == [
-        (matmul, units(lines[matmul][:11], encoding), matmul, units(lines[matmul], encoding), "AL900", "atenlens trace")]
+        (matmul, units(lines[matmul][:11], encoding), matmul, units(lines[matmul], encoding), "AL900", "atenlens trace")
+    ]
     assert diagnostics[0].severity == types.DiagnosticSeverity.Error and diagnostics[0].message == message
     # what ran before the exception is still shown
     assert await inlay_hints(client, uri, len(lines)) == [
-        (line_of(text, "torch.ones"), units(lines[line_of(text, "torch.ones")], encoding), "ones f32[2, 3]")]
+        (line_of(text, "torch.ones"), units(lines[line_of(text, "torch.ones")], encoding), "ones f32[2, 3]")
+    ]
     assert (line_of(text, "def boom"), f"trace error: {message}", "") in await code_lenses(client, uri)
 
 
@@ -345,9 +413,14 @@ async def test_progress_under_the_clients_work_done_token(client, tmp_path):
     # The client's token (as VS Code sends with every command): the trace reports under it, no token is created,
     # and cancelling that token kills the trace.
     token = "client-token-7"
-    client.progress_reports[token] = []         # a client knows the tokens it hands out
-    running = asyncio.ensure_future(client.workspace_execute_command_async(types.ExecuteCommandParams(
-        command="atenlens.trace", arguments=[{"uri": uri, "qualname": "spin"}], work_done_token=token)))
+    client.progress_reports[token] = []  # a client knows the tokens it hands out
+    running = asyncio.ensure_future(
+        client.workspace_execute_command_async(
+            types.ExecuteCommandParams(
+                command="atenlens.trace", arguments=[{"uri": uri, "qualname": "spin"}], work_done_token=token
+            )
+        )
+    )
     assert await progress_begun(client, "atenlens: tracing spin") == token
     client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
     assert await running == {"status": "cancelled", "qualname": "spin", "message": "cancelled by the user"}
@@ -374,32 +447,43 @@ async def test_trace_notes_in_the_lens_the_hover_and_the_log(client, tmp_path):
     assert outcome["status"] == "ok", outcome
     note = "the generator was traced for its first 100 items"
 
-    lenses = await client.text_document_code_lens_async(types.CodeLensParams(
-        text_document=types.TextDocumentIdentifier(uri=uri)))
+    lenses = await client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
     (summary,) = [lens.command for lens in lenses if lens.command.command == ""]
     assert (summary.title, summary.tooltip) == (outcome["summary"] + " · 1 note", note)
 
-    hover = await client.text_document_hover_async(types.HoverParams(
-        text_document=types.TextDocumentIdentifier(uri=uri),
-        position=types.Position(line=line_of(text, "yield x.sum(0)"), character=8)))
+    hover = await client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=line_of(text, "yield x.sum(0)"), character=8),
+        )
+    )
     assert hover.contents.value.startswith(f"_Note: {note}_\n\n**API calls:** `torch.Tensor.sum`")
-    assert [m.message for m in client.log_messages if m.message.startswith("atenlens: trace of batches:")] == \
-        [f"atenlens: trace of batches: {note}"]
+    assert [m.message for m in client.log_messages if m.message.startswith("atenlens: trace of batches:")] == [
+        f"atenlens: trace of batches: {note}"
+    ]
 
     # A trace without notes keeps the plain summary and no note in its hovers.
     change(client, uri, 2, (0, 0), (0, 0), "def plain():\n    return torch.ones(2)\n\n\n")
     outcome = await execute(client, "atenlens.trace", {"uri": uri, "qualname": "plain"})
     assert outcome["status"] == "ok", outcome
     assert (0, outcome["summary"], "") in await code_lenses(client, uri)
-    hover = await client.text_document_hover_async(types.HoverParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=1, character=8)))
+    hover = await client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=1, character=8)
+        )
+    )
     assert "Note" not in hover.contents.value
 
     # with no trace lenses wanted (lenses.functions "none"), the traces' summaries stay
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"atenlens": {"lenses": {"functions": "none"}}}))
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"atenlens": {"lenses": {"functions": "none"}}})
+    )
     assert [(line, command) for line, _, command in await code_lenses(client, uri)] == [
-        (0, ""), (line_of(text, "def batches") + 4, "")]
+        (0, ""),
+        (line_of(text, "def batches") + 4, ""),
+    ]
 
 
 async def test_rollup_hover_and_hint_kinds(client, tmp_path):
@@ -414,49 +498,56 @@ async def test_rollup_hover_and_hint_kinds(client, tmp_path):
     outcome = await execute(client, "atenlens.trace", {"uri": uri, "qualname": "train_step"})
     assert outcome["status"] == "ok", outcome
     fwd, forward_body = line_of(text, "logits = model(x)"), line_of(text, "h = F.relu(self.fc1(x))")
-    hover = await client.text_document_hover_async(types.HoverParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=fwd, character=8)))
-    if client.editor == "neovim":                # no tables there (tests/test_lsp_hover.py)
+    hover = await client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=fwd, character=8)
+        )
+    )
+    if client.editor == "neovim":  # no tables there (tests/test_lsp_hover.py)
         assert hover.contents.value == "\n".join(NEOVIM_ROLLUP).replace("{uri}", path.as_uri())
     else:
-        assert hover.contents.value == "\n".join([
-            "**Modules**",
-            "",
-            "```",
-            "MLP            f32[8, 4]         6 ops  10.2 kFLOP  676 params",
-            "  fc1  Linear  f32[8, 32]        2 ops  8.19 kFLOP  544 params",
-            "  fc2  Linear  f32[8, 4]         2 ops  2.05 kFLOP  132 params",
-            "```",
-            "",
-            "**Inside calls from this line:** 6 forward, 16 backward aten ops · 22.5 kFLOP",
-            "",
-            f"in [MLP.forward]({path.as_uri()}#L{forward_body + 1})",
-            "",
-            "| op | phase | count | FLOPs |",
-            "|---|---|---|---|",
-            "| `mm` | backward | 3 | 12.3 kFLOP |",
-            "| `addmm` | forward | 2 | 10.2 kFLOP |",
-            "| `sum` | backward | 2 | — |",
-            "| `relu` | forward | 1 | — |",
-            "| `threshold_backward` | backward | 1 | — |",
-            "",
-            "**FLOPs:** 22.5 kFLOP inside calls",
-            "",
-            "**Cost** (estimate)",
-            "- inside calls from this line: ~36 µs, 60.0% of the step",
-        ])
+        assert hover.contents.value == "\n".join(
+            [
+                "**Modules**",
+                "",
+                "```",
+                "MLP            f32[8, 4]         6 ops  10.2 kFLOP  676 params",
+                "  fc1  Linear  f32[8, 32]        2 ops  8.19 kFLOP  544 params",
+                "  fc2  Linear  f32[8, 4]         2 ops  2.05 kFLOP  132 params",
+                "```",
+                "",
+                "**Inside calls from this line:** 6 forward, 16 backward aten ops · 22.5 kFLOP",
+                "",
+                f"in [MLP.forward]({path.as_uri()}#L{forward_body + 1})",
+                "",
+                "| op | phase | count | FLOPs |",
+                "|---|---|---|---|",
+                "| `mm` | backward | 3 | 12.3 kFLOP |",
+                "| `addmm` | forward | 2 | 10.2 kFLOP |",
+                "| `sum` | backward | 2 | — |",
+                "| `relu` | forward | 1 | — |",
+                "| `threshold_backward` | backward | 1 | — |",
+                "",
+                "**FLOPs:** 22.5 kFLOP inside calls",
+                "",
+                "**Cost** (estimate)",
+                "- inside calls from this line: ~36 µs, 60.0% of the step",
+            ]
+        )
 
     step_line, backward_line = line_of(text, "opt.step()"), line_of(text, "loss.backward()")
     refreshes = client.recorder.refreshes.count("inlayHint")
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"atenlens": {"hints": {"shapes": False, "backward": False}}}))
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"atenlens": {"hints": {"shapes": False, "backward": False}}})
+    )
     await client.recorder.until(lambda: client.recorder.refreshes.count("inlayHint") > refreshes)
     hints = {line: label for line, _, label in await inlay_hints(client, uri, len(lines))}
     assert (hints[forward_body], hints[fwd], hints[step_line]) == ("addmm, relu", "6 ops", "opt _foreach_add_")
-    assert backward_line not in hints                     # only backward ops ran there
+    assert backward_line not in hints  # only backward ops ran there
     refreshes = client.recorder.refreshes.count("inlayHint")
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"atenlens": {"hints": {"ops": False}}}))
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"atenlens": {"hints": {"ops": False}}})
+    )
     await client.recorder.until(lambda: client.recorder.refreshes.count("inlayHint") > refreshes)
     hints = {line: label for line, _, label in await inlay_hints(client, uri, len(lines))}
     assert (hints[forward_body], hints[backward_line]) == ("2 ops f32[8, 32] · ∇ 3 ops", "∇ 1 op")
@@ -465,8 +556,10 @@ async def test_rollup_hover_and_hint_kinds(client, tmp_path):
 async def test_an_assumed_value_is_an_information_diagnostic_at_the_line_that_read_it(client, tmp_path):
     await initialize(client)
     path = tmp_path / "assumed.py"
-    text = ("import torch\n\n\ndef step():\n    g = torch.randn(256, 256, device=\"cuda\")\n"
-            "    if torch.isnan(g).any():\n        raise FloatingPointError\n    return g * 2\n")
+    text = (
+        'import torch\n\n\ndef step():\n    g = torch.randn(256, 256, device="cuda")\n'
+        "    if torch.isnan(g).any():\n        raise FloatingPointError\n    return g * 2\n"
+    )
     path.write_text(text)
     uri = await open_document(client, path, text)
     published = len(client.recorder.published)
@@ -475,6 +568,9 @@ async def test_an_assumed_value_is_an_information_diagnostic_at_the_line_that_re
     diagnostics = await wait_for_diagnostics(client, uri, 1, after=published)
     [assumed] = [d for d in diagnostics if d.code == "AL906"]
     assert (assumed.range.start.line, assumed.severity, assumed.source, assumed.message) == (
-        line_of(text, "torch.isnan(g)"), types.DiagnosticSeverity.Information, "atenlens trace",
+        line_of(text, "torch.isnan(g)"),
+        types.DiagnosticSeverity.Information,
+        "atenlens trace",
         "value unknown on fake tensors: took `False` for `bool()` / `if tensor:` of b8[] "
-        "(values assumed finite (no inf/nan))")
+        "(values assumed finite (no inf/nan))",
+    )

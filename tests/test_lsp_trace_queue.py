@@ -1,5 +1,6 @@
 """The server's trace queue with a real trace worker: a cancel that lands while a trace is being
 handed to its thread (after the queue decided to run it, before the worker knows it) runs nothing."""
+
 from __future__ import annotations
 
 import asyncio
@@ -37,7 +38,7 @@ async def test_a_cancel_while_the_trace_is_handed_to_its_thread_runs_nothing():
         # a short timeout: a cancel that is lost lets the loop run until it (and the test then fails)
         job = queue.submit(("file:///loop.py", "step"), request(LOOP, "step", timeout=2))
         assert await job.future == TraceOutcome(cancelled=True, reason="cancelled by the user")
-        assert forked == []                  # no child process ever ran the loop
+        assert forked == []  # no child process ever ran the loop
         after = queue.submit(("file:///tiny.py", "linear_step"), request(TINY, "linear_step"))
         outcome = await after.future
         assert outcome.report is not None and outcome.report.status == "ok", outcome

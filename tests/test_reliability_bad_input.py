@@ -2,10 +2,10 @@
 `atenlens lint`: unknown methods, malformed params and frames, positions past the end, a
 100,000-line document, binary junk, a file that is not UTF-8. JSON-RPC errors where the protocol
 says so; the server keeps serving and loses nothing."""
+
 from __future__ import annotations
 
 import os
-import pathlib
 import random
 import subprocess
 import sys
@@ -14,8 +14,19 @@ import time
 import pytest
 
 from reliability_helpers import (
-    INVALID_PARAMS, METHOD_NOT_FOUND, ROOT, Server, change, hover, line_of, open_document, position,
-    server_info, span, start_server)
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    ROOT,
+    Server,
+    change,
+    hover,
+    line_of,
+    open_document,
+    position,
+    server_info,
+    span,
+    start_server,
+)
 
 LOOP_SYNC = "import torch\n\n\ndef step(xs):\n    total = 0.0\n    for x in xs.cuda():\n        total += x.sum().item()\n    return total\n"
 SYNC_MESSAGE = "`.item()` inside a loop: the host waits for the GPU on every iteration"
@@ -43,15 +54,24 @@ def assert_serving(server: Server, uri: str, version: int, text: str) -> None:
     assert server_info(server)["torchImported"] is False
     lines = text.split("\n")
     mark = server.mark()
-    change(server, uri, version + 1, (len(lines) - 1, len(lines[-1])), (len(lines) - 1, len(lines[-1])),
-           "\nfor y in ys.cuda():\n    y.item()\n")
+    change(
+        server,
+        uri,
+        version + 1,
+        (len(lines) - 1, len(lines[-1])),
+        (len(lines) - 1, len(lines[-1])),
+        "\nfor y in ys.cuda():\n    y.item()\n",
+    )
     diagnostics = server.diagnostics(uri, version + 1, after=mark)
     assert (len(lines) + 1, 6, "AL100") in sync_lines(diagnostics), diagnostics
 
 
 def test_unknown_methods(server, tmp_path, reliability):
-    reliability.record("Bad input", "unknown methods",
-                       "4 unknown requests (custom, $/-prefixed, misspelt LSP) and 3 unknown notifications")
+    reliability.record(
+        "Bad input",
+        "unknown methods",
+        "4 unknown requests (custom, $/-prefixed, misspelt LSP) and 3 unknown notifications",
+    )
     uri = open_document(server, tmp_path / "a.py", LOOP_SYNC)
     server.diagnostics(uri, 1)
     for method in ("atenlens/noSuchRequest", "$/noSuchRequest", "textDocument/hoverr", "workspace/x"):
@@ -86,16 +106,25 @@ MALFORMED_REQUESTS = [
 
 
 def test_malformed_params_get_invalid_params(server, tmp_path, reliability):
-    reliability.record("Bad input", "malformed params",
-                       f"{len(MALFORMED_REQUESTS)} requests with params of the wrong shape or type, "
-                       "3 notifications with broken params")
+    reliability.record(
+        "Bad input",
+        "malformed params",
+        f"{len(MALFORMED_REQUESTS)} requests with params of the wrong shape or type, "
+        "3 notifications with broken params",
+    )
     uri = open_document(server, tmp_path / "b.py", LOOP_SYNC)
     server.diagnostics(uri, 1)
     for method, params in MALFORMED_REQUESTS:
         if params is not None and "arguments" in params:
-            params = {**params, "arguments": [{k: (v.replace("{uri}", uri) if isinstance(v, str) else v)
-                                               for k, v in a.items()} if isinstance(a, dict) else a
-                                              for a in params["arguments"]]}
+            params = {
+                **params,
+                "arguments": [
+                    {k: (v.replace("{uri}", uri) if isinstance(v, str) else v) for k, v in a.items()}
+                    if isinstance(a, dict)
+                    else a
+                    for a in params["arguments"]
+                ],
+            }
         answer = server.request(method, params)
         assert answer.get("error", {}).get("code") == INVALID_PARAMS, (method, params, answer)
     # notifications with broken params: dropped (no answer is possible), the document is intact
@@ -122,8 +151,11 @@ JUNK_BODIES = {
 @pytest.mark.parametrize("name", list(JUNK_BODIES))
 def test_junk_frames_are_survived(server, tmp_path, name, reliability):
     body = JUNK_BODIES[name]
-    reliability.record("Bad input", f"junk JSON-RPC message: {name}",
-                       f"a well-framed body that is not a valid JSON-RPC message: `{body!r}`")
+    reliability.record(
+        "Bad input",
+        f"junk JSON-RPC message: {name}",
+        f"a well-framed body that is not a valid JSON-RPC message: `{body!r}`",
+    )
     uri = open_document(server, tmp_path / f"junk-{name}.py", LOOP_SYNC)
     server.diagnostics(uri, 1)
     server.send_bytes(b"Content-Length: %d\r\n\r\n" % len(body) + body)
@@ -131,9 +163,12 @@ def test_junk_frames_are_survived(server, tmp_path, name, reliability):
 
 
 def test_positions_past_the_end(server, tmp_path, reliability):
-    reliability.record("Bad input", "positions past the end of the document",
-                       "hover, inlay hints, code actions, code lenses at line 10^6 / character 10^6; "
-                       "a didChange whose range lies past the end")
+    reliability.record(
+        "Bad input",
+        "positions past the end of the document",
+        "hover, inlay hints, code actions, code lenses at line 10^6 / character 10^6; "
+        "a didChange whose range lies past the end",
+    )
     uri = open_document(server, tmp_path / "c.py", LOOP_SYNC)
     server.diagnostics(uri, 1)
     far = 1_000_000
@@ -141,8 +176,10 @@ def test_positions_past_the_end(server, tmp_path, reliability):
     assert hover(server, uri, 2, far)["result"] is None
     hints = server.result("textDocument/inlayHint", {"textDocument": {"uri": uri}, "range": span((far, 0), (far, far))})
     assert hints == []
-    actions = server.result("textDocument/codeAction", {"textDocument": {"uri": uri}, "range": span((far, 0), (far, far)),
-                                                        "context": {"diagnostics": []}})
+    actions = server.result(
+        "textDocument/codeAction",
+        {"textDocument": {"uri": uri}, "range": span((far, 0), (far, far)), "context": {"diagnostics": []}},
+    )
     assert actions == []
     # a range past the end of the document is clamped to its end (LSP: positions past a line's end
     # mean its end): the text lands at the end, as any editor would put it
@@ -150,16 +187,21 @@ def test_positions_past_the_end(server, tmp_path, reliability):
     assert document_text(server, uri) == LOOP_SYNC + "# tail\n"
     lenses = server.result("textDocument/codeLens", {"textDocument": {"uri": uri}})
     assert [(lens["range"]["start"]["line"], lens["command"]["title"]) for lens in lenses] == [
-        (line_of(LOOP_SYNC, "def step"), "Add an example call to trace")]
+        (line_of(LOOP_SYNC, "def step"), "Add an example call to trace")
+    ]
     assert_serving(server, uri, 2, LOOP_SYNC + "# tail\n")
 
 
 def test_a_100000_line_document(server, tmp_path, reliability):
-    reliability.record("Bad input", "a 100,000-line document",
-                       "didOpen of 100,000 lines (10,000 functions, one `.item()` loop at the end), "
-                       "then an edit at its end")
-    body = "".join(f"def f{i}(x=0):\n    y = x + {i}\n    z = y * 2\n    w = z - 1\n    return w\n"
-                   f"\n\n\n\n\n" for i in range(10_000))
+    reliability.record(
+        "Bad input",
+        "a 100,000-line document",
+        "didOpen of 100,000 lines (10,000 functions, one `.item()` loop at the end), then an edit at its end",
+    )
+    body = "".join(
+        f"def f{i}(x=0):\n    y = x + {i}\n    z = y * 2\n    w = z - 1\n    return w\n\n\n\n\n\n"
+        for i in range(10_000)
+    )
     text = body + LOOP_SYNC.replace("import torch\n", "")
     lines = text.split("\n")
     assert len(lines) >= 100_000
@@ -185,9 +227,12 @@ def test_a_100000_line_document(server, tmp_path, reliability):
 
 
 def test_binary_junk_in_a_document(server, tmp_path, reliability):
-    reliability.record("Bad input", "binary junk in a .py",
-                       "NUL bytes, control characters, 4 KiB of random bytes decoded with errors='replace', "
-                       "a BOM and Unicode line separators, between valid code; junk typed into a clean file")
+    reliability.record(
+        "Bad input",
+        "binary junk in a .py",
+        "NUL bytes, control characters, 4 KiB of random bytes decoded with errors='replace', "
+        "a BOM and Unicode line separators, between valid code; junk typed into a clean file",
+    )
     generator = random.Random(7)
     junk = bytes(generator.randrange(256) for _ in range(4096)).decode("utf-8", errors="replace")
     text = "x = 1\0\0\0\n\x01\x02\x1b[31m\n" + junk + "\n" + LOOP_SYNC + "\ufeff\u2028\u0085\r\n\r\nz = 2\n"
@@ -201,8 +246,10 @@ def test_binary_junk_in_a_document(server, tmp_path, reliability):
     assert hover(server, uri, 3, 5)["result"] is None
     server.result("textDocument/codeLens", {"textDocument": {"uri": uri}})
     server.result("textDocument/inlayHint", {"textDocument": {"uri": uri}, "range": span((0, 0), (10, 0))})
-    server.result("textDocument/codeAction", {"textDocument": {"uri": uri}, "range": span((0, 0), (10, 0)),
-                                              "context": {"diagnostics": []}})
+    server.result(
+        "textDocument/codeAction",
+        {"textDocument": {"uri": uri}, "range": span((0, 0), (10, 0)), "context": {"diagnostics": []}},
+    )
     # junk typed into the middle of a clean document, one character at a time
     clean = "import torch\n\nfor y in ys.cuda():\n    y.item()\n"
     uri = open_document(server, tmp_path / "typing.py", clean)
@@ -218,18 +265,23 @@ def test_binary_junk_in_a_document(server, tmp_path, reliability):
 
 
 def test_a_file_that_is_not_utf8_on_disk(tmp_path, reliability):
-    reliability.record("Bad input", "a file that is not UTF-8 on disk (`atenlens lint`)",
-                       "`atenlens lint` of a folder with a Latin-1 file with and one without a coding declaration, "
-                       "a file of random bytes and a UTF-8 file")
+    reliability.record(
+        "Bad input",
+        "a file that is not UTF-8 on disk (`atenlens lint`)",
+        "`atenlens lint` of a folder with a Latin-1 file with and one without a coding declaration, "
+        "a file of random bytes and a UTF-8 file",
+    )
     (tmp_path / "latin1.py").write_bytes('s = "café ÿþ"\nfor x in xs.cuda():\n    x.item()\n'.encode("latin-1"))
     generator = random.Random(3)
     (tmp_path / "random.py").write_bytes(bytes(generator.randrange(256) for _ in range(2048)))
     (tmp_path / "good.py").write_text("import torch\n\nfor y in ys.cuda():\n    y.cpu()\n", encoding="utf-8")
     # a coding declaration (PEP 263) makes a Latin-1 file valid Python: it is linted like one
-    (tmp_path / "declared.py").write_bytes('# -*- coding: latin-1 -*-\ns = "café"\nfor x in xs.cuda():\n    x.tolist()\n'
-                                           .encode("latin-1"))
-    result = subprocess.run([sys.executable, "-m", "atenlens", "lint", str(tmp_path)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)
+    (tmp_path / "declared.py").write_bytes(
+        '# -*- coding: latin-1 -*-\ns = "café"\nfor x in xs.cuda():\n    x.tolist()\n'.encode("latin-1")
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "atenlens", "lint", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     good, declared = tmp_path / "good.py", tmp_path / "declared.py"
     assert result.returncode == 1, result
     assert result.stdout.splitlines() == [
@@ -242,20 +294,26 @@ def test_a_file_that_is_not_utf8_on_disk(tmp_path, reliability):
     assert problems[0].startswith(f"{tmp_path / 'latin1.py'}: not UTF-8 (byte ")
     assert problems[1].startswith(f"{tmp_path / 'random.py'}: not UTF-8 (byte ")
     assert all(p.endswith("skipped") for p in problems)
-    reliability.number("files", "4 (2 linted, one of them Latin-1 with a coding declaration; 2 skipped with one line each)")
+    reliability.number(
+        "files", "4 (2 linted, one of them Latin-1 with a coding declaration; 2 skipped with one line each)"
+    )
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs (POSIX)")
 def test_lint_of_a_folder_with_a_fifo_and_a_link_to_a_device(tmp_path, reliability):
-    reliability.record("Bad input", "a FIFO and a link to /dev/zero named *.py (`atenlens lint`)",
-                       "`atenlens lint` of a folder holding a FIFO `pipe.py` (no writer: opening it blocks), a "
-                       "symbolic link `zero.py` to /dev/zero (reading never ends) and a UTF-8 file")
+    reliability.record(
+        "Bad input",
+        "a FIFO and a link to /dev/zero named *.py (`atenlens lint`)",
+        "`atenlens lint` of a folder holding a FIFO `pipe.py` (no writer: opening it blocks), a "
+        "symbolic link `zero.py` to /dev/zero (reading never ends) and a UTF-8 file",
+    )
     os.mkfifo(tmp_path / "pipe.py")
     os.symlink("/dev/zero", tmp_path / "zero.py")
     (tmp_path / "good.py").write_text("import torch\n\nfor y in ys.cuda():\n    y.cpu()\n", encoding="utf-8")
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "atenlens", "lint", str(tmp_path)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "atenlens", "lint", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     seconds = time.monotonic() - started
     assert result.returncode == 1, result
     assert result.stdout.splitlines() == [

@@ -6,6 +6,7 @@ line, the next lint, trace and hover are answered, and no process is left behind
 
 (The worker's own tests cover the same programs at the TraceWorker level; these cover what an
 editor and a terminal see.)"""
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -24,8 +25,18 @@ from typing import Optional
 import pytest
 
 from reliability_helpers import (
-    FIXTURES, Server, children_of, descendants_of, hover, line_of, open_document, server_info, start_server,
-    trace, wait_until)
+    FIXTURES,
+    Server,
+    children_of,
+    descendants_of,
+    hover,
+    line_of,
+    open_document,
+    server_info,
+    start_server,
+    trace,
+    wait_until,
+)
 
 MEMORY_LIMIT_MB = 1024
 TIMEOUT_SECONDS = 20.0
@@ -37,12 +48,12 @@ TEXT = (FIXTURES / "hostile.py").read_text()
 class Case:
     qualname: str
     what: str
-    status: str                  # the trace's status
-    code: Optional[str]          # the one diagnostic's code, None when the trace is fine
-    at: Optional[str]            # text of the line it must point at
-    message: str = ""            # a fragment of its message
+    status: str  # the trace's status
+    code: Optional[str]  # the one diagnostic's code, None when the trace is fine
+    at: Optional[str]  # text of the line it must point at
+    message: str = ""  # a fragment of its message
     timeout: float = TIMEOUT_SECONDS
-    in_loop: bool = False        # the line above (the loop's `while`) counts too: a timeout stops either
+    in_loop: bool = False  # the line above (the loop's `while`) counts too: a timeout stops either
 
     @property
     def line(self) -> Optional[int]:
@@ -56,14 +67,29 @@ class Case:
 
 
 CASES = [
-    Case("infinite_loop", "an infinite loop", "timeout", "AL902", "x = x + 1", "ran past its 1 s budget", timeout=1,
-         in_loop=True),
+    Case(
+        "infinite_loop",
+        "an infinite loop",
+        "timeout",
+        "AL902",
+        "x = x + 1",
+        "ran past its 1 s budget",
+        timeout=1,
+        in_loop=True,
+    ),
     Case("exits", "sys.exit(3)", "error", "AL900", "sys.exit(3)", "SystemExit(3)"),
     Case("exits_hard", "os._exit(7)", "error", "AL903", "def exits_hard", "exited with exit code 7"),
-    Case("segfaults", "a segfault (ctypes.string_at(0))", "error", "AL903", "ctypes.string_at(0)",
-         "segmentation fault (SIGSEGV)"),
-    Case("torch_aborts", "a torch abort (torch._C._abort())", "error", "AL903", "torch._C._abort()",
-         "aborted (SIGABRT"),
+    Case(
+        "segfaults",
+        "a segfault (ctypes.string_at(0))",
+        "error",
+        "AL903",
+        "ctypes.string_at(0)",
+        "segmentation fault (SIGSEGV)",
+    ),
+    Case(
+        "torch_aborts", "a torch abort (torch._C._abort())", "error", "AL903", "torch._C._abort()", "aborted (SIGABRT"
+    ),
     Case("floods_stdout", "a million lines printed to stdout", "ok", None, None, timeout=120),
     Case("writes_lsp_bytes", "LSP-looking frames written to fds 1 and 2 and sys.stdout", "ok", None, None),
     Case("eats_memory", "memory allocated until it runs out", "error", "AL900", "blocks.append(", "MemoryError"),
@@ -75,6 +101,7 @@ IDS = [case.qualname for case in CASES]
 
 
 # -- through the language server ----------------------------------------------------------------------
+
 
 def settings(timeout: float) -> dict:
     return {"trace": {"device": "cpu", "timeoutSeconds": timeout, "memoryLimitMb": MEMORY_LIMIT_MB}}
@@ -93,15 +120,18 @@ def document(server, tmp_path_factory):
     shutil.copy(FIXTURES / "hostile.py", path)
     uri = open_document(server, path, TEXT)
     server.diagnostics(uri, 1)
-    assert trace(server, uri, "fine_step")["result"]["status"] == "ok"     # the worker is warm
+    assert trace(server, uri, "fine_step")["result"]["status"] == "ok"  # the worker is warm
     return {"uri": uri, "version": 1, "lines": TEXT.split("\n")}
 
 
 def trace_diagnostics(server: Server, uri: str, after: int = 0, before: Optional[int] = None) -> list[dict]:
     """The trace diagnostics of the last publishDiagnostics for `uri` among messages [after, before)."""
     with server.condition:
-        window = [m.data["params"] for m in server.messages[after:before]
-                  if m.data.get("method") == "textDocument/publishDiagnostics"]
+        window = [
+            m.data["params"]
+            for m in server.messages[after:before]
+            if m.data.get("method") == "textDocument/publishDiagnostics"
+        ]
     published = [p for p in window if p["uri"] == uri]
     assert published, "no diagnostics were published"
     return [d for d in published[-1]["diagnostics"] if d["source"] == TRACE_SOURCE]
@@ -120,8 +150,11 @@ def new_items(after: list[dict], before: list[dict]) -> list[dict]:
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_hostile_code_through_the_server(server, document, case: Case, reliability):
-    reliability.record("Hostile code (server)", case.what,
-                       f"`atenlens.trace` of `{case.qualname}` through the server, then a lint, a trace and a hover")
+    reliability.record(
+        "Hostile code (server)",
+        case.what,
+        f"`atenlens.trace` of `{case.qualname}` through the server, then a lint, a trace and a hover",
+    )
     uri = document["uri"]
     worker = children_of(server.pid)
     assert len(worker) == 1
@@ -159,11 +192,21 @@ def test_hostile_code_through_the_server(server, document, case: Case, reliabili
     document["version"] += 1
     lines = document["lines"]
     started = time.monotonic()
-    server.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": document["version"]},
-                                             "contentChanges": [{"range": {
-                                                 "start": {"line": len(lines) - 1, "character": 0},
-                                                 "end": {"line": len(lines) - 1, "character": 0}},
-                                                 "text": f"# after {case.qualname}\n"}]})
+    server.notify(
+        "textDocument/didChange",
+        {
+            "textDocument": {"uri": uri, "version": document["version"]},
+            "contentChanges": [
+                {
+                    "range": {
+                        "start": {"line": len(lines) - 1, "character": 0},
+                        "end": {"line": len(lines) - 1, "character": 0},
+                    },
+                    "text": f"# after {case.qualname}\n",
+                }
+            ],
+        },
+    )
     lines.insert(len(lines) - 1, f"# after {case.qualname}")
     server.diagnostics(uri, document["version"], after=mark)
     linted = time.monotonic() - started
@@ -175,14 +218,21 @@ def test_hostile_code_through_the_server(server, document, case: Case, reliabili
     hovered = time.monotonic() - started
     assert "`mm`" in answer["result"]["contents"]["value"], answer
     wait_until(lambda: descendants_of(server.pid) == worker, "a process outlived its trace")
-    reliability.number("result", f"{case.status}" + (f", {case.code} at line {(case.line or 0) + 1}" if case.code else ""))
+    reliability.number(
+        "result", f"{case.status}" + (f", {case.code} at line {(case.line or 0) + 1}" if case.code else "")
+    )
     reliability.number("trace answered in", f"{traced:.1f} s")
-    reliability.number("next lint / trace / hover", f"{linted * 1000:.0f} ms / {retraced:.1f} s / {hovered * 1000:.0f} ms")
+    reliability.number(
+        "next lint / trace / hover", f"{linted * 1000:.0f} ms / {retraced:.1f} s / {hovered * 1000:.0f} ms"
+    )
 
 
 def test_a_killed_worker_is_replaced(server, document, reliability):
-    reliability.record("Hostile code (server)", "the trace worker itself killed (SIGKILL, as the OOM killer would)",
-                       "SIGKILL to the warm worker process, then a trace, a hover and a lint")
+    reliability.record(
+        "Hostile code (server)",
+        "the trace worker itself killed (SIGKILL, as the OOM killer would)",
+        "SIGKILL to the warm worker process, then a trace, a hover and a lint",
+    )
     uri = document["uri"]
     (worker,) = children_of(server.pid)
     os.kill(worker, signal.SIGKILL)
@@ -200,7 +250,7 @@ def test_a_killed_worker_is_replaced(server, document, reliability):
 
 # -- through `atenlens trace` -------------------------------------------------------------------------
 
-RUN_TOKEN = f"ATENLENS_RELIABILITY_RUN={uuid.uuid4().hex}"     # inherited by every process of these runs
+RUN_TOKEN = f"ATENLENS_RELIABILITY_RUN={uuid.uuid4().hex}"  # inherited by every process of these runs
 
 
 def processes_with_token() -> list[int]:
@@ -229,9 +279,24 @@ def cli_runs(tmp_path_factory):
     def run(case: Case):
         started = time.monotonic()
         result = subprocess.run(
-            [sys.executable, "-m", "atenlens", "trace", f"{path}::{case.qualname}", "--device", "cpu", "--json",
-             "--timeout", str(case.timeout)],
-            cwd=folder, capture_output=True, text=True, timeout=300, env={**os.environ, name: value})
+            [
+                sys.executable,
+                "-m",
+                "atenlens",
+                "trace",
+                f"{path}::{case.qualname}",
+                "--device",
+                "cpu",
+                "--json",
+                "--timeout",
+                str(case.timeout),
+            ],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, name: value},
+        )
         seconds = time.monotonic() - started
         return result.returncode, result.stdout, result.stderr, seconds
 
@@ -242,8 +307,11 @@ def cli_runs(tmp_path_factory):
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_hostile_code_through_atenlens_trace(cli_runs, case: Case, reliability):
-    reliability.record("Hostile code (`atenlens trace`)", case.what,
-                       f"`atenlens trace hostile.py::{case.qualname} --json` as a subprocess")
+    reliability.record(
+        "Hostile code (`atenlens trace`)",
+        case.what,
+        f"`atenlens trace hostile.py::{case.qualname} --json` as a subprocess",
+    )
     results, path = cli_runs
     code, stdout, stderr, seconds = results[case.qualname]
     assert code == (0 if case.status == "ok" else 1), (code, stdout[-2000:], stderr[-2000:])
@@ -264,26 +332,34 @@ def test_hostile_code_through_atenlens_trace(cli_runs, case: Case, reliability):
         assert report["stdout"].count("Content-Length:") == 2 and report["stderr"].count("Content-Length:") == 1
     if case.qualname == "forks":
         forked = int(report["stdout"].split()[1])
-        assert not pathlib.Path(f"/proc/{forked}").exists() or \
-            pathlib.Path(f"/proc/{forked}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+        assert not pathlib.Path(f"/proc/{forked}").exists() or pathlib.Path(f"/proc/{forked}/stat").read_text().rsplit(
+            ")", 1
+        )[1].split()[0] in ("Z", "X")
     # when the command has exited, nothing it started is still running (worker, trace, thread, fork)
     assert processes_with_token() == []
-    reliability.number("result", f"exit {code}, {report['status']}"
-                       + (f", {case.code} at line {(case.line or 0) + 1}" if case.code else ""))
+    reliability.number(
+        "result",
+        f"exit {code}, {report['status']}" + (f", {case.code} at line {(case.line or 0) + 1}" if case.code else ""),
+    )
     reliability.number("command took", f"{seconds:.1f} s")
 
 
 # -- a file that is not UTF-8 on disk, traced -------------------------------------------------------------
 
-LATIN1_STEP = 'import torch\n\n\ndef step():\n    name = "café ÿ"\n    x = torch.ones(4, 8)\n    return x @ torch.ones(8, 2)\n'
+LATIN1_STEP = (
+    'import torch\n\n\ndef step():\n    name = "café ÿ"\n    x = torch.ones(4, 8)\n    return x @ torch.ones(8, 2)\n'
+)
 DECLARATION = "# -*- coding: latin-1 -*-\n"
 
 
 def test_a_file_that_is_not_utf8_traced(server, tmp_path, reliability):
-    reliability.record("Bad input", "a file that is not UTF-8 on disk (traced)",
-                       "a Latin-1 file without a coding declaration traced through the server (the editor's "
-                       "text is traced) and by `atenlens trace` (refused in one line); one with a declaration "
-                       "traced by `atenlens trace`")
+    reliability.record(
+        "Bad input",
+        "a file that is not UTF-8 on disk (traced)",
+        "a Latin-1 file without a coding declaration traced through the server (the editor's "
+        "text is traced) and by `atenlens trace` (refused in one line); one with a declaration "
+        "traced by `atenlens trace`",
+    )
     undeclared, declared = tmp_path / "undeclared.py", tmp_path / "declared.py"
     undeclared.write_bytes(LATIN1_STEP.encode("latin-1"))
     declared.write_bytes((DECLARATION + LATIN1_STEP).encode("latin-1"))
@@ -296,13 +372,21 @@ def test_a_file_that_is_not_utf8_traced(server, tmp_path, reliability):
         answer = hover(server, uri, line_of(LATIN1_STEP, "return x @"), 4)
         assert "`mm`" in answer["result"]["contents"]["value"]
         server.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
-    refused = subprocess.run([sys.executable, "-m", "atenlens", "trace", f"{undeclared}::step", "--device", "cpu"],
-                             capture_output=True, text=True, timeout=300)
+    refused = subprocess.run(
+        [sys.executable, "-m", "atenlens", "trace", f"{undeclared}::step", "--device", "cpu"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert refused.returncode == 2 and refused.stdout == ""
     assert refused.stderr.count("\n") == 1
     assert refused.stderr.startswith(f"atenlens trace: cannot read {undeclared}: 'utf-8' codec can't decode byte 0xe9")
-    traced = subprocess.run([sys.executable, "-m", "atenlens", "trace", f"{declared}::step", "--device", "cpu",
-                             "--json"], capture_output=True, text=True, timeout=300)
+    traced = subprocess.run(
+        [sys.executable, "-m", "atenlens", "trace", f"{declared}::step", "--device", "cpu", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert traced.returncode == 0, traced.stderr
     report = json.loads(traced.stdout)
     matmul = line_of(DECLARATION + LATIN1_STEP, "return x @") + 1

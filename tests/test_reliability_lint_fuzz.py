@@ -9,6 +9,7 @@ how many cases ran, how many findings they produced, and that none raised.
 The rules run strictly here (`lint_source_strict` lets a rule's exception through): the public
 `lint_source` would log and hide it, and a hidden bug is still a bug.
 """
+
 from __future__ import annotations
 
 import random
@@ -27,24 +28,67 @@ PROGRAMS = sorted(
     for p in [*ROOT.glob("examples/*.py"), *(ROOT / "tests" / "lint" / "fixtures").glob("*.py")]
 )
 SNIPPETS = [
-    "(", ")", "[", "]", "{", "}", ":", "\n", "\r\n", "\r", "    ", "\t", "'", '"', '"""', "#", "\\", "\x00",
-    "\ud800", "形状", "🚀", "for x in loader:\n    ", "while True:\n", "def f(", "lambda: ", "class C:\n",
-    ".item()", ".to(device, non_blocking=True)", ".cpu(non_blocking=True)", "torch.cuda.synchronize()",
-    "time.perf_counter()", "torch.randn(3).to(", ".pin_memory()", "pin_memory=True", "= ", "async ", "await ",
-    "# noqa: AL100", "# noqa", "return ", "yield ", "if x:\n", "else:\n", "match x:\n    case 1:\n",
+    "(",
+    ")",
+    "[",
+    "]",
+    "{",
+    "}",
+    ":",
+    "\n",
+    "\r\n",
+    "\r",
+    "    ",
+    "\t",
+    "'",
+    '"',
+    '"""',
+    "#",
+    "\\",
+    "\x00",
+    "\ud800",
+    "形状",
+    "🚀",
+    "for x in loader:\n    ",
+    "while True:\n",
+    "def f(",
+    "lambda: ",
+    "class C:\n",
+    ".item()",
+    ".to(device, non_blocking=True)",
+    ".cpu(non_blocking=True)",
+    "torch.cuda.synchronize()",
+    "time.perf_counter()",
+    "torch.randn(3).to(",
+    ".pin_memory()",
+    "pin_memory=True",
+    "= ",
+    "async ",
+    "await ",
+    "# noqa: AL100",
+    "# noqa",
+    "return ",
+    "yield ",
+    "if x:\n",
+    "else:\n",
+    "match x:\n    case 1:\n",
 ]
 
 # The `reliability` record is shared by all examples of a test on purpose (it counts them).
-settings.register_profile("lint-fuzz", deadline=None, database=None, derandomize=True,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                                 HealthCheck.function_scoped_fixture])
+settings.register_profile(
+    "lint-fuzz",
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
 
 MANGLED_CASES = 8_500
 EDITED_DOCUMENTS = 1_500
 
 
 def check_positions(text: str, findings: list[Finding]) -> None:
-    lines = text.split("\n")   # the lint's rows, like tree-sitter's, end at "\n" only
+    lines = text.split("\n")  # the lint's rows, like tree-sitter's, end at "\n" only
     assert findings == sorted(findings, key=lambda f: (f.line, f.column, f.code, f.end_line, f.end_column))
     for f in findings:
         assert 1 <= f.line <= f.end_line <= len(lines), f
@@ -68,7 +112,7 @@ def mangle(text: str, rng: random.Random) -> str:
         if kind == "truncate":
             text = text[:at]
         elif kind == "delete":
-            text = text[:at] + text[at + rng.randint(1, 80):]
+            text = text[:at] + text[at + rng.randint(1, 80) :]
         elif kind == "insert":
             text = text[:at] + rng.choice(SNIPPETS) + text[at:]
         else:
@@ -85,10 +129,14 @@ def counted(record: CaseRecord, name: str, amount: int = 1) -> None:
 @settings(settings.get_profile("lint-fuzz"), max_examples=MANGLED_CASES)
 @given(program=st.sampled_from(PROGRAMS), rng=st.randoms(use_true_random=False))
 def test_mangled_programs_never_raise_and_findings_stay_inside_the_text(
-        reliability: CaseRecord, program: str, rng: random.Random) -> None:
-    reliability.record("Fuzzing", "static lint on mangled programs",
-                       f"the {len(PROGRAMS)} example and fixture programs, each cut, truncated and spliced with "
-                       "snippets or random characters (NUL, lone surrogates, CR, brackets, quotes) 1-4 times")
+    reliability: CaseRecord, program: str, rng: random.Random
+) -> None:
+    reliability.record(
+        "Fuzzing",
+        "static lint on mangled programs",
+        f"the {len(PROGRAMS)} example and fixture programs, each cut, truncated and spliced with "
+        "snippets or random characters (NUL, lone surrogates, CR, brackets, quotes) 1-4 times",
+    )
     text = mangle(program, rng)
     findings = lint_source_strict(text)
     check_positions(text, findings)
@@ -100,17 +148,20 @@ def test_mangled_programs_never_raise_and_findings_stay_inside_the_text(
 @settings(settings.get_profile("lint-fuzz"), max_examples=EDITED_DOCUMENTS)
 @given(text=st.sampled_from(PROGRAMS), rng=st.randoms(use_true_random=False))
 def test_a_document_edited_keystroke_by_keystroke_lints_like_a_fresh_parse(
-        reliability: CaseRecord, text: str, rng: random.Random) -> None:
+    reliability: CaseRecord, text: str, rng: random.Random
+) -> None:
     """Up to 6 small edits of one document: linted with its previous tree (incremental re-parse,
     as the language server does) it gives exactly what a fresh parse gives."""
-    reliability.record("Fuzzing", "static lint on a document edited keystroke by keystroke",
-                       "1-6 random snippet edits per document, each linted incrementally and compared with a "
-                       "fresh parse")
+    reliability.record(
+        "Fuzzing",
+        "static lint on a document edited keystroke by keystroke",
+        "1-6 random snippet edits per document, each linted incrementally and compared with a fresh parse",
+    )
     document = "fuzz://edited.py"
     lint_source(text, path=document)
     for _ in range(rng.randint(1, 6)):
         at = rng.randint(0, len(text))
-        text = text[:at] + rng.choice(SNIPPETS) + text[at + rng.randint(0, 20):]
+        text = text[:at] + rng.choice(SNIPPETS) + text[at + rng.randint(0, 20) :]
         incremental = lint_source(text, path=document)
         check_positions(text, incremental)
         assert incremental == lint_source_strict(text)

@@ -3,6 +3,7 @@
 The numbers are recorded in docs/reliability.md; the assertions are about behaviour (answered
 during the burst, far fewer lints than changes, the last one for the final version, never more
 than one worker), with generous bounds where a number is involved."""
+
 from __future__ import annotations
 
 import collections
@@ -12,15 +13,24 @@ import time
 import pytest
 
 from reliability_helpers import (
-    FIXTURES, ProcessSampler, Server, children_of, hover, line_of, open_document, rss_kib, server_info,
-    start_server)
+    FIXTURES,
+    ProcessSampler,
+    Server,
+    children_of,
+    hover,
+    line_of,
+    open_document,
+    rss_kib,
+    server_info,
+    start_server,
+)
 
 FUNCTIONS = ["linear_step", "norm_step", "conv_step", "softmax_step"]
 CHANGES = 2_000
 BURST_SECONDS = 2.0
-BATCHES = 40                                  # the burst is sent in batches, one hover after each
-HOVER_BOUND_SECONDS = 2.0                     # generous: the claim is "answered during the burst"
-RSS_GROWTH_BOUND_KIB = 2 * 1024           # per burst of 2,000 changes (pygls leaked ~4 MiB before the fix)
+BATCHES = 40  # the burst is sent in batches, one hover after each
+HOVER_BOUND_SECONDS = 2.0  # generous: the claim is "answered during the burst"
+RSS_GROWTH_BOUND_KIB = 2 * 1024  # per burst of 2,000 changes (pygls leaked ~4 MiB before the fix)
 
 
 @pytest.fixture(scope="module")
@@ -41,15 +51,26 @@ def steps(server, tmp_path_factory):
 
 
 def test_twenty_trace_requests_at_once(server, steps, reliability):
-    reliability.record("Load", "twenty trace requests at once",
-                       f"20 `atenlens.trace` requests sent without waiting: {len(FUNCTIONS)} functions x 5, "
-                       "interleaved; the server's child processes sampled every 5 ms meanwhile")
+    reliability.record(
+        "Load",
+        "twenty trace requests at once",
+        f"20 `atenlens.trace` requests sent without waiting: {len(FUNCTIONS)} functions x 5, "
+        "interleaved; the server's child processes sampled every 5 ms meanwhile",
+    )
     uri, _ = steps
     requests = [FUNCTIONS[i % len(FUNCTIONS)] for i in range(20)]
     started = time.monotonic()
     with ProcessSampler(server.pid) as sampler:
-        ids = [(name, server.request_async("workspace/executeCommand", {
-            "command": "atenlens.trace", "arguments": [{"uri": uri, "qualname": name}]})) for name in requests]
+        ids = [
+            (
+                name,
+                server.request_async(
+                    "workspace/executeCommand",
+                    {"command": "atenlens.trace", "arguments": [{"uri": uri, "qualname": name}]},
+                ),
+            )
+            for name in requests
+        ]
         answers = [(name, server.response(request_id)) for name, request_id in ids]
     seconds = time.monotonic() - started
     by_function = collections.defaultdict(list)
@@ -98,8 +119,10 @@ class Typist:
         else:
             self.lines[-1] += character
         self.version += 1
-        return {"range": {"start": {"line": line, "character": column}, "end": {"line": line, "character": column}},
-                "text": character}
+        return {
+            "range": {"start": {"line": line, "character": column}, "end": {"line": line, "character": column}},
+            "text": character,
+        }
 
 
 def burst(server: Server, uri: str, typist: Typist, hover_line: int) -> list[float]:
@@ -111,29 +134,46 @@ def burst(server: Server, uri: str, typist: Typist, hover_line: int) -> list[flo
     for batch in range(BATCHES):
         for _ in range(per_batch):
             content_change = typist.next_change()
-            server.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": typist.version},
-                                                     "contentChanges": [content_change]})
+            server.notify(
+                "textDocument/didChange",
+                {"textDocument": {"uri": uri, "version": typist.version}, "contentChanges": [content_change]},
+            )
         sent = time.monotonic()
         answer = hover(server, uri, hover_line, 4)
         latencies.append(server.responses[answer["id"]].received - sent)
         assert answer["result"] is not None and "| `mm` |" in answer["result"]["contents"]["value"], answer
         pause = started + BURST_SECONDS * (batch + 1) / BATCHES - time.monotonic()
         if pause > 0:
-            time.sleep(pause)                 # ok: paces the burst at the issue's rate (2,000 in 2 s)
+            time.sleep(pause)  # ok: paces the burst at the issue's rate (2,000 in 2 s)
     return latencies
 
 
 def test_two_thousand_changes_in_two_seconds(server, steps, reliability):
-    reliability.record("Load", "2,000 didChange notifications in two seconds (twice)",
-                       f"2 bursts of {CHANGES:,} one-character edits (a comment typed at the end, 60 characters a line) paced "
-                       f"over {BURST_SECONDS:g} s each, a hover on a traced line after every {CHANGES // BATCHES} edits")
+    reliability.record(
+        "Load",
+        "2,000 didChange notifications in two seconds (twice)",
+        f"2 bursts of {CHANGES:,} one-character edits (a comment typed at the end, 60 characters a line) paced "
+        f"over {BURST_SECONDS:g} s each, a hover on a traced line after every {CHANGES // BATCHES} edits",
+    )
     uri, text = steps
     hover_line = line_of(text, "y = (x @ w).relu()")
     assert hover(server, uri, hover_line, 4)["result"] is not None, "linear_step was traced by the test before"
     lines = text.split("\n")
-    server.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [
-        {"range": {"start": {"line": len(lines) - 1, "character": 0}, "end": {"line": len(lines) - 1, "character": 0}},
-         "text": "# "}]})
+    server.notify(
+        "textDocument/didChange",
+        {
+            "textDocument": {"uri": uri, "version": 2},
+            "contentChanges": [
+                {
+                    "range": {
+                        "start": {"line": len(lines) - 1, "character": 0},
+                        "end": {"line": len(lines) - 1, "character": 0},
+                    },
+                    "text": "# ",
+                }
+            ],
+        },
+    )
     typist = Typist(text, 2)
     rss_before = rss_kib(server.pid)
     mark = server.mark()
@@ -145,24 +185,33 @@ def test_two_thousand_changes_in_two_seconds(server, steps, reliability):
     diagnostics = server.diagnostics(uri, final, after=mark)
     rss_after_second = rss_kib(server.pid)
 
-    assert server.result("atenlens/debug/documentText", {"uri": uri}) == {"uri": uri, "version": final,
-                                                                          "text": typist.text}
+    assert server.result("atenlens/debug/documentText", {"uri": uri}) == {
+        "uri": uri,
+        "version": final,
+        "text": typist.text,
+    }
     published = [p for p in server.notifications("textDocument/publishDiagnostics", mark) if p["uri"] == uri]
     versions = [p["version"] for p in published]
     assert versions == sorted(versions), "an older version was published after a newer one"
     assert versions[-1] == final
     assert len(published) < 2 * CHANGES / 10, f"{len(published)} lints for {2 * CHANGES} changes"
     item = line_of(text, ".item()")
-    assert [(d["range"]["start"]["line"], d["code"]) for d in diagnostics if d["source"] == "atenlens"] \
-        == [(item, "AL100")] == [(d["range"]["start"]["line"], d["code"]) for d in first]
+    assert (
+        [(d["range"]["start"]["line"], d["code"]) for d in diagnostics if d["source"] == "atenlens"]
+        == [(item, "AL100")]
+        == [(d["range"]["start"]["line"], d["code"]) for d in first]
+    )
     assert max(latencies) < HOVER_BOUND_SECONDS, latencies
     growth = rss_after_second - rss_after_first
     assert growth < RSS_GROWTH_BOUND_KIB, (rss_before, rss_after_first, rss_after_second)
     assert len(children_of(server.pid)) == 1
     ordered = sorted(latencies)
-    reliability.number("hover latency during the bursts (max / median)",
-                       f"{ordered[-1] * 1000:.1f} ms / {ordered[len(ordered) // 2] * 1000:.1f} ms "
-                       f"over {len(latencies)} hovers")
+    reliability.number(
+        "hover latency during the bursts (max / median)",
+        f"{ordered[-1] * 1000:.1f} ms / {ordered[len(ordered) // 2] * 1000:.1f} ms over {len(latencies)} hovers",
+    )
     reliability.number("publishDiagnostics for 4,000 changes", f"{len(published)} (last for version {versions[-1]})")
-    reliability.number("server RSS before / after burst 1 / after burst 2",
-                       f"{rss_before / 1024:.1f} / {rss_after_first / 1024:.1f} / {rss_after_second / 1024:.1f} MiB")
+    reliability.number(
+        "server RSS before / after burst 1 / after burst 2",
+        f"{rss_before / 1024:.1f} / {rss_after_first / 1024:.1f} / {rss_after_second / 1024:.1f} MiB",
+    )

@@ -4,6 +4,7 @@ line ends, a double space) neither kill the server nor make it deaf; ids that ar
 notifications sent with an id, requests before `initialize` and after `shutdown`, a reversed
 didChange range, a client that never answers `window/workDoneProgress/create`, and message-shaped
 objects inside params each get the answer the specification asks for (or none), and nothing else."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,18 @@ import time
 import pytest
 
 from reliability_helpers import (
-    FIXTURES, INVALID_REQUEST, ROOT, SERVER, Server, change, open_document, rss_kib, server_info, start_server,
-    trace)
+    FIXTURES,
+    INVALID_REQUEST,
+    ROOT,
+    SERVER,
+    Server,
+    change,
+    open_document,
+    rss_kib,
+    server_info,
+    start_server,
+    trace,
+)
 
 SERVER_NOT_INITIALIZED = -32002
 HOVER_PARAMS = {"textDocument": {"uri": "file:///nowhere.py"}, "position": {"line": 0, "character": 0}}
@@ -43,8 +54,7 @@ def request_body(server: Server, method: str = "atenlens/serverInfo", params: ob
 
 
 def protocol_errors(server: Server, after: int) -> list[str]:
-    return [p["message"] for p in server.notifications("window/logMessage", after)
-            if "protocol error" in p["message"]]
+    return [p["message"] for p in server.notifications("window/logMessage", after) if "protocol error" in p["message"]]
 
 
 def still_serving(server: Server) -> None:
@@ -53,6 +63,7 @@ def still_serving(server: Server) -> None:
 
 
 # -- framing -----------------------------------------------------------------------------------------
+
 
 def frame_huge(data: bytes) -> bytes:
     return b"Content-Length: 1000000000000000\r\n\r\n" + data
@@ -79,8 +90,7 @@ def frame_double_space(data: bytes) -> bytes:
 
 
 def frame_with_content_type(data: bytes) -> bytes:
-    return (b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n" % len(data)
-            + data)
+    return b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n" % len(data) + data
 
 
 # (name, what, framing, whether the badly framed request itself can be answered, a protocol error is logged)
@@ -97,17 +107,18 @@ FRAMINGS = [
 
 @pytest.mark.parametrize("name, what, framing, answered, logged", FRAMINGS, ids=[f[0] for f in FRAMINGS])
 def test_a_badly_framed_message(server, name, what, framing, answered, logged, reliability):
-    reliability.record("Protocol", f"framing: {what}",
-                       "a request framed this way, then a well-framed request and a lint")
+    reliability.record(
+        "Protocol", f"framing: {what}", "a request framed this way, then a well-framed request and a lint"
+    )
     mark = server.mark()
     bad_id, bad = request_body(server)
     server.send_bytes(framing(bad))
-    good = server.request("atenlens/serverInfo", {})            # answered: the server is not deaf
+    good = server.request("atenlens/serverInfo", {})  # answered: the server is not deaf
     assert good["result"]["torchImported"] is False
     if answered:
         assert server.response(bad_id)["result"]["torchImported"] is False
     else:
-        assert bad_id not in server.responses                 # it could not be read; the next one could
+        assert bad_id not in server.responses  # it could not be read; the next one could
     errors = protocol_errors(server, mark)
     assert bool(errors) == logged, errors
     assert "Traceback" not in server.stderr.decode("utf-8", "replace")
@@ -118,13 +129,22 @@ def test_a_badly_framed_message(server, name, what, framing, answered, logged, r
 
 
 def test_junk_between_frames_is_skipped(server, reliability):
-    reliability.record("Protocol", "framing: junk between frames",
-                       "4 KiB of bytes without a line end, a line of text and a stray blank line between two requests")
+    reliability.record(
+        "Protocol",
+        "framing: junk between frames",
+        "4 KiB of bytes without a line end, a line of text and a stray blank line between two requests",
+    )
     mark = server.mark()
     first_id, first = request_body(server)
     second_id, second = request_body(server)
-    server.send_bytes(b"Content-Length: %d\r\n\r\n" % len(first) + first + b"x" * 4096 + b"\r\nhello\r\n\r\n"
-                      + b"Content-Length: %d\r\n\r\n" % len(second) + second)
+    server.send_bytes(
+        b"Content-Length: %d\r\n\r\n" % len(first)
+        + first
+        + b"x" * 4096
+        + b"\r\nhello\r\n\r\n"
+        + b"Content-Length: %d\r\n\r\n" % len(second)
+        + second
+    )
     assert server.response(first_id)["result"]["torchImported"] is False
     assert server.response(second_id)["result"]["torchImported"] is False
     (error,) = protocol_errors(server, mark)
@@ -134,9 +154,11 @@ def test_junk_between_frames_is_skipped(server, reliability):
 
 # -- ids, notifications, nesting -------------------------------------------------------------------------
 
+
 def test_ids_that_are_not_ids(server, reliability):
-    reliability.record("Protocol", "ids that are not ids",
-                       '`"id": NaN` (not JSON), `"id": 1.5`, `"id": true`, then a normal request')
+    reliability.record(
+        "Protocol", "ids that are not ids", '`"id": NaN` (not JSON), `"id": 1.5`, `"id": true`, then a normal request'
+    )
     mark = server.mark()
     server.send_bytes(frame_lowercase(b'{"jsonrpc":"2.0","id":NaN,"method":"atenlens/serverInfo"}'))
     for odd in (1.5, True):
@@ -154,8 +176,9 @@ def test_ids_that_are_not_ids(server, reliability):
 
 
 def test_a_notification_sent_with_an_id(server, tmp_path, reliability):
-    reliability.record("Protocol", "a notification sent with an id",
-                       "`textDocument/didOpen` and `initialized` sent with ids")
+    reliability.record(
+        "Protocol", "a notification sent with an id", "`textDocument/didOpen` and `initialized` sent with ids"
+    )
     uri = (tmp_path / "with-id.py").as_uri()
     opened = {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": "x = 1\n"}}
     with server.condition:
@@ -173,28 +196,37 @@ def test_a_notification_sent_with_an_id(server, tmp_path, reliability):
 
 
 def test_message_shaped_objects_in_params(server, tmp_path, reliability):
-    reliability.record("Protocol", "message-shaped objects nested in params",
-                       "a request whose params hold a request object and a didOpen notification object")
+    reliability.record(
+        "Protocol",
+        "message-shaped objects nested in params",
+        "a request whose params hold a request object and a didOpen notification object",
+    )
     uri = (tmp_path / "nested.py").as_uri()
     nested_request = {"jsonrpc": "2.0", "id": 777777, "method": "textDocument/hover", "params": {"x": 1}}
-    nested_open = {"jsonrpc": "2.0", "method": "textDocument/didOpen",
-                   "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": "y = 2\n"}}}
+    nested_open = {
+        "jsonrpc": "2.0",
+        "method": "textDocument/didOpen",
+        "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": "y = 2\n"}},
+    }
     answer = server.request("atenlens/serverInfo", {"a": nested_request, "b": [nested_open]})
     assert answer["result"]["torchImported"] is False
-    assert server.result("atenlens/debug/documentText", {"uri": uri}) is None     # the nested didOpen did nothing
-    assert 777777 not in server.responses                                         # nor was the nested request answered
+    assert server.result("atenlens/debug/documentText", {"uri": uri}) is None  # the nested didOpen did nothing
+    assert 777777 not in server.responses  # nor was the nested request answered
 
 
 def test_a_reversed_range_in_did_change(server, tmp_path, reliability):
-    reliability.record("Protocol", "a reversed range in didChange",
-                       "didChange version 2 whose range ends (0:1) before it starts (1:3), then a good change version 3")
+    reliability.record(
+        "Protocol",
+        "a reversed range in didChange",
+        "didChange version 2 whose range ends (0:1) before it starts (1:3), then a good change version 3",
+    )
     text = "a = 1\nbb = 2\n"
     uri = open_document(server, tmp_path / "reversed.py", text)
     server.diagnostics(uri, 1)
     mark = server.mark()
     change(server, uri, 2, (1, 3), (0, 1), "ZZZ")
     held = server.result("atenlens/debug/documentText", {"uri": uri})
-    assert (held["version"], held["text"]) == (1, text)                       # not applied, version kept
+    assert (held["version"], held["text"]) == (1, text)  # not applied, version kept
     (error,) = protocol_errors(server, mark)
     assert "ends (0:1) before it starts (1:3)" in error, error
     change(server, uri, 3, (0, 0), (0, 1), "A")
@@ -205,10 +237,12 @@ def test_a_reversed_range_in_did_change(server, tmp_path, reliability):
 
 # -- lifecycle -----------------------------------------------------------------------------------------
 
+
 def spawn() -> Server:
     """The real server, not initialized."""
-    process = subprocess.Popen(SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               cwd=ROOT, env=dict(os.environ))
+    process = subprocess.Popen(
+        SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=dict(os.environ)
+    )
     server = Server(process)
     threading.Thread(target=server.read_frames, daemon=True).start()
     threading.Thread(target=server.read_stderr, daemon=True).start()
@@ -216,9 +250,12 @@ def spawn() -> Server:
 
 
 def test_requests_before_initialize_and_after_shutdown(reliability):
-    reliability.record("Protocol", "requests before `initialize` and after `shutdown`",
-                       "hover and a custom request before initialize; then initialize; after shutdown a hover, "
-                       "a custom request and a notification; then exit")
+    reliability.record(
+        "Protocol",
+        "requests before `initialize` and after `shutdown`",
+        "hover and a custom request before initialize; then initialize; after shutdown a hover, "
+        "a custom request and a notification; then exit",
+    )
     own = spawn()
     try:
         for method, params in (("textDocument/hover", HOVER_PARAMS), ("atenlens/serverInfo", {})):
@@ -232,16 +269,20 @@ def test_requests_before_initialize_and_after_shutdown(reliability):
             answer = own.request(method, params)
             assert answer["error"]["code"] == INVALID_REQUEST, answer
             assert "has been shut down" in answer["error"]["message"]
-        own.notify("textDocument/didOpen", {"textDocument": {"uri": "file:///late.py", "languageId": "python",
-                                                             "version": 1, "text": "x = 1\n"}})
+        own.notify(
+            "textDocument/didOpen",
+            {"textDocument": {"uri": "file:///late.py", "languageId": "python", "version": 1, "text": "x = 1\n"}},
+        )
         own.notify("exit")
         assert own.process.wait(timeout=30) == 0
         assert "Traceback" not in own.stderr.decode("utf-8", "replace"), own.stderr.decode()
     finally:
         if own.alive:
             own.process.kill()
-    reliability.number("answers", "before initialize: ServerNotInitialized (-32002) x2; after shutdown: "
-                                  "InvalidRequest (-32600) x2; exit code 0")
+    reliability.number(
+        "answers",
+        "before initialize: ServerNotInitialized (-32002) x2; after shutdown: InvalidRequest (-32600) x2; exit code 0",
+    )
 
 
 class SilentProgressServer(Server):
@@ -256,9 +297,12 @@ class SilentProgressServer(Server):
 
 
 def test_a_client_that_never_answers_progress_create(tmp_path, reliability):
-    reliability.record("Protocol", "a client that never answers `window/workDoneProgress/create`",
-                       "a trace command (without a workDoneToken) from a client that declares workDoneProgress "
-                       "support and never answers the server's create request")
+    reliability.record(
+        "Protocol",
+        "a client that never answers `window/workDoneProgress/create`",
+        "a trace command (without a workDoneToken) from a client that declares workDoneProgress "
+        "support and never answers the server's create request",
+    )
     own = start_server({"trace": {"device": "cpu", "timeoutSeconds": 60}})
     own.__class__ = SilentProgressServer
     try:
@@ -277,10 +321,14 @@ def test_a_client_that_never_answers_progress_create(tmp_path, reliability):
 
 # -- large documents -------------------------------------------------------------------------------------
 
+
 def test_a_10_mb_document(tmp_path, reliability):
-    reliability.record("Large documents", "a 10 MB document (200,000 functions)",
-                       "didOpen of 10 MB, then at once its code lenses and a hover in another document; the "
-                       "lenses once analysed; then didClose")
+    reliability.record(
+        "Large documents",
+        "a 10 MB document (200,000 functions)",
+        "didOpen of 10 MB, then at once its code lenses and a hover in another document; the "
+        "lenses once analysed; then didClose",
+    )
     own = start_server()
     try:
         small = "import torch\n\n\ndef g():\n    return torch.ones(2)\n"
@@ -294,18 +342,21 @@ def test_a_10_mb_document(tmp_path, reliability):
         mark = own.mark()
         uri = open_document(own, tmp_path / "big.py", text)
         lens_id = own.request_async("textDocument/codeLens", {"textDocument": {"uri": uri}})
-        hover_id = own.request_async("textDocument/hover", {"textDocument": {"uri": small_uri},
-                                                             "position": {"line": 4, "character": 4}})
+        hover_id = own.request_async(
+            "textDocument/hover", {"textDocument": {"uri": small_uri}, "position": {"line": 4, "character": 4}}
+        )
         hovered = own.wait(lambda: own.responses.get(hover_id))
         lensed = own.wait(lambda: own.responses.get(lens_id))
-        assert hovered.data["result"] is None and lensed.data["result"] == []   # not analysed yet: no lenses
+        assert hovered.data["result"] is None and lensed.data["result"] == []  # not analysed yet: no lenses
         # the analysis (lint and functions) ends with the document's diagnostics, after both answers
         diagnostics = own.diagnostics(uri, 1, after=mark)
-        published = next(m for m in own.messages[mark:] if m.data.get("method") == "textDocument/publishDiagnostics"
-                         and m.data["params"]["uri"] == uri)
+        published = next(
+            m
+            for m in own.messages[mark:]
+            if m.data.get("method") == "textDocument/publishDiagnostics" and m.data["params"]["uri"] == uri
+        )
         assert hovered.received < published.received and lensed.received < published.received
-        assert [(d["range"]["start"]["line"], d["code"]) for d in diagnostics] == \
-            [(text.count("\n") - 1, "AL100")]
+        assert [(d["range"]["start"]["line"], d["code"]) for d in diagnostics] == [(text.count("\n") - 1, "AL100")]
         # then the client is told to ask again, and the lenses are there, bounded
         own.wait(lambda: any(r["method"] == "workspace/codeLens/refresh" for r in own.server_requests[0:]))
         lenses = own.result("textDocument/codeLens", {"textDocument": {"uri": uri}})
@@ -316,11 +367,13 @@ def test_a_10_mb_document(tmp_path, reliability):
         rss_open = rss_kib(own.pid)
         own.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
         info = server_info(own)
-        assert info["openDocuments"] == 1                                     # dropped from the server's store
+        assert info["openDocuments"] == 1  # dropped from the server's store
         assert own.result("atenlens/debug/documentText", {"uri": uri}) is None
         rss_closed = rss_kib(own.pid)
     finally:
         own.stop()
     reliability.number("hover and first lenses answered", "before the analysis ended")
-    reliability.number("server RSS before open / open / after close",
-                       f"{rss_before / 1024:.0f} / {rss_open / 1024:.0f} / {rss_closed / 1024:.0f} MiB")
+    reliability.number(
+        "server RSS before open / open / after close",
+        f"{rss_before / 1024:.0f} / {rss_open / 1024:.0f} / {rss_closed / 1024:.0f} MiB",
+    )

@@ -1,6 +1,7 @@
 """Random incremental edits through the real language server (hypothesis): after every edit the
 server's copy of the document (`atenlens/debug/documentText`) equals the client's, computed here
 independently from the LSP specification (UTF-16 positions; lines end at \\n, \\r\\n or \\r only)."""
+
 from __future__ import annotations
 
 import itertools
@@ -16,8 +17,28 @@ EXAMPLES = 300
 # Text with what trips position arithmetic: multi-byte and astral characters (two UTF-16 units),
 # CRLF and lone CR line ends, tabs, NUL, and characters Python's str.splitlines() treats as line
 # breaks but LSP does not (\x0b \x0c \x1c \x85 \u2028).
-ALPHABET = st.sampled_from(list("ab x=().:") + ["\n", "\r\n", "\r", "\t", "\0", "形", "状", "é", "🚀", "𝔘",
-                                                 "\x0b", "\x0c", "\x1c", "\x85", "\u2028", "    ", "def f():\n"])
+ALPHABET = st.sampled_from(
+    list("ab x=().:")
+    + [
+        "\n",
+        "\r\n",
+        "\r",
+        "\t",
+        "\0",
+        "形",
+        "状",
+        "é",
+        "🚀",
+        "𝔘",
+        "\x0b",
+        "\x0c",
+        "\x1c",
+        "\x85",
+        "\u2028",
+        "    ",
+        "def f():\n",
+    ]
+)
 TEXTS = st.lists(ALPHABET, max_size=40).map("".join)
 SEEDS = [
     "",
@@ -39,12 +60,12 @@ def lsp_lines(text: str) -> list[str]:
     """Lines as LSP counts them, each with its line end."""
     lines, start, index = [], 0, 0
     while index < len(text):
-        if text[index] == "\r" and text[index + 1:index + 2] == "\n":
-            lines.append(text[start:index + 2])
+        if text[index] == "\r" and text[index + 1 : index + 2] == "\n":
+            lines.append(text[start : index + 2])
             index += 2
             start = index
         elif text[index] in "\r\n":
-            lines.append(text[start:index + 1])
+            lines.append(text[start : index + 1])
             index += 1
             start = index
         else:
@@ -103,27 +124,43 @@ def edit_sessions(draw):
 URIS = itertools.count()
 
 
-@settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                 HealthCheck.data_too_large])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(session=edit_sessions())
 def test_random_edits_keep_server_and_client_in_step(server: Server, session, reliability):
-    reliability.record("Fuzzing", "random incremental edits (hypothesis)",
-                       f"{EXAMPLES} documents, 1 to 12 random range edits each (UTF-16 positions, CRLF/CR, "
-                       "astral characters, NUL, characters that only Python counts as line breaks); "
-                       "the server's text compared with the client's after every edit")
+    reliability.record(
+        "Fuzzing",
+        "random incremental edits (hypothesis)",
+        f"{EXAMPLES} documents, 1 to 12 random range edits each (UTF-16 positions, CRLF/CR, "
+        "astral characters, NUL, characters that only Python counts as line breaks); "
+        "the server's text compared with the client's after every edit",
+    )
     text, edits = session
     uri = pathlib.Path(f"/tmp/atenlens-fuzz/doc{next(URIS)}.py").as_uri()
-    server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
-                                                            "text": text}})
+    server.notify(
+        "textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}
+    )
     try:
         for version, ((sl, sc), (el, ec), new_text, expected) in enumerate(edits, start=2):
-            server.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": version},
-                                                     "contentChanges": [{"range": {
-                                                         "start": {"line": sl, "character": sc},
-                                                         "end": {"line": el, "character": ec}}, "text": new_text}]})
+            server.notify(
+                "textDocument/didChange",
+                {
+                    "textDocument": {"uri": uri, "version": version},
+                    "contentChanges": [
+                        {
+                            "range": {"start": {"line": sl, "character": sc}, "end": {"line": el, "character": ec}},
+                            "text": new_text,
+                        }
+                    ],
+                },
+            )
             held = server.result("atenlens/debug/documentText", {"uri": uri})
-            assert held == {"uri": uri, "version": version, "text": expected}, (text, edits[:version - 1])
+            assert held == {"uri": uri, "version": version, "text": expected}, (text, edits[: version - 1])
     finally:
         server.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
     server.stats["examples"] += 1

@@ -2,9 +2,9 @@
 process ever starts, the module's top level never runs), and when tracing does run, the traced
 code sees only the environment the worker passes on, not the editor's secrets; through the server
 and through `atenlens trace`."""
+
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import pathlib
@@ -15,20 +15,35 @@ import subprocess
 import sys
 from typing import Any, Optional
 
-import lsp_helpers as lh
 import pytest
 import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
+import lsp_helpers as lh
 from reliability_helpers import (
-    FIXTURES, INVALID_PARAMS, ROOT, ProcessSampler, children_of, hover, line_of, open_document, position,
-    server_info, span, start_server, trace)
+    FIXTURES,
+    INVALID_PARAMS,
+    ROOT,
+    ProcessSampler,
+    children_of,
+    hover,
+    line_of,
+    open_document,
+    position,
+    server_info,
+    span,
+    start_server,
+    trace,
+)
 
 # What an editor's environment may hold and user code must not see (names without the
 # ATENLENS_ prefix, which the worker passes on by design: docs/security.md).
-SECRETS = {"AWS_SECRET_ACCESS_KEY": "aws-secret-1234", "GITHUB_TOKEN": "ghp_secret5678",
-           "MY_SERVICE_PASSWORD": "hunter2"}
+SECRETS = {
+    "AWS_SECRET_ACCESS_KEY": "aws-secret-1234",
+    "GITHUB_TOKEN": "ghp_secret5678",
+    "MY_SERVICE_PASSWORD": "hunter2",
+}
 
 
 def copy_marker(folder: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
@@ -38,16 +53,19 @@ def copy_marker(folder: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
 
 
 def assert_no_secrets(environment: dict[str, str]) -> None:
-    assert "PATH" in environment                          # the marker really recorded an environment
+    assert "PATH" in environment  # the marker really recorded an environment
     leaked = {name for name, value in environment.items() if name in SECRETS or value in SECRETS.values()}
     assert leaked == set(), f"the traced code saw {sorted(leaked)}"
 
 
 def test_with_tracing_disabled_no_user_code_runs(tmp_path, reliability):
-    reliability.record("Trust", "trace.enabled false: no user code runs",
-                       "every command and request that could trace (by name, by position, 20 at once, on save, "
-                       "insert directive, restart worker, settings changes), child processes sampled every 5 ms; "
-                       "then tracing enabled as a control")
+    reliability.record(
+        "Trust",
+        "trace.enabled false: no user code runs",
+        "every command and request that could trace (by name, by position, 20 at once, on save, "
+        "insert directive, restart worker, settings changes), child processes sampled every 5 ms; "
+        "then tracing enabled as a control",
+    )
     server = start_server({"trace": {"enabled": False, "onSave": True, "device": "cpu"}}, env=SECRETS)
     try:
         path, marker = copy_marker(tmp_path)
@@ -57,43 +75,79 @@ def test_with_tracing_disabled_no_user_code_runs(tmp_path, reliability):
         step = line_of(text, "def step")
         attempts = 0
         with ProcessSampler(server.pid) as sampler:
-            for argument in ({"uri": uri, "qualname": "step"},
-                             {"uri": uri, "position": position(step + 1, 4)}):
-                answer = server.result("workspace/executeCommand", {"command": "atenlens.trace",
-                                                                    "arguments": [argument]})
+            for argument in ({"uri": uri, "qualname": "step"}, {"uri": uri, "position": position(step + 1, 4)}):
+                answer = server.result(
+                    "workspace/executeCommand", {"command": "atenlens.trace", "arguments": [argument]}
+                )
                 assert answer["status"] == "disabled" and "no code was run" in answer["message"]
                 attempts += 1
-            ids = [server.request_async("workspace/executeCommand", {
-                "command": "atenlens.trace", "arguments": [{"uri": uri, "qualname": "step"}]}) for _ in range(20)]
+            ids = [
+                server.request_async(
+                    "workspace/executeCommand",
+                    {"command": "atenlens.trace", "arguments": [{"uri": uri, "qualname": "step"}]},
+                )
+                for _ in range(20)
+            ]
             assert all(server.response(i)["result"]["status"] == "disabled" for i in ids)
             attempts += 20
             for command in ("atenlens.insertDirective", "atenlens.restartWorker"):
-                server.request("workspace/executeCommand", {"command": command,
-                                                            "arguments": [{"uri": uri, "qualname": "step"}]})
+                server.request(
+                    "workspace/executeCommand", {"command": command, "arguments": [{"uri": uri, "qualname": "step"}]}
+                )
                 attempts += 1
             # a save with trace-on-save set, edits, settings that change everything but `enabled`
             server.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
-            server.notify("workspace/didChangeConfiguration", {"settings": {"atenlens": {"trace": {
-                "enabled": False, "onSave": True, "timeoutSeconds": 5, "device": "cuda", "memoryLimitMb": 512}}}})
-            server.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [
-                {"range": span((step + 1, 4), (step + 1, 4)), "text": "x = 1\n    "}]})
+            server.notify(
+                "workspace/didChangeConfiguration",
+                {
+                    "settings": {
+                        "atenlens": {
+                            "trace": {
+                                "enabled": False,
+                                "onSave": True,
+                                "timeoutSeconds": 5,
+                                "device": "cuda",
+                                "memoryLimitMb": 512,
+                            }
+                        }
+                    }
+                },
+            )
+            server.notify(
+                "textDocument/didChange",
+                {
+                    "textDocument": {"uri": uri, "version": 2},
+                    "contentChanges": [{"range": span((step + 1, 4), (step + 1, 4)), "text": "x = 1\n    "}],
+                },
+            )
             server.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
             attempts += 3
             # settings that are invalid fall back to the defaults, but never to "enabled"
-            server.notify("workspace/didChangeConfiguration", {"settings": {"atenlens": {"trace": {
-                "enabled": "yes", "timeoutSeconds": -1}}}})
+            server.notify(
+                "workspace/didChangeConfiguration",
+                {"settings": {"atenlens": {"trace": {"enabled": "yes", "timeoutSeconds": -1}}}},
+            )
             lenses = server.result("textDocument/codeLens", {"textDocument": {"uri": uri}})
             assert [lens["command"]["command"] for lens in lenses if lens["command"]["command"]] == [], lenses
-            answer = server.result("workspace/executeCommand", {"command": "atenlens.trace",
-                                                                "arguments": [{"uri": uri, "qualname": "step"}]})
+            answer = server.result(
+                "workspace/executeCommand",
+                {"command": "atenlens.trace", "arguments": [{"uri": uri, "qualname": "step"}]},
+            )
             attempts += 1
             hover(server, uri, step + 1, 4)
             server.result("textDocument/inlayHint", {"textDocument": {"uri": uri}, "range": span((0, 0), (20, 0))})
-            server.result("textDocument/codeAction", {"textDocument": {"uri": uri}, "range": span((0, 0), (20, 0)),
-                                                      "context": {"diagnostics": []}})
+            server.result(
+                "textDocument/codeAction",
+                {"textDocument": {"uri": uri}, "range": span((0, 0), (20, 0)), "context": {"diagnostics": []}},
+            )
             # a file that is not open cannot be traced either way
-            other = server.request("workspace/executeCommand", {"command": "atenlens.trace", "arguments": [
-                {"uri": (tmp_path / "elsewhere.py").as_uri(), "qualname": "step"}]})
+            other = server.request(
+                "workspace/executeCommand",
+                {
+                    "command": "atenlens.trace",
+                    "arguments": [{"uri": (tmp_path / "elsewhere.py").as_uri(), "qualname": "step"}],
+                },
+            )
             assert other["error"]["code"] == INVALID_PARAMS
             info = server_info(server)
         assert answer["status"] == "disabled", "an invalid `enabled` turned tracing on"
@@ -104,29 +158,40 @@ def test_with_tracing_disabled_no_user_code_runs(tmp_path, reliability):
 
         # The control: the same module, once tracing is enabled, does run (and leaves its marker),
         # in exactly one worker process, with none of the editor's secrets.
-        server.notify("workspace/didChangeConfiguration", {"settings": {"atenlens": {"trace": {
-            "enabled": True, "device": "cpu"}}}})
+        server.notify(
+            "workspace/didChangeConfiguration",
+            {"settings": {"atenlens": {"trace": {"enabled": True, "device": "cpu"}}}},
+        )
         assert trace(server, uri, "step")["result"]["status"] == "ok"
         assert marker.exists()
         assert len(children_of(server.pid)) == 1
         server_environment = pathlib.Path(f"/proc/{server.pid}/environ").read_bytes().split(b"\0")
-        assert b"GITHUB_TOKEN=ghp_secret5678" in server_environment       # the server itself had them
+        assert b"GITHUB_TOKEN=ghp_secret5678" in server_environment  # the server itself had them
         assert_no_secrets(json.loads(marker.read_text()))
         reliability.number("attempts to run code while disabled", attempts)
-        reliability.number("process samples while disabled / max child processes",
-                           f"{sampler.samples} / {sampler.max_children}")
+        reliability.number(
+            "process samples while disabled / max child processes", f"{sampler.samples} / {sampler.max_children}"
+        )
     finally:
         server.stop()
 
 
 def test_atenlens_trace_passes_no_secrets(tmp_path, reliability):
-    reliability.record("Trust", "the worker's environment (`atenlens trace`)",
-                       f"`atenlens trace` run with {len(SECRETS)} secret variables set; the traced module records "
-                       "the environment it sees")
+    reliability.record(
+        "Trust",
+        "the worker's environment (`atenlens trace`)",
+        f"`atenlens trace` run with {len(SECRETS)} secret variables set; the traced module records "
+        "the environment it sees",
+    )
     path, marker = copy_marker(tmp_path)
-    result = subprocess.run([sys.executable, "-m", "atenlens", "trace", f"{path}::step", "--device", "cpu"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300,
-                            env={**os.environ, **SECRETS})
+    result = subprocess.run(
+        [sys.executable, "-m", "atenlens", "trace", f"{path}::step", "--device", "cpu"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **SECRETS},
+    )
     assert result.returncode == 0, result.stderr
     environment = json.loads(marker.read_text())
     assert_no_secrets(environment)
@@ -136,49 +201,140 @@ def test_atenlens_trace_passes_no_secrets(tmp_path, reliability):
 # -- the trust switch: tracing runs only while the last explicit, valid trace.enabled is true ---------
 
 OFF, ON = {"trace": {"enabled": False}}, {"trace": {"enabled": True}}
-NOTHING = object()        # a source that is not sent at all
+NOTHING = object()  # a source that is not sent at all
 # (case, initializationOptions, didChangeConfiguration settings or NOTHING, what workspace/configuration
 #  answers if the server asks, whether a trace runs, what the server's last log line about it says)
 SWITCH_CASES = [
     ("no options at all", None, NOTHING, None, False, "initializationOptions does not set it (no settings)"),
-    ("options without trace.enabled", {"hints": {"maxLength": 20}}, NOTHING, None, False,
-     "initializationOptions does not set it (no trace section)"),
-    ("options: trace.enabled null", {"trace": {"enabled": None}}, NOTHING, None, False,
-     "initializationOptions: trace.enabled is null, not true or false"),
-    ("options: trace null", {"trace": None}, NOTHING, None, False, "initializationOptions: trace is null, not an object"),
-    ("options: a list", ["trace", {"enabled": True}], NOTHING, None, False,
-     "initializationOptions: settings are list, not an object"),
-    ("options: trace.enabled \"true\"", {"trace": {"enabled": "true"}}, NOTHING, None, False,
-     "initializationOptions: trace.enabled is 'true', not true or false"),
-    ("off, then a change of another setting", OFF, {"atenlens": {"hints": {"maxLength": 20}}}, None, False,
-     "workspace/didChangeConfiguration does not set it (no trace section); as before: "
-     "initializationOptions: trace.enabled is false"),
-    ("off, then a change with {} (server asks; answer null)", OFF, {}, [None], False,
-     "workspace/configuration does not set it (no settings)"),
-    ("off, then a change with null (server asks; answer null)", OFF, None, None, False,
-     "workspace/configuration (an error or an answer that is not a list) does not set it (no settings); "
-     "as before: initializationOptions: trace.enabled is false"),
-    ("off, then a change with trace.enabled null", OFF, {"atenlens": {"trace": {"enabled": None}}}, None, False,
-     "workspace/didChangeConfiguration: trace.enabled is null, not true or false"),
-    ("off, then the server asks and gets other settings", OFF, {}, [{"hints": {"maxLength": 20}}], False,
-     "workspace/configuration does not set it (no trace section)"),
-    ("on, then a change with trace null", ON, {"atenlens": {"trace": None}}, None, False,
-     "workspace/didChangeConfiguration: trace is null, not an object"),
-    ("on, then a change with trace.enabled 1", ON, {"trace": {"enabled": 1}}, None, False,
-     "workspace/didChangeConfiguration: trace.enabled is 1, not true or false"),
-    ("on, then the server asks and gets false", ON, {}, [{"trace": {"enabled": False}}], False,
-     "workspace/configuration: trace.enabled is false"),
-    ("on, then a change of another setting (control)", ON, {"atenlens": {"hints": {"maxLength": 20}}}, None, True,
-     "workspace/didChangeConfiguration does not set it (no trace section); as before: "
-     "initializationOptions: trace.enabled is true"),
-    ("off, then the server asks and gets true (control)", OFF, {}, [{"trace": {"enabled": True, "device": "cpu"}}],
-     True, "workspace/configuration: trace.enabled is true"),
+    (
+        "options without trace.enabled",
+        {"hints": {"maxLength": 20}},
+        NOTHING,
+        None,
+        False,
+        "initializationOptions does not set it (no trace section)",
+    ),
+    (
+        "options: trace.enabled null",
+        {"trace": {"enabled": None}},
+        NOTHING,
+        None,
+        False,
+        "initializationOptions: trace.enabled is null, not true or false",
+    ),
+    (
+        "options: trace null",
+        {"trace": None},
+        NOTHING,
+        None,
+        False,
+        "initializationOptions: trace is null, not an object",
+    ),
+    (
+        "options: a list",
+        ["trace", {"enabled": True}],
+        NOTHING,
+        None,
+        False,
+        "initializationOptions: settings are list, not an object",
+    ),
+    (
+        'options: trace.enabled "true"',
+        {"trace": {"enabled": "true"}},
+        NOTHING,
+        None,
+        False,
+        "initializationOptions: trace.enabled is 'true', not true or false",
+    ),
+    (
+        "off, then a change of another setting",
+        OFF,
+        {"atenlens": {"hints": {"maxLength": 20}}},
+        None,
+        False,
+        "workspace/didChangeConfiguration does not set it (no trace section); as before: "
+        "initializationOptions: trace.enabled is false",
+    ),
+    (
+        "off, then a change with {} (server asks; answer null)",
+        OFF,
+        {},
+        [None],
+        False,
+        "workspace/configuration does not set it (no settings)",
+    ),
+    (
+        "off, then a change with null (server asks; answer null)",
+        OFF,
+        None,
+        None,
+        False,
+        "workspace/configuration (an error or an answer that is not a list) does not set it (no settings); "
+        "as before: initializationOptions: trace.enabled is false",
+    ),
+    (
+        "off, then a change with trace.enabled null",
+        OFF,
+        {"atenlens": {"trace": {"enabled": None}}},
+        None,
+        False,
+        "workspace/didChangeConfiguration: trace.enabled is null, not true or false",
+    ),
+    (
+        "off, then the server asks and gets other settings",
+        OFF,
+        {},
+        [{"hints": {"maxLength": 20}}],
+        False,
+        "workspace/configuration does not set it (no trace section)",
+    ),
+    (
+        "on, then a change with trace null",
+        ON,
+        {"atenlens": {"trace": None}},
+        None,
+        False,
+        "workspace/didChangeConfiguration: trace is null, not an object",
+    ),
+    (
+        "on, then a change with trace.enabled 1",
+        ON,
+        {"trace": {"enabled": 1}},
+        None,
+        False,
+        "workspace/didChangeConfiguration: trace.enabled is 1, not true or false",
+    ),
+    (
+        "on, then the server asks and gets false",
+        ON,
+        {},
+        [{"trace": {"enabled": False}}],
+        False,
+        "workspace/configuration: trace.enabled is false",
+    ),
+    (
+        "on, then a change of another setting (control)",
+        ON,
+        {"atenlens": {"hints": {"maxLength": 20}}},
+        None,
+        True,
+        "workspace/didChangeConfiguration does not set it (no trace section); as before: "
+        "initializationOptions: trace.enabled is true",
+    ),
+    (
+        "off, then the server asks and gets true (control)",
+        OFF,
+        {},
+        [{"trace": {"enabled": True, "device": "cpu"}}],
+        True,
+        "workspace/configuration: trace.enabled is true",
+    ),
 ]
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "atenlens", "serve"]))
 async def lsp(lsp_client: LanguageClient):
-    lsp_client.editor = "neovim"               # Neovim's capabilities: it answers workspace/configuration
+    lsp_client.editor = "neovim"  # Neovim's capabilities: it answers workspace/configuration
     lsp_client.recorder = lh.install_recorder(lsp_client)
     features = lsp_client.protocol.fm.features
     keep_log = features[types.WINDOW_LOG_MESSAGE]
@@ -192,15 +348,19 @@ async def lsp(lsp_client: LanguageClient):
     await lsp_client.shutdown_session()
 
 
-@pytest.mark.parametrize("case, options, change, answer, runs, decided", SWITCH_CASES,
-                         ids=[case[0] for case in SWITCH_CASES])
+@pytest.mark.parametrize(
+    "case, options, change, answer, runs, decided", SWITCH_CASES, ids=[case[0] for case in SWITCH_CASES]
+)
 async def test_trace_switch_fails_closed(lsp, tmp_path, reliability, case, options, change, answer, runs, decided):
-    reliability.record("Trust", f"trace.enabled: {case}",
-                       f"real LSP client (pytest-lsp, Neovim's capabilities); initializationOptions "
-                       f"{json.dumps(options)}" + ("" if change is NOTHING else
-                                                  f", then didChangeConfiguration {json.dumps(change)}")
-                       + (f", workspace/configuration answered {json.dumps(answer)}" if change in ({}, None) else "")
-                       + f"; then a trace: must {'run' if runs else 'be refused'}")
+    reliability.record(
+        "Trust",
+        f"trace.enabled: {case}",
+        f"real LSP client (pytest-lsp, Neovim's capabilities); initializationOptions "
+        f"{json.dumps(options)}"
+        + ("" if change is NOTHING else f", then didChangeConfiguration {json.dumps(change)}")
+        + (f", workspace/configuration answered {json.dumps(answer)}" if change in ({}, None) else "")
+        + f"; then a trace: must {'run' if runs else 'be refused'}",
+    )
     asked: list[types.ConfigurationParams] = []
 
     def configuration(params: types.ConfigurationParams) -> Any:
@@ -217,7 +377,7 @@ async def test_trace_switch_fails_closed(lsp, tmp_path, reliability, case, optio
         lsp.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=change))
         # the server has applied the change once it logs what decided tracing
         await lsp.recorder.until(lambda: any("tracing is" in m.message for m in lsp.log_messages[seen:]))
-        assert bool(asked) == (change in ({}, None))      # it asked for the values only when none came
+        assert bool(asked) == (change in ({}, None))  # it asked for the values only when none came
     outcome = await lh.execute(lsp, "atenlens.trace", {"uri": uri, "qualname": "step"})
     lines = [m.message for m in lsp.log_messages if "tracing is" in m.message]
     assert decided in lines[-1], lines
@@ -256,7 +416,8 @@ def plant_shadows(folder: pathlib.Path, names: tuple[str, ...], fail: bool = Tru
     for name in names:
         (folder / f"{name}.py").write_text(
             f"open({str(folder / ('ran-' + name))!r}, 'w').close()\n"
-            + (f"raise ImportError('the workspace {name}.py was imported')\n" if fail else ""))
+            + (f"raise ImportError('the workspace {name}.py was imported')\n" if fail else "")
+        )
 
 
 def ran(folder: pathlib.Path) -> list[str]:
@@ -265,17 +426,23 @@ def ran(folder: pathlib.Path) -> list[str]:
 
 @pytest.mark.parametrize("how", ["python -m atenlens serve", "atenlens serve"])
 def test_workspace_files_named_like_the_standard_library_never_run(tmp_path, reliability, how):
-    reliability.record("Trust", f"stdlib-named files in the workspace: `{how}`",
-                       f"the server started as `{how}` in a workspace whose root holds "
-                       f"{', '.join(n + '.py' for n in SHADOWED)} (each leaves a marker and raises); a file "
-                       "in a subfolder traced through the server's worker")
+    reliability.record(
+        "Trust",
+        f"stdlib-named files in the workspace: `{how}`",
+        f"the server started as `{how}` in a workspace whose root holds "
+        f"{', '.join(n + '.py' for n in SHADOWED)} (each leaves a marker and raises); a file "
+        "in a subfolder traced through the server's worker",
+    )
     workspace = tmp_path / "ws"
     (workspace / "src").mkdir(parents=True)
     plant_shadows(workspace, SHADOWED)
     model = workspace / "src" / "model.py"
     model.write_text(SEES)
-    command = ([sys.executable, "-m", "atenlens", "serve"] if how.startswith("python")
-               else [str(pathlib.Path(sys.executable).parent / "atenlens"), "serve"])
+    command = (
+        [sys.executable, "-m", "atenlens", "serve"]
+        if how.startswith("python")
+        else [str(pathlib.Path(sys.executable).parent / "atenlens"), "serve"]
+    )
     server = start_server({"trace": {"device": "cpu"}}, cwd=workspace, command=command)
     try:
         uri = open_document(server, model, SEES)
@@ -292,16 +459,25 @@ def test_workspace_files_named_like_the_standard_library_never_run(tmp_path, rel
 
 
 def test_python_m_refuses_to_start_after_runpy_imported_a_workspace_module(tmp_path, reliability):
-    reliability.record("Trust", "`python -m` when runpy's own imports are shadowed",
-                       "a workspace `warnings.py` (imported by Python's -m machinery before atenlens runs): "
-                       "`python -m atenlens serve` there, then `python -P -m atenlens serve`")
+    reliability.record(
+        "Trust",
+        "`python -m` when runpy's own imports are shadowed",
+        "a workspace `warnings.py` (imported by Python's -m machinery before atenlens runs): "
+        "`python -m atenlens serve` there, then `python -P -m atenlens serve`",
+    )
     plant_shadows(tmp_path, ("warnings",), fail=False)
-    started = subprocess.run([sys.executable, "-m", "atenlens", "serve"], cwd=tmp_path, stdin=subprocess.DEVNULL,
-                             capture_output=True, text=True, timeout=60)
+    started = subprocess.run(
+        [sys.executable, "-m", "atenlens", "serve"],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert started.returncode == 2 and started.stdout == ""
     assert started.stderr.startswith(f"atenlens: warnings came from {os.path.realpath(tmp_path)} ")
     assert "`python -P -m atenlens ...`" in started.stderr
-    assert ran(tmp_path) == ["ran-warnings"]        # it did run: Python imported it before atenlens began
+    assert ran(tmp_path) == ["ran-warnings"]  # it did run: Python imported it before atenlens began
     (tmp_path / "ran-warnings").unlink()
     server = start_server(None, cwd=tmp_path, command=[sys.executable, "-P", "-m", "atenlens", "serve"])
     try:
@@ -313,6 +489,7 @@ def test_python_m_refuses_to_start_after_runpy_imported_a_workspace_module(tmp_p
 
 
 # -- serve --tcp: loopback only, a token, one client ------------------------------------------------------
+
 
 def tcp_frame(message: dict) -> bytes:
     body = json.dumps(message).encode()
@@ -342,29 +519,49 @@ def tcp_answer(stream, request_id: int) -> dict:
 
 
 def tcp_initialize(options: Any) -> dict:
-    return {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"processId": None, "rootUri": None, "capabilities": {}, "initializationOptions": options}}
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"processId": None, "rootUri": None, "capabilities": {}, "initializationOptions": options},
+    }
 
 
 def start_tcp_server(env: dict) -> tuple[subprocess.Popen, int, str]:
-    process = subprocess.Popen([sys.executable, "-P", "-m", "atenlens", "serve", "--tcp", "127.0.0.1:0"],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               env={**os.environ, **env}, cwd=ROOT)
+    process = subprocess.Popen(
+        [sys.executable, "-P", "-m", "atenlens", "serve", "--tcp", "127.0.0.1:0"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **env},
+        cwd=ROOT,
+    )
     line = process.stderr.readline().decode()
-    match = re.match(r'atenlens: listening on 127\.0\.0\.1:(\d+) for one client; it must send '
-                     r'initializationOptions\.tcpToken = (.*)\n', line)
+    match = re.match(
+        r"atenlens: listening on 127\.0\.0\.1:(\d+) for one client; it must send "
+        r"initializationOptions\.tcpToken = (.*)\n",
+        line,
+    )
     assert match, line
     return process, int(match.group(1)), match.group(2)
 
 
 def test_serve_tcp_refuses_other_hosts_and_clients_without_the_token(reliability):
-    reliability.record("Trust", "`serve --tcp`: loopback, token, one client",
-                       "`--tcp` on 0.0.0.0, 192.0.2.1 and [2001:db8::1]; then on 127.0.0.1 real sockets: an initialize "
-                       "without the token, one with a wrong token, junk, the right token, a second client while the "
-                       "first is served, the first client's disconnect")
+    reliability.record(
+        "Trust",
+        "`serve --tcp`: loopback, token, one client",
+        "`--tcp` on 0.0.0.0, 192.0.2.1 and [2001:db8::1]; then on 127.0.0.1 real sockets: an initialize "
+        "without the token, one with a wrong token, junk, the right token, a second client while the "
+        "first is served, the first client's disconnect",
+    )
     for host in ("0.0.0.0", "192.0.2.1", "[2001:db8::1]"):
-        refused = subprocess.run([sys.executable, "-P", "-m", "atenlens", "serve", "--tcp", f"{host}:0"],
-                                 capture_output=True, text=True, timeout=60, cwd=ROOT)
+        refused = subprocess.run(
+            [sys.executable, "-P", "-m", "atenlens", "serve", "--tcp", f"{host}:0"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
         assert refused.returncode == 2
         assert refused.stderr.startswith("atenlens serve: --tcp listens on loopback addresses only"), refused.stderr
     process, port, token = start_tcp_server({})
@@ -377,7 +574,7 @@ def test_serve_tcp_refuses_other_hosts_and_clients_without_the_token(reliability
                 stream = client.makefile("rb")
                 answer = tcp_read(stream)
                 assert answer["error"]["code"] == -32600 and "tcpToken" in answer["error"]["message"], answer
-                assert tcp_read(stream) is None                 # and closed
+                assert tcp_read(stream) is None  # and closed
             refusals += 1
         with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
             client.sendall(b"GET / HTTP/1.1\r\n\r\n")
@@ -392,13 +589,13 @@ def test_serve_tcp_refuses_other_hosts_and_clients_without_the_token(reliability
         served.sendall(tcp_frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
         served.sendall(tcp_frame({"jsonrpc": "2.0", "id": 2, "method": "atenlens/serverInfo", "params": {}}))
         assert tcp_answer(stream, 2)["result"]["pid"] == process.pid
-        try:                                    # one client: the port is closed while it is served
+        try:  # one client: the port is closed while it is served
             socket.create_connection(("127.0.0.1", port), timeout=10).close()
             second = "connected"
         except ConnectionRefusedError:
             second = "refused"
         assert second == "refused"
-        stream.close()                          # its disconnect ends the server, as stdio's end does
+        stream.close()  # its disconnect ends the server, as stdio's end does
         served.close()
         assert process.wait(timeout=60) == 1
         log = process.stderr.read().decode()
@@ -411,9 +608,12 @@ def test_serve_tcp_refuses_other_hosts_and_clients_without_the_token(reliability
 
 
 def test_serve_tcp_token_from_the_environment_is_not_printed_nor_passed_to_traced_code(tmp_path, reliability):
-    reliability.record("Trust", "`serve --tcp` with ATENLENS_TCP_TOKEN",
-                       "the token given in the environment; a trace through the TCP connection records the "
-                       "environment the traced code sees")
+    reliability.record(
+        "Trust",
+        "`serve --tcp` with ATENLENS_TCP_TOKEN",
+        "the token given in the environment; a trace through the TCP connection records the "
+        "environment the traced code sees",
+    )
     secret = "tcp-token-0123456789"
     process, port, said = start_tcp_server({"ATENLENS_TCP_TOKEN": secret})
     try:
@@ -424,10 +624,35 @@ def test_serve_tcp_token_from_the_environment_is_not_printed_nor_passed_to_trace
             client.sendall(tcp_frame(tcp_initialize({"tcpToken": secret, "trace": {"enabled": True, "device": "cpu"}})))
             tcp_answer(stream, 1)
             client.sendall(tcp_frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
-            client.sendall(tcp_frame({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
-                "uri": path.as_uri(), "languageId": "python", "version": 1, "text": path.read_text()}}}))
-            client.sendall(tcp_frame({"jsonrpc": "2.0", "id": 2, "method": "workspace/executeCommand", "params": {
-                "command": "atenlens.trace", "arguments": [{"uri": path.as_uri(), "qualname": "step"}]}}))
+            client.sendall(
+                tcp_frame(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "textDocument/didOpen",
+                        "params": {
+                            "textDocument": {
+                                "uri": path.as_uri(),
+                                "languageId": "python",
+                                "version": 1,
+                                "text": path.read_text(),
+                            }
+                        },
+                    }
+                )
+            )
+            client.sendall(
+                tcp_frame(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 2,
+                        "method": "workspace/executeCommand",
+                        "params": {
+                            "command": "atenlens.trace",
+                            "arguments": [{"uri": path.as_uri(), "qualname": "step"}],
+                        },
+                    }
+                )
+            )
             assert tcp_answer(stream, 2)["result"]["status"] == "ok"
             client.sendall(tcp_frame({"jsonrpc": "2.0", "id": 3, "method": "shutdown"}))
             tcp_answer(stream, 3)
@@ -464,16 +689,24 @@ __attribute__((constructor)) static void planted(void) { FILE *f = fopen(MARKER,
 def load_shims(cache: pathlib.Path) -> dict:
     from atenlens.worker.client import worker_environment
 
-    done = subprocess.run([sys.executable, "-c", LOAD_SHIMS], capture_output=True, text=True, timeout=600,
-                          env=worker_environment({"ATENLENS_CACHE_DIR": str(cache)}))
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD_SHIMS],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=worker_environment({"ATENLENS_CACHE_DIR": str(cache)}),
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_the_shim_cache_loads_only_what_this_user_built(tmp_path, reliability):
-    reliability.record("Trust", "compiled-shim cache: planted library, group-writable folder",
-                       "a .so whose constructor leaves a marker planted over a cached shim (its recorded hash no "
-                       "longer matches); then the build folder made group-writable (chmod 0770)")
+    reliability.record(
+        "Trust",
+        "compiled-shim cache: planted library, group-writable folder",
+        "a .so whose constructor leaves a marker planted over a cached shim (its recorded hash no "
+        "longer matches); then the build folder made group-writable (chmod 0770)",
+    )
     from atenlens.trace.gpu import shims
 
     cache = tmp_path / "cache"
@@ -486,30 +719,34 @@ def test_the_shim_cache_loads_only_what_this_user_built(tmp_path, reliability):
     source = tmp_path / "planted.c"
     source.write_text(PLANTED.replace("MARKER", json.dumps(str(marker))))
     guard = folder / "fake_cuda_guard.so"
-    subprocess.run([shims.find_compiler(), "-x", "c", "-shared", "-fPIC", str(source), "-o", str(guard)],
-                   check=True, timeout=120)
+    subprocess.run(
+        [shims.find_compiler(), "-x", "c", "-shared", "-fPIC", str(source), "-o", str(guard)], check=True, timeout=120
+    )
     planted_hash = shims._sha256(str(guard))
     rebuilt = load_shims(cache)
     assert not marker.exists(), "the planted library was loaded"
     assert (rebuilt["available"], rebuilt["built"]) == (True, True)
-    assert rebuilt["notes"] == ["the cached fake_cuda_guard.so does not match the hash recorded when it was built: "
-                                "not loaded, rebuilt"]
+    assert rebuilt["notes"] == [
+        "the cached fake_cuda_guard.so does not match the hash recorded when it was built: not loaded, rebuilt"
+    ]
     assert shims._sha256(str(guard)) != planted_hash
     assert (folder / "fake_cuda_guard.so.sha256").read_text().strip() == shims._sha256(str(guard))
 
     folder.chmod(0o770)
     refused = load_shims(cache)
     assert refused["available"] and refused["built"] and not marker.exists()
-    assert refused["notes"] == [f"the shim cache is not used: {folder} is writable by group or others (mode 0770); "
-                                "the CUDA shims were built in a private temporary folder instead (make the cache "
-                                "folder yours and 0700, or set ATENLENS_CACHE_DIR)"]
+    assert refused["notes"] == [
+        f"the shim cache is not used: {folder} is writable by group or others (mode 0770); "
+        "the CUDA shims were built in a private temporary folder instead (make the cache "
+        "folder yours and 0700, or set ATENLENS_CACHE_DIR)"
+    ]
     assert pathlib.Path(refused["cache_dir"]).name.startswith("atenlens-shims-")
-    assert not pathlib.Path(refused["cache_dir"]).exists()           # removed once loaded
+    assert not pathlib.Path(refused["cache_dir"]).exists()  # removed once loaded
     folder.chmod(0o700)
     warm = load_shims(cache)
     assert (warm["available"], warm["built"], warm["notes"]) == (True, False, [])
 
-    if os.getuid() == 0:                # only root can give a file away (the test machines run as root)
+    if os.getuid() == 0:  # only root can give a file away (the test machines run as root)
         # a library (with the right hash) that another account owns: that account could change it
         hooks = folder / "fake_cuda_hooks.so"
         other = os.getuid() + 1
@@ -517,6 +754,7 @@ def test_the_shim_cache_loads_only_what_this_user_built(tmp_path, reliability):
         owned = load_shims(cache)
         assert owned["built"] and owned["notes"] == [
             f"the cached fake_cuda_hooks.so is owned by uid {other}, not by this user (uid {os.getuid()}): "
-            "not loaded, rebuilt"]
+            "not loaded, rebuilt"
+        ]
         assert hooks.stat().st_uid == os.getuid()
     reliability.number("planted library loaded", marker.exists())

@@ -1,4 +1,5 @@
 """The annotated listing: what a user reads in the terminal."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,7 +29,7 @@ def rows_under(listing: str, number: int) -> list[str]:
     lines = listing.splitlines()
     start = next(i for i, text in enumerate(lines) if re.match(rf"^\s*{number} \| ", text))
     rows = []
-    for text in lines[start + 1:]:
+    for text in lines[start + 1 :]:
         if not re.match(r"^\s+\|\s{5}", text):
             break
         rows.append(text.split("|", 1)[1].strip())
@@ -92,22 +93,27 @@ def test_repeated_identical_ops_of_a_loop_are_folded_with_a_count(loop_report) -
     listing = render(loop_report, base=str(REPO))
     rows = rows_under(listing, line_of(TRAIN_STEP, "h = F.relu(self.fc1(x))"))
     assert re.fullmatch(r"forward\s+aten\.addmm\.default\s+f32\[8, 32\]\s+x3\s+24\.6 kFLOP\s+12 µs\s+3 KiB", rows[1])
-    every_op = rows_under(render(loop_report, base=str(REPO), all_ops=True),
-                          line_of(TRAIN_STEP, "h = F.relu(self.fc1(x))"))
+    every_op = rows_under(
+        render(loop_report, base=str(REPO), all_ops=True), line_of(TRAIN_STEP, "h = F.relu(self.fc1(x))")
+    )
     assert re.fullmatch(r"forward\s+aten\.t\.default\s+f32\[16, 32\]\s+x3", every_op[1])
     item_rows = rows_under(listing, line_of(TRAIN_STEP, "total += loss.item()"))
     assert item_rows[0] == "call      item x3"
-    assert listing.count("aten.addmm.default") == 2           # one folded row per Linear line
+    assert listing.count("aten.addmm.default") == 2  # one folded row per Linear line
 
 
 def test_totals_line(step_listing: str) -> None:
     lines = step_listing.splitlines()
     index = next(i for i, text in enumerate(lines) if text.startswith("totals"))
-    assert re.fullmatch(r"totals  ops: 9 forward, 24 backward, 4 optimizer  \|  calls: 9  \|  "
-                        r"FLOPs: 22\.5 kFLOP  \|  syncs: 0  \|  \d+\.\d\d s", lines[index])
+    assert re.fullmatch(
+        r"totals  ops: 9 forward, 24 backward, 4 optimizer  \|  calls: 9  \|  "
+        r"FLOPs: 22\.5 kFLOP  \|  syncs: 0  \|  \d+\.\d\d s",
+        lines[index],
+    )
     # what the listing leaves out is said once: 3 t + 12 t/view/detach in backward + 4 detach of AccumulateGrad
-    assert lines[index + 1] == ("19 bookkeeping ops (views, detach: no memory, no compute) not listed; "
-                                "--all-ops lists them")
+    assert lines[index + 1] == (
+        "19 bookkeeping ops (views, detach: no memory, no compute) not listed; --all-ops lists them"
+    )
 
 
 def test_colour_only_when_asked(loop_report) -> None:
@@ -121,6 +127,12 @@ def test_user_output_is_fenced_after_the_listing(loop_report) -> None:
     report = dataclasses.replace(loop_report, stdout="epoch 1\nepoch 2\n", stderr="careful\n")
     tail = render(report).splitlines()[-8:]
     assert tail == [
-        "----- stdout of the traced code -----", "epoch 1", "epoch 2", "----- end of stdout -----", "",
-        "----- stderr of the traced code -----", "careful", "----- end of stderr -----",
+        "----- stdout of the traced code -----",
+        "epoch 1",
+        "epoch 2",
+        "----- end of stdout -----",
+        "",
+        "----- stderr of the traced code -----",
+        "careful",
+        "----- end of stderr -----",
     ]

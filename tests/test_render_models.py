@@ -1,5 +1,6 @@
 """Reading the trace of a model from a library: the module tree under the calling line, long rows
 folded, bookkeeping ops out of the way (render.py, with the engine's module data)."""
+
 from __future__ import annotations
 
 import re
@@ -16,7 +17,7 @@ from engine_helpers import REPO, line_of, trace, write
 
 # A resnet-like model in an installed package: none of its frames are the user's, so every op of
 # the forward lands on the one line that calls it, as with torchvision's resnet50.
-LIBRARY = '''
+LIBRARY = """
 import torch
 import torch.nn as nn
 
@@ -69,9 +70,9 @@ def many_calls(x):
 
 def many_shapes(n):
     return [torch.ones(i + 1) * 2 for i in range(n)] + [torch.ones(1) * 2 for _ in range(4)]
-'''
+"""
 
-USER = '''
+USER = """
 import sys
 sys.path.insert(0, {site!r})
 
@@ -117,7 +118,7 @@ def library_lines():
     a = many_calls(torch.randn(8))
     b = many_shapes(6)
     return a, b
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +140,7 @@ def rows_under(listing: str, number: int) -> list[str]:
     lines = listing.splitlines()
     start = next(i for i, text in enumerate(lines) if re.match(rf"^\s*{number} \| ", text))
     rows = []
-    for text in lines[start + 1:]:
+    for text in lines[start + 1 :]:
         if not re.match(r"^\s+\|\s{5}", text):
             break
         rows.append(text.split("|", 1)[1][5:].rstrip())
@@ -149,15 +150,15 @@ def rows_under(listing: str, number: int) -> list[str]:
 def tree_rows(rows: list[str]) -> list[str]:
     """The module tree rows among a line's rows: from `module` to the first op row."""
     start = next(i for i, r in enumerate(rows) if r.startswith("module"))
-    end = next((i for i, r in enumerate(rows) if i > start and r.startswith(("forward", "backward", "->"))),
-               len(rows))
+    end = next((i for i, r in enumerate(rows) if i > start and r.startswith(("forward", "backward", "->"))), len(rows))
     return rows[start:end]
 
 
 def test_a_library_model_call_shows_its_module_tree(program: Path, step_report) -> None:
     rows = rows_under(render(step_report), line_of(program, "output = model(images)"))
-    assert rows[0] == ("call      conv2d x12, add_ x12, batch_norm x12, relu x11, add x5, adaptive_avg_pool2d, "
-                       "flatten, linear")
+    assert rows[0] == (
+        "call      conv2d x12, add_ x12, batch_norm x12, relu x11, add x5, adaptive_avg_pool2d, flatten, linear"
+    )
     # torchinfo's view: qualified names, types, output shapes, ops and FLOPs of the module and
     # below, parameters; numbered blocks that did the same work fold into one row (layer1.0-2 x3)
     assert tree_rows(rows) == [
@@ -174,17 +175,33 @@ def test_a_library_model_call_shows_its_module_tree(program: Path, step_report) 
         "            fc            Linear             f32[2, 10]                2 ops    640 FLOP    170 params",
     ]
     # the forward ops of the model (all on this line) are 79 of the trace's 82 forward ops
-    assert sum(1 for e in step_report.events if e.kind == "op" and e.phase == "forward"
-               and e.line == line_of(program, "output = model(images)")) == 79
+    assert (
+        sum(
+            1
+            for e in step_report.events
+            if e.kind == "op" and e.phase == "forward" and e.line == line_of(program, "output = model(images)")
+        )
+        == 79
+    )
 
 
 def test_depth_chooses_how_much_of_the_tree_is_shown(program: Path, step_report) -> None:
     line = line_of(program, "output = model(images)")
     assert tree_rows(rows_under(render(step_report, depth=0), line)) == [
-        "module    TinyResNet    f32[2, 10]        79 ops  5.86 MFLOP  12.3K params"]
+        "module    TinyResNet    f32[2, 10]        79 ops  5.86 MFLOP  12.3K params"
+    ]
     deep = [r.split()[0] for r in tree_rows(rows_under(render(step_report, depth=3), line))]
-    assert deep[:9] == ["module", "conv1", "bn1", "relu", "layer1", "layer1.0-2", "layer1.0-2.conv1",
-                        "layer1.0-2.bn1", "layer1.0-2.relu"]
+    assert deep[:9] == [
+        "module",
+        "conv1",
+        "bn1",
+        "relu",
+        "layer1",
+        "layer1.0-2",
+        "layer1.0-2.conv1",
+        "layer1.0-2.bn1",
+        "layer1.0-2.relu",
+    ]
     assert "layer2.0.downsample" in deep and "layer2.0.downsample.0" not in deep
 
 
@@ -194,11 +211,14 @@ def test_a_tree_counted_from_cut_events_says_so(program: Path, step_report) -> N
     import dataclasses
 
     line = line_of(program, "output = model(images)")
-    summary = dataclasses.replace(step_report.summary, ops={**step_report.summary.ops,
-                                                            "forward": step_report.summary.ops["forward"] + 500})
+    summary = dataclasses.replace(
+        step_report.summary, ops={**step_report.summary.ops, "forward": step_report.summary.ops["forward"] + 500}
+    )
     rows = rows_under(render(dataclasses.replace(step_report, summary=summary), depth=0), line)
-    assert rows[1:3] == ["module    TinyResNet    f32[2, 10]        79 ops  5.86 MFLOP  12.3K params",
-                         "          (ops and FLOPs of the events the report kept; see the notes)"]
+    assert rows[1:3] == [
+        "module    TinyResNet    f32[2, 10]        79 ops  5.86 MFLOP  12.3K params",
+        "          (ops and FLOPs of the events the report kept; see the notes)",
+    ]
     assert "(ops and FLOPs of the events" not in render(step_report)
 
 
@@ -208,8 +228,14 @@ def test_module_data_in_the_report(program: Path, step_report) -> None:
     root = modules[0]
     assert (root.path, root.type, root.parent, root.line) == ("", "TinyResNet", None, line)
     assert [(m.path, m.type) for m in modules if m.parent == 0] == [
-        ("conv1", "Conv2d"), ("bn1", "BatchNorm2d"), ("relu", "ReLU"), ("layer1", "Sequential"),
-        ("layer2", "Sequential"), ("avgpool", "AdaptiveAvgPool2d"), ("fc", "Linear")]
+        ("conv1", "Conv2d"),
+        ("bn1", "BatchNorm2d"),
+        ("relu", "ReLU"),
+        ("layer1", "Sequential"),
+        ("layer2", "Sequential"),
+        ("avgpool", "AdaptiveAvgPool2d"),
+        ("fc", "Linear"),
+    ]
     conv = next(i for i, m in enumerate(modules) if m.path == "layer2.0.downsample.0")
     assert [tuple(o.shape) for o in modules[conv].outputs] == [(2, 16, 8, 8)]
     assert modules[conv].params == 8 * 16
@@ -237,11 +263,13 @@ def test_foreach_ops_are_one_short_row(program: Path) -> None:
     assert rows_under(listing, line_of(program, "ys = torch._foreach_mul(xs, 2.0)")) == [
         "forward   aten._foreach_mul.Scalar  8 f32 tensors                            4 µs  4 KiB",
         "cost      4 µs  10.0%  launch-bound  allocates 4 KiB, holds 3.5 KiB at line end "
-        "(referenced by the program 3.5 KiB)"]
+        "(referenced by the program 3.5 KiB)",
+    ]
     # an in-place foreach op returns nothing: its row counts what it was given
     assert rows_under(listing, line_of(program, "torch._foreach_add_(xs, ys)")) == [
         "forward   aten._foreach_add_.List   in: 16 f32 tensors                       4 µs",
-        "cost      4 µs  10.0%  launch-bound"]
+        "cost      4 µs  10.0%  launch-bound",
+    ]
 
 
 def test_long_call_rows_and_many_shapes_fold(program: Path) -> None:
@@ -249,7 +277,8 @@ def test_long_call_rows_and_many_shapes_fold(program: Path) -> None:
     listing = render(report)
     # 21 distinct functions: the most frequent that fit, then what was left out
     assert rows_under(listing, line_of(program, "a = many_calls(torch.randn(8))"))[0] == (
-        "call      randn, sin x4, cos, tan, exp, log1p, sqrt, abs, neg, sigmoid, tanh, relu +9 more (9 calls)")
+        "call      randn, sin x4, cos, tan, exp, log1p, sqrt, abs, neg, sigmoid, tanh, relu +9 more (9 calls)"
+    )
     # six shapes of one op: the most common first, with counts, and how many others
     assert rows_under(listing, line_of(program, "b = many_shapes(6)"))[1:] == [
         "forward   aten.ones.default       f32[1] x5, f32[2] x1 +4 shapes    x10               40 µs  5 KiB",
@@ -260,16 +289,34 @@ def test_long_call_rows_and_many_shapes_fold(program: Path) -> None:
 
 def test_cli_lists_every_op_and_the_chosen_depth_on_request(program: Path) -> None:
     line = line_of(program, "output = model(images)")
-    result = subprocess.run([sys.executable, "-m", "atenlens", "trace", f"{program}::step", "--device", "cpu",
-                             "--all-ops", "--depth", "1"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "atenlens", "trace", f"{program}::step", "--device", "cpu", "--all-ops", "--depth", "1"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     rows = rows_under(result.stdout, line)
     assert [r.split()[0] for r in tree_rows(rows)] == [
-        "module", "conv1", "bn1", "relu", "layer1", "layer2", "avgpool", "fc"]
+        "module",
+        "conv1",
+        "bn1",
+        "relu",
+        "layer1",
+        "layer2",
+        "avgpool",
+        "fc",
+    ]
     assert any(re.fullmatch(r"\s*aten\.view\.default\s+f32\[2, 16\]", r) for r in rows)
     assert "not listed" not in result.stdout
-    result = subprocess.run([sys.executable, "-m", "atenlens", "trace", f"{program}::step", "--depth", "-1"],
-                            cwd=REPO, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "atenlens", "trace", f"{program}::step", "--depth", "-1"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (result.returncode, result.stderr) == (2, "atenlens trace: --depth must be 0 or more, got -1\n")
 
 
@@ -309,27 +356,54 @@ def test_init_lines_and_syncs_in_hints(program: Path) -> None:
 def test_hint_kinds_switch_off_one_by_one() -> None:
     """A line with forward and backward ops and a sync: each hint setting removes its own part."""
     from atenlens.lsp.trace_view import LineTrace
-    from atenlens.report import Diagnostic, Event, TensorMeta
+    from atenlens.report import Diagnostic, Event, Phase, TensorMeta
 
-    def op(name: str, phase: str, *shape: int) -> Event:
-        return Event(kind="op", name=name, phase=phase, file="f.py", line=3,  # type: ignore[arg-type]
-                     outputs=(TensorMeta("float32", shape, "cuda:0"),) if shape else ())
+    def op(name: str, phase: Phase, *shape: int) -> Event:
+        return Event(
+            kind="op",
+            name=name,
+            phase=phase,
+            file="f.py",
+            line=3,  # type: ignore[arg-type]
+            outputs=(TensorMeta("float32", shape, "cuda:0"),) if shape else (),
+        )
+
     trace = LineTrace(
         text="    y = x.t().mm(w).sum().item()",
-        forward=[op("aten.t.default", "forward", 4, 8), op("aten.mm.default", "forward", 4, 4),
-                 op("aten.sum.default", "forward"), op("aten._local_scalar_dense.default", "forward")],
+        forward=[
+            op("aten.t.default", "forward", 4, 8),
+            op("aten.mm.default", "forward", 4, 4),
+            op("aten.sum.default", "forward"),
+            op("aten._local_scalar_dense.default", "forward"),
+        ],
         backward=[op("aten.mm.default", "backward", 8, 4), op("aten.detach.default", "backward", 8, 4)],
-        diagnostics=[Diagnostic(file="f.py", line=3, column=4, severity="warning", code="AL100", kind="sync",
-                                message="`.item()` ...", count=2)],
-        bookkeeping=frozenset({"aten.t.default", "aten.detach.default"}))
+        diagnostics=[
+            Diagnostic(
+                file="f.py",
+                line=3,
+                column=4,
+                severity="warning",
+                code="AL100",
+                kind="sync",
+                message="`.item()` ...",
+                count=2,
+            )
+        ],
+        bookkeeping=frozenset({"aten.t.default", "aten.detach.default"}),
+    )
     assert trace.hint(HintSettings()) == "mm, sum, _local_scalar_dense f32[4, 4] · ∇ mm · sync×2"
     assert trace.hint(HintSettings(syncs=False)) == "mm, sum, _local_scalar_dense f32[4, 4] · ∇ mm"
     assert trace.hint(HintSettings(backward=False, shapes=False)) == "mm, sum, _local_scalar_dense · sync×2"
     assert trace.hint(HintSettings(ops=False)) == "3 ops f32[4, 4] · ∇ 1 op · sync×2"
-    assert trace.hint(HintSettings(show_bookkeeping=True, max_length=80)) == \
-        "t, mm, sum, _local_scalar_dense f32[4, 4] · ∇ mm, detach · sync×2"
+    assert (
+        trace.hint(HintSettings(show_bookkeeping=True, max_length=80))
+        == "t, mm, sum, _local_scalar_dense f32[4, 4] · ∇ mm, detach · sync×2"
+    )
     # ... and within the default length, view-like ops are the first to be cut
-    assert trace.hint(HintSettings(show_bookkeeping=True)) == "mm, sum, _local_scalar_dense +1 f32[4, 4] · ∇ mm +1 · sync×2"
+    assert (
+        trace.hint(HintSettings(show_bookkeeping=True))
+        == "mm, sum, _local_scalar_dense +1 f32[4, 4] · ∇ mm +1 · sync×2"
+    )
 
 
 def test_a_hugging_face_model_call_shows_its_module_tree(worker) -> None:
@@ -340,8 +414,9 @@ def test_a_hugging_face_model_call_shows_its_module_tree(worker) -> None:
     from gpu_helpers import cuda_request
 
     if importlib.util.find_spec("transformers") is None:
-        pytest.skip("transformers is not installed; install the models extra: "
-                    "pip install torch==2.13.0 -e '.[test,models]'")
+        pytest.skip(
+            "transformers is not installed; install the models extra: pip install torch==2.13.0 -e '.[test,models]'"
+        )
     program = Path(__file__).resolve().parent / "fixtures" / "models" / "hf_llama.py"
     report = worker.trace(cuda_request(program, "train_step", timeout=120))
     assert report.status == "ok", report.message

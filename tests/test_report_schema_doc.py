@@ -1,4 +1,5 @@
 """docs/report-schema.md documents exactly the keys and codes of server/atenlens/report.py."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,11 +23,27 @@ def first_column(text: str) -> list[str]:
     return re.findall(r"^\| `([^`]+)` \|", text, re.M)
 
 
-@pytest.mark.parametrize("cls", [report.TraceReport, report.Target, report.Event, report.ModuleCall, report.Frame,
-                                 report.TensorMeta,
-                                 report.Diagnostic, report.Summary, report.MemorySummary, report.PeakCategories,
-                                 report.MemoryHolder, report.MemoryLine, report.Holding, report.MemoryTimeline,
-                                 report.TimeSummary, report.TraceRequest])
+@pytest.mark.parametrize(
+    "cls",
+    [
+        report.TraceReport,
+        report.Target,
+        report.Event,
+        report.ModuleCall,
+        report.Frame,
+        report.TensorMeta,
+        report.Diagnostic,
+        report.Summary,
+        report.MemorySummary,
+        report.PeakCategories,
+        report.MemoryHolder,
+        report.MemoryLine,
+        report.Holding,
+        report.MemoryTimeline,
+        report.TimeSummary,
+        report.TraceRequest,
+    ],
+)
 def test_every_field_is_documented_and_nothing_else(cls) -> None:
     documented = first_column(section(cls.__name__))
     assert documented == [f.name for f in dataclasses.fields(cls)]

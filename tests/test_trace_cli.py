@@ -1,4 +1,5 @@
 """`atenlens trace` end to end: a real subprocess, a real worker, real exit codes."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,14 @@ from engine_helpers import REPO, line_of, write
 
 
 def atenlens(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "atenlens", "trace", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "atenlens", "trace", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_trace_example_prints_the_listing_and_exits_0() -> None:
@@ -24,7 +31,7 @@ def test_trace_example_prints_the_listing_and_exits_0() -> None:
     lines = result.stdout.splitlines()
     assert lines[0] == "examples/train_step.py::train_step  device cpu  ok"
     assert any("aten.addmm.default" in text and "f32[8, 32]" in text for text in lines)
-    assert "\x1b[" not in result.stdout                       # not a terminal: no colour
+    assert "\x1b[" not in result.stdout  # not a terminal: no colour
 
 
 def test_json_report_round_trips_with_the_documented_keys() -> None:
@@ -34,14 +41,41 @@ def test_json_report_round_trips_with_the_documented_keys() -> None:
     assert data["schema_version"] == 3
     assert data["status"] == "ok"
     assert data["target"] == {"file": str(REPO / "examples" / "train_step.py"), "qualname": "train_step"}
-    assert set(data["summary"]) == {"ops", "calls", "flops", "syncs", "seconds", "memory", "time", "assumptions",
-                                    "world_size", "rank", "gpus_per_node", "collectives", "communication_seconds"}
+    assert set(data["summary"]) == {
+        "ops",
+        "calls",
+        "flops",
+        "syncs",
+        "seconds",
+        "memory",
+        "time",
+        "assumptions",
+        "world_size",
+        "rank",
+        "gpus_per_node",
+        "collectives",
+        "communication_seconds",
+    }
     # a single-process run (no --world-size): one rank, nothing communicated
-    assert [data["summary"][k] for k in ("world_size", "rank", "collectives", "communication_seconds")] == [1, 0, 0, 0.0]
+    assert [data["summary"][k] for k in ("world_size", "rank", "collectives", "communication_seconds")] == [
+        1,
+        0,
+        0,
+        0.0,
+    ]
     memory, time = data["summary"]["memory"], data["summary"]["time"]
     assert {"peak_bytes", "peak_file", "peak_line", "peak_phase", "at_peak", "device_bytes"} <= set(memory)
-    assert set(memory["at_peak"]) == {"parameters", "gradients", "optimizer_state", "activations", "temporaries",
-                                      "inputs", "unsharded_parameters", "unsharded_gradients", "communication"}
+    assert set(memory["at_peak"]) == {
+        "parameters",
+        "gradients",
+        "optimizer_state",
+        "activations",
+        "temporaries",
+        "inputs",
+        "unsharded_parameters",
+        "unsharded_gradients",
+        "communication",
+    }
     assert all(type(v) is int for v in memory["at_peak"].values())
     assert memory["device_bytes"] == 80 * 2**30 and memory["peak_file"] == str(REPO / "examples" / "train_step.py")
     assert {"gpu", "step_seconds", "mfu_bound"} <= set(time) and time["gpu"] == "h100-sxm"
@@ -52,12 +86,15 @@ def test_json_report_round_trips_with_the_documented_keys() -> None:
     assert addmm["line"] == line_of(REPO / "examples" / "train_step.py", "h = F.relu(self.fc1(x))")
 
 
-@pytest.mark.parametrize("target, message", [
-    ("examples/train_step.py", "target must look like FILE::QUALNAME"),
-    ("examples/missing.py::f", "no such file: examples/missing.py"),
-    ("examples/train_step.py::nope", "examples/train_step.py has no function nope (functions: MLP.__init__,"),
-    ("examples/train_step.py::1x", "'1x' is not a function name"),
-])
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        ("examples/train_step.py", "target must look like FILE::QUALNAME"),
+        ("examples/missing.py::f", "no such file: examples/missing.py"),
+        ("examples/train_step.py::nope", "examples/train_step.py has no function nope (functions: MLP.__init__,"),
+        ("examples/train_step.py::1x", "'1x' is not a function name"),
+    ],
+)
 def test_usage_errors_exit_2_with_one_line_on_stderr(target: str, message: str) -> None:
     result = atenlens(target)
     assert result.returncode == 2
@@ -76,7 +113,10 @@ def test_gpu_option_takes_the_tables_names_in_any_case_and_rejects_others() -> N
 
 
 def test_user_exception_exits_1_and_user_output_stays_in_its_section(tmp_path: Path) -> None:
-    path = write(tmp_path, "broken.py", """
+    path = write(
+        tmp_path,
+        "broken.py",
+        """
         import torch
 
         print("module loaded")
@@ -86,43 +126,53 @@ def test_user_exception_exits_1_and_user_output_stays_in_its_section(tmp_path: P
             print("inside f")
             a = torch.randn(2, 3)
             return a @ torch.randn(4, 5)
-    """)
+    """,
+    )
     result = atenlens(f"{path}::f", "--device", "cpu")
     assert result.returncode == 1
     lines = result.stdout.splitlines()
     assert lines[0].endswith("device cpu  error")
     assert lines[1].startswith("RuntimeError: ")
     fence = lines.index("----- stdout of the traced code -----")
-    assert lines[fence + 1: fence + 4] == ["module loaded", "inside f", "----- end of stdout -----"]
+    assert lines[fence + 1 : fence + 4] == ["module loaded", "inside f", "----- end of stdout -----"]
     assert "module loaded" not in "\n".join(lines[:fence])
     line = line_of(path, "return a @ torch.randn(4, 5)")
     assert any(text.startswith(f"  {path}:{line}:12  error AL900 exception: RuntimeError: ") for text in lines)
 
 
 def test_needs_inputs_exits_1_with_a_directive_example(tmp_path: Path) -> None:
-    path = write(tmp_path, "needs.py", """
+    path = write(
+        tmp_path,
+        "needs.py",
+        """
         def f(x):
             return x * 2
-    """)
+    """,
+    )
     result = atenlens(f"{path}::f", "--device", "cpu")
     assert result.returncode == 1
     assert "needs-inputs" in result.stdout.splitlines()[0]
     assert "# atenlens: f(...)" in result.stdout
     result = atenlens(f"{path}::f", "--device", "cpu", "--call", "f(torch.ones(3))")
-    assert result.returncode == 1                          # torch is not imported by the module: NameError
+    assert result.returncode == 1  # torch is not imported by the module: NameError
     assert "NameError: name 'torch' is not defined" in result.stdout
 
 
 def test_call_option_traces_with_the_given_inputs(tmp_path: Path) -> None:
-    path = write(tmp_path, "scaled.py", """
+    path = write(
+        tmp_path,
+        "scaled.py",
+        """
         import torch
 
 
         def scale(x, k=2):
             return x * k
-    """)
-    result = atenlens(f"{path}::scale", "--device", "cpu", "--call", "scale(torch.ones(3, 5, dtype=torch.bfloat16))",
-                      "--json")
+    """,
+    )
+    result = atenlens(
+        f"{path}::scale", "--device", "cpu", "--call", "scale(torch.ones(3, 5, dtype=torch.bfloat16))", "--json"
+    )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["call"] == "scale(torch.ones(3, 5, dtype=torch.bfloat16))"
@@ -133,15 +183,19 @@ def test_call_option_traces_with_the_given_inputs(tmp_path: Path) -> None:
 def _run_in_terminal(env: dict) -> str:
     """Run the command with stdout on a real pseudo-terminal and return what it printed."""
     master, slave = pty.openpty()
-    process = subprocess.Popen([sys.executable, "-m", "atenlens", "trace", "examples/train_step.py::train_step",
-                                "--device", "cpu"], cwd=REPO, stdout=slave, stderr=subprocess.DEVNULL,
-                               env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "atenlens", "trace", "examples/train_step.py::train_step", "--device", "cpu"],
+        cwd=REPO,
+        stdout=slave,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     os.close(slave)
     chunks = []
     while True:
         try:
             data = os.read(master, 65536)
-        except OSError:                                    # EIO: the terminal's other side closed
+        except OSError:  # EIO: the terminal's other side closed
             break
         if not data:
             break
@@ -160,7 +214,10 @@ def test_colour_in_a_terminal_unless_no_color_is_set() -> None:
 
 
 def test_timeout_exits_1_and_names_the_line(tmp_path: Path) -> None:
-    path = write(tmp_path, "spin.py", """
+    path = write(
+        tmp_path,
+        "spin.py",
+        """
         import torch
 
 
@@ -168,7 +225,8 @@ def test_timeout_exits_1_and_names_the_line(tmp_path: Path) -> None:
             x = torch.ones(2)
             while True:
                 x = x * 1
-    """)
+    """,
+    )
     result = atenlens(f"{path}::spin", "--device", "cpu", "--timeout", "2", "--json")
     assert result.returncode == 1
     data = json.loads(result.stdout)
@@ -180,8 +238,9 @@ def test_timeout_exits_1_and_names_the_line(tmp_path: Path) -> None:
 
 def test_plot_and_memory_timeline_options_write_their_files(tmp_path: Path) -> None:
     svg, timeline = tmp_path / "step.svg", tmp_path / "step.json"
-    result = atenlens("examples/train_step.py::train_step", "--device", "cpu", "--plot", str(svg),
-                      "--memory-timeline", str(timeline))
+    result = atenlens(
+        "examples/train_step.py::train_step", "--device", "cpu", "--plot", str(svg), "--memory-timeline", str(timeline)
+    )
     assert result.returncode == 0, result.stderr
     assert svg.read_text().startswith('<svg xmlns="http://www.w3.org/2000/svg"')
     assert any(e["ph"] == "C" and e["name"] == "device memory" for e in json.loads(timeline.read_text())["traceEvents"])

@@ -1,5 +1,6 @@
 """The report's words are torch's: the dtype abbreviations are torch's logging-tensor table, and the
 CLI, the editor and the engine write dtypes and FLOPs the same way."""
+
 import torch
 from torch.utils._dtype_abbrs import dtype_abbrs
 
@@ -23,6 +24,14 @@ def test_cli_editor_and_engine_label_a_float8_tensor_alike():
 
 def test_flops_read_the_same_everywhere():
     assert [format_flops(n) for n in (0, 512, 1000, 8192, 22_528, 999_999, 3 * 10**12, 10**18)] == [
-        "0 FLOP", "512 FLOP", "1 kFLOP", "8.19 kFLOP", "22.5 kFLOP", "1 MFLOP", "3 TFLOP", "1000 PFLOP"]
+        "0 FLOP",
+        "512 FLOP",
+        "1 kFLOP",
+        "8.19 kFLOP",
+        "22.5 kFLOP",
+        "1 MFLOP",
+        "3 TFLOP",
+        "1000 PFLOP",
+    ]
     summary = Summary(ops={"forward": 9, "backward": 24, "optimizer": 1}, syncs=0, flops=22_528)
     assert summary_label(summary) == "fwd 9 · bwd 24 · opt 1 · 0 syncs · 22.5 kFLOP"

@@ -1,4 +1,5 @@
 """The trace worker through its client, with real subprocesses and the real engine."""
+
 from __future__ import annotations
 
 import os
@@ -91,8 +92,9 @@ def test_many_traces_leak_no_descriptors_and_no_memory(worker):
         # the worker answers as soon as a report is complete and reaps the child (closing its
         # pipes) after: idle is when it has no child, not even a zombie, and holds no pidfd
         kids = [p for p in os.listdir("/proc") if p.isdigit() and _parent_of(p) == worker.pid]
-        return not kids and not any("pidfd" in os.readlink(f"/proc/{worker.pid}/fd/{fd}")
-                                    for fd in os.listdir(f"/proc/{worker.pid}/fd"))
+        return not kids and not any(
+            "pidfd" in os.readlink(f"/proc/{worker.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{worker.pid}/fd")
+        )
 
     assert worker.trace(request(TINY, "linear_step")).status == "ok"
     wait_until(idle, "the worker did not finish with its child")
@@ -101,4 +103,4 @@ def test_many_traces_leak_no_descriptors_and_no_memory(worker):
         assert worker.trace(request(TINY, "linear_step")).status == "ok"
     wait_until(idle, "the worker did not finish with its child")
     assert open_descriptors() == descriptors
-    assert resident_kb() - memory < 1024        # the traces ran in children; the worker did not grow
+    assert resident_kb() - memory < 1024  # the traces ran in children; the worker did not grow

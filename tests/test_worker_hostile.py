@@ -1,5 +1,6 @@
 """Hostile user code through the real worker and the real engine: each case ends with one clear
 diagnostic at the right line, and the same warm worker serves the next trace."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,7 +10,7 @@ import pytest
 
 from atenlens.report import Code
 from atenlens.worker.client import TraceWorker
-from worker_helpers import fixture, line_of, request, process_is_gone
+from worker_helpers import fixture, line_of, process_is_gone, request
 
 MEMORY_LIMIT_MB = 1024
 TINY = fixture("worker", "tiny.py")
@@ -43,26 +44,53 @@ class Case:
     status: str
     code: str
     kind: str
-    at: str                     # text of the line the diagnostic must point at
-    message: str                # a fragment of the diagnostic's message
+    at: str  # text of the line the diagnostic must point at
+    message: str  # a fragment of the diagnostic's message
     timeout: float = 30.0
     column: Optional[int] = None
 
 
 CASES = [
-    Case("infinite_loop.py", "timeout", Code.TIMEOUT, "timeout", "while True: x = x + 1", "ran past its 1 s budget", timeout=1),
-    Case("blocks_alarm.py", "timeout", Code.TIMEOUT, "timeout", "while True: pass",
-         "did not finish within 1 s and was killed after 6 s", timeout=1),
+    Case(
+        "infinite_loop.py",
+        "timeout",
+        Code.TIMEOUT,
+        "timeout",
+        "while True: x = x + 1",
+        "ran past its 1 s budget",
+        timeout=1,
+    ),
+    Case(
+        "blocks_alarm.py",
+        "timeout",
+        Code.TIMEOUT,
+        "timeout",
+        "while True: pass",
+        "did not finish within 1 s and was killed after 6 s",
+        timeout=1,
+    ),
     Case("sys_exit.py", "error", Code.EXCEPTION, "exception", "sys.exit(3)", "SystemExit(3)", column=4),
     Case("os_exit.py", "error", Code.WORKER_DIED, "exit", "def step", "exited with exit code 7", column=0),
     Case("segfault.py", "error", Code.WORKER_DIED, "crash", "ctypes.string_at(0)", "segmentation fault (SIGSEGV)"),
     Case("aborts.py", "error", Code.WORKER_DIED, "crash", "os.abort()", "aborted (SIGABRT"),
     Case("torch_abort.py", "error", Code.WORKER_DIED, "crash", "torch._C._abort()", "aborted (SIGABRT"),
-    Case("memory_hog.py", "error", Code.EXCEPTION, "exception", "blocks.append(",
-         f"MemoryError (the trace's memory limit is {MEMORY_LIMIT_MB} MB)"),
+    Case(
+        "memory_hog.py",
+        "error",
+        Code.EXCEPTION,
+        "exception",
+        "blocks.append(",
+        f"MemoryError (the trace's memory limit is {MEMORY_LIMIT_MB} MB)",
+    ),
     Case("recursion.py", "error", Code.EXCEPTION, "exception", "return down(n + 1) + 1", "RecursionError"),
-    Case("deep_recursion.py", "error", Code.WORKER_DIED, "crash", "def down(n): return list(map(down",
-         "segmentation fault (SIGSEGV); its stack was over 100 frames deep (unbounded recursion?)"),
+    Case(
+        "deep_recursion.py",
+        "error",
+        Code.WORKER_DIED,
+        "crash",
+        "def down(n): return list(map(down",
+        "segmentation fault (SIGSEGV); its stack was over 100 frames deep (unbounded recursion?)",
+    ),
     Case("reads_stdin.py", "error", Code.EXCEPTION, "exception", "return input(", "EOFError"),
 ]
 

@@ -1,5 +1,6 @@
 """The worker's lifecycle through its client: cancel, a dying worker, start failures, the
 environment it gets, concurrent callers, and the raw protocol."""
+
 from __future__ import annotations
 
 import json
@@ -61,8 +62,9 @@ def test_cancel_without_a_running_trace_does_nothing(worker):
 
 def test_a_second_caller_waits_for_the_first(worker):
     reports: list[TraceReport] = []
-    threads = [threading.Thread(target=lambda: reports.append(worker.trace(request(TINY, "bump_global"))))
-               for _ in range(4)]
+    threads = [
+        threading.Thread(target=lambda: reports.append(worker.trace(request(TINY, "bump_global")))) for _ in range(4)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -107,8 +109,7 @@ def test_a_python_without_torch_says_so(tmp_path):
     with TraceWorker(python=str(python)) as worker:
         report = worker.trace(request(TINY, "linear_step"))
     assert report.status == "error"
-    assert report.message == ("the trace worker could not start: "
-                              "ModuleNotFoundError: No module named 'torch'")
+    assert report.message == ("the trace worker could not start: ModuleNotFoundError: No module named 'torch'")
 
 
 def test_a_worker_that_stops_answering_is_replaced():
@@ -116,7 +117,7 @@ def test_a_worker_that_stops_answering_is_replaced():
         assert worker.wait_ready()
         stuck_pid = worker.pid
         pids, result, thread = start_in_thread(worker, request(LOOP, "step", timeout=300))
-        os.kill(stuck_pid, signal.SIGSTOP)            # the worker can no longer answer a cancel
+        os.kill(stuck_pid, signal.SIGSTOP)  # the worker can no longer answer a cancel
         try:
             assert worker.cancel() is True
             thread.join(60)
@@ -153,7 +154,9 @@ def test_close_ends_the_worker():
 
 def test_the_worker_gets_only_the_environment_it_needs(monkeypatch):
     monkeypatch.setenv("GITHUB_TOKEN", "not-for-user-code")
-    monkeypatch.setenv("ATENLENS_CACHE_DIR", os.environ.get("ATENLENS_CACHE_DIR", os.path.expanduser("~/.cache/atenlens")))
+    monkeypatch.setenv(
+        "ATENLENS_CACHE_DIR", os.environ.get("ATENLENS_CACHE_DIR", os.path.expanduser("~/.cache/atenlens"))
+    )
     with TraceWorker() as worker:
         report = worker.trace(request(fixture("worker", "environment.py"), "show_environment"))
     assert report.status == "ok", report.message
@@ -162,8 +165,12 @@ def test_the_worker_gets_only_the_environment_it_needs(monkeypatch):
     expected = set(worker_environment())
     # nothing else reaches user code but what Python and torch set in the process itself
     assert expected <= names and names - expected <= {"LC_CTYPE", "TORCHINDUCTOR_CACHE_DIR"}
-    assert set(worker_environment()) - set(PASSED_ENV) <= {"PYTHONPATH", "OMP_NUM_THREADS", "PYTHONIOENCODING",
-                                                           "ATENLENS_CACHE_DIR"}
+    assert set(worker_environment()) - set(PASSED_ENV) <= {
+        "PYTHONPATH",
+        "OMP_NUM_THREADS",
+        "PYTHONIOENCODING",
+        "ATENLENS_CACHE_DIR",
+    }
 
 
 def test_the_worker_finds_this_package_without_the_callers_sys_path():
@@ -173,16 +180,28 @@ def test_the_worker_finds_this_package_without_the_callers_sys_path():
 
 
 def test_raw_protocol_survives_junk_and_answers_by_id():
-    process = subprocess.Popen([sys.executable, "-m", "atenlens.worker"], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=worker_environment())
+    process = subprocess.Popen(
+        [sys.executable, "-m", "atenlens.worker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=worker_environment(),
+    )
     try:
         ready = json.loads(process.stdout.readline())
         assert ready["event"] == "ready" and ready["pid"] == process.pid
         good = json.dumps({"id": "b", "request": json.loads(request(TINY, "linear_step").to_json())})
-        bad_requests = [{"file": 1}, {"file": 1, "qualname": "step"}, {"file": "x.py", "qualname": "f", "device": "tpu"},
-                        {"file": "x.py", "qualname": "f", "timeout_seconds": "soon"}]
-        lines = [b"this is not json", b"[1, 2]"] + [json.dumps({"id": f"bad{i}", "request": bad}).encode()
-                                                   for i, bad in enumerate(bad_requests)] + [good.encode()]
+        bad_requests = [
+            {"file": 1},
+            {"file": 1, "qualname": "step"},
+            {"file": "x.py", "qualname": "f", "device": "tpu"},
+            {"file": "x.py", "qualname": "f", "timeout_seconds": "soon"},
+        ]
+        lines = (
+            [b"this is not json", b"[1, 2]"]
+            + [json.dumps({"id": f"bad{i}", "request": bad}).encode() for i, bad in enumerate(bad_requests)]
+            + [good.encode()]
+        )
         process.stdin.write(b"\n".join(lines) + b"\n")
         process.stdin.flush()
         for i in range(len(bad_requests)):
@@ -201,8 +220,10 @@ def test_raw_protocol_survives_junk_and_answers_by_id():
 def test_without_pidfd_the_worker_polls_for_the_childs_exit(tmp_path):
     # the path for systems without pidfd_open (macOS, Linux < 5.3), forced here
     python = tmp_path / "python-without-pidfd"
-    code = ("import sys, atenlens.worker.supervise as s; s.USE_PIDFD = False; "
-            "from atenlens.worker.main import main; sys.exit(main(sys.argv[sys.argv.index('atenlens.worker') + 1:]))")
+    code = (
+        "import sys, atenlens.worker.supervise as s; s.USE_PIDFD = False; "
+        "from atenlens.worker.main import main; sys.exit(main(sys.argv[sys.argv.index('atenlens.worker') + 1:]))"
+    )
     python.write_text(f'#!/bin/sh\nexec "{sys.executable}" -c "{code}" "$@"\n')
     python.chmod(0o755)
     with TraceWorker(python=str(python)) as worker:
@@ -227,7 +248,8 @@ def test_a_worker_that_fails_while_starting_says_why_every_time(tmp_path):
     with TraceWorker(env={"PYTHONPATH": str(stub)}) as worker:
         reports = [worker.trace(request(TINY, "linear_step")) for _ in range(5)]
     assert [(r.status, r.message) for r in reports] == [
-        ("error", "the trace worker could not start: ImportError: this torch cannot be imported")] * 5
+        ("error", "the trace worker could not start: ImportError: this torch cannot be imported")
+    ] * 5
     assert all('raise ImportError("this torch cannot be imported")' in r.stderr for r in reports)
 
 

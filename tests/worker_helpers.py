@@ -1,4 +1,5 @@
 """Shared helpers for the worker tests: fixture paths and requests."""
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """`atenlens serve | trace | lint | rule`. Each subcommand imports its layer lazily so that `lint` and
 `serve` never pay for (or need) torch."""
+
 from __future__ import annotations
 
 import argparse
@@ -17,38 +18,77 @@ def build_parser() -> argparse.ArgumentParser:
     trace = sub.add_parser("trace", help="trace one function on fake tensors and print an annotated listing")
     trace.add_argument("target", metavar="FILE::QUALNAME", help="e.g. examples/train_step.py::train_step")
     trace.add_argument("--json", action="store_true", help="print the report as JSON (docs/report-schema.md)")
-    trace.add_argument("--device", choices=("cpu", "cuda"), default="cuda",
-                       help="device to simulate (default: cuda, simulated where no GPU is present)")
+    trace.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cuda",
+        help="device to simulate (default: cuda, simulated where no GPU is present)",
+    )
     trace.add_argument("--call", metavar="EXPR", help="example call, overrides the '# atenlens:' directive")
-    trace.add_argument("--argv", metavar="ARGS",
-                       help="the program's command-line arguments while it runs (sys.argv[1:], split like a shell); "
-                            "default: the file's '# atenlens-argv:' comment, else none")
-    trace.add_argument("--timeout", metavar="SECONDS", type=float, default=60.0,
-                       help="time budget for loading the module and running the function (default: 60)")
-    trace.add_argument("--all-ops", action="store_true",
-                       help="also list bookkeeping ops (views, detach: they allocate and compute nothing)")
-    from atenlens.render import DEFAULT_DEPTH     # torch-free, small
+    trace.add_argument(
+        "--argv",
+        metavar="ARGS",
+        help="the program's command-line arguments while it runs (sys.argv[1:], split like a shell); "
+        "default: the file's '# atenlens-argv:' comment, else none",
+    )
+    trace.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=float,
+        default=60.0,
+        help="time budget for loading the module and running the function (default: 60)",
+    )
+    trace.add_argument(
+        "--all-ops",
+        action="store_true",
+        help="also list bookkeeping ops (views, detach: they allocate and compute nothing)",
+    )
+    from atenlens.render import DEFAULT_DEPTH  # torch-free, small
 
-    trace.add_argument("--depth", metavar="N", type=int, default=DEFAULT_DEPTH,
-                       help=f"module tree levels shown below a model called from your code (default: {DEFAULT_DEPTH})")
-    trace.add_argument("--gpu", metavar="NAME", default="h100-sxm",
-                       help="GPU to forecast memory and time for: h100-sxm (default), h100-pcie, h200, a100-80gb, "
-                            "a100-40gb, l4, l40s, rtx-4090, mi300x (any case; docs/cost.md)")
-    trace.add_argument("--world-size", metavar="N", type=int,
-                       help="simulate N ranks: torch.distributed runs on torch's fake backend, collectives are "
-                            "recorded and priced (docs/distributed.md); default: the function's "
-                            "'# atenlens-ranks:' comment, else one process")
+    trace.add_argument(
+        "--depth",
+        metavar="N",
+        type=int,
+        default=DEFAULT_DEPTH,
+        help=f"module tree levels shown below a model called from your code (default: {DEFAULT_DEPTH})",
+    )
+    trace.add_argument(
+        "--gpu",
+        metavar="NAME",
+        default="h100-sxm",
+        help="GPU to forecast memory and time for: h100-sxm (default), h100-pcie, h200, a100-80gb, "
+        "a100-40gb, l4, l40s, rtx-4090, mi300x (any case; docs/cost.md)",
+    )
+    trace.add_argument(
+        "--world-size",
+        metavar="N",
+        type=int,
+        help="simulate N ranks: torch.distributed runs on torch's fake backend, collectives are "
+        "recorded and priced (docs/distributed.md); default: the function's "
+        "'# atenlens-ranks:' comment, else one process",
+    )
     trace.add_argument("--rank", metavar="R", type=int, help="the rank traced (default: 0)")
-    trace.add_argument("--gpus-per-node", metavar="G", type=int,
-                       help="GPUs per node: ranks on one node talk over NVLink, others over the network (default: 8)")
-    trace.add_argument("--plot", metavar="FILE.svg",
-                       help="write the memory timeline and the per-line time share as an SVG picture")
-    trace.add_argument("--memory-timeline", metavar="FILE.json",
-                       help="write the step's estimated ops and live memory as a Chrome trace-event file "
-                            "(open in https://ui.perfetto.dev or chrome://tracing)")
+    trace.add_argument(
+        "--gpus-per-node",
+        metavar="G",
+        type=int,
+        help="GPUs per node: ranks on one node talk over NVLink, others over the network (default: 8)",
+    )
+    trace.add_argument(
+        "--plot", metavar="FILE.svg", help="write the memory timeline and the per-line time share as an SVG picture"
+    )
+    trace.add_argument(
+        "--memory-timeline",
+        metavar="FILE.json",
+        help="write the step's estimated ops and live memory as a Chrome trace-event file "
+        "(open in https://ui.perfetto.dev or chrome://tracing)",
+    )
 
-    check = sub.add_parser("check", help="trace the functions [tool.atenlens.check] names and fail when one "
-                                         "breaks its budget or regresses against the baseline (docs/check.md)")
+    check = sub.add_parser(
+        "check",
+        help="trace the functions [tool.atenlens.check] names and fail when one "
+        "breaks its budget or regresses against the baseline (docs/check.md)",
+    )
     from atenlens.check.command import add_arguments as add_check_arguments
 
     add_check_arguments(check)
@@ -67,9 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
-    serve.add_argument("--tcp", metavar="HOST:PORT",
-                       help="listen on a loopback TCP port instead of stdio, for debugging: one client, which "
-                            "must send initializationOptions.tcpToken (printed at start, or $ATENLENS_TCP_TOKEN)")
+    serve.add_argument(
+        "--tcp",
+        metavar="HOST:PORT",
+        help="listen on a loopback TCP port instead of stdio, for debugging: one client, which "
+        "must send initializationOptions.tcpToken (printed at start, or $ATENLENS_TCP_TOKEN)",
+    )
 
 
 def _print_rule(args: argparse.Namespace) -> int:
@@ -82,8 +125,12 @@ def _print_rule(args: argparse.Namespace) -> int:
     rule = find_rule(args.code or "")
     if rule is None:
         known = ", ".join(r.code for r in RULES)
-        print(f"atenlens rule: unknown rule {args.code!r} (known: {known})" if args.code
-              else f"atenlens rule: name a rule (known: {known}) or pass --all", file=sys.stderr)
+        print(
+            f"atenlens rule: unknown rule {args.code!r} (known: {known})"
+            if args.code
+            else f"atenlens rule: name a rule (known: {known}) or pass --all",
+            file=sys.stderr,
+        )
         return 2
     sys.stdout.write(rule_markdown(rule))
     return 0
@@ -94,7 +141,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if arguments[:1] == ["serve"]:
         # The editor waits for the server: parse only its own arguments, without importing what
         # the other subcommands' arguments need (their defaults come from the trace layer).
-        parser = argparse.ArgumentParser(prog="atenlens serve", description="run the language server (stdio by default)")
+        parser = argparse.ArgumentParser(
+            prog="atenlens serve", description="run the language server (stdio by default)"
+        )
         _add_serve_arguments(parser)
         args = parser.parse_args(arguments[1:])
         args.command = "serve"

@@ -1,4 +1,5 @@
 """How collectives read in the listing, hints and hover (torch-free): `8x 2.0 MiB · ~4.09 µs NVLink`."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -13,18 +14,22 @@ def collective_label(event: Event) -> str:
     """Group size, bytes per rank, estimated time and link of one collective event."""
     parts = [f"{event.group_size}x {format_bytes(event.bytes)}" if event.group_size else format_bytes(event.bytes)]
     if event.estimate_seconds:
-        parts.append(f"~{format_seconds(event.estimate_seconds)} {LINK_NAMES.get(event.link or '', event.link or '')}".rstrip())
+        parts.append(
+            f"~{format_seconds(event.estimate_seconds)} {LINK_NAMES.get(event.link or '', event.link or '')}".rstrip()
+        )
     return " · ".join(parts)
 
 
 def ranks_summary(summary: Summary) -> str:
-    """"rank 0 of 8 · 6 collectives ~114 µs" ("" for a single-process run without collectives)."""
+    """ "rank 0 of 8 · 6 collectives ~114 µs" ("" for a single-process run without collectives)."""
     if summary.world_size <= 1 and not summary.collectives:
         return ""
     text = f"rank {summary.rank} of {summary.world_size}"
     if summary.collectives:
-        text += (f" · {summary.collectives} collective{'s' if summary.collectives != 1 else ''}"
-                 f" ~{format_seconds(summary.communication_seconds)}")
+        text += (
+            f" · {summary.collectives} collective{'s' if summary.collectives != 1 else ''}"
+            f" ~{format_seconds(summary.communication_seconds)}"
+        )
     return text
 
 
@@ -48,7 +53,7 @@ def _grouped(events: Sequence[Event]) -> list[tuple[Event, int, float]]:
 
 
 def collectives_hint(events: Sequence[Event], room: int = 10_000) -> str:
-    """"all_gather 8x 2 MiB ~4.09 µs NVLink ×2, ∇ reduce_scatter 8x 2 MiB ~4.09 µs NVLink" for a hint;
+    """ "all_gather 8x 2 MiB ~4.09 µs NVLink ×2, ∇ reduce_scatter 8x 2 MiB ~4.09 µs NVLink" for a hint;
     past `room` characters the rest is counted (`+2`), the first one is always named."""
     parts: list[str] = []
     for e, count, seconds in _grouped(events):
@@ -57,7 +62,7 @@ def collectives_hint(events: Sequence[Event], room: int = 10_000) -> str:
             text += f" ~{format_seconds(seconds)} {LINK_NAMES.get(e.link or '', e.link or '')}".rstrip()
         parts.append(text + (f" ×{count}" if count > 1 else ""))
     shown = 1
-    while shown < len(parts) and len(", ".join(parts[:shown + 1])) + len(f" +{len(parts)}") <= room:
+    while shown < len(parts) and len(", ".join(parts[: shown + 1])) + len(f" +{len(parts)}") <= room:
         shown += 1
     rest = len(parts) - shown
     return ", ".join(parts[:shown]) + (f" +{rest}" if rest else "")
@@ -65,10 +70,15 @@ def collectives_hint(events: Sequence[Event], room: int = 10_000) -> str:
 
 def collectives_table(events: Sequence[Event]) -> str:
     """The hover's **Collectives** section: one row per distinct collective of the line."""
-    rows = ["**Collectives** (estimates: ring model, docs/distributed.md)", "",
-            "| phase | collective | group | ranks | bytes per rank | time | link | count |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "**Collectives** (estimates: ring model, docs/distributed.md)",
+        "",
+        "| phase | collective | group | ranks | bytes per rank | time | link | count |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for e, count, seconds in _grouped(events):
-        rows.append(f"| {e.phase} | `{e.name}` | {e.group or ''} | {e.group_size or ''} | {format_bytes(e.bytes)} | "
-                    f"{format_seconds(seconds)} | {LINK_NAMES.get(e.link or '', e.link or '')} | {count} |")
+        rows.append(
+            f"| {e.phase} | `{e.name}` | {e.group or ''} | {e.group_size or ''} | {format_bytes(e.bytes)} | "
+            f"{format_seconds(seconds)} | {LINK_NAMES.get(e.link or '', e.link or '')} | {count} |"
+        )
     return "\n".join(rows)

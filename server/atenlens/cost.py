@@ -12,6 +12,7 @@ bytes at the PCIe rate instead of HBM's; ops on host tensors only cost nothing o
 modelled: Python and dispatcher overhead beyond the launch floor, overlap of copies with compute,
 caches (L2 reuse between ops), and the efficiency differences between kernels.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -32,9 +33,11 @@ MEMORY_EFFICIENCY = 0.85
 # is max(roofline, launch), not a sum: a 10 ms GEMM is not 4 µs slower, and no kernel takes 1 ns.
 LAUNCH_SECONDS = 4e-6
 
-ASSUMPTIONS = (f"estimates: roofline per op, max(FLOPs / ({COMPUTE_EFFICIENCY:g} x peak dense FLOPS of the op's dtype), "
-               f"bytes moved / ({MEMORY_EFFICIENCY:g} x HBM bandwidth)), at least {LAUNCH_SECONDS * 1e6:g} µs per kernel "
-               "(launch); views cost 0; host-device copies at the PCIe rate; no overlap, no caches")
+ASSUMPTIONS = (
+    f"estimates: roofline per op, max(FLOPs / ({COMPUTE_EFFICIENCY:g} x peak dense FLOPS of the op's dtype), "
+    f"bytes moved / ({MEMORY_EFFICIENCY:g} x HBM bandwidth)), at least {LAUNCH_SECONDS * 1e6:g} µs per kernel "
+    "(launch); views cost 0; host-device copies at the PCIe rate; no overlap, no caches"
+)
 
 
 def compute_seconds(gpu: GPU, flops: int, dtype: str, fp32_as_tf32: bool = False) -> float:
@@ -50,8 +53,9 @@ def memory_seconds(gpu: GPU, bytes_moved: int, host_copy: bool = False) -> float
     return bytes_moved / (bandwidth * MEMORY_EFFICIENCY)
 
 
-def op_seconds(gpu: GPU, flops: Optional[int], bytes_moved: int, dtype: str, fp32_as_tf32: bool = False,
-               host_copy: bool = False) -> float:
+def op_seconds(
+    gpu: GPU, flops: Optional[int], bytes_moved: int, dtype: str, fp32_as_tf32: bool = False, host_copy: bool = False
+) -> float:
     """The estimate of one op on `gpu`: its roofline, at least one kernel launch (0 for an op that
     launches no kernel: nothing to compute, nothing to move)."""
     roofline = max(compute_seconds(gpu, flops or 0, dtype, fp32_as_tf32), memory_seconds(gpu, bytes_moved, host_copy))
@@ -80,15 +84,16 @@ class LineCost:
 
     @property
     def bound(self) -> str:
-        """"compute", "memory" or "launch": what most of the line's time comes from (its ops' FLOPs, their
+        """ "compute", "memory" or "launch": what most of the line's time comes from (its ops' FLOPs, their
         bytes, or kernels too small to take longer than their launch)."""
         if self.compute_seconds >= max(self.memory_seconds, self.launch_seconds):
             return "compute"
         return "memory" if self.memory_seconds >= self.launch_seconds else "launch"
 
 
-def line_costs(events: Iterable[Event], gpu_name: Optional[str] = None,
-               fp32_as_tf32: bool = False) -> dict[tuple[Optional[str], Optional[int]], LineCost]:
+def line_costs(
+    events: Iterable[Event], gpu_name: Optional[str] = None, fp32_as_tf32: bool = False
+) -> dict[tuple[Optional[str], Optional[int]], LineCost]:
     """Per innermost user line (backward ops at the forward line that caused them): summed estimates."""
     gpu = find_gpu(gpu_name)
     costs: dict[tuple[Optional[str], Optional[int]], LineCost] = {}
@@ -107,7 +112,7 @@ def line_costs(events: Iterable[Event], gpu_name: Optional[str] = None,
             c = compute_seconds(gpu, event.flops or 0, compute_dtype(event), fp32_as_tf32)
             if c >= event.estimate_seconds:
                 cost.compute_seconds += event.estimate_seconds
-            elif event.estimate_seconds == LAUNCH_SECONDS:       # neither side of the roofline reached the floor
+            elif event.estimate_seconds == LAUNCH_SECONDS:  # neither side of the roofline reached the floor
                 cost.launch_seconds += event.estimate_seconds
             else:
                 cost.memory_seconds += event.estimate_seconds
@@ -119,14 +124,16 @@ def most_expensive(costs: dict, count: int = 5) -> list[LineCost]:
 
 
 def lens_label(summary: Summary) -> str:
-    """"peak 61.2 GiB @ line 48 (backward) · ~412 ms/step on H100 SXM" for the editor's summary lens;
+    """ "peak 61.2 GiB @ line 48 (backward) · ~412 ms/step on H100 SXM" for the editor's summary lens;
     "" when the report has no cost summary."""
     memory, time = summary.memory, summary.time
     parts: list[str] = []
     if memory is not None:
         where = f" @ line {memory.peak_line}" if memory.peak_line is not None else ""
-        parts.append(f"peak {format_bytes(memory.peak_bytes)}{where} ({memory.peak_phase})"
-                     + (" — does not fit" if memory.peak_bytes > memory.device_bytes else ""))
+        parts.append(
+            f"peak {format_bytes(memory.peak_bytes)}{where} ({memory.peak_phase})"
+            + (" — does not fit" if memory.peak_bytes > memory.device_bytes else "")
+        )
     if time is not None:
         try:
             name = find_gpu(time.gpu).short_name

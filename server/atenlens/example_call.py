@@ -11,6 +11,7 @@ just before (`model, opt, x, y = setup()`, `x = torch.randn(8, 16)`) is replaced
 the placeholders the user fills in. Without such a call, the parameters' names are the placeholders:
 `train_step(model, opt, x, y)`.
 """
+
 from __future__ import annotations
 
 import ast
@@ -22,9 +23,9 @@ from atenlens.functions import BUILTIN_NAMES, FunctionInfo, is_main_guard, missi
 
 @dataclass(frozen=True)
 class Proposal:
-    expression: str                  # the call, e.g. "train_step(*setup())"
-    placeholders: tuple[str, ...]    # names in it the module does not define, in order of appearance
-    reused_line: Optional[int]       # 1-based line of the call it was taken from, None: made from the parameters
+    expression: str  # the call, e.g. "train_step(*setup())"
+    placeholders: tuple[str, ...]  # names in it the module does not define, in order of appearance
+    reused_line: Optional[int]  # 1-based line of the call it was taken from, None: made from the parameters
 
 
 def _callee_matches(call: ast.Call, info: FunctionInfo) -> bool:
@@ -35,16 +36,21 @@ def _callee_matches(call: ast.Call, info: FunctionInfo) -> bool:
 
 def _calls_in(body: list[ast.stmt], info: FunctionInfo) -> list[tuple[ast.Call, list[ast.stmt]]]:
     """The calls of `info` in `body`, each with the statements of `body` (its scope) it was found in."""
-    return [(node, body) for statement in body for node in ast.walk(statement)
-            if isinstance(node, ast.Call) and _callee_matches(node, info)]
+    return [
+        (node, body)
+        for statement in body
+        for node in ast.walk(statement)
+        if isinstance(node, ast.Call) and _callee_matches(node, info)
+    ]
 
 
 def _assignments_before(scope: list[ast.stmt], line: int) -> dict[str, tuple[ast.Assign, int]]:
     """The last plain assignment to each name in `scope` (nested blocks too) before `line`: name ->
     (assignment, the name's position among its targets, -1 for a plain `name = ...`)."""
     found: dict[str, tuple[ast.Assign, int]] = {}
-    nodes = sorted((n for s in scope for n in ast.walk(s) if isinstance(n, ast.Assign) and n.lineno < line),
-                   key=lambda n: n.lineno)
+    nodes = sorted(
+        (n for s in scope for n in ast.walk(s) if isinstance(n, ast.Assign) and n.lineno < line), key=lambda n: n.lineno
+    )
     for node in nodes:
         if len(node.targets) != 1:
             continue
@@ -53,7 +59,8 @@ def _assignments_before(scope: list[ast.stmt], line: int) -> dict[str, tuple[ast
             found[target.id] = (node, -1)
         elif isinstance(target, ast.Tuple) and all(isinstance(e, ast.Name) for e in target.elts):
             for index, element in enumerate(target.elts):
-                found[element.id] = (node, index)   # type: ignore[union-attr]
+                if isinstance(element, ast.Name):  # all are (checked above)
+                    found[element.id] = (node, index)
     return found
 
 
@@ -79,8 +86,8 @@ def _rewrite_arguments(call: ast.Call, scope: list[ast.stmt], source: str, defin
                 index += 1
                 continue
             if position == 0:
-                names = [e.id for e in assignment.targets[0].elts]   # type: ignore[attr-defined]
-                given = [a.id if isinstance(a, ast.Name) else None for a in args[index:index + len(names)]]
+                names = [e.id for e in assignment.targets[0].elts]  # type: ignore[attr-defined]
+                given = [a.id if isinstance(a, ast.Name) else None for a in args[index : index + len(names)]]
                 if given == names and readable(assignment.value):
                     parts.append(f"*{segment(assignment.value)}")
                     index += len(names)
@@ -89,8 +96,12 @@ def _rewrite_arguments(call: ast.Call, scope: list[ast.stmt], source: str, defin
         index += 1
     for keyword in call.keywords:
         value = keyword.value
-        if isinstance(value, ast.Name) and value.id in made and made[value.id][1] == -1 \
-                and readable(made[value.id][0].value):
+        if (
+            isinstance(value, ast.Name)
+            and value.id in made
+            and made[value.id][1] == -1
+            and readable(made[value.id][0].value)
+        ):
             text = segment(made[value.id][0].value)
         else:
             text = segment(value)
@@ -105,9 +116,21 @@ def _from_parameters(info: FunctionInfo, tree: ast.Module) -> str:
     if not info.is_method:
         return call
     owner = info.qualname.rsplit(".", 1)[0]
-    init = _definition(tree, FunctionInfo(qualname=f"{owner}.__init__", name="__init__", line=0, column=0,
-                                          first_line=0, end_line=0, needs_args=True, is_method=True,
-                                          directive=None, directive_line=None))
+    init = _definition(
+        tree,
+        FunctionInfo(
+            qualname=f"{owner}.__init__",
+            name="__init__",
+            line=0,
+            column=0,
+            first_line=0,
+            end_line=0,
+            needs_args=True,
+            is_method=True,
+            directive=None,
+            directive_line=None,
+        ),
+    )
     receiver = f"{owner}({', '.join(_required(init, True))})" if init is not None else f"{owner}()"
     return f"{receiver}.{call}"
 
@@ -139,8 +162,12 @@ def propose_call(source: str, info: FunctionInfo) -> Proposal:
     tree = ast.parse(source)
     defined = module_names(tree)
     scopes: list[list[ast.stmt]] = [node.body for node in tree.body if isinstance(node, ast.If) and is_main_guard(node)]
-    scopes += [node.body for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-               and not (node.lineno >= info.line and (node.end_lineno or node.lineno) <= info.end_line)]
+    scopes += [
+        node.body
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and not (node.lineno >= info.line and (node.end_lineno or node.lineno) <= info.end_line)
+    ]
     for scope in scopes:
         calls = _calls_in(scope, info)
         if calls:
@@ -161,8 +188,11 @@ def snippet(expression: str, placeholders: tuple[str, ...]) -> str:
     stops = {name: index + 1 for index, name in enumerate(placeholders)}
     # ast's columns count UTF-8 bytes
     data = expression.encode("utf-8")
-    spans = sorted((n.col_offset, n.end_col_offset or n.col_offset, n.id) for n in ast.walk(tree)
-                   if isinstance(n, ast.Name) and n.id in stops and n.lineno == 1)
+    spans = sorted(
+        (n.col_offset, n.end_col_offset or n.col_offset, n.id)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Name) and n.id in stops and n.lineno == 1
+    )
     out, at = [], 0
     for start, end, name in spans:
         out.append(_escape(data[at:start].decode("utf-8")))

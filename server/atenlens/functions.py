@@ -7,6 +7,7 @@ code lenses. A directive is a comment directly above a `def` (or above its decor
 
 whose text after `atenlens:` is a Python call expression evaluated in the module's namespace.
 """
+
 from __future__ import annotations
 
 import ast
@@ -26,18 +27,18 @@ ARGV_DIRECTIVE = re.compile(r"^\s*#\s*atenlens-argv:(?P<args>.*)$", re.M)
 
 @dataclass(frozen=True)
 class FunctionInfo:
-    qualname: str              # "train_step", "MLP.forward", "outer.<locals>.inner" is not listed
+    qualname: str  # "train_step", "MLP.forward", "outer.<locals>.inner" is not listed
     name: str
-    line: int                  # 1-based line of the `def` keyword
-    column: int                # 0-based column of the `def` (or `async def`) keyword
-    first_line: int            # first decorator line, or `line`
-    end_line: int              # last line of the body
-    needs_args: bool           # has required parameters, or is an instance method (needs a receiver)
+    line: int  # 1-based line of the `def` keyword
+    column: int  # 0-based column of the `def` (or `async def`) keyword
+    first_line: int  # first decorator line, or `line`
+    end_line: int  # last line of the body
+    needs_args: bool  # has required parameters, or is an instance method (needs a receiver)
     is_method: bool
-    directive: Optional[str]   # the example call, or None
+    directive: Optional[str]  # the example call, or None
     directive_line: Optional[int]
-    calls_step: bool = False   # its body calls `.backward()` or `.step()`: a training step
-    directive_missing: tuple[str, ...] = ()   # names the directive reads that the module does not define
+    calls_step: bool = False  # its body calls `.backward()` or `.step()`: a training step
+    directive_missing: tuple[str, ...] = ()  # names the directive reads that the module does not define
 
 
 def _required_params(node: ast.FunctionDef | ast.AsyncFunctionDef, is_method: bool) -> int:
@@ -45,7 +46,7 @@ def _required_params(node: ast.FunctionDef | ast.AsyncFunctionDef, is_method: bo
     positional = args.posonlyargs + args.args
     required = len(positional) - len(args.defaults)
     if is_method and positional and not _is_staticmethod(node):
-        required -= 1          # self / cls is bound by the directive's receiver
+        required -= 1  # self / cls is bound by the directive's receiver
     required += sum(1 for d in args.kw_defaults if d is None)
     return max(required, 0)
 
@@ -60,8 +61,10 @@ STEP_CALLS = frozenset({"backward", "step"})
 def _calls_step(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """Whether the body calls `<something>.backward()` or `<something>.step()` (`loss.backward()`,
     `opt.step()`, `scheduler.step()`)."""
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in STEP_CALLS
-               for n in ast.walk(node))
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in STEP_CALLS
+        for n in ast.walk(node)
+    )
 
 
 def _is_instance_method(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -78,12 +81,14 @@ def directive_above(lines: list[str], first_line: int) -> tuple[Optional[str], O
     return None, None
 
 
-def find_functions(source: str, tree: Optional[ast.Module] = None, check_directives: bool = False) -> list[FunctionInfo]:
+def find_functions(
+    source: str, tree: Optional[ast.Module] = None, check_directives: bool = False
+) -> list[FunctionInfo]:
     """Module-level functions and methods of module-level classes (nested classes too), in
     source order; with `check_directives` (the editor's lenses), each directive's `directive_missing`.
     Raises SyntaxError when `source` does not parse."""
     tree = tree if tree is not None else ast.parse(source)
-    lines = split_lines(source)        # as ast counts lines (not str.splitlines())
+    lines = split_lines(source)  # as ast counts lines (not str.splitlines())
     found: list[FunctionInfo] = []
     defined: Optional[frozenset[str]] = None
 
@@ -97,20 +102,22 @@ def find_functions(source: str, tree: Optional[ast.Module] = None, check_directi
                 if directive is not None and check_directives:
                     defined = defined if defined is not None else module_names(tree)
                     missing = missing_names(directive, defined)
-                found.append(FunctionInfo(
-                    qualname=prefix + node.name,
-                    name=node.name,
-                    line=node.lineno,
-                    column=node.col_offset,
-                    first_line=first,
-                    end_line=node.end_lineno or node.lineno,
-                    needs_args=_required_params(node, in_class) > 0 or (in_class and _is_instance_method(node)),
-                    is_method=in_class,
-                    directive=directive,
-                    directive_line=directive_line,
-                    calls_step=_calls_step(node),
-                    directive_missing=missing,
-                ))
+                found.append(
+                    FunctionInfo(
+                        qualname=prefix + node.name,
+                        name=node.name,
+                        line=node.lineno,
+                        column=node.col_offset,
+                        first_line=first,
+                        end_line=node.end_lineno or node.lineno,
+                        needs_args=_required_params(node, in_class) > 0 or (in_class and _is_instance_method(node)),
+                        is_method=in_class,
+                        directive=directive,
+                        directive_line=directive_line,
+                        calls_step=_calls_step(node),
+                        directive_missing=missing,
+                    )
+                )
             elif isinstance(node, ast.ClassDef):
                 visit(node.body, prefix + node.name + ".", True)
 
@@ -128,8 +135,12 @@ BUILTIN_NAMES = frozenset(dir(builtins))
 
 def is_main_guard(node: ast.stmt) -> bool:
     test = node.test if isinstance(node, ast.If) else None
-    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
-            and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators))
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
+    )
 
 
 def _bound_by(node: ast.AST) -> Iterable[str]:
@@ -151,7 +162,7 @@ def module_names(tree: ast.Module) -> frozenset[str]:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 names.add(node.name)
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                names.update((a.asname or a.name).split(".")[0] for a in node.names)   # `*`: any name
+                names.update((a.asname or a.name).split(".")[0] for a in node.names)  # `*`: any name
             elif isinstance(node, ast.Assign):
                 for target in node.targets:
                     names.update(_bound_by(target))
@@ -169,6 +180,7 @@ def module_names(tree: ast.Module) -> frozenset[str]:
                 visit(node.body + node.orelse)
             elif isinstance(node, ast.Try):
                 visit(node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body])
+
     visit(tree.body)
     return frozenset(names)
 
@@ -177,8 +189,12 @@ def read_names(expression: ast.AST) -> list[str]:
     """Names `expression` reads that it does not bind itself (a walrus, a comprehension's target), in order."""
     bound = {n for node in ast.walk(expression) if isinstance(node, ast.NamedExpr) for n in _bound_by(node.target)}
     bound |= {n for node in ast.walk(expression) if isinstance(node, ast.comprehension) for n in _bound_by(node.target)}
-    bound |= {a.arg for node in ast.walk(expression) if isinstance(node, ast.Lambda)
-              for a in node.args.args + node.args.kwonlyargs}
+    bound |= {
+        a.arg
+        for node in ast.walk(expression)
+        if isinstance(node, ast.Lambda)
+        for a in node.args.args + node.args.kwonlyargs
+    }
     loads = [n for n in ast.walk(expression) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
     found = [n.id for n in sorted(loads, key=lambda n: (n.lineno, n.col_offset))]
     return list(dict.fromkeys(n for n in found if n not in bound))
@@ -188,7 +204,7 @@ def missing_names(expression: str, defined: frozenset[str]) -> tuple[str, ...]:
     """The names `expression` reads that neither the module nor the builtins define (its placeholders);
     () when it does not parse (the trace then says what is wrong with it)."""
     if "*" in defined:
-        return ()                        # `from x import *`: what it binds is not known here
+        return ()  # `from x import *`: what it binds is not known here
     try:
         tree = ast.parse(expression.strip(), mode="eval")
     except SyntaxError:

@@ -6,6 +6,7 @@ line off and went unseen.
 
 Imports nothing: the engine, the linter's callers, the server and the CLI all use it.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,7 +19,7 @@ def split_lines(text: str) -> list[str]:
     """The lines of `text` without their ends; a text ending in a line end has an empty last line
     (as `text.split("\\n")`)."""
     if "\r" not in text:
-        return text.split("\n")          # the common case, and the fast one
+        return text.split("\n")  # the common case, and the fast one
     return _BREAK.split(text)
 
 

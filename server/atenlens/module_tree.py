@@ -6,6 +6,7 @@ qualified module names (`layer1.0.conv1`); calls of the same module at one line 
 calling the model three times gives one tree whose rows count x3). Numbered siblings that did the
 same work (`h.0` ... `h.47`, the blocks of a transformer) fold into one node (`h.0-47`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -16,25 +17,31 @@ from atenlens.report import TensorMeta, TraceReport
 
 @dataclass
 class ModuleNode:
-    name: str                      # qualified name, or a folded range (`layer1.1-2`); the root: its type
-    type: str                      # class name (empty for the root, whose name is its type)
-    calls: int = 0                 # module calls this node stands for
-    ops: int = 0                   # forward ops in the module and below, over all its calls
+    name: str  # qualified name, or a folded range (`layer1.1-2`); the root: its type
+    type: str  # class name (empty for the root, whose name is its type)
+    calls: int = 0  # module calls this node stands for
+    ops: int = 0  # forward ops in the module and below, over all its calls
     flops: int = 0
-    params: int = 0                # parameter elements of the module and below
+    params: int = 0  # parameter elements of the module and below
     outputs: tuple[TensorMeta, ...] = ()
     children: list["ModuleNode"] = field(default_factory=list)
-    path: str = ""                 # qualified name of the (first) module
+    path: str = ""  # qualified name of the (first) module
 
     def signature(self) -> tuple:
         """What must be equal for two siblings to fold into one node."""
-        return (self.type, self.outputs, self.ops // max(self.calls, 1), self.flops // max(self.calls, 1),
-                self.params, tuple(_relative(c.path, self.path) for c in self.children),
-                tuple(c.signature() for c in self.children))
+        return (
+            self.type,
+            self.outputs,
+            self.ops // max(self.calls, 1),
+            self.flops // max(self.calls, 1),
+            self.params,
+            tuple(_relative(c.path, self.path) for c in self.children),
+            tuple(c.signature() for c in self.children),
+        )
 
 
 def _relative(path: str, parent: str) -> str:
-    return path[len(parent) + 1:] if parent and path.startswith(parent + ".") else path
+    return path[len(parent) + 1 :] if parent and path.startswith(parent + ".") else path
 
 
 def module_trees(report: TraceReport) -> dict[tuple[Optional[str], Optional[int]], list[ModuleNode]]:
@@ -54,8 +61,8 @@ def module_trees(report: TraceReport) -> dict[tuple[Optional[str], Optional[int]
 
     root_of: list[int] = [0] * count
     nodes: list[Optional[ModuleNode]] = [None] * count
-    roots: dict[tuple, ModuleNode] = {}                    # (file, line, type) -> merged root
-    by_path: dict[tuple, ModuleNode] = {}                  # (file, line, type, path) -> merged node
+    roots: dict[tuple, ModuleNode] = {}  # (file, line, type) -> merged root
+    by_path: dict[tuple, ModuleNode] = {}  # (file, line, type, path) -> merged node
     order: list[tuple] = []
     for index, call in enumerate(modules):
         parent = call.parent if call.parent is not None and 0 <= call.parent < index else None
@@ -73,8 +80,9 @@ def module_trees(report: TraceReport) -> dict[tuple[Optional[str], Optional[int]
             key = (top.file, top.line, top.type)
             node = by_path.get(key + (call.path,))
             if node is None:
-                node = by_path[key + (call.path,)] = ModuleNode(name=call.path, type=call.type, path=call.path,
-                                                                 params=call.params)
+                node = by_path[key + (call.path,)] = ModuleNode(
+                    name=call.path, type=call.type, path=call.path, params=call.params
+                )
                 parent_node = nodes[parent]
                 assert parent_node is not None
                 parent_node.children.append(node)
@@ -148,12 +156,20 @@ def _merge(run: list[ModuleNode], parent: ModuleNode) -> ModuleNode:
 
 def _combine(nodes: list[ModuleNode], name: str) -> ModuleNode:
     first = nodes[0]
-    merged = ModuleNode(name=name, type=first.type, path=first.path, outputs=first.outputs,
-                        calls=sum(n.calls for n in nodes), ops=sum(n.ops for n in nodes),
-                        flops=sum(n.flops for n in nodes), params=sum(n.params for n in nodes))
+    merged = ModuleNode(
+        name=name,
+        type=first.type,
+        path=first.path,
+        outputs=first.outputs,
+        calls=sum(n.calls for n in nodes),
+        ops=sum(n.ops for n in nodes),
+        flops=sum(n.flops for n in nodes),
+        params=sum(n.params for n in nodes),
+    )
     for position, child in enumerate(first.children):
-        merged.children.append(_combine([n.children[position] for n in nodes],
-                                        f"{name}.{_relative(child.path, first.path)}"))
+        merged.children.append(
+            _combine([n.children[position] for n in nodes], f"{name}.{_relative(child.path, first.path)}")
+        )
     return merged
 
 
@@ -164,4 +180,3 @@ def walk(node: ModuleNode, depth: int, level: int = 0) -> list[tuple[int, Module
         for child in node.children:
             rows.extend(walk(child, depth, level + 1))
     return rows
-

@@ -4,6 +4,7 @@ Written by hand (no plotting library): a stepped area of live device memory over
 the phases shaded, the peak marked and the GPU's memory drawn when the peak comes near it; beside it,
 one bar per costliest line with its share of the estimated step time. Pure: report in, SVG text out.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,11 +40,15 @@ def memory_and_time_svg(report: TraceReport, base: Optional[str] = None) -> str:
     if memory is None or time is None:
         raise ValueError("the report has no cost summary (traced by an older atenlens?)")
     gpu = find_gpu(time.gpu)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-           f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">',
-           f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>']
-    title = (f"{report.target.qualname}: peak {format_bytes(memory.peak_bytes)} ({memory.peak_phase}), "
-             f"~{format_seconds(time.step_seconds)}/step on {gpu.name} (estimates)")
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">',
+        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
+    ]
+    title = (
+        f"{report.target.qualname}: peak {format_bytes(memory.peak_bytes)} ({memory.peak_phase}), "
+        f"~{format_seconds(time.step_seconds)}/step on {gpu.name} (estimates)"
+    )
     out.append(f'<text x="20" y="22" font-size="14" font-weight="bold">{escape(title)}</text>')
     out.extend(_timeline(report, x0=60, y0=54, width=560, height=256))
     out.extend(_bars(report, x0=650, y0=54, width=330, base=base))
@@ -70,12 +75,16 @@ def _timeline(report: TraceReport, x0: int, y0: int, width: int, height: int) ->
 
     out = [f'<text x="{x0}" y="{y0 - 6}">live device memory over the step\'s {ops} ops</text>']
     for phase, start, end in _phase_spans(_op_phases(report)[:ops]):
-        out.append(f'<rect x="{x(start):.1f}" y="{y0}" width="{max(x(end) - x(start), 0.5):.1f}" height="{height}" '
-                   f'fill="{_PHASE_COLORS.get(phase, "#eee")}"><title>{phase}</title></rect>')
+        out.append(
+            f'<rect x="{x(start):.1f}" y="{y0}" width="{max(x(end) - x(start), 0.5):.1f}" height="{height}" '
+            f'fill="{_PHASE_COLORS.get(phase, "#eee")}"><title>{phase}</title></rect>'
+        )
     for phase, color in _PHASE_COLORS.items():
         index = list(_PHASE_COLORS).index(phase)
-        out.append(f'<rect x="{x0 + 10 + index * 90}" y="{y0 + height + 28}" width="10" height="10" fill="{color}" '
-                   f'stroke="#999"/><text x="{x0 + 24 + index * 90}" y="{y0 + height + 37}">{phase}</text>')
+        out.append(
+            f'<rect x="{x0 + 10 + index * 90}" y="{y0 + height + 28}" width="10" height="10" fill="{color}" '
+            f'stroke="#999"/><text x="{x0 + 24 + index * 90}" y="{y0 + height + 37}">{phase}</text>'
+        )
     if points:
         path = [f"M{x(points[0][0]):.1f},{y(0):.1f}"]
         for op, live in points:
@@ -85,18 +94,26 @@ def _timeline(report: TraceReport, x0: int, y0: int, width: int, height: int) ->
         peak_op = max(points, key=lambda p: p[1])[0]
         out.append(f'<circle cx="{x(peak_op + 0.5):.1f}" cy="{y(memory.peak_bytes):.1f}" r="4" fill="#dc2626"/>')
         where = f"line {memory.peak_line}" if memory.peak_line is not None else "no user line"
-        out.append(f'<text x="{min(x(peak_op) + 8, x0 + width - 150):.1f}" y="{y(memory.peak_bytes) - 8:.1f}" '
-                   f'fill="#dc2626">peak {escape(format_bytes(memory.peak_bytes))} @ {escape(where)}</text>')
+        out.append(
+            f'<text x="{min(x(peak_op) + 8, x0 + width - 150):.1f}" y="{y(memory.peak_bytes) - 8:.1f}" '
+            f'fill="#dc2626">peak {escape(format_bytes(memory.peak_bytes))} @ {escape(where)}</text>'
+        )
     if near_limit:
-        out.append(f'<line x1="{x0}" x2="{x0 + width}" y1="{y(memory.device_bytes):.1f}" '
-                   f'y2="{y(memory.device_bytes):.1f}" stroke="#dc2626" stroke-dasharray="6 4"/>')
-        out.append(f'<text x="{x0 + 4}" y="{y(memory.device_bytes) - 4:.1f}" fill="#dc2626">GPU memory '
-                   f'{escape(format_bytes(memory.device_bytes))}</text>')
+        out.append(
+            f'<line x1="{x0}" x2="{x0 + width}" y1="{y(memory.device_bytes):.1f}" '
+            f'y2="{y(memory.device_bytes):.1f}" stroke="#dc2626" stroke-dasharray="6 4"/>'
+        )
+        out.append(
+            f'<text x="{x0 + 4}" y="{y(memory.device_bytes) - 4:.1f}" fill="#dc2626">GPU memory '
+            f"{escape(format_bytes(memory.device_bytes))}</text>"
+        )
     for fraction in (0, 0.25, 0.5, 0.75, 1.0):
         value = top / 1.08 * fraction
         out.append(f'<line x1="{x0 - 4}" x2="{x0}" y1="{y(value):.1f}" y2="{y(value):.1f}" stroke="#333"/>')
-        out.append(f'<text x="{x0 - 6}" y="{y(value) + 4:.1f}" text-anchor="end" font-size="10">'
-                   f'{escape(format_bytes(int(value)))}</text>')
+        out.append(
+            f'<text x="{x0 - 6}" y="{y(value) + 4:.1f}" text-anchor="end" font-size="10">'
+            f"{escape(format_bytes(int(value)))}</text>"
+        )
     out.append(f'<rect x="{x0}" y="{y0}" width="{width}" height="{height}" fill="none" stroke="#333"/>')
     out.append(f'<text x="{x0 + width / 2}" y="{y0 + height + 16}" text-anchor="middle">op</text>')
     return out
@@ -120,16 +137,22 @@ def _bars(report: TraceReport, x0: int, y0: int, width: int, base: Optional[str]
         label = f"{os.path.basename(file)}:{cost.line}" if cost.line is not None else "no user line"
         color = _BOUND_COLORS[cost.bound]
         length = (width - label_width - 60) * share
-        out.append(f'<text x="{x0 + label_width - 6}" y="{top + 13}" text-anchor="end" font-size="11">'
-                   f'{escape(label)}<title>{escape(file)}</title></text>')
-        out.append(f'<rect x="{x0 + label_width}" y="{top}" width="{max(length, 1):.1f}" height="{bar_height}" '
-                   f'fill="{color}"><title>{escape(format_seconds(cost.seconds))}, {cost.bound}-bound</title></rect>')
+        out.append(
+            f'<text x="{x0 + label_width - 6}" y="{top + 13}" text-anchor="end" font-size="11">'
+            f"{escape(label)}<title>{escape(file)}</title></text>"
+        )
+        out.append(
+            f'<rect x="{x0 + label_width}" y="{top}" width="{max(length, 1):.1f}" height="{bar_height}" '
+            f'fill="{color}"><title>{escape(format_seconds(cost.seconds))}, {cost.bound}-bound</title></rect>'
+        )
         out.append(f'<text x="{x0 + label_width + length + 4:.1f}" y="{top + 13}" font-size="11">{share:.1%}</text>')
     legend = y0 + len(costs) * (bar_height + gap) + 10
     for i, (bound, color) in enumerate(_BOUND_COLORS.items()):
         name = f"{bound}-bound"
-        out.append(f'<rect x="{x0 + i * 120}" y="{legend}" width="10" height="10" fill="{color}"/>'
-                   f'<text x="{x0 + 14 + i * 120}" y="{legend + 9}">{name}</text>')
+        out.append(
+            f'<rect x="{x0 + i * 120}" y="{legend}" width="10" height="10" fill="{color}"/>'
+            f'<text x="{x0 + 14 + i * 120}" y="{legend + 9}">{name}</text>'
+        )
     return out
 
 
@@ -137,8 +160,10 @@ def chrome_trace(report: TraceReport) -> dict:
     """The step as a Chrome trace-event file (chrome://tracing, https://ui.perfetto.dev): one slice per op
     at its estimated time, back to back, with its line, and a "device memory" counter of live bytes."""
     memory = report.summary.memory
-    events: list[dict] = [{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "atenlens estimate"}},
-                          {"name": "thread_name", "ph": "M", "pid": 1, "tid": 1, "args": {"name": "GPU (estimated)"}}]
+    events: list[dict] = [
+        {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "atenlens estimate"}},
+        {"name": "thread_name", "ph": "M", "pid": 1, "tid": 1, "args": {"name": "GPU (estimated)"}},
+    ]
     starts: list[float] = []
     now = 0.0
     for event in report.events:
@@ -147,15 +172,31 @@ def chrome_trace(report: TraceReport) -> dict:
         starts.append(now)
         duration = event.estimate_seconds * 1e6
         if duration > 0:
-            events.append({"name": event.name, "ph": "X", "pid": 1, "tid": 1, "ts": now, "dur": duration,
-                           "cat": event.phase, "args": {"line": f"{event.file}:{event.line}",
-                                                        "bytes_allocated": event.bytes_allocated,
-                                                        "node": event.node}})
+            events.append(
+                {
+                    "name": event.name,
+                    "ph": "X",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": now,
+                    "dur": duration,
+                    "cat": event.phase,
+                    "args": {
+                        "line": f"{event.file}:{event.line}",
+                        "bytes_allocated": event.bytes_allocated,
+                        "node": event.node,
+                    },
+                }
+            )
         now += duration
     if memory is not None:
         for op, live in zip(memory.timeline.op_index, memory.timeline.live_bytes):
             if op < len(starts):
-                events.append({"name": "device memory", "ph": "C", "pid": 1, "ts": starts[op],
-                               "args": {"live bytes": live}})
-    return {"traceEvents": events, "displayTimeUnit": "ns",
-            "otherData": {"note": "estimates: " + (report.summary.time.assumptions if report.summary.time else "")}}
+                events.append(
+                    {"name": "device memory", "ph": "C", "pid": 1, "ts": starts[op], "args": {"live bytes": live}}
+                )
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ns",
+        "otherData": {"note": "estimates: " + (report.summary.time.assumptions if report.summary.time else "")},
+    }

@@ -9,10 +9,10 @@
 Paths are relative to pytest's rootdir. All traces of a session share one warm trace worker, started
 on first use. Importing this module costs nothing: no torch, no worker.
 """
+
 from __future__ import annotations
 
-import os
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
@@ -23,8 +23,11 @@ _worker_key = pytest.StashKey[Any]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "atenlens(target, **budget): trace FILE::FUNCTION after the test and fail "
-                                       "when it breaks the budget (syncs=0, peak='70 GiB', ...; docs/check.md)")
+    config.addinivalue_line(
+        "markers",
+        "atenlens(target, **budget): trace FILE::FUNCTION after the test and fail "
+        "when it breaks the budget (syncs=0, peak='70 GiB', ...; docs/check.md)",
+    )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -61,8 +64,10 @@ def trace_target(config: pytest.Config, target: str, **options: Any) -> TraceRep
 @pytest.fixture
 def atenlens_trace(request: pytest.FixtureRequest):
     """Call it with "FILE::FUNCTION" (and call=, gpu=, device=, ...): the function's TraceReport."""
+
     def trace(target: str, **options: Any) -> TraceReport:
         return trace_target(request.config, target, **options)
+
     return trace
 
 
@@ -71,13 +76,13 @@ def pytest_runtest_call(item: pytest.Item):
     result = yield
     for mark in item.iter_markers("atenlens"):
         if len(mark.args) != 1 or not isinstance(mark.args[0], str):
-            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.atenlens takes one \"FILE::FUNCTION\" and budgets")
+            raise pytest.UsageError(f'{item.nodeid}: @pytest.mark.atenlens takes one "FILE::FUNCTION" and budgets')
         options = {k: v for k, v in mark.kwargs.items() if k in _TRACE_OPTIONS}
         budget = {k: v for k, v in mark.kwargs.items() if k not in _TRACE_OPTIONS}
         report = trace_target(item.config, mark.args[0], **options)
         from atenlens.check.assertions import budget_failures
 
         failures = budget_failures(report, **budget)
-        if failures:     # the lines alone: the hook's own frames say nothing about the user's code
+        if failures:  # the lines alone: the hook's own frames say nothing about the user's code
             pytest.fail("atenlens budget broken:\n" + "\n".join(failures), pytrace=False)
     return result

@@ -23,6 +23,7 @@ modules that did the same work fold into one tree row (`h.0-47  Block  x48`).
 The columns of op rows and of module rows are declared once (OP_COLUMNS, MODULE_COLUMNS): a new
 column is one entry there and one cell in the row builder.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,6 +31,7 @@ from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Sequence
 
+from atenlens import vocabulary
 from atenlens.communication import collective_label, ranks_summary
 from atenlens.cost import format_bytes, format_seconds
 from atenlens.functions import FunctionInfo, find_functions
@@ -37,21 +39,29 @@ from atenlens.lines import split_lines
 from atenlens.module_tree import ModuleNode, module_trees, walk
 from atenlens.render_cost import CostView
 from atenlens.report import Diagnostic, TensorMeta, TraceReport
-from atenlens import vocabulary
 from atenlens.vocabulary import dtype_abbr, format_flops
 
 PHASES = ("forward", "backward", "optimizer")
-MAX_SHAPES_PER_ROW = 3        # more distinct output shapes of one op on one line fold into one row
-MAX_TENSORS_LISTED = 4        # an op with more output tensors than this shows their count
-MAX_CALLS_WIDTH = 100         # a line's `call` row is cut to about this many characters
-DEFAULT_DEPTH = 2             # module tree rows shown below the root module (`--depth`)
+MAX_SHAPES_PER_ROW = 3  # more distinct output shapes of one op on one line fold into one row
+MAX_TENSORS_LISTED = 4  # an op with more output tensors than this shows their count
+MAX_CALLS_WIDTH = 100  # a line's `call` row is cut to about this many characters
+DEFAULT_DEPTH = 2  # module tree rows shown below the root module (`--depth`)
 
 _COLORS = {
-    "dim": "\x1b[2m", "bold": "\x1b[1m", "reset": "\x1b[0m",
-    "forward": "\x1b[36m", "backward": "\x1b[35m", "optimizer": "\x1b[33m", "call": "\x1b[34m",
+    "dim": "\x1b[2m",
+    "bold": "\x1b[1m",
+    "reset": "\x1b[0m",
+    "forward": "\x1b[36m",
+    "backward": "\x1b[35m",
+    "optimizer": "\x1b[33m",
+    "call": "\x1b[34m",
     "module": "\x1b[32m",
-    "error": "\x1b[31m", "warning": "\x1b[33m", "information": "\x1b[34m", "hint": "\x1b[2m",
-    "ok": "\x1b[32m", "cost": "\x1b[32m",
+    "error": "\x1b[31m",
+    "warning": "\x1b[33m",
+    "information": "\x1b[34m",
+    "hint": "\x1b[2m",
+    "ok": "\x1b[32m",
+    "cost": "\x1b[32m",
 }
 
 
@@ -93,16 +103,18 @@ def _read_file(path: str) -> Optional[str]:
 
 # -- columns -------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Column:
     """One column of a table of rows: cells are padded to the longest cell of the column, within
     [min_width, max_width] (a longer cell overflows rather than being cut)."""
+
     key: str
-    align: str = "<"              # "<" left, ">" right
+    align: str = "<"  # "<" left, ">" right
     min_width: int = 0
     max_width: int = 1000
-    before: str = "  "            # separator printed before the column
-    style: Optional[str] = None   # a _COLORS key; "phase" takes the row's phase
+    before: str = "  "  # separator printed before the column
+    style: Optional[str] = None  # a _COLORS key; "phase" takes the row's phase
 
 
 # An op row: `forward   aten.addmm.default   f32[8, 32]   x3   8.19 kFLOP  AddmmBackward0`
@@ -112,7 +124,7 @@ OP_COLUMNS = (
     Column("output", max_width=40),
     Column("count", ">", min_width=5, max_width=5),
     Column("flops", ">", min_width=11, max_width=11),
-    Column("time", ">", max_width=9),         # cost: estimated time and device bytes allocated (render_cost.py)
+    Column("time", ">", max_width=9),  # cost: estimated time and device bytes allocated (render_cost.py)
     Column("alloc", ">", max_width=9),
     Column("node", style="dim"),
 )
@@ -138,8 +150,9 @@ def column_widths(columns: Sequence[Column], rows: Iterable[dict[str, str]]) -> 
     return {c.key: min(max(longest[c.key], c.min_width), c.max_width) for c in columns}
 
 
-def format_row(columns: Sequence[Column], widths: dict[str, int], row: dict[str, str], style: "_Style",
-               phase: Optional[str] = None) -> str:
+def format_row(
+    columns: Sequence[Column], widths: dict[str, int], row: dict[str, str], style: "_Style", phase: Optional[str] = None
+) -> str:
     parts: list[str] = []
     for c in columns:
         text = row.get(c.key, "")
@@ -152,6 +165,7 @@ def format_row(columns: Sequence[Column], widths: dict[str, int], row: dict[str,
 @dataclass
 class _Row:
     """One folded op row under a line."""
+
     phase: str
     name: str
     labels: list[str]
@@ -159,9 +173,9 @@ class _Row:
     flops: int = 0
     has_flops: bool = False
     node: Optional[str] = None
-    folded: bool = False          # stands for several shapes: its label may overflow the column
-    seconds: float = 0.0          # estimated time on the selected GPU
-    allocated: int = 0            # device bytes allocated
+    folded: bool = False  # stands for several shapes: its label may overflow the column
+    seconds: float = 0.0  # estimated time on the selected GPU
+    allocated: int = 0  # device bytes allocated
 
     def cells(self) -> dict[str, str]:
         return {
@@ -178,6 +192,7 @@ class _Row:
 @dataclass
 class _ModuleRow:
     """One row of a module tree: one module, or numbered siblings that did the same work."""
+
     depth: int
     name: str
     type: str
@@ -204,7 +219,7 @@ class _LineWork:
     calls: "OrderedDict[str, int]" = field(default_factory=OrderedDict)
     rows: list[_Row] = field(default_factory=list)
     trees: list[list[_ModuleRow]] = field(default_factory=list)
-    trees_partial: bool = False   # the report kept only some events: the trees' op counts are of those
+    trees_partial: bool = False  # the report kept only some events: the trees' op counts are of those
     # callee function -> phase -> op count, for work this line caused inside other user functions
     callees: "OrderedDict[str, dict[str, int]]" = field(default_factory=OrderedDict)
     callee_flops: "dict[str, int]" = field(default_factory=dict)
@@ -295,13 +310,17 @@ def _path_shower(base: Optional[str]) -> Callable[[Optional[str]], str]:
             if not relative.startswith(".."):
                 return relative
         return path
+
     return show
 
 
 def _header(report: TraceReport, style: _Style, show: Callable[[Optional[str]], str]) -> list[str]:
     status_style = "ok" if report.status == "ok" else ("information" if report.status == "needs-inputs" else "error")
-    parts = [style(f"{show(report.target.file)}::{report.target.qualname}", "bold"),
-             f"device {report.device}", style(report.status, status_style, "bold")]
+    parts = [
+        style(f"{show(report.target.file)}::{report.target.qualname}", "bold"),
+        f"device {report.device}",
+        style(report.status, status_style, "bold"),
+    ]
     lines = ["  ".join(parts)]
     if report.call:
         lines.append(style("call ", "dim") + report.call)
@@ -337,7 +356,7 @@ def _collect(report: TraceReport, hidden: frozenset, depth: int) -> "dict[tuple,
             elif event.outputs:
                 label = tensors_label(event.outputs)
             elif len(event.inputs) > MAX_TENSORS_LISTED:
-                label = "in: " + tensors_label(event.inputs)     # an in-place `_foreach_*` op
+                label = "in: " + tensors_label(event.inputs)  # an in-place `_foreach_*` op
             else:
                 label = "-"
             row_key = (event.phase, event.name, event.node, label)
@@ -383,10 +402,19 @@ def module_tree_lines(root: ModuleNode, depth: int = DEFAULT_DEPTH) -> list[str]
 
 
 def _module_rows(root: ModuleNode, depth: int) -> list[_ModuleRow]:
-    return [_ModuleRow(depth=level, name=node.name, type=node.type, output=tensors_label(node.outputs[:1])
-                       if len(node.outputs) == 1 else tensors_label(node.outputs),
-                       calls=node.calls, ops=node.ops, flops=node.flops, params=node.params)
-            for level, node in walk(root, max(depth, 0))]
+    return [
+        _ModuleRow(
+            depth=level,
+            name=node.name,
+            type=node.type,
+            output=tensors_label(node.outputs[:1]) if len(node.outputs) == 1 else tensors_label(node.outputs),
+            calls=node.calls,
+            ops=node.ops,
+            flops=node.flops,
+            params=node.params,
+        )
+        for level, node in walk(root, max(depth, 0))
+    ]
 
 
 def _fold_shapes(rows: list[_Row]) -> list[_Row]:
@@ -410,14 +438,14 @@ def _fold_shapes(rows: list[_Row]) -> list[_Row]:
             merged.has_flops = merged.has_flops or row.has_flops
         folded.append(merged)
     order = {phase: i for i, phase in enumerate(PHASES)}
-    folded.sort(key=lambda r: order.get(r.phase, len(order)))     # stable: program order within a phase
+    folded.sort(key=lambda r: order.get(r.phase, len(order)))  # stable: program order within a phase
     return folded
 
 
 def _common_shapes(group: list[_Row], width: int = 40) -> str:
     """The most common labels (with their counts when some repeat), as many as fit `width`, and
     how many other shapes there were: `f32[64] x580, f32[64, 64] x98 +6 shapes`."""
-    ranked = sorted(group, key=lambda r: -r.count)          # stable: first seen first among equals
+    ranked = sorted(group, key=lambda r: -r.count)  # stable: first seen first among equals
     counted = ranked[0].count > 1
     shown: list[str] = []
     for row in ranked:
@@ -429,8 +457,9 @@ def _common_shapes(group: list[_Row], width: int = 40) -> str:
     return ", ".join(shown) + (f" +{rest} shapes" if rest else "")
 
 
-def _sections(report: TraceReport, work: "dict[tuple, _LineWork]",
-              read_source: Callable[[str], Optional[str]]) -> list[tuple[str, str, list[int], list[str]]]:
+def _sections(
+    report: TraceReport, work: "dict[tuple, _LineWork]", read_source: Callable[[str], Optional[str]]
+) -> list[tuple[str, str, list[int], list[str]]]:
     """(file, function, line numbers to show, source lines) for the traced function and every
     user function that did work, in order of first appearance."""
     functions: "OrderedDict[tuple[str, str], None]" = OrderedDict()
@@ -500,8 +529,9 @@ def _calls_text(calls: "OrderedDict[str, int]", width: int = MAX_CALLS_WIDTH) ->
     return f"{shown} +{len(others)} more ({sum(calls[n] for n in others)} calls)"
 
 
-def _annotations(line_work: _LineWork, widths: dict[str, int], style: _Style,
-                 show: Callable[[Optional[str]], str]) -> Iterable[str]:
+def _annotations(
+    line_work: _LineWork, widths: dict[str, int], style: _Style, show: Callable[[Optional[str]], str]
+) -> Iterable[str]:
     if line_work.calls:
         yield style("call".ljust(10), "call") + _calls_text(line_work.calls)
     for tree in line_work.trees:
@@ -543,17 +573,26 @@ def _diagnostic_line(d: Diagnostic, style: _Style, show: Callable[[Optional[str]
 def _totals(report: TraceReport, style: _Style, hidden: frozenset = frozenset()) -> list[str]:
     s = report.summary
     ops = ", ".join(f"{s.ops.get(p, 0)} {p}" for p in PHASES)
-    parts = [f"ops: {ops}", f"calls: {s.calls}", f"FLOPs: {format_flops(s.flops) if s.flops else '0'}",
-             f"syncs: {s.syncs}"]
-    if s.assumptions:            # values the trace assumed (AL906): shown only when there are some
+    parts = [
+        f"ops: {ops}",
+        f"calls: {s.calls}",
+        f"FLOPs: {format_flops(s.flops) if s.flops else '0'}",
+        f"syncs: {s.syncs}",
+    ]
+    if s.assumptions:  # values the trace assumed (AL906): shown only when there are some
         parts.append(f"assumed values: {s.assumptions}")
     ranks = ranks_summary(s)
-    if ranks:                    # simulated ranks (docs/distributed.md)
+    if ranks:  # simulated ranks (docs/distributed.md)
         parts.append(ranks)
     parts.append(f"{s.seconds:.2f} s")
     lines = [style("totals", "bold") + "  " + "  |  ".join(parts)]
     not_shown = sum(1 for e in report.events if e.kind == "op" and e.name in hidden)
     if not_shown:
-        lines.append(style(f"{not_shown} bookkeeping op{'s' if not_shown != 1 else ''} (views, detach: no memory, "
-                           "no compute) not listed; --all-ops lists them", "dim"))
+        lines.append(
+            style(
+                f"{not_shown} bookkeeping op{'s' if not_shown != 1 else ''} (views, detach: no memory, "
+                "no compute) not listed; --all-ops lists them",
+                "dim",
+            )
+        )
     return lines

@@ -10,6 +10,7 @@ costs something, and the cost summary block after the totals. Pure: report data 
     costliest examples/train_step.py:36  64 µs  50.0%  launch-bound
     ...
 """
+
 from __future__ import annotations
 
 from typing import Callable, Optional
@@ -31,10 +32,12 @@ class CostView:
         time = report.summary.time
         self.gpu = find_gpu(time.gpu) if time is not None else None
         self.lines: dict[Key, LineCost] = (
-            line_costs(report.events, time.gpu, time.fp32_matmul_as_tf32) if time is not None else {})
+            line_costs(report.events, time.gpu, time.fp32_matmul_as_tf32) if time is not None else {}
+        )
         memory = report.summary.memory
         self.memory_lines: dict[Key, MemoryLine] = (
-            {(m.file, m.line): m for m in memory.lines} if memory is not None else {})
+            {(m.file, m.line): m for m in memory.lines} if memory is not None else {}
+        )
         self.step = time.step_seconds if time is not None else 0.0
 
     def line_row(self, key: Key, style: Style) -> Optional[str]:
@@ -63,29 +66,47 @@ class CostView:
         if memory is not None and self.gpu is not None:
             where = f"{show(memory.peak_file)}:{memory.peak_line}" if memory.peak_line is not None else "?"
             over = memory.peak_bytes > memory.device_bytes
-            out.append(style("memory".ljust(10), "bold") + f"peak {format_bytes(memory.peak_bytes)} @ {where} "
-                       f"({memory.peak_phase}) of {format_bytes(memory.device_bytes)} on {self.gpu.name}"
-                       + (style("  DOES NOT FIT", "error") if over else ""))
+            out.append(
+                style("memory".ljust(10), "bold") + f"peak {format_bytes(memory.peak_bytes)} @ {where} "
+                f"({memory.peak_phase}) of {format_bytes(memory.device_bytes)} on {self.gpu.name}"
+                + (style("  DOES NOT FIT", "error") if over else "")
+            )
             at = memory.at_peak
-            parts = [f"{name.replace('_', ' ')} {format_bytes(getattr(at, name))}"
-                     for name in ("parameters", "unsharded_parameters", "gradients", "unsharded_gradients",
-                                  "optimizer_state", "activations", "temporaries", "communication", "inputs")
-                     if getattr(at, name)]
+            parts = [
+                f"{name.replace('_', ' ')} {format_bytes(getattr(at, name))}"
+                for name in (
+                    "parameters",
+                    "unsharded_parameters",
+                    "gradients",
+                    "unsharded_gradients",
+                    "optimizer_state",
+                    "activations",
+                    "temporaries",
+                    "communication",
+                    "inputs",
+                )
+                if getattr(at, name)
+            ]
             out.append(" " * 10 + "at peak: " + (", ".join(parts) or "nothing"))
-            holders = [holder_label(h, None if h.line is None else f"{show(h.file)}:{h.line}")
-                       for h in memory.holders[:5]]
+            holders = [
+                holder_label(h, None if h.line is None else f"{show(h.file)}:{h.line}") for h in memory.holders[:5]
+            ]
             if holders:
                 out.append(" " * 10 + "holders: " + "; ".join(holders))
         if time is not None and self.gpu is not None:
             phases = ", ".join(f"{p} {format_seconds(time.by_phase.get(p, 0.0))}" for p in PHASES)
-            out.append(style("time".ljust(10), "bold") + f"~{format_seconds(time.step_seconds)}/step on {self.gpu.name} "
-                       f"({phases}), MFU bound {time.mfu_bound:.0%}")
+            out.append(
+                style("time".ljust(10), "bold") + f"~{format_seconds(time.step_seconds)}/step on {self.gpu.name} "
+                f"({phases}), MFU bound {time.mfu_bound:.0%}"
+            )
             for i, cost in enumerate(most_expensive(self.lines)):
                 share = cost.seconds / time.step_seconds if time.step_seconds else 0.0
                 label = "costliest" if i == 0 else ""
                 where = f"{show(cost.file)}:{cost.line}" if cost.line is not None else "no user line"
-                out.append(style(label.ljust(10), "bold") + f"{where}  {format_seconds(cost.seconds)}  {share:.1%}  "
-                           f"{cost.bound}-bound")
+                out.append(
+                    style(label.ljust(10), "bold") + f"{where}  {format_seconds(cost.seconds)}  {share:.1%}  "
+                    f"{cost.bound}-bound"
+                )
         if out:
             notes = [n for n in ((memory.assumptions if memory else ""), (time.assumptions if time else "")) if n]
             out.extend(style(" " * 10 + note, "dim") for note in notes)

@@ -5,6 +5,7 @@ process (including the language server, which never imports torch) can read and 
 The JSON form is documented in docs/report-schema.md; `SCHEMA_VERSION` changes when a key's
 meaning changes.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,45 +25,45 @@ class Code:
     """Stable diagnostic codes. The static lint and the engine use the same code where both
     find the same thing (docs/diagnostics.md, docs/rules.md)."""
 
-    SYNC = "AL100"                   # host waits for the GPU (.item(), .cpu(), nonzero, ...)
-    SYNC_API = "AL101"               # torch.cuda.synchronize() / Event/Stream.synchronize()
-    PAGEABLE_COPY = "AL200"          # non_blocking H2D copy from pageable memory
-    UNSYNCED_D2H_READ = "AL201"      # non_blocking D2H result read before a synchronize
-    EMPTY_CACHE_IN_LOOP = "AL300"    # torch.cuda.empty_cache() in a loop (lint only)
-    UNSYNCED_TIMING = "AL301"        # wall-clock timing of CUDA work without a synchronize (lint only)
-    CREATE_THEN_MOVE = "AL302"       # torch.randn(...).to(device) (lint only)
-    EXCEPTION = "AL900"              # the traced code raised
-    NEEDS_INPUTS = "AL901"           # the function needs arguments and has no example call
-    TIMEOUT = "AL902"                # the trace ran past its time budget
-    WORKER_DIED = "AL903"            # the process running the trace exited, crashed or ran out of memory
-    LOAD_TIMEOUT = "AL904"           # the module's top level ran past its time budget
+    SYNC = "AL100"  # host waits for the GPU (.item(), .cpu(), nonzero, ...)
+    SYNC_API = "AL101"  # torch.cuda.synchronize() / Event/Stream.synchronize()
+    PAGEABLE_COPY = "AL200"  # non_blocking H2D copy from pageable memory
+    UNSYNCED_D2H_READ = "AL201"  # non_blocking D2H result read before a synchronize
+    EMPTY_CACHE_IN_LOOP = "AL300"  # torch.cuda.empty_cache() in a loop (lint only)
+    UNSYNCED_TIMING = "AL301"  # wall-clock timing of CUDA work without a synchronize (lint only)
+    CREATE_THEN_MOVE = "AL302"  # torch.randn(...).to(device) (lint only)
+    EXCEPTION = "AL900"  # the traced code raised
+    NEEDS_INPUTS = "AL901"  # the function needs arguments and has no example call
+    TIMEOUT = "AL902"  # the trace ran past its time budget
+    WORKER_DIED = "AL903"  # the process running the trace exited, crashed or ran out of memory
+    LOAD_TIMEOUT = "AL904"  # the module's top level ran past its time budget
     UNORDERED_STREAM_READ = "AL500"  # a tensor written on one stream is read on another with no wait in between
     UNORDERED_STREAM_WRITE = "AL503"  # a tensor read on one stream is overwritten on another with no wait in between
     UNSYNCED_ELAPSED_TIME = "AL501"  # Event.elapsed_time() before the host waited for the end event
     MISSING_RECORD_STREAM = "AL502"  # a tensor used on a stream other than its allocation stream, no record_stream()
     UNSUPPORTED_IN_CAPTURE = "AL510"  # a sync (or a default-stream capture) inside a CUDA graph capture: a GPU raises
-    CPU_IN_CAPTURE = "AL511"         # a CPU tensor used inside a CUDA graph capture (not replayed / fixed host address)
+    CPU_IN_CAPTURE = "AL511"  # a CPU tensor used inside a CUDA graph capture (not replayed / fixed host address)
     CAPTURE_WITHOUT_WARMUP = "AL512"  # a CUDA graph capture with no warm-up on a side stream before it
-    CAPTURE_SUMMARY = "AL513"        # a CUDA graph capture: ops captured, replays, whether it is capturable
-    GRAPH_BREAK = "AL600"            # torch.compile: Dynamo breaks the compiled function's graph at this line
-    CUDAGRAPH_SKIP = "AL602"         # torch.compile(mode="reduce-overhead"): CUDA graphs would skip a graph
-    COMPILE_SUMMARY = "AL601"        # torch.compile: how many graphs, breaks and guards a compiled callable has
-    OUT_OF_MEMORY = "AL400"          # the forecast peak memory exceeds the selected GPU's memory
-    DEVICE_FALLBACK = "AL905"        # simulated CUDA unavailable; traced on cpu instead
-    ASSUMED_VALUE = "AL906"          # a value fake tensors cannot know was assumed on the common path
-    DATALOADER_WORKERS = "AL907"     # DataLoader(num_workers>0): its workers' work ran in the trace's process
-    SIMULATED_RANKS = "AL908"        # init_process_group ran on torch's fake backend as one of the simulated ranks
+    CAPTURE_SUMMARY = "AL513"  # a CUDA graph capture: ops captured, replays, whether it is capturable
+    GRAPH_BREAK = "AL600"  # torch.compile: Dynamo breaks the compiled function's graph at this line
+    CUDAGRAPH_SKIP = "AL602"  # torch.compile(mode="reduce-overhead"): CUDA graphs would skip a graph
+    COMPILE_SUMMARY = "AL601"  # torch.compile: how many graphs, breaks and guards a compiled callable has
+    OUT_OF_MEMORY = "AL400"  # the forecast peak memory exceeds the selected GPU's memory
+    DEVICE_FALLBACK = "AL905"  # simulated CUDA unavailable; traced on cpu instead
+    ASSUMED_VALUE = "AL906"  # a value fake tensors cannot know was assumed on the common path
+    DATALOADER_WORKERS = "AL907"  # DataLoader(num_workers>0): its workers' work ran in the trace's process
+    SIMULATED_RANKS = "AL908"  # init_process_group ran on torch's fake backend as one of the simulated ranks
     DDP_SYNC_EVERY_BACKWARD = "AL909"  # DDP all-reduced gradients in several backward() calls before one optimizer step
     HOST_WAITS_FOR_COLLECTIVE = "AL910"  # the host read a collective's result (or called barrier()): all ranks stall
     PER_PARAMETER_COLLECTIVES = "AL911"  # one line issued a collective per parameter (a Python loop over them)
-    FSDP_ROOT_ONLY = "AL912"         # FSDP2 wraps only the root of a model made of blocks: one huge all-gather
+    FSDP_ROOT_ONLY = "AL912"  # FSDP2 wraps only the root of a model made of blocks: one huge all-gather
 
 
 @dataclass(frozen=True)
 class TensorMeta:
-    dtype: str                       # torch's name without the prefix: "float32", "bfloat16"
+    dtype: str  # torch's name without the prefix: "float32", "bfloat16"
     shape: tuple[int, ...]
-    device: str                      # "cpu", "cuda:0"
+    device: str  # "cpu", "cuda:0"
     # a DTensor's local shard (tensor parallel, FSDP2): how it is laid out over the mesh, one per mesh
     # dimension ("Shard(2)", "Replicate()", "Partial(sum)"), and the global tensor's shape
     placements: Optional[str] = None
@@ -78,54 +79,53 @@ class Frame:
 
 @dataclass(frozen=True)
 class Event:
-    kind: EventKind                  # "op": an aten overload; "call": a public API call (function level);
+    kind: EventKind  # "op": an aten overload; "call": a public API call (function level);
     #                                  "collective": a c10d / functional collective (docs/distributed.md)
-    name: str                        # "aten.addmm.default", "torch.nn.functional.linear", "all_gather_into_tensor"
+    name: str  # "aten.addmm.default", "torch.nn.functional.linear", "all_gather_into_tensor"
     phase: Phase
-    file: Optional[str]              # innermost user frame (for backward ops: the forward line of its node)
+    file: Optional[str]  # innermost user frame (for backward ops: the forward line of its node)
     line: Optional[int]
-    stack: tuple[Frame, ...] = ()    # user frames, outermost first
+    stack: tuple[Frame, ...] = ()  # user frames, outermost first
     outputs: tuple[TensorMeta, ...] = ()
     inputs: tuple[TensorMeta, ...] = ()
     flops: Optional[int] = None
-    node: Optional[str] = None       # autograd node that ran a backward op ("AddmmBackward0")
-    module: Optional[int] = None     # index in TraceReport.modules of the innermost module call running a forward op
-    bytes_allocated: int = 0         # device bytes this op allocated (caching-allocator rounding)
-    bytes_moved: int = 0             # device memory bytes the op reads and writes (0 for views)
-    estimate_seconds: float = 0.0    # roofline estimate on the selected GPU (collectives: the ring model)
+    node: Optional[str] = None  # autograd node that ran a backward op ("AddmmBackward0")
+    module: Optional[int] = None  # index in TraceReport.modules of the innermost module call running a forward op
+    bytes_allocated: int = 0  # device bytes this op allocated (caching-allocator rounding)
+    bytes_moved: int = 0  # device memory bytes the op reads and writes (0 for views)
+    estimate_seconds: float = 0.0  # roofline estimate on the selected GPU (collectives: the ring model)
     group_size: Optional[int] = None  # collectives: ranks in the process group
-    group: Optional[str] = None      # collectives: the group's description ("mesh_dp", "default_pg"), if any
-    link: Optional[str] = None       # collectives: "nvlink", "pcie" (within a node) or "network" (across nodes)
-    bytes: int = 0                   # collectives: bytes per rank (all-gather: its output; others: their input)
-
+    group: Optional[str] = None  # collectives: the group's description ("mesh_dp", "default_pg"), if any
+    link: Optional[str] = None  # collectives: "nvlink", "pcie" (within a node) or "network" (across nodes)
+    bytes: int = 0  # collectives: bytes per rank (all-gather: its output; others: their input)
 
 
 @dataclass(frozen=True)
 class ModuleCall:
     """One call of an `nn.Module` (its forward) during the traced call: the module tree torchinfo shows."""
 
-    path: str                        # qualified name under the root module: "layer1.0.conv1"; "" for the root
-    type: str                        # the module's class name: "Conv2d"
-    parent: Optional[int]            # index in TraceReport.modules of the call it ran inside; None for a root
-    file: Optional[str]              # innermost user frame when the call began (for a root: the line calling it)
+    path: str  # qualified name under the root module: "layer1.0.conv1"; "" for the root
+    type: str  # the module's class name: "Conv2d"
+    parent: Optional[int]  # index in TraceReport.modules of the call it ran inside; None for a root
+    file: Optional[str]  # innermost user frame when the call began (for a root: the line calling it)
     line: Optional[int]
-    outputs: tuple[TensorMeta, ...] = ()     # the tensors it returned (tuples, lists, dicts flattened)
-    params: int = 0                  # elements of the parameters the module holds itself (not its children's)
+    outputs: tuple[TensorMeta, ...] = ()  # the tensors it returned (tuples, lists, dicts flattened)
+    params: int = 0  # elements of the parameters the module holds itself (not its children's)
 
 
 @dataclass(frozen=True)
 class Diagnostic:
     file: Optional[str]
-    line: Optional[int]              # 1-based
-    column: Optional[int]            # 0-based, or None when unknown
+    line: Optional[int]  # 1-based
+    column: Optional[int]  # 0-based, or None when unknown
     severity: Severity
     code: str
-    kind: str                        # "sync", "pageable-copy", "unsynced-d2h-read", "exception", ...
+    kind: str  # "sync", "pageable-copy", "unsynced-d2h-read", "exception", ...
     message: str
     op: Optional[str] = None
-    count: int = 1                   # how many times it happened during the trace
+    count: int = 1  # how many times it happened during the trace
     stack: tuple[Frame, ...] = ()
-    cause: Optional[Frame] = None    # the library frame where it happened, when not in the user's code
+    cause: Optional[Frame] = None  # the library frame where it happened, when not in the user's code
 
 
 @dataclass(frozen=True)
@@ -137,29 +137,30 @@ class Target:
 @dataclass(frozen=True)
 class PeakCategories:
     """Device bytes live at the peak, by what they are (docs/cost.md)."""
+
     parameters: int = 0
     gradients: int = 0
     optimizer_state: int = 0
     activations: int = 0
     temporaries: int = 0
     inputs: int = 0
-    unsharded_parameters: int = 0    # FSDP2: parameters gathered from all ranks' shards, while gathered
-    unsharded_gradients: int = 0     # FSDP2: their full gradients, until reduce-scattered
-    communication: int = 0           # FSDP2: all-gather outputs and reduce-scatter inputs
+    unsharded_parameters: int = 0  # FSDP2: parameters gathered from all ranks' shards, while gathered
+    unsharded_gradients: int = 0  # FSDP2: their full gradients, until reduce-scattered
+    communication: int = 0  # FSDP2: all-gather outputs and reduce-scatter inputs
 
 
 @dataclass(frozen=True)
 class MemoryHolder:
-    category: str                    # one of PeakCategories' fields
-    file: Optional[str]              # the line that allocated (activations: that saved) it; None for parameters & co.
+    category: str  # one of PeakCategories' fields
+    file: Optional[str]  # the line that allocated (activations: that saved) it; None for parameters & co.
     line: Optional[int]
-    node: Optional[str]              # activations: the autograd node that saved them
+    node: Optional[str]  # activations: the autograd node that saved them
     bytes: int
 
 
 @dataclass(frozen=True)
 class Holding:
-    who: str                         # "saved by AddmmBackward0", "referenced by the program", "gradients"
+    who: str  # "saved by AddmmBackward0", "referenced by the program", "gradients"
     bytes: int
 
 
@@ -167,14 +168,14 @@ class Holding:
 class MemoryLine:
     file: str
     line: int
-    bytes_allocated: int             # by the line's own ops, over the whole call
-    bytes_held: int                  # of those, still live when each run of the line's ops ended
+    bytes_allocated: int  # by the line's own ops, over the whole call
+    bytes_held: int  # of those, still live when each run of the line's ops ended
     held_by: tuple[Holding, ...] = ()
 
 
 @dataclass(frozen=True)
 class MemoryTimeline:
-    op_index: tuple[int, ...] = ()   # n-th op of the traced call (counting ops not kept in events)
+    op_index: tuple[int, ...] = ()  # n-th op of the traced call (counting ops not kept in events)
     live_bytes: tuple[int, ...] = ()  # device bytes live after that op
 
 
@@ -185,9 +186,9 @@ class MemorySummary:
     peak_line: Optional[int]
     peak_phase: Phase
     at_peak: PeakCategories
-    device_bytes: int                # the selected GPU's memory
-    start_bytes: int = 0             # live when the traced call started (parameters, inputs, ...)
-    end_bytes: int = 0               # live when it returned
+    device_bytes: int  # the selected GPU's memory
+    start_bytes: int = 0  # live when the traced call started (parameters, inputs, ...)
+    end_bytes: int = 0  # live when it returned
     holders: tuple[MemoryHolder, ...] = ()
     lines: tuple[MemoryLine, ...] = ()
     timeline: MemoryTimeline = MemoryTimeline()
@@ -196,50 +197,50 @@ class MemorySummary:
 
 @dataclass(frozen=True)
 class TimeSummary:
-    gpu: str                         # the table's key: "h100-sxm" (atenlens/gpus.py)
-    step_seconds: float              # sum of the ops' estimate_seconds
-    mfu_bound: float                 # model FLOPs / (step_seconds x peak FLOPS of the step's main dtype)
+    gpu: str  # the table's key: "h100-sxm" (atenlens/gpus.py)
+    step_seconds: float  # sum of the ops' estimate_seconds
+    mfu_bound: float  # model FLOPs / (step_seconds x peak FLOPS of the step's main dtype)
     by_phase: dict[str, float] = field(default_factory=dict)
     compute_efficiency: float = 0.0
     memory_efficiency: float = 0.0
-    launch_seconds: float = 0.0      # the least an op that launches a kernel is estimated to take
+    launch_seconds: float = 0.0  # the least an op that launches a kernel is estimated to take
     fp32_matmul_as_tf32: bool = False
     assumptions: str = ""
 
 
 @dataclass(frozen=True)
 class Summary:
-    ops: dict[str, int] = field(default_factory=dict)     # phase -> aten op count
+    ops: dict[str, int] = field(default_factory=dict)  # phase -> aten op count
     calls: int = 0
     flops: int = 0
     syncs: int = 0
     seconds: float = 0.0
     memory: Optional[MemorySummary] = None
     time: Optional[TimeSummary] = None
-    assumptions: int = 0             # values the trace assumed (diagnostics of kind "assumption", with counts)
-    world_size: int = 1              # simulated ranks (docs/distributed.md); 1: a single-process run
-    rank: int = 0                    # the rank this trace ran as
+    assumptions: int = 0  # values the trace assumed (diagnostics of kind "assumption", with counts)
+    world_size: int = 1  # simulated ranks (docs/distributed.md); 1: a single-process run
+    rank: int = 0  # the rank this trace ran as
     gpus_per_node: int = 8
-    collectives: int = 0             # collective events (kept or not)
-    communication_seconds: float = 0.0   # their summed estimates (not part of time.step_seconds)
+    collectives: int = 0  # collective events (kept or not)
+    communication_seconds: float = 0.0  # their summed estimates (not part of time.step_seconds)
 
 
 @dataclass(frozen=True)
 class TraceReport:
     target: Target
     status: Status
-    device: str                      # what was simulated: "cpu" or "cuda"
+    device: str  # what was simulated: "cpu" or "cuda"
     events: tuple[Event, ...] = ()
     diagnostics: tuple[Diagnostic, ...] = ()
     summary: Summary = Summary()
     stdout: str = ""
     stderr: str = ""
-    message: str = ""                # one line for humans when status is not "ok"
-    call: Optional[str] = None       # the example call expression that was evaluated
-    notes: tuple[str, ...] = ()      # e.g. why simulated CUDA fell back to cpu
+    message: str = ""  # one line for humans when status is not "ok"
+    call: Optional[str] = None  # the example call expression that was evaluated
+    notes: tuple[str, ...] = ()  # e.g. why simulated CUDA fell back to cpu
     torch_version: Optional[str] = None
-    modules: tuple[ModuleCall, ...] = ()     # module calls in the order they began (Event.module indexes them)
-    bookkeeping_ops: tuple[str, ...] = ()    # ops of `events` that allocate and compute nothing (views, detach)
+    modules: tuple[ModuleCall, ...] = ()  # module calls in the order they began (Event.module indexes them)
+    bookkeeping_ops: tuple[str, ...] = ()  # ops of `events` that allocate and compute nothing (views, detach)
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self, **kwargs: Any) -> str:
@@ -257,17 +258,17 @@ class TraceRequest:
     file: str
     qualname: str
     device: Literal["cpu", "cuda"] = "cuda"
-    call: Optional[str] = None       # overrides the `# atenlens:` directive
-    gpu: str = "h100-sxm"            # the GPU memory and time are forecast for (atenlens/gpus.py)
-    cost: bool = True                # False: no memory or time forecast (bench/trace_cost.py measures its cost)
+    call: Optional[str] = None  # overrides the `# atenlens:` directive
+    gpu: str = "h100-sxm"  # the GPU memory and time are forecast for (atenlens/gpus.py)
+    cost: bool = True  # False: no memory or time forecast (bench/trace_cost.py measures its cost)
     timeout_seconds: float = 30.0
-    source: Optional[str] = None     # unsaved editor text of `file`; None reads the file from disk
-    argv: Optional[tuple[str, ...]] = None   # the program's arguments (sys.argv[1:]); None: the file's
+    source: Optional[str] = None  # unsaved editor text of `file`; None reads the file from disk
+    argv: Optional[tuple[str, ...]] = None  # the program's arguments (sys.argv[1:]); None: the file's
     #                                          `# atenlens-argv:` comment, else none
     world_size: Optional[int] = None  # simulated ranks (docs/distributed.md); None: the file's
     #                                   `# atenlens-ranks:` comment, else a single-process run
-    rank: Optional[int] = None       # None: 0
-    gpus_per_node: Optional[int] = None   # None: 8
+    rank: Optional[int] = None  # None: 0
+    gpus_per_node: Optional[int] = None  # None: 8
 
     def to_json(self) -> str:
         return json.dumps(to_jsonable(self))
@@ -319,6 +320,7 @@ def _encoder(cls: type) -> Callable[[Any], dict]:
             for n in nested:
                 out[n] = to_jsonable(getattr(value, n))
             return {n: out[n] for n in _field_names(cls) if not (n in omitted and out[n] is None)}
+
         _ENCODERS[cls] = encoder
     return encoder
 
@@ -376,7 +378,7 @@ def _build_decoder(cls: Any) -> Callable[[Any], Any]:
     if isinstance(cls, type) and dataclasses.is_dataclass(cls):
         hints = get_type_hints(cls)
         fields = {name: _decoder(hints[name]) for name in _field_names(cls)}
-        if cls is Frame:                      # stacks repeat the same frames over and over
+        if cls is Frame:  # stacks repeat the same frames over and over
             interned: dict[tuple, Frame] = {}
 
             def decode_frame(data: dict) -> Frame:
@@ -385,6 +387,7 @@ def _build_decoder(cls: Any) -> Callable[[Any], Any]:
                 if frame is None:
                     frame = interned[key] = Frame(*key)
                 return frame
+
             return decode_frame
 
         def decode(data: Any) -> Any:
@@ -396,5 +399,6 @@ def _build_decoder(cls: Any) -> Callable[[Any], Any]:
             obj = object.__new__(cls)
             obj.__dict__.update({k: decode_field(data[k]) for k, decode_field in fields.items()})
             return obj
+
         return decode
     return _identity

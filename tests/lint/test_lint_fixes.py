@@ -1,4 +1,5 @@
 """Quick fixes: applying a finding's edits gives the expected source, and only safe cases get one."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,7 +19,9 @@ def apply_edits(source: str, edits: tuple[TextEdit, ...]) -> str:
         return starts[line - 1] + column
 
     for edit in sorted(edits, key=lambda e: (e.line, e.column), reverse=True):
-        source = source[:offset(edit.line, edit.column)] + edit.new_text + source[offset(edit.end_line, edit.end_column):]
+        source = (
+            source[: offset(edit.line, edit.column)] + edit.new_text + source[offset(edit.end_line, edit.end_column) :]
+        )
     return source
 
 
@@ -33,7 +36,20 @@ def fixed(source: str) -> tuple[str, list[Finding]]:
 def test_fixes_rewrite_the_simple_cases_to_create_on_the_device() -> None:
     source = (FIXTURES / "AL302_create_then_move.py").read_text()
     result, found = fixed(source)
-    assert [f.fix is not None for f in found] == [True, True, True, True, False, False, False, False, True, True, True, True]
+    assert [f.fix is not None for f in found] == [
+        True,
+        True,
+        True,
+        True,
+        False,
+        False,
+        False,
+        False,
+        True,
+        True,
+        True,
+        True,
+    ]
     assert result.splitlines()[4:15] == [
         "    noise = torch.randn(batch, dim, device=device)",
         '    zeros = torch.zeros(4, device="cuda")',
@@ -72,9 +88,13 @@ def test_fixes_are_positioned_in_str_characters_after_wide_characters() -> None:
 
 
 def test_no_fix_where_the_rewrite_is_not_obviously_the_same() -> None:
-    for source in ["x = torch.randn(3, **kw).to(dev)\n", "x = torch.randn(3).to(dev, dtype=torch.half)\n",
-                   "x = torch.randn(3).to(dev, copy=True)\n",
-                   "x = (torch.randn(3)).to(dev)\n", "x = torch.randn(3  # n\n).to(dev)\n"]:
+    for source in [
+        "x = torch.randn(3, **kw).to(dev)\n",
+        "x = torch.randn(3).to(dev, dtype=torch.half)\n",
+        "x = torch.randn(3).to(dev, copy=True)\n",
+        "x = (torch.randn(3)).to(dev)\n",
+        "x = torch.randn(3  # n\n).to(dev)\n",
+    ]:
         (finding,) = lint_source(source)
         assert (finding.code, finding.fix) == ("AL302", None), source
     assert lint_source("x = torch.randn(3).to(*args)\n") == []  # where it goes is unknown
@@ -83,7 +103,12 @@ def test_no_fix_where_the_rewrite_is_not_obviously_the_same() -> None:
 def test_no_finding_and_no_fix_where_the_target_is_not_written_as_a_device() -> None:
     # `device=<dtype>` or `device=<tensor>` would raise; a CPU generator needs a CPU tensor;
     # `torch.tensor(data)` fills on the host either way.
-    for source in ["x = torch.randn(3).to(y.dtype)\n", "x = torch.randn(3).to(other)\n",
-                   "x = torch.randn(3).to(torch.float16)\n", "x = torch.randn(3, generator=g).to(device)\n",
-                   "x = torch.tensor(data).to(device)\n", "x = torch.tensor([1, 2]).cuda()\n"]:
+    for source in [
+        "x = torch.randn(3).to(y.dtype)\n",
+        "x = torch.randn(3).to(other)\n",
+        "x = torch.randn(3).to(torch.float16)\n",
+        "x = torch.randn(3, generator=g).to(device)\n",
+        "x = torch.tensor(data).to(device)\n",
+        "x = torch.tensor([1, 2]).cuda()\n",
+    ]:
         assert lint_source(source, select=["AL302"]) == [], source

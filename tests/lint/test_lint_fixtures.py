@@ -7,6 +7,7 @@ After a deliberate change of a rule's findings or fixes, regenerate the snapshot
 
     pytest tests/lint/test_lint_fixtures.py --update-lint-snapshots
 """
+
 from __future__ import annotations
 
 import difflib
@@ -28,8 +29,11 @@ def fix_lines(source: str, finding: Finding) -> list[str]:
     if finding.fix is None or not finding.fix.edits:
         return []
     before, after = source.split("\n"), apply_edits(source, finding.fix.edits).split("\n")
-    changed = [line for line in difflib.unified_diff(before, after, n=0, lineterm="")
-               if line[:1] in "-+" and not line.startswith(("---", "+++"))]
+    changed = [
+        line
+        for line in difflib.unified_diff(before, after, n=0, lineterm="")
+        if line[:1] in "-+" and not line.startswith(("---", "+++"))
+    ]
     return [f"  fix: {finding.fix.title}"] + [f"  {line[0]} {line[1:]}".rstrip() for line in changed]
 
 

@@ -5,6 +5,7 @@ fixtures/half_typed/base.py is a complete file; each variant below is base.py wi
 line appended (`end_*`) or inserted as the first line of `train`'s body (`middle_*`). Each is
 compared line for line with its `fixtures/half_typed/<name>.expected` file, and every one of them
 must report what base.py reports (shifted down one line after an inserted line)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,7 +16,7 @@ from atenlens.lint.engine import lint_source_strict
 
 FIXTURES = Path(__file__).parent / "fixtures" / "half_typed"
 BASE = FIXTURES / "base.py"
-INSERTED_AT = 17   # 1-based line of the `middle_*` variants' inserted line
+INSERTED_AT = 17  # 1-based line of the `middle_*` variants' inserted line
 # name -> the half-typed text: appended to base.py (end_*) or inserted at INSERTED_AT (middle_*)
 VARIANTS = {
     "end_dangling_def": "def f(",
@@ -40,7 +41,7 @@ def variant_text(name: str) -> str:
     if name.startswith("end_"):
         return base + VARIANTS[name]
     lines = base.splitlines(keepends=True)
-    return "".join(lines[:INSERTED_AT - 1] + [VARIANTS[name]] + lines[INSERTED_AT - 1:])
+    return "".join(lines[: INSERTED_AT - 1] + [VARIANTS[name]] + lines[INSERTED_AT - 1 :])
 
 
 def render(source: str) -> list[str]:
@@ -53,15 +54,20 @@ def base_findings_shifted(after: int) -> list[tuple[int, int, str]]:
 
 def test_the_base_file_has_findings_in_every_function() -> None:
     assert [line.split(" ")[:2] for line in render(BASE.read_text())] == [
-        ["7:37", "AL302"], ["8:28", "AL302"], ["12:7", "AL302"], ["21:20", "AL100"], ["22:9", "AL300"]]
+        ["7:37", "AL302"],
+        ["8:28", "AL302"],
+        ["12:7", "AL302"],
+        ["21:20", "AL100"],
+        ["22:9", "AL300"],
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_half_typed_fixture_gives_exactly_the_expected_findings(name: str) -> None:
     text = variant_text(name)
     assert render(text) == (FIXTURES / f"{name}.expected").read_text(encoding="utf-8").splitlines()
-    after = INSERTED_AT if name.startswith("middle_") else 10 ** 6
-    if after < 10 ** 6:
+    after = INSERTED_AT if name.startswith("middle_") else 10**6
+    if after < 10**6:
         assert text.splitlines()[INSERTED_AT - 2] == "def train(loader, model, opt):"
     found = [(f.line, f.column, f.code) for f in lint_source_strict(text)]
     assert found == base_findings_shifted(after)
@@ -69,8 +75,18 @@ def test_half_typed_fixture_gives_exactly_the_expected_findings(name: str) -> No
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = sorted([*ROOT.glob("examples/*.py"), *(ROOT / "tests" / "lint" / "fixtures").glob("AL*.py")])
-HALF_TYPED_TAILS = ["y = model(", "    y = [", "    while (", "def g(", "for x in", 's = """abc\n',
-                    'x = f"{', "    z = {1: (", "class C(", ")"]
+HALF_TYPED_TAILS = [
+    "y = model(",
+    "    y = [",
+    "    while (",
+    "def g(",
+    "for x in",
+    's = """abc\n',
+    'x = f"{',
+    "    z = {1: (",
+    "class C(",
+    ")",
+]
 
 
 def top_level_starts(lines: list[str]) -> list[int]:
@@ -109,9 +125,9 @@ def test_typing_a_line_keystroke_by_keystroke_lints_each_version_like_a_fresh_pa
     kept = base_findings_shifted(INSERTED_AT)
     for end in range(1, len(typed) + 1):
         line = "    " + typed[:end].rstrip("\n") + "\n"
-        text = "".join(lines[:INSERTED_AT - 1] + [line] + lines[INSERTED_AT - 1:])
+        text = "".join(lines[: INSERTED_AT - 1] + [line] + lines[INSERTED_AT - 1 :])
         edited = [(f.line, f.column, f.code) for f in lint_source_strict(text, path=document)]
         assert edited == [(f.line, f.column, f.code) for f in lint_source_strict(text)], typed[:end]
         assert set(kept) <= set(edited), typed[:end]
-    column = len("    " + typed[:typed.index("non_blocking")])
+    column = len("    " + typed[: typed.index("non_blocking")])
     assert edited == sorted(kept + [(INSERTED_AT, column, "AL200")])

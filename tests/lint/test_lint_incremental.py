@@ -3,6 +3,7 @@ same text gives: the same findings, messages, severities and fixes, byte for byt
 random edits of real files: typing and deleting characters, splitting and joining lines, deleting
 and duplicating lines, and inserting lines that change a module-wide fact (a synchronize alias,
 a pinned DataLoader, a function that waits, an attribute holding a pinned buffer)."""
+
 from __future__ import annotations
 
 import random
@@ -45,23 +46,23 @@ def _edit(rng: random.Random, lines: list[str]) -> list[str]:
     row = rng.randrange(len(lines))
     line = lines[row]
     kind = rng.random()
-    if kind < 0.35 and line.strip():          # type a letter, a space or a bracket
+    if kind < 0.35 and line.strip():  # type a letter, a space or a bracket
         col = rng.randint(len(line) - len(line.lstrip()), len(line))
         lines[row] = line[:col] + rng.choice("abcxyz _.(:0") + line[col:]
-    elif kind < 0.5 and line:                 # delete a character
+    elif kind < 0.5 and line:  # delete a character
         col = rng.randrange(len(line))
-        lines[row] = line[:col] + line[col + 1:]
-    elif kind < 0.6:                          # press Enter in the middle of a line
+        lines[row] = line[:col] + line[col + 1 :]
+    elif kind < 0.6:  # press Enter in the middle of a line
         col = rng.randint(0, len(line))
-        lines[row:row + 1] = [line[:col], " " * (len(line) - len(line.lstrip())) + line[col:]]
-    elif kind < 0.68 and row + 1 < len(lines):   # join two lines
-        lines[row:row + 2] = [line + lines[row + 1].lstrip()]
-    elif kind < 0.74:                         # delete a line
+        lines[row : row + 1] = [line[:col], " " * (len(line) - len(line.lstrip())) + line[col:]]
+    elif kind < 0.68 and row + 1 < len(lines):  # join two lines
+        lines[row : row + 2] = [line + lines[row + 1].lstrip()]
+    elif kind < 0.74:  # delete a line
         del lines[row]
-    elif kind < 0.8:                          # duplicate a line
+    elif kind < 0.8:  # duplicate a line
         lines.insert(row, line)
-    else:                                     # a line that may change a module-wide fact
-        indent = line[:len(line) - len(line.lstrip())]
+    else:  # a line that may change a module-wide fact
+        indent = line[: len(line) - len(line.lstrip())]
         lines.insert(row + 1, indent + rng.choice(FACT_LINES))
     return lines or [""]
 
@@ -104,11 +105,14 @@ def test_typing_in_a_function_of_the_5000_line_corpus_relints_incrementally() ->
     document = "file:///typing.py"
     lint_source_strict(original, path=document, incremental=True)
     rng = random.Random(3)
-    body_rows = [i for i, line in enumerate(lines) if line.startswith("        ") and line.strip()
-                 and not line.lstrip().startswith("#")]
+    body_rows = [
+        i
+        for i, line in enumerate(lines)
+        if line.startswith("        ") and line.strip() and not line.lstrip().startswith("#")
+    ]
     for row in rng.sample(body_rows, 10):
         col = rng.randint(8, len(lines[row]))
-        typed = lines[:row] + [lines[row][:col] + "q" + lines[row][col:]] + lines[row + 1:]
+        typed = lines[:row] + [lines[row][:col] + "q" + lines[row][col:]] + lines[row + 1 :]
         for text in ("\n".join(typed), original):
             assert lint_source_strict(text, path=document, incremental=True) == lint_source_strict(text)
             assert incremental.last_mode[document] == "incremental", (row, col)
@@ -128,8 +132,11 @@ def test_each_definition_of_each_rule_fixture_relinted_alone_gives_the_full_lint
     for node in SourceText(original).root.children:
         definition = node.child_by_field_name("definition") if node.type == "decorated_definition" else node
         body = definition.child_by_field_name("body") if definition is not None else None
-        if node.type in ("function_definition", "class_definition", "decorated_definition") and body is not None \
-                and body.start_point[0] > node.start_point[0]:
+        if (
+            node.type in ("function_definition", "class_definition", "decorated_definition")
+            and body is not None
+            and body.start_point[0] > node.start_point[0]
+        ):
             bodies.append(body.start_point)
     assert bodies, "a fixture without definitions tests nothing here"
     for row, column in bodies:
@@ -141,8 +148,7 @@ def test_each_definition_of_each_rule_fixture_relinted_alone_gives_the_full_lint
 
 
 def test_an_edit_that_adds_a_synchronize_alias_relints_the_whole_file() -> None:
-    source = ("import torch\n\n\ndef train(xs):\n    for x in xs:\n        sync()\n\n\n"
-              "def setup():\n    pass\n")
+    source = "import torch\n\n\ndef train(xs):\n    for x in xs:\n        sync()\n\n\ndef setup():\n    pass\n"
     document = "file:///alias.py"
     assert lint_source_strict(source, path=document, incremental=True) == []
     edited = source.replace("    pass\n", "    pass\n\n\nsync = torch.cuda.synchronize\n")
@@ -158,9 +164,11 @@ def test_an_edit_that_adds_a_synchronize_alias_relints_the_whole_file() -> None:
 
 
 def test_findings_below_an_inserted_line_move_with_it_and_cite_their_new_lines() -> None:
-    source = ("import time\nimport torch\n\n\ndef first():\n    pass\n\n\n"
-              "def timed(model, x):\n    start = time.time()\n    model(x)\n    device = 'cuda'\n"
-              "    for _ in range(10):\n        end = time.time() - start\n")
+    source = (
+        "import time\nimport torch\n\n\ndef first():\n    pass\n\n\n"
+        "def timed(model, x):\n    start = time.time()\n    model(x)\n    device = 'cuda'\n"
+        "    for _ in range(10):\n        end = time.time() - start\n"
+    )
     document = "file:///timed.py"
     before = lint_source_strict(source, path=document, incremental=True)
     assert [(f.line, f.code) for f in before] == [(14, "AL301")]
@@ -172,4 +180,3 @@ def test_findings_below_an_inserted_line_move_with_it_and_cite_their_new_lines()
     assert [(f.line, f.code) for f in after] == [(15, "AL301")]
     assert "line 11" in after[0].message
     incremental.forget(document)
-

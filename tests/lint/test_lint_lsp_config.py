@@ -1,11 +1,12 @@
 """The language server honours `[tool.atenlens]` in pyproject.toml (real server process, real client)."""
+
 from __future__ import annotations
 
 from lsprotocol import types
 
 from lsp_helpers import initialize, open_document, simple, wait_for_diagnostics
 
-LOOP = '''import torch
+LOOP = """import torch
 
 
 def train(loader, model):
@@ -13,7 +14,7 @@ def train(loader, model):
         loss = model(x.cuda())
         print(loss.item())
         torch.cuda.empty_cache()
-'''
+"""
 
 
 async def test_a_finding_ignored_in_pyproject_is_not_shown_and_a_config_change_applies_on_save(client, tmp_path):
@@ -25,20 +26,22 @@ async def test_a_finding_ignored_in_pyproject_is_not_shown_and_a_config_change_a
     # The editor saves an edited pyproject.toml: the open documents are linted again under it.
     published = len(client.recorder.published)
     pyproject.write_text('[tool.atenlens]\nselect = ["AL1"]\n', encoding="utf-8")
-    client.text_document_did_save(types.DidSaveTextDocumentParams(
-        text_document=types.TextDocumentIdentifier(uri=pyproject.as_uri())))
+    client.text_document_did_save(
+        types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=pyproject.as_uri()))
+    )
     diagnostics = await wait_for_diagnostics(client, uri, 1, after=published)
     assert [d.code for d in diagnostics] == ["AL100"]
 
 
 async def test_per_file_ignores_exclude_and_the_editor_settings_combine(client, tmp_path):
     (tmp_path / "pyproject.toml").write_text(
-        '[tool.atenlens]\nexclude = ["generated"]\nper-file-ignores = { "tests/*" = ["AL3"] }\n', encoding="utf-8")
+        '[tool.atenlens]\nexclude = ["generated"]\nper-file-ignores = { "tests/*" = ["AL3"] }\n', encoding="utf-8"
+    )
     await initialize(client, {"lint": {"ignore": ["AL100"]}}, root=tmp_path)
     excluded = await open_document(client, tmp_path / "generated" / "g.py", LOOP)
     assert list(client.diagnostics[excluded]) == []
     test_file = await open_document(client, tmp_path / "tests" / "test_loop.py", LOOP)
-    assert list(client.diagnostics[test_file]) == []       # AL100 by the editor, AL300 by the file
+    assert list(client.diagnostics[test_file]) == []  # AL100 by the editor, AL300 by the file
     plain = await open_document(client, tmp_path / "src" / "loop.py", LOOP)
     assert [d.code for d in client.diagnostics[plain]] == ["AL300"]
 
@@ -51,6 +54,8 @@ async def test_a_bad_pyproject_is_reported_once_and_the_editor_settings_still_li
     other = await open_document(client, tmp_path / "other.py", LOOP)
     assert [d.code for d in client.diagnostics[other]] == ["AL100", "AL300"]
     warnings = [m.message for m in client.messages if m.type == types.MessageType.Warning]
-    assert warnings == [f"atenlens: {tmp_path / 'pyproject.toml'}: [tool.atenlens] select: unknown rule code "
-                        "'AL999' (known: AL100, AL101, AL200, AL201, AL300, AL301, AL302); linting with the "
-                        "editor's settings only"]
+    assert warnings == [
+        f"atenlens: {tmp_path / 'pyproject.toml'}: [tool.atenlens] select: unknown rule code "
+        "'AL999' (known: AL100, AL101, AL200, AL201, AL300, AL301, AL302); linting with the "
+        "editor's settings only"
+    ]

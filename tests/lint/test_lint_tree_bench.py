@@ -1,4 +1,5 @@
 """bench/lint_tree.py in its smoke mode: every runner measured, in one run, with ratios to ruff."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_tree_benchmark_measures_both_atenlens_runs_and_ruff_side_by_side(tmp_path: Path) -> None:
     out = tmp_path / "tree.json"
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "lint_tree.py"), "--quick", "--json", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "lint_tree.py"), "--quick", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(out.read_text())
     (table,) = result["tables"]

@@ -3,6 +3,7 @@ report on changes no finding. Every file of the labelled real corpus, every fixt
 generated corpus is linted with and without the skipping, with all rules and with each rule on
 its own (the selection decides what is skipped), and the findings must be identical; and the
 skipping must really happen on that code, or the comparison would prove nothing."""
+
 from __future__ import annotations
 
 import sys
@@ -19,8 +20,9 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parents[1] / "bench"))
 from gen_corpus import generate  # noqa: E402
 
-REAL = sorted(p for folder in ("corpus_real", "corpus_heldout") for p in (HERE / folder).glob("*.py")
-              if p.name != "conftest.py")
+REAL = sorted(
+    p for folder in ("corpus_real", "corpus_heldout") for p in (HERE / folder).glob("*.py") if p.name != "conftest.py"
+)
 FIXTURES = sorted((HERE / "fixtures").glob("*.py"))
 
 
@@ -28,17 +30,22 @@ def _generated() -> list[tuple[str, str]]:
     """The generated corpus of bench/lint_tree.py --quick: 5,000 lines cut into 40 files (cut
     mid-construct, so some of them do not parse cleanly)."""
     rows = generate(5000).split("\n")
-    return [(f"generated/m{i:02d}.py", "\n".join(rows[i * 125:(i + 1) * 125]) + "\n") for i in range(40)]
+    return [(f"generated/m{i:02d}.py", "\n".join(rows[i * 125 : (i + 1) * 125]) + "\n") for i in range(40)]
 
 
-SOURCES = ([(f"{p.parent.name}/{p.name}", p.read_text(encoding="utf-8")) for p in REAL]
-           + [(f"fixtures/{p.name}", p.read_text(encoding="utf-8")) for p in FIXTURES] + _generated())
+SOURCES = (
+    [(f"{p.parent.name}/{p.name}", p.read_text(encoding="utf-8")) for p in REAL]
+    + [(f"fixtures/{p.name}", p.read_text(encoding="utf-8")) for p in FIXTURES]
+    + _generated()
+)
 SELECTIONS = [None] + [[rule.code] for rule in RULES]
 
 
 def _rows(source: str, select: list[str] | None, prefilter: bool) -> list[tuple]:
-    return [(f.line, f.column, f.end_line, f.end_column, f.code, f.severity, f.message, f.fix)
-            for f in lint_source_strict(source, select=select, prefilter=prefilter)]
+    return [
+        (f.line, f.column, f.end_line, f.end_column, f.code, f.severity, f.message, f.fix)
+        for f in lint_source_strict(source, select=select, prefilter=prefilter)
+    ]
 
 
 @pytest.mark.parametrize("select", SELECTIONS, ids=["all"] + [rule.code for rule in RULES])
@@ -49,7 +56,7 @@ def test_skipping_by_trigger_bytes_changes_no_finding(select: list[str] | None) 
         assert with_skipping == _rows(source, select, prefilter=False), name
         found += len(with_skipping)
     if select is None:
-        assert found > 100     # the comparison covers real findings, not only silence
+        assert found > 100  # the comparison covers real findings, not only silence
 
 
 def test_the_corpus_really_exercises_the_skipping() -> None:
@@ -69,7 +76,7 @@ def test_the_corpus_really_exercises_the_skipping() -> None:
     assert files_with_skipped_definitions >= 10
 
 
-SAMPLE = '''import torch
+SAMPLE = """import torch
 
 
 @torch.no_grad()
@@ -86,7 +93,7 @@ def build(
 LIMIT = 3
 class Config:
     value = 1
-'''
+"""
 
 
 def test_definitions_are_found_with_their_decorators_up_to_the_next_top_level_statement() -> None:
@@ -109,7 +116,7 @@ def test_a_definition_without_a_loop_is_not_parsed_for_the_loop_rules() -> None:
     text = SourceText(SAMPLE, skip=skip, original=data)
     assert text.skipped == tuple(skip)
     assert [c.type for c in text.root.children] == ["import_statement", "decorated_definition", "expression_statement"]
-    assert text.whole_data == data      # byte-level facts of the file still see all of it
+    assert text.whole_data == data  # byte-level facts of the file still see all of it
     assert [(f.line, f.column, f.code) for f in lint_source_strict(SAMPLE, select=["AL100"])] == [(7, 30, "AL100")]
 
 
@@ -117,7 +124,7 @@ def test_a_definition_start_inside_a_string_falls_back_to_parsing_the_whole_file
     source = 'EXAMPLE = """\ndef train(model, loader):\n    pass\n"""\nfor x in range(3):\n    pass\n'
     data = source.encode()
     skip = skippable_definitions(data, [((b"nothing matches this",),)])
-    assert skip == [(data.index(b"def train"), data.index(b'"""\nfor'))]   # the string's end looks like code
+    assert skip == [(data.index(b"def train"), data.index(b'"""\nfor'))]  # the string's end looks like code
     text = SourceText(source, skip=skip, original=data)
     assert text.skipped == () and text.data == data
     assert [c.type for c in text.root.children] == ["expression_statement", "for_statement"]
@@ -149,17 +156,21 @@ def test_in_a_class_the_methods_without_a_loop_are_left_out_and_the_class_keeps_
     assert al100.definition_triggers is not None
     skip = skippable_definitions(data, [al100.definition_triggers])
     # `forward`, `format` and `before` are no loop words; the docstring is the body's first statement
-    assert [data[start:end].split(b"\n")[0].strip() for start, end in skip] == [b"def forward(self, x):",
-                                                                              b"def format(self, before):"]
+    assert [data[start:end].split(b"\n")[0].strip() for start, end in skip] == [
+        b"def forward(self, x):",
+        b"def format(self, before):",
+    ]
     text = SourceText(CLASS_SAMPLE, skip=skip, original=data)
     assert text.skipped == tuple(skip)
     (decorated,) = [c for c in text.root.children if c.type == "decorated_definition"]
     body = decorated.child_by_field_name("definition").child_by_field_name("body")
     assert [c.type for c in body.named_children] == ["expression_statement", "decorated_definition"]
-    assert [(f.line, f.column, f.code) for f in lint_source_strict(CLASS_SAMPLE, select=["AL100"])] == [(14, 27, "AL100")]
+    assert [(f.line, f.column, f.code) for f in lint_source_strict(CLASS_SAMPLE, select=["AL100"])] == [
+        (14, 27, "AL100")
+    ]
 
 
-CALLER_SAMPLE = '''import torch
+CALLER_SAMPLE = """import torch
 
 
 def accuracy(output, target):
@@ -173,7 +184,7 @@ def evaluate(model, x):
 
 def unrelated(x):
     return x
-'''
+"""
 
 
 def test_a_definition_that_calls_a_kept_function_is_kept_too() -> None:
@@ -181,7 +192,9 @@ def test_a_definition_that_calls_a_kept_function_is_kept_too() -> None:
     loop is parsed because `accuracy`, which has one, is."""
     data = CALLER_SAMPLE.encode()
     (al100,) = select_rules(["AL100"])
+    assert al100.definition_triggers is not None
     skip = skippable_definitions(data, [al100.definition_triggers])
     assert [data[start:end].split(b"\n")[0] for start, end in skip] == [b"def unrelated(x):"]
-    assert [(f.line, f.column, f.code) for f in lint_source_strict(CALLER_SAMPLE, select=["AL100"])] == \
-        [(f.line, f.column, f.code) for f in lint_source_strict(CALLER_SAMPLE, select=["AL100"], prefilter=False)]
+    assert [(f.line, f.column, f.code) for f in lint_source_strict(CALLER_SAMPLE, select=["AL100"])] == [
+        (f.line, f.column, f.code) for f in lint_source_strict(CALLER_SAMPLE, select=["AL100"], prefilter=False)
+    ]

@@ -1,4 +1,5 @@
 """Budgets asserted in Python (the pytest plugin's `atenlens_trace` fixture and marker use it)."""
+
 from __future__ import annotations
 
 import os
@@ -20,12 +21,14 @@ def budget_failures(report: TraceReport, **budget: Any) -> list[str]:
     target = f"{shown_path(report.target.file)}::{report.target.qualname}"
     function = _function("atenlens budget", Path(os.getcwd()), target, dict(budget))
     result = judge(function, report, None, None)
-    return [f"{path}:{line}:{column}: {text}" for p in result.problems for path, line, column, text in located(result, p)]
+    return [
+        f"{path}:{line}:{column}: {text}" for p in result.problems for path, line, column, text in located(result, p)
+    ]
 
 
 def assert_within(report: TraceReport, **budget: Any) -> None:
     """Raises AssertionError listing the offending lines when `report` breaks `budget`."""
-    __tracebackhide__ = True        # pytest shows the caller's line and the message, not this frame
+    __tracebackhide__ = True  # pytest shows the caller's line and the message, not this frame
     failures = budget_failures(report, **budget)
     if failures:
         raise AssertionError("atenlens budget broken:\n" + "\n".join(failures))

@@ -12,6 +12,7 @@ times in units) so that noise in the forecast does not churn it:
     step_time = "31.2 us"
     syncs = 3
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,10 @@ from atenlens.check.measure import Measurement
 from atenlens.check.units import format_bytes, format_seconds, parse_bytes, parse_seconds, round_count
 from atenlens.lint.config import ConfigError
 
-HEADER = ("# What each function does now, as `atenlens check` measures it (docs/check.md).\n"
-          "# Rewritten by `atenlens check --update-baseline`; review its changes like code.\n")
+HEADER = (
+    "# What each function does now, as `atenlens check` measures it (docs/check.md).\n"
+    "# Rewritten by `atenlens check --update-baseline`; review its changes like code.\n"
+)
 
 
 @dataclass(frozen=True)
@@ -40,22 +43,27 @@ class BaselineEntry:
 def entry_of(m: Measurement) -> BaselineEntry:
     """The measurement as the file keeps it (rounded), so that a fresh write compares equal."""
     return BaselineEntry(
-        syncs=m.syncs, codes=dict(m.codes),
+        syncs=m.syncs,
+        codes=dict(m.codes),
         peak_bytes=parse_bytes(format_bytes(m.peak_bytes)) if m.peak_bytes is not None else None,
         step_seconds=parse_seconds(format_seconds(m.step_seconds)) if m.step_seconds is not None else None,
-        flops=round_count(m.flops), collective_bytes=round_count(m.collective_bytes))
+        flops=round_count(m.flops),
+        collective_bytes=round_count(m.collective_bytes),
+    )
 
 
 def _block(target: str, e: BaselineEntry) -> str:
     codes = ", ".join(f"{code} = {count}" for code, count in sorted(e.codes.items()))
-    lines = [f"[{json.dumps(target)}]",
-             f"codes = {{ {codes} }}" if codes else "codes = {}",
-             f"collective_bytes = {e.collective_bytes}",
-             f"flops = {e.flops}"]
+    lines = [
+        f"[{json.dumps(target)}]",
+        f"codes = {{ {codes} }}" if codes else "codes = {}",
+        f"collective_bytes = {e.collective_bytes}",
+        f"flops = {e.flops}",
+    ]
     if e.peak_bytes is not None:
-        lines.append(f"peak = \"{format_bytes(e.peak_bytes)}\"")
+        lines.append(f'peak = "{format_bytes(e.peak_bytes)}"')
     if e.step_seconds is not None:
-        lines.append(f"step_time = \"{format_seconds(e.step_seconds)}\"")
+        lines.append(f'step_time = "{format_seconds(e.step_seconds)}"')
     lines.append(f"syncs = {e.syncs}")
     return "\n".join(lines) + "\n"
 
@@ -86,10 +94,13 @@ def read_baseline(path: Path) -> dict[str, BaselineEntry]:
             if not isinstance(codes, dict) or not all(isinstance(v, int) for v in codes.values()):
                 raise ValueError("codes must be a table of counts")
             entries[target] = BaselineEntry(
-                syncs=int(block["syncs"]), codes=dict(codes),
+                syncs=int(block["syncs"]),
+                codes=dict(codes),
                 peak_bytes=parse_bytes(block["peak"]) if "peak" in block else None,
                 step_seconds=parse_seconds(block["step_time"]) if "step_time" in block else None,
-                flops=int(block.get("flops", 0)), collective_bytes=int(block.get("collective_bytes", 0)))
+                flops=int(block.get("flops", 0)),
+                collective_bytes=int(block.get("collective_bytes", 0)),
+            )
         except (AttributeError, KeyError, TypeError, ValueError) as error:
             raise ConfigError(f"{where} is not a baseline entry ({error}); rewrite it with --update-baseline") from None
     return entries

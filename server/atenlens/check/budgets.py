@@ -9,6 +9,7 @@
 A bad table (unknown key, wrong type, bad unit, unknown GPU) is a ConfigError naming the file and
 the key; nothing is traced with half a configuration.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,7 @@ from atenlens.lint.config import ConfigError, _tool_tables
 DEFAULT_BASELINE = "atenlens-baseline.toml"
 TABLE_KEYS = ("functions", "baseline", "peak_tolerance", "time_tolerance", "flops_tolerance")
 # What a function's entry may say: budgets, then how to trace it (as `atenlens trace`'s options).
-BUDGET_KEYS = ("syncs", "pageable_copies", "unsynced_reads", "peak", "step_time", "flops", "collective_bytes",
-               "allow")
+BUDGET_KEYS = ("syncs", "pageable_copies", "unsynced_reads", "peak", "step_time", "flops", "collective_bytes", "allow")
 TRACE_KEYS = ("gpu", "call", "device", "timeout", "argv", "world_size", "rank", "gpus_per_node")
 CODE = re.compile(r"^AL[0-9]{3}$")
 TARGET = re.compile(r"^(?P<file>.+)::(?P<qualname>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)$")
@@ -34,8 +34,9 @@ TARGET = re.compile(r"^(?P<file>.+)::(?P<qualname>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-
 @dataclass(frozen=True)
 class Budget:
     """Upper bounds (None: not budgeted); flops has a lower bound too (a drop can be a bug)."""
+
     syncs: Optional[int] = None
-    codes: tuple[tuple[str, int], ...] = ()       # ("AL100", 0): at most 0 diagnostics of that code
+    codes: tuple[tuple[str, int], ...] = ()  # ("AL100", 0): at most 0 diagnostics of that code
     pageable_copies: Optional[int] = None
     unsynced_reads: Optional[int] = None
     peak_bytes: Optional[int] = None
@@ -43,13 +44,13 @@ class Budget:
     flops_min: Optional[int] = None
     flops_max: Optional[int] = None
     collective_bytes: Optional[int] = None
-    allow: Optional[tuple[str, ...]] = None       # when given: any other diagnostic code fails
+    allow: Optional[tuple[str, ...]] = None  # when given: any other diagnostic code fails
 
 
 @dataclass(frozen=True)
 class CheckedFunction:
-    target: str                 # as written in the table: "train.py::train_step" (relative to the table's folder)
-    file: str                   # absolute
+    target: str  # as written in the table: "train.py::train_step" (relative to the table's folder)
+    file: str  # absolute
     qualname: str
     budget: Budget
     gpu: str = "h100-sxm"
@@ -64,12 +65,12 @@ class CheckedFunction:
 
 @dataclass(frozen=True)
 class CheckConfig:
-    path: Optional[Path]             # None: no table, only `# atenlens-budget:` comments
+    path: Optional[Path]  # None: no table, only `# atenlens-budget:` comments
     functions: tuple[CheckedFunction, ...]
     baseline: Path
-    peak_tolerance: float = 0.05     # a baseline's peak may grow by 5% before it is a regression
+    peak_tolerance: float = 0.05  # a baseline's peak may grow by 5% before it is a regression
     time_tolerance: float = 0.10
-    flops_tolerance: float = 0.05    # either way
+    flops_tolerance: float = 0.05  # either way
 
 
 def find_check_pyproject(start: Path) -> Optional[Path]:
@@ -113,9 +114,10 @@ def load_check_config(pyproject: Path) -> CheckConfig:
             tolerances[key] = float(value)
     functions = table.get("functions", {})
     if not isinstance(functions, dict) or not functions:
-        raise ConfigError(f"{where} functions must be a table of \"FILE::FUNCTION\" = {{ budgets }}")
-    checked = tuple(_function(f"{where}.functions {target!r}", root, target, entry)
-                    for target, entry in functions.items())
+        raise ConfigError(f'{where} functions must be a table of "FILE::FUNCTION" = {{ budgets }}')
+    checked = tuple(
+        _function(f"{where}.functions {target!r}", root, target, entry) for target, entry in functions.items()
+    )
     return CheckConfig(path=pyproject, functions=checked, baseline=root / baseline, **tolerances)
 
 
@@ -128,7 +130,7 @@ def _count(where: str, key: str, value: Any) -> int:
 def _function(where: str, root: Path, target: str, entry: Any) -> CheckedFunction:
     match = TARGET.match(target)
     if match is None:
-        raise ConfigError(f"{where}: the key must look like FILE::FUNCTION (e.g. \"train.py::train_step\")")
+        raise ConfigError(f'{where}: the key must look like FILE::FUNCTION (e.g. "train.py::train_step")')
     file = os.path.normpath(os.path.join(root, match["file"]))
     if not os.path.isfile(file):
         raise ConfigError(f"{where}: no such file: {match['file']}")
@@ -165,7 +167,7 @@ def _function(where: str, root: Path, target: str, entry: Any) -> CheckedFunctio
                     budget[f"flops_{side}"] = round(raw)
         elif key == "allow":
             if not isinstance(value, list) or not all(isinstance(v, str) and CODE.match(v) for v in value):
-                raise ConfigError(f"{where} allow must be a list of diagnostic codes such as [\"AL100\"], got {value!r}")
+                raise ConfigError(f'{where} allow must be a list of diagnostic codes such as ["AL100"], got {value!r}')
             budget["allow"] = tuple(sorted(set(value)))
         elif key == "gpu":
             try:
@@ -178,7 +180,7 @@ def _function(where: str, root: Path, target: str, entry: Any) -> CheckedFunctio
             trace["call"] = value
         elif key == "device":
             if value not in ("cpu", "cuda"):
-                raise ConfigError(f"{where} device must be \"cuda\" or \"cpu\", got {value!r}")
+                raise ConfigError(f'{where} device must be "cuda" or "cpu", got {value!r}')
             trace["device"] = value
         elif key == "timeout":
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 3600:
@@ -194,7 +196,7 @@ def _function(where: str, root: Path, target: str, entry: Any) -> CheckedFunctio
             known = ", ".join(BUDGET_KEYS + TRACE_KEYS) + ", or a code such as AL100"
             raise ConfigError(f"{where} unknown key {key!r} (known: {known})")
     if "world_size" in trace:
-        from atenlens.trace.ranks import ranks_of      # torch-free
+        from atenlens.trace.ranks import ranks_of  # torch-free
 
         try:
             ranks_of(trace["world_size"], trace.get("rank"), trace.get("gpus_per_node"))
@@ -202,5 +204,10 @@ def _function(where: str, root: Path, target: str, entry: Any) -> CheckedFunctio
             raise ConfigError(f"{where} world_size/rank/gpus_per_node: {error}") from None
     elif "rank" in trace or "gpus_per_node" in trace:
         raise ConfigError(f"{where} rank and gpus_per_node need world_size")
-    return CheckedFunction(target=target, file=file, qualname=match["qualname"],
-                           budget=Budget(codes=tuple(sorted(codes)), **budget), **trace)
+    return CheckedFunction(
+        target=target,
+        file=file,
+        qualname=match["qualname"],
+        budget=Budget(codes=tuple(sorted(codes)), **budget),
+        **trace,
+    )

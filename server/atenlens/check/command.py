@@ -4,6 +4,7 @@ Exit codes: 0 every function within its budget and the baseline; 1 a budget brok
 against the baseline, or a function that could not be traced; 2 a usage or configuration error
 (the message names the file and the key).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -12,22 +13,34 @@ import sys
 from pathlib import Path
 from typing import Optional, TextIO
 
-FORMATS = ("text", "json", "github", "junit")     # atenlens/check/formats.py writes them (imported when run)
+FORMATS = ("text", "json", "github", "junit")  # atenlens/check/formats.py writes them (imported when run)
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="*", metavar="PATH",
-                        help="check only the configured functions in these files or folders (default: all)")
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="check only the configured functions in these files or folders (default: all)",
+    )
     parser.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
-    parser.add_argument("--config", metavar="PYPROJECT",
-                        help="the pyproject.toml with [tool.atenlens.check] (default: the nearest one above "
-                             "the first PATH, or the current folder)")
-    parser.add_argument("--baseline", metavar="FILE",
-                        help="the baseline file (default: the table's `baseline`, else atenlens-baseline.toml "
-                             "next to pyproject.toml)")
-    parser.add_argument("--update-baseline", action="store_true",
-                        help="write what each function does now to the baseline file (budgets still apply)")
+    parser.add_argument(
+        "--config",
+        metavar="PYPROJECT",
+        help="the pyproject.toml with [tool.atenlens.check] (default: the nearest one above "
+        "the first PATH, or the current folder)",
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="FILE",
+        help="the baseline file (default: the table's `baseline`, else atenlens-baseline.toml next to pyproject.toml)",
+    )
+    parser.add_argument(
+        "--update-baseline",
+        action="store_true",
+        help="write what each function does now to the baseline file (budgets still apply)",
+    )
 
 
 def _selected(functions, paths: list[str]):
@@ -37,8 +50,9 @@ def _selected(functions, paths: list[str]):
     for root in roots:
         if not os.path.exists(root):
             raise ValueError(f"no such file or folder: {root}")
-    chosen = tuple(f for f in functions
-                   if any(f.file == root or f.file.startswith(root.rstrip(os.sep) + os.sep) for root in roots))
+    chosen = tuple(
+        f for f in functions if any(f.file == root or f.file.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+    )
     return chosen
 
 
@@ -58,8 +72,9 @@ def _commented(root: Path, paths: list[Path], configured: set[str]) -> tuple:
     return tuple(found)
 
 
-def run_check_command(args: argparse.Namespace, stdout: Optional[TextIO] = None,
-                      stderr: Optional[TextIO] = None) -> int:
+def run_check_command(
+    args: argparse.Namespace, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None
+) -> int:
     from atenlens.check.baseline import entry_of, read_baseline, write_baseline
     from atenlens.check.budgets import DEFAULT_BASELINE, CheckConfig, find_check_pyproject, load_check_config
     from atenlens.check.formats import WRITERS
@@ -83,16 +98,18 @@ def run_check_command(args: argparse.Namespace, stdout: Optional[TextIO] = None,
         functions += _commented(root, [Path(p) for p in args.paths] or [root], {f.target for f in functions})
         if not functions:
             where = ", ".join(args.paths) or str(root)
-            raise ConfigError(f"nothing to check: no pyproject.toml with a [tool.atenlens.check] table at or above "
-                              f"{start if args.config is None else pyproject}, and no `# atenlens-budget:` "
-                              f"comment in {where}")
+            raise ConfigError(
+                f"nothing to check: no pyproject.toml with a [tool.atenlens.check] table at or above "
+                f"{start if args.config is None else pyproject}, and no `# atenlens-budget:` "
+                f"comment in {where}"
+            )
         if config is None:
             config = CheckConfig(path=None, functions=functions, baseline=root / DEFAULT_BASELINE)
         baseline_path = Path(args.baseline) if args.baseline is not None else config.baseline
         baseline = read_baseline(baseline_path) if baseline_path.is_file() else None
         if args.baseline is not None and baseline is None and not args.update_baseline:
             raise ConfigError(f"--baseline: no such file: {args.baseline} (--update-baseline writes it)")
-    except (ConfigError, ValueError) as error:     # ValueError: a PATH that names nothing
+    except (ConfigError, ValueError) as error:  # ValueError: a PATH that names nothing
         stderr.write(f"atenlens check: {error}\n")
         return EXIT_USAGE
     try:

@@ -8,6 +8,7 @@ The comment holds the keys of a `[tool.atenlens.check.functions]` entry as the i
 table. It may be any line of the comment block directly above the `def` (with `# atenlens:` and
 `# atenlens-ranks:`). A pyproject.toml entry for the same function wins over the comment.
 """
+
 from __future__ import annotations
 
 import re
@@ -42,15 +43,16 @@ def budget_comments(path: Path) -> list[tuple[str, int, dict]]:
     lines = source.splitlines()
     found = []
     for info in infos:
-        index = info.first_line - 2                  # the comment block directly above the def
+        index = info.first_line - 2  # the comment block directly above the def
         while 0 <= index < len(lines) and lines[index].lstrip().startswith("#"):
             match = BUDGET_DIRECTIVE.match(lines[index])
             if match:
                 try:
                     entry = tomllib.loads(f"budget = {{{match['table'].strip()}}}")["budget"]
                 except tomllib.TOMLDecodeError as error:
-                    raise ConfigError(f"{path}:{index + 1}: the `# atenlens-budget:` comment is not "
-                                      f"`key = value, ...` ({error})") from None
+                    raise ConfigError(
+                        f"{path}:{index + 1}: the `# atenlens-budget:` comment is not `key = value, ...` ({error})"
+                    ) from None
                 found.append((info.qualname, index + 1, entry))
                 break
             index -= 1

@@ -2,6 +2,7 @@
 junit (one test case per function, for CI test-report viewers). Every problem is written at the
 lines that caused it (the `.item()` line of a sync budget), with the budget or baseline figure and
 the measured one."""
+
 from __future__ import annotations
 
 import json
@@ -33,7 +34,7 @@ def located(result: FunctionResult, problem: Problem) -> list[tuple[str, int, in
         return [(shown_path(result.function.file), result.def_line, 1, head)]
     out = []
     for s in sites:
-        assert s.file is not None and s.line is not None      # kept above
+        assert s.file is not None and s.line is not None  # kept above
         detail = f"{s.code} {s.message}" if s.code else s.message
         if s.count > 1:
             detail += f" (x{s.count})"
@@ -49,8 +50,10 @@ def _totals(results: Sequence[FunctionResult]) -> str:
 
 
 def _improved(result: FunctionResult) -> list[str]:
-    return [f"{result.function.target}: {i.key} improved, {i.before} -> {i.after} ({UPDATE_HINT})"
-            for i in result.improvements]
+    return [
+        f"{result.function.target}: {i.key} improved, {i.before} -> {i.after} ({UPDATE_HINT})"
+        for i in result.improvements
+    ]
 
 
 def write_text(results: Sequence[FunctionResult], out: TextIO) -> None:
@@ -71,22 +74,42 @@ def json_result(r: FunctionResult) -> dict:
         "target": r.function.target,
         "passed": r.passed,
         "status": r.report.status,
-        "measured": None if m is None else {
-            "syncs": m.syncs, "codes": m.codes, "peak_bytes": m.peak_bytes, "step_seconds": m.step_seconds,
-            "flops": m.flops, "collective_bytes": m.collective_bytes, "gpu": m.gpu},
-        "problems": [{
-            "key": p.key, "against": p.against, "limit": p.limit, "measured": p.measured,
-            "locations": [{"filename": os.path.abspath(path), "row": line, "column": column, "message": text}
-                          for path, line, column, text in located(r, p)],
-        } for p in r.problems],
+        "measured": None
+        if m is None
+        else {
+            "syncs": m.syncs,
+            "codes": m.codes,
+            "peak_bytes": m.peak_bytes,
+            "step_seconds": m.step_seconds,
+            "flops": m.flops,
+            "collective_bytes": m.collective_bytes,
+            "gpu": m.gpu,
+        },
+        "problems": [
+            {
+                "key": p.key,
+                "against": p.against,
+                "limit": p.limit,
+                "measured": p.measured,
+                "locations": [
+                    {"filename": os.path.abspath(path), "row": line, "column": column, "message": text}
+                    for path, line, column, text in located(r, p)
+                ],
+            }
+            for p in r.problems
+        ],
         "improvements": [{"key": i.key, "before": i.before, "after": i.after} for i in r.improvements],
         "notes": list(r.notes),
     }
 
 
 def write_json(results: Sequence[FunctionResult], out: TextIO) -> None:
-    json.dump({"passed": all(r.passed for r in results), "functions": [json_result(r) for r in results]},
-              out, indent=2, ensure_ascii=False)
+    json.dump(
+        {"passed": all(r.passed for r in results), "functions": [json_result(r) for r in results]},
+        out,
+        indent=2,
+        ensure_ascii=False,
+    )
     out.write("\n")
 
 
@@ -94,8 +117,14 @@ def write_github(results: Sequence[FunctionResult], out: TextIO) -> None:
     for r in results:
         for problem in r.problems:
             for path, line, column, text in located(r, problem):
-                props = ",".join([f"title={_escape_property(f'atenlens check ({problem.key})')}",
-                                  f"file={_escape_property(os.path.abspath(path))}", f"line={line}", f"col={column}"])
+                props = ",".join(
+                    [
+                        f"title={_escape_property(f'atenlens check ({problem.key})')}",
+                        f"file={_escape_property(os.path.abspath(path))}",
+                        f"line={line}",
+                        f"col={column}",
+                    ]
+                )
                 out.write(f"::error {props}::{_escape_data(f'{path}:{line}:{column}: {text}')}\n")
         for text in _improved(r):
             out.write(f"::notice title={_escape_property('atenlens check')}::{_escape_data(text)}\n")
@@ -107,18 +136,24 @@ def write_junit(results: Sequence[FunctionResult], out: TextIO) -> None:
     with the offending lines."""
     failures = sum(1 for r in results if not r.passed)
     out.write('<?xml version="1.0" encoding="utf-8"?>\n')
-    out.write(f'<testsuites><testsuite name="atenlens check" tests="{len(results)}" failures="{failures}" '
-              f'errors="0" skipped="0">\n')
+    out.write(
+        f'<testsuites><testsuite name="atenlens check" tests="{len(results)}" failures="{failures}" '
+        f'errors="0" skipped="0">\n'
+    )
     for r in results:
-        attrs = (f'classname="atenlens.check" name={quoteattr(r.function.target)} '
-                 f'file={quoteattr(shown_path(r.function.file))} line="{r.def_line}"')
+        attrs = (
+            f'classname="atenlens.check" name={quoteattr(r.function.target)} '
+            f'file={quoteattr(shown_path(r.function.file))} line="{r.def_line}"'
+        )
         if r.passed:
             out.write(f"<testcase {attrs} />\n")
             continue
         lines = [f"{path}:{line}:{column}: {text}" for p in r.problems for path, line, column, text in located(r, p)]
         message = "; ".join(p.summary for p in r.problems)
-        out.write(f"<testcase {attrs}><failure message={quoteattr(message)}>{escape(chr(10).join(lines))}"
-                  f"</failure></testcase>\n")
+        out.write(
+            f"<testcase {attrs}><failure message={quoteattr(message)}>{escape(chr(10).join(lines))}"
+            f"</failure></testcase>\n"
+        )
     out.write("</testsuite></testsuites>\n")
 
 

@@ -1,5 +1,6 @@
 """What a trace report says a function does, in the quantities a budget or a baseline names,
 each with the lines responsible (so a failure points at the `.item()`, not at the function)."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -12,30 +13,31 @@ from atenlens.report import TraceReport
 SYNC_CODES = ("AL100", "AL101")
 PAGEABLE_COPY = "AL200"
 UNSYNCED_READ = "AL201"
-NOTE_SEVERITIES = ("information", "hint")     # the trace's notes (assumptions), not problems
+NOTE_SEVERITIES = ("information", "hint")  # the trace's notes (assumptions), not problems
 
 
 @dataclass(frozen=True)
 class Site:
     """A line responsible for (part of) a measured quantity."""
+
     file: Optional[str]
     line: Optional[int]
     column: int
     message: str
     count: int = 1
-    code: str = ""              # the diagnostic's code, when the line is one
+    code: str = ""  # the diagnostic's code, when the line is one
 
 
 @dataclass(frozen=True)
 class Measurement:
     syncs: int
-    codes: dict[str, int]                 # diagnostic code -> times it happened (notes left out)
-    peak_bytes: Optional[int]             # None: no memory forecast (a cpu trace)
+    codes: dict[str, int]  # diagnostic code -> times it happened (notes left out)
+    peak_bytes: Optional[int]  # None: no memory forecast (a cpu trace)
     step_seconds: Optional[float]
     flops: int
     collective_bytes: int
     gpu: Optional[str]
-    sites: dict[str, tuple[Site, ...]] = field(default_factory=dict)   # code, or "peak", "collectives"
+    sites: dict[str, tuple[Site, ...]] = field(default_factory=dict)  # code, or "peak", "collectives"
 
     def count(self, code: str) -> int:
         return self.codes.get(code, 0)
@@ -65,7 +67,8 @@ def measure(report: TraceReport) -> Measurement:
         if event.kind == "collective":
             collective_bytes += event.bytes
             sites.setdefault("collectives", []).append(
-                Site(event.file, event.line, 0, f"{event.name}: {event.bytes} bytes per rank"))
+                Site(event.file, event.line, 0, f"{event.name}: {event.bytes} bytes per rank")
+            )
     return Measurement(
         syncs=summary.syncs,
         codes=dict(sorted(codes.items())),

@@ -1,9 +1,10 @@
 """Tracing the configured functions in one warm worker and judging each against its budget and
 the baseline. Torch-free; the output formats are in atenlens/check/formats.py."""
+
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 from atenlens.check.baseline import BaselineEntry
@@ -16,13 +17,13 @@ from atenlens.report import TraceReport, TraceRequest
 @dataclass(frozen=True)
 class FunctionResult:
     function: CheckedFunction
-    def_line: int                            # where a problem without a line of its own is shown
+    def_line: int  # where a problem without a line of its own is shown
     report: TraceReport
-    measurement: Optional[Measurement]       # None: the trace did not finish
+    measurement: Optional[Measurement]  # None: the trace did not finish
     problems: tuple[Problem, ...] = ()
     improvements: tuple[Improvement, ...] = ()
     notes: tuple[str, ...] = ()
-    seconds: float = 0.0                     # wall time of its trace in the warm worker
+    seconds: float = 0.0  # wall time of its trace in the warm worker
 
     @property
     def passed(self) -> bool:
@@ -30,10 +31,18 @@ class FunctionResult:
 
 
 def request_for(function: CheckedFunction) -> TraceRequest:
-    return TraceRequest(file=function.file, qualname=function.qualname, device=function.device,
-                        call=function.call, gpu=function.gpu, timeout_seconds=function.timeout,
-                        argv=function.argv, world_size=function.world_size, rank=function.rank,
-                        gpus_per_node=function.gpus_per_node)
+    return TraceRequest(
+        file=function.file,
+        qualname=function.qualname,
+        device=function.device,
+        call=function.call,
+        gpu=function.gpu,
+        timeout_seconds=function.timeout,
+        argv=function.argv,
+        world_size=function.world_size,
+        rank=function.rank,
+        gpus_per_node=function.gpus_per_node,
+    )
 
 
 def def_line_of(function: CheckedFunction) -> int:
@@ -50,12 +59,20 @@ def def_line_of(function: CheckedFunction) -> int:
     return next((info.line for info in infos if info.qualname == function.qualname), 1)
 
 
-def judge(function: CheckedFunction, report: TraceReport, config: Optional[CheckConfig],
-          baseline: Optional[dict[str, BaselineEntry]], seconds: float = 0.0) -> FunctionResult:
+def judge(
+    function: CheckedFunction,
+    report: TraceReport,
+    config: Optional[CheckConfig],
+    baseline: Optional[dict[str, BaselineEntry]],
+    seconds: float = 0.0,
+) -> FunctionResult:
     line = def_line_of(function)
     if report.status != "ok":
-        sites = tuple(Site(d.file, d.line, d.column or 0, d.message) for d in report.diagnostics
-                      if d.severity == "error" and d.line is not None)
+        sites = tuple(
+            Site(d.file, d.line, d.column or 0, d.message)
+            for d in report.diagnostics
+            if d.severity == "error" and d.line is not None
+        )
         problem = Problem("trace", "budget", "", f"{report.status}: {report.message}", sites)
         return FunctionResult(function, line, report, None, (problem,), seconds=seconds)
     m = measure(report)
@@ -72,9 +89,12 @@ def judge(function: CheckedFunction, report: TraceReport, config: Optional[Check
     return FunctionResult(function, line, report, m, tuple(problems), tuple(improvements), tuple(notes), seconds)
 
 
-def trace_all(functions: tuple[CheckedFunction, ...], config: Optional[CheckConfig],
-              baseline: Optional[dict[str, BaselineEntry]],
-              on_result: Callable[[FunctionResult], None] = lambda result: None) -> list[FunctionResult]:
+def trace_all(
+    functions: tuple[CheckedFunction, ...],
+    config: Optional[CheckConfig],
+    baseline: Optional[dict[str, BaselineEntry]],
+    on_result: Callable[[FunctionResult], None] = lambda result: None,
+) -> list[FunctionResult]:
     """Every function traced in ONE warm worker, one after another (the worker's start and torch's
     import are paid once; each trace still runs in its own disposable child)."""
     from atenlens.worker.client import TraceWorker

@@ -3,14 +3,24 @@
 Binary units (KiB, MiB, GiB, TiB) are powers of 1024; decimal ones (KB, MB, GB, TB) powers of
 1000, as nvidia-smi and torch.cuda.memory_summary print them. A bare number is bytes or seconds.
 """
+
 from __future__ import annotations
 
 import math
 import re
 from typing import Union
 
-BYTE_UNITS = {"b": 1, "kb": 1000, "mb": 1000 ** 2, "gb": 1000 ** 3, "tb": 1000 ** 4,
-              "kib": 1024, "mib": 1024 ** 2, "gib": 1024 ** 3, "tib": 1024 ** 4}
+BYTE_UNITS = {
+    "b": 1,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "tb": 1000**4,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    "tib": 1024**4,
+}
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 _QUANTITY = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Zµ]*)\s*$")
 
@@ -53,7 +63,7 @@ def parse_seconds(value: Union[int, float, str]) -> float:
 def _three_digits(number: float) -> str:
     """3 significant digits, trailing zeros dropped: 1.2345 -> "1.23", 120.0 -> "120"."""
     text = f"{number:.3g}"
-    if "e" in text:                         # .3g goes to exponents at 1000 and up; units keep it below
+    if "e" in text:  # .3g goes to exponents at 1000 and up; units keep it below
         text = f"{number:.0f}"
     return text
 

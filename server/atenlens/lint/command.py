@@ -4,6 +4,7 @@ Exit status as ruff's: 0 nothing found (or `--exit-zero`), 1 findings remain (or
 be read), 2 an error: a usage error (a missing path, an unknown code) or a bad `[tool.atenlens]`.
 Whole trees are linted by a pool of processes, one per CPU the process may use (`--jobs`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,7 +29,7 @@ EXIT_CLEAN = 0
 EXIT_FOUND = 1
 EXIT_USAGE = 2
 STDIN = "-"
-PARALLEL_MIN_FILES = 8          # below this, starting processes costs more than it saves
+PARALLEL_MIN_FILES = 8  # below this, starting processes costs more than it saves
 
 
 def _codes(value: Optional[str]) -> Optional[tuple[str, ...]]:
@@ -41,7 +42,7 @@ def _codes(value: Optional[str]) -> Optional[tuple[str, ...]]:
 class FileResult:
     path: str
     findings: tuple[Finding, ...] = ()
-    error: Optional[str] = None         # could not be read: said on stderr, the run fails
+    error: Optional[str] = None  # could not be read: said on stderr, the run fails
     fixed: int = 0
     diff: str = ""
     fixed_source: Optional[str] = None  # --fix of stdin: the text to print
@@ -52,7 +53,7 @@ def decode(data: bytes) -> str:
     UTF-8 byte-order mark is dropped (it is not code, and it would shift columns on line 1)."""
     try:
         encoding = tokenize.detect_encoding(io.BytesIO(data).readline)[0]
-    except SyntaxError:                 # undecodable first lines, no usable declaration
+    except SyntaxError:  # undecodable first lines, no usable declaration
         encoding = "utf-8"
     text = data.decode(encoding)
     return text[1:] if text.startswith("\ufeff") else text
@@ -70,6 +71,7 @@ def _read(path: Path) -> tuple[Optional[str], Optional[str]]:
 
 def lint_text(source: str, path: str, codes: Sequence[str], mode: str) -> FileResult:
     """Lint (mode "check"), fix ("fix": the fixed text is returned, not written) or diff one text."""
+
     def lint(text: str) -> list[Finding]:
         return lint_source(text, select=list(codes))
 
@@ -77,8 +79,9 @@ def lint_text(source: str, path: str, codes: Sequence[str], mode: str) -> FileRe
         return FileResult(path, tuple(lint(source)))
     fixed_source, fixed, remaining = fix_source(source, lint)
     if mode == "diff":
-        diff = "".join(difflib.unified_diff(source.splitlines(keepends=True),
-                                            fixed_source.splitlines(keepends=True), path, path))
+        diff = "".join(
+            difflib.unified_diff(source.splitlines(keepends=True), fixed_source.splitlines(keepends=True), path, path)
+        )
         if diff and not diff.endswith("\n"):
             diff += "\n\\ No newline at end of file\n"
         return FileResult(path, tuple(remaining), fixed=fixed, diff=diff)
@@ -108,7 +111,7 @@ def _jobs(requested: Optional[int]) -> int:
         return max(1, requested)
     try:
         return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:              # not Linux
+    except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
 
 
@@ -128,23 +131,29 @@ def _run_tasks(tasks: list[tuple[str, tuple[str, ...], str]], jobs: int) -> Iter
         return list(pool.imap(_lint_file, tasks, chunksize=chunk))
 
 
-def run_lint_command(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr,
-                     stdin: Optional[io.BufferedIOBase] = None) -> int:
+def run_lint_command(
+    args: argparse.Namespace,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+    stdin: Optional[io.BufferedIOBase] = None,
+) -> int:
     def fail(message: str) -> int:
         print(f"atenlens lint: {message}", file=err)
         return EXIT_USAGE
 
     known = [rule.code for rule in RULES]
-    cli = Selection(select=_codes(getattr(args, "select", None)),
-                    extend_select=_codes(getattr(args, "extend_select", None)) or (),
-                    ignore=_codes(getattr(args, "ignore", None)) or ())
+    cli = Selection(
+        select=_codes(getattr(args, "select", None)),
+        extend_select=_codes(getattr(args, "extend_select", None)) or (),
+        ignore=_codes(getattr(args, "ignore", None)) or (),
+    )
     for code in unknown_selectors((cli.select or ()) + cli.extend_select + cli.ignore, known):
         return fail(f"unknown rule code {code!r} (known: {', '.join(sorted(known))})")
     fix, diff = bool(getattr(args, "fix", False)), bool(getattr(args, "diff", False))
     mode = "diff" if diff else "fix" if fix else "check"
     fmt = getattr(args, "format", "text")
     stdin_name = getattr(args, "stdin_filename", None)
-    paths = list(args.paths) or [STDIN if stdin_name else "."]     # as ruff: no path is the current folder
+    paths = list(args.paths) or [STDIN if stdin_name else "."]  # as ruff: no path is the current folder
     if STDIN in paths and len(paths) > 1:
         return fail("- (stdin) cannot be combined with other paths")
     missing = [p for p in paths if p != STDIN and not os.path.lexists(p)]
@@ -185,8 +194,7 @@ def run_lint_command(args: argparse.Namespace, out: TextIO = sys.stdout, err: Te
     return _report(results, args, fmt, mode, out, err)
 
 
-def _report(results: list[FileResult], args: argparse.Namespace, fmt: str, mode: str, out: TextIO,
-            err: TextIO) -> int:
+def _report(results: list[FileResult], args: argparse.Namespace, fmt: str, mode: str, out: TextIO, err: TextIO) -> int:
     unreadable = 0
     located: list[Located] = []
     for result in results:
@@ -205,15 +213,17 @@ def _report(results: list[FileResult], args: argparse.Namespace, fmt: str, mode:
         return EXIT_FOUND if fixed or unreadable else EXIT_CLEAN
     report_out = out
     if mode == "fix" and results and results[0].fixed_source is not None:
-        out.write(results[0].fixed_source)      # stdin: the fixed text goes to stdout, the report to stderr
+        out.write(results[0].fixed_source)  # stdin: the fixed text goes to stdout, the report to stderr
         report_out = err
     if getattr(args, "statistics", False):
         write_statistics(located, "json" if fmt == "json" else "text", report_out)
     else:
         WRITERS[fmt](located, report_out)
     if mode == "fix" and fixed:
-        print(f"Fixed {fixed} problem{'s' if fixed != 1 else ''} ({len(located)} remaining).",
-              file=err if machine else report_out)
+        print(
+            f"Fixed {fixed} problem{'s' if fixed != 1 else ''} ({len(located)} remaining).",
+            file=err if machine else report_out,
+        )
     if getattr(args, "exit_zero", False):
         return EXIT_CLEAN
     return EXIT_FOUND if located or unreadable else EXIT_CLEAN

@@ -21,6 +21,7 @@ specific (longest) decides, and `ignore` wins a tie. Command-line `--select` (or
 A bad file (TOML syntax, an unknown key or code, a wrong type) is a `ConfigError` whose message
 names the file and the key; nothing is linted with half a configuration.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -40,7 +41,8 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class Selection:
     """One layer of rule selection (a config file, or the command line on top of it)."""
-    select: Optional[tuple[str, ...]] = None      # None: keep what the layer below chose
+
+    select: Optional[tuple[str, ...]] = None  # None: keep what the layer below chose
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
 
@@ -54,8 +56,8 @@ class FileIgnore:
 
 @dataclass(frozen=True)
 class LintConfig:
-    path: Optional[Path]                   # the pyproject.toml; None: no file, the defaults
-    root: Path                             # the folder patterns are relative to
+    path: Optional[Path]  # the pyproject.toml; None: no file, the defaults
+    root: Path  # the folder patterns are relative to
     selection: Selection = field(default_factory=Selection)
     exclude: tuple[str, ...] = ()
     per_file_ignores: tuple[FileIgnore, ...] = ()
@@ -65,7 +67,7 @@ class LintConfig:
         """`path` from the config's folder, in `/` form; None when it lies outside."""
         try:
             rel = os.path.relpath(os.path.abspath(path), self.root)
-        except ValueError:                   # another drive (Windows)
+        except ValueError:  # another drive (Windows)
             return None
         if rel == os.pardir or rel.startswith(os.pardir + os.sep):
             return None
@@ -157,7 +159,7 @@ def _has_table(path: Path) -> bool:
 
 
 def _tool_tables(path: Path, data: bytes) -> dict[str, Any]:
-    import tomllib      # only a pyproject.toml that mentions atenlens is parsed: start-up skips it
+    import tomllib  # only a pyproject.toml that mentions atenlens is parsed: start-up skips it
 
     try:
         document = tomllib.loads(data.decode("utf-8"))
@@ -210,8 +212,14 @@ def load_config(pyproject: Path, known: Sequence[str]) -> LintConfig:
     gitignore = table.get("respect-gitignore", True)
     if not isinstance(gitignore, bool):
         raise ConfigError(f"{where} respect-gitignore must be true or false, got {_shown(gitignore)}")
-    return LintConfig(path=pyproject, root=pyproject.parent, selection=Selection(select, extend, ignore),
-                      exclude=exclude, per_file_ignores=tuple(per_file), respect_gitignore=gitignore)
+    return LintConfig(
+        path=pyproject,
+        root=pyproject.parent,
+        selection=Selection(select, extend, ignore),
+        exclude=exclude,
+        per_file_ignores=tuple(per_file),
+        respect_gitignore=gitignore,
+    )
 
 
 def _shown(value: Any) -> str:

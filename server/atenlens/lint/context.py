@@ -4,6 +4,7 @@ Finding things: a regular expression over the source bytes (C speed) finds where
 is written, and the tree confirms what stands there (a call's callee, an assignment target, a
 read). Rules never walk the whole tree in Python, so a 5,000-line file lints in milliseconds.
 """
+
 from __future__ import annotations
 
 import re
@@ -51,8 +52,16 @@ def _word_starts(data: bytes, word: bytes, start: int, stop: int) -> Iterator[in
         at = find(word, at + 1, stop)
 
 
-_LOOP_TYPES = frozenset({"for_statement", "while_statement", "list_comprehension", "set_comprehension",
-                         "dictionary_comprehension", "generator_expression"})
+_LOOP_TYPES = frozenset(
+    {
+        "for_statement",
+        "while_statement",
+        "list_comprehension",
+        "set_comprehension",
+        "dictionary_comprehension",
+        "generator_expression",
+    }
+)
 _CALL_PAREN = re.compile(rb"[\w)\]}\"']\s*(\()")
 
 
@@ -78,6 +87,13 @@ class LintContext:
     an edit is linted incrementally (see `narrow` and lint/incremental.py). Answers about the file
     (bindings, attribute assignments, the module-wide facts of lint/facts.py) never depend on it."""
 
+    # file-wide answers cached by the modules that compute them (provenance.py, waits.py); unset
+    # until first asked
+    _mentions_device: bool
+    _may_page: bool
+    _sync_aliases: frozenset[str]
+    _waiting_function_calls: tuple[tuple[int, int], list[Node]]
+
     def __init__(self, source: SourceText, call_names: frozenset[str]) -> None:
         self.source = source
         self.span: tuple[int, int] = (0, len(source.data))
@@ -87,7 +103,7 @@ class LintContext:
         self._call_names = call_names
         self._loops: Optional[list[tuple[int, int]]] = None
         self._loop_starts: list[int] = []
-        self._calls: dict[str, list[Node]] = {}     # found on first request: most rules ask for few
+        self._calls: dict[str, list[Node]] = {}  # found on first request: most rules ask for few
         self._module_calls: dict[str, list[Node]] = {}
         # The dotted names asked of `attribute_assignments`: the one way a rule reads another
         # definition's text besides the facts (lint/incremental.py checks them).
@@ -140,8 +156,12 @@ class LintContext:
             size = len(word)
             for at in _word_starts(data, word, start, stop):
                 node = root.descendant_for_byte_range(at, at + size)
-                if node is not None and node.type == "identifier" and node.start_byte == at \
-                        and node.end_byte == at + size:
+                if (
+                    node is not None
+                    and node.type == "identifier"
+                    and node.start_byte == at
+                    and node.end_byte == at + size
+                ):
                     yield node
             return
         starts: list[int] = []
@@ -155,8 +175,12 @@ class LintContext:
         starts.sort()
         for at in starts:
             node = root.descendant_for_byte_range(at, at + lengths[at])
-            if node is not None and node.type == "identifier" and node.start_byte == at \
-                    and node.end_byte == at + lengths[at]:
+            if (
+                node is not None
+                and node.type == "identifier"
+                and node.start_byte == at
+                and node.end_byte == at + lengths[at]
+            ):
                 yield node
 
     def calls_within(self, start: int, end: int) -> Iterator[Node]:
@@ -167,8 +191,13 @@ class LintContext:
             paren = root.descendant_for_byte_range(match.start(1), match.end(1))
             args = paren.parent if paren is not None and paren.type == "(" else None
             call = args.parent if args is not None else None
-            if call is not None and call.type == "call" and call.child_by_field_name("arguments") == args \
-                    and call.start_byte >= start and call.end_byte <= end:
+            if (
+                call is not None
+                and call.type == "call"
+                and call.child_by_field_name("arguments") == args
+                and call.start_byte >= start
+                and call.end_byte <= end
+            ):
                 yield call
 
     def loop_ranges(self) -> list[tuple[int, int]]:
@@ -246,12 +275,15 @@ class LintContext:
             values = []
             for ident in self.identifiers((last,)):
                 target = ident.parent
-                if target is None or target.type != "attribute" or self.source.data[
-                        target.start_byte:target.end_byte].decode(errors="replace") != dotted:
+                if (
+                    target is None
+                    or target.type != "attribute"
+                    or self.source.data[target.start_byte : target.end_byte].decode(errors="replace") != dotted
+                ):
                     continue
                 parent = target.parent
                 if parent is not None and parent.type == "subscript" and parent.child_by_field_name("value") == target:
-                    target, parent = parent, parent.parent   # `self.states[i] = value`
+                    target, parent = parent, parent.parent  # `self.states[i] = value`
                 if parent is not None and parent.type == "assignment" and parent.child_by_field_name("left") == target:
                     value = parent.child_by_field_name("right")
                     if value is not None:
@@ -259,9 +291,24 @@ class LintContext:
             self._attribute_values[dotted] = values
         return self._attribute_values[dotted]
 
-    def finding(self, code: str, message: str, node: Node, fix: Optional[Fix] = None,
-                end: Optional[Node] = None, severity: str = "warning") -> Finding:
+    def finding(
+        self,
+        code: str,
+        message: str,
+        node: Node,
+        fix: Optional[Fix] = None,
+        end: Optional[Node] = None,
+        severity: str = "warning",
+    ) -> Finding:
         line, col = self.source.position(node.start_point)
         end_line, end_col = self.source.position((end or node).end_point)
-        return Finding(code=code, message=message, line=line, column=col, end_line=end_line,
-                       end_column=end_col, fix=fix, severity=severity)
+        return Finding(
+            code=code,
+            message=message,
+            line=line,
+            column=col,
+            end_line=end_line,
+            end_column=end_col,
+            fix=fix,
+            severity=severity,
+        )

@@ -8,6 +8,7 @@ its `for`). That is textual order, the order the code usually runs in; loops
 that rebind a name late in the body are read as written. Nested `def`/`lambda`/`class` scopes
 are separate; comprehensions belong to the function around them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,20 +21,21 @@ from atenlens.lint.syntax import SCOPE_TYPES, text
 if TYPE_CHECKING:
     from atenlens.lint.context import LintContext
 
-PATTERN_TYPES = frozenset({"pattern_list", "tuple_pattern", "list_pattern", "expression_list", "tuple", "list",
-                           "parenthesized_expression"})
+PATTERN_TYPES = frozenset(
+    {"pattern_list", "tuple_pattern", "list_pattern", "expression_list", "tuple", "list", "parenthesized_expression"}
+)
 
 
 @dataclass(frozen=True)
 class Binding:
     name: str
-    at: int                        # byte where the binding takes effect (after an assignment's right side)
-    value: Optional[Node]          # `name = value`: the value; None when unknown
-    loop: Optional[Node] = None    # `for ... in ...`: the for statement / for_in_clause
-    path: tuple[int, ...] = ()     # position of the name inside the loop or assignment target (`for i, (x, y) in`)
-    unpacked_from: Optional[Node] = None   # `a, b = value`: the value unpacked (then `value` is None)
-    augmented: bool = False        # `x += y`: the same object as the binding before, updated in place
-    start: int = 0                 # where the binding's statement starts (the binding before applies there)
+    at: int  # byte where the binding takes effect (after an assignment's right side)
+    value: Optional[Node]  # `name = value`: the value; None when unknown
+    loop: Optional[Node] = None  # `for ... in ...`: the for statement / for_in_clause
+    path: tuple[int, ...] = ()  # position of the name inside the loop or assignment target (`for i, (x, y) in`)
+    unpacked_from: Optional[Node] = None  # `a, b = value`: the value unpacked (then `value` is None)
+    augmented: bool = False  # `x += y`: the same object as the binding before, updated in place
+    start: int = 0  # where the binding's statement starts (the binding before applies there)
 
 
 def binding_of(ident: Node) -> Optional[Binding]:
@@ -55,7 +57,7 @@ def binding_of(ident: Node) -> Optional[Binding]:
         while outer.parent is not None and outer.parent.type == "assignment":
             outer = outer.parent
         value = parent.child_by_field_name("right")
-        while value is not None and value.type == "assignment":   # `a = b = value`
+        while value is not None and value.type == "assignment":  # `a = b = value`
             value = value.child_by_field_name("right")
         if child != ident:
             return Binding(name, outer.end_byte, None, path=tuple(path), unpacked_from=value)

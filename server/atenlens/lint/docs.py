@@ -4,6 +4,7 @@ does / Why it matters / Example / Fix) is the only place its documentation is wr
     python -m atenlens.lint.docs > docs/rules.md     # regenerate (a test checks the committed file)
     atenlens rule AL100                              # one rule's section, in the terminal
 """
+
 from __future__ import annotations
 
 import sys

@@ -1,4 +1,5 @@
 """`lint_source`: parse once, give every selected rule the shared context, collect findings."""
+
 from __future__ import annotations
 
 import logging
@@ -17,14 +18,15 @@ from atenlens.lint.triggers import matches, skippable_definitions
 log = logging.getLogger(__name__)
 
 
-def select_rules(select: Optional[Collection[str]] = None,
-                 ignore: Optional[Collection[str]] = None) -> tuple[Rule, ...]:
+def select_rules(
+    select: Optional[Collection[str]] = None, ignore: Optional[Collection[str]] = None
+) -> tuple[Rule, ...]:
     """Rules whose code starts with one of `select` (all when None) and with none of `ignore`,
     so `AL1` selects AL100 and AL101 as in ruff."""
     return _select_rules(None if select is None else tuple(select), None if ignore is None else tuple(ignore))
 
 
-@lru_cache(maxsize=64)      # a whole-tree run asks once per file, with the same few selections
+@lru_cache(maxsize=64)  # a whole-tree run asks once per file, with the same few selections
 def _select_rules(select: Optional[tuple[str, ...]], ignore: Optional[tuple[str, ...]]) -> tuple[Rule, ...]:
     chosen = []
     for rule in RULES:
@@ -36,9 +38,14 @@ def _select_rules(select: Optional[tuple[str, ...]], ignore: Optional[tuple[str,
     return tuple(chosen)
 
 
-def lint_source(source: str, path: Optional[str] = None, select: Optional[Collection[str]] = None,
-                ignore: Optional[Collection[str]] = None, prefilter: bool = True,
-                incremental: bool = False) -> list[Finding]:
+def lint_source(
+    source: str,
+    path: Optional[str] = None,
+    select: Optional[Collection[str]] = None,
+    ignore: Optional[Collection[str]] = None,
+    prefilter: bool = True,
+    incremental: bool = False,
+) -> list[Finding]:
     """Findings for `source`, sorted by position. Never raises: a rule that fails on some input
     is logged and skipped, the other rules still report. `path` (a file path or document URI)
     names the document: its previous tree is kept and re-parsed incrementally.
@@ -52,24 +59,33 @@ def lint_source(source: str, path: Optional[str] = None, select: Optional[Collec
     tests/lint/test_lint_incremental.py finds it equal to a full lint, but the keystroke fuzz of
     tests/test_reliability_lint_fuzz.py once found a difference that has not been explained."""
     try:
-        return _lint(source, select, ignore, strict=False, document=path, prefilter=prefilter,
-                     incremental=incremental)
+        return _lint(source, select, ignore, strict=False, document=path, prefilter=prefilter, incremental=incremental)
     except Exception:  # the parser or the text itself: nothing to report, nothing to crash
         log.exception("lint failed on %s", path or "<source>")
         return []
 
 
-def lint_source_strict(source: str, select: Optional[Collection[str]] = None,
-                       ignore: Optional[Collection[str]] = None, path: Optional[str] = None,
-                       prefilter: bool = True, incremental: bool = False) -> list[Finding]:
+def lint_source_strict(
+    source: str,
+    select: Optional[Collection[str]] = None,
+    ignore: Optional[Collection[str]] = None,
+    path: Optional[str] = None,
+    prefilter: bool = True,
+    incremental: bool = False,
+) -> list[Finding]:
     """`lint_source` that lets a rule's exception through (for tests: a bug must not hide)."""
-    return _lint(source, select, ignore, strict=True, document=path, prefilter=prefilter,
-                 incremental=incremental)
+    return _lint(source, select, ignore, strict=True, document=path, prefilter=prefilter, incremental=incremental)
 
 
-def _lint(source: str, select: Optional[Collection[str]], ignore: Optional[Collection[str]],
-          strict: bool, document: Optional[str] = None, prefilter: bool = True,
-          incremental: bool = False) -> list[Finding]:
+def _lint(
+    source: str,
+    select: Optional[Collection[str]],
+    ignore: Optional[Collection[str]],
+    strict: bool,
+    document: Optional[str] = None,
+    prefilter: bool = True,
+    incremental: bool = False,
+) -> list[Finding]:
     if not isinstance(source, str):
         raise TypeError("source must be str")
     rules = select_rules(select, ignore)
@@ -79,7 +95,7 @@ def _lint(source: str, select: Optional[Collection[str]], ignore: Optional[Colle
         rules = tuple(rule for rule in rules if matches(rule.triggers, data))
         local = [rule.definition_triggers for rule in rules]
         if document is None and rules and all(groups is not None for groups in local):
-            skip = skippable_definitions(data, local)   # type: ignore[arg-type]
+            skip = skippable_definitions(data, local)  # type: ignore[arg-type]
     if not rules:
         return []
     text = SourceText(source, document, skip=skip, original=data)
@@ -96,7 +112,7 @@ def _lint(source: str, select: Optional[Collection[str]], ignore: Optional[Colle
         return findings
 
     if document is not None and incremental:
-        findings = lint_document(text, rules, document, run)   # an edited document: incrementally
+        findings = lint_document(text, rules, document, run)  # an edited document: incrementally
     else:
         names: frozenset[str] = frozenset().union(*(rule.calls for rule in rules))
         findings = run(LintContext(text, names))

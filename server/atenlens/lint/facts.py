@@ -10,6 +10,7 @@ reuse findings that the edit changed (tests/lint/test_lint_incremental.py compar
 The one other way across definitions, `LintContext.attribute_assignments` (the values stored in
 `self.loader` anywhere in the file), is checked per edit by the dotted names asked of it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -25,14 +26,14 @@ from atenlens.lint.waits import callers_within, close_waiting_functions, synchro
 @dataclass(frozen=True)
 class Fact:
     name: str
-    compute: Callable[[LintContext], Hashable]   # on the whole file (memoized on the context)
+    compute: Callable[[LintContext], Hashable]  # on the whole file (memoized on the context)
 
 
 # Facts cheap to compute on the whole file (a byte search, a few calls).
 FACTS: tuple[Fact, ...] = (
-    Fact("mentions-device", module_mentions_device),          # the words `cuda` / `device`
-    Fact("synchronize-aliases", synchronize_aliases),         # `sync = torch.cuda.synchronize`
-    Fact("may-page", module_may_page),                        # a DataLoader that may not pin
+    Fact("mentions-device", module_mentions_device),  # the words `cuda` / `device`
+    Fact("synchronize-aliases", synchronize_aliases),  # `sync = torch.cuda.synchronize`
+    Fact("may-page", module_may_page),  # a DataLoader that may not pin
 )
 # Facts summed up from each top-level statement's share, which is kept with the statement's text
 # from one lint to the next: `pins-host-memory` (a pinned DataLoader or buffer: any statement's)
@@ -43,8 +44,9 @@ PER_STATEMENT_FACTS = ("pins-host-memory", "waiting-functions")
 @dataclass
 class StatementFacts:
     """One top-level statement's share of the per-statement facts."""
+
     pins: bool
-    waits: frozenset[Optional[str]]              # functions in which a wait is written
+    waits: frozenset[Optional[str]]  # functions in which a wait is written
     callers: dict[frozenset[str], frozenset[Optional[str]]] = field(default_factory=dict)
 
 
@@ -52,7 +54,9 @@ class StatementFacts:
 FactCache = dict[tuple[bytes, frozenset[str]], StatementFacts]
 
 
-def module_facts(ctx: LintContext, statements: Sequence[Node], cache: FactCache) -> tuple[tuple[Hashable, ...], FactCache]:
+def module_facts(
+    ctx: LintContext, statements: Sequence[Node], cache: FactCache
+) -> tuple[tuple[Hashable, ...], FactCache]:
     """Every fact's value for the whole file (FACTS, then PER_STATEMENT_FACTS), remembered on
     `ctx` for the rules, and the shares of `statements` (the module's children) for the next
     version. Call before `ctx.narrow`."""
@@ -62,11 +66,12 @@ def module_facts(ctx: LintContext, statements: Sequence[Node], cache: FactCache)
     shares: FactCache = {}
     parts: list[tuple[Node, StatementFacts]] = []
     for node in statements:
-        key = (data[node.start_byte:node.end_byte], aliases)
+        key = (data[node.start_byte : node.end_byte], aliases)
         share = shares.get(key) or cache.get(key)
         if share is None:
-            share = StatementFacts(pins_within(ctx, node.start_byte, node.end_byte),
-                                   waits_within(ctx, node.start_byte, node.end_byte))
+            share = StatementFacts(
+                pins_within(ctx, node.start_byte, node.end_byte), waits_within(ctx, node.start_byte, node.end_byte)
+            )
         shares[key] = share
         parts.append((node, share))
 

@@ -10,6 +10,7 @@ folders above it up to the repository root, and the repository's `.git/info/excl
 link, such as a link to /dev/zero) is never opened: reading one could block forever or never
 end; it is reported as skipped. A symbolic link to a folder is not followed during the walk.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,23 @@ from typing import Callable, Iterator, Optional, Union
 from atenlens.lint.config import LintConfig
 
 # Folders no one wants linted when they point the linter at a project root.
-SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "__pycache__", "node_modules",
-                          ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", "build", "dist"})
+SKIPPED_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".venv",
+        "venv",
+        "__pycache__",
+        "node_modules",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".tox",
+        "build",
+        "dist",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -42,9 +58,17 @@ def not_regular(path: Path) -> Optional[str]:
         return None
     if stat.S_ISDIR(mode):
         return "a folder"
-    kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
-            else "a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode)
-            else "not a regular file")
+    kind = (
+        "a FIFO"
+        if stat.S_ISFIFO(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "a character device"
+        if stat.S_ISCHR(mode)
+        else "a block device"
+        if stat.S_ISBLK(mode)
+        else "not a regular file"
+    )
     via = " (through a symbolic link)" if os.path.islink(path) else ""
     return f"{kind}{via}, not a regular file"
 
@@ -65,7 +89,7 @@ class _GitIgnores:
             lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
             return None
-        import pathspec     # only walks that meet a .gitignore pay for the import
+        import pathspec  # only walks that meet a .gitignore pay for the import
 
         return pathspec.GitIgnoreSpec.from_lines(lines)
 
@@ -78,7 +102,7 @@ class _GitIgnores:
             if (parent / ".git").exists():
                 break
         else:
-            chain = []          # not in a repository: no .gitignore above applies
+            chain = []  # not in a repository: no .gitignore above applies
         specs = []
         for parent in reversed(chain):
             if (parent / ".git").is_dir():
@@ -121,8 +145,9 @@ def python_files(root: Path, config_for: Callable[[Path], LintConfig]) -> Iterat
     yield from _walk(root, config_for, ignores)
 
 
-def _walk(folder: Path, config_for: Callable[[Path], LintConfig], ignores: _GitIgnores
-          ) -> Iterator[Union[Path, Skipped]]:
+def _walk(
+    folder: Path, config_for: Callable[[Path], LintConfig], ignores: _GitIgnores
+) -> Iterator[Union[Path, Skipped]]:
     config = config_for(folder)
     if config.respect_gitignore:
         ignores = ignores.entering(folder)
@@ -149,7 +174,10 @@ def _walk(folder: Path, config_for: Callable[[Path], LintConfig], ignores: _GitI
         yield path if reason is None else Skipped(path, reason)
     for entry in dirs:
         path = Path(entry.path)
-        if entry.name in SKIPPED_DIRS or config.excluded(path) \
-                or (config.respect_gitignore and ignores.ignored(path, True)):
+        if (
+            entry.name in SKIPPED_DIRS
+            or config.excluded(path)
+            or (config.respect_gitignore and ignores.ignored(path, True))
+        ):
             continue
         yield from _walk(path, config_for, ignores)

@@ -5,17 +5,19 @@ from `offered_fixes`, so the CLI applies exactly what the editor offers. Positio
 finding's own (1-based line, 0-based column in str characters, lines split at "\\n" as the lint
 and the server both split them).
 """
+
 from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
 
 from atenlens.lint.findings import Finding, Fix, TextEdit
 
-MAX_PASSES = 10     # a fix that makes a new fixable finding gets another pass, as in ruff
+MAX_PASSES = 10  # a fix that makes a new fixable finding gets another pass, as in ruff
 
 
-def offered_fixes(findings: Sequence[Finding], first_line: Optional[int] = None,
-                  last_line: Optional[int] = None) -> list[tuple[Finding, Fix]]:
+def offered_fixes(
+    findings: Sequence[Finding], first_line: Optional[int] = None, last_line: Optional[int] = None
+) -> list[tuple[Finding, Fix]]:
     """The findings that offer a fix, with it; only those touching the 0-based lines
     [first_line, last_line] when a range is given (the editor asks for the lines under the
     cursor or selection)."""
@@ -23,8 +25,11 @@ def offered_fixes(findings: Sequence[Finding], first_line: Optional[int] = None,
     for finding in findings:
         if finding.fix is None or not finding.fix.edits:
             continue
-        if first_line is not None and last_line is not None and \
-                not (finding.line - 1 <= last_line and finding.end_line - 1 >= first_line):
+        if (
+            first_line is not None
+            and last_line is not None
+            and not (finding.line - 1 <= last_line and finding.end_line - 1 >= first_line)
+        ):
             continue
         offered.append((finding, finding.fix))
     return offered
@@ -48,8 +53,13 @@ def _offset(starts: list[int], source: str, line: int, column: int) -> int:
 def apply_edits(source: str, edits: Sequence[TextEdit]) -> str:
     """`source` with `edits` (non-overlapping, in any order) applied."""
     starts = _line_starts(source)
-    spans = sorted(((_offset(starts, source, e.line, e.column), _offset(starts, source, e.end_line, e.end_column),
-                     e.new_text) for e in edits), reverse=True)
+    spans = sorted(
+        (
+            (_offset(starts, source, e.line, e.column), _offset(starts, source, e.end_line, e.end_column), e.new_text)
+            for e in edits
+        ),
+        reverse=True,
+    )
     for start, end, text in spans:
         source = source[:start] + text + source[end:]
     return source
@@ -63,10 +73,12 @@ def apply_offered_fixes(source: str, findings: Sequence[Finding]) -> tuple[str, 
     edits: list[TextEdit] = []
     count = 0
     for _, fix in offered_fixes(findings):
-        spans = [(_offset(starts, source, e.line, e.column), _offset(starts, source, e.end_line, e.end_column))
-                 for e in fix.edits]
+        spans = [
+            (_offset(starts, source, e.line, e.column), _offset(starts, source, e.end_line, e.end_column))
+            for e in fix.edits
+        ]
         if any((s < end and start < e) or s == start for s, e in spans for start, end in taken):
-            continue            # overlaps an earlier fix: the next pass sees it again
+            continue  # overlaps an earlier fix: the next pass sees it again
         taken.extend(spans)
         edits.extend(fix.edits)
         count += 1

@@ -15,6 +15,7 @@
 
 Columns count Python str characters (code points) everywhere.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,6 @@ from typing import Optional, Sequence, TextIO
 from atenlens import __version__
 from atenlens.lint.docs import rule_markdown
 from atenlens.lint.findings import Finding
-from atenlens.lint.options import FORMATS
 from atenlens.lint.registry import Rule
 from atenlens.lint.rules import RULES
 
@@ -46,6 +46,7 @@ def rule_url(rule: Rule) -> str:
 @dataclass(frozen=True)
 class Located:
     """A finding with the file it is in: `path` as shown (as given on the command line)."""
+
     path: str
     finding: Finding
 
@@ -86,9 +87,18 @@ def json_finding(r: Located) -> dict:
     rule = _RULES.get(f.code)
     fix = None
     if f.fix is not None:
-        fix = {"applicability": "safe", "message": f.fix.title,
-               "edits": [{"content": e.new_text, "location": _location(e.line, e.column),
-                          "end_location": _location(e.end_line, e.end_column)} for e in f.fix.edits]}
+        fix = {
+            "applicability": "safe",
+            "message": f.fix.title,
+            "edits": [
+                {
+                    "content": e.new_text,
+                    "location": _location(e.line, e.column),
+                    "end_location": _location(e.end_line, e.end_column),
+                }
+                for e in f.fix.edits
+            ],
+        }
     return {
         "cell": None,
         "code": f.code,
@@ -117,8 +127,7 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-_GITHUB_LEVEL = {"error": "error", "warning": "warning", "information": "notice", "info": "notice",
-                 "hint": "notice"}
+_GITHUB_LEVEL = {"error": "error", "warning": "warning", "information": "notice", "info": "notice", "hint": "notice"}
 
 
 def write_github(results: Sequence[Located], out: TextIO) -> None:
@@ -127,11 +136,16 @@ def write_github(results: Sequence[Located], out: TextIO) -> None:
     for r in results:
         f = r.finding
         level = _GITHUB_LEVEL.get(f.severity, "warning")
-        props = ",".join([
-            f"title={_escape_property(f'atenlens ({f.code})')}",
-            f"file={_escape_property(os.path.abspath(r.path))}",
-            f"line={f.line}", f"col={f.column + 1}", f"endLine={f.end_line}", f"endColumn={f.end_column + 1}",
-        ])
+        props = ",".join(
+            [
+                f"title={_escape_property(f'atenlens ({f.code})')}",
+                f"file={_escape_property(os.path.abspath(r.path))}",
+                f"line={f.line}",
+                f"col={f.column + 1}",
+                f"endLine={f.end_line}",
+                f"endColumn={f.end_column + 1}",
+            ]
+        )
         out.write(f"::{level} {props}::{_escape_data(f'{r.path}:{f.line}:{f.column + 1}: {f.code} {f.message}')}\n")
 
 
@@ -151,14 +165,17 @@ def _sarif_region(line: int, column: int, end_line: int, end_column: int) -> dic
 
 
 def sarif_log(results: Sequence[Located]) -> dict:
-    rules = [{
-        "id": rule.code,
-        "name": rule.name,
-        "shortDescription": {"text": rule.summary},
-        "fullDescription": {"text": rule_markdown(rule)},
-        "helpUri": rule_url(rule),
-        "defaultConfiguration": {"level": "warning"},
-    } for rule in RULES]
+    rules = [
+        {
+            "id": rule.code,
+            "name": rule.name,
+            "shortDescription": {"text": rule.summary},
+            "fullDescription": {"text": rule_markdown(rule)},
+            "helpUri": rule_url(rule),
+            "defaultConfiguration": {"level": "warning"},
+        }
+        for rule in RULES
+    ]
     index = {rule.code: i for i, rule in enumerate(RULES)}
     out_results = []
     for r in results:
@@ -167,28 +184,49 @@ def sarif_log(results: Sequence[Located]) -> dict:
             "ruleId": f.code,
             "level": _SARIF_LEVEL.get(f.severity, "warning"),
             "message": {"text": f.message},
-            "locations": [{"physicalLocation": {
-                "artifactLocation": _sarif_artifact(r.path),
-                "region": _sarif_region(f.line, f.column, f.end_line, f.end_column)}}],
+            "locations": [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": _sarif_artifact(r.path),
+                        "region": _sarif_region(f.line, f.column, f.end_line, f.end_column),
+                    }
+                }
+            ],
         }
         if f.code in index:
             result["ruleIndex"] = index[f.code]
         if f.fix is not None:
-            result["fixes"] = [{"description": {"text": f.fix.title}, "artifactChanges": [{
-                "artifactLocation": _sarif_artifact(r.path),
-                "replacements": [{"deletedRegion": _sarif_region(e.line, e.column, e.end_line, e.end_column),
-                                  "insertedContent": {"text": e.new_text}} for e in f.fix.edits]}]}]
+            result["fixes"] = [
+                {
+                    "description": {"text": f.fix.title},
+                    "artifactChanges": [
+                        {
+                            "artifactLocation": _sarif_artifact(r.path),
+                            "replacements": [
+                                {
+                                    "deletedRegion": _sarif_region(e.line, e.column, e.end_line, e.end_column),
+                                    "insertedContent": {"text": e.new_text},
+                                }
+                                for e in f.fix.edits
+                            ],
+                        }
+                    ],
+                }
+            ]
         out_results.append(result)
     return {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": "atenlens", "informationUri": TOOL_URL, "version": TOOL_VERSION,
-                                "rules": rules}},
-            "originalUriBaseIds": {"%SRCROOT%": {"uri": Path(os.getcwd()).as_uri() + "/"}},
-            "columnKind": "unicodeCodePoints",
-            "results": out_results,
-        }],
+        "runs": [
+            {
+                "tool": {
+                    "driver": {"name": "atenlens", "informationUri": TOOL_URL, "version": TOOL_VERSION, "rules": rules}
+                },
+                "originalUriBaseIds": {"%SRCROOT%": {"uri": Path(os.getcwd()).as_uri() + "/"}},
+                "columnKind": "unicodeCodePoints",
+                "results": out_results,
+            }
+        ],
     }
 
 
@@ -197,8 +235,13 @@ def write_sarif(results: Sequence[Located], out: TextIO) -> None:
     out.write("\n")
 
 
-WRITERS = {"text": write_text, "concise": write_concise, "json": write_json, "github": write_github,
-           "sarif": write_sarif}
+WRITERS = {
+    "text": write_text,
+    "concise": write_concise,
+    "json": write_json,
+    "github": write_github,
+    "sarif": write_sarif,
+}
 
 
 def write_statistics(results: Sequence[Located], fmt: str, out: TextIO) -> None:
@@ -208,8 +251,20 @@ def write_statistics(results: Sequence[Located], fmt: str, out: TextIO) -> None:
     fixable = Counter(r.finding.code for r in results if r.finding.fix is not None)
     rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     if fmt == "json":
-        json.dump([{"code": code, "name": _name(code), "count": count, "fixable": fixable[code] > 0,
-                    "fixable_count": fixable[code]} for code, count in rows], out, indent=2)
+        json.dump(
+            [
+                {
+                    "code": code,
+                    "name": _name(code),
+                    "count": count,
+                    "fixable": fixable[code] > 0,
+                    "fixable_count": fixable[code],
+                }
+                for code, count in rows
+            ],
+            out,
+            indent=2,
+        )
         out.write("\n")
         return
     width = max((len(str(count)) for _, count in rows), default=1)

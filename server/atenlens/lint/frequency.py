@@ -20,6 +20,7 @@ often (`Frequency.how_often`).
   (`save_checkpoint`, `load_state_dict`, `export_*`, `_merge_*`): it runs when a checkpoint is
   written or read, not per training step, and copying to the host is its job.
 """
+
 from __future__ import annotations
 
 import re
@@ -36,16 +37,17 @@ _THROTTLE_NAME = re.compile(r"should_|is_last|last_step|log_now|do_log|is_log|_d
 _PER_PROCESS = re.compile(r"rank|process_index|is_main|local_process|world", re.I)
 _EPOCH = re.compile(r"epoch", re.I)
 _COLLECTOR = re.compile(r"(?:^|[^\w])(?:\w*_)?collector\b", re.I)
-_BOUND_NAME = re.compile(r"^(?:num|max|total|n)_.*(?:step|iter|batch|epoch)|_per_epoch$|^(?:max|total)_?(?:steps|iters)$",
-                         re.I)
+_BOUND_NAME = re.compile(
+    r"^(?:num|max|total|n)_.*(?:step|iter|batch|epoch)|_per_epoch$|^(?:max|total)_?(?:steps|iters)$", re.I
+)
 _RARE_FUNCTION = re.compile(r"save|checkpoint|^_?load|_load_|export|convert|merge|state_dict|consolidate", re.I)
 
 
 @dataclass(frozen=True)
 class Frequency:
-    loop: Optional[Node]       # the loop that repeats the node; None when it runs once per call
-    every_iteration: bool      # on every iteration of `loop`
-    how_often: str             # for messages: "on every iteration", "only when `step % 10 == 0`", ...
+    loop: Optional[Node]  # the loop that repeats the node; None when it runs once per call
+    every_iteration: bool  # on every iteration of `loop`
+    how_often: str  # for messages: "on every iteration", "only when `step % 10 == 0`", ...
 
 
 ONCE = Frequency(None, False, "once")
@@ -66,8 +68,9 @@ def frequency(node: Node) -> Frequency:
     if _is_retry_loop(loop):
         return Frequency(loop, False, "once per attempt of a retry loop (it stops at the first success)")
     if _is_collector_loop(loop):
-        return Frequency(loop, False, "once per collected batch (collecting it already waited for the "
-                                      "environment steps)")
+        return Frequency(
+            loop, False, "once per collected batch (collecting it already waited for the environment steps)"
+        )
     function = _function_name(loop)
     if count is not None and (count <= FEW_ITERATIONS or function.lstrip("_").startswith("test")):
         return Frequency(loop, False, f"{count} times (the loop runs {count} times)")

@@ -21,12 +21,13 @@ The result is the full lint's, finding for finding (tests/lint/test_lint_increme
 Used only when asked (`lint_source(..., incremental=True)`): docs/lint.md says why the language
 server does not ask yet.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import re
-from bisect import bisect_right
 import threading
+from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Hashable, Optional
@@ -45,13 +46,14 @@ RunRules = Callable[[LintContext], list[Finding]]
 @dataclass(frozen=True)
 class _Unit:
     """One top-level statement of a linted version and the findings that start on its lines."""
+
     definition: bool
-    original: bytes                # its text
-    data: bytes                    # the text the parser saw (blanked rows are spaces)
-    header: bytes                  # a definition's text up to its body; b"" otherwise
-    first_row: int                 # 0-based
+    original: bytes  # its text
+    data: bytes  # the text the parser saw (blanked rows are spaces)
+    header: bytes  # a definition's text up to its body; b"" otherwise
+    first_row: int  # 0-based
     last_row: int
-    clean: bool                    # no syntax error in it, starts at column 0
+    clean: bool  # no syntax error in it, starts at column 0
     findings: tuple[Finding, ...]  # before `# noqa` is applied
 
 
@@ -94,6 +96,7 @@ def lint_document(text: SourceText, rules: tuple[Rule, ...], document: str, run:
         units = assigned
         mode = "full"
     else:
+        assert previous is not None  # a plan is made only from a previous state
         relint, shifts = plan
         units = []
         for index, node in enumerate(nodes):
@@ -137,8 +140,8 @@ def _plan(text: SourceText, nodes: list[Node], previous: _State) -> Optional[tup
     relint: set[int] = set()
     shifts: list[int] = []
     for index, (node, old) in enumerate(zip(nodes, previous.units)):
-        original = text.original[node.start_byte:node.end_byte]
-        data = text.data[node.start_byte:node.end_byte]
+        original = text.original[node.start_byte : node.end_byte]
+        data = text.data[node.start_byte : node.end_byte]
         definition = node.type in DEFINITION_TYPES
         shifts.append(node.start_point[0] - old.first_row)
         if definition != old.definition:
@@ -154,12 +157,12 @@ def _plan(text: SourceText, nodes: list[Node], previous: _State) -> Optional[tup
         node, old = nodes[index], previous.units[index]
         for dotted in previous.attribute_queries:
             word = dotted.encode()
-            if word in old.original or word in text.original[node.start_byte:node.end_byte]:
+            if word in old.original or word in text.original[node.start_byte : node.end_byte]:
                 if text.original.find(word, 0, node.start_byte) != -1 or text.original.find(word, node.end_byte) != -1:
                     return None
     for index, old in enumerate(previous.units):
         if index not in relint and shifts[index] != 0 and any(_cites_number(f) for f in old.findings):
-            relint.add(index)   # "since the clock read on line 12": the number moves too
+            relint.add(index)  # "since the clock read on line 12": the number moves too
     return relint, shifts
 
 
@@ -171,14 +174,21 @@ def _header(text: SourceText, node: Node) -> bytes:
     definition = node.child_by_field_name("definition") if node.type == "decorated_definition" else node
     body = definition.child_by_field_name("body") if definition is not None else None
     end = body.start_byte if body is not None else node.end_byte
-    return text.original[node.start_byte:end]
+    return text.original[node.start_byte : end]
 
 
 def _unit(text: SourceText, node: Node, findings: tuple[Finding, ...]) -> _Unit:
     definition = node.type in DEFINITION_TYPES
-    return _Unit(definition, text.original[node.start_byte:node.end_byte], text.data[node.start_byte:node.end_byte],
-                 _header(text, node) if definition else b"", node.start_point[0], node.end_point[0],
-                 _clean(node), findings)
+    return _Unit(
+        definition,
+        text.original[node.start_byte : node.end_byte],
+        text.data[node.start_byte : node.end_byte],
+        _header(text, node) if definition else b"",
+        node.start_point[0],
+        node.end_point[0],
+        _clean(node),
+        findings,
+    )
 
 
 def _assign(units: list[_Unit], findings: list[Finding]) -> Optional[list[_Unit]]:
@@ -190,7 +200,7 @@ def _assign(units: list[_Unit], findings: list[Finding]) -> Optional[list[_Unit]
         row = finding.line - 1
         index = bisect_right(firsts, row) - 1
         while index > 0 and units[index - 1].first_row <= row <= units[index - 1].last_row:
-            index -= 1          # `a = 1; b = 2`: two statements on one line, the first takes it
+            index -= 1  # `a = 1; b = 2`: two statements on one line, the first takes it
         if index < 0 or row > units[index].last_row:
             return None
         by_unit[index].append(finding)
@@ -204,6 +214,8 @@ def _cites_number(finding: Finding) -> bool:
 def _moved(finding: Finding, delta: int) -> Finding:
     fix = finding.fix
     if fix is not None:
-        fix = Fix(fix.title, tuple(TextEdit(e.line + delta, e.column, e.end_line + delta, e.end_column, e.new_text)
-                                   for e in fix.edits))
+        fix = Fix(
+            fix.title,
+            tuple(TextEdit(e.line + delta, e.column, e.end_line + delta, e.end_column, e.new_text) for e in fix.edits),
+        )
     return dataclasses.replace(finding, line=finding.line + delta, end_line=finding.end_line + delta, fix=fix)

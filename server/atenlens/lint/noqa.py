@@ -1,4 +1,5 @@
 """`# noqa` and `# noqa: AL100, AL201` suppressions on the line a finding starts on, as in ruff."""
+
 from __future__ import annotations
 
 import re
@@ -6,7 +7,7 @@ from typing import Optional
 
 # The shapes ruff accepts: bare, or a colon and codes split by commas or spaces, in any case.
 _NOQA = re.compile(rb"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
-NOQA = _NOQA        # the editor's "Disable for this line" adds a code to what this matches
+NOQA = _NOQA  # the editor's "Disable for this line" adds a code to what this matches
 _CODE = re.compile(rb"[A-Za-z]+[0-9]+")
 
 ALL = "*"

@@ -1,5 +1,6 @@
 """The options of `atenlens lint` (kept apart from the command so that building the CLI's parser
 imports nothing of the lint: `atenlens serve` and `trace` do not pay for it)."""
+
 from __future__ import annotations
 
 import argparse
@@ -8,20 +9,37 @@ FORMATS = ("text", "concise", "json", "github", "sarif")
 
 
 def add_arguments(lint: argparse.ArgumentParser) -> None:
-    lint.add_argument("paths", nargs="*", metavar="PATH",
-                      help="files or folders (default: the current folder, or stdin with --stdin-filename); "
-                           "- reads the source from stdin")
-    lint.add_argument("--format", "--output-format", dest="format", choices=FORMATS, default="text",
-                      help="output format (default: text); --output-format is ruff's spelling")
-    lint.add_argument("--select", metavar="CODES", help="comma-separated codes or prefixes to run, replacing "
-                                                        "[tool.atenlens] select (default: all)")
+    lint.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="files or folders (default: the current folder, or stdin with --stdin-filename); "
+        "- reads the source from stdin",
+    )
+    lint.add_argument(
+        "--format",
+        "--output-format",
+        dest="format",
+        choices=FORMATS,
+        default="text",
+        help="output format (default: text); --output-format is ruff's spelling",
+    )
+    lint.add_argument(
+        "--select",
+        metavar="CODES",
+        help="comma-separated codes or prefixes to run, replacing [tool.atenlens] select (default: all)",
+    )
     lint.add_argument("--extend-select", metavar="CODES", help="codes to run on top of the selection")
     lint.add_argument("--ignore", metavar="CODES", help="comma-separated codes or prefixes to skip")
     lint.add_argument("--fix", action="store_true", help="apply the quick fixes the editor offers")
-    lint.add_argument("--diff", action="store_true",
-                      help="print the quick fixes as a unified diff; change nothing (exit 1 if any)")
+    lint.add_argument(
+        "--diff", action="store_true", help="print the quick fixes as a unified diff; change nothing (exit 1 if any)"
+    )
     lint.add_argument("--statistics", action="store_true", help="print the number of findings per code instead")
     lint.add_argument("--exit-zero", action="store_true", help="exit 0 even when something is found")
-    lint.add_argument("--stdin-filename", metavar="PATH",
-                      help="the name of the file read from stdin (its config, per-file ignores and output)")
+    lint.add_argument(
+        "--stdin-filename",
+        metavar="PATH",
+        help="the name of the file read from stdin (its config, per-file ignores and output)",
+    )
     lint.add_argument("--jobs", "-j", type=int, metavar="N", help="processes for whole trees (default: one per CPU)")

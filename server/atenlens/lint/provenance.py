@@ -27,6 +27,7 @@ through `x += y`, which keeps the tensor `x` was). Without that evidence a value
 device is not reported: a finding on a CPU tensor is worse than a missed one (precision first; see AL100 in docs/rules.md and the
 measured precision and recall in tests/lint/test_lint_corpus_real.py).
 """
+
 from __future__ import annotations
 
 import re
@@ -39,51 +40,207 @@ from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import Binding, scope_for
 from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, repeating_loop, text
 
-MAX_DEPTH = 64   # bindings followed; results are memoised per node, so a long chain costs its length
+MAX_DEPTH = 64  # bindings followed; results are memoised per node, so a long chain costs its length
 
 
 class Device(Enum):
     CUDA = "cuda"
     CPU = "cpu"
-    HOST = "host"          # a Python value, a numpy array, tensor metadata: no device tensor at all
+    HOST = "host"  # a Python value, a numpy array, tensor metadata: no device tensor at all
     UNKNOWN = "unknown"
 
 
-VIEW_METHODS = frozenset({"view", "view_as", "narrow", "select", "unsqueeze", "squeeze", "expand", "expand_as",
-                          "transpose", "permute", "t", "T", "mT", "as_strided", "unflatten", "detach",
-                          "unbind", "split", "chunk", "movedim", "reshape", "flatten", "contiguous"})
-TORCH_FACTORIES = frozenset({"randn", "rand", "randint", "randperm", "zeros", "ones", "empty", "full", "arange",
-                             "linspace", "logspace", "eye", "tensor", "as_tensor", "empty_strided", "normal",
-                             "bernoulli", "multinomial", "range", "tril_indices", "triu_indices"})
-DTYPE_NAMES = frozenset({"float", "float16", "float32", "float64", "half", "bfloat16", "double", "int", "int8",
-                         "int16", "int32", "int64", "long", "short", "uint8", "bool", "complex64", "complex128",
-                         "cfloat", "cdouble", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
-                         "float8_e5m2fnuz", "uint16", "uint32", "uint64", "bits16", "qint8", "quint8"})
+VIEW_METHODS = frozenset(
+    {
+        "view",
+        "view_as",
+        "narrow",
+        "select",
+        "unsqueeze",
+        "squeeze",
+        "expand",
+        "expand_as",
+        "transpose",
+        "permute",
+        "t",
+        "T",
+        "mT",
+        "as_strided",
+        "unflatten",
+        "detach",
+        "unbind",
+        "split",
+        "chunk",
+        "movedim",
+        "reshape",
+        "flatten",
+        "contiguous",
+    }
+)
+TORCH_FACTORIES = frozenset(
+    {
+        "randn",
+        "rand",
+        "randint",
+        "randperm",
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "arange",
+        "linspace",
+        "logspace",
+        "eye",
+        "tensor",
+        "as_tensor",
+        "empty_strided",
+        "normal",
+        "bernoulli",
+        "multinomial",
+        "range",
+        "tril_indices",
+        "triu_indices",
+    }
+)
+DTYPE_NAMES = frozenset(
+    {
+        "float",
+        "float16",
+        "float32",
+        "float64",
+        "half",
+        "bfloat16",
+        "double",
+        "int",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "long",
+        "short",
+        "uint8",
+        "bool",
+        "complex64",
+        "complex128",
+        "cfloat",
+        "cdouble",
+        "float8_e4m3fn",
+        "float8_e5m2",
+        "float8_e4m3fnuz",
+        "float8_e5m2fnuz",
+        "uint16",
+        "uint32",
+        "uint64",
+        "bits16",
+        "qint8",
+        "quint8",
+    }
+)
 # Builtins whose result is never a tensor.
-HOST_BUILTINS = frozenset({"len", "range", "int", "float", "str", "bool", "repr", "format", "round", "ord", "chr",
-                           "isinstance", "hasattr", "callable", "hash", "id", "type", "enumerate", "zip",
-                           "sorted", "reversed", "open", "print", "input", "divmod"})
+HOST_BUILTINS = frozenset(
+    {
+        "len",
+        "range",
+        "int",
+        "float",
+        "str",
+        "bool",
+        "repr",
+        "format",
+        "round",
+        "ord",
+        "chr",
+        "isinstance",
+        "hasattr",
+        "callable",
+        "hash",
+        "id",
+        "type",
+        "enumerate",
+        "zip",
+        "sorted",
+        "reversed",
+        "open",
+        "print",
+        "input",
+        "divmod",
+    }
+)
 HOST_MODULES = frozenset({"np", "numpy", "math", "time", "os", "random", "json", "re", "datetime", "statistics"})
-HOST_METHODS = frozenset({"item", "tolist", "numpy", "size", "dim", "numel", "nelement", "element_size",
-                          "stride", "data_ptr", "is_contiguous", "get_device", "is_floating_point",
-                          "is_complex", "storage_offset", "untyped_storage", "elapsed_time", "record",
-                          "query", "format", "join", "split", "startswith", "endswith", "keys",
-                          # str methods (`loss_name.capitalize()`): no tensor has them
-                          "capitalize", "lower", "upper", "strip", "lstrip", "rstrip", "title",
-                          "casefold", "encode", "decode", "isdigit"})
-HOST_ATTRIBUTES = frozenset({"dtype", "shape", "device", "ndim", "is_cuda", "requires_grad", "layout", "names",
-                             "itemsize", "nbytes", "is_leaf", "is_sparse", "is_quantized", "is_meta",
-                             "training", "__class__", "__name__"})
+HOST_METHODS = frozenset(
+    {
+        "item",
+        "tolist",
+        "numpy",
+        "size",
+        "dim",
+        "numel",
+        "nelement",
+        "element_size",
+        "stride",
+        "data_ptr",
+        "is_contiguous",
+        "get_device",
+        "is_floating_point",
+        "is_complex",
+        "storage_offset",
+        "untyped_storage",
+        "elapsed_time",
+        "record",
+        "query",
+        "format",
+        "join",
+        "split",
+        "startswith",
+        "endswith",
+        "keys",
+        # str methods (`loss_name.capitalize()`): no tensor has them
+        "capitalize",
+        "lower",
+        "upper",
+        "strip",
+        "lstrip",
+        "rstrip",
+        "title",
+        "casefold",
+        "encode",
+        "decode",
+        "isdigit",
+    }
+)
+HOST_ATTRIBUTES = frozenset(
+    {
+        "dtype",
+        "shape",
+        "device",
+        "ndim",
+        "is_cuda",
+        "requires_grad",
+        "layout",
+        "names",
+        "itemsize",
+        "nbytes",
+        "is_leaf",
+        "is_sparse",
+        "is_quantized",
+        "is_meta",
+        "training",
+        "__class__",
+        "__name__",
+    }
+)
 SAME_DEVICE_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "real", "imag", "data", "grad"})
 # A method of a tensor returns a tensor on the same device, except these (host results, moves).
 MOVES = frozenset({"to", "cuda", "cpu", "pin_memory"})
 # A callee spelled as a model (its last word): `model`, `self.net`, `ref_model`, `text_encoder`,
 # `criterion`, `compute_loss`, `loss_fn`; not `get_model_info` or `compute_module_sizes`.
 _MODEL_CALLEE = re.compile(
-    r"(?:^|_)forward(?:_|$)|"   # `self._forward_and_gradient(x)`, `forward_backward(batch)`
+    r"(?:^|_)forward(?:_|$)|"  # `self._forward_and_gradient(x)`, `forward_backward(batch)`
     r"^_*(?:[A-Za-z0-9]+_)*(?:model|net|network|module|forward|criterion|loss|loss_fn|loss_func|lossfn|teacher|"
     r"student|policy|actor|critic|unet|transformer|vae|encoder|decoder|generator|discriminator|backbone|"
-    r"classifier|learner|lm_head)$", re.I)
+    r"classifier|learner|lm_head)$",
+    re.I,
+)
 _LOSS_NAME = re.compile(r"loss", re.I)
 _LOSS_CALLEE = re.compile(r"loss|step|forward|criterion|^_?train", re.I)
 _LOSS_FUNCTION = re.compile(r"loss|entropy|nll|criterion|divergence|mse|bce", re.I)
@@ -210,12 +367,17 @@ def _call_site_arguments(ctx: LintContext, name: Node) -> list[Node]:
     parameters = function.child_by_field_name("parameters")
     names = []
     for p in parameters.named_children if parameters is not None else []:
-        ident = p if p.type == "identifier" else p.child_by_field_name("name") if p.type in (
-            "default_parameter", "typed_parameter", "typed_default_parameter") else None
+        ident = (
+            p
+            if p.type == "identifier"
+            else p.child_by_field_name("name")
+            if p.type in ("default_parameter", "typed_parameter", "typed_default_parameter")
+            else None
+        )
         if ident is None and p.type == "typed_parameter":
             ident = next((c for c in p.named_children if c.type == "identifier"), None)
         if ident is None:
-            return []   # `*args`, `**kwargs`, `/`, `*`: positions are not followed
+            return []  # `*args`, `**kwargs`, `/`, `*`: positions are not followed
         names.append(text(ident))
     if text(name) not in names:
         return []
@@ -224,12 +386,17 @@ def _call_site_arguments(ctx: LintContext, name: Node) -> list[Node]:
     found = []
     for use in ctx.identifiers((text(title),)) if title is not None else []:
         call = use.parent
-        if call is None or call.type != "call" or call.child_by_field_name("function") != use \
-                or repeating_loop(call) is None:
+        if (
+            call is None
+            or call.type != "call"
+            or call.child_by_field_name("function") != use
+            or repeating_loop(call) is None
+        ):
             continue
         arguments_node = call.child_by_field_name("arguments")
-        if arguments_node is None or any(c.type in ("list_splat", "dictionary_splat")
-                                         for c in arguments_node.named_children):
+        if arguments_node is None or any(
+            c.type in ("list_splat", "dictionary_splat") for c in arguments_node.named_children
+        ):
             return []
         positional, keywords = arguments(call)
         argument = keywords.get(text(name)) or (positional[index] if index < len(positional) else None)
@@ -270,8 +437,17 @@ def _memo(ctx: LintContext, name: str) -> dict:
 def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
     node = strip_parens(node)
     kind = node.type
-    if kind in ("integer", "float", "string", "concatenated_string", "true", "false", "none",
-                "boolean_operator", "not_operator"):
+    if kind in (
+        "integer",
+        "float",
+        "string",
+        "concatenated_string",
+        "true",
+        "false",
+        "none",
+        "boolean_operator",
+        "not_operator",
+    ):
         return Device.HOST
     if kind == "identifier":
         binding = _binding(ctx, node)
@@ -312,10 +488,14 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
         return device_of(ctx, node.child_by_field_name("value"), depth + 1)
     if kind == "dictionary":
         # `{"a": x.cpu(), "b": y.cpu()}`: its values' device when they all agree (`.items()`, `[k]`)
-        values = [device_of(ctx, pair.child_by_field_name("value"), depth + 1)
-                  for pair in node.named_children if pair.type == "pair"]
-        return values[0] if values and len(set(values)) == 1 and values[0] in (Device.CUDA, Device.CPU) \
-            else Device.UNKNOWN
+        values = [
+            device_of(ctx, pair.child_by_field_name("value"), depth + 1)
+            for pair in node.named_children
+            if pair.type == "pair"
+        ]
+        return (
+            values[0] if values and len(set(values)) == 1 and values[0] in (Device.CUDA, Device.CPU) else Device.UNKNOWN
+        )
     return Device.UNKNOWN
 
 
@@ -334,8 +514,7 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
             return Device.CPU
         owner = device_of(ctx, receiver(call), depth + 1)
         if method == "to":
-            device = keywords.get("device") or (positional[0] if positional and not is_dtype(positional[0])
-                                                else None)
+            device = keywords.get("device") or (positional[0] if positional and not is_dtype(positional[0]) else None)
             if device is None:
                 return owner  # a cast keeps the device
             if is_cpu_device(device):
@@ -359,7 +538,7 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
             items = [c for c in strip_parens(first).named_children if c.type != "comment"]
             first = items[0] if items else None
         elif first is not None and strip_parens(first).type in ("list_comprehension", "generator_expression"):
-            first = strip_parens(first).child_by_field_name("body")   # `torch.cat([t[i] for i in ...])`
+            first = strip_parens(first).child_by_field_name("body")  # `torch.cat([t[i] for i in ...])`
         if first is not None and first.type == "identifier" and name in ("torch.cat", "torch.stack", "torch.concat"):
             appended = _appended_device(ctx, first, depth)
             if appended is not None:
@@ -373,16 +552,26 @@ def _appended_device(ctx: LintContext, name: Node, depth: int) -> Optional[Devic
     """`parts = []` ... `parts.append(x)` ... `torch.cat(parts)`: the device of what was appended,
     when every append agrees (None when `parts` is not a list built that way)."""
     binding = _binding(ctx, name)
-    if binding is None or binding.value is None or strip_parens(binding.value).type != "list" \
-            or strip_parens(binding.value).named_child_count:
+    if (
+        binding is None
+        or binding.value is None
+        or strip_parens(binding.value).type != "list"
+        or strip_parens(binding.value).named_child_count
+    ):
         return None
     devices = []
     scope = scope_for(name)
     for owner in ctx.identifiers((text(name),), binding.at, name.start_byte):
         attribute = owner.parent
         call = attribute.parent if attribute is not None else None
-        if attribute is None or attribute.type != "attribute" or call is None or call.type != "call" \
-                or method_name(call) != "append" or scope_for(owner) != scope:
+        if (
+            attribute is None
+            or attribute.type != "attribute"
+            or call is None
+            or call.type != "call"
+            or method_name(call) != "append"
+            or scope_for(owner) != scope
+        ):
             continue
         positional, _ = arguments(call)
         devices.append(device_of(ctx, positional[0], depth + 1) if positional else Device.UNKNOWN)
@@ -421,14 +610,14 @@ def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple
         binding = _binding(ctx, iterable)
         if binding is None:
             return Device.UNKNOWN
-        if binding.loop is not None:   # `for row in rows: for x in row:` the rows' device
+        if binding.loop is not None:  # `for row in rows: for x in row:` the rows' device
             return _tensor_rows(ctx, iterable, depth) if not path else Device.UNKNOWN
         return _loop_element_device(ctx, binding.value, path, depth + 1)
     if iterable.type in ("list", "tuple"):
         items = [device_of(ctx, c, depth + 1) for c in iterable.named_children if c.type != "comment"]
         return items[0] if items and len(set(items)) == 1 and not path else Device.UNKNOWN
     if iterable.type in ("subscript", "attribute", "binary_operator", "comparison_operator"):
-        return _tensor_rows(ctx, iterable, depth)   # `for row in scores[mask]:` rows of a tensor
+        return _tensor_rows(ctx, iterable, depth)  # `for row in scores[mask]:` rows of a tensor
     return Device.UNKNOWN
 
 
@@ -444,7 +633,7 @@ def module_mentions_device(ctx: LintContext) -> bool:
     cached = getattr(ctx, "_mentions_device", None)
     if cached is None:
         cached = bool(_MENTIONS_DEVICE.search(ctx.source.whole_data))
-        setattr(ctx, "_mentions_device", cached)
+        ctx._mentions_device = cached
     return cached
 
 
@@ -475,7 +664,7 @@ def _model_output(ctx: LintContext, node: Optional[Node], depth: int) -> bool:
         return False
     memo = _memo(ctx, "_model_output_memo")
     if node.id not in memo:
-        memo[node.id] = False   # a cycle through this node proves nothing
+        memo[node.id] = False  # a cycle through this node proves nothing
         memo[node.id] = _model_output_of(ctx, node, depth)
     return memo[node.id]
 
@@ -500,13 +689,16 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             training = binding.loop.type != "for_in_clause" and _in_training_loop(binding.loop)
             return training or _iterates_model_output(ctx, iterable, binding.path, depth)
         value = binding.value
-        if value is not None and strip_parens(value).type == "call" and \
-                dotted_name(callee(strip_parens(value))) == "next":
-            return _in_training_loop(node)   # `batch = next(iterator)` inside a training loop
+        if (
+            value is not None
+            and strip_parens(value).type == "call"
+            and dotted_name(callee(strip_parens(value))) == "next"
+        ):
+            return _in_training_loop(node)  # `batch = next(iterator)` inside a training loop
         if value is None:
-            if binding.unpacked_from is not None:   # `loss, logits = model(x)`
+            if binding.unpacked_from is not None:  # `loss, logits = model(x)`
                 return _model_output(ctx, binding.unpacked_from, depth + 1)
-            return loss_named   # `loss += ...`
+            return loss_named  # `loss += ...`
         if loss_named and strip_parens(value).type == "call":
             # `loss = chunked_cross_entropy(logits, y)`: a loss computed from model outputs, or by
             # a function spelled like a loss or a step; not `val_loss = evaluate(...)` (a float).
@@ -516,7 +708,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
                 return True
             positional, keywords = arguments(call)
             return _model_output(ctx, call, depth + 1) or any(
-                _model_output(ctx, a, depth + 1) for a in [*positional, *keywords.values()])
+                _model_output(ctx, a, depth + 1) for a in [*positional, *keywords.values()]
+            )
         return _model_output(ctx, value, depth + 1)
     if kind == "attribute":
         attr = text(node.child_by_field_name("attribute"))
@@ -525,9 +718,13 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         if _LOSS_NAME.search(attr) or attr == "grad" or attr == "logits":
             return True
         owner = node.child_by_field_name("object")
-        if owner is not None and attr not in SAME_DEVICE_ATTRIBUTES and owner.type in ("identifier", "attribute") \
-                and _LOSS_NAME.search(text(owner.child_by_field_name("attribute") if owner.type == "attribute" else owner)):
-            return False   # `cfg.loss.batch_size`, `loss_cfg.gamma`: a field of a loss's settings, no tensor
+        if (
+            owner is not None
+            and attr not in SAME_DEVICE_ATTRIBUTES
+            and owner.type in ("identifier", "attribute")
+            and _LOSS_NAME.search(text(owner.child_by_field_name("attribute") if owner.type == "attribute" else owner))
+        ):
+            return False  # `cfg.loss.batch_size`, `loss_cfg.gamma`: a field of a loss's settings, no tensor
         return _model_output(ctx, owner, depth + 1)
     if kind == "subscript":
         return _model_output(ctx, node.child_by_field_name("value"), depth + 1)
@@ -602,6 +799,7 @@ def _in_training_loop(node: Node) -> bool:
 
 # Pinned memory ---------------------------------------------------------------------------------
 
+
 def is_pinned(ctx: LintContext, node: Optional[Node], depth: int = 0) -> bool:
     """Provably in pinned (page-locked) host memory: `.pin_memory()`, a call with
     `pin_memory=True`, the result of `.to("cpu", non_blocking=True)` / `.cpu(non_blocking=True)`
@@ -629,8 +827,9 @@ def is_pinned(ctx: LintContext, node: Optional[Node], depth: int = 0) -> bool:
         # keeps a tensor in the same attribute on the device and, pinned, on the host).
         if is_pinned(ctx, node.child_by_field_name("object"), depth + 1):
             return True
-        return depth < 4 and any(is_pinned(ctx, value, MAX_DEPTH - 2)
-                                 for value in ctx.attribute_assignments(text(node)))
+        return depth < 4 and any(
+            is_pinned(ctx, value, MAX_DEPTH - 2) for value in ctx.attribute_assignments(text(node))
+        )
     if kind == "identifier":
         binding = _binding(ctx, node)
         if binding is None:
@@ -664,8 +863,9 @@ def _loop_element_pinned(ctx: LintContext, iterable: Optional[Node], path: tuple
             return False
         return _loop_element_pinned(ctx, binding.value, path, depth + 1)
     if iterable.type == "attribute":
-        return any(_loop_element_pinned(ctx, value, path, depth + 1)
-                   for value in ctx.attribute_assignments(text(iterable)))
+        return any(
+            _loop_element_pinned(ctx, value, path, depth + 1) for value in ctx.attribute_assignments(text(iterable))
+        )
     return False
 
 
@@ -693,7 +893,7 @@ PINNING_CALLS = frozenset({"DataLoader", "pin_memory", *TORCH_FACTORIES, "empty_
 def pins_within(ctx: LintContext, start: int, end: int) -> bool:
     """`module_pins` of the code in [start, end) (the file pins if any part of it does)."""
     if ctx.source.data.find(b"pin_memory", start, end) == -1:
-        return False   # every way of pinning writes `pin_memory`
+        return False  # every way of pinning writes `pin_memory`
     for call in ctx.calls_named(PINNING_CALLS, start, end):
         name = (dotted_name(callee(call)) or "").split(".")[-1]
         if method_name(call) == "pin_memory":
@@ -724,7 +924,7 @@ def module_may_page(ctx: LintContext) -> bool:
             if (dotted_name(callee(call)) or "").split(".")[-1] == "DataLoader":
                 value = arguments(call)[1].get("pin_memory")
                 cached = value is None and not _has_splat(call) or value is not None and not pins(value)
-        setattr(ctx, "_may_page", cached)
+        ctx._may_page = cached
     return cached
 
 

@@ -1,4 +1,5 @@
 """The rule type. Each rule module in `atenlens.lint.rules` defines one `RULE`."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,13 +14,13 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Rule:
-    code: str                      # atenlens.report.Code, e.g. "AL100"
-    name: str                      # kebab-case, e.g. "sync-in-loop"
-    summary: str                   # one line
-    calls: frozenset[str]          # callee names (last dotted part) the rule looks at
+    code: str  # atenlens.report.Code, e.g. "AL100"
+    name: str  # kebab-case, e.g. "sync-in-loop"
+    summary: str  # one line
+    calls: frozenset[str]  # callee names (last dotted part) the rule looks at
     check: Callable[["LintContext"], Iterable[Finding]]
-    doc: str                       # the module docstring: What it does / Why it matters / Example / Fix
-    fixable: bool = False          # offers a quick fix (in some cases): docs/rules.md's "Quick fix" column
+    doc: str  # the module docstring: What it does / Why it matters / Example / Fix
+    fixable: bool = False  # offers a quick fix (in some cases): docs/rules.md's "Quick fix" column
     # Byte patterns without which the rule cannot fire (triggers.py): every group must match
     # somewhere in the file. No groups: the rule runs on every file.
     triggers: TriggerGroups = ()

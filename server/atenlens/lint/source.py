@@ -14,6 +14,7 @@ every offset and position stays valid. When an ERROR node still spans several li
 starts on is blanked and the text re-parsed incrementally: up to 16 times, fewer for files over
 ~200 KB (the bytes re-parsed are bounded). Rules then see the code around the damage as written.
 """
+
 from __future__ import annotations
 
 import re
@@ -41,13 +42,14 @@ MAX_REPAIRS = 16
 # with damage everywhere costs a few parses, not sixteen (16 repairs up to ~200 KB, 5,000 lines).
 REPAIR_BYTES_BUDGET = 16 * 200_000
 CACHED_DOCUMENTS = 16
-_parse_lock = threading.Lock()          # a tree-sitter Parser is not safe to share between threads
+_parse_lock = threading.Lock()  # a tree-sitter Parser is not safe to share between threads
 
 
 @dataclass(frozen=True)
 class _Parsed:
     """What one lint run of a document parsed: its text, the text with blanked rows and the tree
     of the latter (never edited once cached)."""
+
     original: bytes
     data: bytes
     tree: Tree
@@ -117,9 +119,14 @@ def _apply_edit(tree: Tree, old: bytes, new: bytes) -> None:
     prefix = _common_length(old, new, limit, from_end=False)
     suffix = _common_length(old, new, limit - prefix, from_end=True)
     old_end, new_end = len(old) - suffix, len(new) - suffix
-    tree.edit(start_byte=prefix, old_end_byte=old_end, new_end_byte=new_end,
-              start_point=_point(old, prefix), old_end_point=_point(old, old_end),
-              new_end_point=_point(new, new_end))
+    tree.edit(
+        start_byte=prefix,
+        old_end_byte=old_end,
+        new_end_byte=new_end,
+        start_point=_point(old, prefix),
+        old_end_point=_point(old, old_end),
+        new_end_point=_point(new, new_end),
+    )
 
 
 def _common_length(a: bytes, b: bytes, limit: int, from_end: bool) -> int:
@@ -128,7 +135,7 @@ def _common_length(a: bytes, b: bytes, limit: int, from_end: bool) -> int:
     low, high = 0, limit
     while low < high:
         mid = (low + high + 1) // 2
-        same = a[len(a) - mid:] == b[len(b) - mid:] if from_end else a[:mid] == b[:mid]
+        same = a[len(a) - mid :] == b[len(b) - mid :] if from_end else a[:mid] == b[:mid]
         if same:
             low = mid
         else:
@@ -144,8 +151,13 @@ def _point(data: bytes, offset: int) -> Point:
 class SourceText:
     """The text, its UTF-8 bytes and the tree of one lint run."""
 
-    def __init__(self, text: str, document: Optional[str] = None,
-                 skip: Sequence[tuple[int, int]] = (), original: Optional[bytes] = None) -> None:
+    def __init__(
+        self,
+        text: str,
+        document: Optional[str] = None,
+        skip: Sequence[tuple[int, int]] = (),
+        original: Optional[bytes] = None,
+    ) -> None:
         """`skip`: byte ranges of top-level definitions no selected rule needs (triggers.py),
         blanked before the parse of a file that is not kept for incremental re-parsing
         (`document` None); ignored when the file has damage to repair or the kept text does
@@ -180,7 +192,7 @@ class SourceText:
         methods skipped in it, each of its own statements may not)."""
         if rows_left_open(self.original, self._line_starts):
             return False
-        data = blank(self.original, skip)     # what the rules' byte scans read: nothing in a gap
+        data = blank(self.original, skip)  # what the rules' byte scans read: nothing in a gap
         kept = _kept_ranges(skip, len(data))
         ranges = [Range(self._point(start), self._point(end), start, end) for start, end in kept]
         if not ranges:
@@ -241,9 +253,14 @@ class SourceText:
             end = self._line_end(row)
             data[start:end] = b" " * (end - start)
             width = end - start
-            self.tree.edit(start_byte=start, old_end_byte=end, new_end_byte=end,
-                           start_point=Point(row, 0), old_end_point=Point(row, width),
-                           new_end_point=Point(row, width))
+            self.tree.edit(
+                start_byte=start,
+                old_end_byte=end,
+                new_end_byte=end,
+                start_point=Point(row, 0),
+                old_end_point=Point(row, width),
+                new_end_point=Point(row, width),
+            )
         self.data = bytes(data)
         self.blanked_rows = sorted(set(self.blanked_rows) | set(rows))
         with _parse_lock:
@@ -269,11 +286,14 @@ class SourceText:
             last = max(statement.end_point.row, error.end_point.row)
             if last == first:
                 continue
-            rows = [row for row in range(first, min(last, self.line_count - 1) + 1)
-                    if row not in blanked and self.data[self._line_starts[row]:self._line_end(row)].strip()]
+            rows = [
+                row
+                for row in range(first, min(last, self.line_count - 1) + 1)
+                if row not in blanked and self.data[self._line_starts[row] : self._line_end(row)].strip()
+            ]
             # The line that leaves a bracket open is the usual culprit; else the first line.
             for row in rows:
-                if _opens_bracket(self.data[self._line_starts[row]:self._line_end(row)]):
+                if _opens_bracket(self.data[self._line_starts[row] : self._line_end(row)]):
                     return row
             if rows:
                 return rows[0]
@@ -281,7 +301,7 @@ class SourceText:
 
     def _line_end(self, row: int) -> int:
         end = self._line_starts[row + 1] - 1 if row + 1 < len(self._line_starts) else len(self.original)
-        if end > self._line_starts[row] and self.original[end - 1:end] == b"\r":
+        if end > self._line_starts[row] and self.original[end - 1 : end] == b"\r":
             end -= 1
         return end
 
@@ -308,9 +328,24 @@ class SourceText:
 
 
 _STATEMENT_PARENTS = frozenset({"block", "module"})
-_COMPOUND = frozenset({"function_definition", "class_definition", "decorated_definition", "if_statement",
-                       "for_statement", "while_statement", "with_statement", "try_statement", "match_statement",
-                       "elif_clause", "else_clause", "except_clause", "finally_clause", "case_clause"})
+_COMPOUND = frozenset(
+    {
+        "function_definition",
+        "class_definition",
+        "decorated_definition",
+        "if_statement",
+        "for_statement",
+        "while_statement",
+        "with_statement",
+        "try_statement",
+        "match_statement",
+        "elif_clause",
+        "else_clause",
+        "except_clause",
+        "finally_clause",
+        "case_clause",
+    }
+)
 _OPEN, _CLOSE = b"([{", b")]}"
 
 
@@ -345,18 +380,23 @@ _BRACKET_TOKENS = re.compile(
     rb'''|"""(?:[^"\\]|\\.|"(?!""))*"""'''
     rb"""|'''(?:[^'\\]|\\.|'(?!''))*'''"""
     rb'''|"""|\'\'\''''
-    rb'''|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*\''''
-    rb'''|["'()\[\]{}]''',
-    re.DOTALL)
+    rb"""|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*\'"""
+    rb"""|["'()\[\]{}]""",
+    re.DOTALL,
+)
 _TRIPLE_QUOTES = (b'"""', b"'''")
 
 
 def rows_left_open(data: bytes, line_starts: list[int]) -> list[int]:
     """`unclosed_rows`, or nothing at once when every kind of bracket is written as often opened
     as closed and triple quotes come in pairs (the scan is only needed when they do not)."""
-    if data.count(b"(") == data.count(b")") and data.count(b"[") == data.count(b"]") \
-            and data.count(b"{") == data.count(b"}") \
-            and data.count(b'"""') % 2 == 0 and data.count(b"'''") % 2 == 0:
+    if (
+        data.count(b"(") == data.count(b")")
+        and data.count(b"[") == data.count(b"]")
+        and data.count(b"{") == data.count(b"}")
+        and data.count(b'"""') % 2 == 0
+        and data.count(b"'''") % 2 == 0
+    ):
         return []
     if _nested_properly(data):
         return []
@@ -370,8 +410,9 @@ _STRINGS_AND_COMMENTS = re.compile(
     rb'''|"""(?:[^"\\]|\\.|"(?!""))*"""'''
     rb"""|'''(?:[^'\\]|\\.|'(?!''))*'''"""
     rb'''|("""|\'\'\')'''
-    rb'''|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*\'''',
-    re.DOTALL)
+    rb"""|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*\'""",
+    re.DOTALL,
+)
 _TO_PARENS = bytes.maketrans(b"[{]}", b"(())")
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"()[]{}")
 
@@ -390,7 +431,7 @@ def _nested_properly(data: bytes) -> bool:
     if b'"""' in code or b"'''" in code:
         return False
     brackets = code.translate(_TO_PARENS, _NOT_BRACKETS)
-    for _ in range(64):             # each pass removes the innermost pairs: depth passes
+    for _ in range(64):  # each pass removes the innermost pairs: depth passes
         if b"()" not in brackets:
             break
         brackets = brackets.replace(b"()", b"")
@@ -413,8 +454,8 @@ def unclosed_rows(data: bytes, line_starts: list[int]) -> list[int]:
                 opened.pop()
             else:
                 culprits.add(at)
-        elif match.end() - at == 3 and data[at:at + 3] in _TRIPLE_QUOTES:
-            culprits.add(at)            # no later triple quote closes it
+        elif match.end() - at == 3 and data[at : at + 3] in _TRIPLE_QUOTES:
+            culprits.add(at)  # no later triple quote closes it
     culprits.update(opened)
     return sorted({bisect_right(line_starts, at) - 1 for at in culprits})
 

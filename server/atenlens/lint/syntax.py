@@ -4,6 +4,7 @@ arguments, whether it runs once per loop iteration, which function it belongs to
 Everything here is iterative (no recursion on the tree) and tolerant of ERROR nodes: a field that
 a half-typed line left missing is simply None.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -18,13 +19,27 @@ COMPREHENSION_TYPES = frozenset(
     {"list_comprehension", "set_comprehension", "dictionary_comprehension", "generator_expression"}
 )
 LITERAL_TYPES = frozenset(
-    {"integer", "float", "string", "concatenated_string", "true", "false", "none", "list", "tuple",
-     "dictionary", "set", "list_comprehension", "set_comprehension", "dictionary_comprehension"}
+    {
+        "integer",
+        "float",
+        "string",
+        "concatenated_string",
+        "true",
+        "false",
+        "none",
+        "list",
+        "tuple",
+        "dictionary",
+        "set",
+        "list_comprehension",
+        "set_comprehension",
+        "dictionary_comprehension",
+    }
 )
 
 
 def text(node: Optional[Node]) -> str:
-    data = node.text if node is not None else None   # `Node.text` slices the source on each access
+    data = node.text if node is not None else None  # `Node.text` slices the source on each access
     if data is None:
         return ""
     return data.decode("utf-8", errors="replace")
@@ -88,9 +103,7 @@ def arguments(call: Node) -> tuple[list[Node], dict[str, Node]]:
 
 def has_splat(call: Node) -> bool:
     args = call.child_by_field_name("arguments")
-    return args is not None and any(
-        c.type in ("list_splat", "dictionary_splat") for c in args.named_children
-    )
+    return args is not None and any(c.type in ("list_splat", "dictionary_splat") for c in args.named_children)
 
 
 def is_true(node: Optional[Node]) -> bool:

@@ -26,6 +26,7 @@ a string or a bracket fooled).
 tests/lint/test_lint_triggers.py lints the labelled corpus, the fixtures and a generated corpus
 with and without this skipping and requires identical findings.
 """
+
 from __future__ import annotations
 
 import re
@@ -69,7 +70,7 @@ def definitions(data: bytes) -> list[tuple[int, int]]:
     for match in _DEFINITION_LINE.finditer(data):
         start = match.start()
         if start < done:
-            continue            # the `def` of a decorated definition: already in it
+            continue  # the `def` of a decorated definition: already in it
         line = start
         while data.startswith(b"@", line):
             # a decorator's line: the definition it decorates follows and belongs to it
@@ -94,18 +95,22 @@ def skippable_definitions(data: bytes, groups: Sequence[TriggerGroups]) -> list[
     the class body: the class keeps a body)."""
     # Only the patterns that occur in the file can occur in one of its definitions: each absent
     # one would otherwise be searched for in every definition.
-    present = [tuple(tuple(p for p in group if group_matches((p,), data)) for group in rule_groups)
-               for rule_groups in groups]
+    present = [
+        tuple(tuple(p for p in group if group_matches((p,), data)) for group in rule_groups) for rule_groups in groups
+    ]
     groups = [rule_groups for rule_groups in present if all(rule_groups)]
     found: list[tuple[int, int]] = []
     for start, end in definitions(data):
         if not any(matches(rule_groups, data, start, end) for rule_groups in groups):
             found.append((start, end))
         else:
-            header = _CLASS_LINE.search(data, start, end)     # after its decorators, if any
+            header = _CLASS_LINE.search(data, start, end)  # after its decorators, if any
             if header is not None:
-                found.extend(method for method in _methods(data, header.start(), end)
-                             if not any(matches(rule_groups, data, *method) for rule_groups in groups))
+                found.extend(
+                    method
+                    for method in _methods(data, header.start(), end)
+                    if not any(matches(rule_groups, data, *method) for rule_groups in groups)
+                )
     return _without_call_sites(data, found)
 
 
@@ -139,8 +144,9 @@ def _mentions(data: bytes, word: bytes, start: int, end: int) -> bool:
     at = data.find(word, start, end)
     while at != -1:
         after = at + len(word)
-        if (at == 0 or data[at - 1] not in _IDENTIFIER_BYTES) and \
-                (after >= len(data) or data[after] not in _IDENTIFIER_BYTES):
+        if (at == 0 or data[at - 1] not in _IDENTIFIER_BYTES) and (
+            after >= len(data) or data[after] not in _IDENTIFIER_BYTES
+        ):
             return True
         at = data.find(word, at + 1, end)
     return False
@@ -199,5 +205,13 @@ def blank(data: bytes, ranges: Sequence[tuple[int, int]]) -> bytes:
     return bytes(out)
 
 
-__all__ = ["LOOP", "Pattern", "TriggerGroups", "blank", "definitions", "group_matches", "matches",
-           "skippable_definitions"]
+__all__ = [
+    "LOOP",
+    "Pattern",
+    "TriggerGroups",
+    "blank",
+    "definitions",
+    "group_matches",
+    "matches",
+    "skippable_definitions",
+]

@@ -11,6 +11,7 @@
   `.to("cpu")`.
 - A call of a function of the same file (`helper()`, `self.helper()`) whose body waits.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Optional
@@ -21,12 +22,29 @@ from atenlens.lint.context import LintContext
 from atenlens.lint.provenance import is_device_to_host
 from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, text
 
-DEVICE_SYNCHRONIZE = frozenset({"torch.cuda.synchronize", "cuda.synchronize", "torch.accelerator.synchronize",
-                                "torch.cuda.current_stream.synchronize", "torch.xpu.synchronize",
-                                "torch.mps.synchronize"})
-EVENT_OR_STREAM_MAKERS = frozenset({"torch.cuda.Event", "cuda.Event", "torch.cuda.Stream", "cuda.Stream",
-                                    "torch.cuda.current_stream", "torch.cuda.default_stream", "torch.Event",
-                                    "torch.Stream", "torch.cuda.ExternalStream"})
+DEVICE_SYNCHRONIZE = frozenset(
+    {
+        "torch.cuda.synchronize",
+        "cuda.synchronize",
+        "torch.accelerator.synchronize",
+        "torch.cuda.current_stream.synchronize",
+        "torch.xpu.synchronize",
+        "torch.mps.synchronize",
+    }
+)
+EVENT_OR_STREAM_MAKERS = frozenset(
+    {
+        "torch.cuda.Event",
+        "cuda.Event",
+        "torch.cuda.Stream",
+        "cuda.Stream",
+        "torch.cuda.current_stream",
+        "torch.cuda.default_stream",
+        "torch.Event",
+        "torch.Stream",
+        "torch.cuda.ExternalStream",
+    }
+)
 CLOCK_FUNCTIONS = ("time", "perf_counter", "monotonic", "time_ns", "perf_counter_ns", "monotonic_ns")
 CLOCK_NAMES = frozenset({f"time.{n}" for n in CLOCK_FUNCTIONS} | {n for n in CLOCK_FUNCTIONS if n != "time"})
 HOST_READS = ("item", "tolist", "cpu", "to")
@@ -34,7 +52,7 @@ HOST_READS = ("item", "tolist", "cpu", "to")
 # barrier synchronizes its stream), so it waits for the queued work as a synchronize does.
 BARRIERS = ("barrier", "wait_for_everyone")
 WAIT_CALLS = frozenset({"synchronize", *HOST_READS, *BARRIERS})
-FUNCTION_DEPTH = 3   # helpers calling helpers that synchronize
+FUNCTION_DEPTH = 3  # helpers calling helpers that synchronize
 
 
 def is_clock_read(call: Node) -> bool:
@@ -51,21 +69,27 @@ def synchronize_aliases(ctx: LintContext) -> frozenset[str]:
             if value is None or value.type != "attribute" or dotted_name(value) not in DEVICE_SYNCHRONIZE:
                 continue
             assignment = value.parent
-            if assignment is not None and assignment.type == "assignment" \
-                    and assignment.child_by_field_name("right") == value:
+            if (
+                assignment is not None
+                and assignment.type == "assignment"
+                and assignment.child_by_field_name("right") == value
+            ):
                 left = assignment.child_by_field_name("left")
                 if left is not None and left.type == "identifier":
                     names.add(text(left))
         if _imports_bare_synchronize(ctx):
             names.add("synchronize")
         cached = frozenset(names)
-        setattr(ctx, "_sync_aliases", cached)
+        ctx._sync_aliases = cached
     return cached
 
 
 def _imports_bare_synchronize(ctx: LintContext) -> bool:
-    return b"import synchronize" in ctx.source.data or b"synchronize," in ctx.source.data and \
-        b"from torch.cuda import" in ctx.source.data
+    return (
+        b"import synchronize" in ctx.source.data
+        or b"synchronize," in ctx.source.data
+        and b"from torch.cuda import" in ctx.source.data
+    )
 
 
 def alias_calls(ctx: LintContext) -> list[Node]:
@@ -89,8 +113,11 @@ def is_device_synchronize(ctx: LintContext, call: Node) -> bool:
     fn = callee(call)
     if fn is not None and fn.type == "attribute" and method_name(call) == "synchronize":
         owner = receiver(call)
-        if owner is not None and owner.type == "call" and dotted_name(callee(owner)) in (
-                "torch.cuda.current_stream", "torch.cuda.default_stream"):
+        if (
+            owner is not None
+            and owner.type == "call"
+            and dotted_name(callee(owner)) in ("torch.cuda.current_stream", "torch.cuda.default_stream")
+        ):
             return True
     return name is not None and name in synchronize_aliases(ctx)
 
@@ -109,8 +136,10 @@ def is_event_or_stream_synchronize(ctx: LintContext, call: Node) -> bool:
         value = binding.value if binding is not None else None
         return value is not None and value.type == "call" and dotted_name(callee(value)) in EVENT_OR_STREAM_MAKERS
     if owner.type == "attribute":
-        return any(v.type == "call" and dotted_name(callee(v)) in EVENT_OR_STREAM_MAKERS
-                   for v in ctx.attribute_assignments(text(owner)))
+        return any(
+            v.type == "call" and dotted_name(callee(v)) in EVENT_OR_STREAM_MAKERS
+            for v in ctx.attribute_assignments(text(owner))
+        )
     return False
 
 
@@ -139,8 +168,9 @@ def waiting_functions(ctx: LintContext) -> frozenset[str]:
     return cached  # type: ignore[return-value]
 
 
-def close_waiting_functions(waiting: frozenset[Optional[str]],
-                            callers: Callable[[frozenset[str]], frozenset[Optional[str]]]) -> frozenset[str]:
+def close_waiting_functions(
+    waiting: frozenset[Optional[str]], callers: Callable[[frozenset[str]], frozenset[Optional[str]]]
+) -> frozenset[str]:
     """`waiting_functions` from the functions a wait is written in (`waits_within`) and the
     functions that call given ones (`callers_within`); None stands for code outside a function."""
     names: set[str] = set()
@@ -218,5 +248,5 @@ def waiting_function_calls(ctx: LintContext) -> list[Node]:
             if call is not None and call.type == "call" and calls_waiting_function(ctx, call):
                 found.append(call)
         cached = (ctx.span, found)
-        setattr(ctx, "_waiting_function_calls", cached)
+        ctx._waiting_function_calls = cached
     return list(cached[1])

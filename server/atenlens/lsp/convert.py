@@ -2,6 +2,7 @@
 
 Every column computed here goes through `text.column_to_units` in the negotiated position
 encoding; `lines` is always the text the positions refer to (split by `text.split_lines`)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,9 +15,9 @@ from atenlens.lint.findings import Finding, Fix
 from atenlens.lint.formats import TOOL_URL, rule_url
 from atenlens.lint.noqa import NOQA
 from atenlens.lint.rules import RULES
-from atenlens.report import Diagnostic
 from atenlens.lsp.problems import Problem
 from atenlens.lsp.text import column_to_units
+from atenlens.report import Diagnostic
 
 LINT_SOURCE = "atenlens"
 TRACE_SOURCE = "atenlens trace"
@@ -35,19 +36,31 @@ DIAGNOSTICS_URL = f"{TOOL_URL}/blob/main/docs/diagnostics.md"
 # GitHub's anchors of docs/diagnostics.md's sections of the codes only the trace reports (a test
 # checks them against the headings)
 TRACE_ANCHORS = {
-    "AL400": "al400--out-of-memory-forecast", "AL900": "al900--exception", "AL901": "al901--needs-inputs",
-    "AL902": "al902--timeout", "AL903": "al903--the-traces-process-ended-without-a-report",
-    "AL904": "al904--load-timeout-kind-timeout", "AL905": "al905--device-fallback",
-    "AL906": "al906--assumption-a-value-the-trace-could-not-know", "AL907": "al907--dataloader-workers",
-    "AL908": "al908--simulated-ranks", "AL500": "al500--unordered-stream-read", "AL909": "al909--ddp-no-sync",
-    "AL910": "al910--host-waits-for-collective", "AL911": "al911--per-parameter-collectives",
+    "AL400": "al400--out-of-memory-forecast",
+    "AL900": "al900--exception",
+    "AL901": "al901--needs-inputs",
+    "AL902": "al902--timeout",
+    "AL903": "al903--the-traces-process-ended-without-a-report",
+    "AL904": "al904--load-timeout-kind-timeout",
+    "AL905": "al905--device-fallback",
+    "AL906": "al906--assumption-a-value-the-trace-could-not-know",
+    "AL907": "al907--dataloader-workers",
+    "AL908": "al908--simulated-ranks",
+    "AL500": "al500--unordered-stream-read",
+    "AL909": "al909--ddp-no-sync",
+    "AL910": "al910--host-waits-for-collective",
+    "AL911": "al911--per-parameter-collectives",
     "AL912": "al912--fsdp-root-only",
-    "AL501": "al501--unsynced-elapsed-time", "AL502": "al502--missing-record-stream",
+    "AL501": "al501--unsynced-elapsed-time",
+    "AL502": "al502--missing-record-stream",
     "AL503": "al503--unordered-stream-write",
-    "AL600": "al600--graph-break", "AL601": "al601--compile",
+    "AL600": "al600--graph-break",
+    "AL601": "al601--compile",
     "AL602": "al602--cuda-graphs-skipped-under-reduce-overhead-kind-compile",
-    "AL510": "al510--unsupported-in-capture-kind-capture", "AL511": "al511--cpu-tensor-in-capture-kind-capture",
-    "AL512": "al512--capture-without-warm-up-kind-capture", "AL513": "al513--cuda-graph-summary-kind-capture",
+    "AL510": "al510--unsupported-in-capture-kind-capture",
+    "AL511": "al511--cpu-tensor-in-capture-kind-capture",
+    "AL512": "al512--capture-without-warm-up-kind-capture",
+    "AL513": "al513--cuda-graph-summary-kind-capture",
 }
 
 
@@ -80,10 +93,12 @@ def lsp_line_end(lines: Sequence[str], line: int, encoding: str) -> types.Positi
     return lsp_position(lines, line, len(_line(lines, line)), encoding)
 
 
-def lsp_range(lines: Sequence[str], line: int, column: int, end_line: int, end_column: int,
-              encoding: str) -> types.Range:
-    return types.Range(start=lsp_position(lines, line, column, encoding),
-                       end=lsp_position(lines, end_line, end_column, encoding))
+def lsp_range(
+    lines: Sequence[str], line: int, column: int, end_line: int, end_column: int, encoding: str
+) -> types.Range:
+    return types.Range(
+        start=lsp_position(lines, line, column, encoding), end=lsp_position(lines, end_line, end_column, encoding)
+    )
 
 
 def lsp_line_range(lines: Sequence[str], line: int, encoding: str, column: Optional[int] = None) -> types.Range:
@@ -117,9 +132,12 @@ def lsp_trace_diagnostic(line: int, diagnostic: Diagnostic, lines: Sequence[str]
         # the library line that did it: the editor links to it (its text is not open: whole line 0..0)
         cause = diagnostic.cause
         position = types.Position(line=max(cause.line - 1, 0), character=0)
-        related = [types.DiagnosticRelatedInformation(
-            location=types.Location(uri=Path(cause.file).as_uri(), range=types.Range(start=position, end=position)),
-            message=f"in {cause.function}, called from this line")]
+        related = [
+            types.DiagnosticRelatedInformation(
+                location=types.Location(uri=Path(cause.file).as_uri(), range=types.Range(start=position, end=position)),
+                message=f"in {cause.function}, called from this line",
+            )
+        ]
     return types.Diagnostic(
         range=lsp_line_range(lines, line, encoding, diagnostic.column if diagnostic.line is not None else None),
         message=message,
@@ -145,17 +163,28 @@ def lsp_problem_diagnostic(problem: Problem, lines: Sequence[str], encoding: str
     return diagnostic
 
 
-def lsp_fix_action(uri: str, fix: Fix, diagnostic: types.Diagnostic, lines: Sequence[str],
-                   encoding: str) -> types.CodeAction:
-    edits = [types.TextEdit(range=lsp_range(lines, e.line - 1, e.column, e.end_line - 1, e.end_column, encoding),
-                            new_text=e.new_text) for e in fix.edits]
-    return types.CodeAction(title=f"atenlens ({diagnostic.code}): {fix.title}", kind=types.CodeActionKind.QuickFix,
-                            diagnostics=[diagnostic], is_preferred=True, edit=types.WorkspaceEdit(changes={uri: edits}))
+def lsp_fix_action(
+    uri: str, fix: Fix, diagnostic: types.Diagnostic, lines: Sequence[str], encoding: str
+) -> types.CodeAction:
+    edits = [
+        types.TextEdit(
+            range=lsp_range(lines, e.line - 1, e.column, e.end_line - 1, e.end_column, encoding), new_text=e.new_text
+        )
+        for e in fix.edits
+    ]
+    return types.CodeAction(
+        title=f"atenlens ({diagnostic.code}): {fix.title}",
+        kind=types.CodeActionKind.QuickFix,
+        diagnostics=[diagnostic],
+        is_preferred=True,
+        edit=types.WorkspaceEdit(changes={uri: edits}),
+    )
 
 
-def lsp_noqa_action(uri: str, diagnostic: types.Diagnostic, lines: Sequence[str],
-                    encoding: str) -> Optional[types.CodeAction]:
-    """"atenlens (AL100): Disable for this line": `  # noqa: AL100` at the end of the line, or the
+def lsp_noqa_action(
+    uri: str, diagnostic: types.Diagnostic, lines: Sequence[str], encoding: str
+) -> Optional[types.CodeAction]:
+    """ "atenlens (AL100): Disable for this line": `  # noqa: AL100` at the end of the line, or the
     code added to the line's `# noqa: ...` (none for a bare `# noqa`, which silences all)."""
     line = diagnostic.range.start.line
     text, code = _line(lines, line), str(diagnostic.code)
@@ -168,22 +197,35 @@ def lsp_noqa_action(uri: str, diagnostic: types.Diagnostic, lines: Sequence[str]
         at, new_text = len(text.encode("utf-8")[: match.end("codes")].decode("utf-8", "replace")), f", {code}"
     position = lsp_position(lines, line, at, encoding)
     return types.CodeAction(
-        title=f"atenlens ({code}): Disable for this line", kind=types.CodeActionKind.QuickFix, diagnostics=[diagnostic],
-        edit=types.WorkspaceEdit(changes={uri: [types.TextEdit(range=types.Range(start=position, end=position),
-                                                               new_text=new_text)]}))
+        title=f"atenlens ({code}): Disable for this line",
+        kind=types.CodeActionKind.QuickFix,
+        diagnostics=[diagnostic],
+        edit=types.WorkspaceEdit(
+            changes={uri: [types.TextEdit(range=types.Range(start=position, end=position), new_text=new_text)]}
+        ),
+    )
 
 
 def lsp_fix_all_action(uri: str, fixed: str, lines: Sequence[str], encoding: str) -> types.CodeAction:
-    """"atenlens: Fix all auto-fixable problems" (source.fixAll): the whole text, fixed."""
+    """ "atenlens: Fix all auto-fixable problems" (source.fixAll): the whole text, fixed."""
     last = max(len(lines) - 1, 0)
     whole = types.Range(start=types.Position(line=0, character=0), end=lsp_line_end(lines, last, encoding))
-    return types.CodeAction(title="atenlens: Fix all auto-fixable problems", kind=types.CodeActionKind.SourceFixAll,
-                            edit=types.WorkspaceEdit(changes={uri: [types.TextEdit(range=whole, new_text=fixed)]}))
+    return types.CodeAction(
+        title="atenlens: Fix all auto-fixable problems",
+        kind=types.CodeActionKind.SourceFixAll,
+        edit=types.WorkspaceEdit(changes={uri: [types.TextEdit(range=whole, new_text=fixed)]}),
+    )
 
 
-def lsp_directive_edit(uri: str, info: FunctionInfo, template: str, lines: Sequence[str],
-                       encoding: str, snippet: Optional[str] = None,
-                       version: Optional[int] = None) -> types.WorkspaceEdit:
+def lsp_directive_edit(
+    uri: str,
+    info: FunctionInfo,
+    template: str,
+    lines: Sequence[str],
+    encoding: str,
+    snippet: Optional[str] = None,
+    version: Optional[int] = None,
+) -> types.WorkspaceEdit:
     """Insert `template` on its own line above the function (above its decorators), indented
     like the `def`; with `snippet` (the same line with tab stops, for a client that declares
     `workspace.workspaceEdit.snippetEditSupport`) as a SnippetTextEdit instead."""
@@ -192,9 +234,14 @@ def lsp_directive_edit(uri: str, info: FunctionInfo, template: str, lines: Seque
     position = lsp_position(lines, line, 0, encoding)
     where = types.Range(start=position, end=position)
     if snippet is not None:
-        return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
-            text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
-            edits=[types.SnippetTextEdit(range=where, snippet=types.StringValue(value=f"{indent}{snippet}\n"))])])
+        return types.WorkspaceEdit(
+            document_changes=[
+                types.TextDocumentEdit(
+                    text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
+                    edits=[types.SnippetTextEdit(range=where, snippet=types.StringValue(value=f"{indent}{snippet}\n"))],
+                )
+            ]
+        )
     return types.WorkspaceEdit(changes={uri: [types.TextEdit(range=where, new_text=f"{indent}{template}\n")]})
 
 
@@ -202,7 +249,13 @@ def lsp_function_range(info: FunctionInfo, lines: Sequence[str], encoding: str) 
     return lsp_line_range(lines, info.line - 1, encoding, info.column)
 
 
-def lsp_inlay_hint(line: int, label: str, lines: Sequence[str], encoding: str,
-                   tooltip: Optional[str] = None) -> types.InlayHint:
-    return types.InlayHint(position=lsp_line_end(lines, line, encoding), label=label,
-                           kind=types.InlayHintKind.Type, padding_left=True, tooltip=tooltip)
+def lsp_inlay_hint(
+    line: int, label: str, lines: Sequence[str], encoding: str, tooltip: Optional[str] = None
+) -> types.InlayHint:
+    return types.InlayHint(
+        position=lsp_line_end(lines, line, encoding),
+        label=label,
+        kind=types.InlayHintKind.Type,
+        padding_left=True,
+        tooltip=tooltip,
+    )

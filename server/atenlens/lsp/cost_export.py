@@ -6,6 +6,7 @@ Arguments: `[{"uri", "qualname" | "position", "path"?}]`. `path`: where to write
 asks with a save dialog); without it, `atenlens-<file>-<function>-memory.json` in the system's temporary
 folder. Nothing is traced: a function not traced yet (or traced without the cost forecast) gets a
 message saying so, and a file that cannot be written gets the operating system's reason."""
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,12 @@ async def export_memory_timeline(ls: Any, *arguments: Any) -> dict[str, Any]:
     state = ls.documents.get(document.uri)
     traced = state.traces.functions.get(info.qualname) if state is not None else None
     if traced is None or traced.report.status != "ok":
-        return _refuse(ls, info.qualname, f"{info.qualname} has no completed trace yet: trace it first "
-                                          "(its code lens, or atenlens: Trace the function at the cursor)")
+        return _refuse(
+            ls,
+            info.qualname,
+            f"{info.qualname} has no completed trace yet: trace it first "
+            "(its code lens, or atenlens: Trace the function at the cursor)",
+        )
     report = traced.report
     if report.summary.memory is None:
         return _refuse(ls, info.qualname, f"the last trace of {info.qualname} has no memory forecast")
@@ -50,9 +55,13 @@ async def export_memory_timeline(ls: Any, *arguments: Any) -> dict[str, Any]:
     except OSError as error:
         return _refuse(ls, info.qualname, f"could not write {path}: {error.strerror or error}")
     ls.show(f"atenlens: the memory timeline of {info.qualname} is in {path}; {VIEWERS}")
-    return {"written": True, "qualname": info.qualname, "path": path,
-            "events": sum(1 for e in data["traceEvents"] if e["ph"] != "M"),
-            "peak_bytes": report.summary.memory.peak_bytes}
+    return {
+        "written": True,
+        "qualname": info.qualname,
+        "path": path,
+        "events": sum(1 for e in data["traceEvents"] if e["ph"] != "M"),
+        "peak_bytes": report.summary.memory.peak_bytes,
+    }
 
 
 def _refuse(ls: Any, qualname: str, message: str) -> dict[str, Any]:

@@ -2,20 +2,23 @@
 share of the step and which roofline bound it is on, the device memory it allocated and who still
 held it when the line was done. Pure function of a `LineTrace`; the figures are the report's
 estimates (docs/cost.md)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
 from atenlens.cost import format_bytes, format_seconds
 
-if TYPE_CHECKING:                      # trace_view imports this module for the hints
+if TYPE_CHECKING:  # trace_view imports this module for the hints
     from atenlens.lsp.trace_view import LineTrace
 
 
 def cost_section(trace: LineTrace) -> Optional[str]:
     events = trace.forward + trace.backward + trace.optimizer
     seconds = sum(e.estimate_seconds for e in events)
-    by_phase = {p: sum(e.estimate_seconds for e in events if e.phase == p) for p in ("forward", "backward", "optimizer")}
+    by_phase = {
+        p: sum(e.estimate_seconds for e in events if e.phase == p) for p in ("forward", "backward", "optimizer")
+    }
     nested = sum(e.estimate_seconds for e in trace.nested + trace.nested_backward)
     memory = trace.memory
     if not seconds and not nested and (memory is None or not memory.bytes_allocated):

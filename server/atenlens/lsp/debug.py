@@ -5,6 +5,7 @@ the server holds after applying every incremental change, so a client can check 
 agree (the reliability tests do, after each of thousands of random edits), or null when the
 document is not open.
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional

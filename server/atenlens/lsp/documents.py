@@ -1,5 +1,6 @@
 """What the server remembers about each open document besides its text (pygls keeps the text):
 the functions of its last good parse, its lint results, its traces. Protocol-free."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,11 +23,13 @@ def shift_function(info: FunctionInfo, change: LineShift) -> Optional[FunctionIn
     end = change.map(info.end_line - 1)
     directive = change.map(info.directive_line - 1) if info.directive_line is not None else None
     return dataclasses.replace(
-        info, line=line + 1,
+        info,
+        line=line + 1,
         first_line=(first if first is not None else line) + 1,
         end_line=max(end if end is not None else line, line) + 1,
         directive_line=directive + 1 if directive is not None else None,
-        directive=info.directive if directive is not None else None)
+        directive=info.directive if directive is not None else None,
+    )
 
 
 @dataclass
@@ -43,7 +46,7 @@ class DocumentState:
     lint: Optional[LintResult] = None
     _functions: list[FunctionInfo] = field(default_factory=list)
     _functions_source: Optional[str] = None
-    large: bool = False                                     # it has been over LARGE_DOCUMENT_CHARS
+    large: bool = False  # it has been over LARGE_DOCUMENT_CHARS
     lens_cap_logged: bool = False
     _lines: list[str] = field(default_factory=list)
     _lines_source: Optional[str] = None
@@ -60,7 +63,7 @@ class DocumentState:
             try:
                 self._functions = find_functions(source, check_directives=True)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
-                pass                 # mid-edit: the last good parse's functions stay
+                pass  # mid-edit: the last good parse's functions stay
             self._functions_source = source
         return self._functions
 
@@ -87,4 +90,3 @@ class DocumentState:
         # the cached parse no longer belongs to the current text
         if self._functions_source is not None:
             self._functions_source = None
-

@@ -1,6 +1,7 @@
 """The language server's handlers: one per LSP method (named after it) or command, each glue: it asks
 the server's document state, lint or traces for the answer, converts it with `convert.lsp_*` and
 returns. `register` attaches them to an `AtenlensServer` (lsp/server.py)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -20,16 +21,22 @@ from atenlens.lsp.cost_export import CMD_EXPORT_MEMORY_TIMELINE, export_memory_t
 from atenlens.lsp.documents import DocumentState
 from atenlens.lsp.hover import hover_markdown
 from atenlens.lsp.hover_layout import PLAINTEXT, hover_layout, lay_out
-from atenlens.lsp.large import release_memory
-from atenlens.lsp.large import LARGE_DOCUMENT_CHARS
-from atenlens.lsp.lenses import CMD_CANCEL_TRACE, CMD_INSERT_DIRECTIVE, CMD_TRACE, running_lenses, trace_lens, wants_lens
+from atenlens.lsp.large import LARGE_DOCUMENT_CHARS, release_memory
+from atenlens.lsp.lenses import (
+    CMD_CANCEL_TRACE,
+    CMD_INSERT_DIRECTIVE,
+    CMD_TRACE,
+    running_lenses,
+    trace_lens,
+    wants_lens,
+)
 from atenlens.lsp.server import AtenlensServer
 from atenlens.lsp.settings import merge_problem_message
 from atenlens.lsp.status import interpreter_facts
 from atenlens.lsp.text import LineShift
 from atenlens.report import Code
 
-MAX_LENSED_FUNCTIONS = 20_000    # code lenses of one document: each costs its share of one response
+MAX_LENSED_FUNCTIONS = 20_000  # code lenses of one document: each costs its share of one response
 
 CMD_RESTART_WORKER = "atenlens.restartWorker"
 REQUEST_SERVER_INFO = "atenlens/serverInfo"
@@ -37,15 +44,16 @@ REQUEST_SERVER_INFO = "atenlens/serverInfo"
 
 def lsp_shift(change: types.TextDocumentContentChangeEvent) -> LineShift:
     if isinstance(change, types.TextDocumentContentChangePartial):
-        return LineShift.of_change(change.range.start.line, change.range.end.line,
-                                   change.range.end.character, change.text)
+        return LineShift.of_change(
+            change.range.start.line, change.range.end.line, change.range.end.character, change.text
+        )
     return LineShift.whole_text()
 
 
 def initialize(ls: AtenlensServer, params: types.InitializeParams) -> None:
     _settings, problems, decided = ls.decide_tracing(params.initialization_options, "initializationOptions")
     ls.pending_settings_message = merge_problem_message(problems)
-    ls.pending_trace_log = decided       # logged once the client is initialized
+    ls.pending_trace_log = decided  # logged once the client is initialized
 
 
 def initialized(ls: AtenlensServer, params: types.InitializedParams) -> None:
@@ -62,7 +70,7 @@ async def shutdown(ls: AtenlensServer, params: None) -> None:
 def workspace_did_change_configuration(ls: AtenlensServer, params: types.DidChangeConfigurationParams) -> None:
     if params.settings or not ls.capability("workspace.configuration"):
         ls.reconfigure(params.settings, "workspace/didChangeConfiguration")
-    else:   # the client sends no values (e.g. Neovim): ask for them
+    else:  # the client sends no values (e.g. Neovim): ask for them
         asyncio.get_running_loop().create_task(ls.pull_configuration())
 
 
@@ -85,7 +93,7 @@ def did_change(ls: AtenlensServer, params: types.DidChangeTextDocumentParams) ->
 
 def did_save(ls: AtenlensServer, params: types.DidSaveTextDocumentParams) -> None:
     uri = params.text_document.uri
-    if uri.endswith("/pyproject.toml"):      # its [tool.atenlens] may choose other rules now
+    if uri.endswith("/pyproject.toml"):  # its [tool.atenlens] may choose other rules now
         for open_uri in list(ls.documents):
             ls.lints.schedule(open_uri)
     document = ls.document(uri)
@@ -104,7 +112,7 @@ def did_close(ls: AtenlensServer, params: types.DidCloseTextDocumentParams) -> N
     ls.traces.cancel_where(lambda job: job.key[0] == uri, "the document was closed")
     ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
     if state is not None and state.large:
-        state = None                 # the last reference to its lines and results
+        state = None  # the last reference to its lines and results
         release_memory()
 
 
@@ -117,7 +125,7 @@ async def code_action(ls: AtenlensServer, params: types.CodeActionParams) -> lis
     wants = lambda kind: not only or any(kind == k or kind.startswith(f"{k}.") for k in only)  # noqa: E731
     lint = state.lint
     actions: list[types.CodeAction] = []
-    if lint is not None and lint.version == document.version:       # fixes of the text they were found in
+    if lint is not None and lint.version == document.version:  # fixes of the text they were found in
         if wants(types.CodeActionKind.QuickFix):
             actions += lint_fix_actions(ls, uri, state, params)
         if wants(types.CodeActionKind.SourceFixAll) and offered_fixes(lint.findings):
@@ -126,8 +134,9 @@ async def code_action(ls: AtenlensServer, params: types.CodeActionParams) -> lis
     return actions
 
 
-def lint_fix_actions(ls: AtenlensServer, uri: str, state: DocumentState,
-                     params: types.CodeActionParams) -> list[types.CodeAction]:
+def lint_fix_actions(
+    ls: AtenlensServer, uri: str, state: DocumentState, params: types.CodeActionParams
+) -> list[types.CodeAction]:
     """The fixes of the lint findings in the range (what `lint --fix` applies) and a `# noqa` for
     each of the client's diagnostics."""
     lint = state.lint
@@ -136,7 +145,7 @@ def lint_fix_actions(ls: AtenlensServer, uri: str, state: DocumentState,
     for finding, fix in offered_fixes(lint.findings, params.range.start.line, params.range.end.line):
         diagnostic = state.finding_diagnostics.get(finding)
         if diagnostic is None:
-            continue      # not shown: a trace that ran the line found no such problem
+            continue  # not shown: a trace that ran the line found no such problem
         actions.append(convert.lsp_fix_action(uri, fix, diagnostic, lint.lines, ls.encoding))
     for diagnostic in params.context.diagnostics:
         if diagnostic.source in (convert.LINT_SOURCE, convert.TRACE_SOURCE) and diagnostic.code:
@@ -151,8 +160,9 @@ async def fix_all_actions(ls: AtenlensServer, uri: str, state: DocumentState) ->
     document, lint = ls.document(uri), state.lint
     assert document is not None and lint is not None
     source, path = document.source, document.path
-    codes, _ = await asyncio.to_thread(ls.lint_config.codes, path if uri.startswith("file:") else None,
-                                       ls.settings.lint)
+    codes, _ = await asyncio.to_thread(
+        ls.lint_config.codes, path if uri.startswith("file:") else None, ls.settings.lint
+    )
     fixed, count, _ = await asyncio.to_thread(fix_source, source, lambda text: lint_source(text, path, codes))
     now = ls.document(uri)
     if not count or now is None or now.version != lint.version:
@@ -160,30 +170,38 @@ async def fix_all_actions(ls: AtenlensServer, uri: str, state: DocumentState) ->
     return [convert.lsp_fix_all_action(uri, fixed, lint.lines, ls.encoding)]
 
 
-def directive_actions(ls: AtenlensServer, uri: str, state: DocumentState,
-                      params: types.CodeActionParams) -> list[types.CodeAction]:
-    """"Add an example call", offered on the `def` line (or on a needs-inputs diagnostic), not all
+def directive_actions(
+    ls: AtenlensServer, uri: str, state: DocumentState, params: types.CodeActionParams
+) -> list[types.CodeAction]:
+    """ "Add an example call", offered on the `def` line (or on a needs-inputs diagnostic), not all
     over the body."""
     document = ls.document(uri)
     assert document is not None
     first = params.range.start.line
     info = function_at(state.functions(document.source), first + 1)
-    asked = info is not None and (info.first_line - 1 <= first <= info.line - 1 or any(
-        d.code == Code.NEEDS_INPUTS for d in params.context.diagnostics))
+    asked = info is not None and (
+        info.first_line - 1 <= first <= info.line - 1
+        or any(d.code == Code.NEEDS_INPUTS for d in params.context.diagnostics)
+    )
     if info is None or not asked or not info.needs_args or info.directive is not None:
         return []
     edit, _ = directive_edit(ls, document, info)
-    return [types.CodeAction(title=f"Add an atenlens example call for {info.qualname}",
-                             kind=types.CodeActionKind.QuickFix, edit=edit)]
+    return [
+        types.CodeAction(
+            title=f"Add an atenlens example call for {info.qualname}", kind=types.CodeActionKind.QuickFix, edit=edit
+        )
+    ]
 
 
-def directive_edit(ls: AtenlensServer, document: TextDocument, info: FunctionInfo) -> tuple[types.WorkspaceEdit, Proposal]:
+def directive_edit(
+    ls: AtenlensServer, document: TextDocument, info: FunctionInfo
+) -> tuple[types.WorkspaceEdit, Proposal]:
     """The edit inserting the proposed example call (example_call.py) above `info`: with its placeholders
     as tab stops where the client takes snippets in workspace edits, as plain text elsewhere."""
     source = document.source
     try:
         if len(source) > LARGE_DOCUMENT_CHARS:
-            raise SyntaxError("not parsed here")        # a large document is parsed elsewhere (lsp/large.py)
+            raise SyntaxError("not parsed here")  # a large document is parsed elsewhere (lsp/large.py)
         proposal = propose_call(source, info)
     except (SyntaxError, ValueError, RecursionError):
         proposal = Proposal(directive_template(info).split("# atenlens: ", 1)[1], (), None)
@@ -192,8 +210,9 @@ def directive_edit(ls: AtenlensServer, document: TextDocument, info: FunctionInf
     if ls.capability("workspace.workspace_edit.snippet_edit_support"):
         tab_stops = f"# atenlens: {snippet(proposal.expression, proposal.placeholders)}"
     lines = ls.state(document.uri).lines(source)
-    return convert.lsp_directive_edit(document.uri, info, text, lines, ls.encoding, tab_stops,
-                                      document.version), proposal
+    return convert.lsp_directive_edit(
+        document.uri, info, text, lines, ls.encoding, tab_stops, document.version
+    ), proposal
 
 
 def code_lens(ls: AtenlensServer, params: types.CodeLensParams) -> list[types.CodeLens]:
@@ -214,12 +233,23 @@ def code_lens(ls: AtenlensServer, params: types.CodeLensParams) -> list[types.Co
         where = convert.lsp_function_range(info, lines, ls.encoding)
         shown = running_lenses(info, job.started, now) if job is not None else [trace_lens(info)] if offered else []
         for lens in shown:
-            lenses.append(types.CodeLens(range=where, command=types.Command(
-                title=lens.title, command=lens.command, arguments=[{"uri": uri, "qualname": info.qualname}],
-                tooltip=lens.tooltip)))
+            lenses.append(
+                types.CodeLens(
+                    range=where,
+                    command=types.Command(
+                        title=lens.title,
+                        command=lens.command,
+                        arguments=[{"uri": uri, "qualname": info.qualname}],
+                        tooltip=lens.tooltip,
+                    ),
+                )
+            )
         if traced is not None:
-            lenses.append(types.CodeLens(range=where, command=types.Command(
-                title=traced.lens_title, command="", tooltip=traced.lens_tooltip)))
+            lenses.append(
+                types.CodeLens(
+                    range=where, command=types.Command(title=traced.lens_title, command="", tooltip=traced.lens_tooltip)
+                )
+            )
     return lenses
 
 
@@ -229,9 +259,15 @@ def lensed_functions(ls: AtenlensServer, uri: str, state: DocumentState, source:
     if len(functions) > MAX_LENSED_FUNCTIONS:
         if not state.lens_cap_logged:
             state.lens_cap_logged = True
-            ls.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=(
-                f"atenlens: {uri} has {len(functions):,} functions; code lenses are shown for the first "
-                f"{MAX_LENSED_FUNCTIONS:,} (the others can be traced by position)")))
+            ls.window_log_message(
+                types.LogMessageParams(
+                    type=types.MessageType.Info,
+                    message=(
+                        f"atenlens: {uri} has {len(functions):,} functions; code lenses are shown for the first "
+                        f"{MAX_LENSED_FUNCTIONS:,} (the others can be traced by position)"
+                    ),
+                )
+            )
         functions = functions[:MAX_LENSED_FUNCTIONS]
     return functions
 
@@ -243,8 +279,11 @@ def inlay_hint(ls: AtenlensServer, params: types.InlayHintParams) -> list[types.
         return []
     lines = ls.state(uri).lines(document.source)
     hints = state.traces.hints(ls.settings.hints, params.range.start.line, params.range.end.line)
-    return [convert.lsp_inlay_hint(line, label, lines, ls.encoding, tooltip)
-            for line, label, tooltip in hints if line < len(lines)]
+    return [
+        convert.lsp_inlay_hint(line, label, lines, ls.encoding, tooltip)
+        for line, label, tooltip in hints
+        if line < len(lines)
+    ]
 
 
 def hover(ls: AtenlensServer, params: types.HoverParams) -> Optional[types.Hover]:
@@ -255,31 +294,40 @@ def hover(ls: AtenlensServer, params: types.HoverParams) -> Optional[types.Hover
     owner = state.traces.line_owner(params.position.line)
     if owner is None:
         return None
-    markdown = hover_markdown(owner.lines[params.position.line], show_bookkeeping=ls.settings.hints.show_bookkeeping,
-                              stale_note=owner.stale_note if owner.stale else None)
+    markdown = hover_markdown(
+        owner.lines[params.position.line],
+        show_bookkeeping=ls.settings.hints.show_bookkeeping,
+        stale_note=owner.stale_note if owner.stale else None,
+    )
     if not markdown:
         return None
     lines = ls.state(uri).lines(document.source)
     capabilities = ls.client_capabilities
     formats = getattr(getattr(capabilities.text_document, "hover", None), "content_format", None)
     parser = getattr(getattr(capabilities.general, "markdown", None), "parser", None)
-    layout = hover_layout(formats, parser)      # tables, columns in code blocks, or plain text (hover_layout.py)
+    layout = hover_layout(formats, parser)  # tables, columns in code blocks, or plain text (hover_layout.py)
     kind = types.MarkupKind.PlainText if layout == PLAINTEXT else types.MarkupKind.Markdown
-    return types.Hover(contents=types.MarkupContent(kind=kind, value=lay_out(markdown, layout)),
-                       range=convert.lsp_line_range(lines, params.position.line, ls.encoding))
+    return types.Hover(
+        contents=types.MarkupContent(kind=kind, value=lay_out(markdown, layout)),
+        range=convert.lsp_line_range(lines, params.position.line, ls.encoding),
+    )
 
 
 async def trace(ls: AtenlensServer, *arguments: Any) -> dict[str, Any]:
     document, info = ls.resolve_target(list(arguments))
     if not ls.settings.trace.enabled:
-        message = ("atenlens: tracing is disabled (atenlens.trace.enabled is false, e.g. in an untrusted "
-                   "workspace): no code was run")
+        message = (
+            "atenlens: tracing is disabled (atenlens.trace.enabled is false, e.g. in an untrusted "
+            "workspace): no code was run"
+        )
         ls.show(message, types.MessageType.Warning)
         return {"status": "disabled", "qualname": info.qualname, "message": message}
     if info.directive_missing:
         # no code runs: the call would fail on the first name the module does not define
-        message = (f"atenlens: the example call of {info.qualname} reads {', '.join(info.directive_missing)}, "
-                   "which the module does not define at its top level: fill them in (no code was run)")
+        message = (
+            f"atenlens: the example call of {info.qualname} reads {', '.join(info.directive_missing)}, "
+            "which the module does not define at its top level: fill them in (no code was run)"
+        )
         ls.show(message, types.MessageType.Warning)
         return {"status": "needs-inputs", "qualname": info.qualname, "message": message}
     return await ls.run_trace(document, info)
@@ -301,10 +349,14 @@ async def insert_directive(ls: AtenlensServer, *arguments: Any) -> dict[str, Any
     if info.directive is not None:
         return {"applied": False, "message": "the function already has a directive"}
     edit, proposal = directive_edit(ls, document, info)
-    result = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
-        edit=edit, label="atenlens: add an example call"))
-    return {"applied": bool(result.applied), "directive": f"# atenlens: {proposal.expression}",
-            "placeholders": list(proposal.placeholders)}
+    result = await ls.workspace_apply_edit_async(
+        types.ApplyWorkspaceEditParams(edit=edit, label="atenlens: add an example call")
+    )
+    return {
+        "applied": bool(result.applied),
+        "directive": f"# atenlens: {proposal.expression}",
+        "placeholders": list(proposal.placeholders),
+    }
 
 
 async def restart_worker(ls: AtenlensServer, *arguments: Any) -> dict[str, Any]:
@@ -313,10 +365,16 @@ async def restart_worker(ls: AtenlensServer, *arguments: Any) -> dict[str, Any]:
 
 
 def server_info(ls: AtenlensServer, params: Any) -> dict[str, Any]:
-    return {"name": ls.name, "version": ls.version, "pid": os.getpid(),
-            "torchImported": "torch" in sys.modules, "workerStarts": ls.traces.worker_starts,
-            "openDocuments": len(ls.documents),
-            "positionEncoding": ls.encoding, **interpreter_facts()}
+    return {
+        "name": ls.name,
+        "version": ls.version,
+        "pid": os.getpid(),
+        "torchImported": "torch" in sys.modules,
+        "workerStarts": ls.traces.worker_starts,
+        "openDocuments": len(ls.documents),
+        "positionEncoding": ls.encoding,
+        **interpreter_facts(),
+    }
 
 
 def register(server: AtenlensServer) -> None:
@@ -328,8 +386,10 @@ def register(server: AtenlensServer) -> None:
     server.feature(types.TEXT_DOCUMENT_DID_CHANGE)(did_change)
     server.feature(types.TEXT_DOCUMENT_DID_SAVE)(did_save)
     server.feature(types.TEXT_DOCUMENT_DID_CLOSE)(did_close)
-    server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
-        code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.SourceFixAll]))(code_action)
+    server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.SourceFixAll]),
+    )(code_action)
     server.feature(types.TEXT_DOCUMENT_CODE_LENS)(code_lens)
     server.feature(types.TEXT_DOCUMENT_INLAY_HINT)(inlay_hint)
     server.feature(types.TEXT_DOCUMENT_HOVER)(hover)

@@ -7,6 +7,7 @@ counts the rest, bookkeeping ops (views, detach) are left out unless asked. A li
 model shows its module tree one level deep; a line that calls into user code shows what those calls
 ran (their top ops) and links to the function it rolls up.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -56,8 +57,9 @@ def _op_table(events: Sequence[Event], columns: Sequence[OpColumn], max_rows: in
     if len(listed) > max_rows:
         rest = listed[max_rows:]
         left = sum(n for _, n in rest)
-        rows.append(f"\n… and {len(rest)} more row{'s' if len(rest) != 1 else ''} "
-                    f"({left} op{'s' if left != 1 else ''})")
+        rows.append(
+            f"\n… and {len(rest)} more row{'s' if len(rest) != 1 else ''} ({left} op{'s' if left != 1 else ''})"
+        )
     return rows
 
 
@@ -69,8 +71,7 @@ def _ops(count: int) -> str:
     return f"{count} aten op{'s' if count != 1 else ''}"
 
 
-def _section(title: str, events: Sequence[Event], hidden: frozenset, columns: Sequence[OpColumn],
-             max_rows: int) -> str:
+def _section(title: str, events: Sequence[Event], hidden: frozenset, columns: Sequence[OpColumn], max_rows: int) -> str:
     shown = [e for e in events if e.name not in hidden]
     left_out = len(events) - len(shown)
     heading = f"**{title}** ({_ops(len(events))}"
@@ -117,8 +118,11 @@ def hover_markdown(trace: LineTrace, show_bookkeeping: bool = False, stale_note:
     if trace.calls:
         names = list(dict.fromkeys(e.name for e in trace.calls))
         shown = names[:_MAX_ROWS]
-        parts.append("**API calls:** " + ", ".join(f"`{n}`" for n in shown)
-                     + (f" and {len(names) - len(shown)} more" if len(names) > len(shown) else ""))
+        parts.append(
+            "**API calls:** "
+            + ", ".join(f"`{n}`" for n in shown)
+            + (f" and {len(names) - len(shown)} more" if len(names) > len(shown) else "")
+        )
     for root in trace.trees:
         parts.append("**Modules**\n\n```\n" + "\n".join(module_tree_lines(root, depth=1)) + "\n```")
     # under a module tree the tree is the summary: the op tables stay short
@@ -138,8 +142,9 @@ def hover_markdown(trace: LineTrace, show_bookkeeping: bool = False, stale_note:
     if flops and nested_flops:
         parts.append(f"**FLOPs:** {format_flops(flops)} (+ {format_flops(nested_flops)} inside calls)")
     elif flops or nested_flops:
-        parts.append(f"**FLOPs:** {format_flops(flops)}" if flops
-                     else f"**FLOPs:** {format_flops(nested_flops)} inside calls")
+        parts.append(
+            f"**FLOPs:** {format_flops(flops)}" if flops else f"**FLOPs:** {format_flops(nested_flops)} inside calls"
+        )
     cost = cost_section(trace)
     if cost is not None:
         parts.append(cost)
@@ -150,8 +155,13 @@ def hover_markdown(trace: LineTrace, show_bookkeeping: bool = False, stale_note:
         counted: dict[tuple[str, str], int] = {}
         for d in trace.diagnostics:
             counted[(d.code, d.message)] = counted.get((d.code, d.message), 0) + d.count
-        parts.append("**Diagnostics**\n\n" + "\n".join(
-            f"- `{code}` {message}" + (f" (×{count})" if count > 1 else "") for (code, message), count in counted.items()))
+        parts.append(
+            "**Diagnostics**\n\n"
+            + "\n".join(
+                f"- `{code}` {message}" + (f" (×{count})" if count > 1 else "")
+                for (code, message), count in counted.items()
+            )
+        )
     if parts and trace.notes:
         # what the whole trace is subject to (traced on cpu instead of cuda, events cut): first, one line each
         parts.insert(0, "\n\n".join(f"_Note: {note}_" for note in trace.notes))

@@ -16,6 +16,7 @@ The input is the subset of markdown hover.py, cost_hover.py and communication.py
 `**bold**`, `_italic_` lines, `` `code` ``, `[text](url)` links, `- ` lists, fenced code blocks and pipe
 tables (a header, a `|---|` row, rows; `\\|` is a pipe inside a cell).
 """
+
 from __future__ import annotations
 
 import re
@@ -55,14 +56,14 @@ def lay_out(markdown: str, layout: str) -> str:
         line = lines[index]
         if line.startswith(_FENCE):
             end = next((i for i in range(index + 1, len(lines)) if lines[i].startswith(_FENCE)), len(lines))
-            block = lines[index + 1:end]
+            block = lines[index + 1 : end]
             out.extend([_FENCE, *block, _FENCE] if layout == MARKDOWN_NO_TABLES else block)
             index = end + 1
         elif _is_table_start(lines, index):
             end = index
             while end < len(lines) and lines[end].startswith("|"):
                 end += 1
-            rows = [_cells(row) for i, row in enumerate(lines[index:end]) if i != 1]   # not the |---| row
+            rows = [_cells(row) for i, row in enumerate(lines[index:end]) if i != 1]  # not the |---| row
             columns = _columns(rows)
             out.extend([_FENCE, *columns, _FENCE] if layout == MARKDOWN_NO_TABLES else columns)
             index = end
@@ -73,8 +74,11 @@ def lay_out(markdown: str, layout: str) -> str:
 
 
 def _is_table_start(lines: list[str], index: int) -> bool:
-    return (lines[index].startswith("|") and index + 1 < len(lines)
-            and re.fullmatch(r"\|(\s*:?-+:?\s*\|)+", lines[index + 1].strip()) is not None)
+    return (
+        lines[index].startswith("|")
+        and index + 1 < len(lines)
+        and re.fullmatch(r"\|(\s*:?-+:?\s*\|)+", lines[index + 1].strip()) is not None
+    )
 
 
 def _cells(row: str) -> list[str]:
@@ -94,7 +98,7 @@ def _outside_code(line: str, change) -> str:
     """`change` applied to the parts of `line` that are not code spans."""
     parts, at = [], 0
     for match in _CODE_SPAN.finditer(line):
-        parts.append(change(line[at:match.start()]))
+        parts.append(change(line[at : match.start()]))
         parts.append(match.group(0))
         at = match.end()
     parts.append(change(line[at:]))

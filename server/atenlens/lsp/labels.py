@@ -1,5 +1,6 @@
 """Compact text for hints, lenses and hovers, in the vocabulary of torch's logging tensor
 (`f32[8, 32]`). Pure functions of report data."""
+
 from __future__ import annotations
 
 from typing import Optional, Sequence
@@ -8,6 +9,7 @@ from atenlens import vocabulary
 from atenlens.lsp.settings import HintSettings
 from atenlens.report import Event, Summary, TensorMeta
 from atenlens.vocabulary import dtype_abbr, format_flops
+
 
 def tensor_label(meta: TensorMeta) -> str:
     """`f32[8, 32]`; a DTensor's local shard with its placements: `f32[8, 32] Shard(1)`."""
@@ -41,10 +43,24 @@ def tensors_label_with_device(metas: Sequence[TensorMeta]) -> str:
 
 # Ops an optimizer runs to create its state on its first step (AdamW's `zeros_like` per parameter):
 # once per run, not per step, so a hint does not name them unless asked.
-SETUP_OPS = frozenset({
-    "zeros_like", "zeros", "empty", "empty_like", "empty_strided", "full", "full_like", "ones", "ones_like",
-    "scalar_tensor", "lift_fresh_copy", "new_zeros", "new_empty", "new_full",
-})
+SETUP_OPS = frozenset(
+    {
+        "zeros_like",
+        "zeros",
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "full",
+        "full_like",
+        "ones",
+        "ones_like",
+        "scalar_tensor",
+        "lift_fresh_copy",
+        "new_zeros",
+        "new_empty",
+        "new_full",
+    }
+)
 
 
 def is_setup_function(qualname: Optional[str]) -> bool:
@@ -104,10 +120,27 @@ def _join(segments: list[_Segment]) -> str:
 
 # Ops that only re-view or re-label a tensor: the first to go when a hint must be cut, so that
 # `t, addmm, relu, detach` becomes `addmm, relu +2` rather than `t, addmm +2`.
-MINOR_OPS = frozenset({
-    "t", "detach", "view", "_unsafe_view", "alias", "expand", "reshape", "transpose", "permute",
-    "unsqueeze", "squeeze", "as_strided", "lift_fresh", "clone", "_to_copy", "slice", "select",
-})
+MINOR_OPS = frozenset(
+    {
+        "t",
+        "detach",
+        "view",
+        "_unsafe_view",
+        "alias",
+        "expand",
+        "reshape",
+        "transpose",
+        "permute",
+        "unsqueeze",
+        "squeeze",
+        "as_strided",
+        "lift_fresh",
+        "clone",
+        "_to_copy",
+        "slice",
+        "select",
+    }
+)
 
 
 def _is_minor(name: str) -> bool:
@@ -144,8 +177,14 @@ def sync_label(count: int) -> str:
     return "sync" if count == 1 else f"sync×{count}"
 
 
-def line_hint(forward: Sequence[Event], backward: Sequence[Event], optimizer: Sequence[Event],
-              settings: HintSettings, hidden: frozenset = frozenset(), syncs: int = 0) -> Optional[str]:
+def line_hint(
+    forward: Sequence[Event],
+    backward: Sequence[Event],
+    optimizer: Sequence[Event],
+    settings: HintSettings,
+    hidden: frozenset = frozenset(),
+    syncs: int = 0,
+) -> Optional[str]:
     """`addmm f32[8, 32] · ∇ mm, sum · sync` for a line's own ops. Ops named in `hidden`
     (bookkeeping: views, detach) are not named, but a view still gives the line its shape;
     the optimizer's state setup (`zeros_like` per parameter) is not named unless asked."""
@@ -163,12 +202,18 @@ def line_hint(forward: Sequence[Event], backward: Sequence[Event], optimizer: Se
         segments.append(_Segment(shape, []))
     named_backward = visible(backward, hidden)
     if named_backward and settings.backward:
-        segments.append(_Segment("∇ ", counted_names(named_backward)) if settings.ops
-                        else _Segment(f"∇ {_ops(len(named_backward))}", []))
+        segments.append(
+            _Segment("∇ ", counted_names(named_backward))
+            if settings.ops
+            else _Segment(f"∇ {_ops(len(named_backward))}", [])
+        )
     named_optimizer = visible(optimizer, hidden)
     if named_optimizer:
-        segments.append(_Segment("opt ", counted_names(named_optimizer)) if settings.ops
-                        else _Segment(f"opt {_ops(len(named_optimizer))}", []))
+        segments.append(
+            _Segment("opt ", counted_names(named_optimizer))
+            if settings.ops
+            else _Segment(f"opt {_ops(len(named_optimizer))}", [])
+        )
     if syncs and settings.syncs:
         segments.append(_Segment(sync_label(syncs), []))
     if not segments:
@@ -176,8 +221,14 @@ def line_hint(forward: Sequence[Event], backward: Sequence[Event], optimizer: Se
     return fit(segments, settings.max_length)
 
 
-def rollup_hint(nested: Sequence[Event], backward: Sequence[Event], output: Optional[TensorMeta],
-                settings: HintSettings, syncs: int = 0, head: str = "") -> str:
+def rollup_hint(
+    nested: Sequence[Event],
+    backward: Sequence[Event],
+    output: Optional[TensorMeta],
+    settings: HintSettings,
+    syncs: int = 0,
+    head: str = "",
+) -> str:
     """`14 ops -> f32[8, 4] · ∇ 16 ops` for a line that calls into code whose ops happen deeper
     (user functions, a model's modules). `output` is what the call returned (a module's forward
     output), None when it is not known: the last op's output is not what the line returns."""

@@ -11,6 +11,7 @@ The child dies with the server (PR_SET_PDEATHSIG) and is killed when its lint is
 
 Torch-free; runs no user code (lint and function discovery are static).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,19 +31,20 @@ from atenlens.lint.findings import Finding, Fix, TextEdit
 
 logger = logging.getLogger(__name__)
 
-LARGE_DOCUMENT_CHARS = 512 * 1024     # ~0.5 s of parsing on a quiet machine: beyond it, a child parses
-_YIELD_EVERY = 500                    # results read between two yields to the event loop
-_LINE_LIMIT = 64 * 1024 * 1024        # one result line (a finding's fix may hold a long text)
+LARGE_DOCUMENT_CHARS = 512 * 1024  # ~0.5 s of parsing on a quiet machine: beyond it, a child parses
+_YIELD_EVERY = 500  # results read between two yields to the event loop
+_LINE_LIMIT = 64 * 1024 * 1024  # one result line (a finding's fix may hold a long text)
 
-_BOOT = ("import sys, json; sys.path[:] = json.loads(sys.argv[1]); "
-         "from atenlens.lsp.large import child_main; child_main()")
+_BOOT = (
+    "import sys, json; sys.path[:] = json.loads(sys.argv[1]); from atenlens.lsp.large import child_main; child_main()"
+)
 
 
 @dataclass
 class Analysis:
     findings: list[Finding]
-    functions: Optional[list[FunctionInfo]]      # None: the text does not parse
-    failure: Optional[str] = None                # why the child gave no result
+    functions: Optional[list[FunctionInfo]]  # None: the text does not parse
+    failure: Optional[str] = None  # why the child gave no result
 
 
 def _import_paths() -> list[str]:
@@ -51,16 +53,28 @@ def _import_paths() -> list[str]:
     return [p for p in sys.path if p and os.path.abspath(p) != cwd]
 
 
-async def analyze_elsewhere(source: str, path: Optional[str], select: Optional[Collection[str]],
-                            ignore: Optional[Collection[str]], lint: bool) -> Analysis:
+async def analyze_elsewhere(
+    source: str, path: Optional[str], select: Optional[Collection[str]], ignore: Optional[Collection[str]], lint: bool
+) -> Analysis:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-I", "-c", _BOOT, json.dumps(_import_paths()),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        limit=_LINE_LIMIT)
+        sys.executable,
+        "-I",
+        "-c",
+        _BOOT,
+        json.dumps(_import_paths()),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        limit=_LINE_LIMIT,
+    )
     try:
-        request = {"source": source, "path": path, "lint": lint,
-                   "select": list(select) if select is not None else None,
-                   "ignore": list(ignore) if ignore is not None else None}
+        request = {
+            "source": source,
+            "path": path,
+            "lint": lint,
+            "select": list(select) if select is not None else None,
+            "ignore": list(ignore) if ignore is not None else None,
+        }
         assert process.stdin is not None and process.stdout is not None and process.stderr is not None
         process.stdin.write(json.dumps(request).encode("utf-8"))
         await process.stdin.drain()
@@ -76,14 +90,15 @@ async def analyze_elsewhere(source: str, path: Optional[str], select: Optional[C
                 findings.append(_finding(item[1]))
             elif kind == "function":
                 assert functions is not None
-                functions.append(FunctionInfo(*(tuple(v) if isinstance(v, list) else v for v in item[1])))
+                fields: list[Any] = [tuple(v) if isinstance(v, list) else v for v in item[1]]
+                functions.append(FunctionInfo(*fields))
             elif kind == "syntax-error":
                 functions = None
             elif kind == "done":
                 done = True
             count += 1
             if count % _YIELD_EVERY == 0:
-                await asyncio.sleep(0)   # let other requests in
+                await asyncio.sleep(0)  # let other requests in
         stderr = (await process.stderr.read())[-2000:].decode("utf-8", "replace")
         code = await process.wait()
         if not done:
@@ -115,7 +130,7 @@ def release_memory() -> None:
 def child_main() -> None:
     """The child: one request on stdin, one JSON array per line on stdout, then `["done"]`."""
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
     from atenlens.functions import find_functions

@@ -8,6 +8,7 @@ and those that look like a training step (`forward`, a name ending in `step`, a 
 `.backward()` or `.step()`). `"all"` gives every function and method one, `"none"` none. A function
 that was traced keeps its summary lens whatever the choice.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ CMD_CANCEL_TRACE = "atenlens.cancelTrace"
 class Lens:
     info: FunctionInfo
     title: str
-    command: str                  # "" for a lens that only shows text (a trace's summary)
+    command: str  # "" for a lens that only shows text (a trace's summary)
     tooltip: Optional[str] = None
 
 
@@ -43,15 +44,19 @@ def wants_lens(info: FunctionInfo, functions: str) -> bool:
 
 
 def trace_lens(info: FunctionInfo) -> Lens:
-    """"Trace this step" only where the function can be traced: not before it has an example call, nor
+    """ "Trace this step" only where the function can be traced: not before it has an example call, nor
     while that call still reads names the module does not define (its placeholders)."""
     if info.needs_args and info.directive is None:
         return Lens(info, "Add an example call to trace", CMD_INSERT_DIRECTIVE)
     if info.directive_missing:
         names = ", ".join(info.directive_missing)
-        return Lens(info, f"Fill in the example call to trace: {names}", "",
-                    f"The `# atenlens:` example call reads {names}, which the module does not define at its top "
-                    "level (the trace imports it: `if __name__ == \"__main__\":` does not run)")
+        return Lens(
+            info,
+            f"Fill in the example call to trace: {names}",
+            "",
+            f"The `# atenlens:` example call reads {names}, which the module does not define at its top "
+            'level (the trace imports it: `if __name__ == "__main__":` does not run)',
+        )
     return Lens(info, "Trace this step", CMD_TRACE)
 
 

@@ -7,6 +7,7 @@ pyproject.toml's folder) gets no lint findings. A bad pyproject.toml is reported
 version of the file and the document is linted with the editor's settings alone, as ruff's
 server does: the user sees the problem and keeps a working editor.
 """
+
 from __future__ import annotations
 
 import os

@@ -1,20 +1,21 @@
 """When each open document is linted: at once after a pause in typing, coalesced within a burst of
 changes, never two lints of one document at a time. Protocol-free: what a lint does is the
 `lint` coroutine the server passes in."""
+
 from __future__ import annotations
 
 import asyncio
 from typing import Awaitable, Callable
 
-LINT_DEBOUNCE_SECONDS = 0.03      # coalesces a burst of changes; lints only the latest version
+LINT_DEBOUNCE_SECONDS = 0.03  # coalesces a burst of changes; lints only the latest version
 
 
 class LintSchedule:
     def __init__(self, lint: Callable[[str], Awaitable[None]]) -> None:
         self._lint = lint
-        self._latest: dict[str, asyncio.Task[None]] = {}     # the latest lint asked for, per document
-        self._running: dict[str, asyncio.Task[None]] = {}    # the one whose thread is running
-        self._last_change: dict[str, float] = {}             # loop time of the latest didChange
+        self._latest: dict[str, asyncio.Task[None]] = {}  # the latest lint asked for, per document
+        self._running: dict[str, asyncio.Task[None]] = {}  # the one whose thread is running
+        self._last_change: dict[str, float] = {}  # loop time of the latest didChange
 
     def changed(self, uri: str) -> None:
         """Lints after a change: a change after a pause (typing) at once; changes that follow each
@@ -42,11 +43,11 @@ class LintSchedule:
 
     async def _lint_later(self, uri: str, delay: float) -> None:
         if delay:
-            await asyncio.sleep(delay)   # debounce: a newer change cancels this task
+            await asyncio.sleep(delay)  # debounce: a newer change cancels this task
         while (running := self._running.get(uri)) is not None:
             await asyncio.wait([running])
         if uri not in self._latest:
-            return                       # closed meanwhile
+            return  # closed meanwhile
         this = asyncio.current_task()
         assert this is not None
         self._running[uri] = this

@@ -10,6 +10,7 @@ put together the way the editor shows them. Protocol-free; lines here are 0-base
   (edited since it ran) or one traced on cpu neither confirms nor refutes anything.
 - `# noqa: AL100` (or a bare `# noqa`) on a line silences the trace's AL100 there as the lint's.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,16 +30,16 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "information": 2, "info": 2, "hint"
 @dataclass(frozen=True)
 class TraceProblem:
     line: int
-    diagnostic: Diagnostic       # the first trace's (its code, column, cause)
-    message: str                 # merged over the traces that found it, with counts
+    diagnostic: Diagnostic  # the first trace's (its code, column, cause)
+    message: str  # merged over the traces that found it, with counts
     severity: str
-    traces: tuple[str, ...]      # qualnames of the traces that found it
+    traces: tuple[str, ...]  # qualnames of the traces that found it
 
 
 @dataclass(frozen=True)
 class Problem:
     line: int
-    finding: Optional[Finding] = None      # the lint's, when it found it too (its columns and fix)
+    finding: Optional[Finding] = None  # the lint's, when it found it too (its columns and fix)
     trace: Optional[TraceProblem] = None
 
     @property
@@ -69,15 +70,22 @@ def merge_trace_problems(found: Sequence[tuple[str, int, Diagnostic]]) -> list[T
             if counts == {1}:
                 message = first.message
             elif len(counts) == 1:
-                message = first.message + f" ({_count(first)} in each of the traces of " \
-                    + ", ".join(q for q, _ in entries) + ")"
+                message = (
+                    first.message
+                    + f" ({_count(first)} in each of the traces of "
+                    + ", ".join(q for q, _ in entries)
+                    + ")"
+                )
             else:
                 message = first.message + " (" + ", ".join(f"{_count(d)} in the trace of {q}" for q, d in entries) + ")"
-        else:   # the traces saw different things here: say which saw what
+        else:  # the traces saw different things here: say which saw what
             message = "\n".join(f"{q}: {d.message}" + (f" ({_count(d)})" if d.count > 1 else "") for q, d in entries)
         severity = min((d.severity for _, d in entries), key=lambda s: _SEVERITY_ORDER.get(s, 1))
-        problems.append(TraceProblem(line=line, diagnostic=first, message=message, severity=severity,
-                                     traces=tuple(q for q, _ in entries)))
+        problems.append(
+            TraceProblem(
+                line=line, diagnostic=first, message=message, severity=severity, traces=tuple(q for q, _ in entries)
+            )
+        )
     return problems
 
 
@@ -100,13 +108,14 @@ def document_problems(findings: Sequence[Finding], traces: DocumentTraces, lines
         key = (line, finding.code)
         if finding.code in CONFIRMABLE:
             if key in confirming:
-                if key not in confirmed:      # two findings of one code on one line: one problem
+                if key not in confirmed:  # two findings of one code on one line: one problem
                     confirmed.add(key)
                     problems.append(Problem(line=line, finding=finding, trace=confirming[key]))
                 continue
             if line in ran:
-                continue                      # the trace ran this line and found no such hazard
+                continue  # the trace ran this line and found no such hazard
         problems.append(Problem(line=line, finding=finding))
-    problems.extend(Problem(line=p.line, trace=p) for p in trace_problems
-                    if (p.line, p.diagnostic.code) not in confirmed)
+    problems.extend(
+        Problem(line=p.line, trace=p) for p in trace_problems if (p.line, p.diagnostic.code) not in confirmed
+    )
     return problems

@@ -33,6 +33,7 @@ ServerNotInitialized (-32002) instead of an InternalError with a traceback; a re
 `shutdown` gets InvalidRequest (pygls never answered). A didChange whose range ends before it
 starts is refused whole (pygls dropped the change and still took the new version).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -42,8 +43,7 @@ from concurrent.futures import Future
 from typing import Any, Callable, Optional, Sequence
 
 from lsprotocol import types
-from pygls.exceptions import (JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest,
-                              JsonRpcServerNotInitialized)
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest, JsonRpcServerNotInitialized
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 from pygls.workspace import TextDocument, Workspace
@@ -54,7 +54,9 @@ logger = logging.getLogger(__name__)
 
 # The workDoneToken of the `workspace/executeCommand` request whose handler is running, if any.
 WORK_DONE_TOKEN: contextvars.ContextVar[Optional[types.ProgressToken]] = contextvars.ContextVar(
-    "atenlens_work_done_token", default=None)
+    "atenlens_work_done_token", default=None
+)
+
 
 def lsp_lines(text: str) -> tuple[str, ...]:
     """`text.splitlines(keepends=True)`, but breaking only at \\n, \\r\\n and \\r (atenlens/lines.py)."""
@@ -68,16 +70,27 @@ class LspTextDocument(TextDocument):
     @property
     def lines(self) -> Sequence[str]:
         source = self.source
-        if source is not self._lines_of:     # kept while the text is the same (pygls asks often)
+        if source is not self._lines_of:  # kept while the text is the same (pygls asks often)
             self._lines, self._lines_of = lsp_lines(source), source
         return self._lines
 
 
 class LspWorkspace(Workspace):
-    def _create_text_document(self, doc_uri: str, source: Optional[str] = None, version: Optional[int] = None,
-                              language_id: Optional[str] = None) -> TextDocument:
-        return LspTextDocument(doc_uri, source=source, version=version, language_id=language_id,
-                               sync_kind=self._sync_kind, position_codec=self._position_codec)
+    def _create_text_document(
+        self,
+        doc_uri: str,
+        source: Optional[str] = None,
+        version: Optional[int] = None,
+        language_id: Optional[str] = None,
+    ) -> TextDocument:
+        return LspTextDocument(
+            doc_uri,
+            source=source,
+            version=version,
+            language_id=language_id,
+            sync_kind=self._sync_kind,
+            position_codec=self._position_codec,
+        )
 
 
 class _Answered:
@@ -111,9 +124,11 @@ class AtenlensProtocol(LanguageServerProtocol):
         """A frame or message that could not be read: said in the log (stderr and window/logMessage)."""
         logger.error("atenlens: protocol error: %s", text)
         try:
-            self.notify(types.WINDOW_LOG_MESSAGE, types.LogMessageParams(
-                type=types.MessageType.Error, message=f"atenlens: protocol error: {text}"))
-        except Exception:                # noqa: BLE001 - the log on stderr is enough
+            self.notify(
+                types.WINDOW_LOG_MESSAGE,
+                types.LogMessageParams(type=types.MessageType.Error, message=f"atenlens: protocol error: {text}"),
+            )
+        except Exception:  # noqa: BLE001 - the log on stderr is enough
             pass
 
     def dispatch_json(self, data: Any) -> None:
@@ -128,34 +143,43 @@ class AtenlensProtocol(LanguageServerProtocol):
         method = data.get("method")
         if "id" in data and not _valid_id(data["id"]):
             if isinstance(method, str):
-                self._refuse(None, JsonRpcInvalidRequest(message=f"{method}: a request's id must be an integer "
-                                                                 "or a string"))
+                self._refuse(
+                    None, JsonRpcInvalidRequest(message=f"{method}: a request's id must be an integer or a string")
+                )
             else:
                 self.protocol_error(f"a response whose id is not an integer or a string: {data['id']!r}; ignored")
             return
         if isinstance(method, str) and "id" in data:
             if _is_notification(method):
-                self._refuse(data["id"], JsonRpcInvalidRequest(
-                    message=f"{method} is a notification; it was sent with an id and was not handled"))
+                self._refuse(
+                    data["id"],
+                    JsonRpcInvalidRequest(
+                        message=f"{method} is a notification; it was sent with an id and was not handled"
+                    ),
+                )
                 return
             if method != types.INITIALIZE and not self._initialize_seen:
-                self._refuse(data["id"], JsonRpcServerNotInitialized(
-                    message=f"{method}: the server has not been initialized"))
+                self._refuse(
+                    data["id"], JsonRpcServerNotInitialized(message=f"{method}: the server has not been initialized")
+                )
                 return
             if self._shutdown:
-                self._refuse(data["id"], JsonRpcInvalidRequest(
-                    message=f"{method}: the server has been shut down; only `exit` is accepted"))
+                self._refuse(
+                    data["id"],
+                    JsonRpcInvalidRequest(message=f"{method}: the server has been shut down; only `exit` is accepted"),
+                )
                 return
             if method == types.INITIALIZE:
                 self._initialize_seen = True
         elif isinstance(method, str) and method != types.EXIT and (self._shutdown or not self._initialize_seen):
-            logger.warning("ignoring the notification %s %s", method,
-                           "after shutdown" if self._shutdown else "before initialize")
+            logger.warning(
+                "ignoring the notification %s %s", method, "after shutdown" if self._shutdown else "before initialize"
+            )
             return
         try:
             message = self.structure_message(data)
             self.handle_message(message)
-        except Exception:                # noqa: BLE001 - one message never ends the server
+        except Exception:  # noqa: BLE001 - one message never ends the server
             logger.exception("unable to handle a message")
 
     def _refuse(self, msg_id: Any, error: JsonRpcException) -> None:
@@ -174,13 +198,14 @@ class AtenlensProtocol(LanguageServerProtocol):
                         f"textDocument/didChange of {params.text_document.uri} (version "
                         f"{params.text_document.version}) has a range that ends ({end.line}:{end.character}) "
                         f"before it starts ({start.line}:{start.character}); the change was not applied, and "
-                        "the server's text may differ from the editor's until the document is reopened")
+                        "the server's text may differ from the editor's until the document is reopened"
+                    )
                     return None
         return (yield from super().lsp_text_document__did_change(params))
 
     @lsp_method(types.EXIT)
     def lsp_exit(self, *args: Any) -> Any:
-        if self.on_exit is None:         # not on the stdio transport: pygls's own exit
+        if self.on_exit is None:  # not on the stdio transport: pygls's own exit
             return (yield from super().lsp_exit(*args))
         self.on_exit()
         return None
@@ -209,20 +234,27 @@ class AtenlensProtocol(LanguageServerProtocol):
                     future.set_exception(error)
                 return ANSWERED
             if not ("id" in data and isinstance(data.get("method"), str)):
-                raise                   # a notification: nobody waits for an answer
+                raise  # a notification: nobody waits for an answer
             if isinstance(error, JsonRpcInvalidParams):
                 error = JsonRpcInvalidParams(message=f"Invalid params for {data['method']}")
             self._send_response(data["id"], None, error.to_response_error())
             return ANSWERED
 
-    def _execute_handler(self, msg_id: Any, handler: Callable[..., Any], callback: Callable[[Future], Any],
-                         args: Optional[tuple[Any, ...]] = None, kwargs: Optional[dict[str, Any]] = None) -> None:
+    def _execute_handler(
+        self,
+        msg_id: Any,
+        handler: Callable[..., Any],
+        callback: Callable[[Future], Any],
+        args: Optional[tuple[Any, ...]] = None,
+        kwargs: Optional[dict[str, Any]] = None,
+    ) -> None:
         if getattr(callback, "__func__", None) is LanguageServerProtocol._check_handler_result:
-            check_result = callback      # a notification: nobody will ever look its future up
+            check_result = callback  # a notification: nobody will ever look its future up
 
             def callback(future: Future, msg_id: Any = msg_id) -> None:
                 self._request_futures.pop(msg_id, None)
                 check_result(future)
+
         super()._execute_handler(msg_id, handler, callback, args, kwargs)
 
     def handle_message(self, message: Any) -> None:
@@ -233,7 +265,7 @@ class AtenlensProtocol(LanguageServerProtocol):
     @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
     def lsp_workspace__execute_command(self, params: types.ExecuteCommandParams) -> Any:
         commands = super().lsp_workspace__execute_command(params)
-        handler, args, kwargs = next(commands)      # raises InvalidParams as pygls does
+        handler, args, kwargs = next(commands)  # raises InvalidParams as pygls does
         token = params.work_done_token
         # The future the request's answer comes from; a `$/cancelRequest` cancels it, but pygls runs
         # the command in a task of its own that the cancel does not reach.
@@ -249,6 +281,7 @@ class AtenlensProtocol(LanguageServerProtocol):
                 if request is not None and task is not None:
                     request.add_done_callback(lambda future: task.cancel() if future.cancelled() else None)
                 return await command(*args, **kwargs)
+
         result = yield handler, args, kwargs
         try:
             commands.send(result)

@@ -8,6 +8,7 @@ This process never imports torch and never runs user code: linting is static, tr
 in the trace worker's child process, which is started on the first trace and never when
 `trace.enabled` is false. The custom request `atenlens/serverInfo` reports both facts.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,25 +48,26 @@ logger = logging.getLogger(__name__)
 
 NAME = "atenlens"
 VERSION = __version__
-PROGRESS_CREATE_SECONDS = 2.0     # how long a trace waits for the client to accept its progress token
-LENS_TICK_SECONDS = 1.0           # how often the lens of a trace in flight is redrawn (its seconds)
+PROGRESS_CREATE_SECONDS = 2.0  # how long a trace waits for the client to accept its progress token
+LENS_TICK_SECONDS = 1.0  # how often the lens of a trace in flight is redrawn (its seconds)
 
 
 class AtenlensServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__(NAME, VERSION, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
-                         protocol_cls=AtenlensProtocol)
+        super().__init__(
+            NAME, VERSION, text_document_sync_kind=types.TextDocumentSyncKind.Incremental, protocol_cls=AtenlensProtocol
+        )
         self.settings = Settings()
         self.pending_settings_message: Optional[str] = None
-        self.trace_decided_by = "no source has given trace.enabled yet"   # for the log: what decided tracing
+        self.trace_decided_by = "no source has given trace.enabled yet"  # for the log: what decided tracing
         self.pending_trace_log = ""
         self.documents: dict[str, DocumentState] = {}
         self.lint_config = WorkspaceLintConfig(tuple(rule.code for rule in RULES))
         self.lints = LintSchedule(self.lint_now)
         self.traces = TraceQueue(self._make_worker)
         self._progress_ids = itertools.count(1)
-        self._building: list[TraceSpan] = []   # spans of finished traces whose views are being built
-        self._worker_logged = 0                 # the worker start whose torch and Python were logged
+        self._building: list[TraceSpan] = []  # spans of finished traces whose views are being built
+        self._worker_logged = 0  # the worker start whose torch and Python were logged
 
     # --- helpers used by the handlers -------------------------------------------------------
 
@@ -93,7 +95,7 @@ class AtenlensServer(LanguageServer):
         return bool(value)
 
     def _make_worker(self) -> Any:
-        from atenlens.worker.client import TraceWorker   # torch-free; imported only when tracing
+        from atenlens.worker.client import TraceWorker  # torch-free; imported only when tracing
 
         return TraceWorker(python=sys.executable, memory_limit_mb=self.settings.trace.memory_limit_mb)
 
@@ -137,9 +139,10 @@ class AtenlensServer(LanguageServer):
     async def pull_configuration(self) -> None:
         source = "workspace/configuration"
         try:
-            answer = await self.workspace_configuration_async(types.ConfigurationParams(
-                items=[types.ConfigurationItem(section="atenlens")]))
-        except Exception as error:     # an error, or an answer that is not a list: no values
+            answer = await self.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section="atenlens")])
+            )
+        except Exception as error:  # an error, or an answer that is not a list: no values
             logger.warning("workspace/configuration failed: %r", error)
             answer, source = None, "workspace/configuration (an error or an answer that is not a list)"
         self.reconfigure(answer[0] if answer else None, source)
@@ -168,21 +171,21 @@ class AtenlensServer(LanguageServer):
                 findings, problem = await asyncio.to_thread(self._lint_document, source, document.path, path)
             if problem:
                 self.show(problem, types.MessageType.Warning)
-        if large:                        # parsed elsewhere, functions too (lsp/large.py)
+        if large:  # parsed elsewhere, functions too (lsp/large.py)
             analysis = await analyze_elsewhere(source, document.path, codes, None, lint.enabled)
             if analysis.failure is not None:
                 logger.warning("atenlens: %s: %s", uri, analysis.failure)
             findings = analysis.findings
         current = self.document(uri)
         if current is None or current.version != version:
-            return                       # a newer version is on its way to being linted
+            return  # a newer version is on its way to being linted
         state = self.documents.get(uri)
         if state is None:
-            return                       # closed meanwhile
+            return  # closed meanwhile
         state.lint = LintResult(version=version, lines=state.lines(source), findings=findings)
         self.publish(uri)
         if analysis is not None and analysis.failure is None and state.found_functions(source, analysis.functions):
-            self.refresh_views()         # its code lenses were those of the previous analysis
+            self.refresh_views()  # its code lenses were those of the previous analysis
 
     def _lint_document(self, source: str, key: str, path: Optional[str]) -> tuple[list, Optional[str]]:
         """(findings, a message for the user): the rules that `[tool.atenlens]` and the editor's
@@ -195,17 +198,18 @@ class AtenlensServer(LanguageServer):
         if state is None or document is None or state.lint is None:
             return
         if document.version != state.lint.version:
-            return      # a lint of the newer text is scheduled; it publishes both kinds, in step
+            return  # a lint of the newer text is scheduled; it publishes both kinds, in step
         lines = state.lint.lines
         diagnostics = []
-        state.finding_diagnostics = {}     # the published diagnostic of each lint finding (for its fix)
+        state.finding_diagnostics = {}  # the published diagnostic of each lint finding (for its fix)
         for problem in document_problems(state.lint.findings, state.traces, lines):
             diagnostic = convert.lsp_problem_diagnostic(problem, lines, self.encoding)
             if problem.finding is not None:
                 state.finding_diagnostics[problem.finding] = diagnostic
             diagnostics.append(diagnostic)
-        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
-            uri=uri, version=state.lint.version, diagnostics=diagnostics))
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, version=state.lint.version, diagnostics=diagnostics)
+        )
         self.send_file_status(uri, state, diagnostics)
 
     def log_worker_once(self) -> None:
@@ -213,8 +217,10 @@ class AtenlensServer(LanguageServer):
         ready = self.traces.worker_ready_info()
         if self.traces.worker_starts != self._worker_logged and ready.get("torch"):
             self._worker_logged = self.traces.worker_starts
-            self.log(f"atenlens: the trace worker (pid {ready.get('pid')}) runs torch {ready['torch']} on Python "
-                     f"{platform.python_version()} ({sys.executable})")
+            self.log(
+                f"atenlens: the trace worker (pid {ready.get('pid')}) runs torch {ready['torch']} on Python "
+                f"{platform.python_version()} ({sys.executable})"
+            )
 
     def send_file_status(self, uri: str, state: DocumentState, diagnostics: list[types.Diagnostic]) -> None:
         """The file's line for the status bar (lsp/status.py), to a client that asked for it."""
@@ -235,8 +241,10 @@ class AtenlensServer(LanguageServer):
         if isinstance(argument, list) and len(argument) == 1:
             argument = argument[0]
         if not isinstance(argument, dict) or not isinstance(argument.get("uri"), str):
-            raise JsonRpcInvalidParams(message='expected [{"uri": ..., "qualname": ...}] or '
-                                               '[{"uri": ..., "position": {"line": ..., "character": ...}}]')
+            raise JsonRpcInvalidParams(
+                message='expected [{"uri": ..., "qualname": ...}] or '
+                '[{"uri": ..., "position": {"line": ..., "character": ...}}]'
+            )
         uri = argument["uri"]
         document = self.document(uri)
         if document is None:
@@ -250,8 +258,10 @@ class AtenlensServer(LanguageServer):
         else:
             raise JsonRpcInvalidParams(message="expected a qualname or a position")
         if info is None:
-            raise JsonRpcInvalidParams(message="no traceable function there"
-                                       + (f" named {argument['qualname']!r}" if "qualname" in argument else ""))
+            raise JsonRpcInvalidParams(
+                message="no traceable function there"
+                + (f" named {argument['qualname']!r}" if "qualname" in argument else "")
+            )
         return document, info
 
     async def run_trace(self, document: TextDocument, info: FunctionInfo, trigger: str = "command") -> dict[str, Any]:
@@ -260,8 +270,9 @@ class AtenlensServer(LanguageServer):
         the function's lens counts the seconds ("tracing… 3.1 s")."""
         loop = asyncio.get_running_loop()
         started = loop.time()
-        ticker = loop.create_task(self._tick_lenses()) if self.capability("workspace.code_lens.refresh_support") \
-            else None
+        ticker = (
+            loop.create_task(self._tick_lenses()) if self.capability("workspace.code_lens.refresh_support") else None
+        )
         result: Optional[dict[str, Any]] = None
         try:
             result = await self._trace(document, info)
@@ -280,26 +291,34 @@ class AtenlensServer(LanguageServer):
             self.log_line(trace_log_line(result, trigger, loop.time() - started))
 
     async def _tick_lenses(self) -> None:
-        self.workspace_code_lens_refresh(None)         # "waiting to trace…" or "tracing… 0.0 s" at once
+        self.workspace_code_lens_refresh(None)  # "waiting to trace…" or "tracing… 0.0 s" at once
         while True:
             await asyncio.sleep(LENS_TICK_SECONDS)
             self.workspace_code_lens_refresh(None)
 
     def log_line(self, line: LogLine) -> None:
         kind = {"error": types.MessageType.Error, "warning": types.MessageType.Warning}.get(
-            line.severity, types.MessageType.Info)
+            line.severity, types.MessageType.Info
+        )
         logger.info(line.message)
         self.window_log_message(types.LogMessageParams(type=kind, message=line.message))
 
     async def _trace(self, document: TextDocument, info: FunctionInfo) -> dict[str, Any]:
         uri, source = document.uri, document.source
         settings = self.settings.trace
-        request = TraceRequest(file=document.path, qualname=info.qualname, device=settings.device,  # type: ignore[arg-type]
-                               timeout_seconds=settings.timeout_seconds, source=source, gpu=settings.gpu,
-                               **_ranks_request(settings))
+        request = TraceRequest(
+            file=document.path,
+            qualname=info.qualname,
+            device=settings.device,  # type: ignore[arg-type]
+            timeout_seconds=settings.timeout_seconds,
+            source=source,
+            gpu=settings.gpu,
+            **_ranks_request(settings),
+        )
         first = (info.directive_line or info.first_line) - 1
-        span = TraceSpan(uri=uri, first=first, last=info.end_line - 1, def_line=info.line - 1,
-                         lines=self.state(uri).lines(source))
+        span = TraceSpan(
+            uri=uri, first=first, last=info.end_line - 1, def_line=info.line - 1, lines=self.state(uri).lines(source)
+        )
         job = self.traces.submit((uri, info.qualname), request, span)
         token = None
         try:
@@ -312,8 +331,7 @@ class AtenlensServer(LanguageServer):
             raise
         finally:
             if token is not None:
-                self.work_done_progress.end(token, types.WorkDoneProgressEnd(
-                    message=job.reason or "done"))
+                self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=job.reason or "done"))
                 self.work_done_progress.tokens.pop(token, None)
         self.log_worker_once()
         if outcome.cancelled:
@@ -327,8 +345,16 @@ class AtenlensServer(LanguageServer):
         # (edits meanwhile are recorded in span.shifts by on_text_change, as while it ran)
         self._building.append(span)
         try:
-            traced = await asyncio.to_thread(build_traced_function, outcome.report, document.path, span.lines,
-                                             info.qualname, span.first, span.last, span.def_line)
+            traced = await asyncio.to_thread(
+                build_traced_function,
+                outcome.report,
+                document.path,
+                span.lines,
+                info.qualname,
+                span.first,
+                span.last,
+                span.def_line,
+            )
         finally:
             self._building.remove(span)
         if self.document(uri) is None:
@@ -339,14 +365,21 @@ class AtenlensServer(LanguageServer):
         assert current is not None
         traced.revalidate(self.state(uri).lines(current.source))
         for note in outcome.report.notes:
-            self.window_log_message(types.LogMessageParams(
-                type=types.MessageType.Info, message=f"atenlens: trace of {info.qualname}: {note}"))
+            self.window_log_message(
+                types.LogMessageParams(
+                    type=types.MessageType.Info, message=f"atenlens: trace of {info.qualname}: {note}"
+                )
+            )
         state = self.state(uri)
         state.traces.put(traced)
         self.publish(uri)
         self.refresh_views()
-        return {"status": outcome.report.status, "qualname": info.qualname, "summary": traced.summary,
-                "message": outcome.report.message}
+        return {
+            "status": outcome.report.status,
+            "qualname": info.qualname,
+            "summary": traced.summary,
+            "message": outcome.report.message,
+        }
 
     async def _begin_progress(self, job: TraceJob, title: str) -> Optional[types.ProgressToken]:
         """Begins the trace's work-done progress: under the `workDoneToken` the client sent with
@@ -361,23 +394,29 @@ class AtenlensServer(LanguageServer):
                 # the trace runs meanwhile; a client that never answers delays its answer this long at most
                 await asyncio.wait_for(self.work_done_progress.create_async(token), PROGRESS_CREATE_SECONDS)
             except asyncio.TimeoutError:
-                logger.warning("window/workDoneProgress/create was not answered within %g s: tracing without "
-                               "progress", PROGRESS_CREATE_SECONDS)
+                logger.warning(
+                    "window/workDoneProgress/create was not answered within %g s: tracing without progress",
+                    PROGRESS_CREATE_SECONDS,
+                )
                 return None
-            except Exception:               # the client refused: trace without progress
+            except Exception:  # the client refused: trace without progress
                 logger.exception("window/workDoneProgress/create failed")
                 return None
         running = "running on fake tensors"
         waiting = self.traces.running is not job
-        self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
-            title=title, cancellable=True, message="waiting for another trace to finish" if waiting else running))
+        self.work_done_progress.begin(
+            token,
+            types.WorkDoneProgressBegin(
+                title=title, cancellable=True, message="waiting for another trace to finish" if waiting else running
+            ),
+        )
         if waiting:
-            job.on_start = lambda: self.work_done_progress.report(
-                token, types.WorkDoneProgressReport(message=running))
+            job.on_start = lambda: self.work_done_progress.report(token, types.WorkDoneProgressReport(message=running))
         cancelled = self.work_done_progress.tokens.get(token)
         if cancelled is not None:
             cancelled.add_done_callback(
-                lambda future: self.traces.cancel(job, "cancelled by the user") if future.cancelled() else None)
+                lambda future: self.traces.cancel(job, "cancelled by the user") if future.cancelled() else None
+            )
         return token
 
     def on_text_change(self, uri: str, shift: LineShift) -> None:
@@ -392,7 +431,7 @@ class AtenlensServer(LanguageServer):
 
 
 def create_server() -> AtenlensServer:
-    from atenlens.lsp import handlers   # here: the handlers' type hints name AtenlensServer
+    from atenlens.lsp import handlers  # here: the handlers' type hints name AtenlensServer
 
     server = AtenlensServer()
     handlers.register(server)
@@ -406,11 +445,11 @@ def serve(args: argparse.Namespace) -> int:
     if getattr(args, "tcp", None):
         from atenlens.lsp.tcp import serve_tcp
 
-        return serve_tcp(server, args.tcp)   # loopback only, a token, one client (lsp/tcp.py)
+        return serve_tcp(server, args.tcp)  # loopback only, a token, one client (lsp/tcp.py)
     else:
         from atenlens.lsp.stdio import serve_stdio
 
-        return serve_stdio(server)      # ends the process: 0 after shutdown + exit, 1 otherwise
+        return serve_stdio(server)  # ends the process: 0 after shutdown + exit, 1 otherwise
     return 0
 
 

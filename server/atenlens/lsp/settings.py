@@ -12,6 +12,7 @@ does not mention it keeps the last value (off if none was ever given); a value t
 `true` or `false` (null, a string, a `trace` section that is not an object, settings that are not
 an object) turns tracing off.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,43 +34,43 @@ LARGEST_MEMORY_LIMIT_MB = 16 * 1024 * 1024
 
 @dataclass(frozen=True)
 class TraceSettings:
-    enabled: bool = False            # True only when the client said so (trace_switch); False: no user
-                                     # code ever runs, no worker process starts
-    device: str = "cuda"             # device to simulate: "cuda" or "cpu"
-    timeout_seconds: float = 30.0    # budget for loading the module and running the function
-    on_save: bool = False            # re-trace the functions traced before when the file is saved
-    memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB   # the data-segment limit of each trace's process
-    gpu: str = "h100-sxm"            # GPU that memory and time are forecast for (atenlens/gpus.py)
-    world_size: int = 0              # simulated ranks (docs/distributed.md); 0: the function's
+    enabled: bool = False  # True only when the client said so (trace_switch); False: no user
+    # code ever runs, no worker process starts
+    device: str = "cuda"  # device to simulate: "cuda" or "cpu"
+    timeout_seconds: float = 30.0  # budget for loading the module and running the function
+    on_save: bool = False  # re-trace the functions traced before when the file is saved
+    memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB  # the data-segment limit of each trace's process
+    gpu: str = "h100-sxm"  # GPU that memory and time are forecast for (atenlens/gpus.py)
+    world_size: int = 0  # simulated ranks (docs/distributed.md); 0: the function's
     #                                  `# atenlens-ranks:` comment, else a single-process run
-    rank: int = 0                    # the rank traced (with world_size)
-    gpus_per_node: int = 8           # ranks on one node share NVLink (with world_size)
+    rank: int = 0  # the rank traced (with world_size)
+    gpus_per_node: int = 8  # ranks on one node share NVLink (with world_size)
 
 
 @dataclass(frozen=True)
 class HintSettings:
     enabled: bool = True
-    max_length: int = 60             # inlay hint labels longer than this are cut with "+N"
+    max_length: int = 60  # inlay hint labels longer than this are cut with "+N"
     # which parts a hint shows, one switch per kind (as Pylance's inlayHints.* settings)
-    ops: bool = True                 # op names (`addmm, relu`; off: counts only)
-    shapes: bool = True              # the output shape (`f32[8, 32]`, a roll-up's `-> f32[8, 4]`)
-    backward: bool = True            # the backward part (`∇ mm, sum`)
-    syncs: bool = True               # `sync` where the host waits for the GPU
-    time: bool = False               # cost: the line's estimated time and share of the step (`~20 µs 33%`)
-    memory: bool = False             # cost: the device memory the line allocated (`alloc 5.5 KiB`)
-    show_bookkeeping: bool = False   # views/detach in hints and hovers, setup ops in hints (__init__, optimizer state)
+    ops: bool = True  # op names (`addmm, relu`; off: counts only)
+    shapes: bool = True  # the output shape (`f32[8, 32]`, a roll-up's `-> f32[8, 4]`)
+    backward: bool = True  # the backward part (`∇ mm, sum`)
+    syncs: bool = True  # `sync` where the host waits for the GPU
+    time: bool = False  # cost: the line's estimated time and share of the step (`~20 µs 33%`)
+    memory: bool = False  # cost: the device memory the line allocated (`alloc 5.5 KiB`)
+    show_bookkeeping: bool = False  # views/detach in hints and hovers, setup ops in hints (__init__, optimizer state)
 
 
 @dataclass(frozen=True)
 class LensSettings:
-    functions: str = "steps"         # one of LENS_CHOICES
+    functions: str = "steps"  # one of LENS_CHOICES
 
 
 @dataclass(frozen=True)
 class LintSettings:
     enabled: bool = True
-    select: tuple[str, ...] = ()     # codes to run; empty = all
-    ignore: tuple[str, ...] = ()     # codes to skip
+    select: tuple[str, ...] = ()  # codes to run; empty = all
+    ignore: tuple[str, ...] = ()  # codes to skip
 
 
 @dataclass(frozen=True)
@@ -129,15 +130,21 @@ def _valid_codes(value: Any) -> bool:
 _FIELDS: dict[tuple[str, str], tuple[Callable[[Any], bool], Callable[[Any], Any], str]] = {
     ("trace", "enabled"): (_valid_bool, bool, "true or false"),
     ("trace", "device"): (lambda v: v in DEVICES, str, "one of " + ", ".join(f'"{d}"' for d in DEVICES)),
-    ("trace", "timeout_seconds"): (_valid_timeout, float,
-                                   f"a positive number of seconds, at most {LONGEST_TIMEOUT_SECONDS:g}"),
+    ("trace", "timeout_seconds"): (
+        _valid_timeout,
+        float,
+        f"a positive number of seconds, at most {LONGEST_TIMEOUT_SECONDS:g}",
+    ),
     ("trace", "on_save"): (_valid_bool, bool, "true or false"),
     ("trace", "gpu"): (_valid_gpu, _gpu_key, "a GPU of the table: " + ", ".join(gpu_names())),
     ("trace", "world_size"): (lambda v: _valid_positive_int(v) or v == 0, int, "0 (none) or a positive integer"),
     ("trace", "rank"): (lambda v: _valid_positive_int(v) or v == 0, int, "an integer >= 0"),
     ("trace", "gpus_per_node"): (_valid_positive_int, int, "a positive integer"),
-    ("trace", "memory_limit_mb"): (_valid_memory_limit, int,
-                                   f"a positive integer of MiB, at most {LARGEST_MEMORY_LIMIT_MB}"),
+    ("trace", "memory_limit_mb"): (
+        _valid_memory_limit,
+        int,
+        f"a positive integer of MiB, at most {LARGEST_MEMORY_LIMIT_MB}",
+    ),
     ("hints", "enabled"): (_valid_bool, bool, "true or false"),
     ("hints", "max_length"): (lambda v: _valid_positive_int(v) and v >= 10, int, "an integer >= 10"),
     ("hints", "ops"): (_valid_bool, bool, "true or false"),
@@ -161,6 +168,7 @@ FAIL_CLOSED = ("trace", "enabled")
 class TraceSwitch:
     """What one settings source says about `trace.enabled`: `value` True or False when it says
     so (False also for anything unclear), None when it does not mention it; `why` in words."""
+
     value: Optional[bool]
     why: str
 
@@ -210,8 +218,9 @@ def settings_from_json(data: Any, enabled_before: bool = False) -> tuple[Setting
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        problems.append(f"atenlens settings must be an object, got {type(data).__name__}; "
-                        "using defaults, tracing is off")
+        problems.append(
+            f"atenlens settings must be an object, got {type(data).__name__}; using defaults, tracing is off"
+        )
         return _with_enabled(Settings(), enabled), problems
     sections: dict[str, Any] = {}
     defaults = Settings()
@@ -235,8 +244,9 @@ def settings_from_json(data: Any, enabled_before: bool = False) -> tuple[Setting
                 if key in raw and not isinstance(raw[key], bool):
                     # the switch that keeps user code from running: a value that is not a clear
                     # `true` turns tracing off rather than falling back to anything
-                    problems.append(f"atenlens.{section}.{key} must be true or false "
-                                    f"(got {_json_repr(raw[key])}); tracing is off")
+                    problems.append(
+                        f"atenlens.{section}.{key} must be true or false (got {_json_repr(raw[key])}); tracing is off"
+                    )
                 continue
             if key not in raw or raw[key] is None:
                 continue
@@ -246,7 +256,8 @@ def settings_from_json(data: Any, enabled_before: bool = False) -> tuple[Setting
             else:
                 problems.append(
                     f"atenlens.{section}.{key} must be {expected} (got {raw[key]!r}); "
-                    f"using the default {_json_value(getattr(default_section, item.name))!r}")
+                    f"using the default {_json_value(getattr(default_section, item.name))!r}"
+                )
         sections[section] = dataclasses.replace(default_section, **values)
     return _with_enabled(Settings(**sections), enabled), problems
 

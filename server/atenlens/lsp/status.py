@@ -15,6 +15,7 @@ The status bar then follows the active file (traced, N problems, not traced, sta
 worker, which the server starts with the same interpreter) and whether torch is there, without
 importing torch: the server never does (DESIGN.md).
 """
+
 from __future__ import annotations
 
 import importlib.machinery
@@ -37,12 +38,25 @@ def wants_file_status(capabilities: Optional[types.ClientCapabilities]) -> bool:
     return isinstance(experimental, dict) and experimental.get(FILE_STATUS_CAPABILITY) is True
 
 
-def file_status(uri: str, version: Optional[int], traces: DocumentTraces,
-                diagnostics: Sequence[types.Diagnostic]) -> dict[str, Any]:
+def file_status(
+    uri: str, version: Optional[int], traces: DocumentTraces, diagnostics: Sequence[types.Diagnostic]
+) -> dict[str, Any]:
     problems = sum(1 for d in diagnostics if d.severity != types.DiagnosticSeverity.Hint)
-    return {"uri": uri, "version": version, "problems": problems,
-            "traces": [{"qualname": traced.qualname, "status": traced.report.status, "summary": traced.summary,
-                        "brief": brief(traced), "stale": traced.stale} for traced in traces.summaries()]}
+    return {
+        "uri": uri,
+        "version": version,
+        "problems": problems,
+        "traces": [
+            {
+                "qualname": traced.qualname,
+                "status": traced.report.status,
+                "summary": traced.summary,
+                "brief": brief(traced),
+                "stale": traced.stale,
+            }
+            for traced in traces.summaries()
+        ],
+    }
 
 
 def brief(traced: TracedFunction) -> str:
@@ -58,10 +72,11 @@ def torch_facts(path: Optional[list[str]] = None) -> Optional[dict[str, str]]:
         return None
     found = next(iter(metadata.distributions(name="torch", path=path if path is not None else sys.path)), None)
     location = list(spec.submodule_search_locations or [])
-    return {"version": found.version if found is not None else "unknown",
-            "location": location[0] if location else (spec.origin or "")}
+    return {
+        "version": found.version if found is not None else "unknown",
+        "location": location[0] if location else (spec.origin or ""),
+    }
 
 
 def interpreter_facts() -> dict[str, Any]:
-    return {"python": {"executable": sys.executable, "version": platform.python_version()},
-            "torch": torch_facts()}
+    return {"python": {"executable": sys.executable, "version": platform.python_version()}, "torch": torch_facts()}

@@ -16,6 +16,7 @@ on at the next header; only the top-level object of a body is a message. At `exi
 the trace worker (and the trace it runs) is ended at once and the process leaves with os._exit
 (0 after `shutdown`, 1 otherwise, as the specification says), so nothing outlives the editor.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -32,8 +33,8 @@ from pygls.io_ import StdoutWriter
 
 logger = logging.getLogger(__name__)
 
-MAX_FRAME_BYTES = 256 * 1024 * 1024      # a frame's body; a longer one is refused (a 10 MB file is ~10 MB)
-MAX_HEADER_LINE_BYTES = 64 * 1024        # junk without a line end is dropped past this
+MAX_FRAME_BYTES = 256 * 1024 * 1024  # a frame's body; a longer one is refused (a 10 MB file is ~10 MB)
+MAX_HEADER_LINE_BYTES = 64 * 1024  # junk without a line end is dropped past this
 _HEADER = re.compile(rb"content-length[ \t]*:[ \t]*(\d+)", re.IGNORECASE)
 _OTHER_HEADER = re.compile(rb"^[A-Za-z][A-Za-z0-9-]*[ \t]*:")
 
@@ -45,10 +46,10 @@ class FrameReader:
     def __init__(self, max_frame: int = MAX_FRAME_BYTES) -> None:
         self.max_frame = max_frame
         self._buffer = bytearray()
-        self._length: Optional[int] = None       # of the frame whose headers are being read
+        self._length: Optional[int] = None  # of the frame whose headers are being read
         self._in_body = False
-        self._skipped = 0                        # junk bytes skipped since the last good header
-        self._errors: deque[str] = deque()       # protocol errors not yet returned
+        self._skipped = 0  # junk bytes skipped since the last good header
+        self._errors: deque[str] = deque()  # protocol errors not yet returned
 
     def feed(self, data: bytes) -> None:
         self._buffer += data
@@ -61,19 +62,19 @@ class FrameReader:
                 assert self._length is not None
                 if len(self._buffer) < self._length:
                     return None
-                body = bytes(self._buffer[:self._length])
-                del self._buffer[:self._length]
+                body = bytes(self._buffer[: self._length])
+                del self._buffer[: self._length]
                 self._in_body, self._length = False, None
                 return body
             newline = self._buffer.find(b"\n")
             if newline < 0:
                 if len(self._buffer) > MAX_HEADER_LINE_BYTES:
-                    keep = 32                    # a header may start in the last bytes
+                    keep = 32  # a header may start in the last bytes
                     self._skipped += len(self._buffer) - keep
                     del self._buffer[:-keep]
                 return None
             line = bytes(self._buffer[:newline]).rstrip(b"\r")
-            del self._buffer[:newline + 1]
+            del self._buffer[: newline + 1]
             self._header_line(line)
         return self._errors.popleft()
 
@@ -85,7 +86,7 @@ class FrameReader:
     def _header_line(self, line: bytes) -> None:
         if not line.strip():
             if self._length is not None:
-                self._in_body = True             # the blank line that ends the headers
+                self._in_body = True  # the blank line that ends the headers
             return
         match = _HEADER.search(line)
         if match:
@@ -95,16 +96,18 @@ class FrameReader:
                 self._errors.append(f"skipped {skipped:,} bytes that were not part of a frame")
             length = int(match.group(1))
             if length > self.max_frame:
-                self._errors.append(f"a frame of {length:,} bytes (Content-Length) is over the limit of "
-                           f"{self.max_frame:,} bytes; it was skipped")
+                self._errors.append(
+                    f"a frame of {length:,} bytes (Content-Length) is over the limit of "
+                    f"{self.max_frame:,} bytes; it was skipped"
+                )
                 self._length = None
                 return
             self._length = length
             return
         if self._length is not None and _OTHER_HEADER.match(line):
-            return                               # Content-Type and the like
+            return  # Content-Type and the like
         self._skipped += len(line) + 1
-        self._length = None                      # a frame's headers do not contain junk
+        self._length = None  # a frame's headers do not contain junk
 
 
 def parse_body(body: bytes) -> tuple[Any, bytes]:
@@ -125,12 +128,17 @@ class StdioTransport:
     """Reads stdin in a thread, hands each message to `dispatch` on the event loop, and ends the
     process when the protocol says `exit` or the input ends."""
 
-    def __init__(self, dispatch: Callable[[Any], None], on_protocol_error: Callable[[str], None],
-                 stdin_fd: int = 0, already_read: bytes = b"") -> None:
+    def __init__(
+        self,
+        dispatch: Callable[[Any], None],
+        on_protocol_error: Callable[[str], None],
+        stdin_fd: int = 0,
+        already_read: bytes = b"",
+    ) -> None:
         self.dispatch = dispatch
         self.on_protocol_error = on_protocol_error
         self.stdin_fd = stdin_fd
-        self.already_read = already_read         # what was read off the input before (serve --tcp's check)
+        self.already_read = already_read  # what was read off the input before (serve --tcp's check)
         self.frames = FrameReader()
 
     async def run(self) -> str:
@@ -154,7 +162,7 @@ class StdioTransport:
                 chunk = b""
             try:
                 loop.call_soon_threadsafe(self._received, chunk)
-            except RuntimeError:                 # the loop is closed: the server is ending
+            except RuntimeError:  # the loop is closed: the server is ending
                 return
             if not chunk:
                 return
@@ -175,16 +183,18 @@ class StdioTransport:
                 self._resync(item)
                 continue
             if rest.strip():
-                self.on_protocol_error(f"a frame's body has {len(rest):,} bytes after its message "
-                                       "(a wrong Content-Length?); reading on after the message")
-                self.frames.unread(rest)         # the stream after the message (the next frame, or its start)
+                self.on_protocol_error(
+                    f"a frame's body has {len(rest):,} bytes after its message "
+                    "(a wrong Content-Length?); reading on after the message"
+                )
+                self.frames.unread(rest)  # the stream after the message (the next frame, or its start)
             self.dispatch(value)
 
     def _resync(self, data: bytes) -> None:
         """A body that ran into the next frame: read on from that frame's header."""
         match = _HEADER.search(data)
         if match:
-            self.frames.unread(data[match.start():])
+            self.frames.unread(data[match.start() :])
 
 
 def _short(error: BaseException) -> str:
@@ -192,8 +202,7 @@ def _short(error: BaseException) -> str:
     return text if len(text) <= 100 else text[:97] + "..."
 
 
-def serve_stdio(server: Any, stdin_fd: int = 0, stdout: Optional[BinaryIO] = None,
-                already_read: bytes = b"") -> int:
+def serve_stdio(server: Any, stdin_fd: int = 0, stdout: Optional[BinaryIO] = None, already_read: bytes = b"") -> int:
     """Runs `server` (an AtenlensServer) on stdio (or on the input fd and output stream given, which
     `already_read` came from); never returns: the process ends here."""
     protocol = server.protocol
@@ -201,11 +210,11 @@ def serve_stdio(server: Any, stdin_fd: int = 0, stdout: Optional[BinaryIO] = Non
     code = 1
     try:
         code = asyncio.run(_serve(server, stdin_fd, already_read))
-    except BaseException:                        # noqa: BLE001 - whatever happens, the process ends cleanly
+    except BaseException:  # noqa: BLE001 - whatever happens, the process ends cleanly
         logger.exception("the server's event loop failed")
     finally:
         _leave(code)
-    return code                                  # not reached
+    return code  # not reached
 
 
 async def _serve(server: Any, stdin_fd: int, already_read: bytes = b"") -> int:
@@ -217,7 +226,7 @@ async def _serve(server: Any, stdin_fd: int, already_read: bytes = b"") -> int:
     logger.info("ending at %s (exit code %d)", reason, code)
     try:
         server.traces.terminate()
-    except Exception:                            # noqa: BLE001 - the process ends anyway
+    except Exception:  # noqa: BLE001 - the process ends anyway
         logger.exception("ending the trace worker failed")
     return code
 

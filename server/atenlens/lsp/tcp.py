@@ -11,6 +11,7 @@ Whoever talks to the server can have code traced as the user who started it, so:
 - it serves ONE client: once a client has given the token the port is closed, and the server ends
   when that client disconnects (as a server on stdio ends with its editor's pipe).
 """
+
 from __future__ import annotations
 
 import hmac
@@ -26,7 +27,7 @@ from atenlens.lsp.stdio import FrameReader, parse_body, serve_stdio
 
 TOKEN_ENV = "ATENLENS_TCP_TOKEN"
 TOKEN_OPTION = "tcpToken"
-FIRST_MESSAGE_SECONDS = 10.0      # a connection that sends no initialize in time is closed
+FIRST_MESSAGE_SECONDS = 10.0  # a connection that sends no initialize in time is closed
 FIRST_MESSAGE_BYTES = 1 << 20
 
 
@@ -45,8 +46,10 @@ def loopback_address(spec: str) -> tuple[str, int]:
     except socket.gaierror as error:
         raise TcpError(f"--tcp: cannot resolve {host!r}: {error.strerror}") from None
     if not addresses or not all(ipaddress.ip_address(str(a).split("%")[0]).is_loopback for a in addresses):
-        raise TcpError(f"--tcp listens on loopback addresses only (127.0.0.1, ::1, localhost), not {host!r}: "
-                       "whoever reaches the port could have code traced as you")
+        raise TcpError(
+            f"--tcp listens on loopback addresses only (127.0.0.1, ::1, localhost), not {host!r}: "
+            "whoever reaches the port could have code traced as you"
+        )
     return host, int(port)
 
 
@@ -57,7 +60,7 @@ def serve_tcp(server: Any, spec: str) -> int:
     except TcpError as error:
         print(f"atenlens serve: {error}", file=sys.stderr)
         return 2
-    from_env = os.environ.pop(TOKEN_ENV, "")     # popped: the trace worker's environment never has it
+    from_env = os.environ.pop(TOKEN_ENV, "")  # popped: the trace worker's environment never has it
     token = from_env or secrets.token_urlsafe(24)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
@@ -69,21 +72,27 @@ def serve_tcp(server: Any, spec: str) -> int:
         return 2
     listener.listen(4)
     bound = listener.getsockname()
-    print(f"atenlens: listening on {bound[0]}:{bound[1]} for one client; it must send "
-          f"initializationOptions.{TOKEN_OPTION} = "
-          + (f"the value of {TOKEN_ENV}" if from_env else json.dumps(token)),
-          file=sys.stderr, flush=True)
+    print(
+        f"atenlens: listening on {bound[0]}:{bound[1]} for one client; it must send "
+        f"initializationOptions.{TOKEN_OPTION} = " + (f"the value of {TOKEN_ENV}" if from_env else json.dumps(token)),
+        file=sys.stderr,
+        flush=True,
+    )
     while True:
         connection, peer = listener.accept()
         already_read = _first_message(connection, token)
         if already_read is not None:
             break
-        print(f"atenlens: refused a connection from {peer[0]}:{peer[1]}: no valid {TOKEN_OPTION}",
-              file=sys.stderr, flush=True)
-    listener.close()                  # one client: nobody else can connect from now on
+        print(
+            f"atenlens: refused a connection from {peer[0]}:{peer[1]}: no valid {TOKEN_OPTION}",
+            file=sys.stderr,
+            flush=True,
+        )
+    listener.close()  # one client: nobody else can connect from now on
     print(f"atenlens: serving {peer[0]}:{peer[1]}", file=sys.stderr, flush=True)
-    return serve_stdio(server, stdin_fd=connection.fileno(), stdout=connection.makefile("wb"),
-                       already_read=already_read)
+    return serve_stdio(
+        server, stdin_fd=connection.fileno(), stdout=connection.makefile("wb"), already_read=already_read
+    )
 
 
 def _first_message(connection: socket.socket, token: str) -> Optional[bytes]:
@@ -115,17 +124,26 @@ def _first_message(connection: socket.socket, token: str) -> Optional[bytes]:
 
 
 def _is_initialize(message: Any) -> bool:
-    return (isinstance(message, dict) and message.get("method") == "initialize"
-            and isinstance(message.get("params"), dict))
+    return (
+        isinstance(message, dict) and message.get("method") == "initialize" and isinstance(message.get("params"), dict)
+    )
 
 
 def _refuse(connection: socket.socket, message: Any) -> None:
     try:
         if isinstance(message, dict) and "id" in message:
-            body = json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": {
-                "code": -32600, "message": f"atenlens serve --tcp: the first message must be initialize with "
-                                           f"initializationOptions.{TOKEN_OPTION} (the token the server printed "
-                                           f"when it started, or {TOKEN_ENV})"}}).encode()
+            body = json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": message["id"],
+                    "error": {
+                        "code": -32600,
+                        "message": f"atenlens serve --tcp: the first message must be initialize with "
+                        f"initializationOptions.{TOKEN_OPTION} (the token the server printed "
+                        f"when it started, or {TOKEN_ENV})",
+                    },
+                }
+            ).encode()
             connection.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
     except OSError:
         pass

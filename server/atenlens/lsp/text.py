@@ -5,6 +5,7 @@ the position encoding negotiated at `initialize` (UTF-16 code units unless the c
 another). `units` converts. Lines split at "\\n", "\\r\\n" and "\\r" (`atenlens.lines`, the one rule:
 Python's tokenizer and LSP clients count lines so).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -57,15 +58,18 @@ class LineShift:
     end: int
     end_at_column_zero: bool
     delta: int
-    inserts_lines_only: bool = False    # whole lines inserted before `start`; no old line edited
-    full: bool = False                  # the whole text was replaced: nothing keeps its place
+    inserts_lines_only: bool = False  # whole lines inserted before `start`; no old line edited
+    full: bool = False  # the whole text was replaced: nothing keeps its place
 
     @staticmethod
     def of_change(start_line: int, end_line: int, end_character: int, text: str) -> "LineShift":
-        return LineShift(start=start_line, end=end_line, end_at_column_zero=end_character == 0,
-                         delta=text.count("\n") - (end_line - start_line),
-                         inserts_lines_only=(start_line == end_line and end_character == 0
-                                             and text.endswith("\n")))
+        return LineShift(
+            start=start_line,
+            end=end_line,
+            end_at_column_zero=end_character == 0,
+            delta=text.count("\n") - (end_line - start_line),
+            inserts_lines_only=(start_line == end_line and end_character == 0 and text.endswith("\n")),
+        )
 
     @staticmethod
     def whole_text() -> "LineShift":
@@ -90,7 +94,7 @@ class LineShift:
         """Whether the change overlaps lines first..last (0-based, inclusive)."""
         if self.full:
             return True
-        if self.inserts_lines_only:      # new lines between two of the span's lines edit it
+        if self.inserts_lines_only:  # new lines between two of the span's lines edit it
             return first < self.start <= last
         end = self.end - 1 if self.end_at_column_zero and self.end > self.start else self.end
         return self.start <= last and end >= first

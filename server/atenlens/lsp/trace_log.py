@@ -4,17 +4,18 @@ trace in flight. Protocol-free: the server sends the line with `window/logMessag
 A trace that failed (its function raised, it timed out, its worker gave no report) is logged as an
 error, one that needs inputs as a warning, the rest (done, cancelled) as information, so that an
 editor's log level filter (Neovim's `:LspLog`, VS Code's output channel) shows the failures."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Optional
 
-SEVERITY = {"ok": "info", "cancelled": "info", "closed": "info", "needs-inputs": "warning"}   # else "error"
+SEVERITY = {"ok": "info", "cancelled": "info", "closed": "info", "needs-inputs": "warning"}  # else "error"
 
 
 @dataclass(frozen=True)
 class LogLine:
-    severity: str        # "error" | "warning" | "info"
+    severity: str  # "error" | "warning" | "info"
     message: str
 
 

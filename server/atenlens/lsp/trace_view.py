@@ -8,6 +8,7 @@ A trace whose inputs changed -- an edit inside the traced function or its direct
 line the trace ran -- is stale: its hints, hover and lens say "edited since the trace", and its
 diagnostics are withdrawn, until it is traced again.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,14 +16,13 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator, Optional, Sequence
 
 from atenlens.communication import collectives_hint, ranks_summary
-from atenlens.module_tree import ModuleNode, module_trees
 from atenlens.cost import lens_label
-from atenlens.report import Diagnostic, Event, MemoryLine, TensorMeta, TraceReport
 from atenlens.lsp.cost_hover import cost_hint
 from atenlens.lsp.labels import is_setup_function, line_hint, rollup_hint, summary_label
 from atenlens.lsp.settings import HintSettings
 from atenlens.lsp.text import LineShift
-
+from atenlens.module_tree import ModuleNode, module_trees
+from atenlens.report import Diagnostic, Event, MemoryLine, TensorMeta, TraceReport
 
 STALE_HINT_SUFFIX = " (stale)"
 STALE_LENS_PREFIX = "stale (edited since the trace): "
@@ -36,31 +36,32 @@ def same_file(a: Optional[str], b: Optional[str]) -> bool:
 
 @dataclass
 class LineTrace:
-    text: str                                           # the line's text when it was traced
+    text: str  # the line's text when it was traced
     forward: list[Event] = field(default_factory=list)
     backward: list[Event] = field(default_factory=list)
     optimizer: list[Event] = field(default_factory=list)
-    calls: list[Event] = field(default_factory=list)    # public API calls made on this line
+    calls: list[Event] = field(default_factory=list)  # public API calls made on this line
     collectives: list[Event] = field(default_factory=list)  # collectives issued at this line (docs/distributed.md)
-    nested: list[Event] = field(default_factory=list)   # forward/optimizer ops deeper in user code called here
+    nested: list[Event] = field(default_factory=list)  # forward/optimizer ops deeper in user code called here
     nested_backward: list[Event] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
-    notes: tuple[str, ...] = ()                         # the trace's notes (report.notes), shown in its hover
-    bookkeeping: frozenset = frozenset()                # the trace's bookkeeping ops (report.bookkeeping_ops)
-    function: Optional[str] = None                      # the function this line's own ops ran in
-    in_setup: bool = False                              # they ran inside an `__init__` (building a model)
-    module_output: Optional[TensorMeta] = None          # what the module called from this line returned
-    trees: list[ModuleNode] = field(default_factory=list)   # models called from this line (module trees)
+    notes: tuple[str, ...] = ()  # the trace's notes (report.notes), shown in its hover
+    bookkeeping: frozenset = frozenset()  # the trace's bookkeeping ops (report.bookkeeping_ops)
+    function: Optional[str] = None  # the function this line's own ops ran in
+    in_setup: bool = False  # they ran inside an `__init__` (building a model)
+    module_output: Optional[TensorMeta] = None  # what the module called from this line returned
+    trees: list[ModuleNode] = field(default_factory=list)  # models called from this line (module trees)
     callees: dict[tuple[str, str], int] = field(default_factory=dict)  # (file, function) rolled up -> first line
-    nested_syncs: int = 0                               # syncs deeper in the code this line calls
+    nested_syncs: int = 0  # syncs deeper in the code this line calls
     nested_setup: list[Event] = field(default_factory=list)  # of `nested`, those that ran inside an `__init__`
-    memory: Optional[MemoryLine] = None                 # cost: what the line allocated and who held it (lsp/cost_hover.py)
-    step_seconds: float = 0.0                           # cost: the trace's estimated step time
+    memory: Optional[MemoryLine] = None  # cost: what the line allocated and who held it (lsp/cost_hover.py)
+    step_seconds: float = 0.0  # cost: the trace's estimated step time
 
     @property
     def has_ops(self) -> bool:
-        return bool(self.forward or self.backward or self.optimizer or self.nested or self.nested_backward
-                    or self.collectives)
+        return bool(
+            self.forward or self.backward or self.optimizer or self.nested or self.nested_backward or self.collectives
+        )
 
     @property
     def syncs(self) -> int:
@@ -71,14 +72,16 @@ class LineTrace:
         if not cost:
             return self._ops_and_collectives_hint(settings)
         # the ops make room for the cost within hints.maxLength (they drop names, as they would anyway)
-        text = self._ops_and_collectives_hint(replace(settings, max_length=max(10, settings.max_length - len(cost) - 3)))
+        text = self._ops_and_collectives_hint(
+            replace(settings, max_length=max(10, settings.max_length - len(cost) - 3))
+        )
         return f"{text} · {cost}" if text else None
 
     def _ops_and_collectives_hint(self, settings: HintSettings) -> Optional[str]:
         ops = self._ops_hint(settings)
         if not self.collectives:
             return ops
-        room = settings.max_length - (len(ops) + 3 if ops else 0)      # the ops part is fitted already
+        room = settings.max_length - (len(ops) + 3 if ops else 0)  # the ops part is fitted already
         communication = collectives_hint(self.collectives, room)
         return f"{ops} · {communication}" if ops else communication
 
@@ -92,8 +95,14 @@ class LineTrace:
         if nested or self.trees:
             # a call into user code or into a model: what it did in all, and what it returned
             head = f"{self.trees[-1].name} " if self.trees and not nested else ""
-            return rollup_hint(nested + self.forward + self.optimizer, self.nested_backward + self.backward,
-                               self.module_output, settings, self.syncs + self.nested_syncs, head=head)
+            return rollup_hint(
+                nested + self.forward + self.optimizer,
+                self.nested_backward + self.backward,
+                self.module_output,
+                settings,
+                self.syncs + self.nested_syncs,
+                head=head,
+            )
         if self.nested and not (self.forward or self.backward or self.optimizer):
             return line_hint([], [], [], settings, syncs=self.syncs + self.nested_syncs)
         if not (self.forward or self.backward or self.optimizer or self.syncs):
@@ -110,21 +119,20 @@ class TracedFunction:
 
     qualname: str
     report: TraceReport
-    first: int                                  # span of the function (decorators..last line)
+    first: int  # span of the function (decorators..last line)
     last: int
     def_line: int
     lines: dict[int, LineTrace]
-    general: list[Diagnostic]                   # diagnostics with no line in this document
-    stale: bool = False                         # edited since the trace (see the module docstring)
+    general: list[Diagnostic]  # diagnostics with no line in this document
+    stale: bool = False  # edited since the trace (see the module docstring)
 
     @property
     def summary(self) -> str:
         if self.report.status != "ok":
             return f"trace {self.report.status}: {self.report.message}".rstrip(": ")
         cost = lens_label(self.report.summary)
-        ranks = ranks_summary(self.report.summary)         # simulated ranks: who ran, what it sent
-        return (summary_label(self.report.summary) + (f" · {ranks}" if ranks else "")
-                + (f" · {cost}" if cost else ""))
+        ranks = ranks_summary(self.report.summary)  # simulated ranks: who ran, what it sent
+        return summary_label(self.report.summary) + (f" · {ranks}" if ranks else "") + (f" · {cost}" if cost else "")
 
     @property
     def lens_title(self) -> str:
@@ -165,8 +173,9 @@ class TracedFunction:
 
     def revalidate(self, current: Sequence[str]) -> None:
         """Drop lines whose text is no longer what was traced."""
-        self.lines = {line: trace for line, trace in self.lines.items()
-                      if line < len(current) and current[line] == trace.text}
+        self.lines = {
+            line: trace for line, trace in self.lines.items() if line < len(current) and current[line] == trace.text
+        }
 
     def diagnostics(self) -> Iterator[tuple[int, Diagnostic]]:
         if self.stale:
@@ -178,8 +187,9 @@ class TracedFunction:
                 yield line, diagnostic
 
 
-def build_traced_function(report: TraceReport, path: str, source_lines: Sequence[str],
-                          qualname: str, first: int, last: int, def_line: int) -> TracedFunction:
+def build_traced_function(
+    report: TraceReport, path: str, source_lines: Sequence[str], qualname: str, first: int, last: int, def_line: int
+) -> TracedFunction:
     """Sort a report's events and diagnostics onto the 0-based lines of `path` as it was traced
     (`source_lines`, the text sent with the request)."""
     lines: dict[int, LineTrace] = {}
@@ -236,8 +246,7 @@ def build_traced_function(report: TraceReport, path: str, source_lines: Sequence
 
     general: list[Diagnostic] = []
     for diagnostic in report.diagnostics:
-        own = (at(diagnostic.line) if diagnostic.line is not None and same_file(diagnostic.file, path)
-               else None)
+        own = at(diagnostic.line) if diagnostic.line is not None and same_file(diagnostic.file, path) else None
         if diagnostic.kind == "sync":
             # a sync deeper down counts for the lines of this document that called into it
             outer_lines = {f.line for f in diagnostic.stack[:-1] if same_file(f.file, path)} - {diagnostic.line}
@@ -250,10 +259,20 @@ def build_traced_function(report: TraceReport, path: str, source_lines: Sequence
         else:
             own.diagnostics.append(diagnostic)
     if report.status != "ok" and not report.diagnostics:
-        general.append(Diagnostic(file=path, line=def_line + 1, column=None, severity="error",
-                                  code="", kind=report.status, message=report.message or report.status))
-    return TracedFunction(qualname=qualname, report=report, first=first, last=last, def_line=def_line,
-                          lines=lines, general=general)
+        general.append(
+            Diagnostic(
+                file=path,
+                line=def_line + 1,
+                column=None,
+                severity="error",
+                code="",
+                kind=report.status,
+                message=report.message or report.status,
+            )
+        )
+    return TracedFunction(
+        qualname=qualname, report=report, first=first, last=last, def_line=def_line, lines=lines, general=general
+    )
 
 
 def _add_costs(report: TraceReport, path: str, at, lines: dict[int, LineTrace]) -> None:
@@ -324,8 +343,9 @@ class DocumentTraces:
     def line_owner(self, line: int) -> Optional[TracedFunction]:
         return self.owners().get(line)
 
-    def hints(self, settings: HintSettings, first: int = 0,
-              last: Optional[int] = None) -> list[tuple[int, str, Optional[str]]]:
+    def hints(
+        self, settings: HintSettings, first: int = 0, last: Optional[int] = None
+    ) -> list[tuple[int, str, Optional[str]]]:
         """(line, label, tooltip): a stale trace's labels end with STALE_HINT_SUFFIX, their
         tooltip says which trace and why."""
         result: list[tuple[int, str, Optional[str]]] = []
@@ -354,8 +374,11 @@ class DocumentTraces:
         for traced in self.functions.values():
             if traced.stale or traced.report.status != "ok" or traced.report.device != "cuda":
                 continue
-            ran.update(line for line, trace in traced.lines.items() if trace.forward or trace.backward
-                       or trace.optimizer or trace.calls)
+            ran.update(
+                line
+                for line, trace in traced.lines.items()
+                if trace.forward or trace.backward or trace.optimizer or trace.calls
+            )
         return ran
 
     def summaries(self) -> Iterable[TracedFunction]:

@@ -9,6 +9,7 @@ before: with tracing disabled, nothing here is ever constructed.
 The blocking `TraceWorker.trace` call runs in a thread (`asyncio.to_thread`); everything else runs
 on the server's event loop, so cancelling never races with the start of the next trace.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -31,7 +32,7 @@ EXIT_GRACE_SECONDS = 0.5
 class TraceOutcome:
     report: Optional[TraceReport] = None
     cancelled: bool = False
-    reason: str = ""                 # why it was cancelled, or why no report came back
+    reason: str = ""  # why it was cancelled, or why no report came back
     error: Optional[str] = None
 
 
@@ -39,12 +40,13 @@ class TraceOutcome:
 class TraceSpan:
     """Where the traced function is in its document, kept in step with the edits made while it is
     traced and while its view is built (0-based lines)."""
+
     uri: str
-    first: int                     # its first line (its directive's, when it has one)
+    first: int  # its first line (its directive's, when it has one)
     last: int
     def_line: int
-    lines: list[str]               # the text that was traced
-    shifts: list[LineShift] = field(default_factory=list)   # the edits since, in order
+    lines: list[str]  # the text that was traced
+    shifts: list[LineShift] = field(default_factory=list)  # the edits since, in order
 
     def follow(self, shift: LineShift) -> bool:
         """Records one edit and moves the span along; returns whether the edit touched it."""
@@ -61,9 +63,9 @@ class TraceJob:
     key: Key
     request: TraceRequest
     future: "asyncio.Future[TraceOutcome]"
-    span: Optional[TraceSpan] = None              # the server's: where the function is
+    span: Optional[TraceSpan] = None  # the server's: where the function is
     on_start: Optional[Callable[[], None]] = None  # called when the job leaves the queue to run
-    started: Optional[float] = None               # loop time when it left the queue (None: waiting)
+    started: Optional[float] = None  # loop time when it left the queue (None: waiting)
     cancelled: bool = False
     reason: str = ""
 
@@ -174,12 +176,18 @@ class TraceQueue:
                         return job.cancelled
 
                     report = await asyncio.to_thread(self._worker.trace, job.request, is_cancelled=is_cancelled)
-                    outcome = (TraceOutcome(cancelled=True, reason=job.reason) if job.cancelled
-                               else TraceOutcome(report=report))
+                    outcome = (
+                        TraceOutcome(cancelled=True, reason=job.reason)
+                        if job.cancelled
+                        else TraceOutcome(report=report)
+                    )
             except Exception as exc:  # a worker that cannot start or answer must not stop the server
                 logger.exception("trace failed")
-                outcome = (TraceOutcome(cancelled=True, reason=job.reason) if job.cancelled
-                           else TraceOutcome(error=f"{type(exc).__name__}: {exc}"))
+                outcome = (
+                    TraceOutcome(cancelled=True, reason=job.reason)
+                    if job.cancelled
+                    else TraceOutcome(error=f"{type(exc).__name__}: {exc}")
+                )
             finally:
                 self._running = None
             self._finish(job, outcome)

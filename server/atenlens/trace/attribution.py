@@ -5,6 +5,7 @@ A frame is a user frame when its file is not part of torch, of an installed pack
 (site-packages / dist-packages), of the standard library, or of atenlens itself. Results are
 cached per filename: a trace walks the stack for every op, so this must stay cheap.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,11 +42,14 @@ def is_user_file(filename: str) -> bool:
     if cached is not None:
         return cached
     if filename.startswith("<") and filename.endswith(">"):
-        verdict = False                       # <string>, <frozen ...>, <eval>
+        verdict = False  # <string>, <frozen ...>, <eval>
     else:
         path = os.path.abspath(filename)
-        verdict = not path.startswith(_ROOTS) and (os.sep + "site-packages" + os.sep) not in path \
+        verdict = (
+            not path.startswith(_ROOTS)
+            and (os.sep + "site-packages" + os.sep) not in path
             and (os.sep + "dist-packages" + os.sep) not in path
+        )
     _is_user[filename] = verdict
     return verdict
 
@@ -79,8 +83,8 @@ class UserStacks:
 
     def __init__(self) -> None:
         self.boundary: Any = None
-        self._is_user_code: dict[Any, bool] = {}                  # code object -> is it in a user file
-        self._stacks: dict[tuple, tuple[Frame, ...]] = {}         # (code, line, ...) innermost first -> stack
+        self._is_user_code: dict[Any, bool] = {}  # code object -> is it in a user file
+        self._stacks: dict[tuple, tuple[Frame, ...]] = {}  # (code, line, ...) innermost first -> stack
 
     def stack(self, frame: Any) -> tuple[Frame, ...]:
         is_user_code = self._is_user_code
@@ -102,7 +106,8 @@ class UserStacks:
         if stack is None:
             stack = self._stacks[stack_key] = tuple(
                 Frame(code.co_filename, line, code.co_qualname)
-                for code, line in reversed(list(zip(key[0::2], key[1::2]))))
+                for code, line in reversed(list(zip(key[0::2], key[1::2])))
+            )
         return stack
 
 
@@ -152,6 +157,5 @@ def library_cause(frame: Optional[FrameType]) -> Optional[tuple[Frame, str]]:
 def _is_torch_plumbing(relative: str) -> bool:
     if not relative.startswith("torch/"):
         return False
-    inside = relative[len("torch/"):]
+    inside = relative[len("torch/") :]
     return any(part.startswith("_") for part in inside.split("/")) or inside.startswith(_TORCH_PLUMBING)
-

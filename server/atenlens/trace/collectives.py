@@ -16,6 +16,7 @@ network's), for each of NCCL's three protocols, which trade latency for the shar
 carries data (LL: half, LL128: 120 of 128 bytes, Simple: all); the fastest protocol is taken, as
 NCCL's tuner takes it.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -35,22 +36,33 @@ DEFAULT_NETWORK_BANDWIDTH = 50 * GIGA
 
 # c10d's op names (what the dispatcher sees) -> torch.distributed's public names.
 _C10D_NAMES = {
-    "_allgather_base_": "all_gather_into_tensor", "allgather_": "all_gather",
+    "_allgather_base_": "all_gather_into_tensor",
+    "allgather_": "all_gather",
     "allgather_coalesced_": "all_gather_coalesced",
     "allgather_into_tensor_coalesced_": "all_gather_into_tensor_coalesced",
-    "_reduce_scatter_base_": "reduce_scatter_tensor", "reduce_scatter_": "reduce_scatter",
+    "_reduce_scatter_base_": "reduce_scatter_tensor",
+    "reduce_scatter_": "reduce_scatter",
     "reduce_scatter_tensor_coalesced_": "reduce_scatter_tensor_coalesced",
-    "allreduce_": "all_reduce", "allreduce_coalesced_": "all_reduce_coalesced",
-    "broadcast_": "broadcast", "reduce_": "reduce", "gather_": "gather", "scatter_": "scatter",
-    "alltoall_base_": "all_to_all_single", "alltoall_": "all_to_all",
-    "send": "send", "recv_": "recv", "recv_any_source_": "recv", "barrier": "barrier",
+    "allreduce_": "all_reduce",
+    "allreduce_coalesced_": "all_reduce_coalesced",
+    "broadcast_": "broadcast",
+    "reduce_": "reduce",
+    "gather_": "gather",
+    "scatter_": "scatter",
+    "alltoall_base_": "all_to_all_single",
+    "alltoall_": "all_to_all",
+    "send": "send",
+    "recv_": "recv",
+    "recv_any_source_": "recv",
+    "barrier": "barrier",
     "monitored_barrier_": "monitored_barrier",
 }
 # Not collectives: waiting for one (the wait is not communication).
 _NOT_COLLECTIVES = frozenset({"wait_tensor"})
 # c10d ops whose first argument is the data on this rank (in place); the others take (outputs, inputs).
-_IN_PLACE = frozenset({"all_reduce", "all_reduce_coalesced", "broadcast", "reduce", "send", "recv", "barrier",
-                       "monitored_barrier"})
+_IN_PLACE = frozenset(
+    {"all_reduce", "all_reduce_coalesced", "broadcast", "reduce", "send", "recv", "barrier", "monitored_barrier"}
+)
 
 
 def public_name(func: Any) -> Optional[str]:
@@ -79,7 +91,7 @@ def payload_bytes(func: Any, name: str, args: tuple, kwargs: dict, out: Any) -> 
     gathers = name.startswith("all_gather")
     if func.namespace == "c10d":
         if name in _IN_PLACE or gathers or name == "scatter":
-            return _tensor_bytes(args[0]) if args else 0      # in place, or the (outputs, inputs) op's output
+            return _tensor_bytes(args[0]) if args else 0  # in place, or the (outputs, inputs) op's output
         return _tensor_bytes(args[1]) if len(args) > 1 else 0
     if gathers:
         return _tensor_bytes(kwargs["out"]) if "out" in kwargs else _tensor_bytes(out)
@@ -119,7 +131,7 @@ _PROTOCOLS = (
 
 
 def _ring_steps(name: str, n: int) -> int:
-    if name.startswith(("all_reduce", "barrier", "monitored_barrier")):   # a barrier is a tiny all-reduce
+    if name.startswith(("all_reduce", "barrier", "monitored_barrier")):  # a barrier is a tiny all-reduce
         return 2 * (n - 1)
     if name in ("send", "recv"):
         return 1
@@ -145,8 +157,8 @@ class Collectives:
         self.count = 0
         self.seconds = 0.0
         self.bytes = 0
-        self.last_stack: tuple = ()    # the user stack of the latest collective (trace/ddp.py places notes there)
-        self._groups: dict[int, tuple[int, Optional[str], str, int]] = {}   # id(pg) -> _group()
+        self.last_stack: tuple = ()  # the user stack of the latest collective (trace/ddp.py places notes there)
+        self._groups: dict[int, tuple[int, Optional[str], str, int]] = {}  # id(pg) -> _group()
         self._last_nodes = 1
 
     def _group(self, group: Any) -> tuple[int, Optional[str], str, int]:
@@ -163,8 +175,7 @@ class Collectives:
             except (RuntimeError, ValueError, KeyError):
                 members = list(range(group.size()))
             description = getattr(group, "group_desc", None) or None
-            found = self._groups[id(group)] = (len(members), description, self._link(members),
-                                               self._nodes(members))
+            found = self._groups[id(group)] = (len(members), description, self._link(members), self._nodes(members))
         return found
 
     def _nodes(self, members: Any) -> int:
@@ -199,7 +210,7 @@ class Collectives:
         intra = self._node_link()
         best = float("inf")
         for protocol, base, hop, share in _PROTOCOLS:
-            if protocol == "LL128" and nodes > 1:      # NCCL enables LL128 on NVLink only
+            if protocol == "LL128" and nodes > 1:  # NCCL enables LL128 on NVLink only
                 continue
             latency = (base + (steps - crossing) * hop[intra] + crossing * hop["network"]) * 1e-6
             best = min(best, latency + factor * nbytes / (bandwidth * share))
@@ -214,7 +225,7 @@ class Collectives:
     def event(self, op_event: Event, func: Any, args: tuple, kwargs: dict, out: Any) -> Event:
         """The collective event for an op event of these namespaces (for a wait, the op event at no cost)."""
         name = public_name(func)
-        if name is None:           # wait_tensor: waits for the collective, runs no kernel of its own
+        if name is None:  # wait_tensor: waits for the collective, runs no kernel of its own
             return replace(op_event, bytes_moved=0, estimate_seconds=0.0)
         size, description, link, nodes = self._group(_group_of(func, args, kwargs))
         nbytes = payload_bytes(func, name, args, kwargs, out)
@@ -224,5 +235,15 @@ class Collectives:
         self.last_stack = op_event.stack
         self.seconds += seconds
         self.bytes += nbytes
-        return replace(op_event, kind="collective", name=name, group_size=size, group=description, link=link,
-                       bytes=nbytes, bytes_moved=0, flops=None, estimate_seconds=seconds)
+        return replace(
+            op_event,
+            kind="collective",
+            name=name,
+            group_size=size,
+            group=description,
+            link=link,
+            bytes=nbytes,
+            bytes_moved=0,
+            flops=None,
+            estimate_seconds=seconds,
+        )

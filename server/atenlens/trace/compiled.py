@@ -12,6 +12,7 @@ AL601 at its `def`. Where Dynamo's resumed Python asks a tensor for its value (`
 the break), the analysis answers 1 / True: it decides only which branch the analysis follows, and
 the message says so.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -39,8 +40,8 @@ class _Compiled:
 
     original: Callable[..., Any]
     options: dict[str, Any]
-    where: tuple[Frame, ...]                 # the user's stack at torch.compile(...)
-    args: Any = None                         # the first call's arguments, tensors as _TensorSpec
+    where: tuple[Frame, ...]  # the user's stack at torch.compile(...)
+    args: Any = None  # the first call's arguments, tensors as _TensorSpec
     kwargs: Any = None
     called: bool = False
 
@@ -71,7 +72,7 @@ class CompileWatch:
 
         @functools.wraps(real)
         def compile(model: Any = None, **options: Any) -> Any:
-            if model is None:                      # @torch.compile(mode=...): a decorator
+            if model is None:  # @torch.compile(mode=...): a decorator
                 return lambda m: compile(m, **options)
             return self._wrap(real(model, **options), model, options)
 
@@ -79,14 +80,16 @@ class CompileWatch:
         try:
             with warnings.catch_warnings():
                 # the recorder's global module hooks make OptimizedModule warn that they fire for it too
-                warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
+                warnings.filterwarnings(
+                    "ignore", message=r"Using `torch.compile\(module\)` when there are global hooks"
+                )
                 yield
         finally:
             torch.compile = real
 
     def _wrap(self, result: Any, model: Any, options: dict[str, Any]) -> Any:
         note = _Compiled(original=model, options=options, where=user_stack())
-        if not note.where and _definition(note) == ():     # a library compiling its own code: not ours to report
+        if not note.where and _definition(note) == ():  # a library compiling its own code: not ours to report
             return result
         self.compiled.append(note)
 
@@ -95,18 +98,23 @@ class CompileWatch:
                 note.called = True
                 note.args, note.kwargs = _specs(args), _specs(kwargs)
 
-        if isinstance(result, torch.nn.Module):       # OptimizedModule: keep the module type
+        if isinstance(result, torch.nn.Module):  # OptimizedModule: keep the module type
+
             def pre_hook(module: Any, args: tuple, kwargs: dict) -> None:
                 first_call(args, kwargs)
+
             result.register_forward_pre_hook(pre_hook, with_kwargs=True)
-            result.forward = cast(torch.nn.Module, result._orig_mod).__call__     # eager (see below); the module stays an OptimizedModule
+            result.forward = cast(
+                torch.nn.Module, result._orig_mod
+            ).__call__  # eager (see below); the module stays an OptimizedModule
             return result
 
         @functools.wraps(model)
         def compiled(*args: Any, **kwargs: Any) -> Any:
             first_call(args, kwargs)
-            return model(*args, **kwargs)      # eager, as Dynamo runs it under a dispatch mode anyway; and
-        return compiled                        # fullgraph=True would raise there ("found no compiled frames")
+            return model(*args, **kwargs)  # eager, as Dynamo runs it under a dispatch mode anyway; and
+
+        return compiled  # fullgraph=True would raise there ("found no compiled frames")
 
     def analyse(self, fake_mode: Any) -> None:
         """After the traced call: Dynamo on each compiled callable that ran, outside the recorder's modes."""
@@ -115,10 +123,14 @@ class CompileWatch:
                 self._analyse_one(note, fake_mode)
 
     def ran_out_of_time(self) -> None:
-        self.sink.add("compile", Code.COMPILE_SUMMARY,
-                      "torch.compile: the graph-break analysis ran past the trace's time budget; the trace is "
-                      "complete, the breaks of the callables not yet analysed are unknown",
-                      severity="information", stack=self.compiled[0].where if self.compiled else ())
+        self.sink.add(
+            "compile",
+            Code.COMPILE_SUMMARY,
+            "torch.compile: the graph-break analysis ran past the trace's time budget; the trace is "
+            "complete, the breaks of the callables not yet analysed are unknown",
+            severity="information",
+            stack=self.compiled[0].where if self.compiled else (),
+        )
 
     def _analyse_one(self, note: _Compiled, fake_mode: Any) -> None:
         answers = tc.scalar_reads_answered(1)
@@ -127,44 +139,62 @@ class CompileWatch:
             try:
                 graphs, guards, messages = tc.dynamo_analysis(note.original, args, kwargs)
                 skips = cudagraph_skips(graphs) if note.options.get("mode") in _CUDAGRAPH_MODES else []
-            except Exception as error:          # Dynamo itself failed on this code: say so, keep the trace
-                self.sink.add("compile", Code.COMPILE_SUMMARY,
-                              f"torch.compile: Dynamo could not analyse this callable on fake inputs "
-                              f"({type(error).__name__}: {_first_line(str(error))}); graph breaks unknown",
-                              severity="information", stack=_definition(note))
+            except Exception as error:  # Dynamo itself failed on this code: say so, keep the trace
+                self.sink.add(
+                    "compile",
+                    Code.COMPILE_SUMMARY,
+                    f"torch.compile: Dynamo could not analyse this callable on fake inputs "
+                    f"({type(error).__name__}: {_first_line(str(error))}); graph breaks unknown",
+                    severity="information",
+                    stack=_definition(note),
+                )
                 return
         breaks: dict[Frame, GraphBreak] = {}
         for message in messages:
             found = parse_break(message)
             if found is not None and is_user_file(found.frame.file):
-                breaks.setdefault(found.frame, found)     # a break met again (a loop's resumed frames) is one
+                breaks.setdefault(found.frame, found)  # a break met again (a loop's resumed frames) is one
         for found in breaks.values():
             self.sink.add("graph-break", Code.GRAPH_BREAK, found.message(), severity="warning", stack=(found.frame,))
-            self.sink.annotate(found.frame.file, found.frame.line, Code.SYNC,
-                               f"; torch.compile also breaks its graph at this line (AL600{f', {found.code}' if found.code else ''})")
+            self.sink.annotate(
+                found.frame.file,
+                found.frame.line,
+                Code.SYNC,
+                f"; torch.compile also breaks its graph at this line (AL600{f', {found.code}' if found.code else ''})",
+            )
         for frame, reason in skips:
-            self.sink.add("compile", Code.CUDAGRAPH_SKIP,
-                          f"torch.compile(mode=\"{note.options['mode']}\"): CUDA graphs would skip the graph this "
-                          f"line is in ({reason}); that graph runs without CUDA graphs, one launch per kernel",
-                          severity="warning", stack=(frame,))
+            self.sink.add(
+                "compile",
+                Code.CUDAGRAPH_SKIP,
+                f'torch.compile(mode="{note.options["mode"]}"): CUDA graphs would skip the graph this '
+                f"line is in ({reason}); that graph runs without CUDA graphs, one launch per kernel",
+                severity="warning",
+                stack=(frame,),
+            )
         skipped = any(b.skips_frame for b in breaks.values())
-        self.sink.add("compile", Code.COMPILE_SUMMARY, _summary(note, len(graphs), len(breaks), guards, answers.reads,
-                                                                skipped),
-                      severity="information", stack=_definition(note))
+        self.sink.add(
+            "compile",
+            Code.COMPILE_SUMMARY,
+            _summary(note, len(graphs), len(breaks), guards, answers.reads, skipped),
+            severity="information",
+            stack=_definition(note),
+        )
 
 
 @dataclass(frozen=True)
 class GraphBreak:
     frame: Frame
-    code: Optional[str]          # torch's GB code
-    text: str                    # type, explanation and hints
-    skips_frame: bool            # Dynamo gave up on the whole function (a break inside a loop): it runs eagerly
+    code: Optional[str]  # torch's GB code
+    text: str  # type, explanation and hints
+    skips_frame: bool  # Dynamo gave up on the whole function (a break inside a loop): it runs eagerly
 
     def message(self) -> str:
         text = f"torch.compile graph break{f' ({self.code})' if self.code else ''}: {self.text}"
         if self.skips_frame:
-            text += ("; the break is inside a loop, so Dynamo skips the whole function and runs it eagerly "
-                     "(nothing of it is compiled)")
+            text += (
+                "; the break is inside a loop, so Dynamo skips the whole function and runs it eagerly "
+                "(nothing of it is compiled)"
+            )
         return text
 
 
@@ -180,7 +210,7 @@ def parse_break(message: str) -> Optional[GraphBreak]:
     reason = message.split("Graph Break Reason: ", 1)[1].split("\nUser code traceback:", 1)[0]
     reason, nested, _ = reason.partition("\n\n*** While handling this graph break, another graph break occurred")
     skips = bool(nested) and "graph break in loop" in message
-    while True:                   # Dynamo wraps the reason in context paragraphs ending with ':'
+    while True:  # Dynamo wraps the reason in context paragraphs ending with ':'
         head, sep, rest = reason.partition("\n\n")
         if sep and head.startswith(_WRAPPERS) and head.rstrip().endswith(":"):
             skips = skips or "Skipping the function" in head
@@ -215,12 +245,22 @@ def cudagraph_skips(graphs: list[Any]) -> list[tuple[Frame, str]]:
 
 def _skip_reason(node: Any, placeholders: set) -> Optional[str]:
     value = node.meta.get("example_value")
-    if node.op in ("placeholder", "call_function", "call_method") and isinstance(value, torch.Tensor) \
-            and value.device.type == "cpu" and value.dim() > 0:
+    if (
+        node.op in ("placeholder", "call_function", "call_method")
+        and isinstance(value, torch.Tensor)
+        and value.device.type == "cpu"
+        and value.dim() > 0
+    ):
         return f"a CPU tensor {_shape_text(_spec_of(value))} in it"
     name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
-    if node.op in ("call_method", "call_function") and isinstance(name, str) and name.endswith("_") \
-            and not name.endswith("__") and node.args and node.args[0] in placeholders:
+    if (
+        node.op in ("call_method", "call_function")
+        and isinstance(name, str)
+        and name.endswith("_")
+        and not name.endswith("__")
+        and node.args
+        and node.args[0] in placeholders
+    ):
         source = str(node.args[0].target)
         if "_parameters" not in source and "_buffers" not in source:
             return f"it mutates its input `{source.removeprefix('L_').rstrip('_')}` in place with {name}"
@@ -240,9 +280,11 @@ def _spec_of(t: torch.Tensor) -> _TensorSpec:
 
 def _summary(note: _Compiled, graphs: int, breaks: int, guards: int, reads: int, skipped: bool) -> str:
     shapes = ", ".join(_shape_text(a) for a in (note.args or ()) if isinstance(a, _TensorSpec))
-    text = (f"torch.compile: {graphs} graph{'s' if graphs != 1 else ''}, {breaks} graph "
-            f"break{'s' if breaks != 1 else ''}, {guards} guard{'s' if guards != 1 else ''} "
-            f"(Dynamo on the first call's inputs{f': {shapes}' if shapes else ''}")
+    text = (
+        f"torch.compile: {graphs} graph{'s' if graphs != 1 else ''}, {breaks} graph "
+        f"break{'s' if breaks != 1 else ''}, {guards} guard{'s' if guards != 1 else ''} "
+        f"(Dynamo on the first call's inputs{f': {shapes}' if shapes else ''}"
+    )
     if reads:
         text += f"; {reads} value read{'s' if reads != 1 else ''} in resumed code assumed 1 / True"
     text += ")"
@@ -269,14 +311,17 @@ def describe_break(reason: str) -> tuple[Optional[str], str]:
     match = _GB_URL.search(reason)
     code = match.group(1).upper() if match else None
     if code is None:
-        code = next((gb for prefix, gb in _UNCODED if reason.startswith(prefix)), None) \
-            or _registry_code_of(_first_line(reason))
+        code = next((gb for prefix, gb in _UNCODED if reason.startswith(prefix)), None) or _registry_code_of(
+            _first_line(reason)
+        )
         entry = _registry().get(code or "")
         if entry is not None and "{" not in entry.get("Explanation", ""):
             return code, _sentence(entry["Gb_type"], _clean(entry.get("Explanation", "")), [])
         return code, _first_line(reason)
     lines = [line.strip() for line in reason.strip().splitlines()]
-    explanation = " ".join(line.removeprefix("Explanation:").strip() for line in lines if line.startswith("Explanation:"))
+    explanation = " ".join(
+        line.removeprefix("Explanation:").strip() for line in lines if line.startswith("Explanation:")
+    )
     hints = [line.removeprefix("Hint:").strip() for line in lines if line.startswith("Hint:")]
     hints = [h for h in hints if not h.startswith("Your code may") and "report an issue" not in h.lower()]
     return code, _sentence(lines[0], explanation, hints)
@@ -333,7 +378,7 @@ def _definition(note: _Compiled) -> tuple[Frame, ...]:
     """Where the summary stands: the compiled function's `def` when it is the user's, else torch.compile(...)."""
     target = note.original
     owner = getattr(target, "__self__", None)
-    if isinstance(owner, torch.nn.Module):           # module.compile() compiles its bound _call_impl
+    if isinstance(owner, torch.nn.Module):  # module.compile() compiles its bound _call_impl
         target = owner
     if isinstance(target, torch.nn.Module):
         target = type(target).forward
@@ -345,8 +390,14 @@ def _definition(note: _Compiled) -> tuple[Frame, ...]:
 
 
 def _specs(value: Any) -> Any:
-    return tc.tree_map(lambda v: _TensorSpec(tuple(v.shape), tuple(v.stride()), v.dtype, tc.tensor_device(v),
-                                             v.requires_grad) if isinstance(v, torch.Tensor) else v, value)
+    return tc.tree_map(
+        lambda v: (
+            _TensorSpec(tuple(v.shape), tuple(v.stride()), v.dtype, tc.tensor_device(v), v.requires_grad)
+            if isinstance(v, torch.Tensor)
+            else v
+        ),
+        value,
+    )
 
 
 def _built(value: Any) -> Any:

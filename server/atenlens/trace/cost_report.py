@@ -1,31 +1,49 @@
 """The cost part of a report: memory and time summaries, and the out-of-memory forecast (AL400)."""
+
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any
 
 from atenlens.cost import (
-    ASSUMPTIONS, COMPUTE_EFFICIENCY, LAUNCH_SECONDS, MEMORY_EFFICIENCY, compute_dtype, format_bytes, holder_label,
+    ASSUMPTIONS,
+    COMPUTE_EFFICIENCY,
+    LAUNCH_SECONDS,
+    MEMORY_EFFICIENCY,
+    compute_dtype,
+    format_bytes,
+    holder_label,
 )
 from atenlens.report import Code, Diagnostic, Event, MemorySummary, Summary, TimeSummary
 
-MEMORY_ASSUMPTIONS = ("memory: every storage on the simulated device, rounded as CUDA's caching allocator rounds "
-                      "blocks (512 B); allocator segments, fragmentation, the CUDA context and library workspaces "
-                      "(cuBLAS, cuDNN, NCCL) are not counted")
+MEMORY_ASSUMPTIONS = (
+    "memory: every storage on the simulated device, rounded as CUDA's caching allocator rounds "
+    "blocks (512 B); allocator segments, fragmentation, the CUDA context and library workspaces "
+    "(cuBLAS, cuDNN, NCCL) are not counted"
+)
 
 
-def cost_summaries(recorder: Any, events: tuple[Event, ...], summary: Summary) -> tuple[Summary, tuple[Diagnostic, ...]]:
+def cost_summaries(
+    recorder: Any, events: tuple[Event, ...], summary: Summary
+) -> tuple[Summary, tuple[Diagnostic, ...]]:
     gpu = recorder.gpu
     if not recorder.cost:
         return summary, ()
-    memory = replace(recorder.memory.summary(gpu.memory_bytes, recorder._site_of_node),
-                     assumptions=MEMORY_ASSUMPTIONS)
+    memory = replace(recorder.memory.summary(gpu.memory_bytes, recorder._site_of_node), assumptions=MEMORY_ASSUMPTIONS)
     by_phase = {phase: recorder.estimate_seconds.get(phase, 0.0) for phase in ("forward", "backward", "optimizer")}
     step = sum(by_phase.values())
     tf32 = _tf32()
-    time = TimeSummary(gpu=gpu.key, step_seconds=step, mfu_bound=_mfu_bound(gpu, events, summary.flops, step, tf32),
-                       by_phase=by_phase, compute_efficiency=COMPUTE_EFFICIENCY,
-                       memory_efficiency=MEMORY_EFFICIENCY, launch_seconds=LAUNCH_SECONDS, fp32_matmul_as_tf32=tf32, assumptions=ASSUMPTIONS)
+    time = TimeSummary(
+        gpu=gpu.key,
+        step_seconds=step,
+        mfu_bound=_mfu_bound(gpu, events, summary.flops, step, tf32),
+        by_phase=by_phase,
+        compute_efficiency=COMPUTE_EFFICIENCY,
+        memory_efficiency=MEMORY_EFFICIENCY,
+        launch_seconds=LAUNCH_SECONDS,
+        fp32_matmul_as_tf32=tf32,
+        assumptions=ASSUMPTIONS,
+    )
     return replace(summary, memory=memory, time=time), _out_of_memory(memory, gpu)
 
 
@@ -53,8 +71,19 @@ def _out_of_memory(memory: MemorySummary, gpu: Any) -> tuple[Diagnostic, ...]:
     if memory.peak_bytes <= gpu.memory_bytes:
         return ()
     holders = [holder_label(h, None if h.line is None else f"line {h.line}") for h in memory.holders[:3]]
-    message = (f"forecast peak memory {format_bytes(memory.peak_bytes)} here ({memory.peak_phase}) exceeds the "
-               f"{format_bytes(gpu.memory_bytes)} of {gpu.name} by {format_bytes(memory.peak_bytes - gpu.memory_bytes)}; "
-               f"largest holders: {', '.join(holders)}")
-    return (Diagnostic(file=memory.peak_file, line=memory.peak_line, column=None, severity="error",
-                       code=Code.OUT_OF_MEMORY, kind="out-of-memory", message=message),)
+    message = (
+        f"forecast peak memory {format_bytes(memory.peak_bytes)} here ({memory.peak_phase}) exceeds the "
+        f"{format_bytes(gpu.memory_bytes)} of {gpu.name} by {format_bytes(memory.peak_bytes - gpu.memory_bytes)}; "
+        f"largest holders: {', '.join(holders)}"
+    )
+    return (
+        Diagnostic(
+            file=memory.peak_file,
+            line=memory.peak_line,
+            column=None,
+            severity="error",
+            code=Code.OUT_OF_MEMORY,
+            kind="out-of-memory",
+            message=message,
+        ),
+    )

@@ -9,6 +9,7 @@ Not simulated: `worker_init_fn` (there is no worker to start), `get_worker_info(
 main process, so an IterableDataset that shards by worker yields all of its items once), `timeout`,
 and the overlap of loading with the step.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -24,11 +25,13 @@ from atenlens.trace.torch_compat import SingleProcessDataLoaderIter
 def _message(loader: Any) -> str:
     workers = loader.num_workers
     prefetch = loader.prefetch_factor if loader.prefetch_factor is not None else 2
-    text = (f"DataLoader(num_workers={workers}): on a real run {workers} worker "
-            f"{'processes load' if workers > 1 else 'process loads'} and collate"
-            f"{'' if workers > 1 else 's'} the batches, up to {workers * prefetch} ahead "
-            f"(prefetch_factor={prefetch}), while the step runs; the trace loads them here, in this process, "
-            "in the same order, and traces that work where it happens")
+    text = (
+        f"DataLoader(num_workers={workers}): on a real run {workers} worker "
+        f"{'processes load' if workers > 1 else 'process loads'} and collate"
+        f"{'' if workers > 1 else 's'} the batches, up to {workers * prefetch} ahead "
+        f"(prefetch_factor={prefetch}), while the step runs; the trace loads them here, in this process, "
+        "in the same order, and traces that work where it happens"
+    )
     if loader.pin_memory:
         text += "; pin_memory=True: a pin-memory thread pins each batch (done here in this thread, pinned as there)"
     if loader.worker_init_fn is not None:

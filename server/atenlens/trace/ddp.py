@@ -10,6 +10,7 @@ future holding the bucket, which DDP then copies into the gradients, as after a 
 Construction needs its cross-rank checks replaced too (trace/torch_compat.py `ddp_on_fake_tensors`):
 the parameters' broadcast from rank 0 is recorded at the `DDP(...)` line, one broadcast per tensor.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -24,10 +25,10 @@ class _BucketState:
         self.process_group = process_group
         self.passes = 0
         self.on_pass = on_pass
-        self.bucket_bytes = 0          # the gradients all-reduced per pass
+        self.bucket_bytes = 0  # the gradients all-reduced per pass
 
 
-def _all_reduce_bucket(state, bucket):    # type: ignore[no-untyped-def]
+def _all_reduce_bucket(state, bucket):  # type: ignore[no-untyped-def]
     # no annotations: DDP checks that a hook's are GradBucket / Future, and this module's are strings
     import torch
     import torch.distributed as dist
@@ -68,10 +69,14 @@ def _bucket_hook(DistributedDataParallel: Any, sink: Any, collectives: Any) -> I
         if state.passes < 2:
             return
         stack = collectives.last_stack if collectives is not None else ()
-        sink.add("ddp-no-sync", Code.DDP_SYNC_EVERY_BACKWARD,
-                 "DDP all-reduces the gradients in every backward() before the optimizer step: accumulating "
-                 "gradients over micro-steps, wrap all but the last backward in `with model.no_sync():` "
-                 f"(each pass sends {format_bytes(state.bucket_bytes)} per rank)", stack=stack)
+        sink.add(
+            "ddp-no-sync",
+            Code.DDP_SYNC_EVERY_BACKWARD,
+            "DDP all-reduces the gradients in every backward() before the optimizer step: accumulating "
+            "gradients over micro-steps, wrap all but the last backward in `with model.no_sync():` "
+            f"(each pass sends {format_bytes(state.bucket_bytes)} per rank)",
+            stack=stack,
+        )
 
     def stepped(optimizer: Any, args: Any, kwargs: Any) -> None:
         for state in states:
@@ -95,17 +100,20 @@ def _bucket_hook(DistributedDataParallel: Any, sink: Any, collectives: Any) -> I
             real_register(self, state, hook)
             return
         name = getattr(hook, "__qualname__", repr(hook))
-        sink.add("simulated-ranks", Code.SIMULATED_RANKS,
-                 f"DDP comm hook {name} is not run on the simulated ranks: each gradient bucket is all-reduced "
-                 "as DDP's default hook does (its bytes and time are those of the uncompressed bucket)",
-                 severity="information")
+        sink.add(
+            "simulated-ranks",
+            Code.SIMULATED_RANKS,
+            f"DDP comm hook {name} is not run on the simulated ranks: each gradient bucket is all-reduced "
+            "as DDP's default hook does (its bytes and time are those of the uncompressed bucket)",
+            severity="information",
+        )
 
-    DistributedDataParallel.__init__ = __init__            # type: ignore[method-assign]
+    DistributedDataParallel.__init__ = __init__  # type: ignore[method-assign]
     DistributedDataParallel.register_comm_hook = register_comm_hook  # type: ignore[method-assign]
     step_hook = register_optimizer_step_post_hook(stepped)
     try:
         yield
     finally:
         step_hook.remove()
-        DistributedDataParallel.__init__ = real_init         # type: ignore[method-assign]
+        DistributedDataParallel.__init__ = real_init  # type: ignore[method-assign]
         DistributedDataParallel.register_comm_hook = real_register  # type: ignore[method-assign]

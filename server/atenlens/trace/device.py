@@ -27,6 +27,7 @@ Contract used by the runner and the worker:
   shims), a "cuda" request is traced on cpu: `session.device` is "cpu", `session.notes` says why,
   and `hooks(sink)` adds an information diagnostic with code AL905 (Code.DEVICE_FALLBACK).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -60,9 +61,9 @@ class PlainHooks:
 
 @dataclass
 class DeviceSession:
-    device: str                                   # what is simulated: "cpu" or "cuda"
+    device: str  # what is simulated: "cpu" or "cuda"
     notes: tuple[str, ...] = ()
-    make_fake_mode: Callable[..., Any] = None     # type: ignore[assignment]  # returns a FakeTensorMode; every session has one
+    make_fake_mode: Callable[..., Any] = None  # type: ignore[assignment]  # returns a FakeTensorMode; every session has one
     hooks: Callable[..., DeviceHooks] = field(default=lambda sink, values=None: PlainHooks())
     # hooks(sink, values): the hooks of one trace, reporting to `sink`, asking the trace's `Values`
     # (trace/values.py) for every value the host reads (see above)
@@ -87,7 +88,7 @@ def _cuda_unavailable_reason() -> Optional[str]:
     import torch
 
     if torch.backends.cuda.is_built():
-        return None                                # a CUDA build: fake cuda is native
+        return None  # a CUDA build: fake cuda is native
     from atenlens.trace.gpu import shims
 
     status = shims.loaded_status()
@@ -114,8 +115,8 @@ def simulated_device(device: str) -> Iterator[DeviceSession]:
     def hooks(sink: DiagnosticSink, values: Any = None) -> DeviceHooks:
         tracker = HazardTracker(sink, values)
         trackers.append(tracker)
-        slot.listener = tracker                   # torch.cuda.synchronize() & co. report to this trace
-        tracker.stream_api = slot                 # which stream is current, for stream ordering
+        slot.listener = tracker  # torch.cuda.synchronize() & co. report to this trace
+        tracker.stream_api = slot  # which stream is current, for stream ordering
         if reason is not None:
             sink.add("device-fallback", Code.DEVICE_FALLBACK, notes[0], severity="information", stack=())
         return HazardHooks(tracker)
@@ -128,12 +129,29 @@ def simulated_device(device: str) -> Iterator[DeviceSession]:
         return tolist_of_fake(trackers[-1], t) if trackers else original(t)
 
     if not simulating:
-        with torch_compat.foreach_optimizers_for_fake_tensors(), torch_compat.fake_tensor_tolist(tolist), \
-                host_factories_return_fakes():
-            yield DeviceSession(device="cpu", notes=notes, make_fake_mode=torch_compat.FakeTensorMode,
-                                hooks=hooks, use_memory=use_memory)
+        with (
+            torch_compat.foreach_optimizers_for_fake_tensors(),
+            torch_compat.fake_tensor_tolist(tolist),
+            host_factories_return_fakes(),
+        ):
+            yield DeviceSession(
+                device="cpu",
+                notes=notes,
+                make_fake_mode=torch_compat.FakeTensorMode,
+                hooks=hooks,
+                use_memory=use_memory,
+            )
         return
-    with simulated_cuda_api(slot), torch_compat.foreach_optimizers_for_fake_tensors(), \
-            torch_compat.fake_tensor_tolist(tolist), host_factories_return_fakes():
-        yield DeviceSession(device="cuda", notes=notes, make_fake_mode=torch_compat.NoDeviceInitFakeTensorMode,
-                            hooks=hooks, use_memory=use_memory)
+    with (
+        simulated_cuda_api(slot),
+        torch_compat.foreach_optimizers_for_fake_tensors(),
+        torch_compat.fake_tensor_tolist(tolist),
+        host_factories_return_fakes(),
+    ):
+        yield DeviceSession(
+            device="cuda",
+            notes=notes,
+            make_fake_mode=torch_compat.NoDeviceInitFakeTensorMode,
+            hooks=hooks,
+            use_memory=use_memory,
+        )

@@ -5,6 +5,7 @@ the innermost user frame (unless given a stack) and folds repeats of the same pr
 same place into one diagnostic with a count, so a `.item()` in a 1,000-step loop is one warning
 that says 1,000, not 1,000 warnings.
 """
+
 from __future__ import annotations
 
 import sys
@@ -18,7 +19,7 @@ from atenlens.trace.attribution import user_stack
 class DiagnosticSink:
     def __init__(self) -> None:
         self._by_key: dict[tuple, Diagnostic] = {}
-        self._steps: dict[tuple, set[int]] = {}    # key -> optimizer steps completed at each occurrence
+        self._steps: dict[tuple, set[int]] = {}  # key -> optimizer steps completed at each occurrence
 
     def add(
         self,
@@ -72,8 +73,10 @@ class DiagnosticSink:
         message of each one that knows when it happened says whether it happens every step or once."""
         if steps < 2:
             return tuple(self._by_key.values())
-        return tuple(replace(d, message=d.message + _frequency(self._steps[key], d.count, steps))
-                     if key in self._steps else d for key, d in self._by_key.items())
+        return tuple(
+            replace(d, message=d.message + _frequency(self._steps[key], d.count, steps)) if key in self._steps else d
+            for key, d in self._by_key.items()
+        )
 
 
 def _frequency(intervals: set[int], count: int, steps: int) -> str:

@@ -11,6 +11,7 @@ Each entry names a module, one of its functions and the eager answer. The functi
 while a trace runs: at once when the module is already imported, else as soon as it is imported
 (a `sys.meta_path` hook), and restored afterwards.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -25,6 +25,7 @@ What a storage is, decided once the step is over (each from a public torch hook)
 - inputs: anything else already on the device when the traced call started;
 - temporaries: anything else the call allocated.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -35,14 +36,29 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 from atenlens.report import (
-    Frame, Holding, MemoryHolder, MemoryLine, MemorySummary, MemoryTimeline, PeakCategories,
+    Frame,
+    Holding,
+    MemoryHolder,
+    MemoryLine,
+    MemorySummary,
+    MemoryTimeline,
+    PeakCategories,
 )
 from atenlens.trace import torch_compat as tc
 
-BLOCK = 512                             # CUDA caching allocator: kMinBlockSize
+BLOCK = 512  # CUDA caching allocator: kMinBlockSize
 MAX_TIMELINE_POINTS = 2048
-CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "inputs",
-              "unsharded_parameters", "unsharded_gradients", "communication")
+CATEGORIES = (
+    "parameters",
+    "gradients",
+    "optimizer_state",
+    "activations",
+    "temporaries",
+    "inputs",
+    "unsharded_parameters",
+    "unsharded_gradients",
+    "communication",
+)
 ROLES = frozenset({"unsharded_parameters", "unsharded_gradients", "communication"})
 
 _Tensor = torch.Tensor
@@ -59,15 +75,38 @@ def rounded(nbytes: int) -> int:
 
 
 class _Storage:
-    __slots__ = ("nbytes", "alloc_tick", "free_tick", "op_index", "phase", "file", "line", "in_trace",
-                 "parameter", "gradient", "optimizer_state", "saved_by", "ref", "role", "previous")
+    __slots__ = (
+        "nbytes",
+        "alloc_tick",
+        "free_tick",
+        "op_index",
+        "phase",
+        "file",
+        "line",
+        "in_trace",
+        "parameter",
+        "gradient",
+        "optimizer_state",
+        "saved_by",
+        "ref",
+        "role",
+        "previous",
+    )
 
-    def __init__(self, nbytes: int, tick: int, op_index: int, phase: str, file: Optional[str],
-                 line: Optional[int], in_trace: bool) -> None:
+    def __init__(
+        self,
+        nbytes: int,
+        tick: int,
+        op_index: int,
+        phase: str,
+        file: Optional[str],
+        line: Optional[int],
+        in_trace: bool,
+    ) -> None:
         self.nbytes = nbytes
         self.alloc_tick = tick
         self.free_tick: Optional[int] = None
-        self.op_index = op_index          # the op that allocated it (-1 before the traced call)
+        self.op_index = op_index  # the op that allocated it (-1 before the traced call)
         self.phase = phase
         self.file = file
         self.line = line
@@ -75,10 +114,10 @@ class _Storage:
         self.parameter = False
         self.gradient = False
         self.optimizer_state = False
-        self.saved_by: Optional[int] = None   # autograd sequence number of the node that saved it
+        self.saved_by: Optional[int] = None  # autograd sequence number of the node that saved it
         self.ref: Any = None
-        self.role: Optional[str] = None       # one of ROLES, for all of the storage's sizes
-        self.previous: Optional[_Storage] = None   # the same storage before a resize
+        self.role: Optional[str] = None  # one of ROLES, for all of the storage's sizes
+        self.previous: Optional[_Storage] = None  # the same storage before a resize
 
     def category(self) -> str:
         if self.role is not None:
@@ -136,14 +175,14 @@ class MemoryModel:
 
     def __init__(self, device_type: str = "cuda") -> None:
         self.device_type = device_type
-        self.live: dict[int, _Storage] = {}          # storage _cdata -> record, while alive
+        self.live: dict[int, _Storage] = {}  # storage _cdata -> record, while alive
         self.storages: list[_Storage] = []
         self.tick = 0
         self.live_bytes = 0
-        self.max_live_bytes = 0                       # since the process's start or reset_peak(): max_memory_allocated()
+        self.max_live_bytes = 0  # since the process's start or reset_peak(): max_memory_allocated()
         self.recording = False
-        self.op_index = 0                             # ops of the traced call so far
-        self.live_after_op: list[int] = []            # live bytes after each op of the traced call
+        self.op_index = 0  # ops of the traced call so far
+        self.live_after_op: list[int] = []  # live bytes after each op of the traced call
         self.op_start_tick: list[int] = []
         self.op_lines: list[Optional[tuple[str, Optional[int]]]] = []
         self.peak_bytes = 0
@@ -154,14 +193,14 @@ class MemoryModel:
         # held strongly for the call (they are alive anyway); a weak reference would make torch refuse
         # `module.to()` (swap_tensors rejects tensors with weak references)
         self._parameters: dict[int, Any] = {}
-        self.node_names: dict[int, str] = {}         # autograd sequence nr -> node name (filled by the recorder)
-        self._last_phase = "forward"                  # of the latest op (a resize between ops counts in it)
+        self.node_names: dict[int, str] = {}  # autograd sequence nr -> node name (filled by the recorder)
+        self._last_phase = "forward"  # of the latest op (a resize between ops counts in it)
 
     # -- allocations and frees ------------------------------------------------------------------
     def _record(self, t: _Tensor, phase: str, file: Optional[str], line: Optional[int]) -> int:
         try:
             storage = t.untyped_storage()
-        except Exception:        # sparse, nested and wrapper-subclass tensors have no storage of their own
+        except Exception:  # sparse, nested and wrapper-subclass tensors have no storage of their own
             return 0
         key = tc.storage_id(storage)
         if key in self.live:
@@ -169,8 +208,7 @@ class MemoryModel:
         if _tensor_device(t).type != self.device_type:
             return 0
         nbytes = rounded(storage.nbytes())
-        record = _Storage(nbytes, self.tick, self.op_index if self.recording else -1, phase, file, line,
-                          self.recording)
+        record = _Storage(nbytes, self.tick, self.op_index if self.recording else -1, phase, file, line, self.recording)
         self.tick += 1
         record.ref = weakref.ref(storage, self._freer(key))
         self.live[key] = record
@@ -190,7 +228,7 @@ class MemoryModel:
     def _freer(self, key: int) -> Callable[[Any], None]:
         def freed(ref: Any) -> None:
             record = self.live.get(key)
-            if record is None or record.ref is not ref:     # resized to 0 (not live), or already gone
+            if record is None or record.ref is not ref:  # resized to 0 (not live), or already gone
                 return
             del self.live[key]
             if record.phase == "forward" and record.in_trace:
@@ -203,6 +241,7 @@ class MemoryModel:
             record.free_tick = self.tick
             self.tick += 1
             self.live_bytes -= record.nbytes
+
         return freed
 
     def resized(self, storage: Any) -> None:
@@ -218,8 +257,9 @@ class MemoryModel:
         self.tick += 1
         self.live_bytes -= old.nbytes
         file, line = self.op_lines[-1] if self.recording and self.op_lines and self.op_lines[-1] else (None, None)
-        new = _Storage(nbytes, self.tick, self.op_index if self.recording else -1, self._last_phase, file, line,
-                       old.in_trace)
+        new = _Storage(
+            nbytes, self.tick, self.op_index if self.recording else -1, self._last_phase, file, line, old.in_trace
+        )
         self.tick += 1
         new.ref, new.previous, new.role = old.ref, old, old.role
         new.parameter, new.gradient, new.optimizer_state = old.parameter, old.gradient, old.optimizer_state
@@ -349,8 +389,10 @@ class MemoryModel:
         self.recording = True
         self.peak_bytes = self.start_bytes = self.live_bytes
         self.peak_tick = self.tick
-        handles = (register_optimizer_step_pre_hook(self._optimizer_step),
-                   register_optimizer_step_post_hook(self._optimizer_step))
+        handles = (
+            register_optimizer_step_pre_hook(self._optimizer_step),
+            register_optimizer_step_post_hook(self._optimizer_step),
+        )
         # A storage's resize is no op the dispatcher sees (torch's MemTracker patches it the same way).
         resize = torch.UntypedStorage.resize_
 
@@ -394,13 +436,16 @@ class MemoryModel:
             device_bytes=device_bytes,
             start_bytes=self.start_bytes,
             end_bytes=self.live_bytes,
-            holders=tuple(MemoryHolder(category=c, file=f, line=n_line, node=n, bytes=b) for (c, f, n_line, n), b in top),
+            holders=tuple(
+                MemoryHolder(category=c, file=f, line=n_line, node=n, bytes=b) for (c, f, n_line, n), b in top
+            ),
             lines=self._lines(site_of_node),
             timeline=self._timeline(),
         )
 
-    def _holder(self, record: _Storage, category: str,
-                site_of_node: dict[int, tuple[Frame, ...]]) -> tuple[Optional[str], Optional[int], Optional[str]]:
+    def _holder(
+        self, record: _Storage, category: str, site_of_node: dict[int, tuple[Frame, ...]]
+    ) -> tuple[Optional[str], Optional[int], Optional[str]]:
         if category == "activations" and record.saved_by is not None:
             stack = site_of_node.get(record.saved_by)
             node = self.node_names.get(record.saved_by)
@@ -417,7 +462,7 @@ class MemoryModel:
         ends: list[int] = []
         count = len(self.op_start_tick)
         end_tick = self.tick
-        for index in range(count - 1, -1, -1):           # run end of each op: the start of the next line's op
+        for index in range(count - 1, -1, -1):  # run end of each op: the start of the next line's op
             if index + 1 < count and self.op_lines[index + 1] != self.op_lines[index]:
                 end_tick = self.op_start_tick[index + 1]
             ends.append(end_tick)
@@ -439,9 +484,15 @@ class MemoryModel:
                     who = category.replace("_", " ")
                 entry[2][who] = entry[2].get(who, 0) + record.nbytes
         return tuple(
-            MemoryLine(file=file, line=line, bytes_allocated=allocated, bytes_held=held,
-                       held_by=tuple(Holding(w, b) for w, b in sorted(who.items(), key=lambda item: -item[1])))
-            for (file, line), (allocated, held, who) in per_line.items())
+            MemoryLine(
+                file=file,
+                line=line,
+                bytes_allocated=allocated,
+                bytes_held=held,
+                held_by=tuple(Holding(w, b) for w, b in sorted(who.items(), key=lambda item: -item[1])),
+            )
+            for (file, line), (allocated, held, who) in per_line.items()
+        )
 
     def _timeline(self) -> MemoryTimeline:
         """Live bytes after each op, at most MAX_TIMELINE_POINTS of them (the largest of each bucket)."""
@@ -450,7 +501,7 @@ class MemoryModel:
         ops: list[int] = []
         live: list[int] = []
         for start in range(0, len(values), step):
-            bucket = values[start:start + step]
+            bucket = values[start : start + step]
             best = max(range(len(bucket)), key=bucket.__getitem__)
             ops.append(start + best)
             live.append(bucket[best])

@@ -8,6 +8,7 @@ instead of one line with 500 ops. The hooks are installed only while the traced 
 A module's qualified name is its name under the root module (the module the user's code called
 while no other module was running), from the root's `named_modules()`, as torchinfo shows it.
 """
+
 from __future__ import annotations
 
 import sys
@@ -28,8 +29,16 @@ class _Call:
 
     __slots__ = ("path", "type", "parent", "file", "line", "outputs", "params", "module")
 
-    def __init__(self, path: str, type_name: str, parent: Optional[int], file: Optional[str],
-                 line: Optional[int], params: int, module: Any) -> None:
+    def __init__(
+        self,
+        path: str,
+        type_name: str,
+        parent: Optional[int],
+        file: Optional[str],
+        line: Optional[int],
+        params: int,
+        module: Any,
+    ) -> None:
         self.path, self.type, self.parent, self.file, self.line = path, type_name, parent, file, line
         self.outputs: tuple[TensorMeta, ...] = ()
         self.params = params
@@ -39,22 +48,25 @@ class _Call:
 class ModuleTracker:
     """Keeps the stack of running module calls. `current` is the index of the innermost one."""
 
-    def __init__(self, user_stack: Callable[[Any], tuple[Frame, ...]],
-                 metas: Callable[[Any], tuple[TensorMeta, ...]]) -> None:
+    def __init__(
+        self, user_stack: Callable[[Any], tuple[Frame, ...]], metas: Callable[[Any], tuple[TensorMeta, ...]]
+    ) -> None:
         self._user_stack = user_stack
         self._metas = metas
         self.calls: list[_Call] = []
         self.dropped = 0
         self._stack: list[int] = []
         self.current: Optional[int] = None
-        self._names: dict[int, tuple[Any, dict[int, str]]] = {}     # id(root) -> (root, id(module) -> path)
+        self._names: dict[int, tuple[Any, dict[int, str]]] = {}  # id(root) -> (root, id(module) -> path)
         self._params: dict[int, tuple[Any, int]] = {}
         self._handles: list[Any] = []
 
     def install(self) -> None:
         hooks = torch.nn.modules.module
-        self._handles = [hooks.register_module_forward_pre_hook(self._pre),
-                         hooks.register_module_forward_hook(self._post, always_call=True)]
+        self._handles = [
+            hooks.register_module_forward_pre_hook(self._pre),
+            hooks.register_module_forward_hook(self._post, always_call=True),
+        ]
 
     def uninstall(self) -> None:
         for handle in self._handles:
@@ -74,7 +86,7 @@ class ModuleTracker:
         path = known[1].get(id(module))
         if path is not None:
             return path
-        outer = self.calls[parent].path       # a module that is not registered under the root
+        outer = self.calls[parent].path  # a module that is not registered under the root
         return f"{outer}.{type(module).__name__}" if outer else type(module).__name__
 
     def _root_of(self, index: int) -> int:
@@ -101,8 +113,11 @@ class ModuleTracker:
         stack = self._user_stack(sys._getframe(1))
         file, line = (stack[-1].file, stack[-1].line) if stack else (None, None)
         index = len(self.calls)
-        self.calls.append(_Call(self._path(module, parent), type(module).__name__, parent, file, line,
-                                self._own_params(module), module))
+        self.calls.append(
+            _Call(
+                self._path(module, parent), type(module).__name__, parent, file, line, self._own_params(module), module
+            )
+        )
         self._stack.append(index)
         self.current = index
 
@@ -116,8 +131,12 @@ class ModuleTracker:
         self.current = previous[-1] if previous else None
 
     def module_calls(self) -> tuple[ModuleCall, ...]:
-        return tuple(ModuleCall(path=c.path, type=c.type, parent=c.parent, file=c.file, line=c.line,
-                                outputs=c.outputs, params=c.params) for c in self.calls)
+        return tuple(
+            ModuleCall(
+                path=c.path, type=c.type, parent=c.parent, file=c.file, line=c.line, outputs=c.outputs, params=c.params
+            )
+            for c in self.calls
+        )
 
 
 def _tensors_in(value: Any, limit: int = 16) -> list[Any]:

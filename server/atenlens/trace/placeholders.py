@@ -1,4 +1,5 @@
 """Stand-in values for data a fake tensor does not have, so the traced function runs on to the end."""
+
 from __future__ import annotations
 
 from typing import Any

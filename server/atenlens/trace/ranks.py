@@ -12,6 +12,7 @@ While a trace runs:
   LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT) are set, so code that reads them sees the simulated rank.
 When the trace ends the process group is destroyed and everything is restored.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,7 +32,7 @@ class Ranks:
     world_size: int = 1
     rank: int = 0
     gpus_per_node: int = DEFAULT_GPUS_PER_NODE
-    requested: bool = False          # the caller asked for a world size (else: a single-process run)
+    requested: bool = False  # the caller asked for a world size (else: a single-process run)
 
     def node_of(self, global_rank: int) -> int:
         return global_rank // self.gpus_per_node
@@ -58,19 +59,24 @@ def ranks_of(world_size: Optional[int], rank: Optional[int], gpus_per_node: Opti
 
 def _torchrun_environment(ranks: Ranks) -> dict[str, str]:
     local_world = min(ranks.gpus_per_node, ranks.world_size)
-    return {"RANK": str(ranks.rank), "WORLD_SIZE": str(ranks.world_size),
-            "LOCAL_RANK": str(ranks.rank % ranks.gpus_per_node), "LOCAL_WORLD_SIZE": str(local_world),
-            "GROUP_RANK": str(ranks.node_of(ranks.rank)),
-            # what torchrun's rendezvous would name; nothing connects to it (init_process_group is the fake one)
-            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    return {
+        "RANK": str(ranks.rank),
+        "WORLD_SIZE": str(ranks.world_size),
+        "LOCAL_RANK": str(ranks.rank % ranks.gpus_per_node),
+        "LOCAL_WORLD_SIZE": str(local_world),
+        "GROUP_RANK": str(ranks.node_of(ranks.rank)),
+        # what torchrun's rendezvous would name; nothing connects to it (init_process_group is the fake one)
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29500",
+    }
 
 
 @contextlib.contextmanager
 def simulated_ranks(ranks: Ranks, sink: Any, collectives: Any = None) -> Iterator[None]:
     """`sink`: the trace's DiagnosticSink; `collectives`: its trace/collectives.py Collectives."""
     import torch.distributed as dist
-    import torch.distributed.distributed_c10d as c10d
     import torch.distributed.device_mesh as device_mesh
+    import torch.distributed.distributed_c10d as c10d
 
     from atenlens.trace import torch_compat
     from atenlens.trace.ddp import ddp_on_fake_backend
@@ -78,18 +84,30 @@ def simulated_ranks(ranks: Ranks, sink: Any, collectives: Any = None) -> Iterato
     real_init = c10d.init_process_group
     real_mesh = device_mesh.init_device_mesh
 
-    def init_process_group(backend: Any = None, init_method: Any = None, timeout: Any = None,
-                           world_size: int = -1, rank: int = -1, store: Any = None, group_name: str = "",
-                           pg_options: Any = None, device_id: Any = None) -> None:
+    def init_process_group(
+        backend: Any = None,
+        init_method: Any = None,
+        timeout: Any = None,
+        world_size: int = -1,
+        rank: int = -1,
+        store: Any = None,
+        group_name: str = "",
+        pg_options: Any = None,
+        device_id: Any = None,
+    ) -> None:
         chosen = ranks
-        if not ranks.requested and world_size > 0:      # the program's own numbers, when none were asked for
+        if not ranks.requested and world_size > 0:  # the program's own numbers, when none were asked for
             chosen = Ranks(world_size, max(rank, 0), ranks.gpus_per_node)
         asked = f"backend={backend!r}" if backend is not None else "the default backend"
         if init_method is not None:
             asked += f", init_method={init_method!r}"
-        sink.add("simulated-ranks", Code.SIMULATED_RANKS,
-                 f"init_process_group({asked}) runs on torch's fake backend as {chosen.describe()}: nothing is "
-                 "sent, collectives are recorded and priced (docs/distributed.md)", severity="information")
+        sink.add(
+            "simulated-ranks",
+            Code.SIMULATED_RANKS,
+            f"init_process_group({asked}) runs on torch's fake backend as {chosen.describe()}: nothing is "
+            "sent, collectives are recorded and priced (docs/distributed.md)",
+            severity="information",
+        )
         kwargs = {"timeout": timeout} if timeout is not None else {}
         real_init("fake", rank=chosen.rank, world_size=chosen.world_size, **kwargs)
 
@@ -110,10 +128,14 @@ def simulated_ranks(ranks: Ranks, sink: Any, collectives: Any = None) -> Iterato
         with torch_compat.outside_trace_modes():
             return real_mesh_tensor.__get__(self)
 
-    patches = [(c10d, "init_process_group", init_process_group), (dist, "init_process_group", init_process_group),
-               (device_mesh, "init_process_group", init_process_group),
-               (device_mesh, "init_device_mesh", init_device_mesh),
-               (DeviceMesh, "__init__", mesh_init), (DeviceMesh, "mesh", property(mesh_tensor))]
+    patches = [
+        (c10d, "init_process_group", init_process_group),
+        (dist, "init_process_group", init_process_group),
+        (device_mesh, "init_process_group", init_process_group),
+        (device_mesh, "init_device_mesh", init_device_mesh),
+        (DeviceMesh, "__init__", mesh_init),
+        (DeviceMesh, "mesh", property(mesh_tensor)),
+    ]
     if hasattr(dist, "init_device_mesh"):
         patches.append((dist, "init_device_mesh", init_device_mesh))
     patches = [patch for patch in patches if hasattr(patch[0], patch[1])]

@@ -25,6 +25,7 @@ The recorder stays installed while the user's module loads and while the example
 are built, with recording off: those ops run (on fakes, with the same device behaviour) but are not
 the traced function's work and are not counted.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -42,14 +43,14 @@ from atenlens.cost import op_seconds
 from atenlens.gpus import GPU, find_gpu
 from atenlens.report import Event, Frame, TensorMeta
 from atenlens.trace import torch_compat as tc
-from atenlens.trace.memory import MemoryModel, NoMemoryModel
-from atenlens.trace.roofline import bytes_moved
 from atenlens.trace.attribution import UserStacks
 from atenlens.trace.collectives import NAMESPACES as _COLLECTIVE_NAMESPACES
 from atenlens.trace.device import DeviceHooks, PlainHooks
-from atenlens.trace.dist_hazards import DistributedHazards
 from atenlens.trace.diagnostics import DiagnosticSink
+from atenlens.trace.dist_hazards import DistributedHazards
+from atenlens.trace.memory import MemoryModel, NoMemoryModel
 from atenlens.trace.modules import ModuleTracker
+from atenlens.trace.roofline import bytes_moved
 from atenlens.trace.values import Values
 
 _getframe = sys._getframe
@@ -68,13 +69,43 @@ _PARAMETER_NEW_CODE = torch.nn.Parameter.__new__.__code__
 
 # Tensor methods that only read metadata (no op, nothing a performance engineer looks for): not
 # recorded as calls. Property getters (`x.shape`, `x.T`) are skipped by type instead.
-_METADATA_METHODS = frozenset({
-    "size", "dim", "ndimension", "stride", "numel", "nelement", "element_size", "data_ptr",
-    "storage_offset", "is_contiguous", "is_floating_point", "is_complex", "is_signed", "get_device",
-    "untyped_storage", "storage", "dim_order", "is_pinned", "is_shared", "has_names",
-    "__len__", "__format__", "__repr__", "__str__", "__hash__", "__setstate__", "__reduce_ex__",
-    "__deepcopy__", "__array__", "__dlpack__", "__dlpack_device__", "__contains__", "__torch_function__",
-})
+_METADATA_METHODS = frozenset(
+    {
+        "size",
+        "dim",
+        "ndimension",
+        "stride",
+        "numel",
+        "nelement",
+        "element_size",
+        "data_ptr",
+        "storage_offset",
+        "is_contiguous",
+        "is_floating_point",
+        "is_complex",
+        "is_signed",
+        "get_device",
+        "untyped_storage",
+        "storage",
+        "dim_order",
+        "is_pinned",
+        "is_shared",
+        "has_names",
+        "__len__",
+        "__format__",
+        "__repr__",
+        "__str__",
+        "__hash__",
+        "__setstate__",
+        "__reduce_ex__",
+        "__deepcopy__",
+        "__array__",
+        "__dlpack__",
+        "__dlpack_device__",
+        "__contains__",
+        "__torch_function__",
+    }
+)
 _DESCRIPTOR_WRAPPERS = (types.MethodWrapperType, types.WrapperDescriptorType, types.MethodDescriptorType)
 
 
@@ -89,9 +120,15 @@ class Recorder:
     """The events of one trace. Enter `modes()` (outermost first) around the user's code; set
     `recording` to True only while the traced function itself runs."""
 
-    def __init__(self, sink: DiagnosticSink, max_events: int = MAX_EVENTS,
-                 device_hooks: Optional[DeviceHooks] = None, gpu: Optional[GPU] = None,
-                 device_type: str = "cuda", cost: bool = True) -> None:
+    def __init__(
+        self,
+        sink: DiagnosticSink,
+        max_events: int = MAX_EVENTS,
+        device_hooks: Optional[DeviceHooks] = None,
+        gpu: Optional[GPU] = None,
+        device_type: str = "cuda",
+        cost: bool = True,
+    ) -> None:
         self.sink = sink
         # cost: the memory model sees every op's outputs; each op is priced on `gpu` (trace/memory.py,
         # trace/roofline.py, atenlens/cost.py)
@@ -99,32 +136,32 @@ class Recorder:
         self.cost = cost
         self.memory = MemoryModel(device_type) if cost else NoMemoryModel()
         self.device_type = device_type
-        self.values = Values(sink)                 # every data-dependent value of this trace
+        self.values = Values(sink)  # every data-dependent value of this trace
         self.use_device_hooks(device_hooks if device_hooks is not None else PlainHooks())
         self.events: list[Event] = []
         self.max_events = max_events
-        self.dropped_ops: dict[str, int] = {}          # phase -> ops counted but not kept
+        self.dropped_ops: dict[str, int] = {}  # phase -> ops counted but not kept
         self.dropped_calls = 0
         self.dropped_flops = 0
-        self.estimate_seconds: dict[str, float] = {}   # phase -> summed roofline estimates (kept events or not)
-        self.collectives: Any = None                   # trace/collectives.py Collectives: c10d ops become events
-        self.hazards = DistributedHazards(sink, self.memory.is_parameter)   # AL910, AL911, AL912
+        self.estimate_seconds: dict[str, float] = {}  # phase -> summed roofline estimates (kept events or not)
+        self.collectives: Any = None  # trace/collectives.py Collectives: c10d ops become events
+        self.hazards = DistributedHazards(sink, self.memory.is_parameter)  # AL910, AL911, AL912
         self.hazards.last_collective_stack = lambda: self.collectives.last_stack if self.collectives else ()
         self.recording = False
-        self._hidden = 0                               # inside torch's own bookkeeping ops (hidden())
+        self._hidden = 0  # inside torch's own bookkeeping ops (hidden())
         self._in_backward = 0
-        self._record_functions: list[bool] = []     # open profiler regions: is each an Optimizer.* one?
+        self._record_functions: list[bool] = []  # open profiler regions: is each an Optimizer.* one?
         self._optimizer_depth = 0
-        self._closure_hook: Any = None                 # torch.optim pre-hook while recording
-        self.optimizer_steps = 0                       # Optimizer.step calls while recording
+        self._closure_hook: Any = None  # torch.optim pre-hook while recording
+        self.optimizer_steps = 0  # Optimizer.step calls while recording
         self._backward_stack: tuple[Frame, ...] = ()
-        self._site_of_node: dict[int, tuple[Frame, ...]] = {}   # autograd sequence nr -> forward user stack
+        self._site_of_node: dict[int, tuple[Frame, ...]] = {}  # autograd sequence nr -> forward user stack
         self._last_sequence_nr = tc.sequence_nr()
         self._op_names: dict[Any, str] = {}
-        self.bookkeeping_ops: set[str] = set()                   # names of recorded ops that are views/detach
+        self.bookkeeping_ops: set[str] = set()  # names of recorded ops that are views/detach
         self._call_names: dict[Any, Optional[str]] = {}
         self._metas: dict[tuple, TensorMeta] = {}
-        self._described: dict[Any, tuple[str, Any]] = {}          # op overload -> (name, torch's FLOP formula or None)
+        self._described: dict[Any, tuple[str, Any]] = {}  # op overload -> (name, torch's FLOP formula or None)
         self._user_stacks = UserStacks()
         # User frames from a frame outwards, outermost first, up to the code that started the trace
         self.user_stack: Callable[[Any], tuple[Frame, ...]] = self._user_stacks.stack
@@ -170,14 +207,14 @@ class Recorder:
         return self._site_of_node.get(sequence_nr, ())
 
     def keep(self, event: Event) -> None:
-        if event.estimate_seconds and event.kind == "op":      # communication is summed apart
+        if event.estimate_seconds and event.kind == "op":  # communication is summed apart
             self.estimate_seconds[event.phase] = self.estimate_seconds.get(event.phase, 0.0) + event.estimate_seconds
         if len(self.events) < self.max_events:
             self.events.append(event)
         elif event.kind == "op":
             self.dropped_ops[event.phase] = self.dropped_ops.get(event.phase, 0) + 1
             self.dropped_flops += event.flops or 0
-        elif event.kind == "call":                             # collectives keep their own count
+        elif event.kind == "call":  # collectives keep their own count
             self.dropped_calls += 1
 
     @property
@@ -218,6 +255,7 @@ class Recorder:
                 return closure(*args, **kwargs)
             finally:
                 self._optimizer_depth = depth
+
         return closure_outside_optimizer
 
     # -- phase ---------------------------------------------------------------------------------
@@ -243,7 +281,7 @@ class Recorder:
             return self._call_names[func]
         except KeyError:
             pass
-        except TypeError:          # unhashable callables: name them each time
+        except TypeError:  # unhashable callables: name them each time
             return self._compute_call_name(func)
         name = self._call_names[func] = self._compute_call_name(func)
         return name
@@ -267,7 +305,7 @@ class Recorder:
         if last in _METADATA_METHODS or last in ("__get__", "__set__"):
             return None
         if last.startswith("_") and not last.startswith("__"):
-            return None            # private helpers (Tensor._version, ...)
+            return None  # private helpers (Tensor._version, ...)
         return name
 
     def meta(self, t: torch.Tensor) -> TensorMeta:
@@ -317,12 +355,13 @@ def _apply_formula(formula: Any, args: tuple, kwargs: dict, out: Any) -> Optiona
         return None
     try:
         return int(formula(*args, **kwargs, out_val=out))
-    except Exception:          # a formula that does not cover this overload's arguments
+    except Exception:  # a formula that does not cover this overload's arguments
         return None
 
 
-def _estimate(rec: Recorder, flops: Optional[int], moved: int, inputs: tuple[TensorMeta, ...],
-              outputs: tuple[TensorMeta, ...]) -> float:
+def _estimate(
+    rec: Recorder, flops: Optional[int], moved: int, inputs: tuple[TensorMeta, ...], outputs: tuple[TensorMeta, ...]
+) -> float:
     """The op's roofline time on the selected GPU (atenlens/cost.py). Ops that touch no tensor of the
     trace's device cost nothing there; a copy between host and device moves its bytes over PCIe."""
     device_type = rec.device_type
@@ -361,7 +400,7 @@ def _run(rec: Recorder, func: Any, args: tuple, kwargs: dict) -> Any:
             if out is not None:
                 return out
         raise
-    rec.values.after_op(func, args, kwargs, out)   # real shadows of small known tensors follow the op
+    rec.values.after_op(func, args, kwargs, out)  # real shadows of small known tensors follow the op
     return out
 
 
@@ -374,7 +413,7 @@ class _OpRecorder(tc.TorchDispatchMode):
         kwargs = kwargs or {}
         rec = self.recorder
         namespace = func.namespace
-        if namespace == "prim" or rec._hidden:    # prim.device & co: metadata queries of FakeTensor's device policy
+        if namespace == "prim" or rec._hidden:  # prim.device & co: metadata queries of FakeTensor's device policy
             return func(*args, **kwargs)
         for t in types:
             if t is not _FakeTensor and t is not _Tensor and t is not _Parameter:
@@ -402,8 +441,8 @@ class _OpRecorder(tc.TorchDispatchMode):
             memory.op_started(file, line)
             out = _run(rec, func, args, kwargs)
             node_name = node.name()
-            if node_name.startswith("torch::autograd::"):       # "torch::autograd::AccumulateGrad"
-                node_name = node_name[len("torch::autograd::"):]
+            if node_name.startswith("torch::autograd::"):  # "torch::autograd::AccumulateGrad"
+                node_name = node_name[len("torch::autograd::") :]
             memory.node_names[sequence_nr] = node_name
             phase = "backward"
             module = None
@@ -436,7 +475,7 @@ class _OpRecorder(tc.TorchDispatchMode):
         memory.op_finished()
         inputs = rec.metas(args)
         described = rec._described.get(func)
-        if described is None:                  # name and FLOP formula: decided once per overload
+        if described is None:  # name and FLOP formula: decided once per overload
             described = rec._described[func] = (rec.op_name(func), flop_registry.get(func._overloadpacket))
         name, formula = described
         flops = _apply_formula(formula, args, kwargs, out) if formula is not None else None
@@ -510,14 +549,16 @@ class _CallRecorder(TorchFunctionMode):
             stack = rec.user_stack(_getframe(1))
             file, line = _innermost(stack)
             is_backward = func in _BACKWARD_CALLS
-            rec.keep(Event(
-                kind="call",
-                name=name,
-                phase="backward" if is_backward else rec._current_phase(),  # type: ignore[arg-type]
-                file=file,
-                line=line,
-                stack=stack,
-            ))
+            rec.keep(
+                Event(
+                    kind="call",
+                    name=name,
+                    phase="backward" if is_backward else rec._current_phase(),  # type: ignore[arg-type]
+                    file=file,
+                    line=line,
+                    stack=stack,
+                )
+            )
             if is_backward:
                 previous = rec._backward_stack
                 rec._backward_stack = stack
@@ -527,7 +568,7 @@ class _CallRecorder(TorchFunctionMode):
                 finally:
                     rec._in_backward -= 1
                     rec._backward_stack = previous
-                    rec.memory.scan_parameters()         # the new .grads are gradients
+                    rec.memory.scan_parameters()  # the new .grads are gradients
         out = run_call(func, args, kwargs)
         if isinstance(out, _Tensor) and type(out) is not _FakeTensor and type(out) is not _Parameter:
             rec.placed(start, out)

@@ -5,10 +5,12 @@ only the elements a tensor really spans: a broadcast dimension (stride 0, `expan
 Views and metadata ops (`view`, `t`, `transpose`, `detach`, `expand`, ...) and allocations without a
 fill (`empty*`) move nothing; ops that only write their first argument (`copy_`, `zero_`, `fill_`)
 do not read it, and the `*_like` / `new_*` constructors (`zeros_like`: AdamW's state) take their
-tensor argument for its shape and dtype only: they write their output and read nothing. Also here: FLOP formulas for ops torch's flop counter lacks and that matter for cost
+tensor argument for its shape and dtype only: they write their output and read nothing. Also here: FLOP
+formulas for ops torch's flop counter lacks and that matter for cost
 (`aten._grouped_mm`, the grouped GEMMs of mixture-of-experts layers), registered with torch's own
 `register_flop_formula`, so the recorder's FLOPs and torch's FlopCounterMode agree.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -19,18 +21,61 @@ from torch.utils.flop_counter import flop_registry, register_flop_formula
 aten = torch.ops.aten
 _Tensor = torch.Tensor
 
-_FREE_PACKETS = frozenset({
-    aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty, aten.new_empty_strided,
-    aten.detach, aten.alias, aten.lift_fresh, aten.lift_fresh_copy, aten._unsafe_view, aten.view,
-    aten.t, aten.transpose, aten.permute, aten.expand, aten.squeeze, aten.unsqueeze, aten.as_strided,
-    aten.split, aten.split_with_sizes, aten.unbind, aten.select, aten.slice, aten.chunk, aten.diagonal,
-    aten.unfold, aten._reshape_alias, aten.set_, aten.resize_, aten.is_pinned, aten._local_scalar_dense,
-    aten.sym_size, aten.sym_stride, aten.sym_numel, aten.sym_storage_offset,
-})
-_WRITE_ONLY_FIRST = frozenset({aten.copy_, aten.zero_, aten.fill_, aten.normal_, aten.uniform_,
-                               aten.bernoulli_, aten.random_, aten.exponential_})
-_READ_NOTHING = frozenset({aten.zeros_like, aten.ones_like, aten.full_like, aten.rand_like, aten.randn_like,
-                           aten.randint_like, aten.new_zeros, aten.new_ones, aten.new_full})
+_FREE_PACKETS = frozenset(
+    {
+        aten.empty,
+        aten.empty_like,
+        aten.empty_strided,
+        aten.new_empty,
+        aten.new_empty_strided,
+        aten.detach,
+        aten.alias,
+        aten.lift_fresh,
+        aten.lift_fresh_copy,
+        aten._unsafe_view,
+        aten.view,
+        aten.t,
+        aten.transpose,
+        aten.permute,
+        aten.expand,
+        aten.squeeze,
+        aten.unsqueeze,
+        aten.as_strided,
+        aten.split,
+        aten.split_with_sizes,
+        aten.unbind,
+        aten.select,
+        aten.slice,
+        aten.chunk,
+        aten.diagonal,
+        aten.unfold,
+        aten._reshape_alias,
+        aten.set_,
+        aten.resize_,
+        aten.is_pinned,
+        aten._local_scalar_dense,
+        aten.sym_size,
+        aten.sym_stride,
+        aten.sym_numel,
+        aten.sym_storage_offset,
+    }
+)
+_WRITE_ONLY_FIRST = frozenset(
+    {aten.copy_, aten.zero_, aten.fill_, aten.normal_, aten.uniform_, aten.bernoulli_, aten.random_, aten.exponential_}
+)
+_READ_NOTHING = frozenset(
+    {
+        aten.zeros_like,
+        aten.ones_like,
+        aten.full_like,
+        aten.rand_like,
+        aten.randn_like,
+        aten.randint_like,
+        aten.new_zeros,
+        aten.new_ones,
+        aten.new_full,
+    }
+)
 
 
 def _touched(t: _Tensor) -> int:
@@ -122,6 +167,7 @@ def _grouped_mm_flops(a_shape: Any, b_shape: Any, out_shape: Any) -> int:
 
 
 if aten._grouped_mm not in flop_registry:
+
     @register_flop_formula(aten._grouped_mm, get_raw=False)
     def _grouped_mm_flop(a_shape: Any, b_shape: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
         return _grouped_mm_flops(a_shape, b_shape, out_shape)

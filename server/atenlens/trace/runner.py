@@ -6,6 +6,7 @@ code never runs in a long-lived process); tests call it directly. It never raise
 the user's code does: exceptions, `SystemExit`, time running out and missing inputs all become a
 report with a status and a diagnostic.
 """
+
 from __future__ import annotations
 
 import ast
@@ -29,16 +30,16 @@ from typing import Any, Callable, Iterator, Optional, cast
 import torch
 
 from atenlens.functions import FunctionInfo, argv_directive, directive_template, find_functions, ranks_directive
-from atenlens.report import Code, Diagnostic, Event, Frame, Summary, Target, TraceReport, TraceRequest
 from atenlens.gpus import find_gpu
-from atenlens.trace.attribution import EXAMPLE_CALL_FILENAME, is_user_file, traceback_stack
+from atenlens.report import Code, Diagnostic, Event, Frame, Summary, Target, TraceReport, TraceRequest
 from atenlens.trace import torch_compat
+from atenlens.trace.attribution import EXAMPLE_CALL_FILENAME, is_user_file, traceback_stack
 from atenlens.trace.collectives import Collectives
-from atenlens.trace.cost_report import cost_summaries
-from atenlens.trace.device import simulated_device
 from atenlens.trace.compiled import CompileWatch
-from atenlens.trace.diagnostics import DiagnosticSink
+from atenlens.trace.cost_report import cost_summaries
 from atenlens.trace.dataloader import workers_in_process
+from atenlens.trace.device import simulated_device
+from atenlens.trace.diagnostics import DiagnosticSink
 from atenlens.trace.libraries import eager_views_for_libraries
 from atenlens.trace.ranks import Ranks, ranks_of, simulated_ranks
 from atenlens.trace.recorder import Recorder
@@ -56,6 +57,7 @@ class TraceTimeout(BaseException):
 class _Ending:
     """How a trace ended, for its report: its status, the message saying why when it is not "ok",
     and the diagnostic at the line where it ended (an exception, a timeout, needed inputs)."""
+
     status: str = "ok"
     message: str = ""
     diagnostic: Optional[Diagnostic] = None
@@ -71,7 +73,7 @@ class _Stop(Exception):
 
 @dataclass(frozen=True)
 class ExampleCall:
-    expression: Optional[str]            # None: call the function with no arguments
+    expression: Optional[str]  # None: call the function with no arguments
     function: Callable[..., Any]
     args: tuple
     kwargs: dict
@@ -91,11 +93,11 @@ def run_trace(request: TraceRequest) -> TraceReport:
     device: str = request.device
     stage = "load"
     info: Optional[FunctionInfo] = None
-    syncs_before: Optional[int] = None      # syncs found before the traced call started (load, setup)
+    syncs_before: Optional[int] = None  # syncs found before the traced call started (load, setup)
 
     with _user_import_state(file), torch_compat.fake_module_fixes(), _quiet_torch_logs():
         try:
-            with _time_budget(deadline):   # inside the try: an expiry at any point is handled
+            with _time_budget(deadline):  # inside the try: an expiry at any point is handled
                 source = request.source if request.source is not None else _read_source(file)
                 info = _function_info(source, file, request.qualname)
                 argv = _program_argv(source, request.argv)
@@ -104,8 +106,9 @@ def run_trace(request: TraceRequest) -> TraceReport:
                 with simulated_device(request.device) as session, contextlib.ExitStack() as modes:
                     modes.enter_context(simulated_ranks(ranks, sink, recorder.collectives))
                     modes.enter_context(torch_compat.sharding_propagation_through(recorder.hidden))
-                    modes.enter_context(torch_compat.fsdp2_storage_roles(recorder.memory.mark,
-                                                                         recorder.hazards.fsdp_gathered))
+                    modes.enter_context(
+                        torch_compat.fsdp2_storage_roles(recorder.memory.mark, recorder.hazards.fsdp_gathered)
+                    )
                     modes.enter_context(_sys_argv([file, *argv]))
                     modes.enter_context(eager_views_for_libraries())
                     modes.enter_context(workers_in_process(sink))
@@ -136,41 +139,53 @@ def run_trace(request: TraceRequest) -> TraceReport:
                     gc.collect()
                     recorder.start(boundary=sys._getframe().f_code)
                     try:
-                        roots = (example.args, example.kwargs, getattr(example.function, "__self__", None),
-                                 list(vars(module).values()))
+                        roots = (
+                            example.args,
+                            example.kwargs,
+                            getattr(example.function, "__self__", None),
+                            list(vars(module).values()),
+                        )
                         with recorder.memory.watching(roots):
                             notes += _drive(example.function(*example.args, **example.kwargs))
                     finally:
                         recorder.stop()
-                        finish = getattr(device_hooks, "finish", None)   # AL502 needs the whole trace
+                        finish = getattr(device_hooks, "finish", None)  # AL502 needs the whole trace
                         if finish is not None:
                             finish()
-                    try:                            # after the call: Dynamo's view never enters the recording
+                    try:  # after the call: Dynamo's view never enters the recording
                         compiles.analyse(fake_mode)
-                    except TraceTimeout:            # the recorded trace is complete: keep it
+                    except TraceTimeout:  # the recorded trace is complete: keep it
                         compiles.ran_out_of_time()
         except _Stop as stop:
             ending = stop.ending
         except TraceTimeout as timeout:
             ending = _timed_out(timeout, request, stage, file, info)
-        except BaseException as error:       # the user's code raised (SystemExit and KeyboardInterrupt too)
+        except BaseException as error:  # the user's code raised (SystemExit and KeyboardInterrupt too)
             ending = _raised(error, file)
     return _report(target, ending, device, recorder, sink, syncs_before, started, call_expression, notes)
 
 
-def _timed_out(timeout: TraceTimeout, request: TraceRequest, stage: str, file: str,
-               info: Optional[FunctionInfo]) -> _Ending:
+def _timed_out(
+    timeout: TraceTimeout, request: TraceRequest, stage: str, file: str, info: Optional[FunctionInfo]
+) -> _Ending:
     """The ending of a trace that ran past its budget, at the line it had reached."""
     if stage == "load":
-        message = (f"loading {os.path.basename(file)} ran past the {request.timeout_seconds:g} s budget; "
-                   "guard script code with `if __name__ == \"__main__\":`")
+        message = (
+            f"loading {os.path.basename(file)} ran past the {request.timeout_seconds:g} s budget; "
+            'guard script code with `if __name__ == "__main__":`'
+        )
         code = Code.LOAD_TIMEOUT
     else:
         message = f"the trace ran past its {request.timeout_seconds:g} s budget; events so far are kept"
         code = Code.TIMEOUT
     stack = traceback_stack(timeout.__traceback__)
-    return _Ending("timeout", message, _diagnostic_at(stack, "timeout", code, message, severity="error",
-                                                      fallback=(file, info.line if info is not None else None)))
+    return _Ending(
+        "timeout",
+        message,
+        _diagnostic_at(
+            stack, "timeout", code, message, severity="error", fallback=(file, info.line if info is not None else None)
+        ),
+    )
 
 
 def _raised(error: BaseException, file: str) -> _Ending:
@@ -183,8 +198,13 @@ def _raised(error: BaseException, file: str) -> _Ending:
     if isinstance(error, SyntaxError) and error.filename and os.path.abspath(error.filename) == file:
         stack = (Frame(file, error.lineno or 1, "<module>"),)
         column = (error.offset - 1) if error.offset else None
-    return _Ending("error", message, _diagnostic_at(stack, "exception", Code.EXCEPTION, message, severity="error",
-                                                    column=column, fallback=(file, None)))
+    return _Ending(
+        "error",
+        message,
+        _diagnostic_at(
+            stack, "exception", Code.EXCEPTION, message, severity="error", column=column, fallback=(file, None)
+        ),
+    )
 
 
 def _gpu_of(request: TraceRequest) -> tuple[Any, tuple[str, ...]]:
@@ -210,8 +230,18 @@ def _drive(result: Any) -> tuple[str, ...]:
 
 # -- the report -------------------------------------------------------------------------------------
 
-def _report(target: Target, ending: _Ending, device: str, recorder: Any, sink: DiagnosticSink,
-            syncs_before: Optional[int], started: float, call: Optional[str], notes: tuple[str, ...]) -> TraceReport:
+
+def _report(
+    target: Target,
+    ending: _Ending,
+    device: str,
+    recorder: Any,
+    sink: DiagnosticSink,
+    syncs_before: Optional[int],
+    started: float,
+    call: Optional[str],
+    notes: tuple[str, ...],
+) -> TraceReport:
     """The report of every trace, however it ended."""
     events = tuple(recorder.events)
     extra = (ending.diagnostic,) if ending.diagnostic is not None else ()
@@ -224,19 +254,28 @@ def _report(target: Target, ending: _Ending, device: str, recorder: Any, sink: D
         ops = dict(summary.ops)
         for phase, count in recorder.dropped_ops.items():
             ops[phase] = ops.get(phase, 0) + count
-        summary = replace(summary, ops=ops, calls=summary.calls + recorder.dropped_calls,
-                          flops=summary.flops + recorder.dropped_flops)
-        notes = notes + (f"kept the first {len(events)} events; {recorder.dropped} more were counted in the "
-                         "summary but not kept",)
+        summary = replace(
+            summary, ops=ops, calls=summary.calls + recorder.dropped_calls, flops=summary.flops + recorder.dropped_flops
+        )
+        notes = notes + (
+            f"kept the first {len(events)} events; {recorder.dropped} more were counted in the summary but not kept",
+        )
     if recorder.modules.dropped:
-        notes = notes + (f"the module tree keeps the first {len(recorder.modules.calls)} module calls; "
-                         f"{recorder.modules.dropped} more ran",)
+        notes = notes + (
+            f"the module tree keeps the first {len(recorder.modules.calls)} module calls; "
+            f"{recorder.modules.dropped} more ran",
+        )
     summary, oom = cost_summaries(recorder, events, summary)
     collectives = recorder.collectives
     if collectives is not None:
-        summary = replace(summary, world_size=collectives.ranks.world_size, rank=collectives.ranks.rank,
-                          gpus_per_node=collectives.ranks.gpus_per_node, collectives=collectives.count,
-                          communication_seconds=collectives.seconds)
+        summary = replace(
+            summary,
+            world_size=collectives.ranks.world_size,
+            rank=collectives.ranks.rank,
+            gpus_per_node=collectives.ranks.gpus_per_node,
+            collectives=collectives.count,
+            communication_seconds=collectives.seconds,
+        )
     diagnostics += oom
     return TraceReport(
         target=target,
@@ -289,18 +328,34 @@ def _column_of(tb: Optional[types.TracebackType]) -> Optional[int]:
     return column if line == innermost.tb_lineno else None
 
 
-def _diagnostic_at(stack: tuple[Frame, ...], kind: str, code: str, message: str, *, severity: str,
-                   column: Optional[int] = None, fallback: tuple[Optional[str], Optional[int]] = (None, None)
-                   ) -> Diagnostic:
+def _diagnostic_at(
+    stack: tuple[Frame, ...],
+    kind: str,
+    code: str,
+    message: str,
+    *,
+    severity: str,
+    column: Optional[int] = None,
+    fallback: tuple[Optional[str], Optional[int]] = (None, None),
+) -> Diagnostic:
     file, line = (stack[-1].file, stack[-1].line) if stack else fallback
-    return Diagnostic(file=file, line=line, column=column, severity=severity,  # type: ignore[arg-type]
-                      code=code, kind=kind, message=message, stack=stack)
+    return Diagnostic(
+        file=file,
+        line=line,
+        column=column,
+        severity=severity,  # type: ignore[arg-type]
+        code=code,
+        kind=kind,
+        message=message,
+        stack=stack,
+    )
 
 
 # -- loading the user's module ----------------------------------------------------------------------
 
+
 def _read_source(file: str) -> str:
-    with tokenize.open(file) as f:      # as Python reads it: a `# coding:` declaration, else UTF-8
+    with tokenize.open(file) as f:  # as Python reads it: a `# coding:` declaration, else UTF-8
         return f.read()
 
 
@@ -320,9 +375,11 @@ def _ranks_of(request: TraceRequest, source: str, info: Optional[FunctionInfo]) 
     """The request's simulated ranks, else the function's `# atenlens-ranks:` comment's, else one rank."""
     try:
         found = ranks_directive(source, info) if request.world_size is None else {}
-        return ranks_of(request.world_size if request.world_size is not None else found.get("world_size"),
-                        request.rank if request.rank is not None else found.get("rank"),
-                        request.gpus_per_node if request.gpus_per_node is not None else found.get("gpus_per_node"))
+        return ranks_of(
+            request.world_size if request.world_size is not None else found.get("world_size"),
+            request.rank if request.rank is not None else found.get("rank"),
+            request.gpus_per_node if request.gpus_per_node is not None else found.get("gpus_per_node"),
+        )
     except ValueError as error:
         raise _Stop("error", f"simulated ranks: {error}") from None
 
@@ -338,7 +395,9 @@ def _sys_argv(argv: list[str]) -> Iterator[None]:
 
 
 def _function_info(source: str, file: str, qualname: str) -> Optional[FunctionInfo]:
-    tree = cast(ast.Module, compile(source, file, "exec", ast.PyCF_ONLY_AST, dont_inherit=True))   # SyntaxError: the user's
+    tree = cast(
+        ast.Module, compile(source, file, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    )  # SyntaxError: the user's
     for info in find_functions(source, tree):
         if info.qualname == qualname:
             return info
@@ -372,7 +431,7 @@ def _load_module(file: str, source: str) -> types.ModuleType:
     name, _import_root = module_name_for(file)
     package = name.rpartition(".")[0]
     if package:
-        importlib.import_module(package)     # relative imports need the parent package (its errors are the user's)
+        importlib.import_module(package)  # relative imports need the parent package (its errors are the user's)
     elif name in sys.modules:
         # a file named like an already imported module (`copy.py`, `test.py`): keep both importable
         name = f"{name}__atenlens_traced"
@@ -424,6 +483,7 @@ def _quiet_torch_logs() -> Iterator[None]:
 
 # -- the time budget --------------------------------------------------------------------------------
 
+
 @contextlib.contextmanager
 def _time_budget(deadline: float) -> Iterator[None]:
     """Raise TraceTimeout in the main thread at `deadline` (a soft limit: the worker's hard limit
@@ -446,30 +506,43 @@ def _time_budget(deadline: float) -> Iterator[None]:
 
 # -- the example call -------------------------------------------------------------------------------
 
+
 def _resolve(module: types.ModuleType, qualname: str) -> Callable[..., Any]:
     value: Any = module
     for part in qualname.split("."):
         if not hasattr(value, part):
-            raise _Stop("error", f"{qualname} is not defined at the top level of {os.path.basename(module.__file__ or module.__name__)}")
+            raise _Stop(
+                "error",
+                f"{qualname} is not defined at the top level of {os.path.basename(module.__file__ or module.__name__)}",
+            )
         value = getattr(value, part)
     if not callable(value):
         raise _Stop("error", f"{qualname} is not a function")
     return value
 
 
-def _example_call(module: types.ModuleType, function: Callable[..., Any], info: Optional[FunctionInfo],
-                  override: Optional[str]) -> ExampleCall:
+def _example_call(
+    module: types.ModuleType, function: Callable[..., Any], info: Optional[FunctionInfo], override: Optional[str]
+) -> ExampleCall:
     expression = override or (info.directive if info is not None else None)
     if expression is None:
         needs_args = info.needs_args if info is not None else _needs_args(function)
         if needs_args:
             template = directive_template(info) if info is not None else f"# atenlens: {function.__name__}(...)"
-            message = (f"{getattr(function, '__qualname__', 'this function')} needs example inputs: "
-                       f"add a directive above the def, e.g. `{template}`, or pass --call")
+            message = (
+                f"{getattr(function, '__qualname__', 'this function')} needs example inputs: "
+                f"add a directive above the def, e.g. `{template}`, or pass --call"
+            )
             line = (info.directive_line or info.first_line) if info is not None else None
-            diagnostic = Diagnostic(file=module.__file__, line=line, column=info.column if info else None,
-                                    severity="information", code=Code.NEEDS_INPUTS, kind="needs-inputs",
-                                    message=message)
+            diagnostic = Diagnostic(
+                file=module.__file__,
+                line=line,
+                column=info.column if info else None,
+                severity="information",
+                code=Code.NEEDS_INPUTS,
+                kind="needs-inputs",
+                message=message,
+            )
             raise _Stop("needs-inputs", message, diagnostic)
         return ExampleCall(None, function, (), {})
     return build_example_call(module, expression)
@@ -480,8 +553,10 @@ def _needs_args(function: Callable[..., Any]) -> bool:
         signature = inspect.signature(function)
     except (TypeError, ValueError):
         return False
-    return any(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-               for p in signature.parameters.values())
+    return any(
+        p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        for p in signature.parameters.values()
+    )
 
 
 def build_example_call(module: types.ModuleType, expression: str) -> ExampleCall:

@@ -3,6 +3,7 @@
 torch 2.13 is the version measured (docs and /shared probes); when a later torch moves one of these,
 this is the one file to change. Public torch APIs are used directly elsewhere.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -17,11 +18,13 @@ from torch._subclasses.fake_tensor import (  # noqa: F401  (re-exported for the 
     DynamicOutputShapeException,
     FakeTensor,
     FakeTensorMode,
+    unset_fake_temporarily,
 )
-from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: F401
+
 # the leaves of nested tuples / lists / dicts of an op's arguments, as torch's own modes walk them
 from torch.utils._pytree import tree_leaves  # noqa: F401  (re-exported)
+
 # the iterator of a DataLoader without workers (trace/dataloader.py runs a loader's workers this way)
 from torch.utils.data.dataloader import _SingleProcessDataLoaderIter as SingleProcessDataLoaderIter  # noqa: F401
 
@@ -195,6 +198,7 @@ def fake_module_fixes() -> Iterator[None]:
 
 # -- simulated CUDA (trace/device.py, trace/gpu/) -----------------------------------------------------
 
+
 class NoDeviceInitFakeTensorMode(FakeTensorMode):
     """FakeTensorMode that never initializes a real device, even while torch.cuda.is_available() is
     patched to True for simulated CUDA. FakeTensorMode derives `avoid_device_init` from
@@ -285,7 +289,7 @@ def sharding_propagation_through(hidden: Callable[[], Any]) -> Iterator[None]:
     the propagation re-enters the active one.)"""
     try:
         from torch.distributed.tensor._sharding_prop import ShardingPropagator
-    except ImportError:                      # a torch built without distributed
+    except ImportError:  # a torch built without distributed
         yield
         return
     original = ShardingPropagator._propagate_tensor_meta_non_cached
@@ -326,8 +330,9 @@ def local_tensor(t: Any) -> Any:
 
 
 @contextlib.contextmanager
-def fsdp2_storage_roles(role: Callable[[Any, str], None],
-                        gathered: Optional[Callable[[Any, tuple, int], None]] = None) -> Iterator[None]:
+def fsdp2_storage_roles(
+    role: Callable[[Any, str], None], gathered: Optional[Callable[[Any, tuple, int], None]] = None
+) -> Iterator[None]:
     """Tell `role(tensor, category)` which storages FSDP2 uses for what, from its parameter groups'
     private state while a trace runs:
     - before `FSDPParamGroup.wait_for_unshard`: the all-gather's flat output ("communication");
@@ -339,7 +344,7 @@ def fsdp2_storage_roles(role: Callable[[Any, str], None],
     bytes of its unsharded parameters."""
     try:
         from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
-    except ImportError:                      # a torch built without distributed
+    except ImportError:  # a torch built without distributed
         yield
         return
     wait_for_unshard, post_backward = FSDPParamGroup.wait_for_unshard, FSDPParamGroup.post_backward
@@ -432,8 +437,14 @@ def ddp_on_fake_tensors() -> Iterator[None]:
     real_verify, real_sync = ddp._verify_param_shape_across_processes, ddp._sync_module_states
     real_init = ddp.DistributedDataParallel.__init__
 
-    def sync_module_states(module: Any, process_group: Any, broadcast_bucket_size: int, src: int,
-                           params_and_buffers_to_ignore: Any, broadcast_buffers: bool = True) -> None:
+    def sync_module_states(
+        module: Any,
+        process_group: Any,
+        broadcast_bucket_size: int,
+        src: int,
+        params_and_buffers_to_ignore: Any,
+        broadcast_buffers: bool = True,
+    ) -> None:
         ignored = set(params_and_buffers_to_ignore or ())
         tensors = [p for name, p in module.named_parameters() if name not in ignored]
         if broadcast_buffers:
@@ -449,12 +460,12 @@ def ddp_on_fake_tensors() -> Iterator[None]:
 
     ddp._verify_param_shape_across_processes = lambda *args, **kwargs: None
     ddp._sync_module_states = sync_module_states
-    ddp.DistributedDataParallel.__init__ = __init__           # type: ignore[method-assign]
+    ddp.DistributedDataParallel.__init__ = __init__  # type: ignore[method-assign]
     try:
         yield
     finally:
         ddp._verify_param_shape_across_processes, ddp._sync_module_states = real_verify, real_sync
-        ddp.DistributedDataParallel.__init__ = real_init      # type: ignore[method-assign]
+        ddp.DistributedDataParallel.__init__ = real_init  # type: ignore[method-assign]
 
 
 def tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:

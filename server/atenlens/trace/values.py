@@ -34,6 +34,7 @@ counter, so a shadow is trusted only while its storage's version is the one the 
 left (`_coherent`; torch bumps the counter after the op returns, or not at all for some ops, so one
 more is accepted): a write the trace did not see makes the value unknown, not stale.
 """
+
 from __future__ import annotations
 
 import dis
@@ -61,36 +62,79 @@ FINITE = "values assumed finite (no inf/nan)"
 GRADS_FINITE = "gradients assumed finite: GradScaler found no inf/nan"
 
 _ATTR = "_atenlens_shadow"
-_EQUALS = "_atenlens_equals"     # the truth value assumed for a one-element `==` / `!=` of unknowns
-_DENSITY = "_atenlens_density"   # (fraction of nonzero elements, why) assumed for an unknown mask
+_EQUALS = "_atenlens_equals"  # the truth value assumed for a one-element `==` / `!=` of unknowns
+_DENSITY = "_atenlens_density"  # (fraction of nonzero elements, why) assumed for an unknown mask
 _FakeTensor = tc.FakeTensor
 _Tensor = torch.Tensor
 aten = torch.ops.aten
 
 # Factories whose result is uninitialized memory: no value to know.
-_GARBAGE = frozenset({
-    aten.empty.memory_format, aten.empty_like.default, aten.empty_strided.default, aten.new_empty.default,
-    aten.new_empty_strided.default, aten.empty_permuted.default,
-})
+_GARBAGE = frozenset(
+    {
+        aten.empty.memory_format,
+        aten.empty_like.default,
+        aten.empty_strided.default,
+        aten.new_empty.default,
+        aten.new_empty_strided.default,
+        aten.empty_permuted.default,
+    }
+)
 # In-place ops that overwrite every element of `self` regardless of its value.
-_OVERWRITES = frozenset({
-    aten.copy_.default, aten.fill_.Scalar, aten.zero_.default, aten.normal_.default, aten.uniform_.default, aten.random_.default,
-    getattr(aten.random_, "from"), aten.random_.to, aten.exponential_.default, aten.bernoulli_.float,
-    aten.geometric_.default, aten.log_normal_.default, aten.cauchy_.default,
-})
+_OVERWRITES = frozenset(
+    {
+        aten.copy_.default,
+        aten.fill_.Scalar,
+        aten.zero_.default,
+        aten.normal_.default,
+        aten.uniform_.default,
+        aten.random_.default,
+        getattr(aten.random_, "from"),
+        aten.random_.to,
+        aten.exponential_.default,
+        aten.bernoulli_.float,
+        aten.geometric_.default,
+        aten.log_normal_.default,
+        aten.cauchy_.default,
+    }
+)
 # Non-finite tests of unknown values: assumed to find nothing.
-_FINITE_TESTS = {aten.isinf.default: False, aten.isnan.default: False, aten.isposinf.default: False,
-                 aten.isneginf.default: False, aten.isfinite.default: True}
+_FINITE_TESTS = {
+    aten.isinf.default: False,
+    aten.isnan.default: False,
+    aten.isposinf.default: False,
+    aten.isneginf.default: False,
+    aten.isfinite.default: True,
+}
 # Ops through which a uniform (one value for every element) assumption passes unchanged or is
 # recomputed on the single value: views and copies, pointwise ops, and these reductions.
-_COPIES = frozenset({
-    aten._to_copy.default, aten.clone.default, aten.detach.default, aten.alias.default, aten.lift_fresh.default,
-    aten.contiguous.default, aten.expand.default, aten._pin_memory.default,
-})
-_REDUCTIONS_SAME = frozenset({
-    aten.any.default, aten.any.dim, aten.any.dims, aten.all.default, aten.all.dim, aten.all.dims,
-    aten.amax.default, aten.amin.default, aten.max.default, aten.min.default, aten.mean.default, aten.mean.dim,
-})
+_COPIES = frozenset(
+    {
+        aten._to_copy.default,
+        aten.clone.default,
+        aten.detach.default,
+        aten.alias.default,
+        aten.lift_fresh.default,
+        aten.contiguous.default,
+        aten.expand.default,
+        aten._pin_memory.default,
+    }
+)
+_REDUCTIONS_SAME = frozenset(
+    {
+        aten.any.default,
+        aten.any.dim,
+        aten.any.dims,
+        aten.all.default,
+        aten.all.dim,
+        aten.all.dims,
+        aten.amax.default,
+        aten.amin.default,
+        aten.max.default,
+        aten.min.default,
+        aten.mean.default,
+        aten.mean.dim,
+    }
+)
 _SUMS = frozenset({aten.sum.default, aten.sum.dim_IntList})
 # Comparisons whose one-element unknown result is assumed: an unknown value rarely equals a given one.
 _EQUALITY = {aten.eq.Scalar: False, aten.eq.Tensor: False, aten.ne.Scalar: True, aten.ne.Tensor: True}
@@ -102,37 +146,56 @@ _FINITE_CALLS = FINITE_CALLS
 
 # Python frames that are the trace's own plumbing between a user's read and the decision.
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_TORCH_PLUMBING = tuple(os.path.join(os.path.dirname(torch.__file__), p) for p in (
-    "overrides.py", "utils/_python_dispatch.py", "_subclasses/", "_tensor.py", "_ops.py", "_dynamo/", "_compile.py", "utils/_stats.py"))
+_TORCH_PLUMBING = tuple(
+    os.path.join(os.path.dirname(torch.__file__), p)
+    for p in (
+        "overrides.py",
+        "utils/_python_dispatch.py",
+        "_subclasses/",
+        "_tensor.py",
+        "_ops.py",
+        "_dynamo/",
+        "_compile.py",
+        "utils/_stats.py",
+    )
+)
 
 
 @dataclass(slots=True)
 class Shadow:
-    value: torch.Tensor          # real CPU tensor; for a uniform shadow a 0-d tensor standing for every element
+    value: torch.Tensor  # real CPU tensor; for a uniform shadow a 0-d tensor standing for every element
     uniform: bool = False
     reason: Optional[str] = None  # None: known exactly; else the assumption the value derives from
 
 
 @dataclass(frozen=True, slots=True)
 class _OpInfo:
-    mutated: tuple[int, ...]     # positional arguments the op writes
-    namespace_ok: bool           # aten ops only are run on shadows
+    mutated: tuple[int, ...]  # positional arguments the op writes
+    namespace_ok: bool  # aten ops only are run on shadows
     overwrites: bool
     garbage: bool
     pointwise: bool
-    plain: bool                  # writes nothing and assumes nothing: unknown in, unknown out
-    equality: Optional[bool]     # `==` / `!=`: the truth value assumed for an unknown one-element result
+    plain: bool  # writes nothing and assumes nothing: unknown in, unknown out
+    equality: Optional[bool]  # `==` / `!=`: the truth value assumed for an unknown one-element result
 
 
 def _op_info(func: Any) -> _OpInfo:
     schema = tc.op_schema(func)
-    mutated = tuple(i for i, a in enumerate(schema.arguments)
-                    if a.alias_info is not None and a.alias_info.is_write and not a.kwarg_only)
+    mutated = tuple(
+        i
+        for i, a in enumerate(schema.arguments)
+        if a.alias_info is not None and a.alias_info.is_write and not a.kwarg_only
+    )
     overwrites = func in _OVERWRITES
-    return _OpInfo(mutated, func.namespace == "aten", overwrites, func in _GARBAGE,
-                   torch.Tag.pointwise in func.tags,
-                   plain=not mutated and not overwrites and func not in _FINITE_TESTS and func is not _AMP_CHECK,
-                   equality=_EQUALITY.get(func))
+    return _OpInfo(
+        mutated,
+        func.namespace == "aten",
+        overwrites,
+        func in _GARBAGE,
+        torch.Tag.pointwise in func.tags,
+        plain=not mutated and not overwrites and func not in _FINITE_TESTS and func is not _AMP_CHECK,
+        equality=_EQUALITY.get(func),
+    )
 
 
 def _tensors(args: tuple, kwargs: dict) -> list:
@@ -159,7 +222,7 @@ def _outputs(out: Any) -> list:
 def _version(t: torch.Tensor) -> Optional[int]:
     try:
         return t._version
-    except RuntimeError:          # inference tensors keep no version counter
+    except RuntimeError:  # inference tensors keep no version counter
         return None
 
 
@@ -183,7 +246,7 @@ class Values:
     def __init__(self, sink: DiagnosticSink) -> None:
         self.sink = sink
         self._info: dict[Any, _OpInfo] = {}
-        self._coherent: dict[int, Optional[int]] = {}    # storage -> version its shadows are valid at
+        self._coherent: dict[int, Optional[int]] = {}  # storage -> version its shadows are valid at
 
     # -- shadows -------------------------------------------------------------------------------
     def shadow(self, t: Any) -> Optional[Shadow]:
@@ -227,40 +290,45 @@ class Values:
         if info is None:
             info = self._info[func] = _op_info(func)
         if info.equality is not None and type(out) is _FakeTensor and out.numel() == 1:
-            out.__dict__[_EQUALS] = info.equality      # used only if the value stays unknown
+            out.__dict__[_EQUALS] = info.equality  # used only if the value stays unknown
         if info.plain and args:
             first = args[0]
             if type(first) is _FakeTensor:
                 known = first.__dict__
                 if _ATTR not in known and _DENSITY not in known:
-                    return                     # its result is unknown too
+                    return  # its result is unknown too
         if info.garbage or not info.namespace_ok:
             return
         inputs = _tensors(args, kwargs)
         try:
-            with tc.real_tensors():                # shadows are real tensors: no fake mode, no recording
+            with tc.real_tensors():  # shadows are real tensors: no fake mode, no recording
                 self._mirror(func, info, args, kwargs, inputs, out)
-        except Exception:                      # a shadow is an extra: never let it break the program
+        except Exception:  # a shadow is an extra: never let it break the program
             for i in info.mutated:
                 if i < len(args):
-                    for t in (args[i] if isinstance(args[i], (list, tuple)) else (args[i],)):
+                    for t in args[i] if isinstance(args[i], (list, tuple)) else (args[i],):
                         self._forget(t)
 
     def _mirror(self, func: Any, info: _OpInfo, args: tuple, kwargs: dict, inputs: list, out: Any) -> None:
         outputs = _outputs(out)
         input_ids = {id(t) for t in inputs}
         if any(o.__dict__.get(_ATTR) is not None for o in outputs if id(o) not in input_ids):
-            return                             # a handler already attached the real result (nonzero & co.)
-        mutated = [t for i in info.mutated if i < len(args)
-                   for t in (args[i] if isinstance(args[i], (list, tuple)) else (args[i],)) if isinstance(t, _Tensor)]
+            return  # a handler already attached the real result (nonzero & co.)
+        mutated = [
+            t
+            for i in info.mutated
+            if i < len(args)
+            for t in (args[i] if isinstance(args[i], (list, tuple)) else (args[i],))
+            if isinstance(t, _Tensor)
+        ]
         if func is _AMP_CHECK:
             self._amp_check(args)
             return
         density = inputs[0].__dict__.get(_DENSITY) if inputs and isinstance(inputs[0], _FakeTensor) else None
         if density is not None and len(outputs) == 1 and not mutated and (func.is_view or func in _COPIES):
-            outputs[0].__dict__[_DENSITY] = density      # a view or copy selects as much as its source
+            outputs[0].__dict__[_DENSITY] = density  # a view or copy selects as much as its source
             return
-        shadows: list[Any] = []           # Shadow or None; past the check below, none is None
+        shadows: list[Any] = []  # Shadow or None; past the check below, none is None
         for t in inputs:
             if info.overwrites and t is args[0]:
                 continue
@@ -280,13 +348,15 @@ class Values:
                 self._forget(t)
             return
         reason = next((s.reason for s in shadows if s.reason is not None), None)
-        replaced = {id(t): s.value for t, s in zip((t for t in inputs if not (info.overwrites and t is args[0])),
-                                                    shadows)}
+        replaced = {
+            id(t): s.value for t, s in zip((t for t in inputs if not (info.overwrites and t is args[0])), shadows)
+        }
         if info.overwrites:
             target = args[0]
             own = self.shadow(target)
-            replaced[id(target)] = own.value if own is not None else torch.empty(
-                tuple(target.shape), dtype=target.dtype)
+            replaced[id(target)] = (
+                own.value if own is not None else torch.empty(tuple(target.shape), dtype=target.dtype)
+            )
         real_args = tuple(_replace(a, replaced) for a in args)
         real_kwargs = {k: _replace(v, replaced) for k, v in kwargs.items()}
         if real_kwargs.get("device") is not None:
@@ -303,8 +373,9 @@ class Values:
             if tuple(real.shape) == tuple(fake.shape) and real.dtype == fake.dtype:
                 self._attach(fake, Shadow(real, reason=reason))
 
-    def _mirror_uniform(self, func: Any, info: _OpInfo, args: tuple, kwargs: dict, shadows: list,
-                        outputs: list, mutated: list) -> None:
+    def _mirror_uniform(
+        self, func: Any, info: _OpInfo, args: tuple, kwargs: dict, shadows: list, outputs: list, mutated: list
+    ) -> None:
         for t in mutated:
             self._forget(t)
         if len(outputs) != 1 or mutated:
@@ -355,8 +426,10 @@ class Values:
         found_inf = args[1]
         own = self.shadow(found_inf)
         value = own.value if own is not None else torch.zeros((), dtype=found_inf.dtype)
-        self._attach(found_inf, Shadow(value, uniform=own.uniform if own is not None else found_inf.numel() > 1,
-                                       reason=GRADS_FINITE))
+        self._attach(
+            found_inf,
+            Shadow(value, uniform=own.uniform if own is not None else found_inf.numel() > 1, reason=GRADS_FINITE),
+        )
 
     def attach_result(self, fake: torch.Tensor, real: torch.Tensor) -> None:
         """A handler built `fake` from the real result `real` of a data-dependent op."""
@@ -448,8 +521,10 @@ class Values:
             return [build(shape[1:]) for _ in range(shape[0])] if shape else fill
 
         value = build(tuple(t.shape))
-        self.note(f"took `{_readable(value)}` for `.tolist()` of {_label(t)}"
-                   + (f" ({s.reason})" if s is not None and s.reason else ""))
+        self.note(
+            f"took `{_readable(value)}` for `.tolist()` of {_label(t)}"
+            + (f" ({s.reason})" if s is not None and s.reason else "")
+        )
         return value
 
     def true_count(self, mask: torch.Tensor, numel: int, what: str) -> int:
@@ -489,8 +564,9 @@ class Values:
             source = linecache.getline(cause.file, cause.line).strip()
             source = source if len(source) <= 80 else source[:77] + "..."
             where = f", inside {relative}:{cause.line}" + (f" `{source}`" if source else "") + ", called from this line"
-        self.sink.add("assumption", Code.ASSUMED_VALUE, f"{UNKNOWN}: {text}{where}", severity="information",
-                      cause=cause)
+        self.sink.add(
+            "assumption", Code.ASSUMED_VALUE, f"{UNKNOWN}: {text}{where}", severity="information", cause=cause
+        )
 
 
 def _replace(value: Any, replaced: dict) -> Any:
@@ -502,7 +578,7 @@ def _replace(value: Any, replaced: dict) -> Any:
 
 
 def _label(t: torch.Tensor) -> str:
-    from atenlens.trace.gpu.tracker import tensor_label   # torch-only helper; no import cycle at load
+    from atenlens.trace.gpu.tracker import tensor_label  # torch-only helper; no import cycle at load
 
     return tensor_label(t)
 
@@ -512,6 +588,7 @@ def _for(reader: Optional[str], t: torch.Tensor) -> str:
 
 
 # -- where the value is consumed ------------------------------------------------------------------
+
 
 def _consumer_frame() -> Optional[FrameType]:
     """The innermost frame outside the trace's own machinery: the code that reads the value."""
@@ -547,24 +624,27 @@ def _loop_exit_value() -> Optional[bool]:
     code = frame.f_code
     instructions = _by_offset(code)
     ins = instructions.get(frame.f_lasti)
-    if ins is not None and ins.opname == "TO_BOOL":          # 3.13+: the conversion precedes the jump
+    if ins is not None and ins.opname == "TO_BOOL":  # 3.13+: the conversion precedes the jump
         ins = instructions.get(ins.offset + 2 * (1 + _cache_entries(ins)))
     if ins is None or (ins.opname not in _JUMPS_IF_TRUE and ins.opname not in _JUMPS_IF_FALSE):
         return None
     fall = _next_offset(instructions, ins)
     jump = ins.argval
-    loops = [(target, end) for ins2 in instructions.values()
-             if "BACKWARD" in ins2.opname and "NO_INTERRUPT" not in ins2.opname and isinstance(ins2.argval, int)
-             for target, end in ((ins2.argval, ins2.offset),)
-             if instructions.get(target) is None or instructions[target].opname != "FOR_ITER"]
+    loops = [
+        (target, end)
+        for ins2 in instructions.values()
+        if "BACKWARD" in ins2.opname and "NO_INTERRUPT" not in ins2.opname and isinstance(ins2.argval, int)
+        for target, end in ((ins2.argval, ins2.offset),)
+        if instructions.get(target) is None or instructions[target].opname != "FOR_ITER"
+    ]
     fall, jump = _resolve(instructions, fall), _resolve(instructions, jump)
     for start, end in loops:
         if ins.offset > end:
             continue
         inside = [start <= s <= end for s in (fall, jump)]
-        if inside == [True, False]:                 # jumping leaves the loop
+        if inside == [True, False]:  # jumping leaves the loop
             return ins.opname in _JUMPS_IF_TRUE
-        if inside == [False, True]:                 # falling through leaves it
+        if inside == [False, True]:  # falling through leaves it
             return ins.opname in _JUMPS_IF_FALSE
     return None
 
@@ -585,7 +665,7 @@ def _resolve(instructions: dict[int, dis.Instruction], offset: int) -> int:
         if ins is None:
             return offset
         if ins.opname in ("RETURN_VALUE", "RETURN_CONST"):
-            return sys.maxsize                       # leaves every loop
+            return sys.maxsize  # leaves every loop
         if ins.opname in _UNCONDITIONAL:
             offset = ins.argval if ins.opname != "NOP" else _next_offset(instructions, ins)
             continue

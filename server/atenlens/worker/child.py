@@ -6,6 +6,7 @@ crash) dies with the child. The child never touches the protocol stream: fd 0 is
 fds 1 and 2 are pipes the worker reads (so C-level output is captured too), and the report goes
 to its own pipe.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -24,8 +25,8 @@ from atenlens.worker.outcome import abnormal_report
 
 # The signal the worker sends before a hard kill, so the child writes where it was stuck.
 DUMP_SIGNAL = signal.SIGUSR1
-EXIT_NO_REPORT = 70                      # the child could not even build an error report
-EXIT_REPORT_PIPE_CLOSED = 71             # the traced code closed the report pipe's descriptor
+EXIT_NO_REPORT = 70  # the child could not even build an error report
+EXIT_REPORT_PIPE_CLOSED = 71  # the traced code closed the report pipe's descriptor
 
 _PR_SET_PDEATHSIG = 1
 
@@ -73,7 +74,7 @@ class ReportFrameReader:
     def __init__(self, nonce: str) -> None:
         self._marker = f"\natenlens-report {nonce} ".encode("ascii")
         self._data = bytearray()
-        self._scanned = 0                # where the marker search resumes
+        self._scanned = 0  # where the marker search resumes
         self._start: Optional[int] = None
         self._length: Optional[int] = None
 
@@ -92,8 +93,8 @@ class ReportFrameReader:
         if header_end < 0:
             return
         try:
-            self._length = int(self._data[found + len(self._marker):header_end])
-        except ValueError:               # cannot happen without the nonce; skip this marker
+            self._length = int(self._data[found + len(self._marker) : header_end])
+        except ValueError:  # cannot happen without the nonce; skip this marker
             self._scanned = header_end
             return
         self._start = header_end + 1
@@ -103,7 +104,7 @@ class ReportFrameReader:
         """The report's JSON once complete, else None."""
         if self._length is None or self._start is None or len(self._data) < self._start + self._length:
             return None
-        return bytes(self._data[self._start:self._start + self._length])
+        return bytes(self._data[self._start : self._start + self._length])
 
 
 def run_child(
@@ -121,7 +122,7 @@ def run_child(
     status = EXIT_NO_REPORT
     me = os.getpid()
     try:
-        os.setpgid(0, 0)                 # its own process group: the worker kills it and all it forked
+        os.setpgid(0, 0)  # its own process group: the worker kills it and all it forked
         _die_with_parent()
         for fd in close_fds:
             os.close(fd)
@@ -133,45 +134,53 @@ def run_child(
         os.close(stdout_fd)
         os.close(stderr_fd)
         sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace")
-        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
-                                      line_buffering=True)
-        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
-                                      write_through=True)
+        sys.stdout = io.TextIOWrapper(
+            io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True
+        )
+        sys.stderr = io.TextIOWrapper(
+            io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", write_through=True
+        )
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        faulthandler.enable(file=sys.stderr, all_threads=True)   # a crash names the user's line
+        faulthandler.enable(file=sys.stderr, all_threads=True)  # a crash names the user's line
         faulthandler.register(DUMP_SIGNAL, file=sys.stderr, all_threads=True)
-        sys.dont_write_bytecode = True   # tracing leaves no __pycache__ in the user's project
+        sys.dont_write_bytecode = True  # tracing leaves no __pycache__ in the user's project
         apply_memory_limit(memory_limit_mb)
         try:
             report = runner(request)
-        except SystemExit as exit_:      # the runner reports user exceptions; this is a last resort
+        except SystemExit as exit_:  # the runner reports user exceptions; this is a last resort
             report = abnormal_report(
-                request, status="error", code=Code.WORKER_DIED, kind="exit",
+                request,
+                status="error",
+                code=Code.WORKER_DIED,
+                kind="exit",
                 message=f"the traced code called sys.exit({exit_.code!r})",
             )
-        except BaseException as error:   # noqa: BLE001 - anything left must still become a report
+        except BaseException as error:  # noqa: BLE001 - anything left must still become a report
             report = abnormal_report(
-                request, status="error", code=Code.WORKER_DIED, kind="internal-error",
+                request,
+                status="error",
+                code=Code.WORKER_DIED,
+                kind="internal-error",
                 message=f"atenlens failed while tracing: {type(error).__name__}: {error}",
                 stderr=traceback.format_exc(),
             )
         if os.getpid() != me:
-            os._exit(0)                  # a copy the traced code forked: only the child reports
+            os._exit(0)  # a copy the traced code forked: only the child reports
         payload = report.to_json().encode("utf-8")
-        _flush_all()                     # all output is in its pipes before the report is complete,
+        _flush_all()  # all output is in its pipes before the report is complete,
         try:
-            _write_all(report_fd, report_frame(nonce, payload))   # so the worker can answer at once
+            _write_all(report_fd, report_frame(nonce, payload))  # so the worker can answer at once
             os.close(report_fd)
         except OSError as error:
             if error.errno != errno.EBADF:
                 raise
             status = EXIT_REPORT_PIPE_CLOSED
-            return                       # (the finally exits)
+            return  # (the finally exits)
         status = 0
-    except BaseException:                # noqa: BLE001
+    except BaseException:  # noqa: BLE001
         try:
             traceback.print_exc()
-        except BaseException:            # noqa: BLE001
+        except BaseException:  # noqa: BLE001
             pass
     finally:
         _flush_all()
@@ -184,7 +193,7 @@ def _flush_all() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except BaseException:            # noqa: BLE001
+        except BaseException:  # noqa: BLE001
             pass
     try:
         ctypes.CDLL(None).fflush(None)

@@ -8,6 +8,7 @@ Thread model: `trace()` blocks and runs one trace at a time per worker; a second
 the first to finish (a caller that wants to supersede calls `cancel()` first). `cancel()`,
 `close()` and `alive` may be called from any thread.
 """
+
 from __future__ import annotations
 
 import io
@@ -27,7 +28,7 @@ from atenlens.report import TraceReport, TraceRequest, from_jsonable, to_jsonabl
 from atenlens.worker.limits import DEFAULT_MEMORY_LIMIT_MB, hard_timeout
 from atenlens.worker.outcome import cancelled_report, worker_died_report
 
-DEFAULT_STARTUP_TIMEOUT = 240.0         # a first start may compile the simulated-CUDA shims; torch on a cold disk is slow too
+DEFAULT_STARTUP_TIMEOUT = 240.0  # a first start may compile the simulated-CUDA shims; torch on a cold disk is slow too
 # How long past the worker's own hard timeout (limits.hard_timeout) the client waits for an answer before it decides
 # the worker itself is stuck and kills it.
 ANSWER_MARGIN_SECONDS = 15.0
@@ -38,11 +39,30 @@ STDERR_TAIL_BYTES = 16 * 1024
 # Environment variables passed to the worker (docs/worker.md): what Python, torch and the user's
 # code need to start and find their files; nothing else (no tokens, no editor state).
 PASSED_ENV = (
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ",
-    "TMPDIR", "TEMP", "TMP", "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONHOME",
-    "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "TORCH_HOME", "XDG_CACHE_HOME", "CXX",
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "TEMP",
+    "TMP",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "CONDA_DEFAULT_ENV",
+    "PYTHONHOME",
+    "LD_LIBRARY_PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "TORCH_HOME",
+    "XDG_CACHE_HOME",
+    "CXX",
 )
-PASSED_ENV_PREFIXES = ("ATENLENS_",)    # the product's own settings (ATENLENS_CACHE_DIR, ATENLENS_CXX)
+PASSED_ENV_PREFIXES = ("ATENLENS_",)  # the product's own settings (ATENLENS_CACHE_DIR, ATENLENS_CXX)
 
 
 def _package_root() -> str:
@@ -55,8 +75,7 @@ def worker_environment(extra: Optional[dict] = None, base: Optional[dict] = None
     client's package root first (the language server may run from a bundled sys.path the worker
     cannot see), one OpenMP thread, then `extra` on top."""
     source: Mapping[str, str] = os.environ if base is None else base
-    env = {name: value for name, value in source.items()
-           if name in PASSED_ENV or name.startswith(PASSED_ENV_PREFIXES)}
+    env = {name: value for name, value in source.items() if name in PASSED_ENV or name.startswith(PASSED_ENV_PREFIXES)}
     paths = [_package_root()] + [p for p in source.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     env["OMP_NUM_THREADS"] = "1"
@@ -68,8 +87,9 @@ def worker_environment(extra: Optional[dict] = None, base: Optional[dict] = None
 class _Pending:
     """One trace in flight."""
 
-    def __init__(self, request_id: int, request: TraceRequest,
-                 on_started: Optional[Callable[[int], None]] = None) -> None:
+    def __init__(
+        self, request_id: int, request: TraceRequest, on_started: Optional[Callable[[int], None]] = None
+    ) -> None:
         self.id = request_id
         self.request = request
         self.on_started = on_started
@@ -107,11 +127,11 @@ class TraceWorker:
         self.env = env
         self.memory_limit_mb = memory_limit_mb
         self.startup_timeout = startup_timeout
-        self._state = threading.Lock()          # guards the fields below
-        self._trace_lock = threading.Lock()     # one trace at a time
+        self._state = threading.Lock()  # guards the fields below
+        self._trace_lock = threading.Lock()  # one trace at a time
         self._process: Optional[subprocess.Popen] = None
-        self._ready = threading.Event()        # set when the worker is ready, failed to start, or ended
-        self._ended = threading.Event()        # set when the client has read all of the worker's output
+        self._ready = threading.Event()  # set when the worker is ready, failed to start, or ended
+        self._ended = threading.Event()  # set when the client has read all of the worker's output
         self._ready_info: dict = {}
         self._fatal: Optional[str] = None
         self._pending: Optional[_Pending] = None
@@ -140,9 +160,11 @@ class TraceWorker:
         try:
             process = subprocess.Popen(
                 command,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 env=worker_environment(self.env),
-                start_new_session=True,        # a Ctrl-C in the caller's terminal is the caller's to handle
+                start_new_session=True,  # a Ctrl-C in the caller's terminal is the caller's to handle
                 close_fds=True,
             )
         except OSError as error:
@@ -154,10 +176,15 @@ class TraceWorker:
         self._ready_info = {}
         self._fatal = None
         self._stderr_tail = deque()
-        threading.Thread(target=self._read_responses, args=(process, self._ready, self._ended),
-                         name="atenlens-worker-out", daemon=True).start()
-        threading.Thread(target=self._read_stderr, args=(process, self._stderr_tail), name="atenlens-worker-err",
-                         daemon=True).start()
+        threading.Thread(
+            target=self._read_responses,
+            args=(process, self._ready, self._ended),
+            name="atenlens-worker-out",
+            daemon=True,
+        ).start()
+        threading.Thread(
+            target=self._read_stderr, args=(process, self._stderr_tail), name="atenlens-worker-err", daemon=True
+        ).start()
         return None
 
     @property
@@ -208,18 +235,22 @@ class TraceWorker:
     @staticmethod
     def _end_process(process: subprocess.Popen, grace: float) -> None:
         try:
-            _pipe(process.stdin).close()       # the worker ends its running trace and exits at EOF
+            _pipe(process.stdin).close()  # the worker ends its running trace and exits at EOF
         except OSError:
             pass
         try:
             process.wait(timeout=grace)
         except subprocess.TimeoutExpired:
-            TraceWorker._kill(process)         # its trace children die with it (PR_SET_PDEATHSIG)
+            TraceWorker._kill(process)  # its trace children die with it (PR_SET_PDEATHSIG)
 
     # -- tracing -------------------------------------------------------------------------------
 
-    def trace(self, request: TraceRequest, on_started: Optional[Callable[[int], None]] = None,
-              is_cancelled: Optional[Callable[[], bool]] = None) -> TraceReport:
+    def trace(
+        self,
+        request: TraceRequest,
+        on_started: Optional[Callable[[int], None]] = None,
+        is_cancelled: Optional[Callable[[], bool]] = None,
+    ) -> TraceReport:
         """Runs one trace in the worker and returns its report; never raises for what the traced
         code or the worker does. Blocks while another trace of this worker runs. `on_started`
         (optional) is called, on the client's reader thread, with the pid of the process running
@@ -239,7 +270,7 @@ class TraceWorker:
                         return worker_died_report(request, f"the trace worker could not start: {failure}")
                 self._pending = pending
                 process, ready, ended = self._process, self._ready, self._ended
-            assert process is not None          # started above when there was none
+            assert process is not None  # started above when there was none
             try:
                 if is_cancelled is not None and is_cancelled():
                     pending.cancelled = True
@@ -249,20 +280,23 @@ class TraceWorker:
                 with self._state:
                     self._pending = None
 
-    def _run(self, pending: _Pending, process: subprocess.Popen, ready: threading.Event,
-             ended: threading.Event) -> TraceReport:
+    def _run(
+        self, pending: _Pending, process: subprocess.Popen, ready: threading.Event, ended: threading.Event
+    ) -> TraceReport:
         started = time.monotonic()
-        while not ready.wait(0.1):           # the reader sets it at "ready", at "fatal" and at end of output
+        while not ready.wait(0.1):  # the reader sets it at "ready", at "fatal" and at end of output
             if pending.done.is_set():
-                return pending.answer()                     # cancelled or closed while starting
+                return pending.answer()  # cancelled or closed while starting
             if time.monotonic() - started > self.startup_timeout:
                 self._discard_process(process)
-                return worker_died_report(pending.request,
-                                          f"the trace worker did not start within {self.startup_timeout:g} s",
-                                          self._stderr_text())
+                return worker_died_report(
+                    pending.request,
+                    f"the trace worker did not start within {self.startup_timeout:g} s",
+                    self._stderr_text(),
+                )
         if pending.done.is_set():
             return pending.answer()
-        with self._send_lock:                # a cancel() is written after the request, never before it
+        with self._send_lock:  # a cancel() is written after the request, never before it
             with self._state:
                 failed = self._fatal is not None or not self._ready_info or ended.is_set()
                 if not failed and not pending.cancelled:
@@ -272,20 +306,23 @@ class TraceWorker:
                 try:
                     self._write(process, {"id": pending.id, "request": to_jsonable(pending.request)})
                     written = True
-                except (OSError, ValueError):    # the worker died (its stdin is closed)
+                except (OSError, ValueError):  # the worker died (its stdin is closed)
                     pass
         if failed:
             return self._start_failure(pending, process, ended)
         if not pending.sent:
             return cancelled_report(pending.request)
         if not written:
-            ended.wait(CANCEL_WAIT_SECONDS)      # its output's end has the exit status
+            ended.wait(CANCEL_WAIT_SECONDS)  # its output's end has the exit status
             pending.finish(self._death_report(pending, process))
         limit = hard_timeout(pending.request) + ANSWER_MARGIN_SECONDS
         if not pending.done.wait(limit):
             self._discard_process(process)
-            pending.finish(worker_died_report(
-                pending.request, "the trace worker stopped answering and was restarted", self._stderr_text()))
+            pending.finish(
+                worker_died_report(
+                    pending.request, "the trace worker stopped answering and was restarted", self._stderr_text()
+                )
+            )
         if pending.cancelled and pending.report is not None and pending.report.message != "cancelled":
             return cancelled_report(pending.request, pending.report.stdout, pending.report.stderr)
         return pending.answer()
@@ -295,12 +332,13 @@ class TraceWorker:
         with what it wrote to stderr (read to its end first: the reason is often its last line)."""
         ended.wait(CANCEL_WAIT_SECONDS)
         if self._fatal is None and self._ready_info:
-            report = self._death_report(pending, process)      # it was ready, then died before the request
+            report = self._death_report(pending, process)  # it was ready, then died before the request
         else:
             code = process.poll()
             message = self._fatal or f"the trace worker exited while starting (exit code {code})"
-            report = worker_died_report(pending.request, f"the trace worker could not start: {message}",
-                                        self._stderr_text())
+            report = worker_died_report(
+                pending.request, f"the trace worker could not start: {message}", self._stderr_text()
+            )
         self._discard_process(process)
         return report
 
@@ -318,7 +356,7 @@ class TraceWorker:
             return True
         try:
             self._send(process, {"id": pending.id, "cancel": True})
-        except (OSError, ValueError):        # the worker is gone (its stdin closed): its end answers
+        except (OSError, ValueError):  # the worker is gone (its stdin closed): its end answers
             pass
         backstop = threading.Timer(CANCEL_WAIT_SECONDS, self._cancel_backstop, args=(pending, process))
         backstop.daemon = True
@@ -353,7 +391,7 @@ class TraceWorker:
         with self._state:
             if self._process is process:
                 self._process = None
-        self._kill(process)                 # outside the lock: `alive` and `pid` never wait on a kill
+        self._kill(process)  # outside the lock: `alive` and `pid` never wait on a kill
 
     def _discard_process_locked(self) -> None:
         process, self._process = self._process, None
@@ -384,7 +422,7 @@ class TraceWorker:
     def _read_responses(self, process: subprocess.Popen, ready: threading.Event, ended: threading.Event) -> None:
         try:
             self._read_messages(process, ready)
-        except (OSError, ValueError):        # the stream was closed under us: the worker was discarded
+        except (OSError, ValueError):  # the stream was closed under us: the worker was discarded
             pass
         # end of output: the worker is gone. Only a trace whose request was sent dies with it here;
         # one still waiting for the worker to start is reported by its own thread, with the cause.
@@ -402,12 +440,12 @@ class TraceWorker:
             try:
                 message = json.loads(line)
             except (ValueError, RecursionError):
-                continue                        # cannot happen: only the worker writes here
+                continue  # cannot happen: only the worker writes here
             if not isinstance(message, dict):
                 continue
             event = message.get("event")
             if self._process is not process:
-                return                          # replaced; nobody waits for this one any more
+                return  # replaced; nobody waits for this one any more
             if event == "ready":
                 self._ready_info = message
                 ready.set()
@@ -425,7 +463,7 @@ class TraceWorker:
                 if pending.on_started is not None and pending.child_pid is not None:
                     try:
                         pending.on_started(pending.child_pid)
-                    except Exception:           # noqa: BLE001 - a caller's callback must not stop the reader
+                    except Exception:  # noqa: BLE001 - a caller's callback must not stop the reader
                         pass
             elif "report" in message:
                 try:
@@ -442,8 +480,9 @@ class TraceWorker:
             return cancelled_report(pending.request)
         code = process.poll()
         how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited (exit code {code})"
-        return worker_died_report(pending.request, f"the trace worker {how}; the next trace starts a new one",
-                                  self._stderr_text())
+        return worker_died_report(
+            pending.request, f"the trace worker {how}; the next trace starts a new one", self._stderr_text()
+        )
 
     def _read_stderr(self, process: subprocess.Popen, tail: deque) -> None:
         size = 0

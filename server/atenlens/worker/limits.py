@@ -1,11 +1,12 @@
 """The worker's limits, in one place (torch-free: the client reads them too). docs/worker.md."""
+
 from __future__ import annotations
 
 import math
 
 from atenlens.report import TraceRequest
 
-DEFAULT_MEMORY_LIMIT_MB = 4096      # data segment (RLIMIT_DATA) of each trace's process; 0: none
+DEFAULT_MEMORY_LIMIT_MB = 4096  # data segment (RLIMIT_DATA) of each trace's process; 0: none
 # How long past the request's own timeout (which the engine enforces softly, reporting the line
 # it stopped at) the worker waits before it kills the trace's process.
 HARD_TIMEOUT_GRACE_SECONDS = 5.0

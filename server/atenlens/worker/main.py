@@ -6,6 +6,7 @@ reaches the next trace). The protocol (docs/worker.md) is newline-delimited JSON
 stdin, responses on the original stdout, which the worker moves to a private file descriptor
 first, so that nothing torch or user code prints can ever corrupt it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,7 +36,7 @@ class ProtocolOut:
         data = (json.dumps(message, separators=(",", ":")) + "\n").encode("utf-8")
         view = memoryview(data)
         while view:
-            view = view[os.write(self.fd, view):]
+            view = view[os.write(self.fd, view) :]
 
 
 class ControlIn:
@@ -102,8 +103,9 @@ def _take_protocol_stream() -> int:
     protocol_fd = os.dup(1)
     os.set_inheritable(protocol_fd, False)
     os.dup2(2, 1)
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
-                                  errors="backslashreplace", line_buffering=True)
+    sys.stdout = io.TextIOWrapper(
+        io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True
+    )
     return protocol_fd
 
 
@@ -115,7 +117,7 @@ def _warm_up(preload: str) -> tuple[str, tuple[str, ...]]:
     notes = tuple(device.preload_before_torch(preload)) if preload != "none" else ()
     import torch
 
-    torch.set_num_threads(1)         # fake tensors do no arithmetic; a thread pool would not survive fork
+    torch.set_num_threads(1)  # fake tensors do no arithmetic; a thread pool would not survive fork
     from atenlens.trace.torch_compat import FakeTensorMode
 
     with FakeTensorMode():
@@ -128,7 +130,7 @@ def _warm_up(preload: str) -> tuple[str, tuple[str, ...]]:
         # Each child starts them itself, at its first backward.
     _warm_up_engine(("cuda", "cpu") if preload == "cuda" else ("cpu",))
     gc.collect()
-    gc.freeze()                      # children's collections skip (and so never copy) the warm heap
+    gc.freeze()  # children's collections skip (and so never copy) the warm heap
     return torch.__version__, notes
 
 
@@ -161,31 +163,40 @@ def _checked(request: TraceRequest) -> TraceRequest:
     if not isinstance(request.file, str) or not isinstance(request.qualname, str):
         raise TypeError("'file' and 'qualname' must be strings")
     if request.device not in ("cpu", "cuda"):
-        raise ValueError(f"'device' must be \"cpu\" or \"cuda\", not {request.device!r}")
+        raise ValueError(f'\'device\' must be "cpu" or "cuda", not {request.device!r}')
     if isinstance(request.timeout_seconds, bool) or not isinstance(request.timeout_seconds, (int, float)):
         raise TypeError("'timeout_seconds' must be a number")
     for name in ("call", "source"):
         if getattr(request, name) is not None and not isinstance(getattr(request, name), str):
             raise TypeError(f"'{name}' must be a string or null")
-    if request.argv is not None and not (isinstance(request.argv, tuple) and all(isinstance(a, str) for a in request.argv)):
+    if request.argv is not None and not (
+        isinstance(request.argv, tuple) and all(isinstance(a, str) for a in request.argv)
+    ):
         raise TypeError("'argv' must be a list of strings or null")
     return request
 
 
-def serve(protocol: ProtocolOut, control: ControlIn, memory_limit_mb: int, preload_notes: tuple[str, ...],
-          runner: Callable[[TraceRequest], TraceReport], inherited_fds: tuple[int, ...]) -> None:
+def serve(
+    protocol: ProtocolOut,
+    control: ControlIn,
+    memory_limit_mb: int,
+    preload_notes: tuple[str, ...],
+    runner: Callable[[TraceRequest], TraceReport],
+    inherited_fds: tuple[int, ...],
+) -> None:
     while True:
         message = control.next_message()
         if message is None:
             return
         if "cancel" in message:
-            continue                 # nothing is running
+            continue  # nothing is running
         request_id = message.get("id")
         try:
             request: TraceRequest = _checked(from_jsonable(TraceRequest, message["request"]))
         except (KeyError, TypeError, ValueError) as error:
             protocol.send({"id": request_id, "error": f"malformed request: {type(error).__name__}: {error}"})
             continue
+
         def on_started(pid: int, request_id: Any = request_id) -> None:
             protocol.send({"id": request_id, "event": "started", "pid": pid})
 
@@ -194,7 +205,8 @@ def serve(protocol: ProtocolOut, control: ControlIn, memory_limit_mb: int, prelo
             protocol.send({"id": request_id, "report": data})
 
         run_supervised(
-            request, runner,
+            request,
+            runner,
             memory_limit_mb=memory_limit_mb,
             inherited_fds=inherited_fds,
             on_started=on_started,
@@ -208,23 +220,39 @@ def serve(protocol: ProtocolOut, control: ControlIn, memory_limit_mb: int, prelo
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m atenlens.worker")
-    parser.add_argument("--memory-limit-mb", type=int, default=DEFAULT_MEMORY_LIMIT_MB,
-                        help="data segment limit of each trace (0: none)")
-    parser.add_argument("--preload", choices=("cuda", "none"), default="cuda",
-                        help="load the simulated CUDA shims before torch (default: cuda)")
+    parser.add_argument(
+        "--memory-limit-mb",
+        type=int,
+        default=DEFAULT_MEMORY_LIMIT_MB,
+        help="data segment limit of each trace (0: none)",
+    )
+    parser.add_argument(
+        "--preload",
+        choices=("cuda", "none"),
+        default="cuda",
+        help="load the simulated CUDA shims before torch (default: cuda)",
+    )
     args = parser.parse_args(argv)
 
     protocol = ProtocolOut(_take_protocol_stream())
-    signal.signal(signal.SIGINT, signal.SIG_IGN)     # the client decides when the worker ends
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the client decides when the worker ends
     started = time.monotonic()
     try:
         torch_version, notes = _warm_up(args.preload)
         runner = _load_runner()
-    except BaseException as error:                  # noqa: BLE001 - report why, then exit
-        protocol.send({"event": "fatal", "message": f"{type(error).__name__}: {error}",
-                       "traceback": traceback.format_exc()})
+    except BaseException as error:  # noqa: BLE001 - report why, then exit
+        protocol.send(
+            {"event": "fatal", "message": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
+        )
         return 1
-    protocol.send({"event": "ready", "pid": os.getpid(), "torch": torch_version, "notes": list(notes),
-                   "seconds": round(time.monotonic() - started, 3)})
+    protocol.send(
+        {
+            "event": "ready",
+            "pid": os.getpid(),
+            "torch": torch_version,
+            "notes": list(notes),
+            "seconds": round(time.monotonic() - started, 3),
+        }
+    )
     serve(protocol, ControlIn(0), args.memory_limit_mb, notes, runner, inherited_fds=(protocol.fd,))
     return 0

@@ -5,6 +5,7 @@ or times out; the client builds them when the worker process itself is gone or a
 Every abnormal end becomes an ordinary `TraceReport` with one error diagnostic at the traced
 function's `def` line (or at the innermost line of the traced file that a crash dump names).
 """
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,6 @@ from atenlens.report import Code, Diagnostic, Target, TraceReport, TraceRequest
 from atenlens.worker.limits import CAPTURE_HEAD_BYTES, CAPTURE_TAIL_BYTES
 
 CANCELLED = "cancelled"
-
 
 
 class BoundedCapture:
@@ -39,11 +39,11 @@ class BoundedCapture:
             data = data[room:]
         if data:
             self._tail += data
-            if len(self._tail) > 2 * self._tail_limit:      # trim rarely, not on every chunk
+            if len(self._tail) > 2 * self._tail_limit:  # trim rarely, not on every chunk
                 del self._tail[: len(self._tail) - self._tail_limit]
 
     def text(self) -> str:
-        tail = bytes(self._tail[-self._tail_limit:]) if self._tail else b""
+        tail = bytes(self._tail[-self._tail_limit :]) if self._tail else b""
         dropped = self.total - len(self._head) - len(tail)
         head_text = self._head.decode("utf-8", errors="replace")
         if dropped <= 0:
@@ -119,7 +119,13 @@ def abnormal_report(
         line, column = crash_line, None
     file = os.path.abspath(request.file)
     diagnostic = Diagnostic(
-        file=file, line=line, column=column, severity="error", code=code, kind=kind, message=message,
+        file=file,
+        line=line,
+        column=column,
+        severity="error",
+        code=code,
+        kind=kind,
+        message=message,
     )
     return TraceReport(
         target=Target(file=file, qualname=request.qualname),
@@ -149,5 +155,10 @@ def cancelled_report(request: TraceRequest, stdout: str = "", stderr: str = "") 
 
 def worker_died_report(request: TraceRequest, message: str, stderr: str = "") -> TraceReport:
     return abnormal_report(
-        request, status="error", code=Code.WORKER_DIED, kind="worker-died", message=message, stderr=stderr,
+        request,
+        status="error",
+        code=Code.WORKER_DIED,
+        kind="worker-died",
+        message=message,
+        stderr=stderr,
     )

@@ -1,5 +1,6 @@
 """The worker's side of one trace: fork the child, read its output and report while it runs,
 enforce the hard timeout, honour a cancel, and turn however the child ended into a report."""
+
 from __future__ import annotations
 
 import errno
@@ -15,8 +16,8 @@ from typing import Any, Callable, Optional, Protocol
 from atenlens.report import Code, TraceReport, TraceRequest, to_jsonable
 from atenlens.worker.child import DUMP_SIGNAL, EXIT_NO_REPORT, EXIT_REPORT_PIPE_CLOSED, ReportFrameReader, run_child
 from atenlens.worker.limits import hard_timeout
-from atenlens.worker.validate import MalformedReport, checked_report
 from atenlens.worker.outcome import BoundedCapture, abnormal_report, cancelled_report, signal_description
+from atenlens.worker.validate import MalformedReport, checked_report
 
 # The child's exit is watched with a pidfd (Linux 5.3+); elsewhere the worker polls at this rate.
 USE_PIDFD = hasattr(os, "pidfd_open")
@@ -41,13 +42,13 @@ class ControlChannel(Protocol):
 class ChildEnd:
     """What the worker saw of one child."""
 
-    report_bytes: Optional[bytes]    # the child's report (JSON), None when it wrote none
+    report_bytes: Optional[bytes]  # the child's report (JSON), None when it wrote none
     stdout: str
     stderr: str
-    wait_status: Optional[int]       # os.waitpid status; None when the report came first
+    wait_status: Optional[int]  # os.waitpid status; None when the report came first
     timed_out: bool
     cancelled: bool
-    over_memory_limit_mb: Optional[int] = None   # killed for using this much private memory
+    over_memory_limit_mb: Optional[int] = None  # killed for using this much private memory
 
 
 def private_memory_mb(pid: int) -> Optional[int]:
@@ -143,15 +144,19 @@ def run_supervised(
     pid = os.fork()
     if pid == 0:
         run_child(
-            request, runner,
-            report_fd=report_w, nonce=nonce, stdout_fd=out_w, stderr_fd=err_w,
+            request,
+            runner,
+            report_fd=report_w,
+            nonce=nonce,
+            stdout_fd=out_w,
+            stderr_fd=err_w,
             close_fds=(report_r, out_r, err_r) + inherited_fds,
             memory_limit_mb=memory_limit_mb,
         )
     for fd in (report_w, out_w, err_w):
         os.close(fd)
     try:
-        os.setpgid(pid, pid)             # also done by the child; whichever runs first wins the race
+        os.setpgid(pid, pid)  # also done by the child; whichever runs first wins the race
     except OSError:
         pass
     on_started(pid)
@@ -171,7 +176,7 @@ def run_supervised(
 
     deadline = time.monotonic() + hard_timeout(request)
     timed_out = cancelled = exited = False
-    over_limit: Optional[int] = None         # MB of private memory when the memory limit was exceeded
+    over_limit: Optional[int] = None  # MB of private memory when the memory limit was exceeded
     next_memory_check = time.monotonic() + MEMORY_POLL_SECONDS
     try:
         while not exited and report.payload is None:
@@ -205,20 +210,29 @@ def run_supervised(
                 exited = _has_exited(pid)
         payload = report.payload if over_limit is None else None
         if payload is not None and not cancelled:
-            for fd in sinks:             # what the child printed is in its pipes by now
+            for fd in sinks:  # what the child printed is in its pipes by now
                 _drain(fd, sinks[fd])
             on_end(ChildEnd(payload, stdout.text(), stderr.text(), None, False, False))
-        if timed_out or over_limit is not None:   # the dump names the line it was stuck at (or allocating)
-            selector.unregister(control.fd)      # pending control input waits; it is not for us
+        if timed_out or over_limit is not None:  # the dump names the line it was stuck at (or allocating)
+            selector.unregister(control.fd)  # pending control input waits; it is not for us
             _ask_for_stack_dump(pid, err_r, stderr, selector)
-        _kill_group(pid)                 # the child is dead or dies now; so does anything it forked
+        _kill_group(pid)  # the child is dead or dies now; so does anything it forked
         _, wait_status = os.waitpid(pid, 0)
         _kill_stragglers(pid)
         if payload is None or cancelled:
-            for fd in sinks:             # everything the child wrote is in the pipes by now
+            for fd in sinks:  # everything the child wrote is in the pipes by now
                 _drain(fd, sinks[fd])
-            on_end(ChildEnd(None if over_limit is not None else report.payload, stdout.text(), stderr.text(),
-                            wait_status, timed_out, cancelled, over_limit))
+            on_end(
+                ChildEnd(
+                    None if over_limit is not None else report.payload,
+                    stdout.text(),
+                    stderr.text(),
+                    wait_status,
+                    timed_out,
+                    cancelled,
+                    over_limit,
+                )
+            )
     finally:
         selector.close()
         for fd in list(sinks) + ([pidfd] if pidfd is not None else []):
@@ -251,7 +265,7 @@ def _ask_for_stack_dump(pid: int, err_r: int, stderr: BoundedCapture, selector: 
                 if _drain(err_r, stderr.feed):
                     return
         if began and not got:
-            return                       # quiet after the dump began: it is complete
+            return  # quiet after the dump began: it is complete
         now = time.monotonic()
 
 
@@ -260,31 +274,49 @@ def report_for(request: TraceRequest, end: ChildEnd, memory_limit_mb: int) -> di
     if end.cancelled:
         return to_jsonable(cancelled_report(request, end.stdout, end.stderr))
     if end.over_memory_limit_mb is not None:
-        return to_jsonable(abnormal_report(
-            request, status="error", code=Code.WORKER_DIED, kind="out-of-memory",
-            message=f"the process running the trace used {end.over_memory_limit_mb:,} MB of memory of its own, "
-                    f"over the trace's memory limit of {memory_limit_mb:,} MB, and was killed",
-            stdout=end.stdout, stderr=end.stderr,
-        ))
+        return to_jsonable(
+            abnormal_report(
+                request,
+                status="error",
+                code=Code.WORKER_DIED,
+                kind="out-of-memory",
+                message=f"the process running the trace used {end.over_memory_limit_mb:,} MB of memory of its own, "
+                f"over the trace's memory limit of {memory_limit_mb:,} MB, and was killed",
+                stdout=end.stdout,
+                stderr=end.stderr,
+            )
+        )
     if end.timed_out:
         seconds = hard_timeout(request)
-        return to_jsonable(abnormal_report(
-            request, status="timeout", code=Code.TIMEOUT, kind="timeout",
-            message=f"the trace did not finish within {request.timeout_seconds:g} s "
-                    f"and was killed after {seconds:g} s",
-            stdout=end.stdout, stderr=end.stderr,
-        ))
+        return to_jsonable(
+            abnormal_report(
+                request,
+                status="timeout",
+                code=Code.TIMEOUT,
+                kind="timeout",
+                message=f"the trace did not finish within {request.timeout_seconds:g} s "
+                f"and was killed after {seconds:g} s",
+                stdout=end.stdout,
+                stderr=end.stderr,
+            )
+        )
     if end.report_bytes is not None:
         try:
             data = json.loads(end.report_bytes)
             checked_report(data)
-        except (ValueError, RecursionError) as error:    # MalformedReport is a ValueError
-            return to_jsonable(abnormal_report(
-                request, status="error", code=Code.WORKER_DIED, kind="malformed-report",
-                message=f"the process running the trace wrote a malformed report ({_reason(error)}); "
-                        "the traced code may have written over it",
-                stdout=end.stdout, stderr=end.stderr,
-            ))
+        except (ValueError, RecursionError) as error:  # MalformedReport is a ValueError
+            return to_jsonable(
+                abnormal_report(
+                    request,
+                    status="error",
+                    code=Code.WORKER_DIED,
+                    kind="malformed-report",
+                    message=f"the process running the trace wrote a malformed report ({_reason(error)}); "
+                    "the traced code may have written over it",
+                    stdout=end.stdout,
+                    stderr=end.stderr,
+                )
+            )
         return _merge_output(data, end, memory_limit_mb)
     return to_jsonable(_abnormal_exit_report(request, end, memory_limit_mb))
 
@@ -311,7 +343,7 @@ def _merge_output(data: dict, end: ChildEnd, memory_limit_mb: int) -> dict:
     return data
 
 
-_DEEP_STACK_FRAMES = 100                 # faulthandler prints at most this many frames per thread
+_DEEP_STACK_FRAMES = 100  # faulthandler prints at most this many frames per thread
 
 
 def _dump_depth(stderr: str) -> int:
@@ -342,8 +374,10 @@ def _abnormal_exit_report(request: TraceRequest, end: ChildEnd, memory_limit_mb:
         elif code == EXIT_NO_REPORT and out_of_memory:
             what = "could not write its report"
         elif code == EXIT_REPORT_PIPE_CLOSED:
-            what = ("could not write its report: the traced code closed the file descriptors the trace writes to "
-                    "(os.close or os.closerange), so its output and report were lost")
+            what = (
+                "could not write its report: the traced code closed the file descriptors the trace writes to "
+                "(os.close or os.closerange), so its output and report were lost"
+            )
         else:
             what = f"exited with exit code {code} (os._exit, or a C extension called exit())"
         kind = "exit"
@@ -353,7 +387,11 @@ def _abnormal_exit_report(request: TraceRequest, end: ChildEnd, memory_limit_mb:
         what += f"; it ran out of memory (limit {memory_limit_mb} MB)"
         kind = "out-of-memory"
     return abnormal_report(
-        request, status="error", code=Code.WORKER_DIED, kind=kind,
+        request,
+        status="error",
+        code=Code.WORKER_DIED,
+        kind=kind,
         message=f"the process running the trace {what}",
-        stdout=end.stdout, stderr=end.stderr,
+        stdout=end.stdout,
+        stderr=end.stderr,
     )

@@ -10,6 +10,7 @@ trace's error.
 Torch-free and pygls-free: the worker checks the child's report, the client checks the worker's.
 The check is driven by the dataclasses' type hints, so a field added to `report.py` is checked too.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -35,7 +36,7 @@ def checked_report(data: Any) -> TraceReport:
 def _check(hint: Any) -> Check:
     check = _CHECKS.get(hint)
     if check is None:
-        _CHECKS[hint] = _forward(hint)           # a dataclass that contains itself
+        _CHECKS[hint] = _forward(hint)  # a dataclass that contains itself
         check = _CHECKS[hint] = _build(hint)
     return check
 
@@ -55,6 +56,7 @@ def _scalar(accepts: Callable[[Any], bool], wanted: str) -> Check:
     def check_scalar(value: Any, where: str) -> None:
         if not accepts(value):
             _fail(where, wanted, value)
+
     return check_scalar
 
 
@@ -71,8 +73,9 @@ def _build(hint: Any) -> Check:
     if hint is int:
         return _scalar(lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer")
     if hint is float:
-        return _scalar(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
-                       "a finite number")
+        return _scalar(
+            lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), "a finite number"
+        )
     if origin is Literal:
         allowed = set(args)
         return _scalar(lambda v: isinstance(v, (str, int)) and v in allowed, " or ".join(map(repr, args)))
@@ -85,7 +88,7 @@ def _build(hint: Any) -> Check:
             if value is None and nullable:
                 return
             if len(options) == 1:
-                options[0](value, where)                 # Optional[X]: X's own complaint
+                options[0](value, where)  # Optional[X]: X's own complaint
                 return
             for option in options:
                 try:
@@ -94,6 +97,7 @@ def _build(hint: Any) -> Check:
                 except MalformedReport:
                     pass
             _fail(where, names, value)
+
         return check_union
     if origin is tuple:
         item = _check(args[0]) if len(args) == 2 and args[1] is Ellipsis else _check(Any)
@@ -103,6 +107,7 @@ def _build(hint: Any) -> Check:
                 _fail(where, "an array", value)
             for index, element in enumerate(value):
                 item(element, f"{where}[{index}]")
+
         return check_tuple
     if origin is dict:
         key, val = (_check(args[0]), _check(args[1])) if args else (_check(Any), _check(Any))
@@ -113,12 +118,18 @@ def _build(hint: Any) -> Check:
             for name, element in value.items():
                 key(name, f"{where} key")
                 val(element, f"{where}[{name!r}]")
+
         return check_dict
     if dataclasses.is_dataclass(hint):
         hints = get_type_hints(hint)
-        fields = [(f.name, _check(hints[f.name]),
-                   f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
-                  for f in dataclasses.fields(hint)]
+        fields = [
+            (
+                f.name,
+                _check(hints[f.name]),
+                f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+            )
+            for f in dataclasses.fields(hint)
+        ]
 
         def check_object(value: Any, where: str) -> None:
             if not isinstance(value, dict):
@@ -128,5 +139,6 @@ def _build(hint: Any) -> Check:
                     check(value[name], f"{where}.{name}")
                 elif required:
                     raise MalformedReport(f"{where}: the required key {name!r} is missing")
+
         return check_object
-    return lambda value, where: None             # a type report.py does not use: nothing to check
+    return lambda value, where: None  # a type report.py does not use: nothing to check

@@ -5,6 +5,7 @@ tensor caches, module and optimizer code paths, report building), so each forked
 No backward here: autograd's first backward starts device threads, and a process forked after that
 refuses to run backward (see main._warm_up).
 """
+
 import torch
 
 

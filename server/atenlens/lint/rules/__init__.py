@@ -2,6 +2,7 @@
 What it does / Why it matters / Example / Fix, a `RULE`), list it here, regenerate
 docs/rules.md from the docstrings (`python -m atenlens.lint.docs > docs/rules.md`), add a fixture
 under tests/lint/fixtures/."""
+
 from __future__ import annotations
 
 from atenlens.lint.registry import Rule

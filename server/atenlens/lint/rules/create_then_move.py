@@ -31,6 +31,7 @@ Example:
 Fix:
     Create it where it is used: `torch.randn(batch, dim, device=device)`.
 """
+
 from __future__ import annotations
 
 from typing import Iterator, Optional
@@ -46,8 +47,9 @@ from atenlens.report import Code
 
 # Not `torch.tensor` / `torch.as_tensor`: their data comes from the host either way, and
 # `device=` does the same host fill and copy, so there is nothing to gain.
-FACTORIES = frozenset({"randn", "rand", "randint", "randperm", "zeros", "ones", "empty", "full", "arange",
-                       "linspace", "logspace", "eye"})
+FACTORIES = frozenset(
+    {"randn", "rand", "randint", "randperm", "zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "eye"}
+)
 FACTORY_WORDS = (b"rand", b"zeros", b"ones", b"empty", b"full", b"arange", b"linspace", b"logspace", b"eye")
 
 
@@ -84,7 +86,7 @@ def _fix(ctx: LintContext, move: Node, factory: Node) -> Optional[Fix]:
         return None  # `(torch.randn(3)).to(d)`: keep it simple, no rewrite
     if text(args.children[-1]) != ")":
         return None
-    inner = ctx.source.data[args.start_byte + 1:args.end_byte - 1].decode("utf-8", errors="surrogatepass")
+    inner = ctx.source.data[args.start_byte + 1 : args.end_byte - 1].decode("utf-8", errors="surrogatepass")
     stripped = inner.rstrip()
     if not stripped:
         new_args = f"device={device_text}"
@@ -94,7 +96,7 @@ def _fix(ctx: LintContext, move: Node, factory: Node) -> Optional[Fix]:
         return None  # a trailing comment would swallow the new argument
     else:
         new_args = f"{stripped}, device={device_text}"
-    factory_head = ctx.source.data[factory.start_byte:args.start_byte].decode("utf-8", errors="surrogatepass")
+    factory_head = ctx.source.data[factory.start_byte : args.start_byte].decode("utf-8", errors="surrogatepass")
     line, col = ctx.source.position(move.start_point)
     end_line, end_col = ctx.source.position(move.end_point)
     return Fix(

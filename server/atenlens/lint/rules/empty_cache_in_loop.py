@@ -20,14 +20,15 @@ Fix:
     Remove it. If memory is fragmented, call it once (outside the loop), or set
     `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`.
 """
+
 from __future__ import annotations
 
 from typing import Iterator
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
-from atenlens.lint.registry import Rule
 from atenlens.lint.frequency import frequency
+from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import callee, dotted_name
 from atenlens.lint.triggers import LOOP
 from atenlens.report import Code
@@ -47,7 +48,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         yield ctx.finding(
             Code.EMPTY_CACHE_IN_LOOP,
             f"`{name}()` inside a loop: frees cached blocks that the next iteration must allocate again{often}",
-            call, severity="warning" if how.every_iteration else "information",
+            call,
+            severity="warning" if how.every_iteration else "information",
         )
 
 

@@ -37,6 +37,7 @@ Fix:
     Pin the source: `DataLoader(..., pin_memory=True)` or `batch.pin_memory()` (once, where the
     batch is made), or drop `non_blocking=True`.
 """
+
 from __future__ import annotations
 
 from typing import Iterator, Optional
@@ -45,11 +46,22 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
-from atenlens.lint.provenance import (Device, device_of, is_device_to_host, is_pinned, module_may_page, module_pins,
-                                      to_device_argument)
+from atenlens.lint.provenance import (
+    TORCH_FACTORIES,
+    VIEW_METHODS,
+    Device,
+    device_of,
+    is_device_to_host,
+    is_pinned,
+    module_may_page,
+    module_pins,
+    spelled_device,
+    spelled_host,
+    strip_parens,
+    to_device_argument,
+)
 from atenlens.lint.registry import Rule
-from atenlens.lint.provenance import TORCH_FACTORIES, VIEW_METHODS, spelled_device, spelled_host, strip_parens
-from atenlens.lint.syntax import arguments, dotted_name, callee, is_true, method_name, receiver, text
+from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, text
 from atenlens.report import Code
 
 COPY_METHODS = ("to", "cuda", "copy_")
@@ -80,8 +92,12 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             continue
         if method_name(call) == "copy_":
             destination = receiver(call)
-            if is_pinned(ctx, destination) or device_of(ctx, destination) in (Device.CPU, Device.HOST) \
-                    or spelled_host(destination) or spelled_device(source):
+            if (
+                is_pinned(ctx, destination)
+                or device_of(ctx, destination) in (Device.CPU, Device.HOST)
+                or spelled_host(destination)
+                or spelled_device(source)
+            ):
                 continue  # a copy into host memory: device-to-host (AL201's concern), not an upload
         if is_pinned(ctx, source) or device_of(ctx, source) is Device.CUDA:
             continue  # from pinned memory the copy is asynchronous; from the device it is no upload
@@ -119,7 +135,7 @@ def _of_unknown_origin(ctx: LintContext, node: Optional[Node]) -> bool:
                 node = items[0] if items else None
             continue
         if node.type == "list" and node.named_child_count == 0:
-            return True   # `parts = []`, filled by appends: from wherever those come
+            return True  # `parts = []`, filled by appends: from wherever those come
         if node.type != "identifier":
             return False
         binding = ctx.bindings(node).at(text(node), node.start_byte)

@@ -62,6 +62,7 @@ Fix:
     (`if step % 100 == 0:`); check for NaN on the device (`torch.nan_to_num`, or one
     `torch.isfinite(total).all()` read every N steps).
 """
+
 from __future__ import annotations
 
 import re
@@ -71,9 +72,15 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
-from atenlens.lint.frequency import Frequency, is_counter_bound, frequency
+from atenlens.lint.frequency import Frequency, frequency, is_counter_bound
 from atenlens.lint.provenance import (
-    DEVICE_EVIDENCE, Device, device_of, is_dtype, likely_device, maybe_device, strip_parens,
+    DEVICE_EVIDENCE,
+    Device,
+    device_of,
+    is_dtype,
+    likely_device,
+    maybe_device,
+    strip_parens,
 )
 from atenlens.lint.registry import Rule
 from atenlens.lint.source import ancestors
@@ -84,15 +91,31 @@ from atenlens.report import Code
 SYNC_METHODS = ("item", "tolist", "cpu")
 CONVERSIONS = ("float", "int", "bool", "str")
 DATA_DEPENDENT_METHODS = ("nonzero", "unique", "argwhere", "unique_consecutive", "masked_select")
-DATA_DEPENDENT_FUNCTIONS = frozenset({"torch.nonzero", "torch.unique", "torch.argwhere", "torch.masked_select",
-                                      "torch.unique_consecutive"})
+DATA_DEPENDENT_FUNCTIONS = frozenset(
+    {"torch.nonzero", "torch.unique", "torch.argwhere", "torch.masked_select", "torch.unique_consecutive"}
+)
 SCALER_NAME = re.compile(r"(?:^|_)scaler$", re.I)
 CALLS = frozenset(SYNC_METHODS + CONVERSIONS + DATA_DEPENDENT_METHODS + ("where", "print", "step"))
 _KEYWORDS = re.compile(rb"\b(if|elif|while|assert)\b")
 _FSTRING = re.compile(rb"\b[fFrR]{0,2}[fF][rR]?(?=[\"'])")
 _SUBSCRIPT = re.compile(rb"[\w)\]]\s*(\[)")
-MASK_METHODS = frozenset({"bool", "isnan", "isinf", "isfinite", "logical_not", "logical_and", "logical_or", "eq",
-                          "ne", "lt", "gt", "le", "ge"})
+MASK_METHODS = frozenset(
+    {
+        "bool",
+        "isnan",
+        "isinf",
+        "isfinite",
+        "logical_not",
+        "logical_and",
+        "logical_or",
+        "eq",
+        "ne",
+        "lt",
+        "gt",
+        "le",
+        "ge",
+    }
+)
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:
@@ -114,18 +137,24 @@ def _matches_in_loops(ctx: LintContext, pattern: "re.Pattern[bytes]") -> Iterato
         yield from pattern.finditer(ctx.source.data, start, end)
 
 
-def _report(ctx: LintContext, what: str, node: Node, end: Optional[Node] = None,
-            how: Optional[Frequency] = None) -> Optional[Finding]:
+def _report(
+    ctx: LintContext, what: str, node: Node, end: Optional[Node] = None, how: Optional[Frequency] = None
+) -> Optional[Finding]:
     how = how or frequency(node)
     if how.loop is None or _on_host_branch(node):
         return None
     if how.every_iteration and _stopping_test(node, how.loop):
-        how = Frequency(how.loop, False, "on every iteration, as the `while` loop's stopping test "
-                                         "(a convergence check needs the value on the host)")
+        how = Frequency(
+            how.loop,
+            False,
+            "on every iteration, as the `while` loop's stopping test (a convergence check needs the value on the host)",
+        )
     return ctx.finding(
         Code.SYNC,
         f"{what} inside a loop: the host waits for the GPU {how.how_often}",
-        node, end=end, severity="warning" if how.every_iteration else "information",
+        node,
+        end=end,
+        severity="warning" if how.every_iteration else "information",
     )
 
 
@@ -138,8 +167,11 @@ def _on_host_branch(node: Node) -> bool:
     for parent in ancestors(node):
         if parent.type == "else_clause" and parent.parent is not None and parent.parent.type == "if_statement":
             condition = parent.parent.child_by_field_name("condition")
-            if condition is not None and _CUDA_TEST.search(text(condition)) and \
-                    not text(condition).lstrip().startswith("not "):
+            if (
+                condition is not None
+                and _CUDA_TEST.search(text(condition))
+                and not text(condition).lstrip().startswith("not ")
+            ):
                 return True
         if parent.type in ("function_definition", "lambda", "class_definition"):
             return False
@@ -163,8 +195,11 @@ def _stopping_test(node: Node, loop: Node) -> bool:
         if current.type in ("if_statement", "elif_clause"):
             consequence = current.child_by_field_name("consequence")
             condition = current.child_by_field_name("condition")
-            if condition is not None and consequence is not None and \
-                    any(c.type == "break_statement" for c in consequence.named_children):
+            if (
+                condition is not None
+                and consequence is not None
+                and any(c.type == "break_statement" for c in consequence.named_children)
+            ):
                 tests.append(condition)
         stack.extend(current.named_children)
     # `while pos < max_tokens - 1:` / `while t.sum().item() > 0:` count towards a bound: a counter
@@ -204,11 +239,16 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
         how = frequency(call)
         again = _read_just_before(call) if method == "item" and how.every_iteration else None
         if again is not None:
-            how = Frequency(how.loop, False, f"on every iteration, but the value was read on line "
-                                             f"{again} just before: no new wait")
+            how = Frequency(
+                how.loop, False, f"on every iteration, but the value was read on line {again} just before: no new wait"
+            )
         if method == "cpu" and how.every_iteration and _collected(call):
-            how = Frequency(how.loop, False, "on every iteration, collecting results on the host "
-                                             "(`outputs.append(t.cpu())`: one copy per batch, as intended)")
+            how = Frequency(
+                how.loop,
+                False,
+                "on every iteration, collecting results on the host "
+                "(`outputs.append(t.cpu())`: one copy per batch, as intended)",
+            )
         finding = _report(ctx, f"`.{method}()`", attr or call, end=call, how=how)
         if finding is not None:
             yield finding
@@ -237,8 +277,13 @@ def _collected(call: Node) -> bool:
     """Is this `.cpu()` result (maybe through `.numpy()` / `.detach()`) appended to a list:
     gathering a batch's outputs on the host, the usual way to keep evaluation results?"""
     node = call
-    while node.parent is not None and node.parent.type == "attribute" and node.parent.parent is not None \
-            and node.parent.parent.type == "call" and method_name(node.parent.parent) in ("numpy", "detach", "float"):
+    while (
+        node.parent is not None
+        and node.parent.type == "attribute"
+        and node.parent.parent is not None
+        and node.parent.parent.type == "call"
+        and method_name(node.parent.parent) in ("numpy", "detach", "float")
+    ):
         node = node.parent.parent
     arguments_node = node.parent
     if arguments_node is None or arguments_node.type != "argument_list" or arguments_node.parent is None:
@@ -310,7 +355,7 @@ def _conditions(ctx: LintContext) -> Iterator[Finding]:
             if statement.type == "conditional_expression":
                 parts = statement.named_children
                 condition = parts[1] if len(parts) >= 2 else None
-        elif statement.type == "if_clause":   # `[x for x in xs if t.any()]`
+        elif statement.type == "if_clause":  # `[x for x in xs if t.any()]`
             parts = statement.named_children
             condition = parts[0] if parts else None
         elif statement.type == "assert_statement":
@@ -344,7 +389,10 @@ def _tensor_truth_test(ctx: LintContext, condition: Node) -> Optional[Node]:
         return _tensor_truth_test(ctx, argument) if argument is not None else None
     if node.type == "comparison_operator":
         operators = [text(c) for c in node.children if not c.is_named]
-        if any(op in ("is", "is not", "in", "not in") for op in operators) or " ".join(operators) in ("is not", "not in"):
+        if any(op in ("is", "is not", "in", "not in") for op in operators) or " ".join(operators) in (
+            "is not",
+            "not in",
+        ):
             return None
     if node.type in ("call", "identifier", "attribute", "subscript", "comparison_operator"):
         if device_of(ctx, node) is Device.HOST:
@@ -358,11 +406,47 @@ def _tensor_truth_test(ctx: LintContext, condition: Node) -> Optional[Node]:
     return None
 
 
-TENSOR_PREDICATES = frozenset({"any", "all", "isnan", "isinf", "isfinite", "isneginf", "isposinf", "sum", "eq",
-                               "ne", "gt", "lt", "ge", "le", "max", "min", "bool", "mean", "logical_not",
-                               "logical_and", "logical_or", "count_nonzero", "norm", "abs"})
-BOOL_RESULT_FUNCTIONS = frozenset({"torch.equal", "torch.allclose", "torch.is_same_size", "torch.is_tensor", "torch.is_floating_point", "torch.is_complex",
-                                   "torch.is_grad_enabled", "torch.is_autocast_enabled", "torch.is_nonzero"})
+TENSOR_PREDICATES = frozenset(
+    {
+        "any",
+        "all",
+        "isnan",
+        "isinf",
+        "isfinite",
+        "isneginf",
+        "isposinf",
+        "sum",
+        "eq",
+        "ne",
+        "gt",
+        "lt",
+        "ge",
+        "le",
+        "max",
+        "min",
+        "bool",
+        "mean",
+        "logical_not",
+        "logical_and",
+        "logical_or",
+        "count_nonzero",
+        "norm",
+        "abs",
+    }
+)
+BOOL_RESULT_FUNCTIONS = frozenset(
+    {
+        "torch.equal",
+        "torch.allclose",
+        "torch.is_same_size",
+        "torch.is_tensor",
+        "torch.is_floating_point",
+        "torch.is_complex",
+        "torch.is_grad_enabled",
+        "torch.is_autocast_enabled",
+        "torch.is_nonzero",
+    }
+)
 
 
 def _is_tensor_valued(ctx: LintContext, node: Node) -> bool:
@@ -391,10 +475,16 @@ def _fstrings(ctx: LintContext) -> Iterator[Finding]:
         for child in node.named_children:
             if child.type != "interpolation":
                 continue
-            expression = child.child_by_field_name("expression") or (child.named_children[0]
-                                                                      if child.named_children else None)
-            if expression is None or strip_parens(expression).type not in ("identifier", "attribute", "subscript",
-                                                                            "call", "binary_operator"):
+            expression = child.child_by_field_name("expression") or (
+                child.named_children[0] if child.named_children else None
+            )
+            if expression is None or strip_parens(expression).type not in (
+                "identifier",
+                "attribute",
+                "subscript",
+                "call",
+                "binary_operator",
+            ):
                 continue
             if _formats_host_value(child) or not likely_device(ctx, expression):
                 continue
@@ -421,8 +511,9 @@ def _percent_formats(ctx: LintContext) -> Iterator[Finding]:
         values = right.named_children if strip_parens(right).type == "tuple" else [right]
         if strip_parens(right).type == "tuple":
             values = strip_parens(right).named_children
-        shown = next((v for v in values if v.type not in ("string", "integer", "float") and likely_device(ctx, v)),
-                     None)
+        shown = next(
+            (v for v in values if v.type not in ("string", "integer", "float") and likely_device(ctx, v)), None
+        )
         if shown is None:
             continue
         finding = _report(ctx, f"formatting a CUDA tensor (`% {_short(shown)}`)", node)
@@ -481,7 +572,10 @@ def _is_mask(ctx: LintContext, index: Node, depth: int = 0) -> bool:
         return False
     if index.type == "comparison_operator":
         operators = [text(c) for c in index.children if not c.is_named]
-        return all(op in ("==", "!=", "<", ">", "<=", ">=") for op in operators) and device_of(ctx, index) is not Device.HOST
+        return (
+            all(op in ("==", "!=", "<", ">", "<=", ">=") for op in operators)
+            and device_of(ctx, index) is not Device.HOST
+        )
     if index.type == "unary_operator" and text(index.children[0]) == "~":
         return True
     if index.type == "call":
@@ -505,7 +599,8 @@ def _scaler_steps(ctx: LintContext) -> Iterator[Finding]:
             Code.SYNC,
             "`scaler.step()` reads the GradScaler's inf/NaN check on the host: one wait for the GPU per "
             "optimizer step, the price of fp16 loss scaling (bf16 needs no scaler)",
-            call, severity="information",
+            call,
+            severity="information",
         )
 
 
@@ -518,8 +613,11 @@ def _is_grad_scaler(ctx: LintContext, owner: Node) -> bool:
     if owner.type == "identifier":
         binding = ctx.bindings(owner).at(name, owner.start_byte)
         value = binding.value if binding is not None else None
-        return value is not None and value.type == "call" and \
-            (dotted_name(callee(value)) or "").split(".")[-1] == "GradScaler"
+        return (
+            value is not None
+            and value.type == "call"
+            and (dotted_name(callee(value)) or "").split(".")[-1] == "GradScaler"
+        )
     return False
 
 
@@ -532,7 +630,7 @@ RULE = Rule(
     code=Code.SYNC,
     name="sync-in-loop",
     summary="reading a CUDA tensor on the host (`.item()`, `float(t)`, `if t:`, printing, data-dependent "
-            "shapes) inside a loop: a host-device sync every iteration",
+    "shapes) inside a loop: a host-device sync every iteration",
     calls=CALLS,
     check=check,
     doc=__doc__ or "",

@@ -28,6 +28,7 @@ Fix:
     Remove it, or synchronize once after the loop (for timing, use CUDA events:
     `start.record()`, `end.record()`, `end.synchronize()`, `start.elapsed_time(end)`).
 """
+
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
@@ -42,11 +43,15 @@ from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import callee, method_name, text
 from atenlens.lint.triggers import LOOP
 from atenlens.lint.waits import (
-    CLOCK_FUNCTIONS, alias_calls, is_clock_read, is_device_synchronize, is_event_or_stream_synchronize,
+    CLOCK_FUNCTIONS,
+    alias_calls,
+    is_clock_read,
+    is_device_synchronize,
+    is_event_or_stream_synchronize,
 )
 from atenlens.report import Code
 
-TIMING_WINDOW = 3   # lines: a clock read this close to a synchronize makes it part of a measurement
+TIMING_WINDOW = 3  # lines: a clock read this close to a synchronize makes it part of a measurement
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:
@@ -58,8 +63,11 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         if how.loop is None:
             continue
         if clock_calls is None:
-            clock_calls = [c for c in ctx.calls(*CLOCK_FUNCTIONS, "elapsed_time")
-                           if is_clock_read(c) or method_name(c) == "elapsed_time"]
+            clock_calls = [
+                c
+                for c in ctx.calls(*CLOCK_FUNCTIONS, "elapsed_time")
+                if is_clock_read(c) or method_name(c) == "elapsed_time"
+            ]
         # Only the clock reads of the same top-level definition (or of the module-level code)
         # time this synchronize: a clock in the next function is no part of the measurement.
         definition = ctx.definition_of(call)
@@ -71,7 +79,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         yield ctx.finding(
             Code.SYNC_API,
             f"`{name}()` inside a loop: the host waits for {waited} {how.how_often}",
-            call, severity="warning" if how.every_iteration else "information",
+            call,
+            severity="warning" if how.every_iteration else "information",
         )
 
 

@@ -32,6 +32,7 @@ Fix:
     `done = torch.cuda.Event(); done.record(); ...; done.synchronize()`, or
     `torch.cuda.synchronize()` before the first read, or drop `non_blocking=True`.
 """
+
 from __future__ import annotations
 
 from bisect import bisect_left
@@ -66,7 +67,7 @@ def _result(call: Node) -> tuple[Optional[str], bool]:
         dst = receiver(call)
         return (text(dst) if dst is not None and dst.type == "identifier" else None), False
     node, parent = call, call.parent
-    while parent is not None and parent.type == "parenthesized_expression":   # `host = (t.cpu(...))`
+    while parent is not None and parent.type == "parenthesized_expression":  # `host = (t.cpu(...))`
         node, parent = parent, parent.parent
     call = node
     if parent is None or parent.type == "expression_statement":
@@ -75,9 +76,16 @@ def _result(call: Node) -> tuple[Optional[str], bool]:
         left = parent.child_by_field_name("left")
         return (text(left) if left is not None and left.type == "identifier" else None), False
     if _is_stored(call):
-        return None, False   # `cache[k] = (t.cpu(non_blocking=True), 1)`: a reference kept, nothing read yet
-    if parent.type in ("assignment", "augmented_assignment", "return_statement", "yield",
-                       "expression_list", "pattern_list", "named_expression"):
+        return None, False  # `cache[k] = (t.cpu(non_blocking=True), 1)`: a reference kept, nothing read yet
+    if parent.type in (
+        "assignment",
+        "augmented_assignment",
+        "return_statement",
+        "yield",
+        "expression_list",
+        "pattern_list",
+        "named_expression",
+    ):
         return None, False
     return None, True
 
@@ -107,8 +115,14 @@ def _is_stored(node: Node) -> bool:
     """Is `node` only kept somewhere (`d[k] = host`, `self.buf = host`, `{"x": host}`,
     `[host, ...]`, `out.append(host)`), not read? The data is read later, through the container."""
     child, parent = node, node.parent
-    while parent is not None and parent.type in ("parenthesized_expression", "tuple", "list", "pair",
-                                                   "dictionary", "expression_list"):
+    while parent is not None and parent.type in (
+        "parenthesized_expression",
+        "tuple",
+        "list",
+        "pair",
+        "dictionary",
+        "expression_list",
+    ):
         if parent.type == "pair" and parent.child_by_field_name("value") != child:
             return False
         child, parent = parent, parent.parent
@@ -135,8 +149,9 @@ def _settles(ctx: LintContext, wait: Node, name: str) -> bool:
     return not any(_is_read(n) for n in ctx.identifiers((name,), wait.start_byte, wait.end_byte))
 
 
-def _first_settling_wait(ctx: LintContext, waits: list[Node], starts: list[int], call: Node, scope: Node,
-                         name: str) -> Optional[int]:
+def _first_settling_wait(
+    ctx: LintContext, waits: list[Node], starts: list[int], call: Node, scope: Node, name: str
+) -> Optional[int]:
     """Where the first wait after `call` in `scope` that settles `name` starts (None: no such
     wait). `waits` is in source order and `starts` holds their start bytes."""
     for index in range(bisect_left(starts, call.end_byte), len(waits)):

@@ -49,6 +49,7 @@ Fix:
     `start = torch.cuda.Event(enable_timing=True)`, `end = ...`, `start.record()`, work,
     `end.record()`, `end.synchronize()`, `start.elapsed_time(end)` (milliseconds).
 """
+
 from __future__ import annotations
 
 import bisect
@@ -60,18 +61,42 @@ from tree_sitter import Node
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding
-from atenlens.lint.registry import Rule
 from atenlens.lint.provenance import is_model_call
+from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import callee, dotted_name, method_name, repeating_loop, text
 from atenlens.lint.waits import (
-    CLOCK_FUNCTIONS, WAIT_CALLS, alias_calls, calls_waiting_function, is_clock_read, is_wait,
+    CLOCK_FUNCTIONS,
+    WAIT_CALLS,
+    alias_calls,
+    calls_waiting_function,
+    is_clock_read,
+    is_wait,
     waiting_function_calls,
 )
 from atenlens.report import Code
 
 WAITING_METHODS = frozenset(WAIT_CALLS)
-NOT_WORK = frozenset({"print", "range", "len", "enumerate", "zip", "list", "dict", "tuple", "set", "str", "int",
-                      "float", "bool", "isinstance", "sorted", "repr", "format"})
+NOT_WORK = frozenset(
+    {
+        "print",
+        "range",
+        "len",
+        "enumerate",
+        "zip",
+        "list",
+        "dict",
+        "tuple",
+        "set",
+        "str",
+        "int",
+        "float",
+        "bool",
+        "isinstance",
+        "sorted",
+        "repr",
+        "format",
+    }
+)
 NOT_WORK_METHODS = frozenset({"append", "extend", "items", "keys", "values", "get", "numel", "size", "dim"})
 _MENTIONS_CUDA = re.compile(rb"\b(cuda|device)\b")
 
@@ -85,9 +110,12 @@ def _is_logging(call: Node) -> bool:
     name = dotted_name(callee(call)) or ""
     parts = name.split(".")
     owners = parts[:-1] if len(parts) > 1 else []
-    return (name in NOT_WORK or parts[0] in ("logging", "logger", "log", "LOGGER")
-            or any(_LOGGER_OR_PROGRESS.search(p) for p in owners)
-            or method_name(call) in NOT_WORK_METHODS)
+    return (
+        name in NOT_WORK
+        or parts[0] in ("logging", "logger", "log", "LOGGER")
+        or any(_LOGGER_OR_PROGRESS.search(p) for p in owners)
+        or method_name(call) in NOT_WORK_METHODS
+    )
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:
@@ -106,13 +134,26 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         lo, hi = bisect.bisect_left(waiting_starts, start), bisect.bisect_left(waiting_starts, end)
         if any(c.end_byte <= end and scope_for(c) == scope for c in waiting[lo:hi]):
             continue
-        work = [c for c in ctx.calls_within(start, end) if scope_for(c) == scope
-                and not is_clock_read(c) and not _is_logging(c) and not calls_waiting_function(ctx, c)]
-        if not work or any(_is_setup_or_io(c) for c in work) or _is_budget_check(ctx, first, second) \
-                or _is_data_time(ctx, second):
+        work = [
+            c
+            for c in ctx.calls_within(start, end)
+            if scope_for(c) == scope
+            and not is_clock_read(c)
+            and not _is_logging(c)
+            and not calls_waiting_function(ctx, c)
+        ]
+        if (
+            not work
+            or any(_is_setup_or_io(c) for c in work)
+            or _is_budget_check(ctx, first, second)
+            or _is_data_time(ctx, second)
+        ):
             continue
-        if repeating_loop(second) is None and not _contains_loop(ctx, start, end) \
-                and not any(is_model_call(c) for c in work):
+        if (
+            repeating_loop(second) is None
+            and not _contains_loop(ctx, start, end)
+            and not any(is_model_call(c) for c in work)
+        ):
             continue  # a one-off timing of something that is no model's forward (building, sharding)
         reported.add(second.id)
         name = dotted_name(callee(second))
@@ -125,8 +166,11 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         )
 
 
-_SETUP_OR_IO = re.compile(r"save|load|checkpoint|state_dict|from_pretrained|instantiate|init_module|setup|"
-                          r"download|barrier|wait_for_everyone|generate|prepare|rollout", re.I)
+_SETUP_OR_IO = re.compile(
+    r"save|load|checkpoint|state_dict|from_pretrained|instantiate|init_module|setup|"
+    r"download|barrier|wait_for_everyone|generate|prepare|rollout",
+    re.I,
+)
 
 
 _ENVIRONMENT = re.compile(r"(?:^|_)p?envs?$", re.I)
@@ -171,8 +215,11 @@ def _is_data_time(ctx: LintContext, second: Node) -> bool:
     mistake."""
     for minus in _subtractions_using(ctx, second):
         statement = minus
-        while statement.parent is not None and statement.type not in ("expression_statement", "assignment",
-                                                                      "augmented_assignment"):
+        while statement.parent is not None and statement.type not in (
+            "expression_statement",
+            "assignment",
+            "augmented_assignment",
+        ):
             statement = statement.parent
         if _DATA_TIME.search(text(statement)):
             return True
@@ -236,6 +283,8 @@ RULE = Rule(
     doc=__doc__ or "",
     # A clock read (`time.time()`, `perf_counter()`, ...) in a file that mentions the device;
     # waits in helper functions anywhere in the file count: the whole file.
-    triggers=((b"perf_counter", b"monotonic", b"time_ns", re.compile(rb"time[\s\\]*\.[\s\\]*time")),
-              (b"cuda", b"device")),
+    triggers=(
+        (b"perf_counter", b"monotonic", b"time_ns", re.compile(rb"time[\s\\]*\.[\s\\]*time")),
+        (b"cuda", b"device"),
+    ),
 )

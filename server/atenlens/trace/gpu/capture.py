@@ -14,6 +14,7 @@ values are fake anyway) and is counted. While a capture is open:
 - each capture gets a summary at its line (AL513): ops captured, replays, collectives, and whether it
   is capturable.
 """
+
 from __future__ import annotations
 
 import sys
@@ -26,22 +27,21 @@ import torch
 from atenlens.report import Code, Frame
 from atenlens.trace.attribution import user_stack
 
-
-_MAX_OUTPUTS = 100_000          # outputs kept per capture for the replays' writes (a bound, not a model limit)
+_MAX_OUTPUTS = 100_000  # outputs kept per capture for the replays' writes (a bound, not a model limit)
 
 
 @dataclass
 class _Capture:
     graph_id: int
-    where: tuple[Frame, ...]                 # the user's stack at capture_begin
+    where: tuple[Frame, ...]  # the user's stack at capture_begin
     on_default_stream: bool
     ops: int = 0
     collectives: int = 0
-    problems: list[str] = field(default_factory=list)     # "AL510 line 12", for the summary
-    lines: set[int] = field(default_factory=set)          # the user lines whose ops were captured
+    problems: list[str] = field(default_factory=list)  # "AL510 line 12", for the summary
+    lines: set[int] = field(default_factory=set)  # the user lines whose ops were captured
     replays: int = 0
-    outputs: list[Any] = field(default_factory=list)      # weak references to the captured ops' outputs
-    synced: bool = False                     # torch.cuda.graph synchronized the device before it
+    outputs: list[Any] = field(default_factory=list)  # weak references to the captured ops' outputs
+    synced: bool = False  # torch.cuda.graph synchronized the device before it
 
 
 class CaptureTracker:
@@ -50,12 +50,12 @@ class CaptureTracker:
 
     def __init__(self, report: Callable[..., None], add: Callable[..., Any]) -> None:
         self._report = report
-        self._add = add                           # the sink's add, for the summaries
+        self._add = add  # the sink's add, for the summaries
         self.active: Optional[_Capture] = None
         self._captures: dict[int, _Capture] = {}
-        self.side_stream_work = False             # any op ran on a side stream so far (a warm-up)
+        self.side_stream_work = False  # any op ran on a side stream so far (a warm-up)
         self._cpu_lines: set[tuple[int, int]] = set()
-        self.library_synced = False               # torch.cuda.graph's synchronize, for the next capture
+        self.library_synced = False  # torch.cuda.graph's synchronize, for the next capture
 
     # -- the simulated CUDAGraph's calls --------------------------------------------------------
     def begin(self, graph: Any, on_default_stream: bool) -> None:
@@ -66,19 +66,29 @@ class CaptureTracker:
         self.active = capture
         self._captures[id(graph)] = capture
         if on_default_stream:
-            self._report("capture", Code.UNSUPPORTED_IN_CAPTURE,
-                         "CUDA graph capture begins on the default stream: on a GPU capture_begin() raises "
-                         "(the legacy default stream cannot be captured); capture under `torch.cuda.graph(g)`, "
-                         "which uses a side stream, or inside `with torch.cuda.stream(side):`", None, "error",
-                         name_library=False)
+            self._report(
+                "capture",
+                Code.UNSUPPORTED_IN_CAPTURE,
+                "CUDA graph capture begins on the default stream: on a GPU capture_begin() raises "
+                "(the legacy default stream cannot be captured); capture under `torch.cuda.graph(g)`, "
+                "which uses a side stream, or inside `with torch.cuda.stream(side):`",
+                None,
+                "error",
+                name_library=False,
+            )
             capture.problems.append(f"captured on the default stream ({Code.UNSUPPORTED_IN_CAPTURE})")
         if not self.side_stream_work:
-            self._report("capture", Code.CAPTURE_WITHOUT_WARMUP,
-                         "CUDA graph capture with no warm-up: no work ran on a side stream before it. torch "
-                         "requires running the captured code a few times on a side stream first (lazy "
-                         "initialisation inside a capture, such as cuBLAS workspaces, optimizer state or "
-                         "autograd's streams, fails or is captured as work that never replays)", None, "warning",
-                         name_library=False)
+            self._report(
+                "capture",
+                Code.CAPTURE_WITHOUT_WARMUP,
+                "CUDA graph capture with no warm-up: no work ran on a side stream before it. torch "
+                "requires running the captured code a few times on a side stream first (lazy "
+                "initialisation inside a capture, such as cuBLAS workspaces, optimizer state or "
+                "autograd's streams, fails or is captured as work that never replays)",
+                None,
+                "warning",
+                name_library=False,
+            )
             capture.problems.append(f"no warm-up ({Code.CAPTURE_WITHOUT_WARMUP})")
 
     def end(self, graph: Any) -> None:
@@ -105,10 +115,15 @@ class CaptureTracker:
     def sync(self, what: str, op: Optional[str]) -> None:
         """A sync inside the capture: `what` is the sync's own message."""
         assert self.active is not None
-        self._report("capture", Code.UNSUPPORTED_IN_CAPTURE, f"{what}, inside a CUDA graph capture: on a GPU this invalidates "
-                     "the capture (cudaErrorStreamCaptureUnsupported) and raises; a captured graph cannot wait for "
-                     "its own results: keep the value on the device, or move this out of the captured region", op,
-                     "error")
+        self._report(
+            "capture",
+            Code.UNSUPPORTED_IN_CAPTURE,
+            f"{what}, inside a CUDA graph capture: on a GPU this invalidates "
+            "the capture (cudaErrorStreamCaptureUnsupported) and raises; a captured graph cannot wait for "
+            "its own results: keep the value on the device, or move this out of the captured region",
+            op,
+            "error",
+        )
         self.active.problems.append(f"a sync at line {_line(sys._getframe(1))} ({Code.UNSUPPORTED_IN_CAPTURE})")
 
     def op(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
@@ -116,8 +131,11 @@ class CaptureTracker:
         assert capture is not None
         capture.ops += 1
         if len(capture.outputs) < _MAX_OUTPUTS:
-            capture.outputs += [weakref.ref(t) for t in (out if isinstance(out, (tuple, list)) else (out,))
-                                if isinstance(t, torch.Tensor) and t.device.type == "cuda"]
+            capture.outputs += [
+                weakref.ref(t)
+                for t in (out if isinstance(out, (tuple, list)) else (out,))
+                if isinstance(t, torch.Tensor) and t.device.type == "cuda"
+            ]
         line = _line(sys._getframe(1))
         if line is not None:
             capture.lines.add(line)
@@ -127,13 +145,22 @@ class CaptureTracker:
         if cpu is not None and (capture.graph_id, line or 0) not in self._cpu_lines:
             self._cpu_lines.add((capture.graph_id, line or 0))
             copy = func is torch.ops.aten.copy_.default or func is torch.ops.aten._to_copy.default
-            detail = ("the captured copy reads this host buffer's address on every replay: the program must "
-                      "write each step's data into that same buffer (pinned; a pageable source cannot be "
-                      "captured)") if copy else ("CPU work is not captured: it ran once now and does not run on "
-                                                 "replay")
-            self._report("capture", Code.CPU_IN_CAPTURE,
-                         f"a CPU tensor {_label(cpu)} is used inside a CUDA graph capture: {detail}", str(func),
-                         "warning")
+            detail = (
+                (
+                    "the captured copy reads this host buffer's address on every replay: the program must "
+                    "write each step's data into that same buffer (pinned; a pageable source cannot be "
+                    "captured)"
+                )
+                if copy
+                else ("CPU work is not captured: it ran once now and does not run on replay")
+            )
+            self._report(
+                "capture",
+                Code.CPU_IN_CAPTURE,
+                f"a CPU tensor {_label(cpu)} is used inside a CUDA graph capture: {detail}",
+                str(func),
+                "warning",
+            )
             capture.problems.append(f"a CPU tensor at line {line} ({Code.CPU_IN_CAPTURE})")
 
     def stream_work(self, on_side_stream: bool) -> None:
@@ -153,18 +180,22 @@ class CaptureTracker:
 
 def _summary(captures: list[_Capture]) -> str:
     lines = set().union(*(c.lines for c in captures))
-    span = (f"line {min(lines)}" if len(lines) == 1 else f"lines {min(lines)}-{max(lines)}") if lines \
+    span = (
+        (f"line {min(lines)}" if len(lines) == 1 else f"lines {min(lines)}-{max(lines)}")
+        if lines
         else "all in library code"
+    )
     ops, replays = max(c.ops for c in captures), sum(c.replays for c in captures)
-    text = (f"CUDA graph: {len(captures)} captures here, up to " if len(captures) > 1 else "CUDA graph: ")
-    text += (f"{ops} op{'s' if ops != 1 else ''} captured ({span}), replayed {replays} "
-             f"time{'s' if replays != 1 else ''}")
+    text = f"CUDA graph: {len(captures)} captures here, up to " if len(captures) > 1 else "CUDA graph: "
+    text += f"{ops} op{'s' if ops != 1 else ''} captured ({span}), replayed {replays} time{'s' if replays != 1 else ''}"
     if any(c.synced for c in captures):
         text += "; torch.cuda.graph synchronized the device before capturing (by design: capture once, replay often)"
     collectives = max(c.collectives for c in captures)
     if collectives:
-        text += (f"; captures {collectives} collective{'s' if collectives != 1 else ''} "
-                 "(NCCL >= 2.9.6 and a capture-safe process group are needed)")
+        text += (
+            f"; captures {collectives} collective{'s' if collectives != 1 else ''} "
+            "(NCCL >= 2.9.6 and a capture-safe process group are needed)"
+        )
     problems = list(dict.fromkeys(p for c in captures for p in c.problems))
     if problems:
         text += "; not capturable as written: " + ", ".join(problems)

@@ -11,6 +11,7 @@
 - Fake tensors have no pinned state (`pin_memory()` is not implemented for them, `is_pinned()` is
   always False), so the tracker keeps it per storage: views of a pinned tensor are pinned too.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -29,9 +30,11 @@ _PIN_ADVICE = "pin the source (`.pin_memory()`, `DataLoader(pin_memory=True)`) o
 
 
 def _pageable_message(api: str, src: torch.Tensor) -> str:
-    return (f"{api} with non_blocking=True copies {tensor_label(src)} from pageable (unpinned) host memory: "
-            f"the driver stages it through a pinned buffer and the host waits, so the copy does not overlap "
-            f"with GPU work; {_PIN_ADVICE}")
+    return (
+        f"{api} with non_blocking=True copies {tensor_label(src)} from pageable (unpinned) host memory: "
+        f"the driver stages it through a pinned buffer and the host waits, so the copy does not overlap "
+        f"with GPU work; {_PIN_ADVICE}"
+    )
 
 
 def _api_name(call: InterceptedCall, default: str) -> str:
@@ -48,11 +51,13 @@ def to_copy(call: InterceptedCall) -> Any:
     tracker = call.tracker
     if is_cuda(src) and target == "cpu":
         if not non_blocking:
-            tracker.sync(f"{_api_name(call, _TO_CPU)} copies cuda {tensor_label(src)} to the host and "
-                         f"blocks: {WAITS}", str(call.target))
+            tracker.sync(
+                f"{_api_name(call, _TO_CPU)} copies cuda {tensor_label(src)} to the host and blocks: {WAITS}",
+                str(call.target),
+            )
             return call.run()
         host = call.run()
-        tracker.mark_pinned(host)        # torch allocates the destination of a non_blocking D2H pinned
+        tracker.mark_pinned(host)  # torch allocates the destination of a non_blocking D2H pinned
         tracker.copy_issued(host)
         return host
     if is_cpu(src) and target == "cuda" and non_blocking and not tracker.is_pinned(src):
@@ -82,7 +87,7 @@ def pin_memory(call: InterceptedCall) -> Any:
     src = call.args[0]
     if not isinstance(src, FakeTensor):
         return call.run()
-    pinned = aten.clone.default(src)      # fake tensors cannot pin (NYI); a pinned copy is a clone
+    pinned = aten.clone.default(src)  # fake tensors cannot pin (NYI); a pinned copy is a clone
     call.tracker.mark_pinned(pinned)
     return pinned
 

@@ -7,10 +7,10 @@ program takes its GPU branch. The synchronizing calls (`synchronize`, `Event.syn
 `Stream.synchronize`) tell the hazard tracker (`SyncListener`) so it can report them and mark
 pending device-to-host copies as landed. Patches are applied for one trace and undone after it.
 """
+
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional, Protocol
@@ -19,7 +19,7 @@ import torch
 
 from atenlens.trace import torch_compat as tc
 
-DEVICE_COUNT = 1                       # the same count the C++ shims report
+DEVICE_COUNT = 1  # the same count the C++ shims report
 # What a CUDA build of torch 2.13 from PyPI reports: CUDA 13.0 with cuDNN 9 (code such as torchao's
 # float8 checks `torch.version.cuda` beside the compute capability before taking its GPU path).
 CUDA_VERSION = "13.0"
@@ -62,6 +62,7 @@ class SyncListener(Protocol):
 class MemoryCounters(Protocol):
     live_bytes: int
     max_live_bytes: int
+
     def reset_peak(self) -> None: ...
 
 
@@ -73,7 +74,7 @@ class ListenerSlot:
         self.listener: Optional[SyncListener] = None
         self.memory: Optional[MemoryCounters] = None
         self.total_memory: int = PROPERTIES.total_memory
-        self.current_stream: Callable[[], Any] = lambda: None    # set by simulated_cuda_api
+        self.current_stream: Callable[[], Any] = lambda: None  # set by simulated_cuda_api
         self.default_stream: Any = None
 
     def allocated(self, *args: Any, **kwargs: Any) -> int:
@@ -125,10 +126,12 @@ def _device(device: Any) -> torch.device:
 
 def _make_stream_and_event_types(slot: ListenerSlot) -> tuple[type, type]:
     class Event(torch.Event):
-        def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
-                    external: bool = False):
-            return super().__new__(cls, device="cuda", enable_timing=enable_timing, blocking=blocking,
-                                   interprocess=interprocess)
+        def __new__(
+            cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False, external: bool = False
+        ):
+            return super().__new__(
+                cls, device="cuda", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess
+            )
 
         def record(self, stream: Any = None) -> None:
             slot.event_recorded(self)
@@ -142,7 +145,7 @@ def _make_stream_and_event_types(slot: ListenerSlot) -> tuple[type, type]:
             return True
 
         def wait(self, stream: Any = None) -> None:
-            slot.stream_ordering("waits_event", stream, self)   # orders device work; the host does not wait
+            slot.stream_ordering("waits_event", stream, self)  # orders device work; the host does not wait
 
         def elapsed_time(self, end_event: Any) -> float:
             slot.stream_ordering("elapsed", self, end_event)
@@ -183,8 +186,9 @@ def _make_graph_type(slot: ListenerSlot) -> type:
         def __init__(self, keep_graph: bool = False) -> None:
             self._pool = ("atenlens-graph-pool", id(self))
 
-        def capture_begin(self, pool: Any = None, capture_error_mode: str = "global",
-                          check_input_liveness: bool = False) -> None:
+        def capture_begin(
+            self, pool: Any = None, capture_error_mode: str = "global", check_input_liveness: bool = False
+        ) -> None:
             slot.capture("begin", self)
 
         def capture_end(self) -> None:
@@ -329,8 +333,13 @@ def simulated_cuda_api(slot: ListenerSlot) -> Iterator[None]:
         (cuda, "initial_seed", zero),
         (cuda, "set_sync_debug_mode", set_sync_debug_mode),
         (cuda, "get_sync_debug_mode", lambda: sync_debug_mode[0]),
-        (cuda, "memory_summary", lambda device=None, abbreviated=False:
-         f"(atenlens memory model) allocated {slot.allocated()} B, peak {slot.max_allocated()} B"),
+        (
+            cuda,
+            "memory_summary",
+            lambda device=None, abbreviated=False: (
+                f"(atenlens memory model) allocated {slot.allocated()} B, peak {slot.max_allocated()} B"
+            ),
+        ),
         (cuda, "ipc_collect", nothing),
         (cuda, "can_device_access_peer", lambda device, peer_device: False),
         (cuda, "is_current_stream_capturing", slot.capturing),
@@ -347,13 +356,12 @@ def simulated_cuda_api(slot: ListenerSlot) -> Iterator[None]:
         # its own function object: Dynamo keys a handler table by function and refuses one object twice
         (torch.accelerator, "current_stream", lambda device=None: current_stream(device)),
         (torch.accelerator, "set_stream", set_stream),
-        (torch.accelerator, "current_accelerator",
-         lambda check_available=False: torch.device("cuda")),
+        (torch.accelerator, "current_accelerator", lambda check_available=False: torch.device("cuda")),
         (torch.accelerator, "device_count", lambda: DEVICE_COUNT),
         (torch.accelerator, "is_available", lambda: True),
     ]
     patches += tc.missing_host_empty_cache(nothing)
-    if torch.version.cuda is None:          # a CPU build; a CUDA build keeps its own answers
+    if torch.version.cuda is None:  # a CPU build; a CUDA build keeps its own answers
         patches += [
             (torch.version, "cuda", CUDA_VERSION),
             (torch.backends.cudnn, "is_available", lambda: True),
@@ -364,15 +372,27 @@ def simulated_cuda_api(slot: ListenerSlot) -> Iterator[None]:
         ]
     memory = getattr(torch.accelerator, "memory", None)
     if memory is not None:
-        for name, answer in (("memory_allocated", slot.allocated), ("max_memory_allocated", slot.max_allocated),
-                             ("memory_reserved", slot.allocated), ("max_memory_reserved", slot.max_allocated)):
+        for name, answer in (
+            ("memory_allocated", slot.allocated),
+            ("max_memory_allocated", slot.max_allocated),
+            ("memory_reserved", slot.allocated),
+            ("max_memory_reserved", slot.max_allocated),
+        ):
             patches.append((memory, name, answer))
-        patches += [(memory, "empty_cache", nothing), (memory, "reset_peak_memory_stats", slot.reset_peak),
-                    (memory, "memory_stats", lambda device_index=None: OrderedDict())]
+        patches += [
+            (memory, "empty_cache", nothing),
+            (memory, "reset_peak_memory_stats", slot.reset_peak),
+            (memory, "memory_stats", lambda device_index=None: OrderedDict()),
+        ]
     for module in (torch.cuda.memory,):
-        answers: tuple[tuple[str, Callable[..., Any]], ...] = (("memory_allocated", slot.allocated), ("max_memory_allocated", slot.max_allocated),
-                             ("memory_reserved", slot.allocated), ("max_memory_reserved", slot.max_allocated),
-                             ("mem_get_info", slot.mem_get_info), ("reset_peak_memory_stats", slot.reset_peak))
+        answers: tuple[tuple[str, Callable[..., Any]], ...] = (
+            ("memory_allocated", slot.allocated),
+            ("max_memory_allocated", slot.max_allocated),
+            ("memory_reserved", slot.allocated),
+            ("max_memory_reserved", slot.max_allocated),
+            ("mem_get_info", slot.mem_get_info),
+            ("reset_peak_memory_stats", slot.reset_peak),
+        )
         for name, answer in answers:
             patches.append((module, name, answer))
     originals = [(obj, name, obj.__dict__.get(name, _MISSING)) for obj, name, _ in patches]

@@ -6,6 +6,7 @@ tensor they return would be the only real tensor in the trace and the first op o
 ("Please convert all Tensors to FakeTensors first"). On a GPU build they return ordinary CPU
 tensors; while a trace runs they return the fake of that CPU tensor (same dtype, shape, strides).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -22,6 +23,7 @@ def _returning_fakes(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def factory(*args: Any, **kwargs: Any) -> Any:
         return torch_compat.as_fake(original(*args, **kwargs))
+
     return factory
 
 

@@ -8,6 +8,7 @@ models call `_grouped_mm` with fp32 weights by default). Here the op keeps its n
 output a GPU build allocates (the same sizes and 16-byte aligned strides), and the fallback's host
 copy of `offs` is reported as the sync it is.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -44,14 +45,22 @@ def grouped_mm(call: InterceptedCall) -> Any:
     mat_a, mat_b = call.args[0], call.args[1]
     offs = call.arg(2, "offs")
     out_dtype = call.arg(4, "out_dtype")
-    fallback = (is_cuda(mat_a) and is_cuda(mat_b) and mat_a.dtype == mat_b.dtype
-                and mat_a.dtype in _FALLBACK_DTYPES and out_dtype in (None, mat_a.dtype)
-                and mat_a.dim() in (2, 3) and mat_b.dim() in (2, 3))
+    fallback = (
+        is_cuda(mat_a)
+        and is_cuda(mat_b)
+        and mat_a.dtype == mat_b.dtype
+        and mat_a.dtype in _FALLBACK_DTYPES
+        and out_dtype in (None, mat_a.dtype)
+        and mat_a.dim() in (2, 3)
+        and mat_b.dim() in (2, 3)
+    )
     if not fallback:
         return call.run()
     if offs is not None and is_cuda(offs):
-        call.tracker.sync(f"`torch._grouped_mm` with {str(mat_a.dtype).removeprefix('torch.')} inputs takes "
-                          f"torch's fallback on a GPU (one `mm` per group; the fused kernel takes bf16), which "
-                          f"copies the group offsets `offs` {tensor_label(offs)} to the host: {WAITS}",
-                          str(call.target))
+        call.tracker.sync(
+            f"`torch._grouped_mm` with {str(mat_a.dtype).removeprefix('torch.')} inputs takes "
+            f"torch's fallback on a GPU (one `mm` per group; the fused kernel takes bf16), which "
+            f"copies the group offsets `offs` {tensor_label(offs)} to the host: {WAITS}",
+            str(call.target),
+        )
     return _output(mat_a, mat_b, offs, mat_a.dtype)

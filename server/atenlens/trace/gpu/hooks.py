@@ -9,29 +9,45 @@ mode is off, so the ops a handler runs itself (placeholders, pinned copies) reac
 mode and are not recorded, and the function hook sees only the outermost API call of the user's
 line (what `tracker.current_api` names in messages).
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 import torch
 
-from atenlens.trace.torch_compat import tree_leaves
 from atenlens.trace.gpu import copies, grouped_mm, sdpa, syncs  # noqa: F401  (importing registers their handlers)
 from atenlens.trace.gpu.registry import DISPATCH_HANDLERS, FUNCTION_HANDLERS, InterceptedCall
 from atenlens.trace.gpu.tracker import HazardTracker, tensor_label
+from atenlens.trace.torch_compat import tree_leaves
 
 aten = torch.ops.aten
 
 # Ops that do not read a tensor's data: views, metadata, and ops that only write their first input.
-_NOT_READS = frozenset({
-    aten.detach.default, aten.alias.default, aten.is_pinned.default, aten.lift_fresh.default,
-    aten.zero_.default, aten.fill_.Scalar, aten.fill_.Tensor, aten.set_.source_Storage,
-    aten.set_.source_Storage_storage_offset, aten.empty_like.default,
-})
+_NOT_READS = frozenset(
+    {
+        aten.detach.default,
+        aten.alias.default,
+        aten.is_pinned.default,
+        aten.lift_fresh.default,
+        aten.zero_.default,
+        aten.fill_.Scalar,
+        aten.fill_.Tensor,
+        aten.set_.source_Storage,
+        aten.set_.source_Storage_storage_offset,
+        aten.empty_like.default,
+    }
+)
 _WRITES_FIRST_ONLY = frozenset({aten.copy_.default, aten.zero_.default, aten.fill_.Scalar})
 _FUNCTION_READERS = {
-    "numpy": "`.numpy()`", "tolist": "`.tolist()`", "__repr__": "printing", "__format__": "formatting",
-    "__array__": "`numpy.asarray()`", "item": "`.item()`", "__float__": "`float()`", "__int__": "`int()`",
+    "numpy": "`.numpy()`",
+    "tolist": "`.tolist()`",
+    "__repr__": "printing",
+    "__format__": "formatting",
+    "__array__": "`numpy.asarray()`",
+    "item": "`.item()`",
+    "__float__": "`float()`",
+    "__int__": "`int()`",
     "__bool__": "`bool()` / `if tensor:`",
 }
 _FUNCTION_LEVEL_READS = frozenset({"numpy", "tolist", "__repr__", "__format__", "__array__"})
@@ -39,9 +55,11 @@ _FUNCTION_LEVEL_READS = frozenset({"numpy", "tolist", "__repr__", "__format__", 
 
 def _unsynced_read_message(reader: str, label: str, line: Any) -> str:
     where = f" (line {line})" if line is not None else ""
-    return (f"{reader} reads host tensor {label} while the non_blocking device-to-host copy into it{where} "
-            "may still be in flight: with no event, stream or device synchronize in between, the host can "
-            "read stale data, with no error")
+    return (
+        f"{reader} reads host tensor {label} while the non_blocking device-to-host copy into it{where} "
+        "may still be in flight: with no event, stream or device synchronize in between, the host can "
+        "read stale data, with no error"
+    )
 
 
 def _check_reads(tracker: HazardTracker, tensors: list, reader: str, op: Any) -> None:
@@ -67,7 +85,7 @@ class HazardHooks:
             tracker.waited_all = False
         if tracker.has_pending() and func not in _NOT_READS and func.namespace == "aten" and not func.is_view:
             read = tree_leaves((args[1:], kwargs) if func in _WRITES_FIRST_ONLY else (args, kwargs))
-            reader = _FUNCTION_READERS.get(tracker.current_api or "", "an op")   # the op is named after the message
+            reader = _FUNCTION_READERS.get(tracker.current_api or "", "an op")  # the op is named after the message
             _check_reads(tracker, read, reader, str(func))
         handler = self._op_handler(func)
         if handler is None:
@@ -75,11 +93,11 @@ class HazardHooks:
         else:
             out = handler(InterceptedCall(func, args, kwargs, tracker, run=lambda: func(*args, **kwargs)))
         if kwargs and kwargs.get("pin_memory") and isinstance(out, torch.Tensor) and out.device.type == "cpu":
-            tracker.mark_pinned(out)    # torch.empty(..., pin_memory=True) and other factories
+            tracker.mark_pinned(out)  # torch.empty(..., pin_memory=True) and other factories
         if tracker.capture.active is not None and not func.is_view:
             # inside a CUDA graph capture: recorded, not run on any stream (its replays run it)
             tracker.capture.op(func, args, kwargs, out)
-        elif tracker.streams is not None and not func.is_view:   # a side stream has been used
+        elif tracker.streams is not None and not func.is_view:  # a side stream has been used
             tracker.stream_op(func, args, kwargs, out)
         return out
 

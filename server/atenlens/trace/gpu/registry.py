@@ -8,6 +8,7 @@ function (function level); a handler may also be registered for a predicate over
 op name is not enough. Registering a key twice is a mistake and raises, so two handlers can never
 silently race for one op.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -19,11 +20,11 @@ if TYPE_CHECKING:
 
 @dataclass
 class InterceptedCall:
-    target: Any                      # the aten OpOverload or the API function
+    target: Any  # the aten OpOverload or the API function
     args: tuple
     kwargs: dict
     tracker: "HazardTracker"
-    run: Callable[[], Any] = field(repr=False, default=lambda: None)   # runs the real (fake) call
+    run: Callable[[], Any] = field(repr=False, default=lambda: None)  # runs the real (fake) call
 
     def arg(self, index: int, name: str, default: Any = None) -> Any:
         """An argument that may be passed by position or by keyword."""
@@ -45,14 +46,13 @@ class HandlerRegistry(Generic[K]):
         self.name = name
         self._by_key: dict[K, Handler] = {}
         self._by_predicate: list[tuple[str, Callable[[K], bool], Handler]] = []
-        self._resolved: dict[K, Optional[Handler]] = {}    # lookup runs for every op: cache it
+        self._resolved: dict[K, Optional[Handler]] = {}  # lookup runs for every op: cache it
 
     def register(self, *keys: K) -> Callable[[Handler], Handler]:
         def decorate(handler: Handler) -> Handler:
             for key in keys:
                 if key in self._by_key:
-                    raise DuplicateHandlerError(
-                        f"{self.name}: {key} already has handler {self._by_key[key].__name__}")
+                    raise DuplicateHandlerError(f"{self.name}: {key} already has handler {self._by_key[key].__name__}")
                 self._by_key[key] = handler
             self._resolved.clear()
             return handler
@@ -74,7 +74,7 @@ class HandlerRegistry(Generic[K]):
             return self._resolved[key]
         except KeyError:
             pass
-        except TypeError:                 # an unhashable key: nothing can be registered for it
+        except TypeError:  # an unhashable key: nothing can be registered for it
             return None
         handler = self._by_key.get(key)
         if handler is None:

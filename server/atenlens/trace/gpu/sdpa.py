@@ -11,6 +11,7 @@ conditions on an sm90 device; docs/fidelity.md lists what this simplifies:
 Under `torch.autocast("cuda")` the inputs are cast to the autocast dtype before any check, as sdpa's
 own autocast rule does, so an fp32 model in bf16 autocast takes flash, and so do fp32 q/k with a bf16 v.
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -26,9 +27,16 @@ _HALF = (torch.float16, torch.bfloat16)
 
 
 def _eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    return (isinstance(q, FakeTensor) and q.device.type == "cuda" and not q.is_nested
-            and q.dim() == 4 and k.dim() == 4 and v.dim() == 4
-            and q.dtype == k.dtype == v.dtype and k.device == q.device == v.device)
+    return (
+        isinstance(q, FakeTensor)
+        and q.device.type == "cuda"
+        and not q.is_nested
+        and q.dim() == 4
+        and k.dim() == 4
+        and v.dim() == 4
+        and q.dtype == k.dtype == v.dtype
+        and k.device == q.device == v.device
+    )
 
 
 def _autocast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -41,15 +49,28 @@ def _autocast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 def _flash_fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor]) -> bool:
     head = q.shape[-1]
-    return (torch.backends.cuda.flash_sdp_enabled() and q.dtype in _HALF and mask is None
-            and head <= 256 and head % 8 == 0 and k.shape[-1] == head and v.shape[-1] == head)
+    return (
+        torch.backends.cuda.flash_sdp_enabled()
+        and q.dtype in _HALF
+        and mask is None
+        and head <= 256
+        and head % 8 == 0
+        and k.shape[-1] == head
+        and v.shape[-1] == head
+    )
 
 
 def _efficient_fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gqa: bool) -> bool:
     head = q.shape[-1]
     alignment = 4 if q.dtype == torch.float32 else 8
-    return (torch.backends.cuda.mem_efficient_sdp_enabled() and q.dtype in (*_HALF, torch.float32)
-            and not gqa and head % alignment == 0 and k.shape[-1] == head and v.shape[-1] % alignment == 0)
+    return (
+        torch.backends.cuda.mem_efficient_sdp_enabled()
+        and q.dtype in (*_HALF, torch.float32)
+        and not gqa
+        and head % alignment == 0
+        and k.shape[-1] == head
+        and v.shape[-1] % alignment == 0
+    )
 
 
 def _as_bias(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -62,12 +83,13 @@ def _as_bias(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 @FUNCTION_HANDLERS.register(F.scaled_dot_product_attention)
 def scaled_dot_product_attention(call: InterceptedCall) -> Any:
     q, k, v = (call.arg(i, name) for i, name in enumerate(("query", "key", "value")))
-    if torch.is_autocast_enabled("cuda") and all(isinstance(t, FakeTensor) and t.device.type == "cuda"
-                                                 for t in (q, k, v)):
+    if torch.is_autocast_enabled("cuda") and all(
+        isinstance(t, FakeTensor) and t.device.type == "cuda" for t in (q, k, v)
+    ):
         # autocast casts before sdpa chooses its kernel: fp32 q/k with a bf16 v (rotary embeddings
         # computed in fp32) are all bf16 by the time the kernel is chosen
         dtype = torch.get_autocast_dtype("cuda")
-        cast: dict[int, torch.Tensor] = {}     # autocast's cache: a leaf that requires grad is cast once
+        cast: dict[int, torch.Tensor] = {}  # autocast's cache: a leaf that requires grad is cast once
         casts = []
         for t in (q, k, v):
             cached = t.is_leaf and t.requires_grad
@@ -91,8 +113,9 @@ def scaled_dot_product_attention(call: InterceptedCall) -> Any:
         if _efficient_fits(q, k, v, gqa):
             bias = _as_bias(mask, q.dtype) if mask is not None else None
             needs_lse = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
-            return aten._scaled_dot_product_efficient_attention(q, k, v, bias, needs_lse, dropout_p, is_causal,
-                                                                scale=scale)[0]
+            return aten._scaled_dot_product_efficient_attention(
+                q, k, v, bias, needs_lse, dropout_p, is_causal, scale=scale
+            )[0]
     except (RuntimeError, ValueError):
-        pass                        # a shape the fused kernels reject: torch would take the math path too
+        pass  # a shape the fused kernels reject: torch would take the math path too
     return call.run()

@@ -26,6 +26,7 @@ Environment:
 - ATENLENS_CACHE_DIR: where the cache lives (default $XDG_CACHE_HOME/atenlens or ~/.cache/atenlens)
 - ATENLENS_CXX: the compiler to use (default $CXX, else c++, g++ or clang++ on PATH)
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -48,14 +49,14 @@ _SOURCE_DIR = os.path.dirname(os.path.abspath(__file__))
 COMPILE_TIMEOUT_SECONDS = 180.0
 # C++17 is what torch's headers need; -w because torch's headers warn under some compilers.
 CXX_FLAGS = ("-O1", "-std=c++17", "-shared", "-fPIC", "-w")
-TEMPORARY_PREFIX = "atenlens-shims-"     # a private build folder used when the cache cannot be trusted
+TEMPORARY_PREFIX = "atenlens-shims-"  # a private build folder used when the cache cannot be trusted
 
 
 @dataclass(frozen=True)
 class Shim:
-    name: str                        # library base name (also the .cpp name)
-    libraries: tuple[str, ...]       # torch libraries it links against
-    check_symbol: str                # extern "C" int f(): 1 when the shim took effect
+    name: str  # library base name (also the .cpp name)
+    libraries: tuple[str, ...]  # torch libraries it links against
+    check_symbol: str  # extern "C" int f(): 1 when the shim took effect
 
 
 GUARD = Shim("fake_cuda_guard", ("c10",), "atenlens_cuda_guard_registered")
@@ -65,10 +66,10 @@ SHIMS = (GUARD, HOOKS)
 
 @dataclass(frozen=True)
 class TorchInstall:
-    root: str                        # the torch package folder
-    version: str                     # "2.13.0+cpu"
-    cxx11_abi: bool                  # built with _GLIBCXX_USE_CXX11_ABI=1
-    cuda_build: bool                 # a CUDA build: fake cuda is native, no shims needed
+    root: str  # the torch package folder
+    version: str  # "2.13.0+cpu"
+    cxx11_abi: bool  # built with _GLIBCXX_USE_CXX11_ABI=1
+    cuda_build: bool  # a CUDA build: fake cuda is native, no shims needed
 
     @property
     def include_dir(self) -> str:
@@ -83,14 +84,14 @@ class TorchInstall:
 class ShimStatus:
     """What happened when this process tried to make simulated CUDA available."""
 
-    available: bool                  # fake cuda tensors will work in this process
-    native: bool = False             # a CUDA build of torch: nothing was loaded
-    reason: str = ""                 # why not, when not available (one line for the user)
+    available: bool  # fake cuda tensors will work in this process
+    native: bool = False  # a CUDA build of torch: nothing was loaded
+    reason: str = ""  # why not, when not available (one line for the user)
     cache_dir: Optional[str] = None
-    built: bool = False              # compiled now (cold) rather than found in the cache
+    built: bool = False  # compiled now (cold) rather than found in the cache
     build_seconds: float = 0.0
     load_seconds: float = 0.0
-    notes: tuple[str, ...] = ()      # what was refused in the cache and rebuilt (for the report's notes)
+    notes: tuple[str, ...] = ()  # what was refused in the cache and rebuilt (for the report's notes)
 
 
 class ShimError(Exception):
@@ -181,23 +182,29 @@ def _compile(shim: Shim, torch_install: TorchInstall, compiler: str, out_dir: st
     fd, partial = tempfile.mkstemp(prefix=shim.name + ".", suffix=".so.partial", dir=out_dir)
     os.close(fd)
     command = [
-        compiler, *CXX_FLAGS,
+        compiler,
+        *CXX_FLAGS,
         f"-D_GLIBCXX_USE_CXX11_ABI={int(torch_install.cxx11_abi)}",
-        "-I", torch_install.include_dir,
+        "-I",
+        torch_install.include_dir,
         os.path.join(_SOURCE_DIR, shim.name + ".cpp"),
-        "-L", torch_install.lib_dir,
+        "-L",
+        torch_install.lib_dir,
         *(f"-l{lib}" for lib in shim.libraries),
         f"-Wl,-rpath,{torch_install.lib_dir}",
-        "-o", partial,
+        "-o",
+        partial,
     ]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_SECONDS)
         if done.returncode != 0:
-            first_error = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:300])
+            first_error = next(
+                (line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:300]
+            )
             raise ShimError(f"compiling {shim.name}.cpp failed: {first_error.strip()}")
-        os.chmod(partial, 0o700)        # the linker creates its output under the umask (0775 under 002)
+        os.chmod(partial, 0o700)  # the linker creates its output under the umask (0775 under 002)
         _record_hash(target, _sha256(partial))
-        os.replace(partial, target)     # atomic: a concurrent loader sees the old file or the new one
+        os.replace(partial, target)  # atomic: a concurrent loader sees the old file or the new one
     except subprocess.TimeoutExpired:
         raise ShimError(f"compiling {shim.name}.cpp took longer than {COMPILE_TIMEOUT_SECONDS:.0f} s") from None
     except OSError as error:
@@ -287,9 +294,11 @@ def build_shims(torch_install: TorchInstall) -> tuple[str, bool, float, tuple[st
     notes: list[str] = []
     refused = _private_cache_dir(out_dir)
     if refused:
-        out_dir = tempfile.mkdtemp(prefix=TEMPORARY_PREFIX)      # 0700, this process's own
-        notes.append(f"the shim cache is not used: {refused}; the CUDA shims were built in a private "
-                     f"temporary folder instead (make the cache folder yours and 0700, or set ATENLENS_CACHE_DIR)")
+        out_dir = tempfile.mkdtemp(prefix=TEMPORARY_PREFIX)  # 0700, this process's own
+        notes.append(
+            f"the shim cache is not used: {refused}; the CUDA shims were built in a private "
+            f"temporary folder instead (make the cache folder yours and 0700, or set ATENLENS_CACHE_DIR)"
+        )
     missing = []
     for shim in SHIMS:
         library = os.path.join(out_dir, shim.name + ".so")
@@ -313,7 +322,7 @@ def build_shims(torch_install: TorchInstall) -> tuple[str, bool, float, tuple[st
     return out_dir, True, time.perf_counter() - started, tuple(notes)
 
 
-_status: Optional[ShimStatus] = None   # what this process did; the process cannot undo a load
+_status: Optional[ShimStatus] = None  # what this process did; the process cannot undo a load
 
 
 def loaded_status() -> Optional[ShimStatus]:
@@ -343,10 +352,16 @@ def _load() -> ShimStatus:
             if not getattr(library, shim.check_symbol)():
                 raise ShimError(f"{shim.name} loaded but did not take effect")
         if os.path.basename(cache_dir).startswith(TEMPORARY_PREFIX):
-            shutil.rmtree(cache_dir, ignore_errors=True)      # the temporary folder: loaded, not needed
-        return ShimStatus(available=True, cache_dir=cache_dir, built=built, build_seconds=build_seconds,
-                          load_seconds=time.perf_counter() - started, notes=notes)
+            shutil.rmtree(cache_dir, ignore_errors=True)  # the temporary folder: loaded, not needed
+        return ShimStatus(
+            available=True,
+            cache_dir=cache_dir,
+            built=built,
+            build_seconds=build_seconds,
+            load_seconds=time.perf_counter() - started,
+            notes=notes,
+        )
     except ShimError as error:
         return ShimStatus(available=False, reason=str(error))
-    except OSError as error:                 # dlopen failures: missing symbols, wrong architecture
+    except OSError as error:  # dlopen failures: missing symbols, wrong architecture
         return ShimStatus(available=False, reason=f"loading the CUDA shims failed: {error}")

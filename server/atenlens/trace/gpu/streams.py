@@ -11,6 +11,7 @@ is on one in-order queue and needs no bookkeeping, so the common trace pays one 
 op. Storages not written since then are taken as written on the default stream just before the
 side stream was first used, and the message says so.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,10 +19,11 @@ from typing import Any, Optional
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
+
 from atenlens.trace import torch_compat as tc
 from atenlens.trace.torch_compat import tree_leaves
 
-Clock = dict[int, int]             # stream number -> ops of that stream known to have finished
+Clock = dict[int, int]  # stream number -> ops of that stream known to have finished
 
 
 @dataclass
@@ -37,20 +39,20 @@ class StreamOrder:
     """The per-trace state; `tracker.streams` holds one once a side stream is used."""
 
     def __init__(self, default: Any) -> None:
-        self._host_clock: Clock = {}           # what the host has waited for so far
+        self._host_clock: Clock = {}  # what the host has waited for so far
         self._numbers: dict[int, int] = {}
-        self._keep: list[Any] = []             # streams stay alive, so their ids stay theirs
+        self._keep: list[Any] = []  # streams stay alive, so their ids stay theirs
         self._lines: dict[int, Optional[int]] = {}
         self._clocks: list[Clock] = []
         self.default = self.number(default, None)
-        self._clocks[self.default][self.default] = 1   # untracked writes: count 1 on the default stream
+        self._clocks[self.default][self.default] = 1  # untracked writes: count 1 on the default stream
         self._writes: dict[int, Write] = {}
-        self._allocated: dict[int, int] = {}      # storage -> the stream it was allocated on
+        self._allocated: dict[int, int] = {}  # storage -> the stream it was allocated on
         self._recorded: dict[int, set[int]] = {}  # storage -> streams named by record_stream
-        self.cross_uses: dict[tuple[int, int], Any] = {}   # (storage, stream) -> what the tracker keeps
+        self.cross_uses: dict[tuple[int, int], Any] = {}  # (storage, stream) -> what the tracker keeps
         # (storage, stream) -> (the storage, the use's count on its stream, the allocating stream)
         self._use_marks: dict[tuple[int, int], tuple[StorageWeakRef, int, int]] = {}
-        self._freed_unordered: list[Any] = []     # tracker values of uses whose storage was freed and reused
+        self._freed_unordered: list[Any] = []  # tracker values of uses whose storage was freed and reused
         self._event_clocks: dict[int, Clock] = {}
         # storage -> stream -> (that stream's count at its last read, the line): write-after-read checks
         self._reads: dict[int, dict[int, tuple[int, Optional[int]]]] = {}
@@ -87,7 +89,7 @@ class StreamOrder:
 
     def wait_event(self, waiter: int, event: Any) -> None:
         clock = self._event_clocks.get(id(event))
-        if clock is not None:                  # waiting on a never-recorded event orders nothing
+        if clock is not None:  # waiting on a never-recorded event orders nothing
             self._merge(self._clocks[waiter], clock)
 
     def host_waited(self, clock: Optional[Clock]) -> None:
@@ -108,9 +110,13 @@ class StreamOrder:
         return self._event_clocks.get(id(event))
 
     # -- ops --------------------------------------------------------------------------------------
-    def op(self, stream: int, args: tuple, kwargs: dict, out: Any, line: Optional[int]
-           ) -> tuple[list[tuple[torch.Tensor, Write]], list[tuple[torch.Tensor, int, int]],
-                      list[tuple[torch.Tensor, int, Optional[int]]]]:
+    def op(
+        self, stream: int, args: tuple, kwargs: dict, out: Any, line: Optional[int]
+    ) -> tuple[
+        list[tuple[torch.Tensor, Write]],
+        list[tuple[torch.Tensor, int, int]],
+        list[tuple[torch.Tensor, int, Optional[int]]],
+    ]:
         """Queue one op on `stream`: the unordered reads it makes (tensor, its last write), its
         first uses of tensors allocated on another stream that no record_stream names (tensor,
         storage, allocating stream), and its unordered overwrites of tensors another stream read
@@ -137,28 +143,31 @@ class StreamOrder:
                     unordered.append((t, write))
                 self._reads.setdefault(key, {})[stream] = (count, line)
                 allocated = self._allocated.get(key, self.default)
-                if allocated != stream:                # the last use on this stream is the one to be ordered after
-                    self._use_marks[(key, stream)] = (write.storage if write.storage is not None else
-                                                      StorageWeakRef(t.untyped_storage()), count, allocated)
+                if allocated != stream:  # the last use on this stream is the one to be ordered after
+                    self._use_marks[(key, stream)] = (
+                        write.storage if write.storage is not None else StorageWeakRef(t.untyped_storage()),
+                        count,
+                        allocated,
+                    )
                     if (key, stream) not in self.cross_uses and stream not in self._recorded.get(key, ()):
                         foreign.append((t, key, allocated))
-        for t in (out if isinstance(out, (tuple, list)) else (out,)):
+        for t in out if isinstance(out, (tuple, list)) else (out,):
             if isinstance(t, torch.Tensor) and t.device.type == "cuda":
                 key = _key(t)
                 if key is not None:
                     previous = self._writes.get(key)
                     reads = self._reads.pop(key, {})
-                    if previous is not None and not previous.storage.expired():   # an overwrite
+                    if previous is not None and not previous.storage.expired():  # an overwrite
                         for reader, (read_count, read_line) in reads.items():
                             if reader != stream and clock.get(reader, 0) < read_count:
                                 overwrites.append((t, reader, read_line))
-                    if previous is None or previous.storage.expired():   # a new storage: allocated here
+                    if previous is None or previous.storage.expired():  # a new storage: allocated here
                         self._allocated[key] = stream
                         self._recorded.pop(key, None)
                         for other in range(len(self._clocks)):
                             kept = self.cross_uses.pop((key, other), None)
                             if kept is not None and not self._ordered(key, other):
-                                self._freed_unordered.append(kept)   # freed and reused: the hazard happened
+                                self._freed_unordered.append(kept)  # freed and reused: the hazard happened
                             self._use_marks.pop((key, other), None)
                     self._writes[key] = Write(StorageWeakRef(t.untyped_storage()), stream, count, line)
         return unordered, foreign, overwrites
@@ -194,4 +203,3 @@ def _key(t: torch.Tensor) -> Optional[int]:
         return tc.storage_id(t.untyped_storage())
     except (RuntimeError, NotImplementedError):
         return None
-

@@ -5,17 +5,19 @@ value computed on the GPU (a scalar, a copy to host memory, the size of a data-d
 makes the host wait until the GPU has drained its queue, leaving it idle while the host catches up.
 Each handler reports the sync (only for tensors on cuda: a value already on the CPU costs no GPU
 wait) and returns what the program needs to run on, as the trace's values decide it
-(trace/values.py: the real value where a small shadow knows it, else an assumption, noted at the line). The host-side reads of pending non_blocking copies are in copies.py.
+(trace/values.py: the real value where a small shadow knows it, else an assumption, noted at the line).
+The host-side reads of pending non_blocking copies are in copies.py.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 import torch
 
+from atenlens.trace import torch_compat
 from atenlens.trace.gpu.registry import DISPATCH_HANDLERS, FUNCTION_HANDLERS, InterceptedCall
 from atenlens.trace.gpu.tracker import HazardTracker, is_cuda, tensor_label
-from atenlens.trace import torch_compat
 from atenlens.trace.torch_compat import DataDependentOutputException, DynamicOutputShapeException, FakeTensor
 
 aten = torch.ops.aten
@@ -55,11 +57,12 @@ def _report_sync(call: InterceptedCall, t: torch.Tensor, message: str) -> None:
 
 # -- scalars -----------------------------------------------------------------------------------------
 
+
 @DISPATCH_HANDLERS.register(aten._local_scalar_dense.default)
 def scalar_to_host(call: InterceptedCall) -> Any:
     t = call.args[0]
     reader = _SCALAR_READERS.get(call.tracker.current_api or "")
-    if is_cuda(t):               # checked first: the optimizer reads CPU step counters hundreds of times
+    if is_cuda(t):  # checked first: the optimizer reads CPU step counters hundreds of times
         what = reader or "reading a tensor's value on the host"
         _report_sync(call, t, f"{what} copies a value of cuda {tensor_label(t)} to the host: {WAITS}")
     if not _is_fake(t):
@@ -69,7 +72,7 @@ def scalar_to_host(call: InterceptedCall) -> Any:
     if known:
         return value
     try:
-        return call.run()        # a fake that holds a constant
+        return call.run()  # a fake that holds a constant
     except DataDependentOutputException:
         return values.assume_scalar(t, reader)
 
@@ -93,8 +96,12 @@ def linalg_error_check(call: InterceptedCall) -> Any:
     info = call.args[0]
     api = call.tracker.current_api
     what = f"`torch.linalg.{api.removeprefix('linalg_')}`" if api else "a torch.linalg function"
-    _report_sync(call, info, f"{what} checks its result for errors on the host (the `info` codes of the "
-                             f"kernel): {WAITS}; the `_ex` variants (e.g. `torch.linalg.inv_ex`) do not")
+    _report_sync(
+        call,
+        info,
+        f"{what} checks its result for errors on the host (the `info` codes of the "
+        f"kernel): {WAITS}; the `_ex` variants (e.g. `torch.linalg.inv_ex`) do not",
+    )
     return call.run()
 
 
@@ -102,9 +109,12 @@ def linalg_error_check(call: InterceptedCall) -> Any:
 # The size comes from the trace's values (trace/values.py): the real result when every input is
 # known, else an assumed size, noted at the line.
 
+
 def _shape_message(what: str) -> str:
-    return (f"{what} has a data-dependent output shape: the host waits for the GPU to compute the size "
-            "before it can allocate the result")
+    return (
+        f"{what} has a data-dependent output shape: the host waits for the GPU to compute the size "
+        "before it can allocate the result"
+    )
 
 
 def _known_result(call: InterceptedCall, device: torch.device) -> Any:
@@ -120,8 +130,12 @@ def nonzero(call: InterceptedCall) -> Any:
     known = _known_result(call, t.device)
     if known is not None:
         return known
-    return _run_or(call, lambda: torch.empty((call.tracker.values.true_count(t, t.numel(), what), t.dim()),
-                                             dtype=torch.long, device=t.device))
+    return _run_or(
+        call,
+        lambda: torch.empty(
+            (call.tracker.values.true_count(t, t.numel(), what), t.dim()), dtype=torch.long, device=t.device
+        ),
+    )
 
 
 def _is_mask(index: Any) -> bool:
@@ -170,8 +184,11 @@ def index_put_with_mask(call: InterceptedCall) -> Any:
         return call.run()
     if _dispatches_to_masked_fill(self, indices, call.arg(2, "values"), bool(call.arg(3, "accumulate", False))):
         return _run_or(call, lambda: self if call.target is not aten.index_put.default else self.clone())
-    _report_sync(call, self, "boolean-mask assignment `x[mask] = v` turns the mask into indices with "
-                             f"`nonzero` on the GPU: {WAITS}")
+    _report_sync(
+        call,
+        self,
+        f"boolean-mask assignment `x[mask] = v` turns the mask into indices with `nonzero` on the GPU: {WAITS}",
+    )
     inplace = call.target is not aten.index_put.default
     return _run_or(call, lambda: self if inplace else self.clone())
 
@@ -184,12 +201,17 @@ def masked_select(call: InterceptedCall) -> Any:
     if known is not None:
         return known
     size = torch.broadcast_shapes(self.shape, mask.shape).numel()
-    return _run_or(call, lambda: torch.empty((call.tracker.values.true_count(mask, size, "`masked_select`"),),
-                                             dtype=self.dtype, device=self.device))
+    return _run_or(
+        call,
+        lambda: torch.empty(
+            (call.tracker.values.true_count(mask, size, "`masked_select`"),), dtype=self.dtype, device=self.device
+        ),
+    )
 
 
-def _unique_placeholder(call: InterceptedCall, what: str, return_inverse: bool, return_counts: bool,
-                        dim: Any = None) -> tuple:
+def _unique_placeholder(
+    call: InterceptedCall, what: str, return_inverse: bool, return_counts: bool, dim: Any = None
+) -> tuple:
     self = call.args[0]
     known = _known_result(call, self.device)
     if known is not None:
@@ -203,30 +225,52 @@ def _unique_placeholder(call: InterceptedCall, what: str, return_inverse: bool, 
     else:
         values = torch.empty((size,), dtype=self.dtype, device=self.device)
     inverse_shape = (self.shape[dim],) if dim is not None else self.shape
-    return (values,
-            torch.empty(inverse_shape if return_inverse else (0,), dtype=torch.long, device=self.device),
-            torch.empty((size,) if return_counts else (0,), dtype=torch.long, device=self.device))
+    return (
+        values,
+        torch.empty(inverse_shape if return_inverse else (0,), dtype=torch.long, device=self.device),
+        torch.empty((size,) if return_counts else (0,), dtype=torch.long, device=self.device),
+    )
 
 
 @DISPATCH_HANDLERS.register(aten._unique2.default)
 def unique(call: InterceptedCall) -> Any:
     _report_sync(call, call.args[0], _shape_message("`unique`"))
-    return _run_or(call, lambda: _unique_placeholder(call, "`unique`", call.arg(2, "return_inverse", False),
-                                                     call.arg(3, "return_counts", False)))
+    return _run_or(
+        call,
+        lambda: _unique_placeholder(
+            call, "`unique`", call.arg(2, "return_inverse", False), call.arg(3, "return_counts", False)
+        ),
+    )
 
 
 @DISPATCH_HANDLERS.register(aten.unique_dim.default)
 def unique_dim(call: InterceptedCall) -> Any:
     _report_sync(call, call.args[0], _shape_message("`unique(dim=...)`"))
-    return _run_or(call, lambda: _unique_placeholder(call, "`unique(dim=...)`", call.arg(3, "return_inverse", False),
-                                                     call.arg(4, "return_counts", False), call.arg(1, "dim")))
+    return _run_or(
+        call,
+        lambda: _unique_placeholder(
+            call,
+            "`unique(dim=...)`",
+            call.arg(3, "return_inverse", False),
+            call.arg(4, "return_counts", False),
+            call.arg(1, "dim"),
+        ),
+    )
 
 
 @DISPATCH_HANDLERS.register(aten.unique_consecutive.default)
 def unique_consecutive(call: InterceptedCall) -> Any:
     _report_sync(call, call.args[0], _shape_message("`unique_consecutive`"))
-    return _run_or(call, lambda: _unique_placeholder(call, "`unique_consecutive`", call.arg(1, "return_inverse", False),
-                                                     call.arg(2, "return_counts", False), call.arg(3, "dim")))
+    return _run_or(
+        call,
+        lambda: _unique_placeholder(
+            call,
+            "`unique_consecutive`",
+            call.arg(1, "return_inverse", False),
+            call.arg(2, "return_counts", False),
+            call.arg(3, "dim"),
+        ),
+    )
 
 
 @DISPATCH_HANDLERS.register(aten.repeat_interleave.Tensor)
@@ -240,8 +284,10 @@ def repeat_interleave(call: InterceptedCall) -> Any:
         return known
 
     def placeholder() -> torch.Tensor:
-        call.tracker.values.note(f"took size {repeats.numel()} for `repeat_interleave` of {tensor_label(repeats)} "
-                                 "(each element assumed repeated once)")
+        call.tracker.values.note(
+            f"took size {repeats.numel()} for `repeat_interleave` of {tensor_label(repeats)} "
+            "(each element assumed repeated once)"
+        )
         return torch.empty((repeats.numel(),), dtype=torch.long, device=repeats.device)
 
     return _run_or(call, placeholder)
@@ -263,19 +309,23 @@ def one_hot(call: InterceptedCall) -> Any:
     out = call.run()
     if isinstance(out, torch.Tensor) and out.dim() and out.shape[-1]:
         classes = out.shape[-1]
-        call.tracker.values.assume_density(out, 1 / classes, f"one-hot over {classes} classes: 1/{classes} of the "
-                                                             "elements assumed set")
+        call.tracker.values.assume_density(
+            out, 1 / classes, f"one-hot over {classes} classes: 1/{classes} of the elements assumed set"
+        )
     return out
 
 
 # -- function level: values the host formats or converts ---------------------------------------------
+
 
 def fake_tolist(tracker: "HazardTracker", t: torch.Tensor) -> Any:
     """`.tolist()` of a fake tensor (FakeTensor defines tolist itself, bypassing the function mode;
     device.py routes it here): one copy to the host, so one sync, and the values the trace knows
     or assumes."""
     if is_cuda(t):
-        tracker.sync(f"`.tolist()` copies cuda {tensor_label(t)} to the host: {WAITS}", "aten._local_scalar_dense.default")
+        tracker.sync(
+            f"`.tolist()` copies cuda {tensor_label(t)} to the host: {WAITS}", "aten._local_scalar_dense.default"
+        )
     return tracker.values.tolist(t)
 
 
@@ -283,8 +333,10 @@ def fake_tolist(tracker: "HazardTracker", t: torch.Tensor) -> Any:
 def tensor_repr(call: InterceptedCall) -> Any:
     t = call.args[0]
     if _is_fake(t) and is_cuda(t):
-        call.tracker.sync(f"printing a cuda tensor copies its values ({tensor_label(t)}) to the host: {WAITS}",
-                          "aten._local_scalar_dense.default")
+        call.tracker.sync(
+            f"printing a cuda tensor copies its values ({tensor_label(t)}) to the host: {WAITS}",
+            "aten._local_scalar_dense.default",
+        )
     return call.run()
 
 
@@ -294,8 +346,10 @@ def tensor_format(call: InterceptedCall) -> Any:
     if not _is_fake(t):
         return call.run()
     if is_cuda(t):
-        call.tracker.sync(f"formatting a cuda tensor copies its values ({tensor_label(t)}) to the host: {WAITS}",
-                          "aten._local_scalar_dense.default")
+        call.tracker.sync(
+            f"formatting a cuda tensor copies its values ({tensor_label(t)}) to the host: {WAITS}",
+            "aten._local_scalar_dense.default",
+        )
     if t.dim() == 0 and spec:
         known, value = call.tracker.values.scalar(t, "formatting")
         return format(value if known else call.tracker.values.assume_scalar(t, "formatting"), spec)
@@ -303,14 +357,25 @@ def tensor_format(call: InterceptedCall) -> Any:
 
 
 _NUMPY_DTYPES: dict[torch.dtype, str] = {
-    torch.float32: "float32", torch.float64: "float64", torch.float16: "float16",
-    torch.int64: "int64", torch.int32: "int32", torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8",
-    torch.bool: "bool", torch.complex64: "complex64", torch.complex128: "complex128",
+    torch.float32: "float32",
+    torch.float64: "float64",
+    torch.float16: "float16",
+    torch.int64: "int64",
+    torch.int32: "int32",
+    torch.int16: "int16",
+    torch.int8: "int8",
+    torch.uint8: "uint8",
+    torch.bool: "bool",
+    torch.complex64: "complex64",
+    torch.complex128: "complex128",
 }
 
 
-_TORCH_SCALAR_TYPE_NAMES = {torch.bfloat16: "BFloat16", torch.float8_e4m3fn: "Float8_e4m3fn",
-                            torch.float8_e5m2: "Float8_e5m2"}
+_TORCH_SCALAR_TYPE_NAMES = {
+    torch.bfloat16: "BFloat16",
+    torch.float8_e4m3fn: "Float8_e4m3fn",
+    torch.float8_e5m2: "Float8_e5m2",
+}
 
 
 @FUNCTION_HANDLERS.register(torch.Tensor.numpy, torch.Tensor.__array__)
@@ -321,13 +386,16 @@ def to_numpy(call: InterceptedCall) -> Any:
         return call.run()
     force = call.target is torch.Tensor.numpy and bool(call.arg(1, "force", False))
     if is_cuda(t):
-        if not force:            # what torch does on a real GPU
-            raise TypeError(f"can't convert {t.device} device type tensor to numpy. Use Tensor.cpu() to copy "
-                            "the tensor to host memory first.")
-        call.tracker.sync(f"`.numpy(force=True)` copies cuda {tensor_label(t)} to the host: {WAITS}",
-                          "aten._to_copy.default")
+        if not force:  # what torch does on a real GPU
+            raise TypeError(
+                f"can't convert {t.device} device type tensor to numpy. Use Tensor.cpu() to copy "
+                "the tensor to host memory first."
+            )
+        call.tracker.sync(
+            f"`.numpy(force=True)` copies cuda {tensor_label(t)} to the host: {WAITS}", "aten._to_copy.default"
+        )
     dtype = _NUMPY_DTYPES.get(t.dtype)
-    if dtype is None:            # numpy has no bfloat16 (nor float8): torch raises the same
+    if dtype is None:  # numpy has no bfloat16 (nor float8): torch raises the same
         raise TypeError(f"Got unsupported ScalarType {_TORCH_SCALAR_TYPE_NAMES.get(t.dtype, str(t.dtype))}")
     import numpy
 

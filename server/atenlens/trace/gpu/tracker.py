@@ -9,6 +9,7 @@ Severity of syncs and copy hazards (docs/diagnostics.md says the same):
   user frame is the module's top level) or while the example call's arguments are built (the
   runner's frame evaluating the `# atenlens:` expression is on the stack).
 """
+
 from __future__ import annotations
 
 import dis
@@ -24,12 +25,12 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from atenlens import vocabulary
 from atenlens.report import Code, Severity
-from atenlens.trace.gpu.capture import CaptureTracker
 from atenlens.trace import torch_compat as tc
 from atenlens.trace.attribution import EXAMPLE_CALL_FILENAME, is_user_file, library_cause, user_frames, user_stack
 from atenlens.trace.diagnostics import DiagnosticSink
-from atenlens.trace.values import Values
+from atenlens.trace.gpu.capture import CaptureTracker
 from atenlens.trace.gpu.streams import StreamOrder, Write
+from atenlens.trace.values import Values
 
 
 def tensor_label(t: torch.Tensor) -> str:
@@ -56,8 +57,11 @@ def _spans(code: CodeType) -> tuple[tuple[int, int], ...]:
     Bytecode rather than the source, so unsaved editor text and comprehensions need nothing else."""
     spans = _loop_spans.get(code)
     if spans is None:
-        spans = tuple((ins.argval, ins.offset) for ins in dis.get_instructions(code)
-                      if ins.opname in _BACKWARD_JUMPS and isinstance(ins.argval, int))
+        spans = tuple(
+            (ins.argval, ins.offset)
+            for ins in dis.get_instructions(code)
+            if ins.opname in _BACKWARD_JUMPS and isinstance(ins.argval, int)
+        )
         _loop_spans[code] = spans
     return spans
 
@@ -92,11 +96,12 @@ def _severity(frame: FrameType, user_frames: list[FrameType]) -> Severity:
 
 # -- pending copies --------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class PendingCopy:
     storage: StorageWeakRef
-    sequence: int                   # order among device-to-host copies (events cover lower numbers)
-    line: Optional[int]             # where the copy was issued, for the message
+    sequence: int  # order among device-to-host copies (events cover lower numbers)
+    line: Optional[int]  # where the copy was issued, for the message
 
 
 def storage_key(t: torch.Tensor) -> Optional[int]:
@@ -108,77 +113,108 @@ def storage_key(t: torch.Tensor) -> Optional[int]:
 
 _aten = torch.ops.aten
 # ops that take a tensor for its shape, dtype and device only: no read of its data on any stream
-_SHAPE_ONLY = frozenset({
-    _aten.empty_like.default, _aten.zeros_like.default, _aten.ones_like.default, _aten.full_like.default,
-    _aten.rand_like.default, _aten.randn_like.default, _aten.randint_like.default, _aten.new_empty.default,
-    _aten.new_zeros.default, _aten.new_ones.default, _aten.new_full.default, _aten.new_empty_strided.default,
-})
+_SHAPE_ONLY = frozenset(
+    {
+        _aten.empty_like.default,
+        _aten.zeros_like.default,
+        _aten.ones_like.default,
+        _aten.full_like.default,
+        _aten.rand_like.default,
+        _aten.randn_like.default,
+        _aten.randint_like.default,
+        _aten.new_empty.default,
+        _aten.new_zeros.default,
+        _aten.new_ones.default,
+        _aten.new_full.default,
+        _aten.new_empty_strided.default,
+    }
+)
 
 
 class HazardTracker:
     def __init__(self, sink: DiagnosticSink, values: Optional[Values] = None) -> None:
         self.sink = sink
-        self.values = values if values is not None else Values(sink)   # decides what the host reads
-        self.current_api: Optional[str] = None    # the API call the function-level mode is running
+        self.values = values if values is not None else Values(sink)  # decides what the host reads
+        self.current_api: Optional[str] = None  # the API call the function-level mode is running
         # the user stack of the forward line whose backward is running (set by the recorder)
         self.backward_site: Optional[Callable[[], tuple]] = None
-        self.steps_so_far: Optional[Callable[[], int]] = None     # optimizer steps made (set by the recorder)
+        self.steps_so_far: Optional[Callable[[], int]] = None  # optimizer steps made (set by the recorder)
         self._pinned: dict[int, StorageWeakRef] = {}
         self._pending: dict[int, PendingCopy] = {}
         self._sequence = 0
-        self._event_marks: dict[int, int] = {}    # id(event) -> copies issued before its last record()
+        self._event_marks: dict[int, int] = {}  # id(event) -> copies issued before its last record()
         # stream ordering (streams.py): None until a side stream is used; the simulated API (set by
         # trace/device.py) says which stream is current
         self.streams: Optional[StreamOrder] = None
         self.stream_api: Any = None
-        self._stream_lines: dict[int, tuple[Any, Optional[int], bool]] = {}   # id -> (stream, line, made by a library)
+        self._stream_lines: dict[int, tuple[Any, Optional[int], bool]] = {}  # id -> (stream, line, made by a library)
         self._library_streams: set[int] = set()
         self._events_before_streams: set[int] = set()
         # event timing (AL501): record() order, and how many records the host has waited for
         self._records = 0
-        self._event_records: dict[int, tuple[int, Optional[int]]] = {}   # id(event) -> (record number, line)
+        self._event_records: dict[int, tuple[int, Optional[int]]] = {}  # id(event) -> (record number, line)
         self._records_waited = 0
-        self.waited_all = False                  # the host waited for all work and no op ran since
+        self.waited_all = False  # the host waited for all work and no op ran since
         # CUDA graph capture (capture.py): what a capture in progress must not do
         self.capture = CaptureTracker(self._report, sink.add)
 
     # -- reporting --------------------------------------------------------------------------------
-    def _report(self, kind: str, code: str, message: str, op: Optional[str],
-                severity: Optional[Severity] = None, name_library: bool = True) -> None:
+    def _report(
+        self,
+        kind: str,
+        code: str,
+        message: str,
+        op: Optional[str],
+        severity: Optional[Severity] = None,
+        name_library: bool = True,
+    ) -> None:
         """`name_library`: name the library line that did it (off where the message already says
         what the library does, as for torch.cuda.graph's own calls)."""
-        if op is not None:                       # the message names the op too, for plain-text readers
+        if op is not None:  # the message names the op too, for plain-text readers
             message = f"{message} [{op.removesuffix('.default')}]"
         frame = sys._getframe(1)
         frames = user_frames(frame)
         found = library_cause(frame) if name_library else None
         cause = None
-        if found is not None:                    # a library did it: say where, for plain-text readers too
+        if found is not None:  # a library did it: say where, for plain-text readers too
             cause, relative = found
             source = linecache.getline(cause.file, cause.line).strip()
             source = source if len(source) <= 80 else source[:77] + "..."
-            message = f"{message}, inside {relative}:{cause.line}" + (f" `{source}`" if source else "") \
+            message = (
+                f"{message}, inside {relative}:{cause.line}"
+                + (f" `{source}`" if source else "")
                 + (", called from this line" if frames else "")
+            )
         stack = None
         if not frames and self.backward_site is not None:
             # backward runs on autograd's device thread, where no user frame exists: the forward
             # line whose autograd node is running is where it happens
             stack = self.backward_site() or None
-        self.sink.add(kind, code, message, op=op, severity=severity or _severity(frame, frames),
-                      column=_column(frames[0]) if frames else None, cause=cause, stack=stack,
-                      step=self.steps_so_far() if self.steps_so_far is not None else None)
+        self.sink.add(
+            kind,
+            code,
+            message,
+            op=op,
+            severity=severity or _severity(frame, frames),
+            column=_column(frames[0]) if frames else None,
+            cause=cause,
+            stack=stack,
+            step=self.steps_so_far() if self.steps_so_far is not None else None,
+        )
 
     def sync(self, message: str, op: Optional[str]) -> None:
         """A wait for the GPU (AL100). The wait drains the stream, so every device-to-host copy
         issued before it has landed (the trace models one stream for copies)."""
-        if self.capture.active is not None:      # inside a CUDA graph capture a GPU raises instead of waiting
+        if self.capture.active is not None:  # inside a CUDA graph capture a GPU raises instead of waiting
             self.capture.sync(message, op)
             return
         self._report("sync", Code.SYNC, message, op)
         self._pending.clear()
         self._records_waited = self._records
-        if self.streams is not None:            # the host waited for the current stream's work
-            self.streams.host_waited(dict(self.streams.stream_clock(self._stream_number(self.stream_api.current_stream()))))
+        if self.streams is not None:  # the host waited for the current stream's work
+            self.streams.host_waited(
+                dict(self.streams.stream_clock(self._stream_number(self.stream_api.current_stream())))
+            )
 
     def _host_waited_all(self) -> None:
         """The host waited for all queued work (a device synchronize)."""
@@ -187,7 +223,7 @@ class HazardTracker:
         if self.streams is not None:
             self.streams.host_waited(None)
         else:
-            self.waited_all = True               # until the next op: see _side()
+            self.waited_all = True  # until the next op: see _side()
 
     def pageable_copy(self, message: str, op: Optional[str]) -> None:
         self._report("pageable-copy", Code.PAGEABLE_COPY, message, op)
@@ -208,7 +244,7 @@ class HazardTracker:
         ref = self._pinned.get(key)
         if ref is None:
             return False
-        if ref.expired():                        # freed: its address may now be another storage's
+        if ref.expired():  # freed: its address may now be another storage's
             del self._pinned[key]
             return False
         return True
@@ -220,8 +256,9 @@ class HazardTracker:
             return
         self._sequence += 1
         frames = user_frames(sys._getframe(1))
-        self._pending[key] = PendingCopy(StorageWeakRef(host.untyped_storage()), self._sequence,
-                                         frames[0].f_lineno if frames else None)
+        self._pending[key] = PendingCopy(
+            StorageWeakRef(host.untyped_storage()), self._sequence, frames[0].f_lineno if frames else None
+        )
 
     def has_pending(self) -> bool:
         return bool(self._pending)
@@ -252,8 +289,13 @@ class HazardTracker:
             self.capture.library_synced = True
             self._host_waited_all()
             return
-        self._report("sync", Code.SYNC_API, f"`{name}()` blocks the host until the GPU has finished "
-                     + ("the work recorded before this event" if event is not None else "all queued work"), None)
+        self._report(
+            "sync",
+            Code.SYNC_API,
+            f"`{name}()` blocks the host until the GPU has finished "
+            + ("the work recorded before this event" if event is not None else "all queued work"),
+            None,
+        )
         if event is None:
             if name == "torch.cuda.Stream.synchronize":
                 self._pending.clear()
@@ -277,15 +319,18 @@ class HazardTracker:
             return self.streams is not None
         if self.streams is None:
             self.streams = StreamOrder(self.stream_api.default_stream)
-            if self.waited_all:                  # no op ran since the host waited for everything
+            if self.waited_all:  # no op ran since the host waited for everything
                 self.streams.host_waited(None)
         return True
 
     def stream_created(self, stream: Any) -> None:
         frames = user_frames(sys._getframe(1))
-        creator = sys._getframe(3)        # past the slot and the simulated Stream.__new__
-        self._stream_lines[id(stream)] = (stream, frames[0].f_lineno if frames else None,
-                                          not is_user_file(creator.f_code.co_filename))
+        creator = sys._getframe(3)  # past the slot and the simulated Stream.__new__
+        self._stream_lines[id(stream)] = (
+            stream,
+            frames[0].f_lineno if frames else None,
+            not is_user_file(creator.f_code.co_filename),
+        )
 
     def _stream_number(self, stream: Any) -> int:
         assert self.streams is not None
@@ -337,7 +382,7 @@ class HazardTracker:
         frames = user_frames(sys._getframe(1))
         stream = self._stream_number(self.stream_api.current_stream())
         self.capture.stream_work(stream != streams.default)
-        if func in _SHAPE_ONLY:                 # `empty_like(x)` reads x's shape, not its data
+        if func in _SHAPE_ONLY:  # `empty_like(x)` reads x's shape, not its data
             args, kwargs = (), {k: v for k, v in kwargs.items() if not isinstance(v, torch.Tensor)}
         line = frames[0].f_lineno if frames else None
         if line is None and self.backward_site is not None:
@@ -348,11 +393,17 @@ class HazardTracker:
         for t, write in unordered:
             self._report_unordered(t, write, stream, str(func))
         for t, reader, read_line in overwrites:
-            read = f"read on {streams.describe(reader)}" + (f" at line {read_line}" if read_line and read_line > 0 else "")
-            self._report("unordered-stream-write", Code.UNORDERED_STREAM_WRITE,
-                         f"{tensor_label(t)} {read} is overwritten on {streams.describe(stream)} with no `wait_stream` "
-                         "or `wait_event` ordering the write after that read: the write can land before the read has "
-                         "run, and the read then sees the new data, with no error", str(func))
+            read = f"read on {streams.describe(reader)}" + (
+                f" at line {read_line}" if read_line and read_line > 0 else ""
+            )
+            self._report(
+                "unordered-stream-write",
+                Code.UNORDERED_STREAM_WRITE,
+                f"{tensor_label(t)} {read} is overwritten on {streams.describe(stream)} with no `wait_stream` "
+                "or `wait_event` ordering the write after that read: the write can land before the read has "
+                "run, and the read then sees the new data, with no error",
+                str(func),
+            )
         if foreign:
             # a library's own streams (FSDP2's all-gather streams) keep their tensors alive with
             # events and references rather than record_stream(): only the user's streams, used by
@@ -368,8 +419,11 @@ class HazardTracker:
                 f"{streams.describe(stream)} with no `record_stream()` naming that stream: once it is freed, "
                 f"the caching allocator can give its memory to a new tensor on {streams.describe(allocated)} "
                 f"while {streams.describe(stream)} may still be using it [{str(func).removesuffix('.default')}]",
-                str(func), user_stack(sys._getframe()), _column(frames[0]) if frames else None,
-                _severity(sys._getframe(), frames))
+                str(func),
+                user_stack(sys._getframe()),
+                _column(frames[0]) if frames else None,
+                _severity(sys._getframe(), frames),
+            )
 
     # -- CUDA graph capture (capture.py), from the simulated CUDAGraph -----------------------------
     def capture_begin(self, graph: Any) -> None:
@@ -384,7 +438,9 @@ class HazardTracker:
         stream = self.stream_api.current_stream()
         if rewritten and self._side(stream):
             frames = user_frames(sys._getframe(1))
-            self._order.op(self._stream_number(stream), (), {}, tuple(rewritten), frames[0].f_lineno if frames else None)
+            self._order.op(
+                self._stream_number(stream), (), {}, tuple(rewritten), frames[0].f_lineno if frames else None
+            )
 
     def stream_record_stream(self, t: Any, stream: Any) -> None:
         """`t.record_stream(stream)` (a function-level call: the aten op loses the stream's identity)."""
@@ -398,32 +454,47 @@ class HazardTracker:
         if self.streams is None:
             return
         for message, op, stack, column, severity in self.streams.unsafe_cross_uses():
-            self.sink.add("missing-record-stream", Code.MISSING_RECORD_STREAM, message, op=op,
-                          severity=severity, stack=stack, column=column)
+            self.sink.add(
+                "missing-record-stream",
+                Code.MISSING_RECORD_STREAM,
+                message,
+                op=op,
+                severity=severity,
+                stack=stack,
+                column=column,
+            )
 
     def _report_unordered(self, t: torch.Tensor, write: Write, reader: int, op: str) -> None:
         streams = self.streams
         assert streams is not None
-        if write.line is not None and write.line < 0:      # see stream_op: a backward op's write
-            written = (f"written by the backward of line {-write.line} on {streams.describe(write.stream)} "
-                       "(backward ops run on the stream current at `backward()`)")
+        if write.line is not None and write.line < 0:  # see stream_op: a backward op's write
+            written = (
+                f"written by the backward of line {-write.line} on {streams.describe(write.stream)} "
+                "(backward ops run on the stream current at `backward()`)"
+            )
         elif write.line is not None:
             written = f"written on {streams.describe(write.stream)} at line {write.line}"
         elif write.stream != streams.default:
             written = f"written on {streams.describe(write.stream)}"
         else:
-            written = (f"written on {streams.describe(write.stream)} before any side stream was used "
-                       "(the trace assumes it was still queued there)")
-        self._report("unordered-stream-read", Code.UNORDERED_STREAM_READ,
-                     f"{tensor_label(t)} {written} is read on {streams.describe(reader)} with no "
-                     f"`wait_stream` or `wait_event` ordering the two: the read can run before the write "
-                     f"finishes and see stale data, with no error", op)
+            written = (
+                f"written on {streams.describe(write.stream)} before any side stream was used "
+                "(the trace assumes it was still queued there)"
+            )
+        self._report(
+            "unordered-stream-read",
+            Code.UNORDERED_STREAM_READ,
+            f"{tensor_label(t)} {written} is read on {streams.describe(reader)} with no "
+            f"`wait_stream` or `wait_event` ordering the two: the read can run before the write "
+            f"finishes and see stale data, with no error",
+            op,
+        )
 
     # -- event timing -----------------------------------------------------------------------------
     def _event_waited(self, event: Any) -> None:
         recorded = self._event_records.get(id(event))
         if recorded is not None and recorded[0] > self._records_waited:
-            self._records_waited = recorded[0]    # one queue: the records before it are done too
+            self._records_waited = recorded[0]  # one queue: the records before it are done too
 
     def stream_queried(self, event: Any) -> None:
         """`Event.query()` answered True: the host saw the event complete (a polling loop)."""
@@ -435,8 +506,13 @@ class HazardTracker:
         if recorded is None or recorded[0] <= self._records_waited:
             return
         where = f" at line {recorded[1]}" if recorded[1] is not None else ""
-        self._report("unsynced-elapsed-time", Code.UNSYNCED_ELAPSED_TIME,
-                     f"`elapsed_time()` reads the end event recorded{where} before the host waited for it "
-                     "(no `end.synchronize()`, stream or device synchronize since its `record()`): on a GPU "
-                     "it raises `CUDA error: device not ready` while the timed work still runs (the trace "
-                     "returns 0.0)", None, severity="error")
+        self._report(
+            "unsynced-elapsed-time",
+            Code.UNSYNCED_ELAPSED_TIME,
+            f"`elapsed_time()` reads the end event recorded{where} before the host waited for it "
+            "(no `end.synchronize()`, stream or device synchronize since its `record()`): on a GPU "
+            "it raises `CUDA error: device not ready` while the timed work still runs (the trace "
+            "returns 0.0)",
+            None,
+            severity="error",
+        )
