@@ -125,3 +125,12 @@ def test_each_rule_section_carries_its_docstring_sections_in_order() -> None:
         example = sections(rule)["Example"]
         assert f"**Example**\n\n```python\n{example}\n```\n" in section
         assert example and not example.startswith(" ")
+
+
+def test_lint_source_strict_takes_the_arguments_of_lint_source_in_the_same_order() -> None:
+    from atenlens.lint.engine import lint_source_strict
+
+    source = LOOP_WITH_ITEM + "def other():\n    for _ in range(3):\n        torch.cuda.synchronize()\n"
+    # positionally: source, path, select, ignore
+    assert positions(lint_source_strict(source, "mem://a.py", ["AL1"], ["AL101"])) == [(3, 25, "AL100")]
+    assert positions(lint_source(source, "mem://b.py", ["AL1"], ["AL101"])) == [(3, 25, "AL100")]

@@ -67,9 +67,9 @@ def lint_source(
 
 def lint_source_strict(
     source: str,
+    path: Optional[str] = None,
     select: Optional[Collection[str]] = None,
     ignore: Optional[Collection[str]] = None,
-    path: Optional[str] = None,
     prefilter: bool = True,
     incremental: bool = False,
 ) -> list[Finding]:
