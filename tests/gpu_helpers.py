@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
 
-from atenlens.functions import find_functions
 from atenlens.report import TraceReport, TraceRequest
+from atenlens.traceable import find_functions
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "gpu"
 _LABEL = re.compile(r"#\s*expect:\s*(.+)$")

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from atenlens.functions import find_functions, parse_ranks_flags, ranks_directive
 from atenlens.lsp.hover import hover_markdown
 from atenlens.lsp.labels import tensor_label_with_device
 from atenlens.lsp.settings import HintSettings
 from atenlens.lsp.trace_view import build_traced_function
 from atenlens.report import TraceRequest
+from atenlens.traceable import find_functions, parse_ranks_flags, ranks_directive
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ranks"
 FSDP = FIXTURES / "fsdp_step.py"

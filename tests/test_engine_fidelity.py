@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from atenlens.functions import find_functions
 from atenlens.report import TraceReport
 from atenlens.trace.diagnostics import DiagnosticSink
 from atenlens.trace.recorder import Recorder
 from atenlens.trace.runner import build_example_call
+from atenlens.traceable import find_functions
 from engine_helpers import EXAMPLES, trace
 
 PROGRAMS = [

@@ -18,7 +18,7 @@ import ast
 from dataclasses import dataclass
 from typing import Optional
 
-from atenlens.functions import BUILTIN_NAMES, FunctionInfo, is_main_guard, missing_names, module_names, read_names
+from atenlens.traceable import BUILTIN_NAMES, FunctionInfo, is_main_guard, missing_names, module_names, read_names
 
 
 @dataclass(frozen=True)

@@ -34,11 +34,11 @@ from typing import Callable, Iterable, Optional, Sequence
 from atenlens import vocabulary
 from atenlens.communication import collective_label, ranks_summary
 from atenlens.cost import format_bytes, format_seconds
-from atenlens.functions import FunctionInfo, find_functions
 from atenlens.lines import split_lines
 from atenlens.module_tree import ModuleNode, module_trees, walk
 from atenlens.render_cost import CostView
 from atenlens.report import Diagnostic, TensorMeta, TraceReport
+from atenlens.traceable import FunctionInfo, find_functions
 from atenlens.vocabulary import dtype_abbr, format_flops
 
 PHASES = ("forward", "backward", "optimizer")

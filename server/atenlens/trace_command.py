@@ -17,9 +17,9 @@ import sys
 import tokenize
 from typing import Optional, TextIO
 
-from atenlens.functions import find_functions
 from atenlens.gpus import find_gpu
 from atenlens.report import TraceReport, TraceRequest
+from atenlens.traceable import find_functions
 
 EXIT_OK = 0
 EXIT_TRACE_FAILED = 1

@@ -27,7 +27,7 @@ def budget_comments(path: Path) -> list[tuple[str, int, dict]]:
     comment; ConfigError naming the file and line for one that does not parse."""
     import tomllib
 
-    from atenlens.functions import find_functions
+    from atenlens.traceable import find_functions
 
     try:
         with tokenize.open(path) as f:

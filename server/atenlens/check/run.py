@@ -49,7 +49,7 @@ def def_line_of(function: CheckedFunction) -> int:
     """The `def` line of the function (1 when the file cannot be parsed or has no such function)."""
     import tokenize
 
-    from atenlens.functions import find_functions
+    from atenlens.traceable import find_functions
 
     try:
         with tokenize.open(function.file) as f:

@@ -10,7 +10,6 @@ from typing import Optional, Sequence
 
 from lsprotocol import types
 
-from atenlens.functions import FunctionInfo
 from atenlens.lint.findings import Finding, Fix
 from atenlens.lint.formats import TOOL_URL, rule_url
 from atenlens.lint.noqa import NOQA
@@ -18,6 +17,7 @@ from atenlens.lint.rules import RULES
 from atenlens.lsp.problems import Problem
 from atenlens.lsp.text import column_to_units
 from atenlens.report import Diagnostic
+from atenlens.traceable import FunctionInfo
 
 LINT_SOURCE = "atenlens"
 TRACE_SOURCE = "atenlens trace"

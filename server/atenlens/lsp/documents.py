@@ -7,11 +7,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional
 
-from atenlens.functions import FunctionInfo, find_functions
 from atenlens.lint.findings import Finding
 from atenlens.lsp.large import LARGE_DOCUMENT_CHARS
 from atenlens.lsp.text import LineShift, split_lines
 from atenlens.lsp.trace_view import DocumentTraces
+from atenlens.traceable import FunctionInfo, find_functions
 
 
 def shift_function(info: FunctionInfo, change: LineShift) -> Optional[FunctionInfo]:

@@ -13,7 +13,6 @@ from lsprotocol import types
 from pygls.workspace import TextDocument
 
 from atenlens.example_call import Proposal, propose_call, snippet
-from atenlens.functions import FunctionInfo, directive_template, function_at
 from atenlens.lint import lint_source
 from atenlens.lint.fixes import fix_source, offered_fixes
 from atenlens.lsp import convert
@@ -35,6 +34,7 @@ from atenlens.lsp.settings import merge_problem_message
 from atenlens.lsp.status import interpreter_facts
 from atenlens.lsp.text import LineShift
 from atenlens.report import Code
+from atenlens.traceable import FunctionInfo, directive_template, function_at
 
 MAX_LENSED_FUNCTIONS = 20_000  # code lenses of one document: each costs its share of one response
 

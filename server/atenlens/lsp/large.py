@@ -26,8 +26,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Collection, Optional
 
-from atenlens.functions import FunctionInfo
 from atenlens.lint.findings import Finding, Fix, TextEdit
+from atenlens.traceable import FunctionInfo
 
 logger = logging.getLogger(__name__)
 
@@ -133,8 +133,8 @@ def child_main() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
-    from atenlens.functions import find_functions
     from atenlens.lint import lint_source
+    from atenlens.traceable import find_functions
 
     request = json.loads(sys.stdin.buffer.read())
     out = sys.stdout

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from atenlens.functions import FunctionInfo
 from atenlens.lsp.trace_log import running_title
+from atenlens.traceable import FunctionInfo
 
 CMD_TRACE = "atenlens.trace"
 CMD_INSERT_DIRECTIVE = "atenlens.insertDirective"

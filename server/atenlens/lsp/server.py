@@ -1,7 +1,7 @@
 """`atenlens serve`: the language server. `AtenlensServer` holds what the handlers share: the
 settings, the open documents, the lint of each (scheduled by lint_schedule.py) and the traces
 (queued by tracing.py, run by the worker process). The handlers, in handlers.py, are glue: the
-analysis lives in lint/, functions.py, trace_view.py, labels.py, hover.py, the conversion in
+analysis lives in lint/, traceable.py, trace_view.py, labels.py, hover.py, the conversion in
 convert.py.
 
 This process never imports torch and never runs user code: linting is static, tracing happens
@@ -26,7 +26,6 @@ from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 
 from atenlens import __version__
-from atenlens.functions import FunctionInfo, function_at
 from atenlens.lint import RULES, Finding, lint_source
 from atenlens.lsp import convert
 from atenlens.lsp.debug import register_debug_requests
@@ -43,6 +42,7 @@ from atenlens.lsp.trace_log import LogLine, trace_log_line
 from atenlens.lsp.trace_view import build_traced_function
 from atenlens.lsp.tracing import TraceJob, TraceQueue, TraceSpan
 from atenlens.report import TraceRequest
+from atenlens.traceable import FunctionInfo, function_at
 
 logger = logging.getLogger(__name__)
 

@@ -29,7 +29,6 @@ from typing import Any, Callable, Iterator, Optional, cast
 
 import torch
 
-from atenlens.functions import FunctionInfo, argv_directive, directive_template, find_functions, ranks_directive
 from atenlens.gpus import find_gpu
 from atenlens.report import Code, Diagnostic, Event, Frame, Summary, Target, TraceReport, TraceRequest
 from atenlens.trace import torch_compat
@@ -43,6 +42,7 @@ from atenlens.trace.diagnostics import DiagnosticSink
 from atenlens.trace.libraries import eager_views_for_libraries
 from atenlens.trace.ranks import Ranks, ranks_of, simulated_ranks
 from atenlens.trace.recorder import Recorder
+from atenlens.traceable import FunctionInfo, argv_directive, directive_template, find_functions, ranks_directive
 
 _PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 MAX_GENERATOR_ITEMS = 100

@@ -13,8 +13,8 @@ import re
 import signal
 from typing import Optional
 
-from atenlens.functions import find_functions
 from atenlens.report import Code, Diagnostic, Target, TraceReport, TraceRequest
+from atenlens.traceable import find_functions
 from atenlens.worker.limits import CAPTURE_HEAD_BYTES, CAPTURE_TAIL_BYTES
 
 CANCELLED = "cancelled"
