@@ -270,7 +270,7 @@ def test_plot_and_memory_timeline_files(worker, tmp_path: Path) -> None:
 
 
 def test_the_editor_gets_the_forecast_in_its_lens_and_the_oom_error_at_its_line(worker) -> None:
-    from atenlens.lsp.trace_view import build_traced_function
+    from atenlens.lsp.document_traces import build_traced_function
 
     lines = FIXTURE.read_text().split("\n")
     report = trace(worker, "too_big")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from atenlens.lsp.document_traces import build_traced_function
 from atenlens.lsp.hover import hover_markdown
 from atenlens.lsp.labels import tensor_label_with_device
 from atenlens.lsp.settings import HintSettings
-from atenlens.lsp.trace_view import build_traced_function
 from atenlens.report import TraceRequest
 from atenlens.traceable import find_functions, parse_ranks_flags, ranks_directive
 

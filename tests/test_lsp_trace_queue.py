@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from atenlens.lsp.tracing import TraceOutcome, TraceQueue
+from atenlens.lsp.trace_queue import TraceOutcome, TraceQueue
 from atenlens.worker.client import TraceWorker
 from worker_helpers import fixture, request
 

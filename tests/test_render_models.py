@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from atenlens.lsp.document_traces import build_traced_function
 from atenlens.lsp.settings import HintSettings
-from atenlens.lsp.trace_view import build_traced_function
 from atenlens.render import render
 from engine_helpers import REPO, line_of, trace, write
 
@@ -355,7 +355,7 @@ def test_init_lines_and_syncs_in_hints(program: Path) -> None:
 
 def test_hint_kinds_switch_off_one_by_one() -> None:
     """A line with forward and backward ops and a sync: each hint setting removes its own part."""
-    from atenlens.lsp.trace_view import LineTrace
+    from atenlens.lsp.document_traces import LineTrace
     from atenlens.report import Diagnostic, Event, Phase, TensorMeta
 
     def op(name: str, phase: Phase, *shape: int) -> Event:

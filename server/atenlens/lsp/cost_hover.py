@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Optional
 
 from atenlens.cost import format_bytes, format_seconds
 
-if TYPE_CHECKING:  # trace_view imports this module for the hints
-    from atenlens.lsp.trace_view import LineTrace
+if TYPE_CHECKING:  # document_traces imports this module for the hints
+    from atenlens.lsp.document_traces import LineTrace
 
 
 def cost_section(trace: LineTrace) -> Optional[str]:

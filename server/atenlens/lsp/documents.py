@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from atenlens.lint.findings import Finding
+from atenlens.lsp.document_traces import DocumentTraces
 from atenlens.lsp.large import LARGE_DOCUMENT_CHARS
 from atenlens.lsp.text import LineShift, split_lines
-from atenlens.lsp.trace_view import DocumentTraces
 from atenlens.traceable import FunctionInfo, find_functions
 
 

@@ -15,8 +15,8 @@ from typing import Callable, Optional, Sequence
 
 from atenlens.communication import collectives_table
 from atenlens.lsp.cost_hover import cost_section
+from atenlens.lsp.document_traces import LineTrace
 from atenlens.lsp.labels import short_op, sync_label, tensors_label_with_device
-from atenlens.lsp.trace_view import LineTrace
 from atenlens.render import module_tree_lines
 from atenlens.report import Event
 from atenlens.vocabulary import format_flops

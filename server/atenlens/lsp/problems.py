@@ -18,7 +18,7 @@ from typing import Optional, Sequence
 
 from atenlens.lint.findings import Finding
 from atenlens.lint.noqa import is_suppressed, suppressed_codes
-from atenlens.lsp.trace_view import DocumentTraces
+from atenlens.lsp.document_traces import DocumentTraces
 from atenlens.report import Code, Diagnostic
 
 # the hazards both the lint and the trace report under the same code

@@ -1,7 +1,7 @@
 """`atenlens serve`: the language server. `AtenlensServer` holds what the handlers share: the
 settings, the open documents, the lint of each (scheduled by lint_schedule.py) and the traces
-(queued by tracing.py, run by the worker process). The handlers, in handlers.py, are glue: the
-analysis lives in lint/, traceable.py, trace_view.py, labels.py, hover.py, the conversion in
+(queued by trace_queue.py, run by the worker process). The handlers, in handlers.py, are glue: the
+analysis lives in lint/, traceable.py, document_traces.py, labels.py, hover.py, the conversion in
 convert.py.
 
 This process never imports torch and never runs user code: linting is static, tracing happens
@@ -29,6 +29,7 @@ from atenlens import __version__
 from atenlens.lint import RULES, Finding, lint_source
 from atenlens.lsp import convert
 from atenlens.lsp.debug import register_debug_requests
+from atenlens.lsp.document_traces import build_traced_function
 from atenlens.lsp.documents import DocumentState, LintResult
 from atenlens.lsp.large import LARGE_DOCUMENT_CHARS, analyze_elsewhere
 from atenlens.lsp.lint_config import WorkspaceLintConfig
@@ -39,8 +40,7 @@ from atenlens.lsp.settings import Settings, merge_problem_message, settings_from
 from atenlens.lsp.status import FILE_STATUS, file_status, wants_file_status
 from atenlens.lsp.text import UTF16, LineShift
 from atenlens.lsp.trace_log import LogLine, trace_log_line
-from atenlens.lsp.trace_view import build_traced_function
-from atenlens.lsp.tracing import TraceJob, TraceQueue, TraceSpan
+from atenlens.lsp.trace_queue import TraceJob, TraceQueue, TraceSpan
 from atenlens.report import TraceRequest
 from atenlens.traceable import FunctionInfo, function_at
 

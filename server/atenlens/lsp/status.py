@@ -26,8 +26,8 @@ from typing import Any, Optional, Sequence
 
 from lsprotocol import types
 
+from atenlens.lsp.document_traces import DocumentTraces, TracedFunction
 from atenlens.lsp.labels import summary_label
-from atenlens.lsp.trace_view import DocumentTraces, TracedFunction
 
 FILE_STATUS = "atenlens/fileStatus"
 FILE_STATUS_CAPABILITY = "atenlensFileStatus"
