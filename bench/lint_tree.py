@@ -4,8 +4,11 @@ The tree is a folder of real code given with --tree (for example an unpacked tra
 `pip download --no-deps transformers && python -m zipfile -e transformers-*.whl tree`), or with
 --quick the generated corpus written as 40 files. Each round runs, in rotating order: atenlens
 with one process (`--jobs 1`), atenlens with its default pool (one process per CPU), and ruff
-(`ruff check --no-cache --isolated`, its default rules, its own threads). The clock runs from
-spawn to exit; output goes to /dev/null. Ratios are of medians from the same rounds.
+(`ruff check --no-cache --isolated`, its default rules, its own threads), all three uncached;
+then both again with their caches (`.atenlens_cache`, `.ruff_cache`, in a temporary folder), each
+cache written by one unmeasured run before the rounds: the second run over an unchanged tree. The
+clock runs from spawn to exit; output goes to /dev/null. Ratios are of medians from the same
+rounds: the uncached runs to uncached ruff, the cached to cached ruff.
 
     python bench/lint_tree.py --tree DIR [--rounds N] [--json PATH]
     python bench/lint_tree.py --quick
@@ -57,11 +60,20 @@ def main(argv: list[str] | None = None) -> int:
         if args.quick:
             args.rounds = 1
     jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    caches = tempfile.TemporaryDirectory(prefix="atenlens-bench-caches-")
     lint = [sys.executable, "-m", "atenlens", "lint", "--exit-zero", args.tree]
-    runners = [("atenlens, 1 process", lint + ["--jobs", "1"]), (f"atenlens, {jobs} processes", lint)]
+    cold = lint + ["--no-cache"]
+    runners = [("atenlens, 1 process", cold + ["--jobs", "1"]), (f"atenlens, {jobs} processes", cold)]
     ruff = ruff_binary()
+    ruff_check = [ruff or "ruff", "check", "--isolated", "--exit-zero", "-q", args.tree]
     if ruff:
-        runners.append(("ruff check", [ruff, "check", "--no-cache", "--isolated", "--exit-zero", "-q", args.tree]))
+        runners.append(("ruff check", ruff_check + ["--no-cache"]))
+    warm = [("atenlens, cached", lint + ["--cache-dir", os.path.join(caches.name, "atenlens")])]
+    if ruff:
+        warm.append(("ruff check, cached", ruff_check + ["--cache-dir", os.path.join(caches.name, "ruff")]))
+    for _, command in warm:
+        timed(command)  # writes the cache the measured runs read
+    runners += warm
     times: dict[str, list[float]] = {name: [] for name, _ in runners}
     cpu: dict[str, list[float]] = {name: [] for name, _ in runners}
     for r in range(args.rounds):
@@ -80,9 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         f"seconds, spawn to exit, {args.rounds} rounds",
         ["run", "wall: median", "spread", "x ruff", "CPU: median", "x ruff"],
     )
-    ruff_median = median(times["ruff check"]) if ruff else None
-    ruff_cpu = median(cpu["ruff check"]) if ruff else None
     for name, _ in runners:
+        reference = "ruff check, cached" if name.endswith("cached") else "ruff check"
+        ruff_median = median(times[reference]) if ruff else None
+        ruff_cpu = median(cpu[reference]) if ruff else None
         m, c = median(times[name]), median(cpu[name])
         table.add(
             name,
@@ -94,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     result.tables.append(table)
     result.raw = {"seconds": times, "cpu_seconds": cpu, "files": files, "jobs": jobs}
-    if ruff_median:
+    if ruff:
+        ruff_median = median(times["ruff check"])
         result.targets.append(
             Target(
                 f"atenlens ({jobs} processes) <= 2 x ruff",
@@ -106,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         result.notes.append("ruff is not installed here (pip install ruff); not measured")
     result.notes.append(f"{jobs} CPUs available to the process; ruff runs its default rule set with its own threads")
+    caches.cleanup()
     if tmp is not None:
         tmp.cleanup()
     return finish(result, args)

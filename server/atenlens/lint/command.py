@@ -2,7 +2,9 @@
 
 Exit status as ruff's: 0 nothing found (or `--exit-zero`), 1 findings remain (or a file could not
 be read), 2 an error: a usage error (a missing path, an unknown code) or a bad `[tool.atenlens]`.
-Whole trees are linted by a pool of processes, one per CPU the process may use (`--jobs`).
+Whole trees are linted by a pool of processes, one per CPU the process may use (`--jobs`); a file
+whose bytes and codes are unchanged since the last run takes its findings from .atenlens_cache/
+(cache.py; `--no-cache` lints everything again).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional, Sequence, TextIO
 
+from atenlens.lint.cache import LintCache, content_hash, default_cache_dir
 from atenlens.lint.config import ConfigCache, ConfigError, LintConfig, Selection, unknown_selectors
 from atenlens.lint.engine import lint_source
 from atenlens.lint.files import Skipped, python_files
@@ -131,6 +134,35 @@ def _run_tasks(tasks: list[tuple[str, tuple[str, ...], str]], jobs: int) -> Iter
         return list(pool.imap(_lint_file, tasks, chunksize=chunk))
 
 
+def _run_cached(
+    tasks: list[tuple[str, tuple[str, ...], str]], jobs: int, cache: Optional[LintCache]
+) -> list[FileResult]:
+    """`_run_tasks`, less the files whose bytes and codes have findings in `cache` (cache.py);
+    the others' findings are stored there for the next run."""
+    if cache is None:
+        return list(_run_tasks(tasks, jobs))
+    done: dict[int, FileResult] = {}
+    keys: dict[int, tuple[str, str, str]] = {}
+    for at, (path, codes, _) in enumerate(tasks):
+        try:
+            data = Path(path).read_bytes()
+        except OSError:
+            continue  # the lint says why
+        key = (os.path.abspath(path), content_hash(data), ",".join(codes))
+        findings = cache.get(*key)
+        if findings is None:
+            keys[at] = key
+        else:
+            done[at] = FileResult(path, findings)
+    missed = [at for at in range(len(tasks)) if at not in done]
+    for at, result in zip(missed, _run_tasks([tasks[at] for at in missed], jobs)):
+        done[at] = result
+        if result.error is None and at in keys:
+            cache.put(*keys[at], result.findings)
+    cache.save()
+    return [done[at] for at in range(len(tasks))]
+
+
 def run_lint_command(
     args: argparse.Namespace,
     out: TextIO = sys.stdout,
@@ -188,7 +220,11 @@ def run_lint_command(
                         continue
                     codes = tuple(sorted(config_for(item).codes(item, known, cli)))
                     tasks.append((str(item), codes, mode))
-            results.extend(_run_tasks(tasks, _jobs(getattr(args, "jobs", None))))
+            cache = None
+            if mode == "check" and not getattr(args, "no_cache", False):
+                folder = getattr(args, "cache_dir", None)
+                cache = LintCache(Path(folder) if folder else default_cache_dir())
+            results.extend(_run_cached(tasks, _jobs(getattr(args, "jobs", None)), cache))
     except ConfigError as exc:
         return fail(str(exc))
     return _report(results, args, fmt, mode, out, err)

@@ -43,3 +43,11 @@ def add_arguments(lint: argparse.ArgumentParser) -> None:
         help="the name of the file read from stdin (its config, per-file ignores and output)",
     )
     lint.add_argument("--jobs", "-j", type=int, metavar="N", help="processes for whole trees (default: one per CPU)")
+    lint.add_argument(
+        "--no-cache", action="store_true", help="lint every file again; neither read nor write .atenlens_cache/"
+    )
+    lint.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="where the cache of findings lives (default: $ATENLENS_CACHE_DIR, else .atenlens_cache in the current folder)",
+    )
