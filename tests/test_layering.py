@@ -10,7 +10,15 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "server" / "atenlens"
 # attributes of torch objects that are private (tensors' storages, autograd nodes, op overloads)
-PRIVATE_TORCH_ATTRIBUTES = {"_cdata", "_sequence_nr", "_schema", "_opname", "_local_tensor"}
+PRIVATE_TORCH_ATTRIBUTES = {
+    "_cdata",
+    "_sequence_nr",
+    "_schema",
+    "_opname",
+    "_local_tensor",
+    "_overloadpacket",
+    "_orig_mod",
+}
 TORCH_COMPAT = "trace/torch_compat.py"
 
 

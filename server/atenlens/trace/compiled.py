@@ -24,7 +24,7 @@ import logging
 import re
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional, cast
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 
@@ -104,9 +104,7 @@ class CompileWatch:
                 first_call(args, kwargs)
 
             result.register_forward_pre_hook(pre_hook, with_kwargs=True)
-            result.forward = cast(
-                torch.nn.Module, result._orig_mod
-            ).__call__  # eager (see below); the module stays an OptimizedModule
+            result.forward = tc.compiled_original(result).__call__  # eager (see below); stays an OptimizedModule
             return result
 
         @functools.wraps(model)

@@ -476,7 +476,7 @@ class _OpRecorder(tc.TorchDispatchMode):
         inputs = rec.metas(args)
         described = rec._described.get(func)
         if described is None:  # name and FLOP formula: decided once per overload
-            described = rec._described[func] = (rec.op_name(func), flop_registry.get(func._overloadpacket))
+            described = rec._described[func] = (rec.op_name(func), flop_registry.get(func.overloadpacket))
         name, formula = described
         flops = _apply_formula(formula, args, kwargs, out) if formula is not None else None
         moved = bytes_moved(func, args, kwargs, out) if rec.cost else 0

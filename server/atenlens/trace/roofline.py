@@ -120,7 +120,7 @@ _WRITES_ONLY = "writes only"
 
 
 def _kind(func: Any) -> Any:
-    packet = func._overloadpacket
+    packet = func.overloadpacket
     kind: Any
     if packet in _FREE_PACKETS or func.is_view:
         kind = None

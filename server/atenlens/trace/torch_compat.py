@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, cast
 
 import torch
 import torch.utils
@@ -97,6 +97,12 @@ def dynamo_file(name: str) -> str:
     import torch._dynamo
 
     return os.path.join(os.path.dirname(torch._dynamo.__file__), name)
+
+
+def compiled_original(module: torch.nn.Module) -> torch.nn.Module:
+    """The module that `torch.compile(module)` wrapped: `OptimizedModule` keeps it in the private
+    `_orig_mod` and has no public accessor."""
+    return cast(torch.nn.Module, module._orig_mod)
 
 
 # torch.cuda's private initializer, patched out while CUDA is simulated (trace/gpu/cuda_api.py)
