@@ -108,7 +108,7 @@ def test_a_capture_begun_on_the_default_stream(worker):
 
 
 def test_captures_in_a_loop_are_one_summary_and_the_first_lacks_its_warm_up(worker):
-    begin = _last_before(CAPTURE, "with torch.cuda.graph(g):", len(CAPTURE.read_text().splitlines()) + 1)
+    begin = _last_before(CAPTURE, "with torch.cuda.graph(g):", _line(CAPTURE, "outs.append(static_y.clone())"))
     assert _found(worker, CAPTURE, "case_warm_up_and_captures_in_a_loop") == [
         (begin, "AL512", "warning", NO_WARM_UP),
         (
@@ -119,3 +119,63 @@ def test_captures_in_a_loop_are_one_summary_and_the_first_lacks_its_warm_up(work
             "capturable as written: no warm-up (AL512)",
         ),
     ]
+
+
+UNREGISTERED = (
+    "a random op draws from a CUDA generator that this graph does not know about: on a GPU the capture raises "
+    "`RuntimeError: Attempt to increase offset for a CUDA generator not in capture mode.` (torch.cuda.graph "
+    "registers only the default generator); call `g.register_generator_state(generator)` before the capture, "
+    "so each replay draws new numbers [aten.randn.generator]"
+)
+
+
+def test_a_generator_the_graph_was_not_told_about_is_an_error_at_the_random_op(worker):
+    noise = _line(CAPTURE, 'noise = torch.randn(8, 32, device="cuda", generator=gen)')
+    begin = noise - 1
+    assert _found(worker, CAPTURE, "case_a_generator_the_graph_does_not_know") == [
+        (noise, "AL514", "error", UNREGISTERED),
+        (
+            begin,
+            "AL513",
+            "information",
+            f"CUDA graph: 5 ops captured (lines {noise}-{noise + 1}), replayed 1 time; {SYNCED}; not capturable as "
+            f"written: an unregistered generator at line {noise} (AL514)",
+        ),
+    ]
+
+
+def test_one_finding_per_line_for_a_generator_used_in_a_captured_loop(worker):
+    found = _found(worker, CAPTURE, "case_per_layer_noise_from_an_unregistered_generator")
+    rand = _line(CAPTURE, "h = h + torch.rand(h.shape")
+    assert [(line, code) for line, code, _, _ in found] == [(rand, "AL514"), (rand - 4, "AL513")]
+    assert found[0][3] == UNREGISTERED.replace("aten.randn.generator", "aten.rand.generator")
+
+
+def test_a_captured_output_read_before_the_first_replay(worker):
+    read = _line(CAPTURE, "first = static_y.sum()")
+    begin = read - 2
+    assert _found(worker, CAPTURE, "case_output_read_before_the_first_replay") == [
+        (
+            read,
+            "AL515",
+            "warning",
+            f"f32[8, 32] is an output of the CUDA graph captured at line {begin}, read before the graph's "
+            "first `replay()`: a capture records the kernels without running them, so on a GPU this reads "
+            "uninitialised memory, with no error; replay the graph before reading its outputs [aten.sum]",
+        ),
+        (
+            begin,
+            "AL513",
+            "information",
+            f"CUDA graph: 3 ops captured (line {begin + 1}), replayed 1 time; {SYNCED}; capturable: no sync, CPU "
+            "tensor or missing warm-up seen inside it",
+        ),
+    ]
+
+
+def test_registered_generators_and_graphed_callables_are_clean(worker):
+    """register_generator_state() before the capture, and make_graphed_callables (torch's own code reads
+    the captured outputs while it captures the backward graph): only the summaries."""
+    assert [code for _, code, _, _ in _found(worker, CLEAN, "case_registered_generator_for_dropout_noise")] == ["AL513"]
+    graphed = _found(worker, CLEAN, "case_graphed_callable")
+    assert {code for _, code, _, _ in graphed} == {"AL513"}

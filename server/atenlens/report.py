@@ -45,6 +45,8 @@ class Code:
     CPU_IN_CAPTURE = "AL511"  # a CPU tensor used inside a CUDA graph capture (not replayed / fixed host address)
     CAPTURE_WITHOUT_WARMUP = "AL512"  # a CUDA graph capture with no warm-up on a side stream before it
     CAPTURE_SUMMARY = "AL513"  # a CUDA graph capture: ops captured, replays, whether it is capturable
+    CAPTURE_UNREGISTERED_GENERATOR = "AL514"  # a random op in a capture draws from an unregistered CUDA generator
+    CAPTURED_OUTPUT_BEFORE_REPLAY = "AL515"  # a captured output read before the graph's first replay
     GRAPH_BREAK = "AL600"  # torch.compile: Dynamo breaks the compiled function's graph at this line
     CUDAGRAPH_SKIP = "AL602"  # torch.compile(mode="reduce-overhead"): CUDA graphs would skip a graph
     COMPILE_SUMMARY = "AL601"  # torch.compile: how many graphs, breaks and guards a compiled callable has

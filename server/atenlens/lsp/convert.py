@@ -61,6 +61,8 @@ TRACE_ANCHORS = {
     "AL511": "al511--cpu-tensor-in-capture-kind-capture",
     "AL512": "al512--capture-without-warm-up-kind-capture",
     "AL513": "al513--cuda-graph-summary-kind-capture",
+    "AL514": "al514--unregistered-generator-in-capture-kind-capture",
+    "AL515": "al515--captured-output-read-before-replay-kind-capture",
 }
 
 

@@ -66,6 +66,12 @@ def storage_key(t: torch.Tensor) -> Optional[int]:
         return None
 
 
+def generator_id(generator: torch.Generator) -> int:
+    """The id of a generator: the address of its C++ object (the dispatcher hands ops a new Python
+    wrapper of the same generator, so `is` and `id()` do not match the user's object)."""
+    return generator._cdata  # type: ignore[attr-defined]
+
+
 def storage_id(storage: Any) -> int:
     """The id of an untyped storage: the address of its C++ object, the same for every view of it."""
     return storage._cdata

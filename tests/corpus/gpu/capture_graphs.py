@@ -80,3 +80,58 @@ def case_warm_up_and_captures_in_a_loop():
         g.replay()
         outs.append(static_y.clone())
     return outs
+
+
+def case_a_generator_the_graph_does_not_know():
+    model = make_model()
+    static_x = torch.zeros(8, 32, device="cuda")
+    warm_up(model, static_x)
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(0)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        noise = torch.randn(8, 32, device="cuda", generator=gen)  # expect: AL514:error
+        static_y = model(static_x + noise)
+    g.replay()
+    return static_y
+
+
+def case_per_layer_noise_from_an_unregistered_generator():
+    model = make_model()
+    static_x = torch.zeros(8, 32, device="cuda")
+    warm_up(model, static_x)
+    gen = torch.Generator(device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        h = static_x
+        for layer in model:
+            h = layer(h)
+            h = h + torch.rand(h.shape, device="cuda", generator=gen)  # expect: AL514:error
+    g.replay()
+    return h
+
+
+def case_output_read_before_the_first_replay():
+    model = make_model()
+    static_x = torch.zeros(8, 32, device="cuda")
+    warm_up(model, static_x)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static_y = model(static_x)
+    first = static_y.sum()  # expect: AL515:warning
+    g.replay()
+    return first, static_y
+
+
+def case_outputs_kept_from_each_capture_before_its_replay():
+    model = make_model()
+    static_x = torch.zeros(8, 32, device="cuda")
+    warm_up(model, static_x)
+    kept = []
+    for _ in range(2):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            static_y = model(static_x)
+        kept.append(static_y.clone())  # expect: AL515:warning
+        g.replay()
+    return kept

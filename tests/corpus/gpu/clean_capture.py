@@ -29,3 +29,36 @@ def case_capture_then_replay_per_batch(model, batches):
         g.replay()
         outs.append(static_y.clone())
     return outs
+
+
+# atenlens: case_registered_generator_for_dropout_noise(*setup())
+def case_registered_generator_for_dropout_noise(model, batches):
+    static_x = torch.zeros(8, 64, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            model(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+    gen = torch.Generator(device="cuda")
+    g = torch.cuda.CUDAGraph()
+    g.register_generator_state(gen)
+    with torch.cuda.graph(g):
+        static_y = model(static_x) * torch.rand(8, 64, device="cuda", generator=gen)
+        static_z = torch.nn.functional.dropout(static_y, 0.1)
+    outs = []
+    for batch in batches:
+        static_x.copy_(batch)
+        g.replay()
+        outs.append(static_z.clone())
+    return outs
+
+
+# atenlens: case_graphed_callable(*setup())
+def case_graphed_callable(model, batches):
+    sample = torch.zeros(8, 64, device="cuda", requires_grad=True)
+    graphed = torch.cuda.make_graphed_callables(model, (sample,))
+    outs = []
+    for batch in batches:
+        outs.append(graphed(batch.requires_grad_()).sum())
+    return outs

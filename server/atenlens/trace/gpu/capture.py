@@ -11,8 +11,15 @@ values are fake anyway) and is counted. While a capture is open:
   (CPU ops never replay): AL511;
 - a capture that begins before any work ran on a side stream had no warm-up, which torch requires
   (lazy initialisation inside a capture fails or is captured): AL512;
+- a random op drawing from a CUDA generator the graph was not told about
+  (`g.register_generator_state(gen)`) raises on a GPU; torch.cuda.graph registers only the default
+  generator: AL514;
 - each capture gets a summary at its line (AL513): ops captured, replays, collectives, and whether it
   is capturable.
+
+After `capture_end()`, the captured ops' outputs hold nothing until the first `replay()` (a capture
+records kernels without running them): user code that reads one before that reads uninitialised
+memory, with no error: AL515.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ from typing import Any, Callable, Optional
 import torch
 
 from atenlens.report import Code, Frame
-from atenlens.trace.attribution import user_stack
+from atenlens.trace.attribution import library_cause, user_stack
+from atenlens.trace.torch_compat import generator_id, storage_key
 
 _MAX_OUTPUTS = 100_000  # outputs kept per capture for the replays' writes (a bound, not a model limit)
 
@@ -42,6 +50,7 @@ class _Capture:
     replays: int = 0
     outputs: list[Any] = field(default_factory=list)  # weak references to the captured ops' outputs
     synced: bool = False  # torch.cuda.graph synchronized the device before it
+    generators: set[int] = field(default_factory=set)  # ids of generators registered with the graph
 
 
 class CaptureTracker:
@@ -56,12 +65,23 @@ class CaptureTracker:
         self.side_stream_work = False  # any op ran on a side stream so far (a warm-up)
         self._cpu_lines: set[tuple[int, int]] = set()
         self.library_synced = False  # torch.cuda.graph's synchronize, for the next capture
+        # storage -> (graph id, the capture's line, the tensor's label): outputs of captures that were
+        # not replayed yet; empty on the common path, so the per-op check is one truth test
+        self.unreplayed: dict[int, tuple[int, int, str]] = {}
+        self._registered: dict[int, set[int]] = {}  # graph id -> generators registered before capture
+        self._unregistered_lines: set[tuple[int, int]] = set()
 
     # -- the simulated CUDAGraph's calls --------------------------------------------------------
     def begin(self, graph: Any, on_default_stream: bool) -> None:
         if self.active is not None:
             raise RuntimeError("CUDA graph capture already in progress (the simulated GPU captures one at a time)")
-        capture = _Capture(id(graph), user_stack(sys._getframe(2)), on_default_stream, synced=self.library_synced)
+        capture = _Capture(
+            id(graph),
+            user_stack(sys._getframe(2)),
+            on_default_stream,
+            synced=self.library_synced,
+            generators=self._registered.get(id(graph), set()),
+        )
         self.library_synced = False
         self.active = capture
         self._captures[id(graph)] = capture
@@ -96,6 +116,17 @@ class CaptureTracker:
         if capture is None or capture.graph_id != id(graph):
             raise RuntimeError("capture_end() without a capture in progress on this graph")
         self.active = None
+        if capture.replays == 0:
+            line = capture.where[-1].line if capture.where else 0
+            for ref in capture.outputs:
+                t = ref()
+                key = storage_key(t) if t is not None else None
+                if key is not None:
+                    self.unreplayed.setdefault(key, (capture.graph_id, line, _label(t)))
+
+    def register_generator(self, graph: Any, generator: Any) -> None:
+        """`graph.register_generator_state(generator)`: its random ops may draw from it."""
+        self._registered.setdefault(id(graph), set()).add(generator_id(generator))
 
     def replayed(self, graph: Any) -> list[torch.Tensor]:
         """A replay; returns the captured outputs still alive, which the replay writes again (on the
@@ -106,10 +137,33 @@ class CaptureTracker:
         if self.active is not None:
             raise RuntimeError("replay() while a CUDA graph capture is in progress")
         capture.replays += 1
+        if self.unreplayed:
+            self.unreplayed = {k: v for k, v in self.unreplayed.items() if v[0] != capture.graph_id}
         return [t for t in (ref() for ref in capture.outputs) if t is not None]
 
     def is_capturing(self) -> bool:
         return self.active is not None
+
+    def read_before_replay(self, args: tuple, kwargs: dict, op: str) -> None:
+        """An op outside any capture: does user code read a captured output before its graph's
+        first replay? Reported once per capture, at the read."""
+        for t in _tensors(args, kwargs):
+            key = storage_key(t)
+            found = self.unreplayed.get(key) if key is not None else None
+            if found is None or library_cause(sys._getframe(2)) is not None:
+                continue
+            graph_id, line, label = found
+            self.unreplayed = {k: v for k, v in self.unreplayed.items() if v[0] != graph_id}
+            self._report(
+                "capture",
+                Code.CAPTURED_OUTPUT_BEFORE_REPLAY,
+                f"{label} is an output of the CUDA graph captured at line {line}, read before the graph's first "
+                "`replay()`: a capture records the kernels without running them, so on a GPU this reads "
+                "uninitialised memory, with no error; replay the graph before reading its outputs",
+                op,
+                "warning",
+            )
+            return
 
     # -- what runs while a capture is open ---------------------------------------------------------
     def sync(self, what: str, op: Optional[str]) -> None:
@@ -141,6 +195,26 @@ class CaptureTracker:
             capture.lines.add(line)
         if func.namespace == "_c10d_functional" or "c10d" in func.namespace:
             capture.collectives += 1
+        generator = kwargs.get("generator") if kwargs else None
+        if (
+            isinstance(generator, torch.Generator)
+            and generator.device.type == "cuda"
+            and generator_id(generator) not in capture.generators
+            and generator_id(generator) not in _default_generators()
+            and (capture.graph_id, line or 0) not in self._unregistered_lines
+        ):
+            self._unregistered_lines.add((capture.graph_id, line or 0))
+            self._report(
+                "capture",
+                Code.CAPTURE_UNREGISTERED_GENERATOR,
+                "a random op draws from a CUDA generator that this graph does not know about: on a GPU the capture "
+                "raises `RuntimeError: Attempt to increase offset for a CUDA generator not in capture mode.` "
+                "(torch.cuda.graph registers only the default generator); call "
+                "`g.register_generator_state(generator)` before the capture, so each replay draws new numbers",
+                str(func),
+                "error",
+            )
+            capture.problems.append(f"an unregistered generator at line {line} ({Code.CAPTURE_UNREGISTERED_GENERATOR})")
         cpu = next((t for t in _tensors(args, kwargs) if t.device.type == "cpu" and t.dim() > 0), None)
         if cpu is not None and (capture.graph_id, line or 0) not in self._cpu_lines:
             self._cpu_lines.add((capture.graph_id, line or 0))
@@ -202,6 +276,11 @@ def _summary(captures: list[_Capture]) -> str:
     else:
         text += "; capturable: no sync, CPU tensor or missing warm-up seen inside it"
     return text
+
+
+def _default_generators() -> set[int]:
+    """torch.cuda's default generators, which every capture registers itself."""
+    return {generator_id(g) for g in getattr(torch.cuda, "default_generators", ())}
 
 
 def _tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:

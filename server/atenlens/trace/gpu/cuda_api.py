@@ -98,11 +98,11 @@ class ListenerSlot:
         if self.listener is not None:
             self.listener.event_recorded(event)
 
-    # CUDA graph capture (trace/gpu/capture.py): "begin", "end", "replay"
-    def capture(self, kind: str, graph: Any) -> None:
+    # CUDA graph capture (trace/gpu/capture.py): "begin", "end", "replay", "register_generator"
+    def capture(self, kind: str, graph: Any, *more: Any) -> None:
         handler = getattr(self.listener, "capture_" + kind, None)
         if handler is not None:
-            handler(graph)
+            handler(graph, *more)
 
     def capturing(self) -> bool:
         capture = getattr(self.listener, "capture", None)
@@ -213,7 +213,7 @@ def _make_graph_type(slot: ListenerSlot) -> type:
             return None
 
         def register_generator_state(self, generator: Any) -> None:
-            return None
+            slot.capture("register_generator", self, generator)
 
     return CUDAGraph
 

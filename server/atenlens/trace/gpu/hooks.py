@@ -87,6 +87,9 @@ class HazardHooks:
             read = tree_leaves((args[1:], kwargs) if func in _WRITES_FIRST_ONLY else (args, kwargs))
             reader = _FUNCTION_READERS.get(tracker.current_api or "", "an op")  # the op is named after the message
             _check_reads(tracker, read, reader, str(func))
+        capture = tracker.capture
+        if capture.unreplayed and capture.active is None and not func.is_view:
+            capture.read_before_replay(args, kwargs, str(func))
         handler = self._op_handler(func)
         if handler is None:
             out = func(*args, **kwargs)
@@ -94,9 +97,9 @@ class HazardHooks:
             out = handler(InterceptedCall(func, args, kwargs, tracker, run=lambda: func(*args, **kwargs)))
         if kwargs and kwargs.get("pin_memory") and isinstance(out, torch.Tensor) and out.device.type == "cpu":
             tracker.mark_pinned(out)  # torch.empty(..., pin_memory=True) and other factories
-        if tracker.capture.active is not None and not func.is_view:
+        if capture.active is not None and not func.is_view:
             # inside a CUDA graph capture: recorded, not run on any stream (its replays run it)
-            tracker.capture.op(func, args, kwargs, out)
+            capture.op(func, args, kwargs, out)
         elif tracker.streams is not None and not func.is_view:  # a side stream has been used
             tracker.stream_op(func, args, kwargs, out)
         return out

@@ -433,6 +433,9 @@ class HazardTracker:
     def capture_end(self, graph: Any) -> None:
         self.capture.end(graph)
 
+    def capture_register_generator(self, graph: Any, generator: Any) -> None:
+        self.capture.register_generator(graph, generator)
+
     def capture_replay(self, graph: Any) -> None:
         rewritten = self.capture.replayed(graph)
         stream = self.stream_api.current_stream()
