@@ -12,16 +12,19 @@ worker has), one measured run each:
   FakeTensorMode, nothing recorded (the FSDP2 one on torch's fake process group with the mesh built
   outside fake mode, as the trace does): what torch itself spends on FSDP2 and DTensor there.
 Reported: wall and CPU time (loading, building the model, the step), peak RSS (ru_maxrss of the
-process), ops, collectives, the forecast peak memory of a rank; the ratio of the two traces' times
-(target: under 2, the FSDP2 step must not cost a multiple of the plain one) and of the two floors'.
+process), ops, collectives, the forecast peak memory of a rank; the ratio of the two traces' CPU times
+(target: under 2, the FSDP2 step must not cost a multiple of the plain one; CPU time, because on a
+shared machine the wall time is mostly waiting for a core) and of the two floors'. With `--rounds N`
+each of the four runs N times, in turn, and the table gives medians.
 
-    python bench/trace_ranks.py [--quick] [--json PATH]     (--quick: the tiny Llama shape)
+    python bench/trace_ranks.py [--quick] [--rounds N] [--json PATH]     (--quick: the tiny Llama shape)
 """
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -103,6 +106,7 @@ def measure(mode: str, call: str, world: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=1, help="runs of each case; the table gives medians")
     args = p.parse_args(argv)
     shape = "tiny=True, batch=2, seq=32" if args.quick else "batch=8, seq=1024"
     name = "Llama tiny" if args.quick else "Llama-7B shape (6.7B, bf16), batch 8 x seq 1024 per rank"
@@ -117,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         quick=args.quick,
     )
     table = Table(
-        f"{name}: one trace each, fresh warm process",
+        f"{name}: each trace in a fresh warm process",
         [
             "trace",
             "wall s",
@@ -129,9 +133,20 @@ def main(argv: list[str] | None = None) -> int:
             "communication ms",
         ],
     )
-    runs = {}
-    for label, call, world in cases:
-        run = runs[label] = measure("atenlens", call, world)
+    runs: dict[str, dict] = {}
+    rounds: dict[str, list[dict]] = {}
+    loads: list[float] = []
+    for _ in range(args.rounds):  # the four cases in turn, so a change of load touches each alike
+        for mode, prefix in (("atenlens", ""), ("floor", "floor: ")):
+            for label, call, world in cases:
+                loads.append(os.getloadavg()[0])
+                rounds.setdefault(prefix + label, []).append(measure(mode, call, world))
+    for key, measured in rounds.items():
+        runs[key] = dict(measured[-1])
+        for field in ("seconds", "cpu_seconds", "peak_rss"):
+            runs[key][field] = statistics.median(run[field] for run in measured)
+    for label, _, _ in cases:
+        run = runs[label]
         table.add(
             label,
             run["seconds"],
@@ -142,14 +157,14 @@ def main(argv: list[str] | None = None) -> int:
             run["peak_bytes"] / GiB,
             run["communication_seconds"] * 1e3,
         )
-    for label, call, world in cases:
-        run = runs[f"floor: {label}"] = measure("floor", call, world)
+    for label, _, _ in cases:
+        run = runs[f"floor: {label}"]
         table.add(f"floor: {label}", run["seconds"], run["cpu_seconds"], run["peak_rss"] / MiB, "-", "-", "-", "-")
     one, fsdp = cases[0][0], cases[1][0]
-    ratio = runs[fsdp]["seconds"] / runs[one]["seconds"]
+    ratio = runs[fsdp]["cpu_seconds"] / runs[one]["cpu_seconds"]
     result.tables.append(table)
-    result.targets.append(Target("FSDP2 64-rank trace time / one-rank trace time", ratio, RATIO_TARGET, "x"))
-    ratios = Table("ratios (wall time; CPU time in brackets)", ["", "FSDP2 64 ranks / one rank"])
+    result.targets.append(Target("FSDP2 64-rank trace CPU time / one-rank trace CPU time", ratio, RATIO_TARGET, "x"))
+    ratios = Table("ratios (CPU time; wall time in brackets)", ["", "FSDP2 64 ranks / one rank"])
     for what, a, b in (
         ("traced", fsdp, one),
         ("floor", f"floor: {fsdp}", f"floor: {one}"),
@@ -158,13 +173,14 @@ def main(argv: list[str] | None = None) -> int:
     ):
         ratios.add(
             what,
-            f"{runs[a]['seconds'] / runs[b]['seconds']:.2f} ({runs[a]['cpu_seconds'] / runs[b]['cpu_seconds']:.2f})",
+            f"{runs[a]['cpu_seconds'] / runs[b]['cpu_seconds']:.2f} ({runs[a]['seconds'] / runs[b]['seconds']:.2f})",
         )
     result.tables.append(ratios)
-    result.raw = runs
+    result.raw = {"medians": runs, "rounds": rounds, "load_average_1min": loads}
     result.notes.append(
-        "one measured run per trace (no rounds): a benchmark run is quoted with its conditions; "
-        "the machine's load is part of them"
+        f"{args.rounds} round(s) of each run, medians; 1-minute load average at the runs' starts "
+        f"{min(loads):.1f}-{max(loads):.1f}. The floor is torch as it is, without the set-up shortcuts "
+        "of a trace (torch_compat.spmd_setup_shortcuts)"
     )
     return finish(result, args)
 

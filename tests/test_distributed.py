@@ -424,9 +424,10 @@ def test_groups_across_nodes_are_priced_on_the_network():
     assert prices._link(range(16)) == "network"
     assert prices._link([0, 8]) == "network"
     gib = 2**30
-    # 1 GiB: Simple, the bandwidth term and a little latency; across 2 nodes 1 of the 15 steps crosses
+    # 1 GiB: Simple, the bandwidth term and a little latency; across 2 nodes 1 of the 15 steps crosses,
+    # over the 8 NICs of the group's 8 ranks on each node
     assert prices.estimate("all_gather_into_tensor", gib, 16, "network", 2) == pytest.approx(
-        (8.4 + 14 * 3.4 + 14.0) * 1e-6 + 15 / 16 * gib / NETWORK
+        (8.4 + 14 * 3.4 + 14.0) * 1e-6 + 15 / 16 * gib / (8 * NETWORK)
     )
     assert prices.estimate("all_reduce", gib, 8, "nvlink") == pytest.approx(
         (8.4 + 14 * 3.4) * 1e-6 + 2 * 7 / 8 * gib / NVLINK
@@ -440,6 +441,36 @@ def test_groups_across_nodes_are_priced_on_the_network():
     pcie_only = Collectives(Ranks(4, 0, 8, requested=True), find_gpu("l4"))
     assert pcie_only._link(range(4)) == "pcie"
     assert pcie_only.estimate("broadcast", gib, 4, "pcie") == pytest.approx((8.4 + 3 * 5.7) * 1e-6 + gib / 32e9)
+
+
+def test_all_reduce_across_nodes_takes_the_tree_when_faster_and_groups_use_a_nic_per_rank_on_a_node():
+    """NCCL's tree all-reduce across nodes (2 x (ranks per node - 1) NVLink steps and 2 x log2(nodes)
+    network steps) against its ring; a group with m ranks on each node moves data over m NICs (rails)."""
+    from atenlens.gpus import find_gpu
+    from atenlens.trace.collectives import Collectives
+    from atenlens.trace.ranks import Ranks
+
+    prices = Collectives(Ranks(64, 0, 8, requested=True), find_gpu("h100-sxm"))
+    kib64, gib = 64 * 1024, 2**30
+    rails = min(NVLINK, 8 * NETWORK)  # 8 ranks on each node: 8 NICs of 50 GB/s, under NVLink's 450
+    # 64 ranks on 8 nodes, 64 KiB: tree LL (2 x (7 x 0.6 + 3 x 5.0) µs of steps), not the ring's 126 steps
+    assert prices.estimate("all_reduce", kib64, 64, "network", 8) == pytest.approx(
+        (6.8 + 2 * (7 * 0.6 + 3 * 5.0)) * 1e-6 + 2 * kib64 / (rails / 3.8)
+    )
+    # 1 GiB: the ring's bandwidth term (2 x 63/64 of the bytes) beats the tree's (2 x the bytes at 0.92)
+    assert prices.estimate("all_reduce", gib, 64, "network", 8) == pytest.approx(
+        (8.4 + 112 * 3.4 + 14 * 14.0) * 1e-6 + 2 * 63 / 64 * gib / rails
+    )
+    assert prices.estimate("all_gather_into_tensor", gib, 64, "network", 8) == pytest.approx(
+        (8.4 + 56 * 3.4 + 7 * 14.0) * 1e-6 + 63 / 64 * gib / rails
+    )
+    # one rank on each of 8 nodes (a data-parallel group of HSDP): one NIC each, the tree's 3 network levels
+    assert prices.estimate("all_reduce", kib64, 8, "network", 8) == pytest.approx(
+        (6.8 + 2 * 3 * 5.0) * 1e-6 + 2 * kib64 / (NETWORK / 3.8)
+    )
+    assert prices.estimate("all_gather_into_tensor", gib, 8, "network", 8) == pytest.approx(
+        (8.4 + 7 * 14.0) * 1e-6 + 7 / 8 * gib / NETWORK
+    )
 
 
 def test_torchrun_variables_of_a_rank_on_the_second_node():
@@ -523,3 +554,31 @@ def test_cli_flags_reach_the_trace_and_the_listing_shows_the_collective():
     rows = [line for line in lines if " all_reduce " in line]
     assert len(rows) == 1 and "4x 2 KiB · ~14.5 µs network" in rows[0], rows
     assert any("rank 1 of 4 · 1 collective ~14.5 µs" in line for line in lines if line.startswith("totals"))
+
+
+@pytest.mark.parametrize("rows, ranks, dim", [(10, 4, 0), (3, 8, 0), (7, 3, 0), (4096, 64, 0), (12, 4, 1)])
+def test_fsdp2_chunks_made_when_read_are_the_views_torch_chunk_makes(rows, ranks, dim):
+    """fully_shard's chunks of a parameter (one per rank, empty ones padding a short split) are made
+    only when read during a trace (torch_compat.spmd_setup_shortcuts); each is the view torch makes."""
+    import torch
+    from torch.distributed.fsdp._fully_shard._fsdp_common import _chunk_with_empty
+
+    from atenlens.trace.torch_compat import _ChunksByIndex
+
+    tensor = torch.empty(rows, 5) if dim == 0 else torch.empty(5, rows)
+    expected = _chunk_with_empty(tensor, ranks, dim)
+    chunks = _ChunksByIndex(tensor, ranks, dim)
+    assert len(chunks) == len(expected) == ranks
+
+    def view(t):
+        return (t.shape, t.stride(), t.storage_offset(), t.untyped_storage().data_ptr() == tensor.data_ptr())
+
+    def padding(t):  # _chunk_with_empty's padding is a new empty tensor
+        return (t.shape, t.dtype, t.numel())
+
+    for index in [ranks - 1, 0, *range(ranks), -1]:
+        made, want = chunks[index], expected[index]
+        assert (view(made) if want.numel() else padding(made)) == (view(want) if want.numel() else padding(want))
+    assert chunks[ranks - 1] is chunks[-1]
+    with pytest.raises(IndexError):
+        chunks[ranks]

@@ -1,20 +1,25 @@
-"""Collectives as report events: which op, which group, how many bytes per rank, and how long a ring
-takes to move them (docs/distributed.md).
+"""Collectives as report events: which op, which group, how many bytes per rank, and how long NCCL's
+ring (or, for an all-reduce across nodes, its tree) takes to move them (docs/distributed.md).
 
 The recorder hands every op of the c10d / functional-collective namespaces here; everything else
 about the event (phase, line, stack, module) is decided as for any op. On torch's fake backend the
-collectives move nothing; their price is a ring's, latency plus bandwidth (alpha-beta):
+collectives move nothing; their price is latency plus bandwidth (alpha-beta), the fastest of NCCL's
+algorithms and protocols, as NCCL's tuner picks (src/graph/tuning.cc):
 
-    time = latency + factor x bytes / (bandwidth x share)
-    factor:  all-gather, reduce-scatter, all-to-all (n-1)/n; all-reduce 2 (n-1)/n; the others 1
+    ring:  time = latency + factor x bytes / (bandwidth x share)
+           factor:  all-gather, reduce-scatter, all-to-all (n-1)/n; all-reduce 2 (n-1)/n; the others 1
+    tree (all-reduce across nodes):  time = latency + 2 x bytes / (bandwidth x share)
 
 with `bytes` the per-rank size (the output of an all-gather, the input of everything else) and the
-bandwidth of the slowest link the group spans: the GPU link (NVLink) when all its ranks share a node,
-the per-GPU network otherwise (atenlens/gpus.py). The latency is NCCL's for a ring: a base latency
-per call and one per ring step (n-1 steps, 2 (n-1) for an all-reduce; those crossing nodes at the
-network's), for each of NCCL's three protocols, which trade latency for the share of the link that
-carries data (LL: half, LL128: 120 of 128 bytes, Simple: all); the fastest protocol is taken, as
-NCCL's tuner takes it.
+bandwidth of the slowest link the group spans: the GPU link (NVLink) when all its ranks share a node;
+across nodes, the network: one NIC per GPU (the vendors' reference systems, atenlens/gpus.py), and a
+group with m ranks on each node moves its data over m NICs at once (NCCL gives each ring channel a NIC
+of its own: rails), so min(GPU link, m x NIC). The latency is NCCL's: a base latency per call and one
+per step, for each of NCCL's three protocols, which trade latency for the share of the link that
+carries data (LL: half, LL128: 120 of 128 bytes, Simple: all). A ring takes n-1 steps (2 (n-1) for an
+all-reduce), those crossing nodes at the network's latency; a tree all-reduce goes up and down a chain
+within each node and a binary tree across the k nodes: 2 x ((n/k - 1) intra-node + log2(k) network)
+steps, at less of the link (LL 1/3.8, Simple 0.92).
 """
 
 from __future__ import annotations
@@ -120,13 +125,18 @@ def _group_of(func: Any, args: tuple, kwargs: dict) -> Any:
     return None
 
 
-# NCCL's ring tuning constants, microseconds (NVIDIA/nccl src/graph/tuning.cc, ncclTunerConstantsDefaults,
+# NCCL's tuning constants, microseconds (NVIDIA/nccl src/graph/tuning.cc, ncclTunerConstantsDefaults,
 # as torch/_inductor/comm_analysis.py ports them): (protocol, base latency, per-step latency on
-# NVLink / PCIe / the network, share of the link's bandwidth that carries data)
+# NVLink / PCIe / the network, share of the link's bandwidth that carries data), for the ring and for
+# the tree (an all-reduce's only; its LL128 is left out as across nodes for the ring)
 _PROTOCOLS = (
     ("LL", 6.6, {"nvlink": 0.6, "pcie": 1.0, "network": 2.7}, 0.5),
     ("LL128", 14.0, {"nvlink": 1.9, "pcie": 2.5, "network": 4.0}, 120 / 128),
     ("Simple", 8.4, {"nvlink": 3.4, "pcie": 5.7, "network": 14.0}, 1.0),
+)
+_TREE_PROTOCOLS = (
+    ("LL", 6.8, {"nvlink": 0.6, "pcie": 1.0, "network": 5.0}, 1 / 3.8),
+    ("Simple", 8.4, {"nvlink": 4.0, "pcie": 4.0, "network": 14.0}, 0.92),
 )
 
 
@@ -197,8 +207,8 @@ class Collectives:
         return self.gpu.host_link_bandwidth
 
     def estimate(self, name: str, nbytes: int, group_size: int, link: str, nodes: int = 1) -> float:
-        """Seconds for one rank's part of the collective (the ring model above); `nodes`: how many
-        nodes the group spans (a group across nodes has `link` "network")."""
+        """Seconds for one rank's part of the collective (the model above); `nodes`: how many nodes the
+        group spans (a group across nodes has `link` "network")."""
         if group_size <= 1:
             return 0.0
         factor = _ring_factor(name, group_size)
@@ -208,12 +218,21 @@ class Collectives:
         crossing = 0 if nodes <= 1 else min(steps, steps // (group_size - 1) * (nodes - 1))
         bandwidth = self.bandwidth(link)
         intra = self._node_link()
+        per_node = -(-group_size // max(nodes, 1))
+        if nodes > 1 and per_node > 1:  # rails: the group's m ranks on a node use m NICs at once
+            bandwidth = min(self.bandwidth(intra), per_node * bandwidth)
         best = float("inf")
         for protocol, base, hop, share in _PROTOCOLS:
             if protocol == "LL128" and nodes > 1:  # NCCL enables LL128 on NVLink only
                 continue
             latency = (base + (steps - crossing) * hop[intra] + crossing * hop["network"]) * 1e-6
             best = min(best, latency + factor * nbytes / (bandwidth * share))
+        if nodes > 1 and name.startswith(("all_reduce", "barrier", "monitored_barrier")):
+            up_and_down = 0.0 if factor == 0.0 else 2.0  # a barrier moves no data
+            for _, base, hop, share in _TREE_PROTOCOLS:
+                tree_steps = (per_node - 1) * hop[intra] + (nodes.bit_length() - 1) * hop["network"]
+                latency = (base + 2 * tree_steps) * 1e-6
+                best = min(best, latency + up_and_down * nbytes / (bandwidth * share))
         return best
 
     def flattened(self, event: Event) -> Callable[[int], float]:

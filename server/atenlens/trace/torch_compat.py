@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Sequence
 from typing import Any, Callable, Iterator, Optional, cast
 
 import torch
@@ -394,6 +395,85 @@ def fsdp2_storage_roles(
         yield
     finally:
         FSDPParamGroup.wait_for_unshard, FSDPParamGroup.post_backward = wait_for_unshard, post_backward  # type: ignore[method-assign]
+
+
+class _ChunksByIndex(Sequence[torch.Tensor]):
+    """`torch.chunk(tensor, n, dim)` padded to n chunks with empty ones, as FSDP2's `_chunk_with_empty`
+    returns it, except that a chunk is made when it is read: FSDP2 reads its own rank's chunk and chunk 0
+    (the padded size) and drops the others. A chunk is the same view torch.chunk makes (same storage,
+    offset, sizes and strides; a narrow instead of one split of n outputs)."""
+
+    def __init__(self, tensor: torch.Tensor, num_chunks: int, dim: int) -> None:
+        self._tensor, self._count, self._dim = tensor, num_chunks, dim
+        size = tensor.size(dim)
+        self._step = -(-size // num_chunks)
+        self._made = -(-size // self._step)  # torch.chunk may return fewer than n chunks
+        self._chunks: dict[int, torch.Tensor] = {}
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._count))]
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError("chunk index out of range")
+        chunk = self._chunks.get(index)
+        if chunk is None:
+            if index < self._made:
+                start = index * self._step
+                length = min(self._step, self._tensor.size(self._dim) - start)
+                chunk = self._tensor.narrow(self._dim, start, length)
+            else:  # what _chunk_with_empty pads with
+                chunk = self[0].new_empty(0)
+            self._chunks[index] = chunk
+        return chunk
+
+
+@contextlib.contextmanager
+def spmd_setup_shortcuts() -> Iterator[None]:
+    """Two of torch's own costs of simulating one rank of many, avoided with the same results:
+    - FSDP2's `fully_shard` cuts every parameter into world-size chunks (private `_chunk_with_empty`,
+      twice per parameter) to keep its own rank's: on 64 ranks, 64 fake views per call, of which two
+      are read. Here the chunks are made when read (`_ChunksByIndex`).
+    - DTensor's sharding propagation of a foreach op checks, for each of the list's N tensors, all of
+      the op's N x k input specs for a `_StridedShard` (private `_propagate_use_strided_shard_flag`):
+      N x N x k checks (AdamW's foreach ops over a Llama-7B's 291 parameters). Here the inputs are
+      checked once per op; without a `_StridedShard` among them the function changes nothing (it
+      returns before touching a spec), so it is skipped."""
+    try:
+        import torch.distributed.fsdp._fully_shard._fsdp_param as fsdp_param
+        import torch.distributed.tensor._sharding_prop as sharding_prop
+        from torch.distributed.tensor.placement_types import _StridedShard
+    except ImportError:  # a torch built without distributed
+        yield
+        return
+    original_chunks = fsdp_param._chunk_with_empty
+    original_flag = sharding_prop._propagate_use_strided_shard_flag
+    checked: list[Any] = [None, None, False]  # the op schema last checked, its args, any _StridedShard
+
+    def chunk_with_empty(tensor: torch.Tensor, num_chunks: int, dim: int) -> Any:
+        if tensor.size(dim) == 0 or num_chunks < 1:
+            return original_chunks(tensor, num_chunks, dim)
+        return _ChunksByIndex(tensor, num_chunks, dim)
+
+    def propagate_flag(op_strategy: Any, op_schema: Any) -> None:
+        if checked[0] is not op_schema or checked[1] is not op_schema.args_schema:
+            strided = any(isinstance(p, _StridedShard) for spec in op_schema.args_spec for p in spec.placements)
+            checked[:] = [op_schema, op_schema.args_schema, strided]
+        if checked[2]:
+            original_flag(op_strategy, op_schema)
+
+    fsdp_param._chunk_with_empty = chunk_with_empty  # type: ignore[assignment]
+    sharding_prop._propagate_use_strided_shard_flag = propagate_flag
+    try:
+        yield
+    finally:
+        fsdp_param._chunk_with_empty = original_chunks
+        sharding_prop._propagate_use_strided_shard_flag = original_flag
+        checked[:] = [None, None, False]
 
 
 def process_group_named(name: str) -> Any:
