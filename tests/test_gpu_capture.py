@@ -179,3 +179,46 @@ def test_registered_generators_and_graphed_callables_are_clean(worker):
     assert [code for _, code, _, _ in _found(worker, CLEAN, "case_registered_generator_for_dropout_noise")] == ["AL513"]
     graphed = _found(worker, CLEAN, "case_graphed_callable")
     assert {code for _, code, _, _ in graphed} == {"AL513"}
+
+
+def test_a_side_stream_in_a_capture_must_branch_from_it_and_rejoin_it(worker):
+    """torch.cuda.graph captures on a stream of its own (side stream 1): user streams inside the capture
+    must wait on it first, and it must wait on them before the capture ends (the seed's "side streams in
+    capture must branch from and rejoin the capturing stream")."""
+    work = _line(CAPTURE, "static_z = static_x * 2  # expect: AL510:error")
+    side = _last_before(CAPTURE, "side = torch.cuda.Stream()", work)
+    begin = work - 3
+    assert _found(worker, CAPTURE, "case_a_side_stream_that_does_not_branch_from_the_capture") == [
+        (
+            work,
+            "AL510",
+            "error",
+            f"work on side stream 2 (created at line {side}) inside a CUDA graph capture, and that stream did not "
+            "branch from the capturing stream: on a GPU this raises (cudaErrorStreamCaptureIsolation); make it wait "
+            "first: `side.wait_stream(torch.cuda.current_stream())` inside the capture [aten.mul.Tensor]",
+        ),
+        (
+            begin,
+            "AL513",
+            "information",
+            f"CUDA graph: 4 ops captured (lines {begin + 1}-{work}), replayed 1 time; {SYNCED}; not capturable as "
+            f"written: a stream not branched from the capture at line {work} (AL510)",
+        ),
+    ]
+    begin = _line(CAPTURE, "with torch.cuda.graph(g):  # expect: AL510:error")
+    side = _last_before(CAPTURE, "side = torch.cuda.Stream()", begin)
+    found = _found(worker, CAPTURE, "case_a_side_stream_not_rejoined_before_the_capture_ends")
+    assert [(line, code, severity) for line, code, severity, _ in found] == [
+        (begin, "AL510", "error"),
+        (begin, "AL513", "information"),
+    ]
+    assert found[0][3] == (
+        f"the CUDA graph capture ends while work captured on side stream 2 (created at line {side}) was not "
+        "waited for by the capturing stream: on a GPU capture_end() raises (cudaErrorStreamCaptureUnjoined); "
+        "rejoin before the capture ends: `torch.cuda.current_stream().wait_stream(side)`"
+    )
+    assert found[1][3].endswith("not capturable as written: a side stream not rejoined (AL510)")
+
+
+def test_a_branch_rejoined_by_an_event_is_clean(worker):
+    assert [code for _, code, _, _ in _found(worker, CLEAN, "case_branch_and_rejoin_inside_the_capture")] == ["AL513"]

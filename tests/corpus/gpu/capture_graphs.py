@@ -135,3 +135,33 @@ def case_outputs_kept_from_each_capture_before_its_replay():
         kept.append(static_y.clone())  # expect: AL515:warning
         g.replay()
     return kept
+
+
+def case_a_side_stream_that_does_not_branch_from_the_capture():
+    model = make_model()
+    static_x = torch.zeros(8, 32, device="cuda")
+    warm_up(model, static_x)
+    side = torch.cuda.Stream()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static_y = model(static_x)
+        with torch.cuda.stream(side):
+            static_z = static_x * 2  # expect: AL510:error
+        torch.cuda.current_stream().wait_stream(side)
+    g.replay()
+    return static_y, static_z
+
+
+def case_a_side_stream_not_rejoined_before_the_capture_ends():
+    model = make_model()
+    static_x = torch.zeros(8, 32, device="cuda")
+    warm_up(model, static_x)
+    side = torch.cuda.Stream()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):  # expect: AL510:error
+        side.wait_stream(torch.cuda.current_stream())
+        static_y = model(static_x)
+        with torch.cuda.stream(side):
+            static_z = static_x * 2
+    g.replay()
+    return static_y, static_z

@@ -62,3 +62,30 @@ def case_graphed_callable(model, batches):
     for batch in batches:
         outs.append(graphed(batch.requires_grad_()).sum())
     return outs
+
+
+# atenlens: case_branch_and_rejoin_inside_the_capture(*setup())
+def case_branch_and_rejoin_inside_the_capture(model, batches):
+    static_x = torch.zeros(8, 64, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            model(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+    branch = torch.cuda.Stream()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        branch.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(branch):
+            static_z = static_x * 2
+        done = torch.cuda.Event()
+        done.record(branch)
+        static_y = model(static_x)
+        torch.cuda.current_stream().wait_event(done)
+    outs = []
+    for batch in batches:
+        static_x.copy_(batch)
+        g.replay()
+        outs.append(static_y + static_z)
+    return outs

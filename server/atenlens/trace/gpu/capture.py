@@ -9,6 +9,9 @@ values are fake anyway) and is counted. While a capture is open:
   (the capture is invalidated: cudaErrorStreamCaptureUnsupported): AL510 instead of AL100 / AL101 (so is a capture begun on the default stream);
 - work that reads a CPU tensor is captured once and replayed from the same host buffer, or not at all
   (CPU ops never replay): AL511;
+- work on a stream that did not branch from the capturing stream (`side.wait_stream(capturing)`),
+  or a capture that ends before the capturing stream waited for such work, raises on a GPU
+  (cudaErrorStreamCaptureIsolation / cudaErrorStreamCaptureUnjoined): AL510;
 - a capture that begins before any work ran on a side stream had no warm-up, which torch requires
   (lazy initialisation inside a capture fails or is captured): AL512;
 - a random op drawing from a CUDA generator the graph was not told about
@@ -51,15 +54,27 @@ class _Capture:
     outputs: list[Any] = field(default_factory=list)  # weak references to the captured ops' outputs
     synced: bool = False  # torch.cuda.graph synchronized the device before it
     generators: set[int] = field(default_factory=set)  # ids of generators registered with the graph
+    stream: int = 0  # id of the capturing stream
+    joined: set[int] = field(default_factory=set)  # streams that branched from the capturing stream
+    unjoined: dict[int, Any] = field(default_factory=dict)  # streams whose work it has not waited for yet
 
 
 class CaptureTracker:
     """The open capture (one at a time, as on a GPU) and every finished one, for their summaries.
     `report(kind, code, message, op, severity)` is the hazard tracker's reporter."""
 
-    def __init__(self, report: Callable[..., None], add: Callable[..., Any]) -> None:
+    def __init__(
+        self,
+        report: Callable[..., None],
+        add: Callable[..., Any],
+        current_stream: Callable[[], Any],
+        describe: Callable[[Any], str],
+    ) -> None:
         self._report = report
         self._add = add  # the sink's add, for the summaries
+        self._current_stream = current_stream
+        self._describe = describe  # a stream, as messages name it
+        self._event_streams: dict[int, int] = {}  # event -> the stream it was recorded on, in a capture
         self.active: Optional[_Capture] = None
         self._captures: dict[int, _Capture] = {}
         self.side_stream_work = False  # any op ran on a side stream so far (a warm-up)
@@ -82,6 +97,8 @@ class CaptureTracker:
             synced=self.library_synced,
             generators=self._registered.get(id(graph), set()),
         )
+        capture.stream = id(self._current_stream())
+        capture.joined = {capture.stream}
         self.library_synced = False
         self.active = capture
         self._captures[id(graph)] = capture
@@ -115,7 +132,21 @@ class CaptureTracker:
         capture = self.active
         if capture is None or capture.graph_id != id(graph):
             raise RuntimeError("capture_end() without a capture in progress on this graph")
+        if capture.unjoined:
+            names = ", ".join(self._describe(stream) for stream in capture.unjoined.values())
+            self._report(
+                "capture",
+                Code.UNSUPPORTED_IN_CAPTURE,
+                f"the CUDA graph capture ends while work captured on {names} was not waited for by the capturing "
+                "stream: on a GPU capture_end() raises (cudaErrorStreamCaptureUnjoined); rejoin before the "
+                "capture ends: `torch.cuda.current_stream().wait_stream(side)`",
+                None,
+                "error",
+                name_library=False,
+            )
+            capture.problems.append(f"a side stream not rejoined ({Code.UNSUPPORTED_IN_CAPTURE})")
         self.active = None
+        self._event_streams.clear()
         if capture.replays == 0:
             line = capture.where[-1].line if capture.where else 0
             for ref in capture.outputs:
@@ -140,6 +171,25 @@ class CaptureTracker:
         if self.unreplayed:
             self.unreplayed = {k: v for k, v in self.unreplayed.items() if v[0] != capture.graph_id}
         return [t for t in (ref() for ref in capture.outputs) if t is not None]
+
+    def stream_waits(self, waiter: Any, other: Optional[int]) -> None:
+        """`waiter.wait_stream(other)` or `waiter.wait_event(e)` of an event recorded on `other`, in a
+        capture: a stream that waits for a joined one branches from the capture; the capturing stream
+        waiting for a side stream joins that stream's work back."""
+        capture = self.active
+        if capture is None or other is None:
+            return
+        if other in capture.joined:
+            capture.joined.add(id(waiter))
+        if id(waiter) == capture.stream:
+            capture.unjoined.pop(other, None)
+
+    def event_recorded(self, event: Any, stream: Any) -> None:
+        if self.active is not None:
+            self._event_streams[id(event)] = id(stream)
+
+    def event_stream(self, event: Any) -> Optional[int]:
+        return self._event_streams.get(id(event))
 
     def is_capturing(self) -> bool:
         return self.active is not None
@@ -184,6 +234,24 @@ class CaptureTracker:
         capture = self.active
         assert capture is not None
         capture.ops += 1
+        stream = self._current_stream()
+        if id(stream) != capture.stream:
+            if id(stream) not in capture.joined:
+                capture.joined.add(id(stream))  # reported once per stream
+                self._report(
+                    "capture",
+                    Code.UNSUPPORTED_IN_CAPTURE,
+                    f"work on {self._describe(stream)} inside a CUDA graph capture, and that stream did not branch "
+                    "from the capturing stream: on a GPU this raises (cudaErrorStreamCaptureIsolation); make it "
+                    "wait first: `side.wait_stream(torch.cuda.current_stream())` inside the capture",
+                    str(func),
+                    "error",
+                )
+                capture.problems.append(
+                    f"a stream not branched from the capture at line {_line(sys._getframe(1))} "
+                    f"({Code.UNSUPPORTED_IN_CAPTURE})"
+                )
+            capture.unjoined[id(stream)] = stream
         if len(capture.outputs) < _MAX_OUTPUTS:
             capture.outputs += [
                 weakref.ref(t)

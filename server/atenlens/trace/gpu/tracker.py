@@ -156,7 +156,7 @@ class HazardTracker:
         self._records_waited = 0
         self.waited_all = False  # the host waited for all work and no op ran since
         # CUDA graph capture (capture.py): what a capture in progress must not do
-        self.capture = CaptureTracker(self._report, sink.add)
+        self.capture = CaptureTracker(self._report, sink.add, self._current_stream, self._describe_stream)
 
     # -- reporting --------------------------------------------------------------------------------
     def _report(
@@ -349,12 +349,22 @@ class HazardTracker:
     def stream_current(self, stream: Any) -> None:
         self._side(stream)
 
+    def _current_stream(self) -> Any:
+        return self.stream_api.current_stream() if self.stream_api is not None else None
+
+    def _describe_stream(self, stream: Any) -> str:
+        if stream is None or self.stream_api is None or stream is self.stream_api.default_stream:
+            return "the default stream"
+        return self._order.describe(self._stream_number(stream)) if self._side(stream) else "a side stream"
+
     def stream_waits_stream(self, waiter: Any, other: Any) -> None:
+        self.capture.stream_waits(waiter, id(other))
         if self._side(waiter) | self._side(other):
             self._order.wait_stream(self._stream_number(waiter), self._stream_number(other))
 
     def stream_recorded(self, event: Any, stream: Any) -> None:
         stream = stream if stream is not None else self.stream_api.current_stream()
+        self.capture.event_recorded(event, stream)
         if self._side(stream):
             self._order.record_event(event, self._stream_number(stream))
         else:
@@ -362,6 +372,7 @@ class HazardTracker:
 
     def stream_waits_event(self, waiter: Any, event: Any) -> None:
         waiter = waiter if waiter is not None else self.stream_api.current_stream()
+        self.capture.stream_waits(waiter, self.capture.event_stream(event))
         if not self._side(waiter):
             return
         order = self._order
