@@ -41,6 +41,8 @@ def first_column(text: str) -> list[str]:
         report.Holding,
         report.MemoryTimeline,
         report.TimeSummary,
+        report.NamedShapes,
+        report.NamedLine,
         report.TraceRequest,
     ],
 )

@@ -36,6 +36,7 @@ from atenlens.communication import collective_label, ranks_summary
 from atenlens.cost import format_bytes, format_seconds
 from atenlens.lines import split_lines
 from atenlens.module_tree import ModuleNode, module_trees, walk
+from atenlens.named_text import dims_header, formulas_text
 from atenlens.render_cost import CostView
 from atenlens.report import Diagnostic, TensorMeta, TraceReport
 from atenlens.traceable import FunctionInfo, find_functions
@@ -67,8 +68,9 @@ _COLORS = {
 
 def tensor_label(meta: TensorMeta) -> str:
     """`f32[8, 32]`; the device is added when it is not the trace's main one (see op rows); a DTensor's
-    local shard with its placements and the global shape: `f32[8, 32] Shard(1) of [8, 128]`."""
-    label = vocabulary.tensor_label(meta.dtype, meta.shape)
+    local shard with its placements and the global shape: `f32[8, 32] Shard(1) of [8, 128]`. With named dims
+    (`dims: B=8 T=1024`): `bf16[B, T, 768]`."""
+    label = vocabulary.tensor_label(meta.dtype, meta.dims or meta.shape)
     if meta.placements:
         label += f" {meta.placements}"
         if meta.global_shape is not None:
@@ -259,6 +261,7 @@ def render(
     sections = _sections(report, work, read_source)
     widths = column_widths(OP_COLUMNS, (r.cells() for w in work.values() for r in w.rows if not r.folded))
     costs = CostView(report)
+    named_lines = {(n.file, n.line): n for n in report.named_shapes.lines} if report.named_shapes else {}
     for file, function, lines, source_lines in sections:
         out.append("")
         out.append(style(f"{function}", "bold") + style(f"  {show(file)}", "dim"))
@@ -273,6 +276,9 @@ def render(
             cost_row = costs.line_row((file, number), style)
             if cost_row is not None:
                 out.append(" " * number_width + " |     " + cost_row)
+            formulas = named_lines.get((file, number))
+            if formulas is not None:
+                out.append(" " * number_width + " |     " + style("named".ljust(10), "dim") + formulas_text(formulas))
 
     unattributed = work.get((None, None))
     if unattributed is not None:
@@ -328,6 +334,9 @@ def _header(report: TraceReport, style: _Style, show: Callable[[Optional[str]], 
         lines.append(style(report.message, status_style))
     for note in report.notes:
         lines.append(style(f"note: {note}", "dim"))
+    dims = dims_header(report.named_shapes)
+    if dims is not None:
+        lines.append(style(dims, "dim"))
     return lines
 
 

@@ -59,6 +59,8 @@ class Code:
     HOST_WAITS_FOR_COLLECTIVE = "AL910"  # the host read a collective's result (or called barrier()): all ranks stall
     PER_PARAMETER_COLLECTIVES = "AL911"  # one line issued a collective per parameter (a Python loop over them)
     FSDP_ROOT_ONLY = "AL912"  # FSDP2 wraps only the root of a model made of blocks: one huge all-gather
+    NAMED_DIMS = "AL920"  # the directive's `dims:` could not be used: shapes are shown with concrete sizes
+    SHAPE_GUARD = "AL921"  # a condition on named dims the symbolic trace had to assume ("T > 8")
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,9 @@ class TensorMeta:
     # dimension ("Shard(2)", "Replicate()", "Partial(sum)"), and the global tensor's shape
     placements: Optional[str] = None
     global_shape: Optional[tuple[int, ...]] = None
+    # with named dims (`dims: B=8 T=1024`): each dimension as the user names it ("B", "B*T", "768");
+    # `shape` keeps the concrete sizes
+    dims: Optional[tuple[str, ...]] = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,28 @@ class Diagnostic:
     count: int = 1  # how many times it happened during the trace
     stack: tuple[Frame, ...] = ()
     cause: Optional[Frame] = None  # the library frame where it happened, when not in the user's code
+
+
+@dataclass(frozen=True)
+class NamedLine:
+    """One line's FLOPs and bytes moved as formulas in the named dims (trace/shapes.py), with their
+    values at the given sizes."""
+
+    file: str
+    line: int
+    flops: Optional[str] = None  # "4718592*B*T"
+    flops_value: int = 0
+    bytes: Optional[str] = None
+    bytes_value: int = 0
+
+
+@dataclass(frozen=True)
+class NamedShapes:
+    """The directive's named dims and what the symbolic trace made of them."""
+
+    dims: tuple[str, ...]  # ("B=8", "T=1024")
+    symbolic: bool  # False: the symbolic trace failed or was not possible; an AL920 says why
+    lines: tuple[NamedLine, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -243,6 +270,7 @@ class TraceReport:
     torch_version: Optional[str] = None
     modules: tuple[ModuleCall, ...] = ()  # module calls in the order they began (Event.module indexes them)
     bookkeeping_ops: tuple[str, ...] = ()  # ops of `events` that allocate and compute nothing (views, detach)
+    named_shapes: Optional[NamedShapes] = None  # with a directive's `dims:`
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self, **kwargs: Any) -> str:
@@ -328,7 +356,10 @@ def _encoder(cls: type) -> Callable[[Any], dict]:
 
 
 # keys left out of the JSON while None: a report holds thousands of tensor metas, few of them DTensors'
-_OMITTED_WHEN_NONE: dict[type, tuple[str, ...]] = {TensorMeta: ("placements", "global_shape")}
+_OMITTED_WHEN_NONE: dict[type, tuple[str, ...]] = {
+    TensorMeta: ("placements", "global_shape", "dims"),
+    NamedLine: ("flops", "bytes"),
+}
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 _DECODERS: dict[Any, Callable[[Any], Any]] = {}
 

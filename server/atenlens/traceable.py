@@ -5,7 +5,8 @@ code lenses. A directive is a comment directly above a `def` (or above its decor
 
     # atenlens: train_step(*setup())
 
-whose text after `atenlens:` is a Python call expression evaluated in the module's namespace.
+whose text after `atenlens:` is a Python call expression evaluated in the module's namespace,
+optionally followed by named dimensions (atenlens/dims.py): `# atenlens: f(*setup())  dims: B=8 T=1024`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
+from atenlens.dims import split_directive
 from atenlens.lines import split_lines
 
 DIRECTIVE = re.compile(r"^\s*#\s*atenlens:\s*(?P<expr>.*?)\s*$")
@@ -39,6 +41,7 @@ class FunctionInfo:
     directive_line: Optional[int]
     calls_step: bool = False  # its body calls `.backward()` or `.step()`: a training step
     directive_missing: tuple[str, ...] = ()  # names the directive reads that the module does not define
+    dims: Optional[str] = None  # the directive's `dims:` text ("B=8 T=1024"), not yet checked
 
 
 def _required_params(node: ast.FunctionDef | ast.AsyncFunctionDef, is_method: bool) -> int:
@@ -71,14 +74,16 @@ def _is_instance_method(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return not any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in node.decorator_list)
 
 
-def directive_above(lines: list[str], first_line: int) -> tuple[Optional[str], Optional[int]]:
-    """The directive on the line directly above `first_line` (1-based), if any."""
+def directive_above(lines: list[str], first_line: int) -> tuple[Optional[str], Optional[int], Optional[str]]:
+    """The directive on the line directly above `first_line` (1-based), if any: its call, its line
+    and its `dims:` text."""
     index = first_line - 2
     if 0 <= index < len(lines):
         match = DIRECTIVE.match(lines[index])
         if match and match.group("expr"):
-            return match.group("expr"), index + 1
-    return None, None
+            call, dims = split_directive(match.group("expr"))
+            return call, index + 1, dims
+    return None, None, None
 
 
 def find_functions(
@@ -97,7 +102,7 @@ def find_functions(
         for node in body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 first = min([d.lineno for d in node.decorator_list] + [node.lineno])
-                directive, directive_line = directive_above(lines, first)
+                directive, directive_line, dims = directive_above(lines, first)
                 missing: tuple[str, ...] = ()
                 if directive is not None and check_directives:
                     defined = defined if defined is not None else module_names(tree)
@@ -116,6 +121,7 @@ def find_functions(
                         directive_line=directive_line,
                         calls_step=_calls_step(node),
                         directive_missing=missing,
+                        dims=dims,
                     )
                 )
             elif isinstance(node, ast.ClassDef):

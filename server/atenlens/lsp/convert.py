@@ -51,6 +51,8 @@ TRACE_ANCHORS = {
     "AL910": "al910--host-waits-for-collective",
     "AL911": "al911--per-parameter-collectives",
     "AL912": "al912--fsdp-root-only",
+    "AL920": "al920--named-dims",
+    "AL921": "al921--shape-guard",
     "AL501": "al501--unsynced-elapsed-time",
     "AL502": "al502--missing-record-stream",
     "AL503": "al503--unordered-stream-write",

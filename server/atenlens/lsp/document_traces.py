@@ -22,7 +22,7 @@ from atenlens.lsp.labels import is_setup_function, line_hint, rollup_hint, summa
 from atenlens.lsp.settings import HintSettings
 from atenlens.lsp.text import LineShift
 from atenlens.module_tree import ModuleNode, module_trees
-from atenlens.report import Diagnostic, Event, MemoryLine, TensorMeta, TraceReport
+from atenlens.report import Diagnostic, Event, MemoryLine, NamedLine, NamedShapes, TensorMeta, TraceReport
 
 STALE_HINT_SUFFIX = " (stale)"
 STALE_LENS_PREFIX = "stale (edited since the trace): "
@@ -56,6 +56,8 @@ class LineTrace:
     nested_setup: list[Event] = field(default_factory=list)  # of `nested`, those that ran inside an `__init__`
     memory: Optional[MemoryLine] = None  # cost: what the line allocated and who held it (lsp/cost_hover.py)
     step_seconds: float = 0.0  # cost: the trace's estimated step time
+    named: Optional[NamedLine] = None  # named dims: the line's FLOPs and bytes as formulas (lsp/named_hover.py)
+    named_shapes: Optional[NamedShapes] = None  # the trace's named dims
 
     @property
     def has_ops(self) -> bool:
@@ -243,6 +245,7 @@ def build_traced_function(
 
     _add_modules(report, path, at)
     _add_costs(report, path, at, lines)
+    _add_named(report, path, at)
 
     general: list[Diagnostic] = []
     for diagnostic in report.diagnostics:
@@ -285,6 +288,16 @@ def _add_costs(report: TraceReport, path: str, at, lines: dict[int, LineTrace]) 
     step = time.step_seconds if time is not None else 0.0
     for trace in lines.values():
         trace.step_seconds = step
+
+
+def _add_named(report: TraceReport, path: str, at) -> None:
+    """Named dims: each line's formulas (report.named_shapes.lines)."""
+    named = report.named_shapes
+    for line in named.lines if named is not None else ():
+        own = at(line.line) if same_file(line.file, path) else None
+        if own is not None:
+            own.named = line
+            own.named_shapes = named
 
 
 def _add_modules(report: TraceReport, path: str, at) -> None:

@@ -17,6 +17,7 @@ from atenlens.communication import collectives_table
 from atenlens.lsp.cost_hover import cost_section
 from atenlens.lsp.document_traces import LineTrace
 from atenlens.lsp.labels import short_op, sync_label, tensors_label_with_device
+from atenlens.lsp.named_hover import named_section
 from atenlens.render import module_tree_lines
 from atenlens.report import Event
 from atenlens.vocabulary import format_flops
@@ -145,6 +146,8 @@ def hover_markdown(trace: LineTrace, show_bookkeeping: bool = False, stale_note:
         parts.append(
             f"**FLOPs:** {format_flops(flops)}" if flops else f"**FLOPs:** {format_flops(nested_flops)} inside calls"
         )
+    if trace.named is not None and trace.named_shapes is not None:
+        parts.append(named_section(trace.named, trace.named_shapes))
     cost = cost_section(trace)
     if cost is not None:
         parts.append(cost)

@@ -12,8 +12,9 @@ from atenlens.vocabulary import dtype_abbr, format_flops
 
 
 def tensor_label(meta: TensorMeta) -> str:
-    """`f32[8, 32]`; a DTensor's local shard with its placements: `f32[8, 32] Shard(1)`."""
-    label = vocabulary.tensor_label(meta.dtype, meta.shape)
+    """`f32[8, 32]`; a DTensor's local shard with its placements: `f32[8, 32] Shard(1)`. With named dims
+    (`dims: B=8 T=1024`): `bf16[B, T, 768]`."""
+    label = vocabulary.tensor_label(meta.dtype, meta.dims or meta.shape)
     return f"{label} {meta.placements}" if meta.placements else label
 
 

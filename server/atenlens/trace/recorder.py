@@ -120,6 +120,11 @@ class Recorder:
     """The events of one trace. Enter `modes()` (outermost first) around the user's code; set
     `recording` to True only while the traced function itself runs."""
 
+    # torch's FLOP formulas by op packet, looked up once per overload
+    flop_formulas: Any = flop_registry
+    # called for each recorded op before its event is kept, with the index the event gets
+    op_extras: Optional[Callable[[int, Any, tuple, dict, Any], None]] = None
+
     def __init__(
         self,
         sink: DiagnosticSink,
@@ -476,7 +481,7 @@ class _OpRecorder(tc.TorchDispatchMode):
         inputs = rec.metas(args)
         described = rec._described.get(func)
         if described is None:  # name and FLOP formula: decided once per overload
-            described = rec._described[func] = (rec.op_name(func), flop_registry.get(func.overloadpacket))
+            described = rec._described[func] = (rec.op_name(func), rec.flop_formulas.get(func.overloadpacket))
         name, formula = described
         flops = _apply_formula(formula, args, kwargs, out) if formula is not None else None
         moved = bytes_moved(func, args, kwargs, out) if rec.cost else 0
@@ -502,6 +507,8 @@ class _OpRecorder(tc.TorchDispatchMode):
                 rec.hazards.collective(event, args, kwargs, out, _getframe(1), rec.collectives.flattened(event))
         elif rec.hazards.reduced:
             rec.hazards.op(func, args, out, stack)
+        if rec.op_extras is not None:  # the symbolic pass of named dims (trace/shapes.py)
+            rec.op_extras(len(rec.events), func, args, kwargs, out)
         rec.keep(event)
         return out
 

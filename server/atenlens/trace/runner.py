@@ -16,6 +16,7 @@ import gc
 import importlib
 import importlib.util
 import inspect
+import io
 import logging
 import os
 import signal
@@ -29,6 +30,7 @@ from typing import Any, Callable, Iterator, Optional, cast
 
 import torch
 
+from atenlens.dims import dims_text, parse_dims, split_directive
 from atenlens.gpus import find_gpu
 from atenlens.report import Code, Diagnostic, Event, Frame, Summary, Target, TraceReport, TraceRequest
 from atenlens.trace import torch_compat
@@ -42,6 +44,7 @@ from atenlens.trace.diagnostics import DiagnosticSink
 from atenlens.trace.libraries import eager_views_for_libraries
 from atenlens.trace.ranks import Ranks, ranks_of, simulated_ranks
 from atenlens.trace.recorder import Recorder
+from atenlens.trace.shapes import SymbolicPass, named_shapes, report_guards, report_problem, symbolic_pass
 from atenlens.traceable import FunctionInfo, argv_directive, directive_template, find_functions, ranks_directive
 
 _PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
@@ -94,6 +97,7 @@ def run_trace(request: TraceRequest) -> TraceReport:
     stage = "load"
     info: Optional[FunctionInfo] = None
     syncs_before: Optional[int] = None  # syncs found before the traced call started (load, setup)
+    named: Any = None  # the report's named_shapes (`dims:`)
 
     with _user_import_state(file), torch_compat.fake_module_fixes(), _quiet_torch_logs():
         try:
@@ -157,13 +161,80 @@ def run_trace(request: TraceRequest) -> TraceReport:
                         compiles.analyse(fake_mode)
                     except TraceTimeout:  # the recorded trace is complete: keep it
                         compiles.ran_out_of_time()
+                    dims = _dims_of(request, info)
+                    if dims is not None:
+                        modes.close()  # the symbolic pass has modes of its own
+                        named = _named_dims(dims, session, file, source, argv, example, ranks, recorder, sink, info)
         except _Stop as stop:
             ending = stop.ending
         except TraceTimeout as timeout:
             ending = _timed_out(timeout, request, stage, file, info)
         except BaseException as error:  # the user's code raised (SystemExit and KeyboardInterrupt too)
             ending = _raised(error, file)
-    return _report(target, ending, device, recorder, sink, syncs_before, started, call_expression, notes)
+    report = _report(target, ending, device, recorder, sink, syncs_before, started, call_expression, notes)
+    return replace(report, named_shapes=named) if named is not None else report
+
+
+def _dims_of(request: TraceRequest, info: Optional[FunctionInfo]) -> Optional[str]:
+    """The `dims:` text of the request's call, else of the directive (a request's call replaces it)."""
+    if request.call:
+        return split_directive(request.call)[1]
+    return info.dims if info is not None else None
+
+
+def _named_dims(
+    text: str,
+    session: Any,
+    file: str,
+    source: str,
+    argv: tuple[str, ...],
+    example: ExampleCall,
+    ranks: Ranks,
+    recorder: Recorder,
+    sink: DiagnosticSink,
+    info: Optional[FunctionInfo],
+) -> Any:
+    """After the concrete trace: the symbolic pass of the named dims (trace/shapes.py), its names
+    put on the recorder's events, its guards and problems reported at their lines."""
+    line = (info.directive_line or info.line) if info is not None else 1
+    at = Frame(file, line, info.qualname if info is not None else "<module>")
+    try:
+        dims = parse_dims(text)
+    except ValueError as error:
+        report_problem(sink, repr(text), str(error), at)
+        return None
+    if ranks.world_size > 1:
+        found = SymbolicPass(problem="named dims are not traced with simulated ranks")
+    else:
+        expression = example.expression or ""
+
+        @contextlib.contextmanager
+        def environment(pass_sink: DiagnosticSink) -> Iterator[None]:
+            # the module loads and runs again: what it prints was printed by the concrete trace
+            with (
+                contextlib.redirect_stdout(io.StringIO()),
+                contextlib.redirect_stderr(io.StringIO()),
+                _sys_argv([file, *argv]),
+                eager_views_for_libraries(),
+                workers_in_process(pass_sink),
+                CompileWatch(pass_sink).watching(),
+            ):
+                yield
+
+        found = symbolic_pass(
+            dims,
+            session,
+            load=lambda: _load_module(file, source),
+            build_call=lambda module: build_example_call(module, expression),
+            environment=environment,
+            drive=_drive,
+        )
+    events, named = named_shapes(dims, recorder.events, found)
+    recorder.events[:] = events
+    if found.problem is not None:
+        report_problem(sink, dims_text(dims), found.problem, at)
+    report_guards(sink, dims, found, at)
+    return named
 
 
 def _timed_out(
@@ -525,7 +596,7 @@ def _resolve(module: types.ModuleType, qualname: str) -> Callable[..., Any]:
 def _example_call(
     module: types.ModuleType, function: Callable[..., Any], info: Optional[FunctionInfo], override: Optional[str]
 ) -> ExampleCall:
-    expression = override or (info.directive if info is not None else None)
+    expression = split_directive(override)[0] if override else (info.directive if info is not None else None)
     if expression is None:
         needs_args = info.needs_args if info is not None else _needs_args(function)
         if needs_args:

@@ -636,3 +636,53 @@ def dynamo_analysis(fn: Callable[..., Any], args: Any, kwargs: Any) -> tuple[lis
             fake_mode.shape_env = shape_env
         torch._dynamo.reset()
     return graphs, len(guards), messages
+
+
+# -- symbolic shapes (named dims, trace/shapes.py) ---------------------------------------------------
+# ShapeEnv and its symbols live in torch.fx.experimental (public in name, documented as experimental);
+# what is private here: a symbol's sympy expression and hint (`SymInt.node`), the guard list
+# (`ShapeEnv.guards`) and ConstantSource, the source that names a symbol without a frame.
+
+
+def symbolic_shape_env(on_guard: Callable[[Any], None]) -> Any:
+    """A ShapeEnv that calls `on_guard(expr)` (a sympy boolean) for each guard as it is made, from the
+    frame that made it. No duck shaping: two sizes share a symbol only when the user names one."""
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    class _Guards(list):
+        def append(self, guard: Any) -> None:
+            on_guard(guard.expr)
+            super().append(guard)
+
+    env = ShapeEnv(duck_shape=False)
+    env.guards = _Guards(env.guards)
+    return env
+
+
+def named_size(env: Any, name: str, value: int) -> Any:
+    """A SymInt for a size of `value` (at least 2) that prints as torch's own symbol (`s44`); its
+    sympy symbol is returned second, to map back to `name`."""
+    from torch._dynamo.source import ConstantSource
+    from torch.fx.experimental.symbolic_shapes import DimDynamic
+
+    symbol = env.create_symbol(value, source=ConstantSource(name), dynamic_dim=DimDynamic.DYNAMIC)
+    return env.create_symintnode(symbol, hint=value), symbol
+
+
+def size_expr(size: Any) -> Any:
+    """A size's sympy expression (an int stays an int); reading it makes no guard."""
+    node = getattr(size, "node", None)
+    return node.expr if node is not None else size
+
+
+def size_hint(size: Any) -> int:
+    """A size's concrete value at the given dims; reading it makes no guard (int() would guard on it
+    and turn the symbol into a constant for the rest of the trace)."""
+    node = getattr(size, "node", None)
+    return int(node.hint) if node is not None else int(size)
+
+
+def no_guards(env: Any) -> Any:
+    """Comparisons of symbolic sizes answer from the given values and record no guard: for the
+    trace's own measuring (FLOPs, bytes), which is no assumption of the user's program."""
+    return env.suppress_guards()

@@ -1,0 +1,72 @@
+"""Named dims in the editor through the real server, worker and engine (VS Code's capabilities): the
+inlay hints name the dims, the hover gives FLOPs and bytes as formulas and lists the guards."""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+
+from lsprotocol import types
+
+from lsp_helpers import execute, initialize, inlay_hints, open_document
+
+FIXTURE = pathlib.Path(__file__).resolve().parent / "fixtures" / "shapes" / "named_attention.py"
+
+
+def line_of(text: str, needle: str) -> int:
+    (index,) = [i for i, line in enumerate(text.split("\n")) if needle in line]
+    return index
+
+
+async def hover(client, uri: str, line: int) -> str:
+    answer = await client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=8)
+        )
+    )
+    assert isinstance(answer.contents, types.MarkupContent), answer
+    return answer.contents.value
+
+
+async def test_hints_and_hover_speak_in_the_named_dims(client, tmp_path):
+    await initialize(client)
+    path = tmp_path / "named_attention.py"
+    shutil.copy(FIXTURE, path)
+    text = path.read_text()
+    uri = await open_document(client, path, text)
+    outcome = await execute(client, "atenlens.trace", {"uri": uri, "qualname": "step"})
+    assert outcome["status"] == "ok", outcome
+    qkv, att, mask = (
+        line_of(text, "q, k, v = self.qkv(x)"),
+        line_of(text, "att = (q @ k.transpose"),
+        line_of(text, "att = att.masked_fill"),
+    )
+    hints = {line: label for line, _, label in await inlay_hints(client, uri, len(text.split("\n")))}
+    assert [hints.get(line) for line in (qkv, att, mask)] == [
+        "addmm f32[B, T, 64] · ∇ cat, mm×2, sum",
+        "clone×2, bmm, mul f32[B, 4, T, T] · ∇ mul, bmm×2",
+        "bitwise_not, masked_fill f32[B, 4, T, T] · ∇ masked_fill",
+    ]
+
+    qkv_hover = (await hover(client, uri, qkv)).split("\n\n")
+    assert "**FLOPs:** 2.36 MFLOP" in qkv_hover
+    assert qkv_hover[qkv_hover.index("**FLOPs:** 2.36 MFLOP") + 1] == (
+        "**Named dims:** FLOPs `73728*B*T` = 2.36 MFLOP · bytes moved `5376*B*T + 148992` = 314 KiB "
+        "(memory and time are estimated at B=2, T=16)"
+    )
+    att_hover = (await hover(client, uri, att)).split("\n\n")
+    assert (
+        "**Named dims:** FLOPs `384*B*T**2` = 197 kFLOP · bytes moved `112*B*T**2 + 2560*B*T` = 136 KiB "
+        "(memory and time are estimated at B=2, T=16)"
+    ) in att_hover
+    bmm = "f32[4*B, T, 16] cuda:0, f32[4*B, 16, T] cuda:0"
+    assert any(bmm in part for part in att_hover)
+    mask_hover = (await hover(client, uri, mask)).split("\n\n")
+    assert (
+        "**Named dims:** bytes moved `64*B*T**2 + 4*T**2` = 33 KiB (memory and time are estimated at B=2, T=16)"
+    ) in mask_hover
+    assert mask_hover[-2:] == [
+        "**Diagnostics**",
+        "- `AL921` assumed T <= 32 (named dims B=2, T=16): the named shapes hold where this does\n"
+        "- `AL921` assumed T != 32 (named dims B=2, T=16): the named shapes hold where this does",
+    ]
