@@ -20,6 +20,8 @@ CORPUS = Path(__file__).parent / "corpus_real"
 HELD_OUT = Path(__file__).parent / "corpus_heldout"
 FILES = sorted(p for p in CORPUS.glob("*.py") if p.name != "conftest.py")
 HELD_OUT_FILES = sorted(p for p in HELD_OUT.glob("*.py") if p.name != "conftest.py")
+# Round 4 of the held-out files (corpus_heldout/README.md), labelled after the fixes for rounds 1-3
+ROUND_4 = ("stable_baselines3__", "skorch__", "tianshou__", "torchrec__", "fairseq2__", "fastai__")
 
 
 def labels(path: Path) -> dict[tuple[int, str], str]:
@@ -79,11 +81,18 @@ def test_precision_and_recall_on_real_code_are_at_least_90_percent() -> None:
 
 
 def test_precision_and_recall_on_held_out_code_do_not_fall() -> None:
-    """The goal (90% and 90%) is not met on held-out code yet; these are the figures reached
-    (README.md of corpus_heldout/ lists the misses), so that a change that loses them fails."""
-    assert len(HELD_OUT_FILES) >= 56
-    precision, recall = measure(HELD_OUT_FILES, "corpus_heldout")
-    assert precision >= 0.88 and recall >= 0.82
+    """The goal (90% and 90%) is not met on held-out code yet; these are the figures reached, per
+    round and for all held-out files (README.md of corpus_heldout/ lists the misses), so that a
+    change that loses them fails."""
+    fourth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_4)]
+    first = [p for p in HELD_OUT_FILES if p not in fourth]
+    assert len(first) == 56 and len(fourth) == 12
+    precision, recall = measure(first, "corpus_heldout, rounds 1-3")
+    assert precision >= 0.88 and recall >= 0.82  # 39/44, 24/29
+    precision, recall = measure(fourth, "corpus_heldout, round 4")
+    assert precision >= 1.0 and recall >= 0.52  # 12/12, 10/19
+    precision, recall = measure(HELD_OUT_FILES, "corpus_heldout, all")
+    assert precision >= 0.91 and recall >= 0.70  # 51/56, 34/48
 
 
 def test_every_fix_offered_on_real_code_parses_and_removes_its_finding() -> None:

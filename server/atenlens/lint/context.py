@@ -92,6 +92,7 @@ class LintContext:
     _mentions_device: bool
     _may_page: bool
     _sync_aliases: frozenset[str]
+    _torch_aliases: frozenset[str]
     _waiting_function_calls: tuple[tuple[int, int], list[Node]]
 
     def __init__(self, source: SourceText, call_names: frozenset[str]) -> None:

@@ -19,7 +19,7 @@ from typing import Callable, Hashable, Optional, Sequence
 from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
-from atenlens.lint.provenance import module_may_page, module_mentions_device, pins_within
+from atenlens.lint.provenance import module_may_page, module_mentions_device, pins_within, torch_aliases
 from atenlens.lint.waits import callers_within, close_waiting_functions, synchronize_aliases, waits_within
 
 
@@ -34,6 +34,7 @@ FACTS: tuple[Fact, ...] = (
     Fact("mentions-device", module_mentions_device),  # the words `cuda` / `device`
     Fact("synchronize-aliases", synchronize_aliases),  # `sync = torch.cuda.synchronize`
     Fact("may-page", module_may_page),  # a DataLoader that may not pin
+    Fact("torch-aliases", torch_aliases),  # `import torch as th`
 )
 # Facts summed up from each top-level statement's share, which is kept with the statement's text
 # from one lint to the next: `pins-host-memory` (a pinned DataLoader or buffer: any statement's)

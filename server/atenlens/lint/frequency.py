@@ -13,6 +13,8 @@ often (`Frequency.how_often`).
   like `should_log` / `is_last`; an `else` of such an `if` runs on the other iterations and is
   not throttled.
 - Once per epoch: the repeating loop's variable or iterable is spelled with `epoch`.
+- Once per environment step: the loop's body steps an environment (`env.step(actions)`,
+  `self.env.step(...)`): the host environment needs the actions, so each step waits anyway.
 - Few: `for ... in range(K)` / over a literal list or tuple of K items with K <= 10 (K <= 1 is once);
   in a test (a function named `test_*` or `_test_*`) a loop over any literal `range(K)`.
 - Once: an `assert`'s message and a `raise` statement run only when a check fails.
@@ -70,6 +72,10 @@ def frequency(node: Node) -> Frequency:
     if _is_collector_loop(loop):
         return Frequency(
             loop, False, "once per collected batch (collecting it already waited for the environment steps)"
+        )
+    if _steps_environment(loop):
+        return Frequency(
+            loop, False, "once per environment step (the environment runs on the host and waits for its inputs)"
         )
     function = _function_name(loop)
     if count is not None and (count <= FEW_ITERATIONS or function.lstrip("_").startswith("test")):
@@ -227,6 +233,17 @@ def _is_collector_loop(loop: Node) -> bool:
         return False
     iterable = loop.child_by_field_name("right")
     return iterable is not None and bool(_COLLECTOR.search(text(iterable)))
+
+
+_ENV_STEP = re.compile(rb"\b(?:\w+_)?envs?\.step\(")
+
+
+def _steps_environment(loop: Node) -> bool:
+    """`while n < n_steps: ... actions = actions.cpu().numpy(); env.step(actions)`: a rollout.
+    Each iteration hands the host environment the policy's actions; reading them on the host is
+    the price of stepping it, not a stall that could be avoided."""
+    body = loop.child_by_field_name("body")
+    return body is not None and bool(_ENV_STEP.search(body.text or b""))
 
 
 def _is_epoch_loop(loop: Node) -> bool:

@@ -15,12 +15,14 @@ Device, from evidence only:
   results, `.item()`/`.tolist()`/`.numpy()` results, tensor metadata (`x.dtype`, `x.shape`,
   `x.device`, `x.size()`, `x.numel()`), the variables of `for i in range(...)`/`enumerate`.
 - UNKNOWN: parameters, globals, attributes of other objects, calls of other functions.
+`import torch as th` makes `th.mean(x)` read as `torch.mean(x)` (`torch_name`).
 
 Likely on the device (`likely_device`), for UNKNOWN values: a model's output or a loss in code
 that mentions the device (the words `cuda` or `device` appear in the module): a name or
 attribute spelled with `loss`, the result of calling something spelled like a model
-(`model(x)`, `self.net(x)`, `criterion(...)`, `teacher(...)`), a loss function of such an
-output (`chunked_cross_entropy(logits, y)`), a parameter's `.grad`, a batch of a training loop
+(`model(x)`, `self.net(x)`, `criterion(...)`, `teacher(...)`) or a method of something spelled
+so (`self.policy.evaluate_actions(obs, a)`), a loss function of such an output
+(`chunked_cross_entropy(logits, y)`), a sum of such losses, `step["loss"]` of a call's result, a parameter's `.grad`, a batch of a training loop
 (the loop variable, or `next(iterator)`, of a loop whose body calls `backward(`: frameworks move
 batches to the device before the loop sees them), and what is computed from those (also
 through `x += y`, which keeps the tensor `x` was). Without that evidence a value of unknown
@@ -241,6 +243,57 @@ _MODEL_CALLEE = re.compile(
     r"classifier|learner|lm_head)$",
     re.I,
 )
+# Methods of a module that return no tensor of its outputs (or return host values: `predict` in
+# the scikit-learn and stable-baselines3 sense gives numpy arrays; `generate` gives token ids
+# that decoding needs on the host).
+MODULE_METHODS = frozenset(
+    {
+        "parameters",
+        "named_parameters",
+        "buffers",
+        "named_buffers",
+        "modules",
+        "named_modules",
+        "children",
+        "named_children",
+        "state_dict",
+        "load_state_dict",
+        "train",
+        "eval",
+        "zero_grad",
+        "apply",
+        "to",
+        "cuda",
+        "half",
+        "float",
+        "double",
+        "bfloat16",
+        "requires_grad_",
+        "extra_repr",
+        "register_buffer",
+        "register_parameter",
+        "register_module",
+        "register_forward_hook",
+        "register_forward_pre_hook",
+        "register_full_backward_hook",
+        "add_module",
+        "save_pretrained",
+        "num_parameters",
+        "predict",
+        "predict_proba",
+        "generate",
+        "set_training_mode",
+        "reset_noise",
+    }
+)
+
+
+def _spelled_model(node: Optional[Node]) -> bool:
+    """`self.policy`, `model`, `self.actor`: a name or attribute spelled as a model."""
+    name = dotted_name(node) if node is not None else None
+    return name is not None and name != "self" and bool(_MODEL_CALLEE.search(name.split(".")[-1]))
+
+
 _LOSS_NAME = re.compile(r"loss", re.I)
 _LOSS_CALLEE = re.compile(r"loss|step|forward|criterion|^_?train", re.I)
 _LOSS_FUNCTION = re.compile(r"loss|entropy|nll|criterion|divergence|mse|bce", re.I)
@@ -333,10 +386,34 @@ def is_device_to_host(call: Node) -> bool:
     return False
 
 
-def is_factory(call: Node) -> bool:
-    name = dotted_name(callee(call)) or ""
+def is_factory(call: Node, name: Optional[str] = None) -> bool:
+    """`torch.zeros(...)` and the other TORCH_FACTORIES (`name`: the callee's name as
+    `torch_name` spells it, when the caller has it)."""
+    name = (dotted_name(callee(call)) or "") if name is None else name
     parts = name.split(".")
     return len(parts) == 2 and parts[0] == "torch" and parts[1] in TORCH_FACTORIES
+
+
+_TORCH_ALIAS = re.compile(rb"^import[ \t]+torch[ \t]+as[ \t]+(\w+)", re.M)
+
+
+def torch_aliases(ctx: LintContext) -> frozenset[str]:
+    """The names the module imports torch as (`import torch as th`, as stable-baselines3 does)."""
+    cached = getattr(ctx, "_torch_aliases", None)
+    if cached is None:
+        found = {m.group(1).decode() for m in _TORCH_ALIAS.finditer(ctx.source.whole_data)}
+        cached = ctx._torch_aliases = frozenset(found - {"torch"})
+    return cached
+
+
+def torch_name(ctx: LintContext, node: Optional[Node]) -> str:
+    """`dotted_name`, with an alias of torch spelled `torch` (`th.mean` -> `torch.mean`); "" for
+    anything that is no name chain."""
+    name = dotted_name(node) or ""
+    head, dot, rest = name.partition(".")
+    if dot and head != "torch" and head in torch_aliases(ctx):
+        return "torch." + rest
+    return name
 
 
 def factory_device(call: Node) -> Device:
@@ -500,7 +577,7 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
 
 
 def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
-    name = dotted_name(callee(call)) or ""
+    name = torch_name(ctx, callee(call))
     method = method_name(call)
     positional, keywords = arguments(call)
     if name in HOST_BUILTINS or name.split(".")[0] in HOST_MODULES:
@@ -527,8 +604,12 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
         return owner if owner in (Device.CUDA, Device.CPU) else Device.UNKNOWN
     if name == "torch.from_numpy":
         return Device.CPU
-    if is_factory(call):
+    if is_factory(call, name):
         return factory_device(call)
+    if name == "sum" and _summed(call) is not None:
+        # `sum(F.mse_loss(q, target) for q in qs)`: a tensor where its terms are
+        inner = device_of(ctx, _summed(call), depth + 1)
+        return inner if inner in (Device.CUDA, Device.CPU) else Device.UNKNOWN
     if name.startswith("torch.") or name.startswith("F."):
         if "device" in keywords:
             device = keywords["device"]
@@ -546,6 +627,20 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
         inner = device_of(ctx, first, depth + 1)
         return inner if inner in (Device.CUDA, Device.CPU) else Device.UNKNOWN
     return Device.UNKNOWN
+
+
+def _summed(call: Node) -> Optional[Node]:
+    """What `sum(...)` adds up: a comprehension's element (`sum(f(q) for q in qs)`), else its
+    first argument."""
+    args = call.child_by_field_name("arguments")
+    if args is not None and args.type == "generator_expression":
+        node: Optional[Node] = args
+    else:
+        positional, _ = arguments(call)
+        node = strip_parens(positional[0]) if positional else None
+    if node is not None and node.type in ("generator_expression", "list_comprehension"):
+        return node.child_by_field_name("body")
+    return node
 
 
 def _appended_device(ctx: LintContext, name: Node, depth: int) -> Optional[Device]:
@@ -727,13 +822,22 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             return False  # `cfg.loss.batch_size`, `loss_cfg.gamma`: a field of a loss's settings, no tensor
         return _model_output(ctx, owner, depth + 1)
     if kind == "subscript":
+        key = node.child_by_field_name("subscript")
+        if key is not None and key.type == "string" and _LOSS_NAME.search(string_value(key)):
+            # `step = step_fn(batch)` ... `step["loss"]`: the loss of what a call returned, as
+            # `outputs.loss`; not `self.history["loss"]` or `{"loss": loss.item()}["loss"]` (logs)
+            value = node.child_by_field_name("value")
+            value = strip_parens(value) if value is not None else None
+            binding = _binding(ctx, value) if value is not None and value.type == "identifier" else None
+            if binding is not None and binding.value is not None and strip_parens(binding.value).type == "call":
+                return True
         return _model_output(ctx, node.child_by_field_name("value"), depth + 1)
     if kind in ("binary_operator", "comparison_operator"):
         return any(_model_output(ctx, c, depth + 1) for c in node.named_children)
     if kind == "unary_operator":
         return _model_output(ctx, node.child_by_field_name("argument"), depth + 1)
     if kind == "call":
-        name = dotted_name(callee(node)) or ""
+        name = torch_name(ctx, callee(node))
         method = method_name(node)
         if name in HOST_BUILTINS or name.split(".")[0] in HOST_MODULES:
             return False
@@ -742,7 +846,13 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
                 return False
             if _MODEL_CALLEE.search(method) and method not in ("forward_hook",):
                 return True
-            return _model_output(ctx, receiver(node), depth + 1)
+            owner = receiver(node)
+            if method not in MODULE_METHODS and not method.startswith("get_") and _spelled_model(owner):
+                return True  # `self.policy.evaluate_actions(obs, actions)`: a model's own method
+            return _model_output(ctx, owner, depth + 1)
+        if name == "sum":
+            # `0.5 * sum(F.mse_loss(q, target) for q in q_values)`: a loss summed over terms
+            return _model_output(ctx, _summed(node), depth + 1)
         if name.startswith("torch.") or name.startswith("F."):
             positional, _ = arguments(node)
             return bool(positional) and _model_output(ctx, positional[0], depth + 1)

@@ -17,7 +17,8 @@ What it does:
     parameters, attributes and containers; so is a file that makes no batch that may be pageable
     (no `DataLoader(...)` without `pin_memory=True`, no `pin_memory` parameter or keyword that
     is False): a batch handed in from a loader built elsewhere is almost always pinned, and the
-    lint does not guess (so is `torch.stack(batches)` of tensors gathered from elsewhere). A
+    lint does not guess (so is `torch.stack(batches)` of tensors gathered from elsewhere, and an
+    item taken out of a container or iterator: `batches.pop()`, `queue.get()`, `next(it)`). A
     tensor made on the CPU in the file (`torch.randn(8)`) is reported
     either way. A source spelled as host memory's destination or as the device
     (`host_buf.copy_(x)`, `buf.copy_(self.device_out)`) is a download, not an upload.
@@ -65,6 +66,8 @@ from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method
 from atenlens.report import Code
 
 COPY_METHODS = ("to", "cuda", "copy_")
+# Methods that take an item out of a container (a list, a deque, a queue) or make a contiguous view.
+CONTAINER_TAKES = frozenset({"contiguous", "pop", "popleft", "get", "get_nowait"})
 
 
 def host_to_device_source(call: Node) -> tuple[bool, Optional[Node]]:
@@ -123,8 +126,12 @@ def _of_unknown_origin(ctx: LintContext, node: Optional[Node]) -> bool:
         node = strip_parens(node)
         if node.type in ("subscript", "attribute"):
             return True
-        if node.type == "call" and method_name(node) in VIEW_METHODS | {"contiguous"}:
-            node = receiver(node)
+        if node.type == "call" and method_name(node) in VIEW_METHODS | CONTAINER_TAKES:
+            node = receiver(node)  # `batches.pop()`, `queue.get()`: from wherever the container's come
+            continue
+        if node.type == "call" and dotted_name(callee(node)) == "next":
+            parts = arguments(node)[0]
+            node = parts[0] if parts else None  # `next(iterator)`
             continue
         if node.type == "call" and dotted_name(callee(node)) in ("torch.stack", "torch.cat", "torch.concat"):
             # `torch.stack(batches)`: as pinned as the tensors gathered, which come from elsewhere

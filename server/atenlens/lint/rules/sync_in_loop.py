@@ -20,9 +20,12 @@ What it does:
     of a module-level function that every call in a loop of the file passes one: `accuracy(logits,
     y)` called in an evaluation loop makes `accuracy`'s reads of `output` reads of `logits`), or a model's
     output or a loss (`model(x)`, `self._forward_and_gradient(x)`, `criterion(...)`, `outputs.loss`,
-    a name spelled with `loss`,
+    a method of a model (`self.policy.evaluate_actions(obs, actions)`; not `parameters()`,
+    `state_dict()`, `predict()` or `generate()`), `step["loss"]` of what a call returned,
+    a name spelled with `loss`, a sum of losses (`sum(F.mse_loss(q, t) for q in q_values)`),
     a loss function of a model's output, a parameter's `.grad`, the batch of a loop that calls
-    `backward()`) in a file that speaks of a device (`cuda`, `device`). The data-dependent
+    `backward()`) in a file that speaks of a device (`cuda`, `device`). torch imported under
+    another name (`import torch as th`) is read as torch. The data-dependent
     operations, which only a tensor has, are reported for any tensor not known to be on the
     host in such a file.
     Tensors made on the CPU (`torch.linspace(0, 1, 5)`, `.cpu()` results, a `DataLoader`'s
@@ -34,7 +37,8 @@ What it does:
     `if step % N == 0:` or `if i == 0:` (also combined: `if is_master and (step % N == 0 or
     count == num_batches_per_epoch):`, and in a loop over the loss terms inside such a test), in
     an epoch loop, in a loop over a reinforcement-learning collector (`for data in collector:`:
-    collecting the batch already waited for the environment steps), in a retry loop
+    collecting the batch already waited for the environment steps), in a loop that steps an
+    environment (`env.step(actions)`: the host environment needs the actions every step), in a retry loop
     (`for _ in range(max_trials):` that returns or breaks at the first success), in a loop over a few literal values (`range(3)`, any literal range in a
     `test_*` function), per tensor in a function that saves, loads or converts a checkpoint, a
     `.cpu()` appended to a list (`outputs.append(logits.cpu())`: collecting results on the host), a

@@ -12,7 +12,9 @@ What it does:
     function or class (or, for module-level code, outside any) within 3 lines after it, or
     right after a loop that a clock read within 3 lines before the loop started timing.
     Under `if step % N == 0:` and the like, in an epoch loop or in a loop over a few literal
-    values it is information, with a message that says how often (see AL100).
+    values it is information, with a message that says how often (see AL100); so is a
+    synchronize in the body of a `try` that has an `except`: it is there so that an
+    asynchronous error (an out-of-memory, a failed collective) is raised inside the `try`.
 
 Why it matters:
     A device synchronize makes the host wait until every kernel queued on the GPU has finished.
@@ -76,12 +78,34 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             continue
         name = text(callee(call))
         waited = "all GPU work" if is_device_synchronize(ctx, call) else "the GPU"
+        if _guarded_by_try(call, how.loop):
+            yield ctx.finding(
+                Code.SYNC_API,
+                f"`{name}()` inside a `try` in a loop: the host waits for {waited} {how.how_often}, "
+                "on purpose: an asynchronous CUDA error is raised here, inside the `try`",
+                call,
+                severity="information",
+            )
+            continue
         yield ctx.finding(
             Code.SYNC_API,
             f"`{name}()` inside a loop: the host waits for {waited} {how.how_often}",
             call,
             severity="warning" if how.every_iteration else "information",
         )
+
+
+def _guarded_by_try(call: Node, loop: Node) -> bool:
+    """Is `call` in the body of a `try` with an `except` (inside `loop`)? A synchronize there makes
+    an asynchronous error (an out-of-memory, a failed collective) surface where it is handled."""
+    child = call
+    parent = call.parent
+    while parent is not None and parent != loop:
+        if parent.type == "try_statement" and child == parent.child_by_field_name("body"):
+            if any(c.type == "except_clause" for c in parent.named_children):
+                return True
+        child, parent = parent, parent.parent
+    return False
 
 
 def _ends_a_timed_region(call: Node, clocks: list[int]) -> bool:
