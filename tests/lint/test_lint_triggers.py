@@ -13,7 +13,7 @@ import pytest
 
 from atenlens.lint import RULES
 from atenlens.lint.engine import lint_source_strict, select_rules
-from atenlens.lint.source import SourceText, encode_source
+from atenlens.lint.source import SourceText, encode_source, line_starts, rows_left_open
 from atenlens.lint.triggers import definitions, matches, skippable_definitions
 
 HERE = Path(__file__).parent
@@ -198,3 +198,17 @@ def test_a_definition_that_calls_a_kept_function_is_kept_too() -> None:
     assert [(f.line, f.column, f.code) for f in lint_source_strict(CALLER_SAMPLE, select=["AL100"])] == [
         (f.line, f.column, f.code) for f in lint_source_strict(CALLER_SAMPLE, select=["AL100"], prefilter=False)
     ]
+
+
+def test_a_definition_on_the_first_line_is_found_as_on_any_other() -> None:
+    source = "@torch.no_grad()\ndef first(x):\n    return x\nclass Second:\n    def method(self):\n        pass\n"
+    data = source.encode()
+    second = data.index(b"class")
+    assert definitions(data) == [(0, second), (second, len(data))]
+
+
+def test_a_triple_quote_that_never_closes_is_the_row_left_open() -> None:
+    # `"""` then `"` on the same line: read as `""` and `"..."`, a scan would find nothing open.
+    data = b'import torch\n"""Model configuration"\nx = (1)\n'
+    assert rows_left_open(data, line_starts(data)) == [1]
+    assert rows_left_open(b'"""Docstring."""\nx = (1)\n', line_starts(b'"""Docstring."""\nx = (1)\n')) == []

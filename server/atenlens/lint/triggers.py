@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from functools import lru_cache
-from typing import Sequence, Union
+from typing import Iterable, Iterator, Optional, Sequence, Union
 
 Pattern = Union[bytes, "re.Pattern[bytes]"]
 TriggerGroups = tuple[tuple[Pattern, ...], ...]
@@ -42,8 +42,34 @@ TriggerGroups = tuple[tuple[Pattern, ...], ...]
 # One pattern per word, each starting with its literal: `re` then scans with a fast search.
 LOOP = (re.compile(rb"for(?<![A-Za-z_]for)\b"), re.compile(rb"while(?<![A-Za-z_]while)\b"))
 
-_STATEMENT_LINE = re.compile(rb"^[^\s#)\]}]", re.M)
-_DEFINITION_LINE = re.compile(rb"^(?:(?:def|class)\b|async\s+def\b|@)", re.M)
+
+class _LineStarts:
+    """A pattern matched only where a line starts, as `^` with re.M, but searched as "\n" then
+    the pattern (and tried once at the first line): `re` then finds candidates with a fast
+    search for the line break instead of trying `^` at every byte, 4 to 9 times faster on
+    real files. Yields (where the line starts, the match of the pattern there)."""
+
+    def __init__(self, pattern: bytes) -> None:
+        self._first = re.compile(pattern)
+        self._next = re.compile(rb"\n" + pattern)
+
+    def finditer(
+        self, data: bytes, start: int = 0, end: Optional[int] = None
+    ) -> Iterator[tuple[int, "re.Match[bytes]"]]:
+        stop = len(data) if end is None else end
+        if start == 0 or data[start - 1 : start] == b"\n":
+            first = self._first.match(data, start, stop)
+            if first is not None:
+                yield start, first
+        for match in self._next.finditer(data, start, stop):
+            yield match.start() + 1, match
+
+    def search(self, data: bytes, start: int = 0, end: Optional[int] = None) -> Optional[int]:
+        return next((at for at, _ in self.finditer(data, start, end)), None)
+
+
+_STATEMENT_LINE = _LineStarts(rb"[^\s#)\]}]")
+_DEFINITION_LINE = _LineStarts(rb"(?:(?:def|class)\b|async\s+def\b|@)")
 
 
 def group_matches(group: Sequence[Pattern], data: bytes, start: int = 0, end: int | None = None) -> bool:
@@ -65,21 +91,29 @@ def matches(groups: TriggerGroups, data: bytes, start: int = 0, end: int | None 
 def definitions(data: bytes) -> list[tuple[int, int]]:
     """Byte ranges [start, end) of the top-level definitions, decorators included, each ending
     where the next top-level statement begins (or at the end of the file)."""
+    heads = (at for at, _ in _DEFINITION_LINE.finditer(data))
+    return _spans(data, heads, [at for at, _ in _STATEMENT_LINE.finditer(data)], 0, len(data))
+
+
+def _spans(data: bytes, heads: Iterable[int], statements: list[int], indent: int, end: int) -> list[tuple[int, int]]:
+    """For each line in `heads` (a definition or its first decorator, indented by `indent`
+    spaces), the range up to the next of `statements` (the starts of the lines that begin a
+    statement at that level, ascending) after the decorated line, or up to `end`. One table of
+    statement lines and a bisection per step: no search per definition."""
     found: list[tuple[int, int]] = []
     done = 0
-    for match in _DEFINITION_LINE.finditer(data):
-        start = match.start()
+    for start in heads:
         if start < done:
             continue  # the `def` of a decorated definition: already in it
         line = start
-        while data.startswith(b"@", line):
+        while data.startswith(b"@", line + indent):
             # a decorator's line: the definition it decorates follows and belongs to it
-            following = _STATEMENT_LINE.search(data, _next_line(data, line))
-            if following is None:
+            following = bisect_right(statements, line)
+            if following == len(statements):
                 break
-            line = following.start()
-        following = _STATEMENT_LINE.search(data, _next_line(data, line))
-        done = following.start() if following is not None else len(data)
+            line = statements[following]
+        following = bisect_right(statements, line)
+        done = statements[following] if following < len(statements) else end
         found.append((start, done))
     return found
 
@@ -108,58 +142,69 @@ def skippable_definitions(data: bytes, groups: Sequence[TriggerGroups]) -> list[
             if header is not None:
                 found.extend(
                     method
-                    for method in _methods(data, header.start(), end)
+                    for method in _methods(data, header, end)
                     if not any(matches(rule_groups, data, *method) for rule_groups in groups)
                 )
     return _without_call_sites(data, found)
 
 
-_FUNCTION_NAME = re.compile(rb"^(?:async\s+)?def\s+(\w+)", re.M)
+_FUNCTION_NAME = _LineStarts(rb"(?:async\s+)?def\s+(\w+)")
 _IDENTIFIER_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
 def _without_call_sites(data: bytes, skipped: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """`skipped` less the ranges that mention a module-level function that is kept: the device
     of such a function's parameter is what every call in the file passes it (provenance.py), so
-    the definitions holding its calls are kept too, and so on for the functions they define."""
-    skipped = list(skipped)
+    the definitions holding its calls are kept too, and so on for the functions they define.
+    Each name is looked for once, in the whole file (a few occurrences each), not once per range."""
+    if not skipped:
+        return []
     gaps = sorted(skipped)
     starts = [start for start, _ in gaps]
-    names = set()
-    for match in _FUNCTION_NAME.finditer(data):
-        at = bisect_right(starts, match.start()) - 1
-        if at < 0 or match.start() >= gaps[at][1]:
-            names.add(match.group(1))
-    while names and skipped:
-        kept_now = [r for r in skipped if any(_mentions(data, name, *r) for name in names)]
-        if not kept_now:
-            break
-        skipped = [r for r in skipped if r not in kept_now]
-        names = {m.group(1) for start, end in kept_now for m in _FUNCTION_NAME.finditer(data, start, end)}
-    return skipped
+    kept = [False] * len(gaps)
+
+    def gap_of(at: int) -> int:
+        index = bisect_right(starts, at) - 1
+        return index if index >= 0 and at < gaps[index][1] else -1
+
+    pending = [m.group(1) for at, m in _FUNCTION_NAME.finditer(data) if gap_of(at) < 0]
+    seen = set(pending)
+    while pending:
+        name = pending.pop()
+        for at in _whole_words(data, name):
+            index = gap_of(at)
+            if index < 0 or kept[index]:
+                continue
+            kept[index] = True
+            start, end = gaps[index]
+            for _, match in _FUNCTION_NAME.finditer(data, start, end):
+                if match.group(1) not in seen:
+                    seen.add(match.group(1))
+                    pending.append(match.group(1))
+    dropped = {gaps[index] for index, keep in enumerate(kept) if keep}
+    return [r for r in skipped if r not in dropped]
 
 
-def _mentions(data: bytes, word: bytes, start: int, end: int) -> bool:
-    """Is `word` written as a whole word within [start, end)?"""
-    at = data.find(word, start, end)
+def _whole_words(data: bytes, word: bytes) -> Iterator[int]:
+    """Where `word` is written as a whole word in `data`."""
+    at = data.find(word)
     while at != -1:
         after = at + len(word)
         if (at == 0 or data[at - 1] not in _IDENTIFIER_BYTES) and (
             after >= len(data) or data[after] not in _IDENTIFIER_BYTES
         ):
-            return True
-        at = data.find(word, at + 1, end)
-    return False
+            yield at
+        at = data.find(word, at + 1)
 
 
-_CLASS_LINE = re.compile(rb"^class\b", re.M)
-_INDENTED_DEFINITION = re.compile(rb"^( +)(?:def\b|async\s+def\b|@)", re.M)
+_CLASS_LINE = _LineStarts(rb"class\b")
+_INDENTED_DEFINITION = _LineStarts(rb"( +)(?:def\b|async\s+def\b|@)")
 
 
 @lru_cache(maxsize=64)
-def _statement_line(indent: int) -> "re.Pattern[bytes]":
+def _statement_line(indent: int) -> _LineStarts:
     """A line that starts a statement indented by at most `indent` spaces."""
-    return re.compile(rb"^ {0,%d}[^\s#)\]}]" % indent, re.M)
+    return _LineStarts(rb" {0,%d}[^\s#)\]}]" % indent)
 
 
 def _methods(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
@@ -170,26 +215,10 @@ def _methods(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
     starts = list(_INDENTED_DEFINITION.finditer(data, first_line, end))
     if not starts or data.find(b"\t", start, end) != -1:
         return []
-    indent = min(len(match.group(1)) for match in starts)
-    statement = _statement_line(indent)
-    body_first = statement.search(data, first_line, end)
-    found: list[tuple[int, int]] = []
-    done = 0
-    for match in starts:
-        at = match.start()
-        if len(match.group(1)) != indent or at < done:
-            continue
-        line = at
-        while data.startswith(b"@", line + indent):
-            following = statement.search(data, _next_line(data, line), end)
-            if following is None:
-                break
-            line = following.start()
-        following = statement.search(data, _next_line(data, line), end)
-        done = following.start() if following is not None else end
-        if body_first is None or at != body_first.start():
-            found.append((at, done))
-    return found
+    indent = min(len(match.group(1)) for _, match in starts)
+    statements = [at for at, _ in _statement_line(indent).finditer(data, first_line, end)]
+    heads = (at for at, match in starts if len(match.group(1)) == indent)
+    return [span for span in _spans(data, heads, statements, indent, end) if not statements or span[0] != statements[0]]
 
 
 _BLANK = bytes(0x0A if b == 0x0A else 0x20 for b in range(256))
