@@ -198,9 +198,25 @@ def test_tensor_parallel_all_reduce_at_the_row_parallel_line_and_no_socket(worke
         (down, (8, 64), "Partial(sum)", (8, 64)),
     ]
     assert tensor_label_with_device(addmms[0][1]) == "f32[8, 32] Shard(1) cuda:0 of f32[8, 128]"
+    # ColwiseParallel hands its output back as a plain tensor (use_local_output=True): the view to_local()
+    # makes and the relu on it hold this rank's 32 of the 128 features, and their labels say so
+    shard = "f32[8, 32] local Shard(1) cuda:0 of f32[8, 128]"
+    assert [
+        (e.name, tensor_label_with_device(e.outputs[0]))
+        for e in report.events
+        if e.kind == "op" and e.line == up and e.phase == "forward"
+    ] == [
+        ("aten.view.default", "f32[8, 64] cuda:0"),  # the input, made a replicated DTensor
+        ("aten.t.default", "f32[64, 32] cuda:0"),
+        ("aten.addmm.default", "f32[8, 32] Shard(1) cuda:0 of f32[8, 128]"),
+        ("aten.view.default", shard),
+        ("aten.relu.default", shard),
+        ("aten.detach.default", shard),
+    ]
 
     # the editor: the line's hint ends with the collective, its hover has a table of them
     view = build_traced_function(report, str(TP), TP.read_text().splitlines(), "step", 0, 0, 0)
+    assert view.lines[up - 1].hint(HintSettings()) == "addmm +1 f32[8, 32] local Shard(1) · ∇ threshold_backward +2"
     line = view.lines[down - 1]
     assert line.hint(HintSettings()).endswith(" · all_reduce 4x 2 KiB ~10.2 µs NVLink")
     assert (

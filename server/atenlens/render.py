@@ -68,11 +68,12 @@ _COLORS = {
 
 def tensor_label(meta: TensorMeta) -> str:
     """`f32[8, 32]`; the device is added when it is not the trace's main one (see op rows); a DTensor's
-    local shard with its placements and the global shape: `f32[8, 32] Shard(1) of [8, 128]`. With named dims
+    local shard with its placements and the global shape: `f32[8, 32] Shard(1) of [8, 128]`; a plain
+    tensor holding such a shard (`to_local()`): `f32[8, 32] local Shard(1) of [8, 128]`. With named dims
     (`dims: B=8 T=1024`): `bf16[B, T, 768]`."""
     label = vocabulary.tensor_label(meta.dtype, meta.dims or meta.shape)
     if meta.placements:
-        label += f" {meta.placements}"
+        label += f" local {meta.placements}" if meta.local else f" {meta.placements}"
         if meta.global_shape is not None:
             label += f" of [{', '.join(str(n) for n in meta.global_shape)}]"
     return label

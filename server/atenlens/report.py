@@ -75,6 +75,9 @@ class TensorMeta:
     # with named dims (`dims: B=8 T=1024`): each dimension as the user names it ("B", "B*T", "768");
     # `shape` keeps the concrete sizes
     dims: Optional[tuple[str, ...]] = None
+    # True: a plain tensor that holds only this rank's shard of such a DTensor, handed back by its
+    # `to_local()` (tensor parallel's `use_local_output=True`), or made from one by a shape-keeping op
+    local: Optional[bool] = None
 
 
 @dataclass(frozen=True)
@@ -357,7 +360,7 @@ def _encoder(cls: type) -> Callable[[Any], dict]:
 
 # keys left out of the JSON while None: a report holds thousands of tensor metas, few of them DTensors'
 _OMITTED_WHEN_NONE: dict[type, tuple[str, ...]] = {
-    TensorMeta: ("placements", "global_shape", "dims"),
+    TensorMeta: ("placements", "global_shape", "dims", "local"),
     NamedLine: ("flops", "bytes"),
 }
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}

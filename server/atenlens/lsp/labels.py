@@ -12,10 +12,13 @@ from atenlens.vocabulary import dtype_abbr, format_flops
 
 
 def tensor_label(meta: TensorMeta) -> str:
-    """`f32[8, 32]`; a DTensor's local shard with its placements: `f32[8, 32] Shard(1)`. With named dims
-    (`dims: B=8 T=1024`): `bf16[B, T, 768]`."""
+    """`f32[8, 32]`; a DTensor's local shard with its placements: `f32[8, 32] Shard(1)`; a plain tensor
+    that holds only such a shard (handed back by `to_local()`): `f32[8, 32] local Shard(1)`. With named
+    dims (`dims: B=8 T=1024`): `bf16[B, T, 768]`."""
     label = vocabulary.tensor_label(meta.dtype, meta.dims or meta.shape)
-    return f"{label} {meta.placements}" if meta.placements else label
+    if not meta.placements:
+        return label
+    return f"{label} local {meta.placements}" if meta.local else f"{label} {meta.placements}"
 
 
 def tensor_label_with_device(meta: TensorMeta) -> str:

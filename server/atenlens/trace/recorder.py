@@ -38,6 +38,7 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils.flop_counter import flop_registry
+from torch.utils.weak import WeakIdKeyDictionary
 
 from atenlens.cost import op_seconds
 from atenlens.gpus import GPU, find_gpu
@@ -166,6 +167,9 @@ class Recorder:
         self.bookkeeping_ops: set[str] = set()  # names of recorded ops that are views/detach
         self._call_names: dict[Any, Optional[str]] = {}
         self._metas: dict[tuple, TensorMeta] = {}
+        # plain tensors that hold only this rank's shard of a DTensor (handed_back): their TensorMeta
+        self._local_shards: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self._handed_back = False  # a plain bool: the per-op test on the common path
         self._described: dict[Any, tuple[str, Any]] = {}  # op overload -> (name, torch's FLOP formula or None)
         self._user_stacks = UserStacks()
         # User frames from a frame outwards, outermost first, up to the code that started the trace
@@ -336,6 +340,38 @@ class Recorder:
                 events[index] = dataclasses.replace(event, outputs=(placed,) + event.outputs[1:])
                 return
 
+    def handed_back(self, local: Any, dtensor: Any) -> None:
+        """`dtensor.to_local()` returned `local`, a plain tensor holding only this rank's shard: it, the
+        view that made it, and what shape-keeping ops make from it show as `local` shards."""
+        layout = tc.dtensor_layout(dtensor)
+        if layout is None or not isinstance(local, _Tensor):
+            return
+        _, placements, global_shape = layout
+        plain = self.meta(local)
+        shard = dataclasses.replace(plain, placements=placements, global_shape=global_shape, local=True)
+        self._local_shards[local] = shard
+        self._handed_back = True
+        events = self.events
+        for index in range(len(events) - 1, max(len(events) - 4, -1), -1):  # to_local's view, its last op
+            event = events[index]
+            if event.kind == "op" and event.outputs and event.outputs[0] == plain:
+                events[index] = dataclasses.replace(event, outputs=(shard,) + event.outputs[1:])
+                return
+
+    def _local_shard_of(self, args: tuple, out: Any, meta: TensorMeta) -> Optional[TensorMeta]:
+        """`out`'s meta as a local shard when an input is one of the same shape (relu of a column-parallel
+        output is a shard too); None otherwise."""
+        for value in args:
+            if isinstance(value, _Tensor):
+                shard = self._local_shards.get(value)
+                if shard is not None and shard.shape == meta.shape:
+                    placed = dataclasses.replace(
+                        meta, placements=shard.placements, global_shape=shard.global_shape, local=True
+                    )
+                    self._local_shards[out] = placed
+                    return placed
+        return None
+
     def metas(self, values: Any) -> tuple[TensorMeta, ...]:
         found: list[TensorMeta] = []
         for v in values:
@@ -472,6 +508,10 @@ class _OpRecorder(tc.TorchDispatchMode):
         outputs: tuple[TensorMeta, ...]
         if isinstance(out, _Tensor):
             outputs = (rec.meta(out),)
+            if rec._handed_back:  # only once a DTensor handed back a local shard (tensor parallel)
+                shard = rec._local_shard_of(args, out, outputs[0])
+                if shard is not None:
+                    outputs = (shard,)
         elif isinstance(out, (tuple, list)):
             outputs = rec.metas(out)
         else:

@@ -111,6 +111,7 @@ def run_trace(request: TraceRequest) -> TraceReport:
                     modes.enter_context(simulated_ranks(ranks, sink, recorder.collectives))
                     modes.enter_context(torch_compat.sharding_propagation_through(recorder.hidden))
                     modes.enter_context(torch_compat.spmd_setup_shortcuts())
+                    modes.enter_context(torch_compat.dtensor_handing_back(recorder.handed_back))
                     modes.enter_context(
                         torch_compat.fsdp2_storage_roles(recorder.memory.mark, recorder.hazards.fsdp_gathered)
                     )

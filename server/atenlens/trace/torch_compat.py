@@ -328,6 +328,30 @@ def dtensor_layout(t: Any) -> Optional[tuple[Any, str, tuple[int, ...]]]:
     return local, ", ".join(_placement_label(p) for p in placements), tuple(t.shape)
 
 
+@contextlib.contextmanager
+def dtensor_handing_back(handed_back: Callable[[Any, Any], None]) -> Iterator[None]:
+    """`DTensor.to_local()` (public) hands back a plain tensor that holds only this rank's shard; tensor
+    parallel's styles call it on a module's output when `use_local_output=True` (ColwiseParallel's
+    default). `handed_back(local, dtensor)` is told of each, so the trace can say the tensor is a shard."""
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # a torch built without distributed
+        yield
+        return
+    original = DTensor.to_local
+
+    def to_local(self: Any, *args: Any, **kwargs: Any) -> Any:
+        local = original(self, *args, **kwargs)
+        handed_back(local, self)
+        return local
+
+    DTensor.to_local = to_local  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        DTensor.to_local = original  # type: ignore[method-assign]
+
+
 def _placement_label(placement: Any) -> str:
     if placement.is_shard():
         return f"Shard({placement.dim})"
