@@ -164,10 +164,10 @@ async function openFile(page, name) {
   await until(page, (n) => document.title.includes(n) && window.__atenlensLines().length > 0, name, 10000);
 }
 
-// Clicks the lens titled `title` that sits right above `defLine` (its directive comment, if any, between).
-async function clickLens(page, defLine, title) {
-  await moveTo(page, defLine, 1);
-  const lens = await until(page, ({ defLine, title }) => {
+// The lens titled `title` that sits right above `defLine` (its directive comment, if any, between), once
+// it has stayed at one place for three polls (the lenses above it move when a summary lens appears).
+async function findLens(page, defLine, title, timeout) {
+  return until(page, ({ defLine, title }) => {
     const def = window.__atenlensLines().find((l) => l.line === defLine);
     if (!def) return false;
     const links = [...document.querySelectorAll(".editor-instance .codelens-decoration a")]
@@ -175,9 +175,44 @@ async function clickLens(page, defLine, title) {
       .map((a) => { const r = a.getBoundingClientRect(); return { x: r.left + r.width / 2, y: r.top + r.height / 2, bottom: r.bottom }; })
       .filter((r) => r.bottom <= def.top + 2);
     links.sort((a, b) => b.bottom - a.bottom);
-    return links[0] || false;
-  }, { defLine, title }, 60000);
-  await page.mouse.click(lens.x, lens.y);
+    const lens = links[0];
+    if (!lens) return false;
+    const key = `${Math.round(lens.x)},${Math.round(lens.y)}`;
+    const seen = window.__atenlensLensSeen;  // the place of the previous poll, and how often in a row
+    window.__atenlensLensSeen = { key, times: seen && seen.key === key ? seen.times + 1 : 1 };
+    return window.__atenlensLensSeen.times >= 3 ? lens : false;
+  }, { defLine, title }, timeout).finally(() => page.evaluate(() => { window.__atenlensLensSeen = undefined; }).catch(() => undefined));
+}
+
+// Clicks the "Trace this step" lens above `defLine` until the trace has started: the status bar says
+// "tracing" (the extension sets it as soon as the command runs) or already shows `donePart`.
+// A click can be lost: after a code lens refresh, VS Code re-resolves only the lenses in view, and
+// releases the commands of the previous lenses; a lens scrolled into view before VS Code re-resolves it
+// (a debounce of 250 ms or more) still carries a released command, and a click on it does nothing but
+// log "Actual command not found" (a notification may say so). A user clicks again; so does this, at most
+// three times, and reports every click.
+async function clickLensUntilTracing(page, defLine, title, donePart) {
+  const clicks = [];
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    await page.mouse.move(5, 5);
+    await moveTo(page, defLine, 1);
+    const lens = await findLens(page, defLine, title, 60000);
+    const at = (Date.now() - t0) / 1000;
+    await page.mouse.click(lens.x, lens.y);
+    try {
+      const status = await until(page, (done) => {
+        const text = window.__atenlensStatus();
+        return text && (text.includes("tracing") || text.includes(done)) ? text : false;
+      }, donePart, 15000);
+      clicks.push({ at, started: status });
+      return clicks;
+    } catch (error) {
+      const toasts = await page.evaluate(() => [...document.querySelectorAll(".notifications-toasts .notification-toast")]
+        .map((e) => e.innerText.trim()).filter((t) => t)).catch(() => []);
+      clicks.push({ at, lost: true, status: await page.evaluate(() => window.__atenlensStatus()), toasts });
+    }
+  }
+  throw new Error(`three clicks on the "${title}" lens above line ${defLine} started no trace: ${JSON.stringify(clicks)}`);
 }
 
 // Hovers the extension's status bar item and returns its tooltip's text.
@@ -326,19 +361,7 @@ async function trusted(page) {
 
   // (2) Click the "Trace this step" lens of the function; hints with aten ops arrive.
   await step(page, "03-trace-hints", async () => {
-    await moveTo(page, plan.traceDefLine, 1);
-    const lens = await until(page, ({ defLine, title }) => {
-      const def = window.__atenlensLines().find((l) => l.line === defLine);
-      if (!def) return false;
-      // The lens of a function sits right above its first line (its directive comment, if any).
-      const links = [...document.querySelectorAll(".editor-instance .codelens-decoration a")]
-        .filter((a) => a.innerText.trim() === title)
-        .map((a) => { const r = a.getBoundingClientRect(); return { x: r.left + r.width / 2, y: r.top + r.height / 2, bottom: r.bottom }; })
-        .filter((r) => r.bottom <= def.top + 2);
-      links.sort((a, b) => b.bottom - a.bottom);
-      return links[0] || false;
-    }, { defLine: plan.traceLensLine, title: plan.lensTitle }, 60000);
-    await page.mouse.click(lens.x, lens.y);
+    const clicks = await clickLensUntilTracing(page, plan.traceLensLine, plan.lensTitle, plan.statusExpected);
     lap("trace clicked");
     const lines = await until(page, (expect) => {
       const lines = window.__atenlensLines();
@@ -346,7 +369,7 @@ async function trusted(page) {
       return ok ? lines.map((l) => [l.line, l.text]) : false;
     }, plan.hintsExpected, plan.traceTimeoutMs);
     lap("hints");
-    return { lines };
+    return { lines, clicks };
   });
 
   // (4) The status bar shows the trace's summary.
@@ -390,14 +413,13 @@ async function trusted(page) {
   // One problem, one diagnostic: tracing `train` runs the `.item()` line, confirms the lint's finding,
   // and the Problems count stays what it was; the status bar now speaks of `train`.
   await step(page, "07-one-problem", async () => {
-    await page.mouse.move(5, 5);
-    await clickLens(page, plan.trainDefLine, plan.lensTitle);
+    const clicks = await clickLensUntilTracing(page, plan.trainDefLine, plan.lensTitle, plan.trainStatus);
     const lines = await until(page, ([n, part]) => {
       const line = window.__atenlensLines().find((l) => l.line === n);
       return line && line.text.includes(part) ? window.__atenlensLines().map((l) => [l.line, l.text]) : false;
     }, [plan.lintLine, plan.syncHint], plan.traceTimeoutMs);
     const status = await statusWith(page, plan.trainStatus, 30000);
-    return { lines, status };
+    return { lines, status, clicks };
   });
 
   // An edit inside `train`: its hints say "(stale)", and so does the status bar.
