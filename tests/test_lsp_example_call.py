@@ -28,6 +28,8 @@ from lsp_helpers import (
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 GPT_TRAIN = ROOT / "tests" / "fixtures" / "lsp" / "gpt_train.py"
 ADD = ("Add an example call to trace", "atenlens.insertDirective")
+FILL_IN = ("Fill in the example call to trace: model, opt, x, device, y", "atenlens.insertDirective")
+DIRECTIVE = "# atenlens: train_step(model, opt, x.to(device), y.to(device))"
 
 SETUP_IN_MAIN = """import torch
 
@@ -79,9 +81,7 @@ async def test_the_call_in_main_with_its_placeholders_then_filled_in(client, tmp
 
     # applied: the lens asks for the placeholders, it does not offer a trace, and a trace asked for runs nothing
     change(client, uri, 2, (step, 0), (step, 0), directive + "\n")
-    assert (step + 1, "Fill in the example call to trace: model, opt, x, device, y", "") in await code_lenses(
-        client, uri
-    )
+    assert (step + 1, *FILL_IN) in await code_lenses(client, uri)
     refused = await execute(client, "atenlens.trace", {"uri": uri, "qualname": "train_step"})
     assert refused == {
         "status": "needs-inputs",
@@ -159,3 +159,59 @@ async def test_a_client_that_takes_snippets_gets_tab_stops(snippet_client, tmp_p
         "# atenlens: train_step(${1:model}, ${2:opt}, ${3:x}.to(${4:device}), ${5:y}.to(${4:device}))\n"
     )
     assert edit.range.start.line == line_of(text, "def train_step(")
+
+
+async def test_the_fill_in_lens_selects_the_first_name_to_type_over(client, tmp_path):
+    """A client without snippets in workspace edits (VS Code 1.65's capabilities): the "Fill in" lens
+    shows the file with the first undefined name of the directive selected."""
+    await initialize(client)
+    text = GPT_TRAIN.read_text()
+    step = line_of(text, "def train_step(")
+    lines = text.split("\n")
+    lines.insert(step, DIRECTIVE)
+    uri = await open_document(client, tmp_path / "gpt_train.py", "\n".join(lines))
+    assert (step + 1, *FILL_IN) in await code_lenses(client, uri)
+    answer = await execute(client, "atenlens.insertDirective", {"uri": uri, "qualname": "train_step"})
+    assert answer == {
+        "applied": False,
+        "selected": True,
+        "directive": DIRECTIVE,
+        "placeholders": ["model", "opt", "x", "device", "y"],
+    }
+    (shown,) = client.shown_documents
+    selection = shown.selection
+    # `model` in `# atenlens: train_step(model, ...`: columns 23-28 of the directive's line
+    assert (shown.uri, shown.take_focus) == (uri, True)
+    assert (selection.start.line, selection.start.character, selection.end.line, selection.end.character) == (
+        step,
+        DIRECTIVE.index("model"),
+        step,
+        DIRECTIVE.index("model") + len("model"),
+    )
+
+
+async def test_the_fill_in_lens_gives_a_snippet_client_its_tab_stops(snippet_client, tmp_path):
+    """A client that takes snippets in workspace edits: the directive's call becomes a snippet whose tab
+    stops are the names to fill in; what the module defines stays as it was."""
+    client = snippet_client
+    text = GPT_TRAIN.read_text()
+    step = line_of(text, "def train_step(")
+    lines = text.split("\n")
+    lines.insert(step, "# atenlens: train_step(GPT(GPTConfig()), opt, x, None)")
+    uri = await open_document(client, tmp_path / "gpt_train.py", "\n".join(lines))
+    answer = await execute(client, "atenlens.insertDirective", {"uri": uri, "qualname": "train_step"})
+    assert answer == {
+        "applied": True,
+        "directive": "# atenlens: train_step(GPT(GPTConfig()), opt, x, None)",
+        "placeholders": ["opt", "x"],
+    }
+    (document_edit,) = client.recorder.applied_edits[-1].edit.document_changes
+    (edit,) = document_edit.edits
+    start = len("# atenlens: ")
+    assert (edit.range.start.line, edit.range.start.character, edit.range.end.line, edit.range.end.character) == (
+        step,
+        start,
+        step,
+        len(lines[step]),
+    )
+    assert edit.snippet.value == "train_step(GPT(GPTConfig()), ${1:opt}, ${2:x}, None)"

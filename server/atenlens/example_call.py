@@ -202,5 +202,23 @@ def snippet(expression: str, placeholders: tuple[str, ...]) -> str:
     return "".join(out)
 
 
+def first_name_span(expression: str, names: tuple[str, ...]) -> tuple[int, int]:
+    """The str columns of the first use of one of `names` in `expression` ((0, 0) when none is read)."""
+    try:
+        tree = ast.parse(expression, mode="eval")
+    except SyntaxError:
+        return 0, 0
+    spans = sorted(
+        (n.col_offset, n.end_col_offset or n.col_offset)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Name) and n.id in names and n.lineno == 1
+    )
+    if not spans:
+        return 0, 0
+    data = expression.encode("utf-8")  # ast's columns count UTF-8 bytes
+    start, end = spans[0]
+    return len(data[:start].decode("utf-8")), len(data[:end].decode("utf-8"))
+
+
 def _escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("$", "\\$").replace("}", "\\}")

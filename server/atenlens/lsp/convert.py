@@ -249,6 +249,28 @@ def lsp_directive_edit(
     return types.WorkspaceEdit(changes={uri: [types.TextEdit(range=where, new_text=f"{indent}{template}\n")]})
 
 
+def lsp_snippet_edit(
+    uri: str,
+    version: Optional[int],
+    line: int,
+    start: int,
+    end: int,
+    snippet: str,
+    lines: Sequence[str],
+    encoding: str,
+) -> types.WorkspaceEdit:
+    """Replace str columns `start`..`end` of `line` with `snippet` (a SnippetTextEdit, LSP 3.18)."""
+    where = types.Range(start=lsp_position(lines, line, start, encoding), end=lsp_position(lines, line, end, encoding))
+    return types.WorkspaceEdit(
+        document_changes=[
+            types.TextDocumentEdit(
+                text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
+                edits=[types.SnippetTextEdit(range=where, snippet=types.StringValue(value=snippet))],
+            )
+        ]
+    )
+
+
 def lsp_function_range(info: FunctionInfo, lines: Sequence[str], encoding: str) -> types.Range:
     return lsp_line_range(lines, info.line - 1, encoding, info.column)
 

@@ -12,7 +12,7 @@ from typing import Any, Optional
 from lsprotocol import types
 from pygls.workspace import TextDocument
 
-from atenlens.example_call import Proposal, propose_call, snippet
+from atenlens.example_call import Proposal, first_name_span, propose_call, snippet
 from atenlens.lint import lint_source
 from atenlens.lint.fixes import fix_source, offered_fixes
 from atenlens.lsp import convert
@@ -34,7 +34,7 @@ from atenlens.lsp.settings import merge_problem_message
 from atenlens.lsp.status import interpreter_facts
 from atenlens.lsp.text import LineShift
 from atenlens.report import Code
-from atenlens.traceable import FunctionInfo, directive_template, function_at
+from atenlens.traceable import DIRECTIVE, FunctionInfo, directive_template, function_at
 
 MAX_LENSED_FUNCTIONS = 20_000  # code lenses of one document: each costs its share of one response
 
@@ -346,6 +346,8 @@ async def cancel_trace(ls: AtenlensServer, *arguments: Any) -> dict[str, Any]:
 
 async def insert_directive(ls: AtenlensServer, *arguments: Any) -> dict[str, Any]:
     document, info = ls.resolve_target(list(arguments))
+    if info.directive is not None and info.directive_missing:
+        return await fill_in_directive(ls, document, info)
     if info.directive is not None:
         return {"applied": False, "message": "the function already has a directive"}
     edit, proposal = directive_edit(ls, document, info)
@@ -357,6 +359,48 @@ async def insert_directive(ls: AtenlensServer, *arguments: Any) -> dict[str, Any
         "directive": f"# atenlens: {proposal.expression}",
         "placeholders": list(proposal.placeholders),
     }
+
+
+async def fill_in_directive(ls: AtenlensServer, document: TextDocument, info: FunctionInfo) -> dict[str, Any]:
+    """The "Fill in the example call" lens: the directive's names the module does not define become the
+    tab stops of a snippet that replaces the directive's call (a client that takes snippets in workspace
+    edits), or the first of them is selected (`window/showDocument`), so the user types over them."""
+    assert info.directive is not None and info.directive_line is not None
+    lines = ls.state(document.uri).lines(document.source)
+    line = info.directive_line - 1
+    match = DIRECTIVE.match(lines[line])
+    assert match is not None  # functions.py found the directive on this line
+    start, end = match.span("expr")
+    answer: dict[str, Any] = {
+        "directive": f"# atenlens: {info.directive}",
+        "placeholders": list(info.directive_missing),
+    }
+    if ls.capability("workspace.workspace_edit.snippet_edit_support"):
+        edit = convert.lsp_snippet_edit(
+            document.uri,
+            document.version,
+            line,
+            start,
+            end,
+            snippet(info.directive, info.directive_missing),
+            lines,
+            ls.encoding,
+        )
+        result = await ls.workspace_apply_edit_async(
+            types.ApplyWorkspaceEditParams(edit=edit, label="atenlens: fill in the example call")
+        )
+        return {"applied": bool(result.applied), **answer}
+    if ls.capability("window.show_document.support"):
+        first, last = first_name_span(info.directive, info.directive_missing)
+        where = types.Range(
+            start=convert.lsp_position(lines, line, start + first, ls.encoding),
+            end=convert.lsp_position(lines, line, start + last, ls.encoding),
+        )
+        shown = await ls.window_show_document_async(
+            types.ShowDocumentParams(uri=document.uri, take_focus=True, selection=where)
+        )
+        return {"applied": False, "selected": bool(shown.success), **answer}
+    return {"applied": False, "message": f"fill in {', '.join(info.directive_missing)} on line {line + 1}", **answer}
 
 
 async def restart_worker(ls: AtenlensServer, *arguments: Any) -> dict[str, Any]:

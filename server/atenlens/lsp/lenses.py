@@ -53,9 +53,9 @@ def trace_lens(info: FunctionInfo) -> Lens:
         return Lens(
             info,
             f"Fill in the example call to trace: {names}",
-            "",
+            CMD_INSERT_DIRECTIVE,
             f"The `# atenlens:` example call reads {names}, which the module does not define at its top "
-            'level (the trace imports it: `if __name__ == "__main__":` does not run)',
+            'level (the trace imports it: `if __name__ == "__main__":` does not run). Click to type over them.',
         )
     return Lens(info, "Trace this step", CMD_TRACE)
 
