@@ -147,3 +147,21 @@ def test_fix_and_diff_lint_the_file_itself(tmp_path: Path) -> None:
     fixed = run_lint("t.py", "--fix", cwd=tmp_path)
     assert fixed.stdout.splitlines()[0] == f"t.py:3:11: AL100 {ITEM}"
     assert 'torch.zeros(3, device="cuda")' in path.read_text(encoding="utf-8")
+
+
+def test_entries_of_deleted_files_are_dropped(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(LOOP, encoding="utf-8")
+    (tmp_path / "b.py").write_text(LOOP, encoding="utf-8")
+    run_lint(".", cwd=tmp_path)
+    folder = tmp_path / ".atenlens_cache"
+    assert sorted(json.loads(cache_file(folder).read_text(encoding="utf-8"))) == [
+        str(tmp_path / "a.py"),
+        str(tmp_path / "b.py"),
+    ]
+    (tmp_path / "b.py").unlink()
+    (tmp_path / "c.py").write_text("x = 1\n", encoding="utf-8")
+    run_lint(".", cwd=tmp_path)
+    assert sorted(json.loads(cache_file(folder).read_text(encoding="utf-8"))) == [
+        str(tmp_path / "a.py"),
+        str(tmp_path / "c.py"),
+    ]

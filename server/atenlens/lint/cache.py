@@ -88,10 +88,12 @@ class LintCache:
         self._changed = True
 
     def save(self) -> None:
-        """Write the entries (atomically: a concurrent run reads the old file or the new one) and
-        remove the files of other lint builds. Nothing happens when the folder is not writable."""
+        """Write the entries of the files that still exist (atomically: a concurrent run reads the
+        old file or the new one) and remove the files of other lint builds. Nothing happens when the folder is not writable."""
         if not self._changed:
             return
+        # Entries of files that are gone are dropped: the file stays the size of the trees linted.
+        self._entries = {path: entry for path, entry in self._entries.items() if os.path.isfile(path)}
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             for name, text in ((".gitignore", "*\n"), ("CACHEDIR.TAG", _TAG)):
