@@ -22,6 +22,7 @@ FILES = sorted(p for p in CORPUS.glob("*.py") if p.name != "conftest.py")
 HELD_OUT_FILES = sorted(p for p in HELD_OUT.glob("*.py") if p.name != "conftest.py")
 # Round 4 of the held-out files (corpus_heldout/README.md), labelled after the fixes for rounds 1-3
 ROUND_4 = ("stable_baselines3__", "skorch__", "tianshou__", "torchrec__", "fairseq2__", "fastai__")
+ROUND_5 = ("flair__", "lightly__")
 
 
 def labels(path: Path) -> dict[tuple[int, str], str]:
@@ -85,14 +86,17 @@ def test_precision_and_recall_on_held_out_code_do_not_fall() -> None:
     round and for all held-out files (README.md of corpus_heldout/ lists the misses), so that a
     change that loses them fails."""
     fourth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_4)]
-    first = [p for p in HELD_OUT_FILES if p not in fourth]
-    assert len(first) == 56 and len(fourth) == 12
+    fifth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_5)]
+    first = [p for p in HELD_OUT_FILES if p not in fourth and p not in fifth]
+    assert len(first) == 56 and len(fourth) == 12 and len(fifth) == 3
     precision, recall = measure(first, "corpus_heldout, rounds 1-3")
     assert precision >= 0.88 and recall >= 0.82  # 39/44, 24/29
     precision, recall = measure(fourth, "corpus_heldout, round 4")
-    assert precision >= 1.0 and recall >= 0.52  # 12/12, 10/19
+    assert precision >= 1.0 and recall >= 0.73  # 16/16, 14/19
+    precision, recall = measure(fifth, "corpus_heldout, round 5")
+    assert precision >= 1.0 and recall >= 0.36  # 7/7, 4/11
     precision, recall = measure(HELD_OUT_FILES, "corpus_heldout, all")
-    assert precision >= 0.91 and recall >= 0.70  # 51/56, 34/48
+    assert precision >= 0.92 and recall >= 0.71  # 62/67, 42/59
 
 
 def test_every_fix_offered_on_real_code_parses_and_removes_its_finding() -> None:
