@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from atenlens.report import Code, TraceReport, TraceRequest
-from atenlens.worker.client import PASSED_ENV, TraceWorker, worker_environment
+from atenlens.worker.client import PASSED_ENV, READER_THREAD_NAME, TraceWorker, worker_environment
 from worker_helpers import exits_within, fixture, line_of, process_is_gone, request
 
 TINY = fixture("worker", "tiny.py")
@@ -88,6 +88,69 @@ def test_a_dead_worker_fails_its_trace_and_is_replaced():
         next_report = worker.trace(request(TINY, "linear_step"))
         assert next_report.status == "ok", next_report.message
         assert worker.pid != first_pid and worker.alive
+
+
+def reader_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name == READER_THREAD_NAME}
+
+
+def worker_processes() -> set[int]:
+    """The trace workers this test process started that still run (a reaped one is gone from /proc)."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii") as handle:
+                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                command = handle.read().split(b"\0")
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if parent == os.getpid() and b"atenlens.worker" in command:
+            found.add(int(entry))
+    return found
+
+
+def test_a_worker_killed_mid_trace_fails_that_trace_only_and_leaks_nothing():
+    threads_before, processes_before = reader_threads(), worker_processes()
+    with TraceWorker() as worker:
+        assert worker.wait_ready()
+        first_pid = worker.pid
+        assert worker_processes() - processes_before == {first_pid}
+        assert len(reader_threads() - threads_before) == 1  # one reader per worker process
+        pids, result, running = start_in_thread(worker, request(LOOP, "step", timeout=300))
+        waiting: list[TraceReport] = []
+        callers = [
+            threading.Thread(target=lambda: waiting.append(worker.trace(request(TINY, "bump_global"))))
+            for _ in range(2)
+        ]
+        for caller in callers:
+            caller.start()
+        os.kill(first_pid, signal.SIGKILL)
+        running.join(30)
+        for caller in callers:
+            caller.join(240)
+        report = result[0]
+        assert (report.status, report.message) == (
+            "error",
+            "the trace worker was killed by signal 9; the next trace starts a new one",
+        )
+        assert [(d.code, d.line) for d in report.diagnostics] == [(Code.WORKER_DIED, line_of(LOOP, "def step"))]
+        # the traces waiting behind it were not sent to the dead worker: they ran on a new one
+        assert [(r.status, r.stdout) for r in waiting] == [("ok", "calls=1\n")] * 2
+        second_pid = worker.pid
+        assert second_pid != first_pid and exits_within(pids[0], 10)
+        assert worker_processes() - processes_before == {second_pid}
+        pids, result, running = start_in_thread(worker, request(LOOP, "step", timeout=300))
+        assert worker.cancel() is True
+        running.join(30)
+        assert (result[0].status, result[0].message) == ("error", "cancelled")
+        assert exits_within(pids[0], 10) and worker.pid == second_pid
+    for thread in reader_threads() - threads_before:
+        thread.join(10)
+    assert reader_threads() - threads_before == set()
+    assert worker_processes() - processes_before == set()
 
 
 def test_a_worker_that_cannot_start_becomes_a_report():

@@ -4,24 +4,32 @@ Torch-free (a test asserts it): it starts `python -m atenlens.worker` as a subpr
 over pipes (docs/worker.md) and turns everything that can go wrong on the way (the worker fails to
 start, dies, stops answering, the caller cancels) into an ordinary `TraceReport`.
 
-Thread model: `trace()` blocks and runs one trace at a time per worker; a second caller waits for
-the first to finish (a caller that wants to supersede calls `cancel()` first). `cancel()`,
-`close()` and `alive` may be called from any thread.
+Concurrency, one model: each worker process has one reader thread, the only reader of its stdout
+and stderr, which routes each answer to the trace waiting for it by request id. All state (of the
+client and of each worker process) is guarded by one condition variable; whoever changes it
+notifies, and whoever waits, waits on it for what it needs. `trace()` runs one trace at a time per
+worker (a second caller waits for the first; a caller that wants to supersede calls `cancel()`
+first), and its thread is the only one that writes to the worker: the request, then the cancel that
+`cancel()` asks for, and it decides when a worker that does not answer is killed. So there is no
+timer thread, and a cancel can never be written before its request. `cancel()`, `close()`, `alive`
+and `pid` may be called from any thread.
 """
 
 from __future__ import annotations
 
-import io
 import itertools
 import json
+import math
 import os
+import select
+import selectors
 import signal
 import subprocess
 import sys
 import threading
 import time
 from collections import deque
-from typing import IO, Callable, Mapping, Optional
+from typing import IO, Any, Callable, Mapping, Optional
 
 import atenlens
 from atenlens.report import TraceReport, TraceRequest, from_jsonable, to_jsonable
@@ -84,8 +92,13 @@ def worker_environment(extra: Optional[dict] = None, base: Optional[dict] = None
     return env
 
 
+WRITE_CHUNK_BYTES = 4096  # PIPE_BUF: a pipe that selects writable takes this much without blocking
+READER_THREAD_NAME = "atenlens-worker-reader"
+
+
 class _Pending:
-    """One trace in flight."""
+    """One trace of this client: made by `trace()`, answered by the reader thread (or by `trace()`
+    itself when it gives up on the worker)."""
 
     def __init__(
         self, request_id: int, request: TraceRequest, on_started: Optional[Callable[[int], None]] = None
@@ -93,24 +106,144 @@ class _Pending:
         self.id = request_id
         self.request = request
         self.on_started = on_started
-        self.done = threading.Event()
         self.report: Optional[TraceReport] = None
-        self.child_pid: Optional[int] = None
-        self.cancelled = False
-        # Set (under the client's state lock) once the request is on its way to a worker that said
-        # it was ready. Before that, the trace has nothing in the worker to cancel, and a worker that
-        # dies is a start failure, which the tracing thread reports with its cause.
+        # Set once the request is on its way to a worker that said it was ready. Before that the
+        # trace has nothing in the worker to cancel, and a worker that dies is a start failure.
         self.sent = False
+        # When `cancel()` was asked: the worker must have answered by then (monotonic seconds).
+        self.cancel_by: Optional[float] = None
 
     def finish(self, report: TraceReport) -> None:
-        if not self.done.is_set():
+        """The first report wins (the caller holds the condition)."""
+        if self.report is None:
             self.report = report
-            self.done.set()
 
-    def answer(self) -> TraceReport:
-        """The report, once `done` is set (finish() sets both)."""
-        assert self.report is not None, "asked for the report of an unfinished trace"
-        return self.report
+
+class _Connection:
+    """One worker process: its pipes, what it said, the traces sent to it, and its reader thread.
+    Every field is guarded by the client's condition."""
+
+    def __init__(self, process: subprocess.Popen, changed: threading.Condition) -> None:
+        self.process = process
+        self.changed = changed
+        self.state = "starting"  # then "ready", or "failed" (it said "fatal")
+        self.ready_info: dict = {}
+        self.fatal: Optional[str] = None
+        self.ended = False  # its output is read to the end and its exit status is known
+        self.discarded = False  # the client gave up on it (killed, replaced or closed)
+        self.stdin_closed = False
+        self.sent: dict[Any, _Pending] = {}  # request id -> the trace it answers
+        self._stderr: deque[bytes] = deque()
+        self._stderr_size = 0
+        self.reader = threading.Thread(target=self._read, name=READER_THREAD_NAME, daemon=True)
+
+    def usable(self) -> bool:
+        return not (self.discarded or self.ended or self.state == "failed") and self.process.poll() is None
+
+    def stderr_text(self) -> str:
+        return b"".join(self._stderr).decode("utf-8", errors="replace")[-STDERR_TAIL_BYTES:]
+
+    def _keep_stderr(self, chunk: bytes) -> None:
+        self._stderr.append(chunk)
+        self._stderr_size += len(chunk)
+        while self._stderr_size > STDERR_TAIL_BYTES and len(self._stderr) > 1:
+            self._stderr_size -= len(self._stderr.popleft())
+
+    def close_stdin(self) -> None:
+        """The worker ends its running trace and itself at the end of its input (caller holds the condition)."""
+        if not self.stdin_closed:
+            self.stdin_closed = True
+            try:
+                _pipe(self.process.stdin).close()
+            except OSError:
+                pass
+
+    def death_report(self, pending: _Pending) -> TraceReport:
+        if pending.cancel_by is not None:
+            return cancelled_report(pending.request)
+        code = self.process.poll()
+        how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited (exit code {code})"
+        return worker_died_report(
+            pending.request, f"the trace worker {how}; the next trace starts a new one", self.stderr_text()
+        )
+
+    # -- the reader thread ---------------------------------------------------------------------
+
+    def _read(self) -> None:
+        out, err = _pipe(self.process.stdout), _pipe(self.process.stderr)
+        buffered = bytearray()
+        with selectors.DefaultSelector() as selector:
+            selector.register(out, selectors.EVENT_READ)
+            selector.register(err, selectors.EVENT_READ)
+            # Until both pipes end, or the worker has exited and its pipes stay quiet for 0.5 s
+            # (something it forked may still hold them open).
+            while selector.get_map():
+                events = selector.select(timeout=0.5)
+                if not events and self.process.poll() is not None:
+                    break
+                for key, _ in events:
+                    chunk = os.read(key.fd, 1 << 16)
+                    if not chunk:
+                        selector.unregister(key.fileobj)
+                    elif key.fileobj is err:
+                        with self.changed:
+                            self._keep_stderr(chunk)
+                    else:
+                        buffered += chunk
+                        while (newline := buffered.find(b"\n")) >= 0:
+                            line = bytes(buffered[:newline])
+                            del buffered[: newline + 1]
+                            self._dispatch(line)
+        try:
+            self.process.wait(timeout=5.0)  # both pipes ended: the worker is exiting
+        except subprocess.TimeoutExpired:
+            pass
+        out.close()
+        err.close()
+        with self.changed:
+            self.ended = True
+            for pending in self.sent.values():  # only a trace whose request was sent dies with the worker
+                pending.finish(self.death_report(pending))
+            self.changed.notify_all()
+
+    def _dispatch(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            return  # cannot happen: only the worker writes here
+        if not isinstance(message, dict):
+            return
+        event = message.get("event")
+        report: Optional[TraceReport] = None
+        if "report" in message:
+            try:  # decoded outside the lock; the worker checked it (worker/validate.py)
+                report = from_jsonable(TraceReport, message["report"])
+            except (TypeError, ValueError, KeyError, AttributeError) as error:
+                message = {"id": message.get("id"), "error": f"unreadable report from the worker: {error}"}
+        started: Optional[tuple[Callable[[int], None], int]] = None
+        with self.changed:
+            if event == "ready":
+                self.state, self.ready_info = "ready", message
+            elif event == "fatal":
+                self.state, self.fatal = "failed", message.get("message") or "unknown error"
+                self._keep_stderr((message.get("traceback") or "").encode())
+            else:
+                pending = self.sent.get(message.get("id"))
+                if pending is None:
+                    return  # an answer for a trace given up on
+                if event == "started":
+                    if pending.on_started is not None and isinstance(message.get("pid"), int):
+                        started = (pending.on_started, message["pid"])
+                elif report is not None:
+                    pending.finish(report)
+                elif "error" in message:
+                    pending.finish(worker_died_report(pending.request, str(message["error"])))
+            self.changed.notify_all()
+        if started is not None:
+            try:
+                started[0](started[1])
+            except Exception:  # noqa: BLE001 - a caller's callback must not stop the reader
+                pass
 
 
 class TraceWorker:
@@ -127,33 +260,30 @@ class TraceWorker:
         self.env = env
         self.memory_limit_mb = memory_limit_mb
         self.startup_timeout = startup_timeout
-        self._state = threading.Lock()  # guards the fields below
-        self._trace_lock = threading.Lock()  # one trace at a time
-        self._process: Optional[subprocess.Popen] = None
-        self._ready = threading.Event()  # set when the worker is ready, failed to start, or ended
-        self._ended = threading.Event()  # set when the client has read all of the worker's output
+        self._changed = threading.Condition()  # guards the fields below and every _Connection's
+        self._trace_lock = threading.Lock()  # one trace() at a time
+        self._connection: Optional[_Connection] = None
+        self._current: Optional[_Pending] = None  # the trace `cancel()` cancels
         self._ready_info: dict = {}
-        self._fatal: Optional[str] = None
-        self._pending: Optional[_Pending] = None
-        self._stderr_tail: deque[bytes] = deque()
-        self._ids = itertools.count(1)
         self._closed = False
-        self._send_lock = threading.Lock()
+        self._ids = itertools.count(1)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
         """Starts the worker in the background (returns at once); a no-op while one is alive. A
         worker that cannot be started is reported by the next trace(), not raised here."""
-        with self._state:
+        with self._changed:
             if self._closed:
                 raise RuntimeError("TraceWorker is closed")
-            if self._process is not None and self._process.poll() is None:
-                return
-            self._spawn()
+            if self._connection is None or not self._connection.usable():
+                self._spawn()
 
     def _spawn(self) -> Optional[str]:
-        """Starts a worker process; returns why it could not be started, or None."""
+        """Starts a worker process (caller holds the condition); returns why it could not, or None."""
+        old, self._connection = self._connection, None
+        if old is not None:
+            self._discard(old)
         # -P: the current directory (the workspace, where editors start servers) is not on sys.path,
         # so a `copy.py` there neither breaks nor runs in the worker (Python 3.11+, as pyproject says)
         command = [self.python, "-P", "-m", "atenlens.worker", "--memory-limit-mb", str(self.memory_limit_mb)]
@@ -163,68 +293,70 @@ class TraceWorker:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
+                bufsize=0,  # the pipes are read and written with os.read / os.write only
                 env=worker_environment(self.env),
                 start_new_session=True,  # a Ctrl-C in the caller's terminal is the caller's to handle
                 close_fds=True,
             )
         except OSError as error:
-            self._process = None
             return f"cannot run {self.python!r}: {error.strerror or error}"
-        self._process = process
-        self._ready = threading.Event()
-        self._ended = threading.Event()
+        self._connection = _Connection(process, self._changed)
         self._ready_info = {}
-        self._fatal = None
-        self._stderr_tail = deque()
-        threading.Thread(
-            target=self._read_responses,
-            args=(process, self._ready, self._ended),
-            name="atenlens-worker-out",
-            daemon=True,
-        ).start()
-        threading.Thread(
-            target=self._read_stderr, args=(process, self._stderr_tail), name="atenlens-worker-err", daemon=True
-        ).start()
+        self._connection.reader.start()
         return None
 
     @property
     def alive(self) -> bool:
-        with self._state:
-            return self._process is not None and self._process.poll() is None and self._fatal is None
+        with self._changed:
+            return self._connection is not None and self._connection.usable()
 
     @property
     def pid(self) -> Optional[int]:
         """The worker process's pid (None before start)."""
-        with self._state:
-            return self._process.pid if self._process is not None else None
+        with self._changed:
+            return self._connection.process.pid if self._connection is not None else None
 
     @property
     def ready_info(self) -> dict:
         """What the worker said when it became ready: pid, torch version, warm-up seconds, notes."""
-        return dict(self._ready_info)
+        with self._changed:
+            if self._connection is not None and self._connection.ready_info:
+                self._ready_info = self._connection.ready_info
+            return dict(self._ready_info)
 
     def wait_ready(self, timeout: Optional[float] = None) -> bool:
         """Starts the worker if needed and waits until it is warm; False on failure or timeout."""
         self.start()
-        with self._state:
-            if self._process is None:
+        with self._changed:
+            connection = self._connection
+            if connection is None:
                 return False
-            ready = self._ready
-        return ready.wait(self.startup_timeout if timeout is None else timeout) and self.alive
+            self._changed.wait_for(
+                lambda: connection.state != "starting" or not connection.usable(),
+                self.startup_timeout if timeout is None else timeout,
+            )
+            return connection.state == "ready" and connection.usable()
 
     def close(self, grace: float = 2.0) -> None:
         """Ends the worker (and any trace it runs); the pending trace() returns "cancelled". The
         worker ends its trace and itself at the end of its input; one that has not after `grace`
-        seconds is killed."""
-        with self._state:
+        seconds is killed. Returns once its reader thread has ended."""
+        with self._changed:
             self._closed = True
-            process, self._process = self._process, None
-            pending = self._pending
-        if pending is not None:
-            pending.cancelled = True
-            pending.finish(cancelled_report(pending.request))
-        if process is not None:
-            self._end_process(process, grace)
+            connection, self._connection = self._connection, None
+            if self._current is not None:
+                self._current.cancel_by = time.monotonic()
+                self._current.finish(cancelled_report(self._current.request))
+            if connection is not None:
+                connection.discarded = True
+                connection.close_stdin()
+            self._changed.notify_all()
+        if connection is not None:
+            try:
+                connection.process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                _kill(connection.process)  # its trace children die with it (PR_SET_PDEATHSIG)
+            connection.reader.join(timeout=5.0)
 
     def __enter__(self) -> "TraceWorker":
         return self
@@ -232,16 +364,18 @@ class TraceWorker:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @staticmethod
-    def _end_process(process: subprocess.Popen, grace: float) -> None:
-        try:
-            _pipe(process.stdin).close()  # the worker ends its running trace and exits at EOF
-        except OSError:
-            pass
-        try:
-            process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            TraceWorker._kill(process)  # its trace children die with it (PR_SET_PDEATHSIG)
+    def _discard(self, connection: _Connection, report: Optional[tuple[_Pending, TraceReport]] = None) -> None:
+        """Gives up on a worker process: `report` answers its trace first (so that the reader, seeing
+        the worker die, does not answer it as a death), then the process is killed. Caller holds the
+        condition; the kill takes milliseconds (SIGKILL to its session)."""
+        if report is not None:
+            report[0].finish(report[1])
+        connection.discarded = True
+        if self._connection is connection:
+            self._connection = None
+        connection.close_stdin()
+        _kill(connection.process)
+        self._changed.notify_all()
 
     # -- tracing -------------------------------------------------------------------------------
 
@@ -258,246 +392,153 @@ class TraceWorker:
         `cancel()` cancels: a caller that decided to cancel before that (while this call was on
         its way, or waiting for another trace) says so there, and nothing runs."""
         with self._trace_lock:
-            pending = _Pending(next(self._ids), request, on_started)
-            with self._state:
+            with self._changed:
                 if self._closed:
                     return cancelled_report(request)
-                if self._process is None or self._process.poll() is not None or self._fatal is not None:
-                    if self._process is not None:
-                        self._discard_process_locked()
+                if self._connection is None or not self._connection.usable():
                     failure = self._spawn()
                     if failure is not None:
                         return worker_died_report(request, f"the trace worker could not start: {failure}")
-                self._pending = pending
-                process, ready, ended = self._process, self._ready, self._ended
-            assert process is not None  # started above when there was none
+                connection = self._connection
+                assert connection is not None  # started above when there was none
+                pending = self._current = _Pending(next(self._ids), request, on_started)
             try:
                 if is_cancelled is not None and is_cancelled():
-                    pending.cancelled = True
                     return cancelled_report(request)
-                return self._run(pending, process, ready, ended)
+                return self._run(connection, pending)
             finally:
-                with self._state:
-                    self._pending = None
+                with self._changed:
+                    self._current = None
+                    connection.sent.pop(pending.id, None)
 
-    def _run(
-        self, pending: _Pending, process: subprocess.Popen, ready: threading.Event, ended: threading.Event
-    ) -> TraceReport:
-        started = time.monotonic()
-        while not ready.wait(0.1):  # the reader sets it at "ready", at "fatal" and at end of output
-            if pending.done.is_set():
-                return pending.answer()  # cancelled or closed while starting
-            if time.monotonic() - started > self.startup_timeout:
-                self._discard_process(process)
+    def _run(self, connection: _Connection, pending: _Pending) -> TraceReport:
+        with self._changed:
+            started = self._changed.wait_for(
+                lambda: connection.state != "starting" or connection.ended or pending.report is not None,
+                self.startup_timeout,
+            )
+            if pending.report is not None:
+                return pending.report  # cancelled or closed while the worker started
+            if not started:
+                stderr = connection.stderr_text()
+                self._discard(connection)
                 return worker_died_report(
-                    pending.request,
-                    f"the trace worker did not start within {self.startup_timeout:g} s",
-                    self._stderr_text(),
+                    pending.request, f"the trace worker did not start within {self.startup_timeout:g} s", stderr
                 )
-        if pending.done.is_set():
-            return pending.answer()
-        with self._send_lock:  # a cancel() is written after the request, never before it
-            with self._state:
-                failed = self._fatal is not None or not self._ready_info or ended.is_set()
-                if not failed and not pending.cancelled:
-                    pending.sent = True
-            written = False
-            if pending.sent:
-                try:
-                    self._write(process, {"id": pending.id, "request": to_jsonable(pending.request)})
-                    written = True
-                except (OSError, ValueError):  # the worker died (its stdin is closed)
-                    pass
-        if failed:
-            return self._start_failure(pending, process, ended)
-        if not pending.sent:
-            return cancelled_report(pending.request)
-        if not written:
-            ended.wait(CANCEL_WAIT_SECONDS)  # its output's end has the exit status
-            pending.finish(self._death_report(pending, process))
-        limit = hard_timeout(pending.request) + ANSWER_MARGIN_SECONDS
-        if not pending.done.wait(limit):
-            self._discard_process(process)
-            pending.finish(
-                worker_died_report(
-                    pending.request, "the trace worker stopped answering and was restarted", self._stderr_text()
-                )
-            )
-        if pending.cancelled and pending.report is not None and pending.report.message != "cancelled":
-            return cancelled_report(pending.request, pending.report.stdout, pending.report.stderr)
-        return pending.answer()
+            if connection.state != "ready" or connection.ended:
+                return self._start_failure(connection, pending)
+            connection.sent[pending.id] = pending
+            pending.sent = True
+        deadline = time.monotonic() + hard_timeout(pending.request) + ANSWER_MARGIN_SECONDS
+        self._write(connection, pending, {"id": pending.id, "request": to_jsonable(pending.request)}, deadline)
+        cancel_written = False
+        while True:
+            with self._changed:
+                while pending.report is None and (pending.cancel_by is None or cancel_written):
+                    left = self._give_up_at(pending, deadline) - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._changed.wait(left)
+                if pending.report is not None:
+                    return self._answer(pending)
+                if pending.cancel_by is None or cancel_written or time.monotonic() >= pending.cancel_by:
+                    # the worker did not answer in time: replace it (the next trace starts a new one)
+                    given_up = (
+                        cancelled_report(pending.request)
+                        if pending.cancel_by is not None
+                        else worker_died_report(
+                            pending.request,
+                            "the trace worker stopped answering and was restarted",
+                            connection.stderr_text(),
+                        )
+                    )
+                    self._discard(connection, (pending, given_up))
+                    return self._answer(pending)
+            cancel_written = True  # written here, by the thread that wrote the request: never before it
+            self._write(connection, pending, {"id": pending.id, "cancel": True}, deadline)
 
-    def _start_failure(self, pending: _Pending, process: subprocess.Popen, ended: threading.Event) -> TraceReport:
-        """The worker said "fatal", or ended, before this trace's request was sent: report why,
-        with what it wrote to stderr (read to its end first: the reason is often its last line)."""
-        ended.wait(CANCEL_WAIT_SECONDS)
-        if self._fatal is None and self._ready_info:
-            report = self._death_report(pending, process)  # it was ready, then died before the request
-        else:
-            code = process.poll()
-            message = self._fatal or f"the trace worker exited while starting (exit code {code})"
-            report = worker_died_report(
-                pending.request, f"the trace worker could not start: {message}", self._stderr_text()
-            )
-        self._discard_process(process)
+    @staticmethod
+    def _give_up_at(pending: _Pending, deadline: float) -> float:
+        return min(deadline, pending.cancel_by if pending.cancel_by is not None else math.inf)
+
+    @staticmethod
+    def _answer(pending: _Pending) -> TraceReport:
+        report = pending.report
+        assert report is not None, "asked for the report of an unfinished trace"
+        if pending.cancel_by is not None and report.message != "cancelled":
+            return cancelled_report(pending.request, report.stdout, report.stderr)
         return report
+
+    def _start_failure(self, connection: _Connection, pending: _Pending) -> TraceReport:
+        """The worker said "fatal", or ended, before this trace's request was sent: report why, with
+        what it wrote to stderr (read to its end first: the reason is often its last line). The
+        caller holds the condition."""
+        self._changed.wait_for(lambda: connection.ended, CANCEL_WAIT_SECONDS)
+        if connection.fatal is None and connection.ready_info:
+            report = connection.death_report(pending)  # it was ready, then died before the request
+        else:
+            code = connection.process.poll()
+            message = connection.fatal or f"the trace worker exited while starting (exit code {code})"
+            report = worker_died_report(
+                pending.request, f"the trace worker could not start: {message}", connection.stderr_text()
+            )
+        self._discard(connection)
+        return report
+
+    def _write(self, connection: _Connection, pending: _Pending, message: dict, deadline: float) -> None:
+        """Writes one message to the worker, a chunk at a time when its stdin can take it, so that a
+        worker that stops reading never blocks this thread past the moment to give up on it. A write
+        that fails (the worker died) is answered by the reader, which sees the worker end."""
+        data = memoryview((json.dumps(message, separators=(",", ":")) + "\n").encode("utf-8"))
+        stdin = _pipe(connection.process.stdin)
+        while data and time.monotonic() < self._give_up_at(pending, deadline):
+            try:
+                _, writable, _ = select.select([], [stdin], [], 0.1)
+            except (OSError, ValueError):  # closed under us
+                return
+            if not writable:
+                continue
+            with self._changed:  # stdin is closed under the condition, so not between these lines
+                if connection.stdin_closed or connection.discarded:
+                    return
+                try:
+                    data = data[os.write(stdin.fileno(), data[:WRITE_CHUNK_BYTES]) :]
+                except OSError:
+                    return
 
     def cancel(self) -> bool:
         """Kills the running trace (from any thread); its trace() returns status "error" with
         message "cancelled". Returns False when no trace was running."""
-        with self._state:
-            pending, process = self._pending, self._process
-            if pending is None or pending.done.is_set():
+        with self._changed:
+            pending = self._current
+            if pending is None or pending.report is not None:
                 return False
-            pending.cancelled = True
-            sent = pending.sent
-        if process is None or not sent:
-            pending.finish(cancelled_report(pending.request))
+            if pending.cancel_by is not None:
+                return True  # cancelled already; its deadline stands
+            pending.cancel_by = time.monotonic() + CANCEL_WAIT_SECONDS
+            if not pending.sent:  # nothing in the worker to cancel yet
+                pending.finish(cancelled_report(pending.request))
+            self._changed.notify_all()
             return True
-        try:
-            self._send(process, {"id": pending.id, "cancel": True})
-        except (OSError, ValueError):  # the worker is gone (its stdin closed): its end answers
-            pass
-        backstop = threading.Timer(CANCEL_WAIT_SECONDS, self._cancel_backstop, args=(pending, process))
-        backstop.daemon = True
-        backstop.start()
-        return True
-
-    def _cancel_backstop(self, pending: _Pending, process: subprocess.Popen) -> None:
-        """The worker did not answer a cancel in time: replace it. Decided under the state lock:
-        a worker that answered meanwhile may already run the next trace, and must not be killed."""
-        with self._state:
-            if pending.done.is_set() or self._pending is not pending or self._process is not process:
-                return
-            self._process = None
-        self._kill(process)
-        pending.finish(cancelled_report(pending.request))
-
-    # -- plumbing ------------------------------------------------------------------------------
-
-    def _send(self, process: subprocess.Popen, message: dict) -> None:
-        with self._send_lock:
-            self._write(process, message)
-
-    @staticmethod
-    def _write(process: subprocess.Popen, message: dict) -> None:
-        """One message to the worker; the caller holds the send lock."""
-        data = (json.dumps(message, separators=(",", ":")) + "\n").encode("utf-8")
-        stdin = _pipe(process.stdin)
-        stdin.write(data)
-        stdin.flush()
-
-    def _discard_process(self, process: subprocess.Popen) -> None:
-        with self._state:
-            if self._process is process:
-                self._process = None
-        self._kill(process)  # outside the lock: `alive` and `pid` never wait on a kill
-
-    def _discard_process_locked(self) -> None:
-        process, self._process = self._process, None
-        if process is not None:
-            self._kill(process)
-
-    @staticmethod
-    def _kill(process: subprocess.Popen) -> None:
-        # The worker's trace children die with it (PR_SET_PDEATHSIG); the worker is its own session.
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            process.kill()
-        except OSError:
-            pass
-        try:
-            process.wait(timeout=5.0)
-        except subprocess.TimeoutExpired:
-            pass
-        for stream in (process.stdin, process.stdout, process.stderr):
-            try:
-                _pipe(stream).close()
-            except OSError:
-                pass
-
-    def _read_responses(self, process: subprocess.Popen, ready: threading.Event, ended: threading.Event) -> None:
-        try:
-            self._read_messages(process, ready)
-        except (OSError, ValueError):  # the stream was closed under us: the worker was discarded
-            pass
-        # end of output: the worker is gone. Only a trace whose request was sent dies with it here;
-        # one still waiting for the worker to start is reported by its own thread, with the cause.
-        process.wait()
-        with self._state:
-            ended.set()
-            pending = self._pending if self._process is process else None
-            sent = pending is not None and pending.sent
-        ready.set()
-        if sent and pending is not None:
-            pending.finish(self._death_report(pending, process))
-
-    def _read_messages(self, process: subprocess.Popen, ready: threading.Event) -> None:
-        for line in _pipe(process.stdout):
-            try:
-                message = json.loads(line)
-            except (ValueError, RecursionError):
-                continue  # cannot happen: only the worker writes here
-            if not isinstance(message, dict):
-                continue
-            event = message.get("event")
-            if self._process is not process:
-                return  # replaced; nobody waits for this one any more
-            if event == "ready":
-                self._ready_info = message
-                ready.set()
-                continue
-            if event == "fatal":
-                self._fatal = message.get("message") or "unknown error"
-                self._stderr_tail.append((message.get("traceback") or "").encode())
-                ready.set()
-                continue
-            pending = self._pending
-            if pending is None or message.get("id") != pending.id:
-                continue
-            if event == "started":
-                pending.child_pid = message.get("pid")
-                if pending.on_started is not None and pending.child_pid is not None:
-                    try:
-                        pending.on_started(pending.child_pid)
-                    except Exception:  # noqa: BLE001 - a caller's callback must not stop the reader
-                        pass
-            elif "report" in message:
-                try:
-                    # the worker checked the child's report (worker/validate.py); here it is only decoded
-                    report = from_jsonable(TraceReport, message["report"])
-                except (TypeError, ValueError, KeyError, AttributeError) as error:
-                    report = worker_died_report(pending.request, f"unreadable report from the worker: {error}")
-                pending.finish(report)
-            elif "error" in message:
-                pending.finish(worker_died_report(pending.request, str(message["error"])))
-
-    def _death_report(self, pending: _Pending, process: subprocess.Popen) -> TraceReport:
-        if pending.cancelled:
-            return cancelled_report(pending.request)
-        code = process.poll()
-        how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited (exit code {code})"
-        return worker_died_report(
-            pending.request, f"the trace worker {how}; the next trace starts a new one", self._stderr_text()
-        )
-
-    def _read_stderr(self, process: subprocess.Popen, tail: deque) -> None:
-        size = 0
-        stderr = _pipe(process.stderr)
-        for chunk in iter(lambda: stderr.read1(1 << 14), b""):
-            tail.append(chunk)
-            size += len(chunk)
-            while size > STDERR_TAIL_BYTES and len(tail) > 1:
-                size -= len(tail.popleft())
-
-    def _stderr_text(self) -> str:
-        return b"".join(self._stderr_tail).decode("utf-8", errors="replace")[-STDERR_TAIL_BYTES:]
 
 
-def _pipe(stream: Optional[IO[bytes]]) -> io.BufferedIOBase:
-    """One of the worker's standard streams: pipes, as `_spawn` starts it (binary, buffered)."""
-    assert isinstance(stream, io.BufferedIOBase), stream
+def _kill(process: subprocess.Popen) -> None:
+    # The worker's trace children die with it (PR_SET_PDEATHSIG); the worker is its own session.
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        process.kill()
+    except OSError:
+        pass
+    try:
+        process.wait(timeout=5.0)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _pipe(stream: Optional[IO[Any]]) -> IO[Any]:
+    """One of the worker's standard streams: pipes, as `_spawn` starts them (unbuffered)."""
+    assert stream is not None, "the worker's pipes are opened by _spawn"
     return stream
