@@ -28,13 +28,6 @@ def trace(
     )
 
 
-def line_of(path: Path, text: str) -> int:
-    """1-based number of the only line of `path` containing `text`."""
-    hits = [i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line]
-    assert len(hits) == 1, f"{text!r} found on lines {hits}"
-    return hits[0]
-
-
 def ops(
     report: TraceReport, *, line: Optional[int] = None, phase: Optional[str] = None, file: Optional[Path] = None
 ) -> list[Event]:

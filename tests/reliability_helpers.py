@@ -348,12 +348,6 @@ def rss_kib(pid: int) -> int:
     raise AssertionError(f"no VmRSS for {pid}")
 
 
-def line_of(text: str, needle: str) -> int:
-    """0-based line of the only line of `text` containing `needle`."""
-    (index,) = [i for i, line in enumerate(text.split("\n")) if needle in line]
-    return index
-
-
 class ProcessSampler:
     """Samples the server's child and descendant processes until stopped."""
 

@@ -6,14 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpu_helpers import cuda_request
+from source_lines import line_of
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "gpu"
 BREAKS = CORPUS / "compile_breaks.py"
 CLEAN = CORPUS / "clean_compile.py"
-
-
-def _line(path: Path, text: str) -> int:
-    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
 
 
 def _trace(worker, path: Path, qualname: str):
@@ -28,7 +25,7 @@ def _by_code(report, code: str) -> list[tuple[int, str, str]]:
 
 def test_a_branch_and_an_item_break_the_graph_at_their_lines_and_the_syncs_say_so(worker):
     report = _trace(worker, BREAKS, "case_item_and_branch_in_a_compiled_function")
-    branch, item = _line(BREAKS, "if y.sum() > 0:"), _line(BREAKS, "return y * y.mean().item()")
+    branch, item = line_of(BREAKS, "if y.sum() > 0:"), line_of(BREAKS, "return y * y.mean().item()")
     breaks = _by_code(report, "AL600")
     assert [(line, severity) for line, severity, _ in breaks] == [(branch, "warning"), (item, "warning")]
     assert breaks[0][2].startswith(
@@ -46,7 +43,7 @@ def test_a_branch_and_an_item_break_the_graph_at_their_lines_and_the_syncs_say_s
     assert syncs[item].endswith("; torch.compile also breaks its graph at this line (AL600, GB0124)")
     assert _by_code(report, "AL601") == [
         (
-            _line(BREAKS, "@torch.compile"),
+            line_of(BREAKS, "@torch.compile"),
             "information",
             "torch.compile: 3 graphs, 2 graph breaks, 26 guards (Dynamo on the first call's inputs: float32[4, 8], "
             "float32[8, 8]; 2 value reads in resumed code assumed 1 / True)",
@@ -57,7 +54,7 @@ def test_a_branch_and_an_item_break_the_graph_at_their_lines_and_the_syncs_say_s
 def test_a_break_inside_a_loop_says_the_whole_forward_runs_eagerly_and_prints_once(worker):
     report = _trace(worker, BREAKS, "case_print_in_a_compiled_module")
     [(line, severity, message)] = _by_code(report, "AL600")
-    assert (line, severity) == (_line(BREAKS, 'print("activation", x.shape)'), "warning")
+    assert (line, severity) == (line_of(BREAKS, 'print("activation", x.shape)'), "warning")
     assert message.startswith(
         "torch.compile graph break (GB0059): Failed to trace builtin operator. Dynamo does "
         "not know how to trace builtin operator `print` with argument types ['str', 'Size']"
@@ -68,7 +65,7 @@ def test_a_break_inside_a_loop_says_the_whole_forward_runs_eagerly_and_prints_on
     )
     assert _by_code(report, "AL601") == [
         (
-            _line(BREAKS, "def forward(self, x):"),
+            line_of(BREAKS, "def forward(self, x):"),
             "information",
             "torch.compile: 0 graphs, 1 graph break, 0 guards (Dynamo on the first call's inputs: float32[4, 8]); "
             "a break inside a loop made Dynamo run a function eagerly",
@@ -81,7 +78,7 @@ def test_a_break_inside_a_loop_says_the_whole_forward_runs_eagerly_and_prints_on
 def test_a_data_dependent_shape_breaks_the_graph_once_though_called_three_times(worker):
     report = _trace(worker, BREAKS, "case_data_dependent_shape_in_a_loop")
     [(line, _, message)] = _by_code(report, "AL600")
-    assert line == _line(BREAKS, "kept = x[x > 0]")
+    assert line == line_of(BREAKS, "kept = x[x > 0]")
     assert message == (
         "torch.compile graph break (GB0036): Dynamic shape operator. Operator `aten.nonzero.default`'s "
         "output shape depends on input Tensor data. Hint: Enable tracing of dynamic shape operators "
@@ -95,14 +92,14 @@ def test_code_dynamo_captures_whole_gets_a_summary_only(worker):
     assert [d.code for d in step.diagnostics] == ["AL601"]
     assert _by_code(step, "AL601") == [
         (
-            _line(CLEAN, "def forward(self, x):"),
+            line_of(CLEAN, "def forward(self, x):"),
             "information",
             "torch.compile: 1 graph, 0 graph breaks, 47 guards (Dynamo on the first call's inputs: float32[8, 16])",
         )
     ]
     assert sum(1 for e in step.events if e.kind == "op" and e.name == "aten.addmm.default") == 4  # eager, recorded
     full = _trace(worker, CLEAN, "case_fullgraph_function")
-    assert [(d.code, d.line) for d in full.diagnostics] == [("AL601", _line(CLEAN, "@torch.compile(fullgraph=True)"))]
+    assert [(d.code, d.line) for d in full.diagnostics] == [("AL601", line_of(CLEAN, "@torch.compile(fullgraph=True)"))]
     assert full.diagnostics[0].message.startswith("torch.compile: 1 graph, 0 graph breaks")
 
 
@@ -114,7 +111,7 @@ def test_an_analysis_past_the_time_budget_keeps_the_trace_and_says_so(worker):
     assert [(d.code, d.line, d.message) for d in report.diagnostics] == [
         (
             "AL601",
-            _line(slow, "def slow(x):") - 1,
+            line_of(slow, "def slow(x):") - 1,
             "torch.compile: the graph-break analysis ran past the trace's time budget; the trace is complete, the "
             "breaks of the callables not yet analysed are unknown",
         )
@@ -125,7 +122,7 @@ def test_reduce_overhead_says_which_graphs_cuda_graphs_would_skip_and_why(worker
     mutated = _trace(worker, BREAKS, "case_reduce_overhead_with_a_mutated_input")
     assert _by_code(mutated, "AL602") == [
         (
-            _line(BREAKS, "cache.add_(h)"),
+            line_of(BREAKS, "cache.add_(h)"),
             "warning",
             'torch.compile(mode="reduce-overhead"): CUDA graphs would skip the graph this line is in (it mutates its '
             "input `cache` in place with add_); that graph runs without CUDA graphs, one launch per kernel",
@@ -134,7 +131,7 @@ def test_reduce_overhead_says_which_graphs_cuda_graphs_would_skip_and_why(worker
     host = _trace(worker, BREAKS, "case_reduce_overhead_with_a_cpu_tensor")
     assert _by_code(host, "AL602") == [
         (
-            _line(BREAKS, "return h * table.to(h.device"),
+            line_of(BREAKS, "return h * table.to(h.device"),
             "warning",
             'torch.compile(mode="reduce-overhead"): CUDA graphs would skip the graph this line is in (a CPU tensor '
             "float32[16] in it); that graph runs without CUDA graphs, one launch per kernel",

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import source_lines
 from atenlens import cost
 from atenlens.gpus import GPUS, find_gpu, gpu_names
 from atenlens.report import TraceRequest
@@ -18,9 +19,7 @@ MiB = 2**20
 
 
 def line_of(text: str) -> int:
-    hits = [n for n, line in enumerate(FIXTURE.read_text().splitlines(), 1) if text in line]
-    assert len(hits) == 1, hits
-    return hits[0]
+    return source_lines.line_of(FIXTURE, text)
 
 
 def trace(worker, qualname: str, gpu: str = "h100-sxm"):

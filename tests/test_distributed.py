@@ -14,6 +14,7 @@ from atenlens.lsp.labels import tensor_label_with_device
 from atenlens.lsp.settings import HintSettings
 from atenlens.report import TraceRequest
 from atenlens.traceable import find_functions, parse_ranks_flags, ranks_directive
+from source_lines import line_of
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ranks"
 FSDP = FIXTURES / "fsdp_step.py"
@@ -39,12 +40,6 @@ def ring(moved: float, steps: int, bandwidth: float, network_steps: int = 0) -> 
         for base, hop, net, share in PROTOCOLS
         if not (network_steps and share == 120 / 128)
     )
-
-
-def line_of(path: Path, text: str) -> int:
-    hits = [n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line]
-    assert len(hits) == 1, hits
-    return hits[0]
 
 
 def line_in(path: Path, function: str, text: str) -> int:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from engine_helpers import EXAMPLES, calls, label, line_of, names, ops, trace, write
+from engine_helpers import EXAMPLES, calls, label, names, ops, trace, write
+from source_lines import line_of
 
 LINEAR = """
 import torch

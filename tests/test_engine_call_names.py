@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from atenlens.worker.client import TraceWorker
-from engine_helpers import calls, line_of, names, ops
+from engine_helpers import calls, names, ops
+from source_lines import line_of
 from worker_helpers import request
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "train_step.py"

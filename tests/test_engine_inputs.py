@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from atenlens.report import Code
-from engine_helpers import EXAMPLES, calls, label, line_of, names, ops, trace, write
+from engine_helpers import EXAMPLES, calls, label, names, ops, trace, write
+from source_lines import line_of
 
 SOURCE = """
 import torch

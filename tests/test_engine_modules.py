@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from engine_helpers import REPO, label, line_of, names, ops, trace, write
+from engine_helpers import REPO, label, names, ops, trace, write
+from source_lines import line_of
 
 MOVES = """
 import copy

@@ -7,7 +7,8 @@ from collections import Counter
 
 from atenlens.report import TraceRequest
 from atenlens.trace.runner import run_trace
-from engine_helpers import line_of, ops, trace, write
+from engine_helpers import ops, trace, write
+from source_lines import line_of
 
 ARGPARSE_SCRIPT = """
     # atenlens-argv: --steps 3 --name "two words"

@@ -10,7 +10,8 @@ import torch
 
 from atenlens.trace.diagnostics import DiagnosticSink
 from atenlens.trace.recorder import Recorder
-from engine_helpers import calls, line_of, names, ops, trace, write
+from engine_helpers import calls, names, ops, trace, write
+from source_lines import line_of
 
 
 def record(function, recorder: Recorder) -> Recorder:

@@ -10,8 +10,9 @@ import re
 import numpy as np
 import torch
 
-from engine_helpers import label, line_of, names, ops, write
+from engine_helpers import label, names, ops, write
 from gpu_helpers import cuda_request
+from source_lines import line_of
 
 UNKNOWN = "value unknown on fake tensors: took "
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import source_lines
 from gpu_helpers import CORPUS, cuda_request, ops_named
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "gpu" / "device_api.py"
@@ -21,9 +22,7 @@ def trace(worker, qualname, call=None, path=FIXTURE):
 
 
 def line_of(text: str, path: Path = FIXTURE) -> int:
-    hits = [n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line]
-    assert len(hits) == 1, hits
-    return hits[0]
+    return source_lines.line_of(path, text)
 
 
 def test_device_agnostic_code_takes_its_gpu_branch(worker):

@@ -10,14 +10,9 @@ from lsprotocol import types
 
 from atenlens.lsp.convert import DIAGNOSTICS_URL as DOCS
 from lsp_helpers import execute, initialize, open_document, wait_for_diagnostics
+from source_lines import lsp_line
 
 CORPUS = pathlib.Path(__file__).resolve().parent / "corpus" / "gpu"
-
-
-def _line(text: str, needle: str) -> int:
-    """0-based, as LSP counts."""
-    (index,) = [i for i, line in enumerate(text.split("\n")) if needle in line]
-    return index
 
 
 async def _traced(client, tmp_path, name: str, qualname: str) -> tuple[str, list[types.Diagnostic]]:
@@ -38,20 +33,20 @@ async def test_graph_breaks_are_warnings_at_their_lines_linked_to_their_docs(cli
     )
     breaks = [d for d in diagnostics if d.code == "AL600"]
     assert [(d.range.start.line, d.severity) for d in breaks] == [
-        (_line(text, "if y.sum() > 0:"), types.DiagnosticSeverity.Warning),
-        (_line(text, "return y * y.mean().item()"), types.DiagnosticSeverity.Warning),
+        (lsp_line(text, "if y.sum() > 0:"), types.DiagnosticSeverity.Warning),
+        (lsp_line(text, "return y * y.mean().item()"), types.DiagnosticSeverity.Warning),
     ]
     assert breaks[1].message.startswith("torch.compile graph break (GB0124): Unsupported Tensor.item() call")
     assert {d.code_description.href for d in breaks} == {f"{DOCS}#al600--graph-break"}
     summary = [d for d in diagnostics if d.code == "AL601"]
     assert [(d.range.start.line, d.severity) for d in summary] == [
-        (_line(text, "@torch.compile"), types.DiagnosticSeverity.Information)
+        (lsp_line(text, "@torch.compile"), types.DiagnosticSeverity.Information)
     ]
 
 
 async def test_a_sync_inside_a_capture_is_an_error_in_the_editor(client, tmp_path):
     text, diagnostics = await _traced(client, tmp_path, "capture_graphs.py", "case_item_inside_the_capture")
-    item = _line(text, "scale = static_y.abs().max().item()")
+    item = lsp_line(text, "scale = static_y.abs().max().item()")
     # the trace's own findings: the sync is an error there, not an AL100 (the lint still reports the
     # other case's `if h.isnan().any():`, which this trace did not run)
     assert [

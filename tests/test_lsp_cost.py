@@ -10,13 +10,9 @@ import shutil
 from lsprotocol import types
 
 from lsp_helpers import execute, initialize, inlay_hints, open_document
+from source_lines import lsp_line
 
 EXAMPLE = pathlib.Path(__file__).resolve().parent.parent / "examples" / "train_step.py"
-
-
-def line_of(text: str, needle: str) -> int:
-    (index,) = [i for i, line in enumerate(text.split("\n")) if needle in line]
-    return index
 
 
 async def test_cost_hints_and_the_memory_timeline_export(client, tmp_path):
@@ -26,7 +22,7 @@ async def test_cost_hints_and_the_memory_timeline_export(client, tmp_path):
     text = path.read_text()
     uri = await open_document(client, path, text)
     lines = text.split("\n")
-    fc1, step_line = line_of(text, "h = F.relu(self.fc1(x))"), line_of(text, "opt.step()")
+    fc1, step_line = lsp_line(text, "h = F.relu(self.fc1(x))"), lsp_line(text, "opt.step()")
 
     # nothing traced yet: the command says so and writes nothing
     out = tmp_path / "timeline.json"

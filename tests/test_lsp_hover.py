@@ -13,6 +13,7 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from lsp_helpers import SERVER, editor_capabilities, execute, install_recorder, open_document, trusted
+from source_lines import lsp_line
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "train_step.py"
@@ -34,11 +35,6 @@ async def client(lsp_client: LanguageClient, request):
     )
     yield
     await lsp_client.shutdown_session()
-
-
-def line_of(text: str, needle: str) -> int:
-    (index,) = [i for i, line in enumerate(text.split("\n")) if needle in line]
-    return index
 
 
 NEOVIM_ROLLUP = [
@@ -142,8 +138,8 @@ async def test_hover_layout_follows_the_clients_capabilities(client, tmp_path):
     outcome = await execute(client, "atenlens.trace", {"uri": uri, "qualname": "train_step"})
     assert outcome["status"] == "ok", outcome
 
-    rollup = await hover(client, uri, line_of(text, "logits = model(x)"))
-    fc1 = await hover(client, uri, line_of(text, "h = F.relu(self.fc1(x))"))
+    rollup = await hover(client, uri, lsp_line(text, "logits = model(x)"))
+    fc1 = await hover(client, uri, lsp_line(text, "h = F.relu(self.fc1(x))"))
     if client.editor == "neovim":
         assert rollup.kind == fc1.kind == types.MarkupKind.Markdown
         assert rollup.value == "\n".join(NEOVIM_ROLLUP).replace("{uri}", path.as_uri())

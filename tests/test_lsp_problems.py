@@ -19,6 +19,7 @@ from lsp_helpers import (
     units,
     wait_for_diagnostics,
 )
+from source_lines import lsp_line
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIXTURE = pathlib.Path(__file__).resolve().parent / "fixtures" / "lsp" / "problems.py"
@@ -26,11 +27,6 @@ SYNC = (
     "`.item()` copies a value of cuda f32[] to the host: the host waits until the GPU has finished all "
     "queued work [aten._local_scalar_dense]"
 )
-
-
-def line_of(text: str, needle: str) -> int:
-    (index,) = [i for i, line in enumerate(text.split("\n")) if needle in line]
-    return index
 
 
 def shown(diagnostics: list[types.Diagnostic]) -> list[tuple[int, int, int, str, str, str]]:
@@ -57,7 +53,8 @@ async def test_one_problem_one_diagnostic(client, tmp_path):
     lines = text.split("\n")
     uri = await open_document(client, path, text)
     in_loop, in_total, copy = (
-        line_of(text, s) for s in ("t = x.sum().item()", "return x.sum().item()", 'batch.to("cuda", non_blocking=True)')
+        lsp_line(text, s)
+        for s in ("t = x.sum().item()", "return x.sum().item()", 'batch.to("cuda", non_blocking=True)')
     )
     col = lambda line, needle: units(lines[line][: lines[line].index(needle)], encoding)  # noqa: E731
     end = lambda line: units(lines[line], encoding)  # noqa: E731
@@ -138,7 +135,7 @@ async def test_one_problem_one_diagnostic(client, tmp_path):
     # an edit inside step_b makes its trace stale: its diagnostics are withdrawn (the lint's AL200
     # is back: nothing current shows it wrong), its hints and lens say so, step_a's stay current
     published = len(client.recorder.published)
-    loop_b = line_of(text, "for _ in range(3):")
+    loop_b = lsp_line(text, "for _ in range(3):")
     change(client, uri, 2, (loop_b, 19), (loop_b, 20), "5")
     diagnostics = await wait_for_diagnostics(client, uri, 2, after=published)
     assert [
@@ -149,7 +146,7 @@ async def test_one_problem_one_diagnostic(client, tmp_path):
         (copy, "AL200", "atenlens", next(d for d in lint if d.code == "AL200").message),
     ]
     hints = {line: label for line, _, label in await inlay_hints(client, uri, len(lines))}
-    call_b = line_of(text, "        total(x)")
+    call_b = lsp_line(text, "        total(x)")
     assert hints[call_b].endswith(" (stale)") and not hints[in_total].endswith(" (stale)")
     assert not hints[in_loop].endswith(" (stale)")
     lenses = [title for _, title, command in await code_lenses(client, uri) if command == ""]
@@ -170,7 +167,7 @@ async def test_editing_the_directive_makes_the_trace_stale(client, tmp_path):
     assert (await execute(client, "atenlens.trace", {"uri": uri, "qualname": "train_step"}))["status"] == "ok"
     before = await inlay_hints(client, uri, len(lines))
     assert before and not any(label.endswith(" (stale)") for _, _, label in before)
-    directive = line_of(text, "# atenlens: train_step(*setup())")
+    directive = lsp_line(text, "# atenlens: train_step(*setup())")
     change(client, uri, 2, (directive, len(lines[directive])), (directive, len(lines[directive])), "  # 32 rows")
     # every hint of the trace is still there, marked as about the earlier text
     after = await inlay_hints(client, uri, len(lines))
@@ -200,7 +197,7 @@ async def test_noqa_silences_the_trace_and_codes_link_to_their_docs(client, tmp_
     # the trace found both reads; the one under `# noqa: AL100` is silenced as the lint's would be
     assert [(d.range.start.line, d.code, d.source, d.code_description.href) for d in diagnostics] == [
         (
-            line_of(NOQA, "b = x.max().item()"),
+            lsp_line(NOQA, "b = x.max().item()"),
             "AL100",
             "atenlens trace",
             "https://github.com/atenlens/atenlens/blob/main/docs/rules.md#al100-sync-in-loop",

@@ -22,16 +22,12 @@ from lsp_helpers import (
     units,
     wait_for_diagnostics,
 )
+from source_lines import lsp_line
 from test_lsp_hover import NEOVIM_ROLLUP
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "train_step.py"
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures" / "lsp"
-
-
-def line_of(text: str, needle: str) -> int:
-    (index,) = [i for i, line in enumerate(text.split("\n")) if needle in line]
-    return index
 
 
 async def test_trace_train_step(client, tmp_path):
@@ -44,10 +40,10 @@ async def test_trace_train_step(client, tmp_path):
     uri = await open_document(client, path, text)
 
     fwd, loss_line, backward_line, step_line = (
-        line_of(text, s) for s in ("logits = model(x)", "loss = F.cross_entropy", "loss.backward()", "opt.step()")
+        lsp_line(text, s) for s in ("logits = model(x)", "loss = F.cross_entropy", "loss.backward()", "opt.step()")
     )
-    fc1, fc2 = line_of(text, "h = F.relu(self.fc1(x))"), line_of(text, "return self.fc2(h)")
-    defs = {name: line_of(text, f"def {name}(") for name in ("__init__", "forward", "setup", "train_step", "train")}
+    fc1, fc2 = lsp_line(text, "h = F.relu(self.fc1(x))"), lsp_line(text, "return self.fc2(h)")
+    defs = {name: lsp_line(text, f"def {name}(") for name in ("__init__", "forward", "setup", "train_step", "train")}
 
     assert await code_lenses(client, uri) == [  # not on MLP.__init__ (lenses.functions "steps")
         (defs["forward"], "Add an example call to trace", "atenlens.insertDirective"),
@@ -115,7 +111,7 @@ async def test_trace_train_step(client, tmp_path):
 
     # Tracing the loop confirms the sync the lint finds: one diagnostic, the trace's message (its
     # count) at the lint's columns (`item()`), under the trace's source.
-    item = line_of(text, "total += loss.item()")
+    item = lsp_line(text, "total += loss.item()")
     (lint_item,) = client.diagnostics[uri]
     assert (lint_item.range.start.line, lint_item.code, lint_item.source) == (item, "AL100", "atenlens")
     published = len(client.recorder.published)
@@ -142,7 +138,7 @@ async def test_trace_train_step(client, tmp_path):
         )
 
     # The latest trace (three steps of the loop) now speaks for the lines it covers.
-    call = line_of(text, "loss = train_step(model, opt, x, y)")
+    call = lsp_line(text, "loss = train_step(model, opt, x, y)")
     latest = [(line, label) for line, _, label in await inlay_hints(client, uri, len(lines))]
     assert [line for line, _ in latest] == [fc1, fc2, fwd, loss_line, backward_line, step_line, call, item]
     # what a plain function call returned is not recorded: no `->` rather than the last op's output
@@ -182,10 +178,10 @@ async def test_hint_sits_at_the_end_of_a_line_with_wide_characters(client, tmp_p
     lines = text.split("\n")
     uri = await open_document(client, path, text)
     outcome = await execute(
-        client, "atenlens.trace", {"uri": uri, "position": {"line": line_of(text, "return h"), "character": 4}}
+        client, "atenlens.trace", {"uri": uri, "position": {"line": lsp_line(text, "return h"), "character": 4}}
     )
     assert outcome["status"] == "ok", outcome
-    linear, relu = line_of(text, "形状 🚀"), line_of(text, "return h.relu()")
+    linear, relu = lsp_line(text, "形状 🚀"), lsp_line(text, "return h.relu()")
     # 形 and 状 are one UTF-16 unit and three UTF-8 bytes each, 🚀 is two UTF-16 units (a surrogate pair)
     assert units(lines[linear], encoding) == {"utf-8": 44, "utf-16": 38, "utf-32": 37}[encoding]
     assert await inlay_hints(client, uri, len(lines)) == [
@@ -275,7 +271,7 @@ async def test_progress_cancel_edit_and_supersede(client, tmp_path):
     assert not other.done()
     # ... until an edit inside `spin` kills its trace; an edit outside it does not.
     change(client, uri, 2, (0, 12), (0, 12), "  # an edit outside both functions")
-    change(client, uri, 3, (line_of(text, "x = x + 1"), 8), (line_of(text, "x = x + 1"), 9), "y")
+    change(client, uri, 3, (lsp_line(text, "x = x + 1"), 8), (lsp_line(text, "x = x + 1"), 9), "y")
     assert await second == {"status": "cancelled", "qualname": "spin", "message": "the function was edited"}
     quick = await other
     assert quick["status"] == "ok" and quick["summary"].startswith("fwd 2 · 0 syncs"), quick
@@ -312,7 +308,7 @@ async def test_trace_disabled_runs_nothing(client, tmp_path):
         types.DidChangeConfigurationParams(settings={"atenlens": {"trace": {"enabled": True}}})
     )
     lenses = await code_lenses(client, uri)
-    assert (line_of(text, "def train_step("), "Trace this step", "atenlens.trace") in lenses
+    assert (lsp_line(text, "def train_step("), "Trace this step", "atenlens.trace") in lenses
 
 
 async def test_add_an_example_call(client, tmp_path):
@@ -321,7 +317,7 @@ async def test_add_an_example_call(client, tmp_path):
     shutil.copy(EXAMPLE, path)
     text = path.read_text()
     uri = await open_document(client, path, text)
-    forward = line_of(text, "def forward(")
+    forward = lsp_line(text, "def forward(")
     outcome = await execute(client, "atenlens.insertDirective", {"uri": uri, "qualname": "MLP.forward"})
     assert outcome == {"applied": True, "directive": "# atenlens: MLP().forward(x)", "placeholders": ["x"]}
     (applied,) = client.recorder.applied_edits
@@ -370,16 +366,16 @@ async def test_an_exception_is_a_diagnostic_at_its_line(client, tmp_path):
     message = "RuntimeError: a and b must have same reduction dim, but got [2, 3] X [2, 3]."
     assert outcome == {"status": "error", "qualname": "boom", "summary": f"trace error: {message}", "message": message}
     diagnostics = await wait_for_diagnostics(client, uri, 1, after=published)
-    matmul = line_of(text, "return x @ x")
+    matmul = lsp_line(text, "return x @ x")
     assert simple(diagnostics) == [
         (matmul, units(lines[matmul][:11], encoding), matmul, units(lines[matmul], encoding), "AL900", "atenlens trace")
     ]
     assert diagnostics[0].severity == types.DiagnosticSeverity.Error and diagnostics[0].message == message
     # what ran before the exception is still shown
     assert await inlay_hints(client, uri, len(lines)) == [
-        (line_of(text, "torch.ones"), units(lines[line_of(text, "torch.ones")], encoding), "ones f32[2, 3]")
+        (lsp_line(text, "torch.ones"), units(lines[lsp_line(text, "torch.ones")], encoding), "ones f32[2, 3]")
     ]
-    assert (line_of(text, "def boom"), f"trace error: {message}", "") in await code_lenses(client, uri)
+    assert (lsp_line(text, "def boom"), f"trace error: {message}", "") in await code_lenses(client, uri)
 
 
 def count_progress_creates(client) -> list:
@@ -456,7 +452,7 @@ async def test_trace_notes_in_the_lens_the_hover_and_the_log(client, tmp_path):
     hover = await client.text_document_hover_async(
         types.HoverParams(
             text_document=types.TextDocumentIdentifier(uri=uri),
-            position=types.Position(line=line_of(text, "yield x.sum(0)"), character=8),
+            position=types.Position(line=lsp_line(text, "yield x.sum(0)"), character=8),
         )
     )
     assert hover.contents.value.startswith(f"_Note: {note}_\n\n**API calls:** `torch.Tensor.sum`")
@@ -482,7 +478,7 @@ async def test_trace_notes_in_the_lens_the_hover_and_the_log(client, tmp_path):
     )
     assert [(line, command) for line, _, command in await code_lenses(client, uri)] == [
         (0, ""),
-        (line_of(text, "def batches") + 4, ""),
+        (lsp_line(text, "def batches") + 4, ""),
     ]
 
 
@@ -497,7 +493,7 @@ async def test_rollup_hover_and_hint_kinds(client, tmp_path):
     uri = await open_document(client, path, text)
     outcome = await execute(client, "atenlens.trace", {"uri": uri, "qualname": "train_step"})
     assert outcome["status"] == "ok", outcome
-    fwd, forward_body = line_of(text, "logits = model(x)"), line_of(text, "h = F.relu(self.fc1(x))")
+    fwd, forward_body = lsp_line(text, "logits = model(x)"), lsp_line(text, "h = F.relu(self.fc1(x))")
     hover = await client.text_document_hover_async(
         types.HoverParams(
             text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=fwd, character=8)
@@ -535,7 +531,7 @@ async def test_rollup_hover_and_hint_kinds(client, tmp_path):
             ]
         )
 
-    step_line, backward_line = line_of(text, "opt.step()"), line_of(text, "loss.backward()")
+    step_line, backward_line = lsp_line(text, "opt.step()"), lsp_line(text, "loss.backward()")
     refreshes = client.recorder.refreshes.count("inlayHint")
     client.workspace_did_change_configuration(
         types.DidChangeConfigurationParams(settings={"atenlens": {"hints": {"shapes": False, "backward": False}}})
@@ -568,7 +564,7 @@ async def test_an_assumed_value_is_an_information_diagnostic_at_the_line_that_re
     diagnostics = await wait_for_diagnostics(client, uri, 1, after=published)
     [assumed] = [d for d in diagnostics if d.code == "AL906"]
     assert (assumed.range.start.line, assumed.severity, assumed.source, assumed.message) == (
-        line_of(text, "torch.isnan(g)"),
+        lsp_line(text, "torch.isnan(g)"),
         types.DiagnosticSeverity.Information,
         "atenlens trace",
         "value unknown on fake tensors: took `False` for `bool()` / `if tensor:` of b8[] "

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import source_lines
 from gpu_helpers import cuda_request
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "models"
@@ -37,9 +38,7 @@ def trace(worker, file: str, qualname: str):
 
 
 def line_of(file: str, text: str) -> int:
-    hits = [n for n, line in enumerate((FIXTURES / file).read_text().splitlines(), 1) if text in line]
-    assert len(hits) == 1, hits
-    return hits[0]
+    return source_lines.line_of(FIXTURES / file, text)
 
 
 def op_counts(report, prefix: str = "aten.") -> Counter:

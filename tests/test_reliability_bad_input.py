@@ -20,13 +20,13 @@ from reliability_helpers import (
     Server,
     change,
     hover,
-    line_of,
     open_document,
     position,
     server_info,
     span,
     start_server,
 )
+from source_lines import lsp_line
 
 LOOP_SYNC = "import torch\n\n\ndef step(xs):\n    total = 0.0\n    for x in xs.cuda():\n        total += x.sum().item()\n    return total\n"
 SYNC_MESSAGE = "`.item()` inside a loop: the host waits for the GPU on every iteration"
@@ -187,7 +187,7 @@ def test_positions_past_the_end(server, tmp_path, reliability):
     assert document_text(server, uri) == LOOP_SYNC + "# tail\n"
     lenses = server.result("textDocument/codeLens", {"textDocument": {"uri": uri}})
     assert [(lens["range"]["start"]["line"], lens["command"]["title"]) for lens in lenses] == [
-        (line_of(LOOP_SYNC, "def step"), "Add an example call to trace")
+        (lsp_line(LOOP_SYNC, "def step"), "Add an example call to trace")
     ]
     assert_serving(server, uri, 2, LOOP_SYNC + "# tail\n")
 
@@ -209,7 +209,7 @@ def test_a_100000_line_document(server, tmp_path, reliability):
     uri = open_document(server, tmp_path / "huge.py", text)
     diagnostics = server.diagnostics(uri, 1)
     opened = time.monotonic() - started
-    item = line_of(text, ".item()")
+    item = lsp_line(text, ".item()")
     column = lines[item].index("item()")
     assert sync_lines(diagnostics) == [(item, column, "AL100")]
     started = time.monotonic()

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from reliability_helpers import FIXTURES, descendants_of, hover, line_of, open_document, start_server, trace, wait_until
+from reliability_helpers import FIXTURES, descendants_of, hover, open_document, start_server, trace, wait_until
+from source_lines import lsp_line
 
 TEXT = (FIXTURES / "boundary.py").read_text()
 SETTINGS = {"trace": {"device": "cpu", "timeoutSeconds": 60}}
@@ -62,7 +63,7 @@ def test_a_forged_report_is_that_traces_error(server, document, qualname, what, 
     # the forged trace's one diagnostic sits at its `def` line
     published = server.notifications("textDocument/publishDiagnostics")[-1]
     ours = [d for d in published["diagnostics"] if d["source"] == "atenlens trace" and reason in d["message"]]
-    assert [(d["code"], d["range"]["start"]["line"]) for d in ours] == [("AL903", line_of(TEXT, f"def {qualname}"))]
+    assert [(d["code"], d["range"]["start"]["line"]) for d in ours] == [("AL903", lsp_line(TEXT, f"def {qualname}"))]
 
     # the document still works: a lint publishes, another function traces, its hover answers
     document["version"] += 1
@@ -86,7 +87,7 @@ def test_a_forged_report_is_that_traces_error(server, document, qualname, what, 
     lines.insert(len(lines) - 1, f"# after {qualname}")
     server.diagnostics(uri, document["version"], after=mark)
     assert trace(server, uri, "fine_step")["result"]["status"] == "ok"
-    answer = hover(server, uri, line_of(TEXT, "return x @ torch.ones(8, 2)"), 4)
+    answer = hover(server, uri, lsp_line(TEXT, "return x @ torch.ones(8, 2)"), 4)
     assert "`mm`" in answer["result"]["contents"]["value"], answer
     # and the forged trace can be run again: it fails the same way, it is not stuck
     again = trace(server, uri, qualname)["result"]
@@ -214,7 +215,7 @@ def test_a_spinning_loop_keeps_a_bounded_report(server, document, reliability):
     kept, dropped = (int(word) for word in note.split() if word.isdigit())
     assert kept == 20000 and dropped > 0, note  # recorder.MAX_EVENTS, and the rest counted
     # the events kept are there: the loop's line has its hint and its hover
-    line = line_of(TEXT, "        x = x + 1")
+    line = lsp_line(TEXT, "        x = x + 1")
     shown = hover(server, uri, line, 8)["result"]["contents"]["value"]
     assert "`add`" in shown, shown
     reliability.number("events kept / counted only", f"{kept:,} / {dropped:,}")
@@ -239,7 +240,7 @@ def test_characters_only_str_splitlines_breaks_at(server, tmp_path, reliability)
     path.write_text(LINE_BREAKERS, encoding="utf-8")
     uri = open_document(server, path, LINE_BREAKERS)
     server.diagnostics(uri, 1)
-    def_line = line_of(LINE_BREAKERS, "def double")
+    def_line = lsp_line(LINE_BREAKERS, "def double")
     lenses = server.result("textDocument/codeLens", {"textDocument": {"uri": uri}})
     assert [(lens["range"]["start"]["line"], lens["command"]["title"]) for lens in lenses] == [
         (def_line, "Trace this step")
@@ -255,7 +256,7 @@ def test_characters_only_str_splitlines_breaks_at(server, tmp_path, reliability)
     assert [a["title"] for a in actions] == []  # no "add an example call"
     answer = trace(server, uri, "double")["result"]
     assert answer["status"] == "ok", answer
-    shown = hover(server, uri, line_of(LINE_BREAKERS, "return t * 2"), 4)["result"]["contents"]["value"]
+    shown = hover(server, uri, lsp_line(LINE_BREAKERS, "return t * 2"), 4)["result"]["contents"]["value"]
     assert "`mul`" in shown and "f32[3]" in shown, shown
     reliability.number("trace", f"{answer['status']} with the directive's call, hover at line {def_line + 2}")
 
@@ -297,8 +298,8 @@ def test_shared_memory_past_the_limit(limited, reliability):
     diagnostic = trace_diagnostic(server, uri, mark, "memory limit")
     assert diagnostic["code"] == "AL903"
     assert diagnostic["range"]["start"]["line"] in {
-        line_of(TEXT, "shared[offset] = 1"),
-        line_of(TEXT, "for offset in range(0, len(shared)"),
+        lsp_line(TEXT, "shared[offset] = 1"),
+        lsp_line(TEXT, "for offset in range(0, len(shared)"),
     }
     assert trace(server, uri, "fine_step")["result"]["status"] == "ok"
     reliability.number("answer", answer["message"])

@@ -30,13 +30,13 @@ from reliability_helpers import (
     children_of,
     descendants_of,
     hover,
-    line_of,
     open_document,
     server_info,
     start_server,
     trace,
     wait_until,
 )
+from source_lines import lsp_line
 
 MEMORY_LIMIT_MB = 1024
 TIMEOUT_SECONDS = 20.0
@@ -58,7 +58,7 @@ class Case:
     @property
     def line(self) -> Optional[int]:
         """0-based line of the diagnostic."""
-        return line_of(TEXT, self.at) if self.at else None
+        return lsp_line(TEXT, self.at) if self.at else None
 
     @property
     def lines(self) -> set[int]:
@@ -214,7 +214,7 @@ def test_hostile_code_through_the_server(server, document, case: Case, reliabili
     assert trace(server, uri, "fine_step")["result"]["status"] == "ok"
     retraced = time.monotonic() - started
     started = time.monotonic()
-    answer = hover(server, uri, line_of(TEXT, "return x @ torch.ones(8, 2)"), 4)
+    answer = hover(server, uri, lsp_line(TEXT, "return x @ torch.ones(8, 2)"), 4)
     hovered = time.monotonic() - started
     assert "`mm`" in answer["result"]["contents"]["value"], answer
     wait_until(lambda: descendants_of(server.pid) == worker, "a process outlived its trace")
@@ -243,7 +243,7 @@ def test_a_killed_worker_is_replaced(server, document, reliability):
     assert answer["result"]["status"] == "ok", answer
     (replacement,) = children_of(server.pid)
     assert replacement != worker
-    assert "`mm`" in hover(server, uri, line_of(TEXT, "return x @ torch.ones(8, 2)"), 4)["result"]["contents"]["value"]
+    assert "`mm`" in hover(server, uri, lsp_line(TEXT, "return x @ torch.ones(8, 2)"), 4)["result"]["contents"]["value"]
     assert server.alive and server_info(server)["torchImported"] is False
     reliability.number("next trace (with a fresh worker) answered in", f"{seconds:.1f} s")
 
@@ -369,7 +369,7 @@ def test_a_file_that_is_not_utf8_traced(server, tmp_path, reliability):
         uri = open_document(server, undeclared, text)
         server.diagnostics(uri, 1)
         assert trace(server, uri, "step")["result"]["status"] == "ok"
-        answer = hover(server, uri, line_of(LATIN1_STEP, "return x @"), 4)
+        answer = hover(server, uri, lsp_line(LATIN1_STEP, "return x @"), 4)
         assert "`mm`" in answer["result"]["contents"]["value"]
         server.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
     refused = subprocess.run(
@@ -389,6 +389,6 @@ def test_a_file_that_is_not_utf8_traced(server, tmp_path, reliability):
     )
     assert traced.returncode == 0, traced.stderr
     report = json.loads(traced.stdout)
-    matmul = line_of(DECLARATION + LATIN1_STEP, "return x @") + 1
+    matmul = lsp_line(DECLARATION + LATIN1_STEP, "return x @") + 1
     assert "aten.mm.default" in [e["name"] for e in report["events"] if e["line"] == matmul]
     reliability.number("result", "server: traced twice (ok); CLI: exit 2 without a declaration, exit 0 with one")

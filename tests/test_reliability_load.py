@@ -18,12 +18,12 @@ from reliability_helpers import (
     Server,
     children_of,
     hover,
-    line_of,
     open_document,
     rss_kib,
     server_info,
     start_server,
 )
+from source_lines import lsp_line
 
 FUNCTIONS = ["linear_step", "norm_step", "conv_step", "softmax_step"]
 CHANGES = 2_000
@@ -156,7 +156,7 @@ def test_two_thousand_changes_in_two_seconds(server, steps, reliability):
         f"over {BURST_SECONDS:g} s each, a hover on a traced line after every {CHANGES // BATCHES} edits",
     )
     uri, text = steps
-    hover_line = line_of(text, "y = (x @ w).relu()")
+    hover_line = lsp_line(text, "y = (x @ w).relu()")
     assert hover(server, uri, hover_line, 4)["result"] is not None, "linear_step was traced by the test before"
     lines = text.split("\n")
     server.notify(
@@ -195,7 +195,7 @@ def test_two_thousand_changes_in_two_seconds(server, steps, reliability):
     assert versions == sorted(versions), "an older version was published after a newer one"
     assert versions[-1] == final
     assert len(published) < 2 * CHANGES / 10, f"{len(published)} lints for {2 * CHANGES} changes"
-    item = line_of(text, ".item()")
+    item = lsp_line(text, ".item()")
     assert (
         [(d["range"]["start"]["line"], d["code"]) for d in diagnostics if d["source"] == "atenlens"]
         == [(item, "AL100")]

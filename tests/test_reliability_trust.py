@@ -28,7 +28,6 @@ from reliability_helpers import (
     ProcessSampler,
     children_of,
     hover,
-    line_of,
     open_document,
     position,
     server_info,
@@ -36,6 +35,7 @@ from reliability_helpers import (
     start_server,
     trace,
 )
+from source_lines import lsp_line
 
 # What an editor's environment may hold and user code must not see (names without the
 # ATENLENS_ prefix, which the worker passes on by design: docs/security.md).
@@ -72,7 +72,7 @@ def test_with_tracing_disabled_no_user_code_runs(tmp_path, reliability):
         text = path.read_text()
         uri = open_document(server, path, text)
         server.diagnostics(uri, 1)
-        step = line_of(text, "def step")
+        step = lsp_line(text, "def step")
         attempts = 0
         with ProcessSampler(server.pid) as sampler:
             for argument in ({"uri": uri, "qualname": "step"}, {"uri": uri, "position": position(step + 1, 4)}):

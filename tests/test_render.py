@@ -9,7 +9,8 @@ import pytest
 
 from atenlens.render import format_flops, render, tensor_label
 from atenlens.report import TensorMeta
-from engine_helpers import EXAMPLES, REPO, line_of, trace
+from engine_helpers import EXAMPLES, REPO, trace
+from source_lines import line_of
 
 TRAIN_STEP = EXAMPLES / "train_step.py"
 

@@ -13,7 +13,8 @@ import pytest
 from atenlens.lsp.document_traces import build_traced_function
 from atenlens.lsp.settings import HintSettings
 from atenlens.render import render
-from engine_helpers import REPO, line_of, trace, write
+from engine_helpers import REPO, trace, write
+from source_lines import line_of
 
 # A resnet-like model in an installed package: none of its frames are the user's, so every op of
 # the forward lands on the one line that calls it, as with torchvision's resnet50.

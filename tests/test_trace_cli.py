@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from engine_helpers import REPO, line_of, write
+from engine_helpers import REPO, write
+from source_lines import line_of
 
 
 def atenlens(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:

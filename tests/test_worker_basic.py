@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from reliability_helpers import wait_until
-from worker_helpers import fixture, line_of, request
+from source_lines import line_of
+from worker_helpers import fixture, request
 
 TINY = fixture("worker", "tiny.py")
 
@@ -25,7 +26,7 @@ def _parent_of(pid: str) -> int:
 def test_a_trace_returns_the_engines_report(worker):
     report = worker.trace(request(TINY, "linear_step"))
     assert report.status == "ok", report.message
-    layer_line = line_of(TINY, "y = layer(")
+    layer_line = line_of(TINY, "y = layer(torch.randn(2, 4))")
     forward = [e.name for e in report.events if e.kind == "op" and e.phase == "forward" and e.line == layer_line]
     assert "aten.addmm.default" in forward
     backward = [e.name for e in report.events if e.phase == "backward" and e.line == layer_line]

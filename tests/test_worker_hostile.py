@@ -10,7 +10,8 @@ import pytest
 
 from atenlens.report import Code
 from atenlens.worker.client import TraceWorker
-from worker_helpers import fixture, line_of, process_is_gone, request
+from source_lines import line_of
+from worker_helpers import fixture, process_is_gone, request
 
 MEMORY_LIMIT_MB = 1024
 TINY = fixture("worker", "tiny.py")

@@ -14,7 +14,8 @@ import pytest
 
 from atenlens.report import Code, TraceReport, TraceRequest
 from atenlens.worker.client import PASSED_ENV, READER_THREAD_NAME, TraceWorker, worker_environment
-from worker_helpers import exits_within, fixture, line_of, process_is_gone, request
+from source_lines import line_of
+from worker_helpers import exits_within, fixture, process_is_gone, request
 
 TINY = fixture("worker", "tiny.py")
 LOOP = fixture("hostile", "infinite_loop.py")

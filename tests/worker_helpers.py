@@ -17,15 +17,6 @@ def request(path: str, qualname: str, timeout: float = 30.0, device: str = "cpu"
     return TraceRequest(file=path, qualname=qualname, device=device, timeout_seconds=timeout)  # type: ignore[arg-type]
 
 
-def line_of(path: str, text: str) -> int:
-    """1-based line of the first line of `path` containing `text`."""
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if text in line:
-                return number
-    raise AssertionError(f"{text!r} not in {path}")
-
-
 def process_is_gone(pid: int) -> bool:
     """True when `pid` no longer runs: absent, or a zombie waiting to be reaped by init."""
     try:
