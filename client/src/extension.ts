@@ -95,8 +95,7 @@ class AtenlensExtension implements vscode.Disposable {
       initializationOptions: this.settings(),
       middleware: {
         // Every trace goes through `trace` (code lenses too): the status bar follows it.
-        executeCommand: (command, args, next) =>
-          command === TRACE_COMMAND ? this.trace(args) : next(command, args),
+        executeCommand: (command, args, next) => (command === TRACE_COMMAND ? this.trace(args) : next(command, args)),
         workspace: {
           // A server that pulls its settings gets the same, trust-aware values as initializationOptions.
           configuration: async (params, token, next) => {
@@ -161,7 +160,9 @@ class AtenlensExtension implements vscode.Disposable {
   sendSettings(): void {
     const client = this.client;
     if (client?.isRunning()) {
-      void client.sendNotification(DidChangeConfigurationNotification.type, { settings: { atenlens: this.settings() } });
+      void client.sendNotification(DidChangeConfigurationNotification.type, {
+        settings: { atenlens: this.settings() },
+      });
     }
   }
 
@@ -173,7 +174,9 @@ class AtenlensExtension implements vscode.Disposable {
       return undefined;
     }
     if (!vscode.workspace.isTrusted) {
-      void vscode.window.showInformationMessage("atenlens traces only in trusted workspaces: tracing runs the workspace's code.");
+      void vscode.window.showInformationMessage(
+        "atenlens traces only in trusted workspaces: tracing runs the workspace's code.",
+      );
       return undefined;
     }
     const target = describeTraceTarget(args[0]);
@@ -224,7 +227,9 @@ class AtenlensExtension implements vscode.Disposable {
     const editor = vscode.window.activeTextEditor;
     const client = this.client;
     if (!editor || editor.document.languageId !== "python") {
-      void vscode.window.showInformationMessage("Put the cursor inside a traced Python function to export its memory timeline.");
+      void vscode.window.showInformationMessage(
+        "Put the cursor inside a traced Python function to export its memory timeline.",
+      );
       return undefined;
     }
     if (!client?.isRunning()) {
@@ -234,7 +239,10 @@ class AtenlensExtension implements vscode.Disposable {
     const { line, character } = editor.selection.active;
     const document = editor.document.uri;
     const target = await vscode.window.showSaveDialog({
-      defaultUri: document.scheme === "file" ? vscode.Uri.file(document.fsPath.replace(/\.py$/, ".memory-timeline.json")) : undefined,
+      defaultUri:
+        document.scheme === "file"
+          ? vscode.Uri.file(document.fsPath.replace(/\.py$/, ".memory-timeline.json"))
+          : undefined,
       filters: { "Chrome trace (Perfetto, chrome://tracing)": ["json"] },
       title: "atenlens: export the memory timeline of the last trace",
     });

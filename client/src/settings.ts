@@ -10,11 +10,11 @@ export type ServerSettings = Record<string, Record<string, unknown>>;
 export const CLIENT_ONLY_SETTINGS = ["atenlens.interpreter"];
 
 /** The `atenlens.<section>.<key>` names declared in package.json that the server reads. */
-export function serverSettingNames(packageJson: any): string[] {
+export function serverSettingNames(packageJson: {
+  contributes?: { configuration?: { properties?: Record<string, unknown> } };
+}): string[] {
   const properties = packageJson?.contributes?.configuration?.properties ?? {};
-  return Object.keys(properties).filter(
-    (name) => !CLIENT_ONLY_SETTINGS.includes(name) && name.split(".").length === 3,
-  );
+  return Object.keys(properties).filter((name) => !CLIENT_ONLY_SETTINGS.includes(name) && name.split(".").length === 3);
 }
 
 export function serverSettings(names: string[], resource: vscode.Uri | undefined): ServerSettings {

@@ -27,9 +27,7 @@ export interface ServerFacts {
 }
 
 type ServerState =
-  | { readonly kind: "starting" }
-  | { readonly kind: "running" }
-  | { readonly kind: "failed"; readonly message: string };
+  { readonly kind: "starting" } | { readonly kind: "running" } | { readonly kind: "failed"; readonly message: string };
 
 interface Running {
   readonly target: string;
@@ -143,8 +141,10 @@ export class StatusItem implements vscode.Disposable {
     const running = this.running.get(uri);
     if (running) {
       const detail = running.progress ? `: ${running.progress}` : "";
-      this.set(`$(sync~spin) atenlens: tracing ${running.target}${detail}`,
-        `Tracing ${running.target} in ${name}${detail}\n\n${facts}`);
+      this.set(
+        `$(sync~spin) atenlens: tracing ${running.target}${detail}`,
+        `Tracing ${running.target} in ${name}${detail}\n\n${facts}`,
+      );
       return;
     }
     const file = this.files.get(uri);
@@ -153,7 +153,7 @@ export class StatusItem implements vscode.Disposable {
     const failure = this.failures.get(uri);
     const noTorch = this.facts?.torch === null; // the server's Python has none: tracing cannot run
     const lintOnly = noTorch || !this.tracingAllowed();
-    let icon = "$(pulse)";
+    let icon: string;
     let state: string;
     if (failure) {
       icon = "$(warning)";
@@ -177,7 +177,9 @@ export class StatusItem implements vscode.Disposable {
     const text = `${icon} ${state}${problems ? ` · ${plural(problems, "problem")}` : ""}`;
     const lines = [`atenlens · ${name}`, problems ? `${plural(problems, "problem")} (see Problems)` : "no problems"];
     for (const trace of file?.traces ?? []) {
-      lines.push(`${trace.qualname}: ${trace.summary}${trace.stale ? " (stale: edited since the trace; trace it again)" : ""}`);
+      lines.push(
+        `${trace.qualname}: ${trace.summary}${trace.stale ? " (stale: edited since the trace; trace it again)" : ""}`,
+      );
     }
     if (!latest && !failure) {
       lines.push(
