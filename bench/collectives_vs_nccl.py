@@ -4,8 +4,9 @@ torch's `torch/_inductor/comm_analysis.py` ports NCCL's tuner (src/graph/tuning.
 algorithms, LL / LL128 / Simple protocols, the fastest taken). On a machine without a GPU it would
 guess the GPU type, so it is told: Hopper, NVLink within a node, 8 GPUs per node. atenlens's model
 (server/atenlens/trace/collectives.py, docs/distributed.md) prices the same collective on the H100 SXM
-row of its GPU table: a ring, NCCL's latencies, the datasheet bandwidth. Both are pure functions of
-(collective, bytes, ranks): this prints estimates, it times nothing.
+row of its GPU table: a ring (or, for an all-reduce across nodes, NCCL's tree when faster), NCCL's
+latencies, the datasheet bandwidth, across nodes one NIC per rank on a node. Both are pure functions
+of (collective, bytes, ranks): this prints estimates, it times nothing.
 
     python bench/collectives_vs_nccl.py [--quick] [--json PATH]     (--quick: fewer sizes)
 """
@@ -74,8 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     result.tables.append(table)
     result.notes.append("'of it latency': the estimate for 0 bytes, the fastest protocol's latency (LL)")
     result.notes.append(
-        "NCCL's model also has tree all-reduce (across nodes at small sizes) and, for IB across "
-        "more than 2 nodes, a multi-rail bandwidth gain that atenlens's flat ring lacks"
+        "across nodes torch's port prices the network at one NIC's rate (with an efficiency fit and, past "
+        "2 nodes, an empirical multi-rail gain); atenlens at the NICs of the group's ranks on a node "
+        "(docs/distributed.md)"
     )
     return finish(result, args)
 

@@ -71,7 +71,7 @@ def collectives_hint(events: Sequence[Event], room: int = 10_000) -> str:
 def collectives_table(events: Sequence[Event]) -> str:
     """The hover's **Collectives** section: one row per distinct collective of the line."""
     rows = [
-        "**Collectives** (estimates: ring model, docs/distributed.md)",
+        "**Collectives** (estimates: NCCL ring and tree model, docs/distributed.md)",
         "",
         "| phase | collective | group | ranks | bytes per rank | time | link | count |",
         "|---|---|---|---|---|---|---|---|",

@@ -103,7 +103,7 @@ class Event:
     module: Optional[int] = None  # index in TraceReport.modules of the innermost module call running a forward op
     bytes_allocated: int = 0  # device bytes this op allocated (caching-allocator rounding)
     bytes_moved: int = 0  # device memory bytes the op reads and writes (0 for views)
-    estimate_seconds: float = 0.0  # roofline estimate on the selected GPU (collectives: the ring model)
+    estimate_seconds: float = 0.0  # roofline estimate on the selected GPU (collectives: the ring and tree model)
     group_size: Optional[int] = None  # collectives: ranks in the process group
     group: Optional[str] = None  # collectives: the group's description ("mesh_dp", "default_pg"), if any
     link: Optional[str] = None  # collectives: "nvlink", "pcie" (within a node) or "network" (across nodes)
