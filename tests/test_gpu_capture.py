@@ -222,3 +222,31 @@ def test_a_side_stream_in_a_capture_must_branch_from_it_and_rejoin_it(worker):
 
 def test_a_branch_rejoined_by_an_event_is_clean(worker):
     assert [code for _, code, _, _ in _found(worker, CLEAN, "case_branch_and_rejoin_inside_the_capture")] == ["AL513"]
+
+
+def test_a_whole_step_capture_needs_a_capturable_optimizer(worker):
+    """torch's optimizers refuse a captured step() unless built with capturable=True; the check runs only
+    on a CUDA build of torch, so the simulated GPU makes it. SGD does not check (nothing to keep on the
+    device); AdamW(capturable=True) captures cleanly."""
+    step = _line(CAPTURE, "optimizer.step()  # expect: AL510:error")
+    begin = step - 3
+    assert _found(worker, CAPTURE, "case_a_whole_step_capture_with_an_optimizer_that_is_not_capturable") == [
+        (
+            step,
+            "AL510",
+            "error",
+            "`AdamW.step()` inside a CUDA graph capture, built with capturable=False: on a GPU step() raises "
+            "`RuntimeError: Attempting CUDA graph capture of step() for an instance of AdamW but param_groups' "
+            "capturable is False.`; build it with `AdamW(..., capturable=True)` (its step counters then stay on "
+            "the GPU)",
+        ),
+        (
+            begin,
+            "AL513",
+            "information",
+            f"CUDA graph: 28 ops captured (lines {begin + 1}-{step}), replayed 1 time; {SYNCED}; not capturable as "
+            f"written: AdamW with capturable=False at line {step} (AL510)",
+        ),
+    ]
+    for case in ("case_a_whole_step_capture_with_a_capturable_optimizer", "case_a_whole_step_capture_with_sgd"):
+        assert [code for _, code, _, _ in _found(worker, CLEAN, case)] == ["AL513"], case

@@ -165,3 +165,29 @@ def case_a_side_stream_not_rejoined_before_the_capture_ends():
             static_z = static_x * 2
     g.replay()
     return static_y, static_z
+
+
+def whole_step_capture(opt):
+    model = make_model()
+    optimizer = opt(model.parameters())
+    static_x = torch.zeros(8, 32, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            optimizer.zero_grad(set_to_none=True)
+            model(static_x).sum().backward()
+            optimizer.step()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    optimizer.zero_grad(set_to_none=True)
+    with torch.cuda.graph(g):
+        static_loss = model(static_x).sum()
+        static_loss.backward()
+        optimizer.step()  # expect: AL510:error
+    g.replay()
+    return static_loss
+
+
+def case_a_whole_step_capture_with_an_optimizer_that_is_not_capturable():
+    return whole_step_capture(lambda params: torch.optim.AdamW(params, lr=1e-3))

@@ -12,6 +12,8 @@ values are fake anyway) and is counted. While a capture is open:
 - work on a stream that did not branch from the capturing stream (`side.wait_stream(capturing)`),
   or a capture that ends before the capturing stream waited for such work, raises on a GPU
   (cudaErrorStreamCaptureIsolation / cudaErrorStreamCaptureUnjoined): AL510;
+- `step()` of an optimizer built with `capturable=False` (Adam, AdamW, ...) raises on a GPU, from
+  torch's own health check, which a CPU-only torch skips: AL510;
 - a capture that begins before any work ran on a side stream had no warm-up, which torch requires
   (lazy initialisation inside a capture fails or is captured): AL512;
 - a random op drawing from a CUDA generator the graph was not told about
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from atenlens.report import Code, Frame
 from atenlens.trace.attribution import library_cause, user_stack
@@ -75,6 +78,7 @@ class CaptureTracker:
         self._current_stream = current_stream
         self._describe = describe  # a stream, as messages name it
         self._event_streams: dict[int, int] = {}  # event -> the stream it was recorded on, in a capture
+        self._step_hook: Any = None  # the optimizer step pre-hook, while the trace has captured
         self.active: Optional[_Capture] = None
         self._captures: dict[int, _Capture] = {}
         self.side_stream_work = False  # any op ran on a side stream so far (a warm-up)
@@ -101,6 +105,8 @@ class CaptureTracker:
         capture.joined = {capture.stream}
         self.library_synced = False
         self.active = capture
+        if self._step_hook is None:
+            self._step_hook = register_optimizer_step_pre_hook(self._optimizer_step)
         self._captures[id(graph)] = capture
         if on_default_stream:
             self._report(
@@ -171,6 +177,30 @@ class CaptureTracker:
         if self.unreplayed:
             self.unreplayed = {k: v for k, v in self.unreplayed.items() if v[0] != capture.graph_id}
         return [t for t in (ref() for ref in capture.outputs) if t is not None]
+
+    def _optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        """torch's optimizers check `capturable` before a step inside a capture, but only where a
+        CUDA build of torch runs (torch.accelerator): the simulated GPU makes the same check."""
+        capture = self.active
+        if capture is None or not isinstance(optimizer, _CAPTURE_CHECKED_OPTIMIZERS):
+            return
+        if all(group.get("capturable", False) for group in optimizer.param_groups):
+            return
+        name = type(optimizer).__name__
+        self._report(
+            "capture",
+            Code.UNSUPPORTED_IN_CAPTURE,
+            f"`{name}.step()` inside a CUDA graph capture, built with capturable=False: on a GPU step() raises "
+            f"`RuntimeError: Attempting CUDA graph capture of step() for an instance of {name} but param_groups' "
+            f"capturable is False.`; build it with `{name}(..., capturable=True)` (its step counters then stay "
+            "on the GPU)",
+            None,
+            "error",
+            name_library=False,
+        )
+        capture.problems.append(
+            f"{name} with capturable=False at line {_line(sys._getframe(1))} ({Code.UNSUPPORTED_IN_CAPTURE})"
+        )
 
     def stream_waits(self, waiter: Any, other: Optional[int]) -> None:
         """`waiter.wait_stream(other)` or `waiter.wait_event(e)` of an event recorded on `other`, in a
@@ -318,6 +348,9 @@ class CaptureTracker:
         for where, captures in by_line.items():
             self._add("capture", Code.CAPTURE_SUMMARY, _summary(captures), severity="information", stack=where)
         self._captures.clear()
+        if self._step_hook is not None:
+            self._step_hook.remove()
+            self._step_hook = None
 
 
 def _summary(captures: list[_Capture]) -> str:
@@ -344,6 +377,15 @@ def _summary(captures: list[_Capture]) -> str:
     else:
         text += "; capturable: no sync, CPU tensor or missing warm-up seen inside it"
     return text
+
+
+# the optimizers whose step() runs torch's capture health check (torch/optim/*.py in torch 2.13:
+# `self._accelerator_graph_capture_health_check()`); SGD and Adagrad do not check
+_CAPTURE_CHECKED_OPTIMIZERS = tuple(
+    getattr(torch.optim, name)
+    for name in ("Adam", "AdamW", "Adamax", "NAdam", "RAdam", "ASGD", "Adadelta", "RMSprop", "Rprop", "Adafactor")
+    if hasattr(torch.optim, name)
+)
 
 
 def _default_generators() -> set[int]:

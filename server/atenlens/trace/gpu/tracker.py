@@ -199,7 +199,9 @@ class HazardTracker:
             column=_column(frames[0]) if frames else None,
             cause=cause,
             stack=stack,
-            step=self.steps_so_far() if self.steps_so_far is not None else None,
+            # a capture's hazards are about the capture, which happens where it is written: not
+            # counted against the optimizer steps around it
+            step=self.steps_so_far() if self.steps_so_far is not None and kind != "capture" else None,
         )
 
     def sync(self, message: str, op: Optional[str]) -> None:
