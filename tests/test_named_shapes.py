@@ -75,15 +75,28 @@ def test_the_directive_names_dims_after_its_call() -> None:
             "B and H are both 8: give each name a distinct size (e.g. B=8 H=16) so the trace can tell them apart",
         ),
         ("B=1", "B=1: sizes 0 and 1 cannot be named (torch treats them as constants)"),
-        ("B", "'B' is not NAME=SIZE (e.g. `B=8`)"),
+        ("B:8", "'B:8' is not NAME=SIZE (e.g. `B=8`)"),
         ("B=8 B=16", "B is named twice"),
         ("", "`dims:` names no dimensions; write them as `dims: B=8 T=1024`"),
+        ("B=8 T", "T has no size: write T=SIZE, or bind T to a whole number at the module's top level"),
     ],
 )
 def test_dims_that_cannot_be_used_say_why(text: str, message: str) -> None:
     with pytest.raises(ValueError) as error:
         parse_dims(text)
     assert str(error.value) == message
+
+
+def test_a_bare_name_takes_its_size_from_the_module() -> None:
+    module = {"B": 8, "T": 1024, "D": 7.5}
+    assert parse_dims("B T", module.__getitem__) == (("B", 8), ("T", 1024))
+    assert parse_dims("B T=512", module.__getitem__) == (("B", 8), ("T", 512))
+    with pytest.raises(ValueError) as error:
+        parse_dims("D", module.__getitem__)
+    assert str(error.value) == "D is float 7.5 in the module, not a whole number"
+    with pytest.raises(ValueError) as error:
+        parse_dims("H", module.__getitem__)
+    assert str(error.value) == "H has no size: write H=SIZE, or bind H to a whole number at the module's top level"
 
 
 def _labels(report: TraceReport, line: int, phase: str = "forward") -> list[tuple[str, list[str]]]:
@@ -184,6 +197,30 @@ def test_a_python_branch_on_a_named_size_is_a_guard_at_its_line(tmp_path: Path) 
         ("aten._unsafe_view.default", ("48*B", "32")),
         ("aten.mm.default", ("48*B", "128")),
         ("aten._unsafe_view.default", ("B", "48", "128")),
+    ]
+
+
+def test_bare_names_in_dims_read_the_modules_sizes(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "sized.py",
+        """
+        import torch
+
+        B, T = 4, 64
+
+
+        # atenlens: double(torch.randn(B, T, 32))  dims: B T
+        def double(x):
+            return (x * 2).sum(-1)
+        """,
+    )
+    report = trace(path, "double")
+    assert report.status == "ok", report.message
+    assert report.named_shapes is not None and report.named_shapes.dims == ("B=4", "T=64")
+    assert [(e.name, [m.dims for m in e.outputs]) for e in ops(report, line=line_of(path, "return (x * 2)"))] == [
+        ("aten.mul.Tensor", [("B", "T", "32")]),
+        ("aten.sum.dim_IntList", [("B", "T")]),
     ]
 
 

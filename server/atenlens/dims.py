@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Optional
+from typing import Any, Callable, Optional
 
 # `dims:` after the call, separated from it by whitespace: `f(x)  dims: B=8 T=1024`
 _DIMS_SUFFIX = re.compile(r"^(?P<call>.*?)\s+dims:(?P<dims>.*)$")
-_ENTRY = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z_0-9]*)=(?P<value>-?[0-9]+)$")
+_ENTRY = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z_0-9]*)(?:=(?P<value>-?[0-9]+))?$")
 
 
 def split_directive(text: str) -> tuple[str, Optional[str]]:
@@ -32,12 +32,14 @@ def split_directive(text: str) -> tuple[str, Optional[str]]:
     return text, None
 
 
-def parse_dims(text: str) -> tuple[tuple[str, int], ...]:
+def parse_dims(text: str, lookup: Optional[Callable[[str], Any]] = None) -> tuple[tuple[str, int], ...]:
     """ "B=8 T=1024" -> (("B", 8), ("T", 1024)). Raises ValueError saying what is wrong.
 
-    Every value must be at least 2 (torch specialises sizes 0 and 1: they can never be symbols) and
-    the values must differ: a size found in an input is named after the one name that has it, so two
-    names sharing a value could not be told apart."""
+    A bare name (`dims: B T`) takes its size from the variable of that name the example call's module
+    binds at its top level (`B, T = 8, 1024`): `lookup(name)` gives it, raising KeyError when there is
+    none. Every value must be at least 2 (torch specialises sizes 0 and 1: they can never be symbols)
+    and the values must differ: a size found in an input is named after the one name that has it, so
+    two names sharing a value could not be told apart."""
     entries = text.replace(",", " ").split()
     if not entries:
         raise ValueError("`dims:` names no dimensions; write them as `dims: B=8 T=1024`")
@@ -47,7 +49,8 @@ def parse_dims(text: str) -> tuple[tuple[str, int], ...]:
         match = _ENTRY.match(entry)
         if match is None:
             raise ValueError(f"{entry!r} is not NAME=SIZE (e.g. `B=8`)")
-        name, value = match.group("name"), int(match.group("value"))
+        name = match.group("name")
+        value = int(match.group("value")) if match.group("value") is not None else _looked_up(name, lookup)
         if name in found:
             raise ValueError(f"{name} is named twice")
         if value < 2:
@@ -60,6 +63,20 @@ def parse_dims(text: str) -> tuple[tuple[str, int], ...]:
         found[name] = value
         by_value[value] = name
     return tuple(found.items())
+
+
+def _looked_up(name: str, lookup: Optional[Callable[[str], Any]]) -> int:
+    try:
+        if lookup is None:
+            raise KeyError(name)
+        value = lookup(name)
+    except KeyError:
+        raise ValueError(
+            f"{name} has no size: write {name}=SIZE, or bind {name} to a whole number at the module's top level"
+        ) from None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{name} is {type(value).__name__} {value!r} in the module, not a whole number")
+    return value
 
 
 def dims_text(dims: tuple[tuple[str, int], ...]) -> str:

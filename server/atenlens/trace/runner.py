@@ -165,7 +165,9 @@ def run_trace(request: TraceRequest) -> TraceReport:
                     dims = _dims_of(request, info)
                     if dims is not None:
                         modes.close()  # the symbolic pass has modes of its own
-                        named = _named_dims(dims, session, file, source, argv, example, ranks, recorder, sink, info)
+                        named = _named_dims(
+                            dims, session, file, source, argv, module, example, ranks, recorder, sink, info
+                        )
         except _Stop as stop:
             ending = stop.ending
         except TraceTimeout as timeout:
@@ -189,6 +191,7 @@ def _named_dims(
     file: str,
     source: str,
     argv: tuple[str, ...],
+    module: types.ModuleType,
     example: ExampleCall,
     ranks: Ranks,
     recorder: Recorder,
@@ -200,7 +203,7 @@ def _named_dims(
     line = (info.directive_line or info.line) if info is not None else 1
     at = Frame(file, line, info.qualname if info is not None else "<module>")
     try:
-        dims = parse_dims(text)
+        dims = parse_dims(text, vars(module).__getitem__)  # a bare name: the module's variable
     except ValueError as error:
         report_problem(sink, repr(text), str(error), at)
         return None

@@ -24,7 +24,6 @@ names here, and only here.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import sys
 from collections import defaultdict
@@ -184,7 +183,6 @@ def symbolic_pass(
                 return SymbolicPass(
                     problem=f"no input of the example call has a size named in `dims:` ({dims_text(dims)})"
                 )
-            gc.collect()
             recorder.start(boundary=sys._getframe().f_code)
             try:
                 drive(call.function(*args, **kwargs))
