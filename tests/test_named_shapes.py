@@ -13,7 +13,8 @@ import pytest
 from atenlens.dims import parse_dims, split_directive
 from atenlens.report import TraceReport
 from atenlens.traceable import find_functions
-from engine_helpers import REPO, line_of, ops, trace, write
+from engine_helpers import REPO, ops, trace, write
+from source_lines import line_of
 
 FIXTURES = REPO / "tests" / "fixtures" / "shapes"
 

@@ -9,13 +9,9 @@ import shutil
 from lsprotocol import types
 
 from lsp_helpers import execute, initialize, inlay_hints, open_document
+from source_lines import lsp_line
 
 FIXTURE = pathlib.Path(__file__).resolve().parent / "fixtures" / "shapes" / "named_attention.py"
-
-
-def line_of(text: str, needle: str) -> int:
-    (index,) = [i for i, line in enumerate(text.split("\n")) if needle in line]
-    return index
 
 
 async def hover(client, uri: str, line: int) -> str:
@@ -37,9 +33,9 @@ async def test_hints_and_hover_speak_in_the_named_dims(client, tmp_path):
     outcome = await execute(client, "atenlens.trace", {"uri": uri, "qualname": "step"})
     assert outcome["status"] == "ok", outcome
     qkv, att, mask = (
-        line_of(text, "q, k, v = self.qkv(x)"),
-        line_of(text, "att = (q @ k.transpose"),
-        line_of(text, "att = att.masked_fill"),
+        lsp_line(text, "q, k, v = self.qkv(x)"),
+        lsp_line(text, "att = (q @ k.transpose"),
+        lsp_line(text, "att = att.masked_fill"),
     )
     hints = {line: label for line, _, label in await inlay_hints(client, uri, len(text.split("\n")))}
     assert [hints.get(line) for line in (qkv, att, mask)] == [
