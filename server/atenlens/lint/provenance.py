@@ -8,7 +8,8 @@ only around the expression asked about.
 Device, from evidence only:
 - CUDA: `.cuda()`, `.to(<device>)` where the device is not the CPU (a string, `torch.device(...)`,
   or a name or attribute spelled `device`/`dev`/`*_device`), a torch factory with such a `device=`,
-  and whatever is computed from a CUDA tensor (methods, views, arithmetic, `torch.*` functions).
+  and whatever is computed from a CUDA tensor (methods, views, arithmetic, `torch.*` functions, the
+  class's own encoder or decoder given one: `self.decode(indices, hidden)`).
 - CPU: a torch factory without `device=` or with the CPU (`torch.linspace(0, 1, 5)`),
   `torch.from_numpy`, `.cpu()`, `.to("cpu")`, `.pin_memory()`, and what is computed from them.
 - HOST (not a tensor): literals, builtins' results (`len`, `float`, `range`, ...), numpy and math
@@ -295,6 +296,9 @@ def _spelled_model(node: Optional[Node]) -> bool:
     return name is not None and name != "self" and bool(_MODEL_CALLEE.search(name.split(".")[-1]))
 
 
+# A model's own encoder / decoder step (`self.decode(indices, hidden)`, `self._encode(x)`), not
+# `self.evaluate(...)` (a float) or `self.decode_text(ids)` (a string).
+_CODER_METHOD = re.compile(r"^_?(?:en|de)code(?:r|_step|_batch)?$|^_?embed", re.I)
 _LOSS_NAME = re.compile(r"loss", re.I)
 _LOSS_CALLEE = re.compile(r"loss|step|forward|criterion|^_?train", re.I)
 _LOSS_FUNCTION = re.compile(r"loss|entropy|nll|criterion|divergence|mse|bce", re.I)
@@ -584,6 +588,11 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
     if name in HOST_BUILTINS or name.split(".")[0] in HOST_MODULES:
         return Device.HOST
     if method is not None and name.split(".")[0] != "torch":
+        if name == "self." + method and _CODER_METHOD.search(method):
+            # `output, hidden = self.decode(indices, hidden)`: a model's own encoder or decoder (not
+            # str's `decode`) given a device tensor computes a device tensor
+            if any(device_of(ctx, a, depth + 1) is Device.CUDA for a in positional):
+                return Device.CUDA
         if method in HOST_METHODS:
             return Device.HOST
         if method == "cuda":

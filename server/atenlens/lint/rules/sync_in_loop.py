@@ -16,7 +16,8 @@ What it does:
     level: it is the price of fp16 loss scaling, not a mistake.
     Only tensors with evidence of being on the GPU are reported (provenance.py): made or moved
     there (`.cuda()`, `.to(device)`, `device=`), computed from such a tensor (also its rows, both
-    results of `torch.topk(x)`, `torch.cat(parts)` of a list it was appended to, and a parameter
+    results of `torch.topk(x)`, `torch.cat(parts)` of a list it was appended to, what the class's
+    own encoder or decoder computes from one (`output, hidden = self.decode(indices, hidden)`), and a parameter
     of a module-level function that every call in a loop of the file passes one: `accuracy(logits,
     y)` called in an evaluation loop makes `accuracy`'s reads of `output` reads of `logits`), or a model's
     output or a loss (`model(x)`, `self._forward_and_gradient(x)`, `criterion(...)`, `outputs.loss`,
