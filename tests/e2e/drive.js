@@ -45,6 +45,9 @@ window.__atenlensProblems = () => {
   const item = document.querySelector('.statusbar-item[id="status.problems"]');
   return item ? (item.textContent.match(/\\d+/g) || []).map(Number) : null;
 };
+// Whether a snippet's tab stop (its placeholder box) is on line n.
+window.__atenlensTabStopOn = (n) => [...document.querySelectorAll('.editor-instance .snippet-placeholder')]
+  .some((el) => { const r = el.getBoundingClientRect(); return window.__atenlensLineAt((r.top + r.bottom) / 2) === n; });
 window.__atenlensLineAt = (y) => {
   const hit = window.__atenlensLines().find((l) => y >= l.top - 1 && y < l.bottom - 1);
   return hit ? hit.line : null;
@@ -184,14 +187,12 @@ async function findLens(page, defLine, title, timeout) {
   }, { defLine, title }, timeout).finally(() => page.evaluate(() => { window.__atenlensLensSeen = undefined; }).catch(() => undefined));
 }
 
-// Clicks the "Trace this step" lens above `defLine` until the trace has started: the status bar says
-// "tracing" (the extension sets it as soon as the command runs) or already shows `donePart`.
-// A click can be lost: after a code lens refresh, VS Code re-resolves only the lenses in view, and
-// releases the commands of the previous lenses; a lens scrolled into view before VS Code re-resolves it
-// (a debounce of 250 ms or more) still carries a released command, and a click on it does nothing but
-// log "Actual command not found" (a notification may say so). A user clicks again; so does this, at most
-// three times, and reports every click.
-async function clickLensUntilTracing(page, defLine, title, donePart) {
+// Clicks the lens titled `title` above `defLine` until `condition(arg)` holds in the page (within 15 s of a
+// click), at most three times; returns every click. A click can be lost: after a code lens refresh, VS
+// Code re-resolves only the lenses in view and releases the commands of the previous ones, so a lens
+// scrolled into view before VS Code re-resolves it (a debounce of 250 ms or more) still carries a released
+// command, and a click on it only logs "Actual command not found". A user clicks again; so does this.
+async function clickLensUntil(page, defLine, title, condition, arg) {
   const clicks = [];
   for (let attempt = 1; attempt <= 3; attempt++) {
     await page.mouse.move(5, 5);
@@ -200,11 +201,7 @@ async function clickLensUntilTracing(page, defLine, title, donePart) {
     const at = (Date.now() - t0) / 1000;
     await page.mouse.click(lens.x, lens.y);
     try {
-      const status = await until(page, (done) => {
-        const text = window.__atenlensStatus();
-        return text && (text.includes("tracing") || text.includes(done)) ? text : false;
-      }, donePart, 15000);
-      clicks.push({ at, started: status });
+      clicks.push({ at, seen: await until(page, condition, arg, 15000) });
       return clicks;
     } catch (error) {
       const toasts = await page.evaluate(() => [...document.querySelectorAll(".notifications-toasts .notification-toast")]
@@ -212,7 +209,27 @@ async function clickLensUntilTracing(page, defLine, title, donePart) {
       clicks.push({ at, lost: true, status: await page.evaluate(() => window.__atenlensStatus()), toasts });
     }
   }
-  throw new Error(`three clicks on the "${title}" lens above line ${defLine} started no trace: ${JSON.stringify(clicks)}`);
+  throw new Error(`three clicks on the "${title}" lens above line ${defLine} did nothing: ${JSON.stringify(clicks)}`);
+}
+
+// Clicks the "Trace this step" lens above `defLine` until the trace has started: the status bar says
+// "tracing" (the extension sets it as soon as the command runs) or already shows `donePart`.
+function clickLensUntilTracing(page, defLine, title, donePart) {
+  return clickLensUntil(page, defLine, title, (done) => {
+    const text = window.__atenlensStatus();
+    return text && (text.includes("tracing") || text.includes(done)) ? text : false;
+  }, donePart);
+}
+
+// Runs a command of the palette by its full title ("atenlens: ...").
+async function runCommand(page, title) {
+  await page.keyboard.press("Escape");
+  await page.keyboard.press("F1");
+  const box = page.locator(".quick-input-widget input");
+  await box.waitFor({ state: "visible", timeout: 10000 });
+  await box.fill(`>${title}`);
+  await page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first().waitFor({ timeout: 10000 });
+  await page.keyboard.press("Enter");
 }
 
 // Hovers the extension's status bar item and returns its tooltip's text.
@@ -451,6 +468,84 @@ async function trusted(page) {
     const back = await statusWith(page, plan.staleStatus, 30000);
     return { other, back };
   });
+
+  // The memory timeline of train_step's trace, exported from the command palette through VS Code's save
+  // dialog (code-server's is the quick-input one): the toast names the file; the test reads it.
+  if (plan.exportLine) {
+    await step(page, "10-export-memory-timeline", async () => {
+      await moveTo(page, plan.exportLine, 5);
+      await runCommand(page, plan.exportCommand);
+      const box = page.locator(".quick-input-widget input");
+      await box.waitFor({ state: "visible", timeout: 20000 });
+      const offered = await until(page, () => {
+        const input = document.querySelector(".quick-input-widget input");
+        return input && input.value.endsWith(".json") ? input.value : false;
+      }, null, 20000);
+      await page.keyboard.press("Enter");
+      const toast = page.locator(".notifications-toasts .notification-toast", { hasText: "memory timeline of" }).first();
+      await toast.waitFor({ timeout: 60000 });
+      const message = (await toast.locator(".notification-list-item-message").innerText()).trim();
+      await page.keyboard.press("Escape");
+      return { offered, message };
+    });
+  }
+
+  // "Add an example call" on MLP.forward inserts a snippet whose tab stop is `x`: what is typed replaces it;
+  // still undefined, the lens says "Fill in ...": a click makes the name a tab stop again, and a call the
+  // module can run makes the lens "Trace this step".
+  if (plan.fillDefLine) {
+    await step(page, "11-fill-in-example-call", async () => {
+      const def = plan.fillDefLine;
+      // inserted, with a snippet tab stop (VS Code draws a box around it) on the directive's line
+      const addClicks = await clickLensUntil(page, def, plan.addTitle, ([n, text]) => {
+        const line = window.__atenlensLines().find((l) => l.line === n);
+        return line && line.text.includes(text) && window.__atenlensTabStopOn(n) ? line.text : false;
+      }, [def, plan.addedDirective]);
+      const added = addClicks[addClicks.length - 1].seen;
+      await page.keyboard.insertText(plan.firstTyped);  // over the selected tab stop
+      const typed = await until(page, ([n, text]) => {
+        const line = window.__atenlensLines().find((l) => l.line === n);
+        return line && line.text.includes(text) ? line.text : false;
+      }, [def, plan.firstTypedDirective], 20000);
+      await page.keyboard.press("Escape");
+      const fillTitle = await until(page, (prefix) =>
+        [...document.querySelectorAll(".editor-instance .codelens-decoration a")].map((a) => a.innerText.trim()).find((t) => t.startsWith(prefix)) || false,
+        plan.fillTitlePrefix, 60000);
+      const fillClicks = await clickLensUntil(page, def + 1, fillTitle, (n) => window.__atenlensTabStopOn(n), def);
+      // the snippet replaces the call: the name to fill in is selected again, and what is typed replaces it
+      await page.keyboard.insertText(plan.secondTyped);
+      const filled = await until(page, ([n, text]) => {
+        const line = window.__atenlensLines().find((l) => l.line === n);
+        return line && line.text.includes(text) ? line.text : false;
+      }, [def, plan.filledDirective], 20000);
+      await page.keyboard.press("Escape");
+      const lens = await findLens(page, def + 1, plan.lensTitle, 60000);
+      return { added, typed, fillTitle, filled, traceLens: !!lens, clicks: [addClicks, fillClicks] };
+    });
+  }
+
+  // A trace that runs long shows its seconds at the lens beside "Cancel"; Cancel stops it, the status bar
+  // says so and the lens offers the trace again.
+  if (plan.slowFile) {
+    await step(page, "12-cancel", async () => {
+      await openFile(page, plan.slowFile);
+      const clicks = await clickLensUntilTracing(page, plan.slowDefLine, plan.lensTitle, plan.cancelledStatus);
+      const running = await until(page, () => {
+        // a lens with no command (the seconds) is a span, one with a command (Cancel) a link
+        const titles = [...document.querySelectorAll(".editor-instance .codelens-decoration > *")]
+          .map((e) => e.innerText.replace(/\u00a0/g, " ").trim()).filter((t) => t && t !== "|");
+        const counting = titles.find((t) => /^tracing… [1-9]\d*\.\d s$/.test(t));
+        return counting && titles.includes("Cancel") ? titles : false;
+      }, null, 60000);
+      const cancelClicks = await clickLensUntil(page, plan.slowDefLine, "Cancel", (part) => {
+        const text = window.__atenlensStatus();
+        return text && text.includes(part) ? text : false;
+      }, plan.cancelledStatus);
+      const status = await statusWith(page, plan.cancelledStatus, 30000);
+      const lens = await findLens(page, plan.slowDefLine, plan.lensTitle, 60000);
+      return { clicks, running, cancelClicks, status, traceLens: !!lens };
+    });
+  }
 }
 
 main().catch((error) => {

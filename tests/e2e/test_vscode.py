@@ -10,7 +10,10 @@ holds torch), and checks what a user sees:
   4. the status bar: the trace's summary;
   5. tracing `train`, which runs the `.item()` line: still one entry in Problems;
   6. an edit in `train`: its hints and the status bar say stale;
-  7. switching to another file and back: the status bar follows the file.
+  7. switching to another file and back: the status bar follows the file;
+  8. the memory timeline exported through the save dialog: a Chrome trace-event file, parsed here;
+  9. "Add an example call" and "Fill in the example call" on MLP.forward: snippet tab stops, typed over;
+  10. a long trace (slow.py) shows its seconds and Cancel at the lens; Cancel stops it, one log line says so.
 A workspace in Restricted Mode gets the lint only until it is trusted; an interpreter without torch is
 told about once, with an action that opens the interpreter setting.
 tests/e2e/install.sh installs code-server, Node 24, playwright-core and Chromium once per machine into
@@ -24,6 +27,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import socket
@@ -53,6 +57,15 @@ TRAIN_DEF_LINE = 42  # def train(model, opt, x, y, steps: int = 100):
 TRAIN_CALL_LINE = 45  # loss = train_step(model, opt, x, y)   (only `train` runs it)
 OTHER_FILE = "other.py"  # a second file of the workspace, clean and never traced
 OTHER_SOURCE = "import torch\n\n\ndef scale(x: torch.Tensor) -> torch.Tensor:\n    return x * 2\n"
+SLOW_FILE = "slow.py"  # a step that runs long enough to be cancelled (the trace runs its code)
+SLOW_SOURCE = (
+    "import time\n\nimport torch\n\n\ndef slow_step():\n    x = torch.randn(8, 16)\n"
+    "    time.sleep(120)  # longer than the trace's 30 s budget: only Cancel ends it sooner\n    return x.sum()\n"
+)
+SLOW_DEF_LINE = 6
+FORWARD_DEF_LINE = 17  # def forward(self, x):   (MLP.forward: needs an example call)
+EXPORT_COMMAND = "atenlens: Export the memory timeline of the function at the cursor (Perfetto, chrome://tracing)"
+MEMORY_TIMELINE = "train_step.memory-timeline.json"  # the save dialog's default, beside the file
 TRAIN_STEP_BRIEF = "fwd 9 · bwd 24 · opt 1 · 0 syncs · 22.5 kFLOP"
 TRAIN_BRIEF = "fwd 30 · bwd 72 · opt 3 · 3 syncs · 67.6 kFLOP"
 DOCS_IMAGES = ROOT / "docs" / "images"
@@ -181,6 +194,7 @@ def code_server(
     (workspace / ".vscode").mkdir(parents=True)
     shutil.copy(EXAMPLE, workspace / "train_step.py")
     (workspace / OTHER_FILE).write_text(OTHER_SOURCE)
+    (workspace / SLOW_FILE).write_text(SLOW_SOURCE)
     (workspace / ".vscode" / "settings.json").write_text(json.dumps({"atenlens.interpreter": interpreter}))
 
     data = tmp_path / "code-server"
@@ -338,7 +352,22 @@ def test_extension_in_code_server(tools: Path, vsix: Path, tmp_path: Path) -> No
             staleStatus="train: stale",
             staleFirstLine=TRACE_DEF_LINE - 1,
             otherFile=OTHER_FILE,
+            exportLine=CALL_LINE,
+            exportCommand=EXPORT_COMMAND,
+            fillDefLine=FORWARD_DEF_LINE,
+            addTitle="Add an example call to trace",
+            addedDirective="# atenlens: MLP().forward(x)",
+            firstTyped="y",
+            firstTypedDirective="# atenlens: MLP().forward(y)",
+            fillTitlePrefix="Fill in the example call to trace",
+            secondTyped="torch.randn(8, 16)",
+            filledDirective="# atenlens: MLP().forward(torch.randn(8, 16))",
+            slowFile=SLOW_FILE,
+            slowDefLine=SLOW_DEF_LINE,
+            cancelledStatus="slow_step: cancelled",
         )
+        workspace = tmp_path / "ws"
+        timeline = json.loads((workspace / MEMORY_TIMELINE).read_text())
 
     # a lens click that VS Code lost (a released command, see drive.js) is clicked again, at most 3 times
     print("lens clicks:", steps["03-trace-hints"]["clicks"], steps["07-one-problem"]["clicks"])
@@ -392,6 +421,49 @@ def test_extension_in_code_server(tools: Path, vsix: Path, tmp_path: Path) -> No
     switched = steps["09-switch-files"]
     assert switched["other"]["text"] == "atenlens: not traced"
     assert switched["back"]["text"] == "train: stale · 1 problem"
+
+    # 8. the memory timeline of train_step, exported through the save dialog: the toast names the file, a
+    #    Chrome trace-event file with one "device memory" counter per op (fwd 9 + bwd 24 + opt 1) whose
+    #    highest value is the summary's peak (10.5 KiB), and one slice per op that takes time, the first
+    #    the addmm of line 18
+    exported = steps["10-export-memory-timeline"]
+    path = str(workspace / MEMORY_TIMELINE)
+    assert exported["offered"] == path
+    assert exported["message"] == (
+        f"atenlens: the memory timeline of train_step is in {path}; open it in https://ui.perfetto.dev or chrome://tracing"
+    )
+    events = timeline["traceEvents"]
+    counters = [e["args"]["live bytes"] for e in events if e["ph"] == "C" and e["name"] == "device memory"]
+    assert (len(counters), max(counters)) == (34, 10752)
+    slices = [e for e in events if e["ph"] == "X"]
+    assert (slices[0]["name"], slices[0]["cat"], slices[0]["args"]["line"]) == (
+        "aten.addmm.default",
+        "forward",
+        f"{workspace / 'train_step.py'}:{FORWARD_LINE}",
+    )
+    assert [e["cat"] for e in slices].count("optimizer") == 1, slices
+
+    # 9. the example call as a flow: "Add" inserts `MLP().forward(x)` with `x` a tab stop (typing `y`
+    #    replaces it); the "Fill in ... y" lens makes `y` a tab stop again; a call the module can run
+    #    brings "Trace this step"
+    fill = steps["11-fill-in-example-call"]
+    assert fill["added"].strip() == "# atenlens: MLP().forward(x)", fill
+    assert fill["typed"].strip() == "# atenlens: MLP().forward(y)", fill
+    assert fill["fillTitle"] == "Fill in the example call to trace: y", fill
+    assert fill["filled"].strip() == "# atenlens: MLP().forward(torch.randn(8, 16))", fill
+    assert fill["traceLens"] is True
+
+    # 10. a long trace counts its seconds at the lens beside Cancel; Cancel ends it: the status bar says
+    #     cancelled and the lens offers the trace again
+    cancel = steps["12-cancel"]
+    assert "Cancel" in cancel["running"], cancel
+    assert cancel["status"]["text"] == "slow_step: cancelled", cancel
+    assert cancel["traceLens"] is True
+    (log,) = (tmp_path / "code-server" / "user-data" / "logs").glob("*/exthost*/atenlens.atenlens/atenlens.log")
+    stopped = [line.split("] ", 1)[1] for line in log.read_text().splitlines() if "trace of slow_step" in line]
+    assert len(stopped) == 1 and re.fullmatch(
+        r"atenlens: trace of slow_step \(command\) stopped after \d+\.\d s: cancelled by the user", stopped[0]
+    ), stopped
 
 
 def test_untrusted_workspace_gets_lint_until_trusted(tools: Path, vsix: Path, tmp_path: Path) -> None:
