@@ -22,6 +22,7 @@ from lsp_helpers import (
     editor_capabilities,
     execute,
     install_recorder,
+    open_document,
     server_info,
     trusted,
 )
@@ -177,3 +178,24 @@ async def test_server_info_names_python_and_torch(client):
     assert torch["version"] == metadata.version("torch")
     assert Path(torch["location"]) == Path(metadata.distribution("torch").locate_file("torch"))
     assert info["torchImported"] is False
+
+
+# Modules that the first diagnostics do not need (the hover and its listing renderer, the example
+# call proposer, the memory-timeline export, package metadata, the trace worker's client, torch):
+# imported on first use, so the editor's wait at start-up does not pay for them.
+NOT_NEEDED_FOR_FIRST_DIAGNOSTICS = (
+    "torch",
+    "importlib.metadata",
+    "atenlens.lsp.hover",
+    "atenlens.render",
+    "atenlens.plot",
+    "atenlens.example_call",
+    "atenlens.worker.client",
+)
+
+
+async def test_the_first_diagnostics_are_published_before_modules_they_do_not_need_are_imported(client):
+    await open_document(client, EXAMPLE, EXAMPLE.read_text(encoding="utf-8"))
+    modules = list((await server_info(client))["modulesAtFirstDiagnostics"])
+    assert "atenlens.lint.engine" in modules and "lsprotocol.types" in modules  # what they do need
+    assert [name for name in NOT_NEEDED_FOR_FIRST_DIAGNOSTICS if name in modules] == []

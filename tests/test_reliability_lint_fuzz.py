@@ -18,7 +18,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from atenlens.lint import Finding, lint_source
+from atenlens.lint import Finding
 from atenlens.lint.engine import lint_source_strict
 from reliability_report import CaseRecord
 
@@ -150,19 +150,22 @@ def test_mangled_programs_never_raise_and_findings_stay_inside_the_text(
 def test_a_document_edited_keystroke_by_keystroke_lints_like_a_fresh_parse(
     reliability: CaseRecord, text: str, rng: random.Random
 ) -> None:
-    """Up to 6 small edits of one document: linted with its previous tree (incremental re-parse,
-    as the language server does) it gives exactly what a fresh parse gives."""
+    """Up to 6 small edits of one document: linted as the language server lints it (its previous
+    tree re-parsed incrementally, only the changed top-level definitions linted again, see
+    lint/incremental.py) it gives exactly what a full lint of a fresh parse gives. The document
+    keeps its name from one example to the next, so a new example is a whole new text under the
+    name of the last one (a branch switch)."""
     reliability.record(
         "Fuzzing",
         "static lint on a document edited keystroke by keystroke",
-        "1-6 random snippet edits per document, each linted incrementally and compared with a fresh parse",
+        "1-6 random snippet edits per document, each linted incrementally and compared with a full lint of a fresh parse",
     )
     document = "fuzz://edited.py"
-    lint_source(text, path=document)
+    lint_source_strict(text, path=document, incremental=True)
     for _ in range(rng.randint(1, 6)):
         at = rng.randint(0, len(text))
         text = text[:at] + rng.choice(SNIPPETS) + text[at + rng.randint(0, 20) :]
-        incremental = lint_source(text, path=document)
+        incremental = lint_source_strict(text, path=document, incremental=True)
         check_positions(text, incremental)
         assert incremental == lint_source_strict(text)
         counted(reliability, "edits")

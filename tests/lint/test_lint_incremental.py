@@ -2,11 +2,13 @@
 same text gives: the same findings, messages, severities and fixes, byte for byte, over many
 random edits of real files: typing and deleting characters, splitting and joining lines, deleting
 and duplicating lines, and inserting lines that change a module-wide fact (a synchronize alias,
-a pinned DataLoader, a function that waits, an attribute holding a pinned buffer)."""
+a pinned DataLoader, a function that waits, an attribute holding a pinned buffer, a call of
+a module-level function of the file), and several documents edited in turn."""
 
 from __future__ import annotations
 
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -41,6 +43,10 @@ FACT_LINES = (
 )
 
 
+def _function_names(lines: list[str]) -> list[str]:
+    return [m.group(1) for line in lines if (m := re.match(r"def (\w+)\(", line))]
+
+
 def _edit(rng: random.Random, lines: list[str]) -> list[str]:
     lines = list(lines)
     row = rng.randrange(len(lines))
@@ -61,6 +67,12 @@ def _edit(rng: random.Random, lines: list[str]) -> list[str]:
         del lines[row]
     elif kind < 0.8:  # duplicate a line
         lines.insert(row, line)
+    elif kind < 0.88 and _function_names(lines):
+        # a call of a module-level function of the file, passing CUDA tensors: what its
+        # parameters are (lint/provenance.py) comes from such calls
+        indent = line[: len(line) - len(line.lstrip())]
+        name = rng.choice(_function_names(lines))
+        lines.insert(row + 1, f"{indent}{name}(batch.cuda(), model(batch.cuda()))")
     else:  # a line that may change a module-wide fact
         indent = line[: len(line) - len(line.lstrip())]
         lines.insert(row + 1, indent + rng.choice(FACT_LINES))
@@ -88,8 +100,9 @@ def _check_edits(original: str, document: str, edits: int, seed: int) -> dict[st
 
 @pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.stem[:40])
 def test_incremental_lint_equals_full_lint_over_random_edits_of_real_files(path: Path) -> None:
-    modes = _check_edits(path.read_text(encoding="utf-8"), f"file://{path}", edits=10, seed=len(path.name))
-    assert modes["full"] + modes["incremental"] == 10
+    for seed in (len(path.name), 1000 + len(path.name)):
+        modes = _check_edits(path.read_text(encoding="utf-8"), f"file://{path}", edits=10, seed=seed)
+        assert modes["full"] + modes["incremental"] == 10
 
 
 def test_incremental_lint_equals_full_lint_over_random_edits_of_the_5000_line_corpus() -> None:
@@ -180,3 +193,54 @@ def test_findings_below_an_inserted_line_move_with_it_and_cite_their_new_lines()
     assert [(f.line, f.code) for f in after] == [(15, "AL301")]
     assert "line 11" in after[0].message
     incremental.forget(document)
+
+
+CALLS_SOURCE = (
+    "import torch\n\n\n"
+    "def accuracy(output, target, topk=(1,)):\n"
+    "    pred = output.topk(max(topk), 1, True, True)[1].t()\n"
+    "    correct = pred.eq(target.view(1, -1).expand_as(pred))\n"
+    "    return [float(correct[:k].reshape(-1).float().sum(0)) for k in topk]\n\n\n"
+    "def run(model, loader):\n"
+    "    for images, target in loader:\n"
+    "        logits = model(images.cuda())\n"
+    "        print(accuracy(logits, target.cuda(), topk=(1, 5)))\n"
+)
+
+
+def test_an_edit_of_a_call_relints_the_function_it_calls() -> None:
+    """`accuracy`'s `output` is a CUDA tensor because `run` passes it one in a loop: an edit of
+    that call in `run` changes what is found in `accuracy`, which is linted again with `run`
+    (and nothing else: still incremental)."""
+    document = "file:///calls.py"
+    found = lint_source_strict(CALLS_SOURCE, path=document, incremental=True)
+    assert [(f.line, f.column, f.code) for f in found] == [(7, 12, "AL100")]
+    assert found[0].message.startswith("`float()` of a CUDA tensor inside a loop")
+    renamed = CALLS_SOURCE.replace("print(accuracy(", "print(accuracx(")
+    assert lint_source_strict(renamed, path=document, incremental=True) == [] == lint_source_strict(renamed)
+    assert incremental.last_mode[document] == "incremental"
+    assert lint_source_strict(CALLS_SOURCE, path=document, incremental=True) == found
+    assert incremental.last_mode[document] == "incremental"
+    incremental.forget(document)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_documents_edited_in_turn_each_lint_like_a_full_lint(seed: int) -> None:
+    """Three documents open at once, edited in a random order (the editor's tabs): each one's
+    incremental lint is its own text's full lint, whatever was linted in between; one of them
+    is then replaced by another program under the same name (a branch switch)."""
+    rng = random.Random(seed)
+    documents = {f"file:///tab{i}.py": rng.choice(REAL_FILES).read_text(encoding="utf-8").split("\n") for i in range(3)}
+    for document, lines in documents.items():
+        lint_source_strict("\n".join(lines), path=document, incremental=True)
+    for step in range(24):
+        document = rng.choice(sorted(documents))
+        if step == 12:
+            documents[document] = rng.choice(REAL_FILES).read_text(encoding="utf-8").split("\n")
+        else:
+            documents[document] = _edit(rng, documents[document])
+        text = "\n".join(documents[document])
+        got = lint_source_strict(text, path=document, incremental=True)
+        assert got == lint_source_strict(text), f"{document}, step {step} (seed {seed})"
+    for document in documents:
+        incremental.forget(document)

@@ -106,9 +106,11 @@ class LintContext:
         self._loop_starts: list[int] = []
         self._calls: dict[str, list[Node]] = {}  # found on first request: most rules ask for few
         self._module_calls: dict[str, list[Node]] = {}
-        # The dotted names asked of `attribute_assignments`: the one way a rule reads another
-        # definition's text besides the facts (lint/incremental.py checks them).
+        # The dotted names asked of `attribute_assignments` and the functions asked of
+        # `function_uses`: the ways a rule reads another definition's text besides the facts
+        # (lint/incremental.py checks them).
         self.attribute_queries: set[str] = set()
+        self.function_queries: set[str] = set()
         # Module-wide facts (lint/facts.py) by name, when computed or handed in from the last lint.
         self.memo: dict[str, object] = {}
 
@@ -265,6 +267,12 @@ class LintContext:
         if key not in self._bindings:
             self._bindings[key] = ScopeBindings(scope, self)
         return self._bindings[key]
+
+    def function_uses(self, name: str) -> Iterator[Node]:
+        """Where the module-level function `name` is written anywhere in the file (its calls
+        elsewhere tell what its parameters are), in source order."""
+        self.function_queries.add(name)
+        return self.identifiers((name,))
 
     def attribute_assignments(self, dotted: str) -> list[Node]:
         """The values assigned to `dotted` (`self.loader`) or to its items (`self.states[i] = ...`)

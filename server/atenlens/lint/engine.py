@@ -55,9 +55,9 @@ def lint_source(
     The findings are the same either way; False is for the test that proves it.
 
     `incremental` (with `path`): re-lint only the top-level definitions changed since the last
-    version of the same document and reuse the other findings (incremental.py). Off by default:
-    tests/lint/test_lint_incremental.py finds it equal to a full lint, but the keystroke fuzz of
-    tests/test_reliability_lint_fuzz.py once found a difference that has not been explained."""
+    versions of the same document and reuse the other findings (incremental.py), as the
+    language server does; the findings are a full lint's (tests/lint/test_lint_incremental.py,
+    tests/test_reliability_lint_fuzz.py). Off by default: a file linted once gains nothing."""
     try:
         return _lint(source, select, ignore, strict=False, document=path, prefilter=prefilter, incremental=incremental)
     except Exception:  # the parser or the text itself: nothing to report, nothing to crash

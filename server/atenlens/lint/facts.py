@@ -40,6 +40,10 @@ FACTS: tuple[Fact, ...] = (
 # from one lint to the next: `pins-host-memory` (a pinned DataLoader or buffer: any statement's)
 # and `waiting-functions` (`def sync_all(): ...synchronize()`, and the functions calling those).
 PER_STATEMENT_FACTS = ("pins-host-memory", "waiting-functions")
+# Facts that are sets of function names, read by a rule only at a call of one of them
+# (`sync_all()` waits): when such a fact changes, only the definitions that write a name that
+# came or went can find something else (lint/incremental.py lints those again).
+NAME_SET_FACTS = frozenset({"waiting-functions"})
 
 
 @dataclass
@@ -57,8 +61,8 @@ FactCache = dict[tuple[bytes, frozenset[str]], StatementFacts]
 
 def module_facts(
     ctx: LintContext, statements: Sequence[Node], cache: FactCache
-) -> tuple[tuple[Hashable, ...], FactCache]:
-    """Every fact's value for the whole file (FACTS, then PER_STATEMENT_FACTS), remembered on
+) -> tuple[dict[str, Hashable], FactCache]:
+    """Every fact's value for the whole file by name (FACTS and PER_STATEMENT_FACTS), remembered on
     `ctx` for the rules, and the shares of `statements` (the module's children) for the next
     version. Call before `ctx.narrow`."""
     values = [fact.compute(ctx) for fact in FACTS]
@@ -88,4 +92,7 @@ def module_facts(
     waiting = close_waiting_functions(frozenset().union(*(share.waits for _, share in parts)), callers)
     ctx.memo["pins-host-memory"] = pins
     ctx.memo["waiting-functions"] = waiting
-    return (*values, pins, waiting), shares
+    named: dict[str, Hashable] = {fact.name: value for fact, value in zip(FACTS, values)}
+    named["pins-host-memory"] = pins
+    named["waiting-functions"] = waiting
+    return named, shares

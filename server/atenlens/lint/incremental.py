@@ -7,19 +7,23 @@ the next version of the same document is compared with the last one unit by unit
 
 - every module-level statement and every definition but the edited ones is byte for byte the
   same (in the text and in the text the parser saw, see source.py's blanking), free of syntax
-  errors and starts at column 0; the edited definitions keep their header (decorators, name,
-  parameters, bases);
+  errors and starts at column 0, and each edited one is still a definition at column 0 (its
+  header may change: a definition's parameters and decorators matter only to itself and to
+  the functions it calls, below);
 - every module-wide fact has the value it had;
 - no dotted name that a rule asked `attribute_assignments` about (`self.loader`) is written in an
   edited definition and elsewhere too (another definition may read what this one stores there);
 
 then only the edited definitions are linted (`LintContext.narrow`), and every other unit's
-findings are reused, moved by the lines inserted or deleted above it. A moved unit whose
-findings write a number (a message that cites "line 12") is linted again. Anything else (an
-edit at module level, a new or deleted definition, a changed header or fact) is a full lint.
-The result is the full lint's, finding for finding (tests/lint/test_lint_incremental.py).
-Used only when asked (`lint_source(..., incremental=True)`): docs/lint.md says why the language
-server does not ask yet.
+findings are reused, moved by the lines inserted or deleted above it. Linted again too: a unit
+defining a function whose uses a rule looked up (`LintContext.function_uses`: a parameter is
+what the calls in loops pass it) when an edited definition names it, before or after the edit
+(a call added, removed or changed there changes what that parameter is), and so on through the
+bodies of those; and a moved unit whose findings write a number (a message that cites "line
+12"). Anything else (an edit at module level, a new or deleted top-level statement, a changed
+fact) is a full lint. The result is the full lint's, finding for finding
+(tests/lint/test_lint_incremental.py). The language server lints this way
+(`lint_source(..., incremental=True)`); the command line lints each file once, in full.
 """
 
 from __future__ import annotations
@@ -30,12 +34,13 @@ import threading
 from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Hashable, Optional
 
 from tree_sitter import Node
 
 from atenlens.lint.context import DEFINITION_TYPES, LintContext
-from atenlens.lint.facts import FactCache, module_facts
+from atenlens.lint.facts import NAME_SET_FACTS, FactCache, module_facts
 from atenlens.lint.findings import Finding, Fix, TextEdit
 from atenlens.lint.registry import Rule
 from atenlens.lint.source import CACHED_DOCUMENTS, SourceText
@@ -50,7 +55,6 @@ class _Unit:
     definition: bool
     original: bytes  # its text
     data: bytes  # the text the parser saw (blanked rows are spaces)
-    header: bytes  # a definition's text up to its body; b"" otherwise
     first_row: int  # 0-based
     last_row: int
     clean: bool  # no syntax error in it, starts at column 0
@@ -61,12 +65,17 @@ class _Unit:
 class _State:
     rules: tuple[str, ...]
     units: tuple[_Unit, ...]
-    facts: tuple[Hashable, ...]
+    facts: dict[str, Hashable]
     fact_shares: FactCache
     attribute_queries: frozenset[str]
+    function_queries: frozenset[str]
 
 
-_states: "OrderedDict[str, _State]" = OrderedDict()
+# The states of each document's last HISTORY lints, newest first: an edit that breaks the file's
+# top-level statements apart (`ifx step % 100 == 0:` in a loop) is linted in full, and the
+# version that mends it is then linted from the one before.
+HISTORY = 2
+_states: "OrderedDict[str, tuple[_State, ...]]" = OrderedDict()
 _lock = threading.Lock()
 # How the last lint of each document went ("full" or "incremental"): for the tests and the bench.
 last_mode: "OrderedDict[str, str]" = OrderedDict()
@@ -75,17 +84,21 @@ _DIGIT = re.compile(r"\d")
 
 def lint_document(text: SourceText, rules: tuple[Rule, ...], document: str, run: RunRules) -> list[Finding]:
     """The findings (before `# noqa`) of `text`, version of `document`, linted incrementally from
-    the document's last version when that is safe, else in full. `run` runs the rules on a context."""
+    the document's last versions when that is safe, else in full. `run` runs the rules on a context."""
     codes = tuple(rule.code for rule in rules)
     names: frozenset[str] = frozenset().union(*(rule.calls for rule in rules))
     with _lock:
-        previous = _states.get(document)
+        history = _states.get(document, ())
     ctx = LintContext(text, frozenset())
     nodes = text.root.children
-    facts, shares = module_facts(ctx, nodes, previous.fact_shares if previous is not None else {})
-    plan = None
-    if previous is not None and previous.rules == codes and previous.facts == facts:
-        plan = _plan(text, nodes, previous)
+    facts, shares = module_facts(ctx, nodes, history[0].fact_shares if history else {})
+    plan, previous = None, None
+    for candidate in history:
+        if candidate.rules == codes and _same_facts(candidate.facts, facts):
+            plan = _plan(text, nodes, candidate, _names_changed(candidate.facts, facts))
+            if plan is not None:
+                previous = candidate
+                break
     if plan is None:
         ctx.narrow(0, len(text.data), names)
         findings = run(ctx)
@@ -110,12 +123,14 @@ def lint_document(text: SourceText, rules: tuple[Rule, ...], document: str, run:
                 old = previous.units[index].findings
                 units.append(_unit(text, node, old if delta == 0 else tuple(_moved(f, delta) for f in old)))
         mode = "incremental"
-    queries = set(ctx.attribute_queries)
+    queries, functions = set(ctx.attribute_queries), set(ctx.function_queries)
     if mode == "incremental" and previous is not None:
+        # what the reused units asked when they were linted still holds for them
         queries |= previous.attribute_queries
-    state = _State(codes, tuple(units), facts, shares, frozenset(queries))
+        functions |= previous.function_queries
+    state = _State(codes, tuple(units), facts, shares, frozenset(queries), frozenset(functions))
     with _lock:
-        _states[document] = state
+        _states[document] = (state, *_states.get(document, ())[: HISTORY - 1])
         _states.move_to_end(document)
         last_mode[document] = mode
         last_mode.move_to_end(document)
@@ -133,8 +148,23 @@ def forget(document: str) -> None:
         last_mode.pop(document, None)
 
 
-def _plan(text: SourceText, nodes: list[Node], previous: _State) -> Optional[tuple[set[int], list[int]]]:
-    """(indexes of the units to lint, each unit's line shift) or None for a full lint."""
+def _same_facts(old: dict[str, Hashable], new: dict[str, Hashable]) -> bool:
+    return old.keys() == new.keys() and all(old[name] == new[name] for name in new if name not in NAME_SET_FACTS)
+
+
+def _names_changed(old: dict[str, Hashable], new: dict[str, Hashable]) -> frozenset[str]:
+    """The names that came into or went out of a NAME_SET_FACTS fact."""
+    changed: set[str] = set()
+    for name in NAME_SET_FACTS:
+        changed |= old[name] ^ new[name]  # type: ignore[operator]
+    return frozenset(changed)
+
+
+def _plan(
+    text: SourceText, nodes: list[Node], previous: _State, names_changed: frozenset[str]
+) -> Optional[tuple[set[int], list[int]]]:
+    """(indexes of the units to lint, each unit's line shift) or None for a full lint.
+    `names_changed`: the function names whose calls now wait, or no longer do."""
     if len(nodes) != len(previous.units):
         return None
     relint: set[int] = set()
@@ -150,7 +180,7 @@ def _plan(text: SourceText, nodes: list[Node], previous: _State) -> Optional[tup
             if not (old.clean and _clean(node)):
                 return None
             continue
-        if not definition or _header(text, node) != old.header or node.start_point[1] != 0:
+        if not definition or node.start_point[1] != 0:
             return None
         relint.add(index)
     for index in relint:
@@ -160,21 +190,71 @@ def _plan(text: SourceText, nodes: list[Node], previous: _State) -> Optional[tup
             if word in old.original or word in text.original[node.start_byte : node.end_byte]:
                 if text.original.find(word, 0, node.start_byte) != -1 or text.original.find(word, node.end_byte) != -1:
                     return None
+    relint |= _callees(text, nodes, previous, relint)
+    relint |= _naming(text, nodes, names_changed)
     for index, old in enumerate(previous.units):
         if index not in relint and shifts[index] != 0 and any(_cites_number(f) for f in old.findings):
             relint.add(index)  # "since the clock read on line 12": the number moves too
     return relint, shifts
 
 
+def _callees(text: SourceText, nodes: list[Node], previous: _State, edited: set[int]) -> set[int]:
+    """The units defining a function whose uses a rule looked up (`function_uses`) and that is
+    used in an edited definition's body (before or after the edit), and so on through their
+    bodies: what a parameter of theirs is comes from those calls (`accuracy(logits, y)` in a
+    loop makes `output` a CUDA tensor), so their findings may change with the edit."""
+    names = previous.function_queries
+    if not names:
+        return set()
+    defining: dict[str, list[int]] = {}
+    for index, node in enumerate(nodes):
+        title = _function_title(node)
+        if title in names:
+            defining.setdefault(title, []).append(index)
+    found: set[int] = set()
+    todo: list[tuple[bytes, ...]] = []
+    for index in edited:
+        # the whole definition, header too: what its parameters are decides what it passes on
+        todo.append((previous.units[index].original, text.original[nodes[index].start_byte : nodes[index].end_byte]))
+    while todo:
+        bodies = todo.pop()
+        for name, indexes in defining.items():
+            if not any(_word(name).search(body) for body in bodies):
+                continue
+            for index in indexes:
+                if index not in found and index not in edited:
+                    found.add(index)
+                    todo.append((text.original[nodes[index].start_byte : nodes[index].end_byte],))
+    return found
+
+
+def _naming(text: SourceText, nodes: list[Node], names: frozenset[str]) -> set[int]:
+    """The units in which one of `names` is written."""
+    starts = [node.start_byte for node in nodes]
+    found: set[int] = set()
+    for name in names:
+        for match in _word(name).finditer(text.original):
+            index = bisect_right(starts, match.start()) - 1
+            if index >= 0 and match.start() < nodes[index].end_byte:
+                found.add(index)
+    return found
+
+
+def _function_title(node: Node) -> Optional[str]:
+    definition = node.child_by_field_name("definition") if node.type == "decorated_definition" else node
+    if definition is None or definition.type != "function_definition":
+        return None
+    name = definition.child_by_field_name("name")
+    return name.text.decode(errors="replace") if name is not None and name.text is not None else None
+
+
+@lru_cache(maxsize=256)
+def _word(name: str) -> "re.Pattern[bytes]":
+    return re.compile(rb"(?<!\w)" + re.escape(name.encode()) + rb"(?!\w)")
+
+
 def _clean(node: Node) -> bool:
     return not node.has_error and node.start_point[1] == 0
-
-
-def _header(text: SourceText, node: Node) -> bytes:
-    definition = node.child_by_field_name("definition") if node.type == "decorated_definition" else node
-    body = definition.child_by_field_name("body") if definition is not None else None
-    end = body.start_byte if body is not None else node.end_byte
-    return text.original[node.start_byte : end]
 
 
 def _unit(text: SourceText, node: Node, findings: tuple[Finding, ...]) -> _Unit:
@@ -183,7 +263,6 @@ def _unit(text: SourceText, node: Node, findings: tuple[Finding, ...]) -> _Unit:
         definition,
         text.original[node.start_byte : node.end_byte],
         text.data[node.start_byte : node.end_byte],
-        _header(text, node) if definition else b"",
         node.start_point[0],
         node.end_point[0],
         _clean(node),

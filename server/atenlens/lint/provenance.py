@@ -466,7 +466,7 @@ def _call_site_arguments(ctx: LintContext, name: Node) -> list[Node]:
     index = names.index(text(name))
     title = function.child_by_field_name("name")
     found = []
-    for use in ctx.identifiers((text(title),)) if title is not None else []:
+    for use in ctx.function_uses(text(title)) if title is not None else []:
         call = use.parent
         if (
             call is None

@@ -17,8 +17,6 @@ from typing import Any
 
 from lsprotocol import types
 
-from atenlens.plot import chrome_trace
-
 CMD_EXPORT_MEMORY_TIMELINE = "atenlens.exportMemoryTimeline"
 VIEWERS = "open it in https://ui.perfetto.dev or chrome://tracing"
 
@@ -48,6 +46,8 @@ async def export_memory_timeline(ls: Any, *arguments: Any) -> dict[str, Any]:
     if path is not None and (not isinstance(path, str) or not os.path.isabs(path)):
         return _refuse(ls, info.qualname, f"path must be an absolute file path, not {path!r}")
     path = path or default_path(document.path, info.qualname)
+    from atenlens.plot import chrome_trace  # on first use: start-up does not need it
+
     data = chrome_trace(report)
     try:
         with open(path, "w", encoding="utf-8") as f:

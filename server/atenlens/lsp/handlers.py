@@ -7,19 +7,16 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from lsprotocol import types
 from pygls.workspace import TextDocument
 
-from atenlens.example_call import Proposal, first_name_span, propose_call, snippet
 from atenlens.lint import lint_source
 from atenlens.lint.fixes import fix_source, offered_fixes
 from atenlens.lsp import convert
 from atenlens.lsp.cost_export import CMD_EXPORT_MEMORY_TIMELINE, export_memory_timeline
 from atenlens.lsp.documents import DocumentState
-from atenlens.lsp.hover import hover_markdown
-from atenlens.lsp.hover_layout import PLAINTEXT, hover_layout, lay_out
 from atenlens.lsp.large import LARGE_DOCUMENT_CHARS, release_memory
 from atenlens.lsp.lenses import (
     CMD_CANCEL_TRACE,
@@ -35,6 +32,13 @@ from atenlens.lsp.status import interpreter_facts
 from atenlens.lsp.text import LineShift
 from atenlens.report import Code
 from atenlens.traceable import DIRECTIVE, FunctionInfo, directive_template, function_at
+
+if TYPE_CHECKING:
+    from atenlens.example_call import Proposal
+
+# The hover and the example-call modules (and what they import: the listing renderer, the cost
+# tables) are imported by the handlers that use them, on first use: the first diagnostics,
+# which the editor waits for after starting the server, need none of them.
 
 MAX_LENSED_FUNCTIONS = 20_000  # code lenses of one document: each costs its share of one response
 
@@ -198,6 +202,8 @@ def directive_edit(
 ) -> tuple[types.WorkspaceEdit, Proposal]:
     """The edit inserting the proposed example call (example_call.py) above `info`: with its placeholders
     as tab stops where the client takes snippets in workspace edits, as plain text elsewhere."""
+    from atenlens.example_call import Proposal, propose_call, snippet
+
     source = document.source
     try:
         if len(source) > LARGE_DOCUMENT_CHARS:
@@ -287,6 +293,9 @@ def inlay_hint(ls: AtenlensServer, params: types.InlayHintParams) -> list[types.
 
 
 def hover(ls: AtenlensServer, params: types.HoverParams) -> Optional[types.Hover]:
+    from atenlens.lsp.hover import hover_markdown
+    from atenlens.lsp.hover_layout import PLAINTEXT, hover_layout, lay_out
+
     uri = params.text_document.uri
     document, state = ls.document(uri), ls.documents.get(uri)
     if document is None or state is None:
@@ -365,6 +374,8 @@ async def fill_in_directive(ls: AtenlensServer, document: TextDocument, info: Fu
     """The "Fill in the example call" lens: the directive's names the module does not define become the
     tab stops of a snippet that replaces the directive's call (a client that takes snippets in workspace
     edits), or the first of them is selected (`window/showDocument`), so the user types over them."""
+    from atenlens.example_call import first_name_span, snippet
+
     assert info.directive is not None and info.directive_line is not None
     lines = ls.state(document.uri).lines(document.source)
     line = info.directive_line - 1
@@ -417,6 +428,7 @@ def server_info(ls: AtenlensServer, params: Any) -> dict[str, Any]:
         "workerStarts": ls.traces.worker_starts,
         "openDocuments": len(ls.documents),
         "positionEncoding": ls.encoding,
+        "modulesAtFirstDiagnostics": ls.modules_at_first_diagnostics,
         **interpreter_facts(),
     }
 

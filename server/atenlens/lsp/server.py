@@ -68,6 +68,10 @@ class AtenlensServer(LanguageServer):
         self._progress_ids = itertools.count(1)
         self._building: list[TraceSpan] = []  # spans of finished traces whose views are being built
         self._worker_logged = 0  # the worker start whose torch and Python were logged
+        # What the process had imported when it published its first diagnostics (the editor's
+        # wait at start-up): for `atenlens/serverInfo`, whose tests check that start-up imports
+        # only what linting and publishing need.
+        self.modules_at_first_diagnostics: Optional[list[str]] = None
 
     # --- helpers used by the handlers -------------------------------------------------------
 
@@ -189,9 +193,10 @@ class AtenlensServer(LanguageServer):
 
     def _lint_document(self, source: str, key: str, path: Optional[str]) -> tuple[list, Optional[str]]:
         """(findings, a message for the user): the rules that `[tool.atenlens]` and the editor's
-        settings choose for `path` (runs in a thread: it reads the pyproject.toml)."""
+        settings choose for `path` (runs in a thread: it reads the pyproject.toml). Incremental:
+        only the top-level definitions an edit changed are linted again (lint/incremental.py)."""
         codes, problem = self.lint_config.codes(path, self.settings.lint)
-        return lint_source(source, key, codes), problem
+        return lint_source(source, key, codes, incremental=True), problem
 
     def publish(self, uri: str) -> None:
         state, document = self.documents.get(uri), self.document(uri)
@@ -210,6 +215,8 @@ class AtenlensServer(LanguageServer):
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, version=state.lint.version, diagnostics=diagnostics)
         )
+        if self.modules_at_first_diagnostics is None:
+            self.modules_at_first_diagnostics = sorted(sys.modules)
         self.send_file_status(uri, state, diagnostics)
 
     def log_worker_once(self) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import importlib.machinery
 import platform
 import sys
-from importlib import metadata
 from typing import Any, Optional, Sequence
 
 from lsprotocol import types
@@ -67,6 +66,8 @@ def brief(traced: TracedFunction) -> str:
 def torch_facts(path: Optional[list[str]] = None) -> Optional[dict[str, str]]:
     """Where torch would be imported from on `path` (default sys.path) and its version, or None when
     there is none. Finds the package and reads its metadata; imports nothing."""
+    from importlib import metadata  # on the first ask (it imports email, zipfile, csv: not needed to start)
+
     spec = importlib.machinery.PathFinder.find_spec("torch", path)
     if spec is None:
         return None
