@@ -38,6 +38,8 @@ async def test_hints_and_hover_speak_in_the_named_dims(client, tmp_path):
         lsp_line(text, "att = att.masked_fill"),
     )
     hints = {line: label for line, _, label in await inlay_hints(client, uri, len(text.split("\n")))}
+    # a line that calls a model: what the module returned, in the names too
+    assert hints[lsp_line(text, "y = model(x)")] == "41 ops -> f32[B, T, 64] · ∇ 51 ops"
     assert [hints.get(line) for line in (qkv, att, mask)] == [
         "addmm f32[B, T, 64] · ∇ cat, mm×2, sum",
         "clone×2, bmm, mul f32[B, 4, T, T] · ∇ mul, bmm×2",

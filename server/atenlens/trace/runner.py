@@ -32,7 +32,7 @@ import torch
 
 from atenlens.dims import dims_text, parse_dims, split_directive
 from atenlens.gpus import find_gpu
-from atenlens.report import Code, Diagnostic, Event, Frame, Summary, Target, TraceReport, TraceRequest
+from atenlens.report import Code, Diagnostic, Event, Frame, NamedShapes, Summary, Target, TraceReport, TraceRequest
 from atenlens.trace import torch_compat
 from atenlens.trace.attribution import EXAMPLE_CALL_FILENAME, is_user_file, traceback_stack
 from atenlens.trace.collectives import Collectives
@@ -44,7 +44,14 @@ from atenlens.trace.diagnostics import DiagnosticSink
 from atenlens.trace.libraries import eager_views_for_libraries
 from atenlens.trace.ranks import Ranks, ranks_of, simulated_ranks
 from atenlens.trace.recorder import Recorder
-from atenlens.trace.shapes import SymbolicPass, named_shapes, report_guards, report_problem, symbolic_pass
+from atenlens.trace.shapes import (
+    SymbolicPass,
+    named_modules,
+    named_shapes,
+    report_guards,
+    report_problem,
+    symbolic_pass,
+)
 from atenlens.traceable import FunctionInfo, argv_directive, directive_template, find_functions, ranks_directive
 
 _PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
@@ -97,7 +104,7 @@ def run_trace(request: TraceRequest) -> TraceReport:
     stage = "load"
     info: Optional[FunctionInfo] = None
     syncs_before: Optional[int] = None  # syncs found before the traced call started (load, setup)
-    named: Any = None  # the report's named_shapes (`dims:`)
+    named: Optional[tuple[NamedShapes, SymbolicPass]] = None  # `dims:`: the report's named_shapes, the pass
 
     with _user_import_state(file), torch_compat.fake_module_fixes(), _quiet_torch_logs():
         try:
@@ -175,7 +182,10 @@ def run_trace(request: TraceRequest) -> TraceReport:
         except BaseException as error:  # the user's code raised (SystemExit and KeyboardInterrupt too)
             ending = _raised(error, file)
     report = _report(target, ending, device, recorder, sink, syncs_before, started, call_expression, notes)
-    return replace(report, named_shapes=named) if named is not None else report
+    if named is None:
+        return report
+    names, found = named
+    return replace(report, named_shapes=names, modules=named_modules(report.modules, found))
 
 
 def _dims_of(request: TraceRequest, info: Optional[FunctionInfo]) -> Optional[str]:
@@ -197,7 +207,7 @@ def _named_dims(
     recorder: Recorder,
     sink: DiagnosticSink,
     info: Optional[FunctionInfo],
-) -> Any:
+) -> Optional[tuple[NamedShapes, SymbolicPass]]:
     """After the concrete trace: the symbolic pass of the named dims (trace/shapes.py), its names
     put on the recorder's events, its guards and problems reported at their lines."""
     line = (info.directive_line or info.line) if info is not None else 1
@@ -238,7 +248,7 @@ def _named_dims(
     if found.problem is not None:
         report_problem(sink, dims_text(dims), found.problem, at)
     report_guards(sink, dims, found, at)
-    return named
+    return named, found
 
 
 def _timed_out(

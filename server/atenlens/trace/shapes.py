@@ -35,7 +35,7 @@ import torch
 from torch.utils.flop_counter import flop_registry
 
 from atenlens.dims import dims_text
-from atenlens.report import Code, Event, Frame, NamedLine, NamedShapes, TensorMeta
+from atenlens.report import Code, Event, Frame, ModuleCall, NamedLine, NamedShapes, TensorMeta
 from atenlens.trace import torch_compat as tc
 from atenlens.trace.attribution import traceback_stack
 from atenlens.trace.diagnostics import DiagnosticSink
@@ -139,6 +139,7 @@ class SymbolicPass:
     events: list[Event] = field(default_factory=list)
     extras: dict[int, tuple[Any, Any]] = field(default_factory=dict)
     guards: list[_Guard] = field(default_factory=list)
+    modules: tuple[ModuleCall, ...] = ()  # the module calls of the symbolic pass, with named outputs
 
 
 def symbolic_pass(
@@ -193,6 +194,7 @@ def symbolic_pass(
     found.events = recorder.events
     found.extras = recorder.extras
     found.guards = guards
+    found.modules = recorder.modules.module_calls()
     return found
 
 
@@ -353,6 +355,17 @@ def named_shapes(
         return events, NamedShapes(labels, symbolic=False)
     named, lines = named_events(events, found, dict(dims))
     return named, NamedShapes(labels, symbolic=True, lines=lines)
+
+
+def named_modules(concrete: tuple[ModuleCall, ...], found: SymbolicPass) -> tuple[ModuleCall, ...]:
+    """The concrete trace's module calls with the names on their outputs (the hints of a line that
+    calls a model show what it returned): paired in order, where both passes called the same module."""
+    if found.problem is not None or len(found.modules) != len(concrete):
+        return concrete
+    return tuple(
+        replace(c, outputs=_named(c.outputs, s.outputs)) if (c.path, c.type) == (s.path, s.type) else c
+        for c, s in zip(concrete, found.modules)
+    )
 
 
 def report_guards(sink: DiagnosticSink, dims: tuple[tuple[str, int], ...], found: SymbolicPass, at: Frame) -> None:
