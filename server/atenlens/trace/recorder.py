@@ -60,6 +60,8 @@ _sequence_nr = tc.sequence_nr
 _node_sequence_nr = tc.node_sequence_nr
 tree_leaves = tc.tree_leaves
 _tensor_device = tc.tensor_device
+_PRIM_DEVICE = tc.PRIM_DEVICE
+_fake_device_answer = tc.fake_device_answer
 _Tensor = torch.Tensor
 _FakeTensor = tc.FakeTensor
 _Parameter = torch.nn.Parameter
@@ -384,6 +386,23 @@ class Recorder:
         return tuple(found)
 
 
+# Event is a frozen dataclass: its generated __init__ sets each of its 19 fields through
+# object.__setattr__ (about 3 µs an event on a quiet machine, 6x a dict), and a trace makes one per
+# op and per call. `_event` makes the same object directly: the fields in declaration order, the
+# defaults of those not given (tests/test_cost_overhead.py compares it with Event(...)).
+_EVENT_FIELDS = {f.name: f.default for f in dataclasses.fields(Event)}
+_object_new = object.__new__
+_object_setattr = object.__setattr__
+
+
+def _event(fields: dict[str, Any]) -> Event:
+    values = _EVENT_FIELDS.copy()
+    values.update(fields)
+    event = _object_new(Event)
+    _object_setattr(event, "__dict__", values)
+    return event
+
+
 def _innermost(stack: Optional[tuple[Frame, ...]]) -> tuple[Optional[str], Optional[int]]:
     if stack:
         inner = stack[-1]
@@ -451,6 +470,10 @@ class _OpRecorder(tc.TorchDispatchMode):
         self.recorder = recorder
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
+        if func is _PRIM_DEVICE:  # first: about two of these per op (torch_compat.fake_device_answer)
+            device = _fake_device_answer(args)
+            if device is not None:
+                return device
         kwargs = kwargs or {}
         rec = self.recorder
         namespace = func.namespace
@@ -525,21 +548,25 @@ class _OpRecorder(tc.TorchDispatchMode):
         name, formula = described
         flops = _apply_formula(formula, args, kwargs, out) if formula is not None else None
         moved = bytes_moved(func, args, kwargs, out) if rec.cost else 0
-        event = Event(
-            kind="op",
-            name=name,
-            phase=phase,  # type: ignore[arg-type]
-            file=file,
-            line=line,
-            stack=stack or (),
-            outputs=outputs,
-            inputs=inputs,
-            flops=flops,
-            node=node_name,
-            module=module,
-            bytes_allocated=allocated,
-            bytes_moved=moved,
-            estimate_seconds=_estimate(rec, flops, moved, inputs, outputs) if rec.cost and (moved or flops) else 0.0,
+        event = _event(
+            {
+                "kind": "op",
+                "name": name,
+                "phase": phase,
+                "file": file,
+                "line": line,
+                "stack": stack or (),
+                "outputs": outputs,
+                "inputs": inputs,
+                "flops": flops,
+                "node": node_name,
+                "module": module,
+                "bytes_allocated": allocated,
+                "bytes_moved": moved,
+                "estimate_seconds": _estimate(rec, flops, moved, inputs, outputs)
+                if rec.cost and (moved or flops)
+                else 0.0,
+            }
         )
         if namespace in _COLLECTIVE_NAMESPACES and rec.collectives is not None:
             event = rec.collectives.event(event, func, args, kwargs, out)
@@ -597,13 +624,15 @@ class _CallRecorder(TorchFunctionMode):
             file, line = _innermost(stack)
             is_backward = func in _BACKWARD_CALLS
             rec.keep(
-                Event(
-                    kind="call",
-                    name=name,
-                    phase="backward" if is_backward else rec._current_phase(),  # type: ignore[arg-type]
-                    file=file,
-                    line=line,
-                    stack=stack,
+                _event(
+                    {
+                        "kind": "call",
+                        "name": name,
+                        "phase": "backward" if is_backward else rec._current_phase(),
+                        "file": file,
+                        "line": line,
+                        "stack": stack,
+                    }
                 )
             )
             if is_backward:

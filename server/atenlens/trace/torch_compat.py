@@ -40,6 +40,21 @@ ACCUMULATE_GRAD_SEQUENCE_NR = 2**64 - 1
 RECORD_FUNCTION_ENTER = torch.ops.profiler._record_function_enter_new.default
 RECORD_FUNCTION_EXIT = torch.ops.profiler._record_function_exit._RecordFunction
 
+# `prim.device`: what C++ code (autograd's engine above all) asks of a FakeTensor's device, about
+# two per op. Under the recorder's dispatch mode each one reaches Python there first; answering it
+# with FakeTensorMode's own handler (the simulated device, or meta inside a fake kernel) spares it
+# a second trip through the dispatcher into FakeTensorMode, which would give the same answer.
+PRIM_DEVICE = torch.ops.prim.device.default
+_FAKE_DEVICE_ANSWER: Callable[[Any], Any] = torch._subclasses.fake_tensor._DISPATCH_META_HANDLERS[PRIM_DEVICE]
+
+
+def fake_device_answer(args: tuple) -> Any:
+    """FakeTensorMode's answer to `prim.device(args[0])` for a FakeTensor, or None when it is not one."""
+    if len(args) == 1 and isinstance(args[0], FakeTensor):
+        return _FAKE_DEVICE_ANSWER(args)
+    return None
+
+
 # An aten/prim/profiler op called as a Python object (`torch.ops.prim.device.default(t)`). torch
 # itself calls them so, e.g. FakeTensor's device checks of a foreach op from inside the recorder's
 # dispatch mode; a TorchFunctionMode sees those calls too.
