@@ -117,6 +117,9 @@ NEOVIM_FC1 = [
     "- time: ~20 µs, 33.3% of the step (forward 8 µs, backward 12 µs)",
     "- memory: allocates 5.5 KiB; 3.5 KiB still held when the line is done (gradients 2.5 KiB, "
     "saved by ReluBackward0 1 KiB)",
+    # the step's peak is on this line (backward): its few small blocks take one 2 MiB segment
+    "- the step's memory peak (backward): 10.5 KiB allocated, 2 MiB reserved (a model of CUDA's caching "
+    "allocator: its segments; at most 2 MiB over the step) of 80 GiB",
 ]
 
 

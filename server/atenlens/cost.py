@@ -132,7 +132,7 @@ def lens_label(summary: Summary) -> str:
         where = f" @ line {memory.peak_line}" if memory.peak_line is not None else ""
         parts.append(
             f"peak {format_bytes(memory.peak_bytes)}{where} ({memory.peak_phase})"
-            + (" — does not fit" if memory.peak_bytes > memory.device_bytes else "")
+            + (" — does not fit" if max(memory.peak_bytes, memory.reserved_peak_bytes) > memory.device_bytes else "")
         )
     if time is not None:
         try:

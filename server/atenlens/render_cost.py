@@ -65,11 +65,15 @@ class CostView:
         out: list[str] = []
         if memory is not None and self.gpu is not None:
             where = f"{show(memory.peak_file)}:{memory.peak_line}" if memory.peak_line is not None else "?"
-            over = memory.peak_bytes > memory.device_bytes
+            over = max(memory.peak_bytes, memory.reserved_peak_bytes) > memory.device_bytes
             out.append(
                 style("memory".ljust(10), "bold") + f"peak {format_bytes(memory.peak_bytes)} @ {where} "
                 f"({memory.peak_phase}) of {format_bytes(memory.device_bytes)} on {self.gpu.name}"
                 + (style("  DOES NOT FIT", "error") if over else "")
+            )
+            out.append(
+                " " * 10 + f"reserved {format_bytes(memory.reserved_at_peak_bytes)} at the peak, "
+                f"{format_bytes(memory.reserved_peak_bytes)} at most (caching allocator segments, a model)"
             )
             at = memory.at_peak
             parts = [

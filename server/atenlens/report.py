@@ -220,6 +220,9 @@ class MemorySummary:
     at_peak: PeakCategories
     device_bytes: int  # the selected GPU's memory
     start_bytes: int = 0  # live when the traced call started (parameters, inputs, ...)
+    # CUDA's caching allocator replayed over the same blocks (trace/allocator.py): its segments
+    reserved_peak_bytes: int = 0  # the most reserved at once
+    reserved_at_peak_bytes: int = 0  # reserved when the live bytes peaked
     end_bytes: int = 0  # live when it returned
     holders: tuple[MemoryHolder, ...] = ()
     lines: tuple[MemoryLine, ...] = ()

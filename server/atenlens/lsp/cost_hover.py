@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 from atenlens.cost import format_bytes, format_seconds
+from atenlens.report import MemorySummary
 
 if TYPE_CHECKING:  # document_traces imports this module for the hints
     from atenlens.lsp.document_traces import LineTrace
@@ -21,7 +22,7 @@ def cost_section(trace: LineTrace) -> Optional[str]:
     }
     nested = sum(e.estimate_seconds for e in trace.nested + trace.nested_backward)
     memory = trace.memory
-    if not seconds and not nested and (memory is None or not memory.bytes_allocated):
+    if not seconds and not nested and (memory is None or not memory.bytes_allocated) and trace.peak is None:
         return None
     lines = ["**Cost** (estimate)"]
     if seconds:
@@ -37,7 +38,21 @@ def cost_section(trace: LineTrace) -> Optional[str]:
             who = ", ".join(f"{h.who} {format_bytes(h.bytes)}" for h in memory.held_by)
             text += f"; {format_bytes(memory.bytes_held)} still held when the line is done ({who})"
         lines.append(text)
+    if trace.peak is not None:
+        lines.append(f"- {peak_text(trace.peak)}")
     return "\n".join(lines)
+
+
+def peak_text(peak: MemorySummary) -> str:
+    """`the step's memory peak: 11.2 GiB allocated, 11.9 GiB reserved (a model of CUDA's caching
+    allocator: its segments) of 80 GiB`, for the hover of the peak line."""
+    fits = "" if max(peak.peak_bytes, peak.reserved_peak_bytes) <= peak.device_bytes else " — does not fit"
+    return (
+        f"the step's memory peak ({peak.peak_phase}): {format_bytes(peak.peak_bytes)} allocated, "
+        f"{format_bytes(peak.reserved_at_peak_bytes)} reserved (a model of CUDA's caching allocator: its "
+        f"segments; at most {format_bytes(peak.reserved_peak_bytes)} over the step) of "
+        f"{format_bytes(peak.device_bytes)}{fits}"
+    )
 
 
 def cost_hint(trace: LineTrace, time: bool, memory: bool) -> Optional[str]:

@@ -22,7 +22,16 @@ from atenlens.lsp.labels import is_setup_function, line_hint, rollup_hint, summa
 from atenlens.lsp.settings import HintSettings
 from atenlens.lsp.text import LineShift
 from atenlens.module_tree import ModuleNode, module_trees
-from atenlens.report import Diagnostic, Event, MemoryLine, NamedLine, NamedShapes, TensorMeta, TraceReport
+from atenlens.report import (
+    Diagnostic,
+    Event,
+    MemoryLine,
+    MemorySummary,
+    NamedLine,
+    NamedShapes,
+    TensorMeta,
+    TraceReport,
+)
 
 STALE_HINT_SUFFIX = " (stale)"
 STALE_LENS_PREFIX = "stale (edited since the trace): "
@@ -56,6 +65,7 @@ class LineTrace:
     nested_setup: list[Event] = field(default_factory=list)  # of `nested`, those that ran inside an `__init__`
     memory: Optional[MemoryLine] = None  # cost: what the line allocated and who held it (lsp/cost_hover.py)
     step_seconds: float = 0.0  # cost: the trace's estimated step time
+    peak: Optional[MemorySummary] = None  # cost: the step's memory summary, on the line of its peak only
     named: Optional[NamedLine] = None  # named dims: the line's FLOPs and bytes as formulas (lsp/named_hover.py)
     named_shapes: Optional[NamedShapes] = None  # the trace's named dims
 
@@ -285,6 +295,10 @@ def _add_costs(report: TraceReport, path: str, at, lines: dict[int, LineTrace]) 
         own = at(line.line) if same_file(line.file, path) else None
         if own is not None:
             own.memory = line
+    if memory is not None and memory.peak_line is not None and same_file(memory.peak_file, path):
+        peak_line = at(memory.peak_line)
+        if peak_line is not None:
+            peak_line.peak = memory
     step = time.step_seconds if time is not None else 0.0
     for trace in lines.values():
         trace.step_seconds = step

@@ -18,8 +18,10 @@ from atenlens.report import Code, Diagnostic, Event, MemorySummary, Summary, Tim
 
 MEMORY_ASSUMPTIONS = (
     "memory: every storage on the simulated device, rounded as CUDA's caching allocator rounds "
-    "blocks (512 B); allocator segments, fragmentation, the CUDA context and library workspaces "
-    "(cuBLAS, cuDNN, NCCL) are not counted"
+    "blocks (512 B); reserved: a model of the allocator's segments (2 MiB for blocks up to 1 MiB, "
+    "20 MiB up to 10 MiB, larger ones rounded to 2 MiB; best fit, splits, cached frees; one stream, "
+    "default allocator settings); the CUDA context and library workspaces (cuBLAS, cuDNN, NCCL) are "
+    "not counted"
 )
 
 
@@ -68,12 +70,16 @@ def _mfu_bound(gpu: Any, events: tuple[Event, ...], flops: int, step: float, tf3
 
 
 def _out_of_memory(memory: MemorySummary, gpu: Any) -> tuple[Diagnostic, ...]:
-    if memory.peak_bytes <= gpu.memory_bytes:
+    # What has to fit is what the caching allocator reserves (its segments; it releases its cached
+    # ones before it gives up, so it passes the GPU's memory only when the program cannot run).
+    needed = max(memory.peak_bytes, memory.reserved_peak_bytes)
+    if needed <= gpu.memory_bytes:
         return ()
     holders = [holder_label(h, None if h.line is None else f"line {h.line}") for h in memory.holders[:3]]
     message = (
-        f"forecast peak memory {format_bytes(memory.peak_bytes)} here ({memory.peak_phase}) exceeds the "
-        f"{format_bytes(gpu.memory_bytes)} of {gpu.name} by {format_bytes(memory.peak_bytes - gpu.memory_bytes)}; "
+        f"forecast peak memory {format_bytes(memory.peak_bytes)} here ({memory.peak_phase}), "
+        f"{format_bytes(memory.reserved_peak_bytes)} reserved by the caching allocator, exceeds the "
+        f"{format_bytes(gpu.memory_bytes)} of {gpu.name} by {format_bytes(needed - gpu.memory_bytes)}; "
         f"largest holders: {', '.join(holders)}"
     )
     return (

@@ -4,9 +4,8 @@ Fed by the recorder (no torch mode of its own): the dispatch mode hands it each 
 storage it has not seen is an allocation. A weak reference to the storage's Python object (torch keeps
 one object per storage for as long as the storage lives) tells when it is freed. Sizes are rounded as
 CUDA's caching allocator rounds a block: up to a multiple of 512 bytes, at least 512, 0 for an empty
-storage; what `torch.cuda.memory_allocated()` counts. The allocator's segments (2 MiB for blocks up to
-1 MiB, 20 MiB up to 10 MiB, larger ones rounded to 2 MiB) and the fragmentation they cause are not
-modelled: that is `memory_reserved()`, which is at least this and usually 5-30% more.
+storage; what `torch.cuda.memory_allocated()` counts. The allocator's segments
+(`memory_reserved()`) are replayed over these blocks once the call has returned: trace/allocator.py.
 
 What a storage is, decided once the step is over (each from a public torch hook):
 - parameters: storages of `nn.Parameter`s (seen created, found in an optimizer's param_groups) and buffers
@@ -44,6 +43,7 @@ from atenlens.report import (
     MemoryTimeline,
     PeakCategories,
 )
+from atenlens.trace import allocator
 from atenlens.trace import torch_compat as tc
 
 BLOCK = 512  # CUDA caching allocator: kMinBlockSize
@@ -187,6 +187,7 @@ class MemoryModel:
         self.op_lines: list[Optional[tuple[str, Optional[int]]]] = []
         self.peak_bytes = 0
         self.peak_tick = -1
+        self.end_tick: Optional[int] = None  # when the traced call returned
         self.peak_where: tuple[Optional[str], Optional[int], str] = (None, None, "forward")
         self.start_bytes = 0
         # parameters reachable from the traced call (its arguments, the module's globals) or an optimizer:
@@ -409,6 +410,7 @@ class MemoryModel:
             for handle in handles:
                 handle.remove()
             self.recording = False
+            self.end_tick = self.tick
             self.scan_parameters()
             self._parameters.clear()
 
@@ -427,6 +429,8 @@ class MemoryModel:
             holders[key] = holders.get(key, 0) + record.nbytes
         top = sorted(holders.items(), key=lambda item: -item[1])[:10]
         file, line, phase = self.peak_where
+        end = self.end_tick if self.end_tick is not None else self.tick
+        reserved = allocator.replay(self.storages, peak_tick, device_bytes, until=end)
         return MemorySummary(
             peak_bytes=self.peak_bytes,
             peak_file=file,
@@ -435,6 +439,8 @@ class MemoryModel:
             at_peak=PeakCategories(**at_peak),
             device_bytes=device_bytes,
             start_bytes=self.start_bytes,
+            reserved_peak_bytes=reserved.peak_bytes,
+            reserved_at_peak_bytes=reserved.at_peak_bytes,
             end_bytes=self.live_bytes,
             holders=tuple(
                 MemoryHolder(category=c, file=f, line=n_line, node=n, bytes=b) for (c, f, n_line, n), b in top
