@@ -3,6 +3,9 @@ user sees, from Dynamo run on fake inputs in the real worker on simulated CUDA."
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 from gpu_helpers import cuda_request
@@ -140,3 +143,32 @@ def test_reduce_overhead_says_which_graphs_cuda_graphs_would_skip_and_why(worker
     # without the mode the same code has no CUDA graphs to lose
     plain = _trace(worker, BREAKS, "case_item_and_branch_in_a_compiled_function")
     assert _by_code(plain, "AL602") == []
+
+
+def test_compile_on_request_runs_dynamo_on_a_function_nobody_compiled():
+    """`atenlens trace --compile`: the graph break at its line, the sync there saying so, the summary at
+    the def; without the flag neither; a function already compiled is analysed once, not twice."""
+    path = Path(__file__).resolve().parent / "fixtures" / "compile" / "on_request.py"
+
+    def trace(qualname: str, *flags: str) -> list[tuple[int, str, str]]:
+        done = subprocess.run(
+            [sys.executable, "-m", "atenlens", "trace", f"{path}::{qualname}", "--json", *flags],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        report = json.loads(done.stdout)
+        assert report["status"] == "ok", done.stderr
+        return [(d["line"], d["code"], d["message"]) for d in report["diagnostics"]]
+
+    branch, definition = line_of(path, "if y.sum() > 0:"), line_of(path, "def step(model, x):")
+    found = trace("step", "--compile")
+    assert [(line, code) for line, code, _ in found] == [(branch, "AL100"), (branch, "AL600"), (definition, "AL601")]
+    assert found[0][2].endswith("; torch.compile also breaks its graph at this line (AL600, GB0170)")
+    assert found[1][2].startswith("torch.compile graph break (GB0170): Data-dependent branching.")
+    assert found[2][2] == (
+        "torch.compile: 2 graphs, 1 graph break, 36 guards (Dynamo on the first call's inputs: float32[4, 16]; "
+        "1 value read in resumed code assumed 1 / True)"
+    )
+    assert [(line, code) for line, code, _ in trace("step")] == [(branch, "AL100")]
+    assert [code for _, code, _ in trace("already_compiled", "--compile")] == ["AL601"]

@@ -75,6 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="GPUs per node: ranks on one node talk over NVLink, others over the network (default: 8)",
     )
     trace.add_argument(
+        "--compile",
+        action="store_true",
+        help="also run Dynamo on the function as if it were torch.compile'd: its graph breaks at their lines "
+        "(AL600) and a summary (AL601)",
+    )
+    trace.add_argument(
         "--plot", metavar="FILE.svg", help="write the memory timeline and the per-line time share as an SVG picture"
     )
     trace.add_argument(

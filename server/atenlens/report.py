@@ -305,6 +305,7 @@ class TraceRequest:
     #                                   `# atenlens-ranks:` comment, else a single-process run
     rank: Optional[int] = None  # None: 0
     gpus_per_node: Optional[int] = None  # None: 8
+    compile: bool = False  # run Dynamo on the traced function as if it were torch.compile'd (AL600, AL601)
 
     def to_json(self) -> str:
         return json.dumps(to_jsonable(self))

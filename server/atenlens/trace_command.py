@@ -93,6 +93,7 @@ def build_request(args: argparse.Namespace) -> TraceRequest:
         except ValueError as error:
             raise UsageError(f"--world-size/--rank/--gpus-per-node: {error}") from None
     return TraceRequest(
+        compile=bool(getattr(args, "compile", False)),
         world_size=world_size,
         rank=rank,
         gpus_per_node=gpus_per_node,

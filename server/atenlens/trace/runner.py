@@ -143,6 +143,8 @@ def run_trace(request: TraceRequest) -> TraceReport:
                     stage = "setup"
                     function = _resolve(module, request.qualname)
                     example = _example_call(module, function, info, request.call)
+                    if request.compile:
+                        example = replace(example, function=compiles.compile_on_request(example.function))
                     call_expression = example.expression
                     stage = "trace"
                     syncs_before = _sync_count(sink.diagnostics())
