@@ -244,7 +244,10 @@ def test_a_data_dependent_size_falls_back_to_concrete_sizes_with_a_note(tmp_path
     assert report.named_shapes is not None and report.named_shapes.symbolic is False
     (note,) = [d for d in report.diagnostics if d.code == "AL920"]
     assert (note.line, note.severity) == (4, "information")
-    assert note.message.startswith("dims B=8, T=1024: the trace with symbolic sizes failed at line 6 of masked.py (")
+    assert note.message.startswith(
+        "dims B=8, T=1024: the trace with symbolic sizes failed at line 6 of masked.py (a size only the data "
+        "decides (a boolean mask, nonzero, unique) has no value in a symbolic trace; torch then raised "
+    )
     assert note.message.endswith("); shapes are shown with concrete sizes")
     assert all(m.dims is None for e in report.events for m in e.outputs)
     assert [m.shape for e in ops(report, line=7) for m in e.outputs] == [(4096,)]

@@ -190,7 +190,7 @@ def symbolic_pass(
             finally:
                 recorder.stop()
     except BaseException as error:  # the user's code, torch's symbolic kernels, the time budget
-        return SymbolicPass(problem=_failure(error))
+        return SymbolicPass(problem=_failure(error, data_dependent=_has_data_dependent_sizes(env)))
     found.events = recorder.events
     found.extras = recorder.extras
     found.guards = guards
@@ -198,13 +198,23 @@ def symbolic_pass(
     return found
 
 
-def _failure(error: BaseException) -> str:
+def _has_data_dependent_sizes(env: Any) -> bool:
+    """Whether an op made a size only the data decides (`x[mask]`, `nonzero`: torch's `u0`, `u1`)."""
+    return any(str(symbol).startswith("u") for symbol in getattr(env, "var_to_range", ()))
+
+
+def _failure(error: BaseException, data_dependent: bool = False) -> str:
     if type(error).__name__ == "TraceTimeout":  # runner.py's: the budget is the whole trace's
         return "the trace with symbolic sizes ran past the time budget"
     message = str(error).strip().splitlines()[0] if str(error).strip() else ""
     what = f"{type(error).__name__}: {message}" if message else type(error).__name__
-    if len(what) > 200:
-        what = what[:197] + "..."
+    if data_dependent:  # what failed is a consequence: say the cause, which the user can act on
+        what = (
+            "a size only the data decides (a boolean mask, nonzero, unique) has no value in a symbolic trace; "
+            f"torch then raised {what}"
+        )
+    if len(what) > 300:
+        what = what[:297] + "..."
     stack = traceback_stack(error.__traceback__)
     where = f" at line {stack[-1].line} of {os.path.basename(stack[-1].file)}" if stack else ""
     return f"the trace with symbolic sizes failed{where} ({what})"
