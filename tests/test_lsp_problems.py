@@ -194,7 +194,7 @@ async def test_noqa_silences_the_trace_and_codes_link_to_their_docs(client, tmp_
     published = len(client.recorder.published)
     assert (await execute(client, "atenlens.trace", {"uri": uri, "qualname": "step"}))["status"] == "ok"
     diagnostics = await wait_for_diagnostics(client, uri, 1, after=published)
-    # the trace found both reads; the one under `# noqa: AL100` is silenced as the lint's would be
+    # the trace found both reads; the one under a noqa comment for AL100 is silenced as the lint's would be
     assert [(d.range.start.line, d.code, d.source, d.code_description.href) for d in diagnostics] == [
         (
             lsp_line(NOQA, "b = x.max().item()"),

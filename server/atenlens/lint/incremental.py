@@ -58,7 +58,7 @@ class _Unit:
     first_row: int  # 0-based
     last_row: int
     clean: bool  # no syntax error in it, starts at column 0
-    findings: tuple[Finding, ...]  # before `# noqa` is applied
+    findings: tuple[Finding, ...]  # before noqa comments are applied
 
 
 @dataclass(frozen=True)
