@@ -91,9 +91,8 @@ def case_branch_and_rejoin_inside_the_capture(model, batches):
     return outs
 
 
-# atenlens: case_a_whole_step_capture_with_a_capturable_optimizer(*setup())
-def case_a_whole_step_capture_with_a_capturable_optimizer(model, batches):
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, capturable=True)
+def whole_step_captured(model, opt, batches):
+    """torch's whole-network capture: warm-up steps on a side stream, one captured step, replays."""
     static_x = torch.zeros(8, 64, device="cuda")
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -117,25 +116,11 @@ def case_a_whole_step_capture_with_a_capturable_optimizer(model, batches):
     return losses
 
 
+# atenlens: case_a_whole_step_capture_with_a_capturable_optimizer(*setup())
+def case_a_whole_step_capture_with_a_capturable_optimizer(model, batches):
+    return whole_step_captured(model, torch.optim.AdamW(model.parameters(), lr=1e-3, capturable=True), batches)
+
+
 # atenlens: case_a_whole_step_capture_with_sgd(*setup())
 def case_a_whole_step_capture_with_sgd(model, batches):
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    static_x = torch.zeros(8, 64, device="cuda")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            opt.zero_grad(set_to_none=True)
-            model(static_x).sum().backward()
-            opt.step()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    opt.zero_grad(set_to_none=True)
-    with torch.cuda.graph(g):
-        static_loss = model(static_x).sum()
-        static_loss.backward()
-        opt.step()
-    for batch in batches:
-        static_x.copy_(batch)
-        g.replay()
-    return static_loss
+    return whole_step_captured(model, torch.optim.SGD(model.parameters(), lr=0.1), batches)
