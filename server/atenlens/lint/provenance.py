@@ -19,8 +19,7 @@ Device, from evidence only:
 `import torch as th` makes `th.mean(x)` read as `torch.mean(x)` (`torch_name`).
 
 Likely on the device (`likely_device`), for UNKNOWN values: a model's output or a loss in code
-that mentions the device (the words `cuda` or `device` appear in the module) or in a loop that
-takes a training step (`backward(`, `optim.step(`): a name or
+that mentions the device (the words `cuda` or `device` appear in the module): a name or
 attribute spelled with `loss`, the result of calling something spelled like a model
 (`model(x)`, `self.net(x)`, `criterion(...)`, `teacher(...)`) or a method of something spelled
 so (`self.policy.evaluate_actions(obs, a)`), a loss function of such an output
@@ -743,29 +742,13 @@ def module_mentions_device(ctx: LintContext) -> bool:
 
 
 def likely_device(ctx: LintContext, node: Optional[Node]) -> bool:
-    """Is `node` a CUDA tensor, proven or as a model output / loss in code about a device, or in
-    the loop of a training step (one that calls `backward(` or an optimizer's `step(`: a library's
-    training loop gets its device from the caller and need not name one)?"""
+    """Is `node` a CUDA tensor, proven or as a model output / loss in code about a device?"""
     device = device_of(ctx, node)
     if device is Device.CUDA:
         return True
-    if device is not Device.UNKNOWN:
-        return False
-    if not module_mentions_device(ctx) and (node is None or not _in_training_step(node)):
+    if device is not Device.UNKNOWN or not module_mentions_device(ctx):
         return False
     return _model_output(ctx, node, 0)
-
-
-_TRAINING_STEP = re.compile(rb"\bbackward\(|\boptim\w*\.step\(")
-# Trigger bytes of `_in_training_step`, beside DEVICE_EVIDENCE (triggers.py)
-TRAINING_STEP_EVIDENCE = (b"backward(", re.compile(rb"optim\w*\.step\("))
-
-
-def _in_training_step(node: Node) -> bool:
-    """Is `node` in a loop (of its own function) whose body takes a training step?"""
-    loop = repeating_loop(node)
-    body = loop.child_by_field_name("body") if loop is not None else None
-    return body is not None and bool(_TRAINING_STEP.search(body.text or b""))
 
 
 def is_model_call(call: Node) -> bool:

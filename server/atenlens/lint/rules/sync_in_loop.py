@@ -26,9 +26,7 @@ What it does:
     a name or attribute spelled with `loss` (not `self.loss`: a module's loss function, or a float
     it keeps), a sum of losses (`sum(F.mse_loss(q, t) for q in q_values)`),
     a loss function of a model's output, a parameter's `.grad`, the batch of a loop that calls
-    `backward()`) in a file that speaks of a device (`cuda`, `device`) or in a loop that takes a
-    training step (`loss.backward()`, `optim.step(loss)`: a library's training loop gets its
-    device from the caller and need not name one). torch imported under
+    `backward()`) in a file that speaks of a device (`cuda`, `device`). torch imported under
     another name (`import torch as th`) is read as torch. The data-dependent
     operations, which only a tensor has, are reported for any tensor not known to be on the
     host in such a file.
@@ -83,7 +81,6 @@ from atenlens.lint.findings import Finding
 from atenlens.lint.frequency import Frequency, frequency, is_counter_bound
 from atenlens.lint.provenance import (
     DEVICE_EVIDENCE,
-    TRAINING_STEP_EVIDENCE,
     Device,
     device_of,
     is_dtype,
@@ -644,6 +641,6 @@ RULE = Rule(
     check=check,
     doc=__doc__ or "",
     # Every finding is inside a loop and of a value likely on the device, or a GradScaler's step.
-    triggers=(LOOP, DEVICE_EVIDENCE + TRAINING_STEP_EVIDENCE + (b"scaler", b"Scaler", re.compile(rb"(?i)scaler"))),
+    triggers=(LOOP, DEVICE_EVIDENCE + (b"scaler", b"Scaler", re.compile(rb"(?i)scaler"))),
     definition_triggers=(LOOP,),
 )
