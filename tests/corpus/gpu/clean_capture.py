@@ -31,15 +31,20 @@ def case_capture_then_replay_per_batch(model, batches):
     return outs
 
 
-# atenlens: case_registered_generator_for_dropout_noise(*setup())
-def case_registered_generator_for_dropout_noise(model, batches):
-    static_x = torch.zeros(8, 64, device="cuda")
+def warm_up(model, static_x):
+    """The warm-up the documented pattern above spells out: a few runs on a side stream, joined back."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(3):
             model(static_x)
     torch.cuda.current_stream().wait_stream(side)
+
+
+# atenlens: case_registered_generator_for_dropout_noise(*setup())
+def case_registered_generator_for_dropout_noise(model, batches):
+    static_x = torch.zeros(8, 64, device="cuda")
+    warm_up(model, static_x)
     gen = torch.Generator(device="cuda")
     g = torch.cuda.CUDAGraph()
     g.register_generator_state(gen)
@@ -67,12 +72,7 @@ def case_graphed_callable(model, batches):
 # atenlens: case_branch_and_rejoin_inside_the_capture(*setup())
 def case_branch_and_rejoin_inside_the_capture(model, batches):
     static_x = torch.zeros(8, 64, device="cuda")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            model(static_x)
-    torch.cuda.current_stream().wait_stream(side)
+    warm_up(model, static_x)
     branch = torch.cuda.Stream()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
