@@ -263,7 +263,7 @@ def test_a_data_dependent_size_falls_back_to_concrete_sizes_with_a_note(tmp_path
         ),
         (
             "B=3",
-            "dims B=3: no input of the example call has a size named in `dims:` (B=3); shapes are shown with concrete sizes",
+            "dims B=3: no input of the example call has a named size (B=3); shapes are shown with concrete sizes",
         ),
     ],
 )

@@ -68,3 +68,27 @@ async def test_hints_and_hover_speak_in_the_named_dims(client, tmp_path):
         "- `AL921` assumed T <= 32 (named dims B=2, T=16): the named shapes hold where this does\n"
         "- `AL921` assumed T != 32 (named dims B=2, T=16): the named shapes hold where this does",
     ]
+
+
+CALL_FIXTURE = pathlib.Path(__file__).resolve().parent / "fixtures" / "shapes" / "call_named.py"
+
+
+async def test_hints_name_the_dims_after_the_example_calls_variables(client, tmp_path):
+    await initialize(client)
+    path = tmp_path / "call_named.py"
+    shutil.copy(CALL_FIXTURE, path)
+    text = path.read_text()
+    uri = await open_document(client, path, text)
+    for qualname in ("project", "heads"):
+        outcome = await execute(client, "atenlens.trace", {"uri": uri, "qualname": qualname})
+        assert outcome["status"] == "ok", outcome
+    hints = {line: label for line, _, label in await inlay_hints(client, uri, len(text.split("\n")))}
+    assert hints[lsp_line(text, "return y.flatten(0, 1).softmax(-1)") - 1] == "addmm f32[B, T, 256]"
+    assert hints[lsp_line(text, "return y.flatten(0, 1).softmax(-1)")] == "_softmax f32[B*T, 256]"
+    # B and H are both 8: numbers, and the note at the directive says why
+    assert hints[lsp_line(text, "return x * 2")] == "mul f32[8, 8, 64]"
+    project_hover = (await hover(client, uri, lsp_line(text, "return y.flatten(0, 1).softmax(-1)"))).split("\n\n")
+    assert (
+        "**Named dims:** bytes moved `2048*B*T` = 16 MiB (memory and time are estimated at B=8, T=1024)"
+        in project_hover
+    )

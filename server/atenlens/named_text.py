@@ -31,6 +31,7 @@ def dims_header(named: Optional[NamedShapes]) -> Optional[str]:
     """The CLI's header line for a trace with named dims (None without them)."""
     if named is None:
         return None
+    dims = ", ".join(named.dims) + (" (from the example call)" if named.inferred else "")
     if not named.symbolic:
-        return f"dims {', '.join(named.dims)}: shapes shown with concrete sizes (see AL920)"
-    return f"dims {', '.join(named.dims)}: shapes in these names; {estimates_note(named)}"
+        return f"dims {dims}: shapes shown with concrete sizes (see AL920)"
+    return f"dims {dims}: shapes in these names; {estimates_note(named)}"

@@ -158,6 +158,7 @@ class NamedShapes:
     dims: tuple[str, ...]  # ("B=8", "T=1024")
     symbolic: bool  # False: the symbolic trace failed or was not possible; an AL920 says why
     lines: tuple[NamedLine, ...] = ()
+    inferred: bool = False  # True: read from the example call's variables (atenlens/call_dims.py), no `dims:`
 
 
 @dataclass(frozen=True)

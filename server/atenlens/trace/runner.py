@@ -26,10 +26,11 @@ import time
 import tokenize
 import types
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterator, Optional, cast
+from typing import Any, Callable, Iterator, Optional, Union, cast
 
 import torch
 
+from atenlens.call_dims import CallDims, call_dims, notes_text
 from atenlens.dims import dims_text, parse_dims, split_directive
 from atenlens.gpus import find_gpu
 from atenlens.report import Code, Diagnostic, Event, Frame, NamedShapes, Summary, Target, TraceReport, TraceRequest
@@ -49,6 +50,7 @@ from atenlens.trace.shapes import (
     named_modules,
     named_shapes,
     report_guards,
+    report_left_out,
     report_problem,
     symbolic_pass,
 )
@@ -172,10 +174,11 @@ def run_trace(request: TraceRequest) -> TraceReport:
                     except TraceTimeout:  # the recorded trace is complete: keep it
                         compiles.ran_out_of_time()
                     dims = _dims_of(request, info)
-                    if dims is not None:
+                    spec = dims if dims is not None else _call_dims(example, source, module)
+                    if spec is not None:
                         modes.close()  # the symbolic pass has modes of its own
                         named = _named_dims(
-                            dims, session, file, source, argv, module, example, ranks, recorder, sink, info
+                            spec, session, file, source, argv, module, example, ranks, recorder, sink, info
                         )
         except _Stop as stop:
             ending = stop.ending
@@ -197,8 +200,17 @@ def _dims_of(request: TraceRequest, info: Optional[FunctionInfo]) -> Optional[st
     return info.dims if info is not None else None
 
 
+def _call_dims(example: ExampleCall, source: str, module: types.ModuleType) -> Optional[CallDims]:
+    """Without `dims:`, the names the example call's own variables give its sizes (call_dims.py);
+    None when it names none and has nothing to say about them (no second run)."""
+    if not example.expression:
+        return None
+    found = call_dims(example.expression, source, vars(module))
+    return found if found.dims or found.notes else None
+
+
 def _named_dims(
-    text: str,
+    spec: Union[str, CallDims],
     session: Any,
     file: str,
     source: str,
@@ -214,11 +226,19 @@ def _named_dims(
     put on the recorder's events, its guards and problems reported at their lines."""
     line = (info.directive_line or info.line) if info is not None else 1
     at = Frame(file, line, info.qualname if info is not None else "<module>")
-    try:
-        dims = parse_dims(text, vars(module).__getitem__)  # a bare name: the module's variable
-    except ValueError as error:
-        report_problem(sink, repr(text), str(error), at)
-        return None
+    if isinstance(spec, CallDims):
+        left_out = notes_text(spec.notes)
+        if left_out is not None:
+            report_left_out(sink, left_out, at)
+        if not spec.dims:
+            return None
+        dims = spec.dims
+    else:
+        try:
+            dims = parse_dims(spec, vars(module).__getitem__)  # a bare name: the module's variable
+        except ValueError as error:
+            report_problem(sink, repr(spec), str(error), at)
+            return None
     if ranks.world_size > 1:
         found = SymbolicPass(problem="named dims are not traced with simulated ranks")
     else:
@@ -246,6 +266,7 @@ def _named_dims(
             drive=_drive,
         )
     events, named = named_shapes(dims, recorder.events, found)
+    named = replace(named, inferred=isinstance(spec, CallDims))
     recorder.events[:] = events
     if found.problem is not None:
         report_problem(sink, dims_text(dims), found.problem, at)

@@ -181,9 +181,7 @@ def symbolic_pass(
             call = build_call(module)
             args, kwargs, named = _symbolic_inputs(call.args, call.kwargs, names, env)
             if not named:
-                return SymbolicPass(
-                    problem=f"no input of the example call has a size named in `dims:` ({dims_text(dims)})"
-                )
+                return SymbolicPass(problem=f"no input of the example call has a named size ({dims_text(dims)})")
             recorder.start(boundary=sys._getframe().f_code)
             try:
                 drive(call.function(*args, **kwargs))
@@ -405,3 +403,8 @@ def report_problem(sink: DiagnosticSink, dims_label: str, problem: str, at: Fram
         severity="information",
         stack=(at,),
     )
+
+
+def report_left_out(sink: DiagnosticSink, text: str, at: Frame) -> None:
+    """The AL920 at the directive line: names of the example call that were not used, and why."""
+    sink.add("named-dims", Code.NAMED_DIMS, text, severity="information", stack=(at,))
