@@ -471,9 +471,162 @@ class _ChunksByIndex(Sequence[torch.Tensor]):
         return chunk
 
 
+def _foreach_groups(lists: list[Sequence[Any]], key: Callable[[int], Any]) -> Optional[list[list[int]]]:
+    """The indices 0..n-1 of a foreach op's lists (all of length n) grouped by `key(i)`, in the order of
+    each group's first index; None when the lists' lengths differ or a key cannot be hashed (SymInts)."""
+    if not lists or any(len(items) != len(lists[0]) for items in lists):
+        return None
+    groups: dict[Any, list[int]] = {}
+    try:
+        for i in range(len(lists[0])):
+            groups.setdefault(key(i), []).append(i)
+    except TypeError:
+        return None
+    return list(groups.values())
+
+
+def _spec_key(spec: Any) -> Any:
+    """What DTensor's sharding propagation reads of an input's DTensorSpec (its hash key, and the
+    strided-shard flag)."""
+    return (spec.mesh, spec.placements, spec.shard_order, spec.tensor_meta, spec.use_strided_shard_as_shard_order)
+
+
+def _contains(value: Any, kind: type) -> bool:
+    if isinstance(value, kind):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_contains(v, kind) for v in value)
+    if isinstance(value, dict):
+        return any(_contains(v, kind) for v in value.values())
+    return False
+
+
+def foreach_strategy_by_kind(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A replacement for DTensor's `_expand_single_dim_strategy_to_mesh` (private) that expands a foreach
+    op's strategy once per kind of list element instead of once per element.
+
+    torch expands the strategy of a foreach op element by element (`expanded_foreach_strategy`): element
+    i's strategy is a function of the op, the mesh, the i-th entries of the op's tensor lists, its other
+    arguments and the i-th output's TensorMeta, nothing else (its per-element lru_cache caches the
+    function that computes it, not the result, so nothing is saved). AdamW's foreach ops over a
+    Llama-7B's 291 FSDP2 parameters have 6 kinds of element. Here torch's own expansion runs on the op
+    with one element of each kind and its strategy stands for every element of that kind (the same
+    object: what reads it downstream copies what it keeps). Any other op, or lists that cannot be keyed,
+    go to torch's expansion as they are."""
+    from torch.distributed.tensor._op_schema import OpSchema, OpSpec, OpStrategy, TupleStrategy
+
+    def element_key(child: Any) -> Any:
+        if not (isinstance(child, OpStrategy) and len(child.strategies) == 1):
+            raise TypeError("not an input's strategy")
+        spec = child.strategies[0]
+        if not isinstance(spec, OpSpec) or spec.input_specs is not None or spec.redistribute_cost is not None:
+            raise TypeError("not an input's strategy")
+        return _spec_key(spec.output_specs)
+
+    def expand(mesh: Any, op_schema: Any, strategy_info: Any, output_tensor_meta: Any) -> Any:
+        expanded = original(mesh, op_schema, strategy_info, output_tensor_meta)
+        if getattr(expanded, "__name__", "") != "expanded_foreach_strategy":
+            return expanded
+        args = op_schema.args_schema
+        positions = [j for j, arg in enumerate(args) if isinstance(arg, TupleStrategy)]
+        if any(_contains(arg, TupleStrategy) for arg in args if not isinstance(arg, TupleStrategy)):
+            return expanded  # a list nested in another argument: torch's expansion
+        lists = [args[j].children for j in positions]
+        outputs = output_tensor_meta
+
+        def key(i: int) -> Any:
+            return (tuple(element_key(children[i]) for children in lists), None if outputs is None else outputs[i])
+
+        if outputs is not None and (not isinstance(outputs, (list, tuple)) or len(outputs) != len(lists[0])):
+            return expanded
+        groups = _foreach_groups(lists, key)
+        if groups is None or len(groups) == len(lists[0]):
+            return expanded
+
+        def by_kind(op: Any, args_schema: Any, kwargs_schema: Any) -> Any:
+            children: list[Any] = [None] * len(lists[0])
+            for indices in groups:
+                first = indices[0]
+                one = tuple(_one_child(arg, first) if isinstance(arg, TupleStrategy) else arg for arg in args)
+                schema = OpSchema(op_schema.op, one, op_schema.kwargs_schema, schema_info=op_schema.schema_info)
+                meta = None if outputs is None else [outputs[first]]
+                (strategy,) = original(mesh, schema, strategy_info, meta)(op, args_schema, kwargs_schema).children
+                for i in indices:
+                    children[i] = strategy
+            return TupleStrategy(children=children)
+
+        return by_kind
+
+    return expand
+
+
+def _one_child(strategy: Any, index: int) -> Any:
+    """A TupleStrategy of the index-th child only, its children in the same kind of sequence."""
+    children = strategy.children
+    return type(strategy)((children[index],) if isinstance(children, tuple) else [children[index]])
+
+
+def foreach_tensor_meta_by_kind(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """A replacement for `ShardingPropagator._propagate_tensor_meta_non_cached` (private) that runs a
+    foreach op once per kind of list element. To learn the outputs' global shapes torch runs the op on
+    fake tensors of the global shapes: a foreach op's i-th output depends only on the i-th entries of
+    its lists (that is what a foreach op is), so running it on one element of each kind (the inputs'
+    shape, stride, dtype and device, and the scalars of a scalar list) gives every element's TensorMeta.
+    Only for `aten::_foreach_*` ops whose tensors all come in lists; anything else runs as torch runs it."""
+    from torch.distributed.tensor._dtensor_spec import DTensorSpec
+
+    def tensor_or_scalar(value: Any) -> Any:
+        if isinstance(value, DTensorSpec):
+            return ("tensor", value.tensor_meta, value.mesh.device_type)
+        if isinstance(value, (bool, int, float, complex)):
+            return (type(value), value)
+        raise TypeError("not a foreach op's list entry")
+
+    def propagate(self: Any, op_schema: Any) -> Any:
+        args = op_schema.args_schema
+        if not op_schema.op.name().startswith("aten::_foreach_") or _contains(op_schema.kwargs_schema, DTensorSpec):
+            return original(self, op_schema)
+        if any(isinstance(arg, DTensorSpec) for arg in args):  # a single tensor beside the lists
+            return original(self, op_schema)
+        positions = [j for j, arg in enumerate(args) if isinstance(arg, (list, tuple))]
+        lists = [args[j] for j in positions]
+        if not any(_contains(items, DTensorSpec) for items in lists):
+            return original(self, op_schema)
+
+        def key(i: int) -> Any:
+            return tuple(tensor_or_scalar(items[i]) for items in lists)
+
+        groups = _foreach_groups(lists, key)
+        if groups is None or len(groups) == len(lists[0]):
+            return original(self, op_schema)
+        firsts = [indices[0] for indices in groups]
+        fewer = list(args)
+        for j in positions:
+            fewer[j] = type(args[j])(args[j][i] for i in firsts)
+        out = original(self, replace_args(op_schema, tuple(fewer)))
+        if out is None:
+            return None
+        if not isinstance(out, (list, tuple)) or len(out) != len(groups):
+            return original(self, op_schema)
+        each: list[Any] = [None] * len(lists[0])
+        for meta, indices in zip(out, groups):
+            for i in indices:
+                each[i] = meta
+        return type(out)(each)
+
+    return propagate
+
+
+def replace_args(op_schema: Any, args: tuple) -> Any:
+    """`op_schema` with other positional arguments (DTensor's OpSchema, private)."""
+    from torch.distributed.tensor._op_schema import OpSchema
+
+    return OpSchema(op_schema.op, args, op_schema.kwargs_schema, schema_info=op_schema.schema_info)
+
+
 @contextlib.contextmanager
 def spmd_setup_shortcuts() -> Iterator[None]:
-    """Two of torch's own costs of simulating one rank of many, avoided with the same results:
+    """Torch's own costs of simulating one rank of many, avoided with the same results:
     - FSDP2's `fully_shard` cuts every parameter into world-size chunks (private `_chunk_with_empty`,
       twice per parameter) to keep its own rank's: on 64 ranks, 64 fake views per call, of which two
       are read. Here the chunks are made when read (`_ChunksByIndex`).
@@ -481,7 +634,10 @@ def spmd_setup_shortcuts() -> Iterator[None]:
       the op's N x k input specs for a `_StridedShard` (private `_propagate_use_strided_shard_flag`):
       N x N x k checks (AdamW's foreach ops over a Llama-7B's 291 parameters). Here the inputs are
       checked once per op; without a `_StridedShard` among them the function changes nothing (it
-      returns before touching a spec), so it is skipped."""
+      returns before touching a spec), so it is skipped.
+    - DTensor's sharding propagation of a foreach op expands its strategy and runs the op on global-shape
+      fake tensors for every element of its lists: here once per kind of element
+      (`foreach_strategy_by_kind`, `foreach_tensor_meta_by_kind`)."""
     try:
         import torch.distributed.fsdp._fully_shard._fsdp_param as fsdp_param
         import torch.distributed.tensor._sharding_prop as sharding_prop
@@ -491,6 +647,9 @@ def spmd_setup_shortcuts() -> Iterator[None]:
         return
     original_chunks = fsdp_param._chunk_with_empty
     original_flag = sharding_prop._propagate_use_strided_shard_flag
+    original_expand = sharding_prop._expand_single_dim_strategy_to_mesh
+    Propagator = sharding_prop.ShardingPropagator
+    original_meta = Propagator._propagate_tensor_meta_non_cached
     checked: list[Any] = [None, None, False]  # the op schema last checked, its args, any _StridedShard
 
     def chunk_with_empty(tensor: torch.Tensor, num_chunks: int, dim: int) -> Any:
@@ -507,11 +666,15 @@ def spmd_setup_shortcuts() -> Iterator[None]:
 
     fsdp_param._chunk_with_empty = chunk_with_empty  # type: ignore[assignment]
     sharding_prop._propagate_use_strided_shard_flag = propagate_flag
+    sharding_prop._expand_single_dim_strategy_to_mesh = foreach_strategy_by_kind(original_expand)
+    Propagator._propagate_tensor_meta_non_cached = foreach_tensor_meta_by_kind(original_meta)  # type: ignore[assignment]
     try:
         yield
     finally:
         fsdp_param._chunk_with_empty = original_chunks
         sharding_prop._propagate_use_strided_shard_flag = original_flag
+        sharding_prop._expand_single_dim_strategy_to_mesh = original_expand
+        Propagator._propagate_tensor_meta_non_cached = original_meta  # type: ignore[method-assign]
         checked[:] = [None, None, False]
 
 
