@@ -321,3 +321,44 @@ def test_cli_shows_the_mlp_in_named_dims() -> None:
         "16 |     return y.flatten(0, 1)",
         "   |     call      flatten",
     ]
+
+
+def test_a_transposed_input_is_named_and_the_inputs_that_keep_their_sizes_are_listed(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "layouts.py",
+        """
+        import torch
+
+
+        def setup():
+            x = torch.randn(16, 4, 32).transpose(0, 1)
+            w = torch.randn(4, 16, requires_grad=True) * 2
+            s = torch.randn(4, 64)[:, ::2]
+            return x, w, s
+
+
+        # atenlens: f(*setup())  dims: B=4 T=16
+        def f(x, w, s):
+            y = x.contiguous() * 2
+            z = w.sum(0)
+            return y.sum(-1), z, s.sum()
+        """,
+    )
+    report = trace(path, "f")
+    assert report.status == "ok", report.message
+    # the transpose is made again from a symbolic (T, B, 32) tensor: its copy is named, strides and all
+    assert _labels(report, line_of(path, "y = x.contiguous() * 2")) == [
+        ("aten.clone.default", ["float32[B, T, 32]"]),
+        ("aten.mul.Tensor", ["float32[B, T, 32]"]),
+    ]
+    assert _labels(report, line_of(path, "z = w.sum(0)")) == [("aten.sum.dim_IntList", ["float32[16]"])]
+    assert [(d.line, d.code, d.message) for d in report.diagnostics] == [
+        (
+            line_of(path, "# atenlens: f(*setup())"),
+            "AL920",
+            "dims B=4, T=16: these inputs keep their concrete sizes, and what is computed from them shows numbers: "
+            "w (not a leaf of autograd: an op on a tensor that requires grad made it); "
+            "s (a view with gaps or overlaps: a strided slice, an expand)",
+        )
+    ]

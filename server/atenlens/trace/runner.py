@@ -50,6 +50,7 @@ from atenlens.trace.shapes import (
     named_modules,
     named_shapes,
     report_guards,
+    report_kept,
     report_left_out,
     report_problem,
     symbolic_pass,
@@ -270,6 +271,8 @@ def _named_dims(
     recorder.events[:] = events
     if found.problem is not None:
         report_problem(sink, dims_text(dims), found.problem, at)
+    elif found.kept:
+        report_kept(sink, dims_text(dims), found.kept, at)
     report_guards(sink, dims, found, at)
     return named, found
 

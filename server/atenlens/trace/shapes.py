@@ -24,6 +24,7 @@ names here, and only here.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import sys
 from collections import defaultdict
@@ -140,6 +141,7 @@ class SymbolicPass:
     extras: dict[int, tuple[Any, Any]] = field(default_factory=dict)
     guards: list[_Guard] = field(default_factory=list)
     modules: tuple[ModuleCall, ...] = ()  # the module calls of the symbolic pass, with named outputs
+    kept: tuple[str, ...] = ()  # inputs with a named size that kept their sizes: "x (not a leaf of autograd)"
 
 
 def symbolic_pass(
@@ -179,9 +181,12 @@ def symbolic_pass(
                 modes.enter_context(mode)
             module = load()
             call = build_call(module)
-            args, kwargs, named = _symbolic_inputs(call.args, call.kwargs, names, env)
+            args, kwargs, named, kept = _symbolic_inputs(call.function, call.args, call.kwargs, names, env)
             if not named:
-                return SymbolicPass(problem=f"no input of the example call has a named size ({dims_text(dims)})")
+                because = f"; {'; '.join(kept)}: kept their sizes" if kept else ""
+                return SymbolicPass(
+                    problem=f"no input of the example call has a named size ({dims_text(dims)}){because}",
+                )
             recorder.start(boundary=sys._getframe().f_code)
             try:
                 drive(call.function(*args, **kwargs))
@@ -193,6 +198,7 @@ def symbolic_pass(
     found.extras = recorder.extras
     found.guards = guards
     found.modules = recorder.modules.module_calls()
+    found.kept = tuple(kept)
     return found
 
 
@@ -218,42 +224,78 @@ def _failure(error: BaseException, data_dependent: bool = False) -> str:
     return f"the trace with symbolic sizes failed{where} ({what})"
 
 
-def _symbolic_inputs(args: tuple, kwargs: dict, names: _Names, env: Any) -> tuple[tuple, dict, int]:
-    """The arguments with each input tensor's named sizes made symbolic; how many tensors changed."""
+def _symbolic_inputs(
+    function: Any, args: tuple, kwargs: dict, names: _Names, env: Any
+) -> tuple[tuple, dict, int, list[str]]:
+    """The arguments with each input tensor's named sizes made symbolic; how many tensors changed,
+    and the inputs with a named size that kept their sizes, each with why ("x (not a leaf of autograd ...)")."""
     made: dict[int, Any] = {}  # id of an input -> its symbolic twin (an input passed twice stays one)
+    kept: list[str] = []
 
-    def convert(value: Any, depth: int) -> Any:
+    def convert(value: Any, depth: int, path: str) -> Any:
         if isinstance(value, torch.Tensor):
-            return _symbolic_tensor(value, names, env, made)
+            twin, why = _symbolic_tensor(value, names, env, made)
+            if why is not None:
+                kept.append(f"{path} ({why})")
+            return twin
         if depth >= _MAX_CONTAINER_DEPTH:
             return value
         if isinstance(value, tuple) and not hasattr(value, "_fields"):
-            return tuple(convert(v, depth + 1) for v in value)
+            return tuple(convert(v, depth + 1, f"{path}[{i}]") for i, v in enumerate(value))
         if isinstance(value, list):
-            return [convert(v, depth + 1) for v in value]
+            return [convert(v, depth + 1, f"{path}[{i}]") for i, v in enumerate(value)]
         if isinstance(value, dict):
-            return {k: convert(v, depth + 1) for k, v in value.items()}
+            return {k: convert(v, depth + 1, f"{path}[{k!r}]") for k, v in value.items()}
         return value
 
-    new_args = tuple(convert(a, 0) for a in args)
-    new_kwargs = {k: convert(v, 0) for k, v in kwargs.items()}
-    return new_args, new_kwargs, len(made)
+    labels = _argument_names(function, len(args))
+    new_args = tuple(convert(a, 0, label) for a, label in zip(args, labels))
+    new_kwargs = {k: convert(v, 0, k) for k, v in kwargs.items()}
+    return new_args, new_kwargs, len(made), kept
 
 
-def _symbolic_tensor(t: torch.Tensor, names: _Names, env: Any, made: dict[int, Any]) -> torch.Tensor:
+def _argument_names(function: Any, count: int) -> list[str]:
+    """What the note calls each positional argument: its parameter's name, else "argument 3"."""
+    try:
+        parameters = [
+            p.name
+            for p in inspect.signature(function).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):
+        parameters = []
+    return [parameters[i] if i < len(parameters) else f"argument {i + 1}" for i in range(count)]
+
+
+def _symbolic_tensor(
+    t: torch.Tensor, names: _Names, env: Any, made: dict[int, Any]
+) -> tuple[torch.Tensor, Optional[str]]:
+    """The input's symbolic twin, or the input itself with why it kept its sizes (None: it has no named
+    size, or it is a weight). A dense layout in another dim order (a transpose, channels_last) is
+    made again in that order; a view with gaps or overlaps, or a tensor autograd made, cannot be."""
     if id(t) in made:
-        return made[id(t)]
-    if isinstance(t, torch.nn.Parameter) or not t.is_leaf or not t.is_contiguous():
-        return t  # weights keep their sizes; a view or a strided input would lose its layout
+        return made[id(t)], None
+    if isinstance(t, torch.nn.Parameter):
+        return t, None  # weights keep their sizes: a weight's 768 is not a batch
     sizes = [int(s) for s in t.shape]
     if not any(s in names.by_value for s in sizes):
-        return t
+        return t, None
+    if not t.is_leaf:
+        return t, "not a leaf of autograd: an op on a tensor that requires grad made it"
+    try:
+        order = list(t.dim_order())
+    except (RuntimeError, TypeError):  # a sparse or nested layout has no dim order
+        return t, f"a {t.layout} layout"
+    if not t.permute(order).is_contiguous():
+        return t, "a view with gaps or overlaps: a strided slice, an expand"
     shape = [names.size(env, names.by_value[s], s) if s in names.by_value else s for s in sizes]
-    twin = torch.empty(shape, dtype=t.dtype, device=tc.tensor_device(t))
+    twin = torch.empty([shape[d] for d in order], dtype=t.dtype, device=tc.tensor_device(t))
+    if order != sorted(order):  # the same dense layout in the same dim order: a transpose stays one
+        twin = twin.permute([order.index(d) for d in range(len(order))])
     if t.requires_grad:
-        twin.requires_grad_(True)
+        twin = twin.detach().requires_grad_(True)
     made[id(t)] = twin
-    return twin
+    return twin, None
 
 
 # -- the two passes together --------------------------------------------------------------------------
@@ -408,3 +450,15 @@ def report_problem(sink: DiagnosticSink, dims_label: str, problem: str, at: Fram
 def report_left_out(sink: DiagnosticSink, text: str, at: Frame) -> None:
     """The AL920 at the directive line: names of the example call that were not used, and why."""
     sink.add("named-dims", Code.NAMED_DIMS, text, severity="information", stack=(at,))
+
+
+def report_kept(sink: DiagnosticSink, dims_label: str, kept: tuple[str, ...], at: Frame) -> None:
+    """The AL920 at the directive line: the inputs with a named size that kept their sizes."""
+    sink.add(
+        "named-dims",
+        Code.NAMED_DIMS,
+        f"dims {dims_label}: these inputs keep their concrete sizes, and what is computed from them shows "
+        f"numbers: {'; '.join(kept)}",
+        severity="information",
+        stack=(at,),
+    )
