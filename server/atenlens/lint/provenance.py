@@ -19,7 +19,8 @@ Device, from evidence only:
 `import torch as th` makes `th.mean(x)` read as `torch.mean(x)` (`torch_name`).
 
 Likely on the device (`likely_device`), for UNKNOWN values: a model's output or a loss in code
-that mentions the device (the words `cuda` or `device` appear in the module): a name or
+that mentions the device (the words `cuda` or `device` appear in the module) or in a loop that
+takes a training step (`backward(`, `optim.step(`): a name or
 attribute spelled with `loss`, the result of calling something spelled like a model
 (`model(x)`, `self.net(x)`, `criterion(...)`, `teacher(...)`) or a method of something spelled
 so (`self.policy.evaluate_actions(obs, a)`), a loss function of such an output
@@ -714,7 +715,9 @@ def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple
         binding = _binding(ctx, iterable)
         if binding is None:
             return Device.UNKNOWN
-        if binding.loop is not None:  # `for row in rows: for x in row:` the rows' device
+        if binding.loop is not None or (binding.value is None and binding.unpacked_from is not None):
+            # `for row in rows: for x in row:` the rows' device; `values, idx = scores.topk(k)` ...
+            # `for row in idx:` the rows of a part of what was unpacked
             return _tensor_rows(ctx, iterable, depth) if not path else Device.UNKNOWN
         return _loop_element_device(ctx, binding.value, path, depth + 1)
     if iterable.type in ("list", "tuple"):
@@ -742,13 +745,29 @@ def module_mentions_device(ctx: LintContext) -> bool:
 
 
 def likely_device(ctx: LintContext, node: Optional[Node]) -> bool:
-    """Is `node` a CUDA tensor, proven or as a model output / loss in code about a device?"""
+    """Is `node` a CUDA tensor, proven or as a model output / loss in code about a device, or in
+    the loop of a training step (one that calls `backward(` or an optimizer's `step(`: a library's
+    training loop gets its device from the caller and need not name one)?"""
     device = device_of(ctx, node)
     if device is Device.CUDA:
         return True
-    if device is not Device.UNKNOWN or not module_mentions_device(ctx):
+    if device is not Device.UNKNOWN:
+        return False
+    if not module_mentions_device(ctx) and (node is None or not _in_training_step(node)):
         return False
     return _model_output(ctx, node, 0)
+
+
+_TRAINING_STEP = re.compile(rb"\bbackward\(|\boptim\w*\.step\(")
+# Trigger bytes of `_in_training_step`, beside DEVICE_EVIDENCE (triggers.py)
+TRAINING_STEP_EVIDENCE = (b"backward(", re.compile(rb"optim\w*\.step\("))
+
+
+def _in_training_step(node: Node) -> bool:
+    """Is `node` in a loop (of its own function) whose body takes a training step?"""
+    loop = repeating_loop(node)
+    body = loop.child_by_field_name("body") if loop is not None else None
+    return body is not None and bool(_TRAINING_STEP.search(body.text or b""))
 
 
 def is_model_call(call: Node) -> bool:

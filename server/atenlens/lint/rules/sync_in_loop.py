@@ -26,7 +26,9 @@ What it does:
     a name or attribute spelled with `loss` (not `self.loss`: a module's loss function, or a float
     it keeps), a sum of losses (`sum(F.mse_loss(q, t) for q in q_values)`),
     a loss function of a model's output, a parameter's `.grad`, the batch of a loop that calls
-    `backward()`) in a file that speaks of a device (`cuda`, `device`). torch imported under
+    `backward()`) in a file that speaks of a device (`cuda`, `device`) or in a loop that takes a
+    training step (`loss.backward()`, `optim.step(loss)`: a library's training loop gets its
+    device from the caller and need not name one). torch imported under
     another name (`import torch as th`) is read as torch. The data-dependent
     operations, which only a tensor has, are reported for any tensor not known to be on the
     host in such a file.
@@ -44,7 +46,8 @@ What it does:
     (`for _ in range(max_trials):` that returns or breaks at the first success), in a loop over a few literal values (`range(3)`, any literal range in a
     `test_*` function), per tensor in a function that saves, loads or converts a checkpoint, a
     `.cpu()` appended to a list (`outputs.append(logits.cpu())`: collecting results on the host), a
-    second `.item()` of the same name in the statement right after the first (no new wait), and
+    second `.item()` of the same name in the statement right after the first (no new wait; not of
+    a comprehension's own variable, read anew), and
     as the test that ends a `while` loop (`err = ....item()` then `if err < tol: break`: a
     convergence check; a tensor counter compared with a bound, `while pos < n - 1:`, stays a
     warning); a loop that runs once is not a loop, and an `assert`'s message or a `raise` runs
@@ -81,6 +84,7 @@ from atenlens.lint.findings import Finding
 from atenlens.lint.frequency import Frequency, frequency, is_counter_bound
 from atenlens.lint.provenance import (
     DEVICE_EVIDENCE,
+    TRAINING_STEP_EVIDENCE,
     Device,
     device_of,
     is_dtype,
@@ -243,7 +247,7 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
         fn = callee(call)
         attr = fn.child_by_field_name("attribute") if fn is not None else None
         how = frequency(call)
-        again = _read_just_before(call) if method == "item" and how.every_iteration else None
+        again = _read_just_before(ctx, call) if method == "item" and how.every_iteration else None
         if again is not None:
             how = Frequency(
                 how.loop, False, f"on every iteration, but the value was read on line {again} just before: no new wait"
@@ -260,15 +264,20 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             yield finding
 
 
-def _read_just_before(call: Node) -> Optional[int]:
+def _read_just_before(ctx: LintContext, call: Node) -> Optional[int]:
     """`state.output = loss.item()` then `losses.append(loss.item())`: the line of the statement
-    right before this one when it read the same name with `.item()` (the host already waited)."""
+    right before this one when it read the same name with `.item()` (the host already waited).
+    Not when the name is bound in this statement (`(i.item() for i in row)`: each comprehension
+    reads every element again)."""
     owner = receiver(call)
     if owner is None or owner.type != "identifier":
         return None
     statement = call
     while statement.parent is not None and statement.parent.type != "block":
         statement = statement.parent
+    binding = ctx.bindings(owner).at(text(owner), owner.start_byte)
+    if binding is not None and statement.start_byte <= binding.at <= statement.end_byte:
+        return None
     previous = statement.prev_named_sibling
     while previous is not None and previous.type == "comment":
         previous = previous.prev_named_sibling
@@ -641,6 +650,6 @@ RULE = Rule(
     check=check,
     doc=__doc__ or "",
     # Every finding is inside a loop and of a value likely on the device, or a GradScaler's step.
-    triggers=(LOOP, DEVICE_EVIDENCE + (b"scaler", b"Scaler", re.compile(rb"(?i)scaler"))),
+    triggers=(LOOP, DEVICE_EVIDENCE + TRAINING_STEP_EVIDENCE + (b"scaler", b"Scaler", re.compile(rb"(?i)scaler"))),
     definition_triggers=(LOOP,),
 )
