@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from lsp_helpers import change, encoding_of, initialize, open_document, simple, units, wait_for_diagnostics
+from lsp_helpers import change, encoding_of, initialize, open_document, server_info, simple, units, wait_for_diagnostics
 
 LOOP = """import torch
 
@@ -172,3 +172,36 @@ async def test_code_lenses_survive_a_half_typed_line(client, tmp_path):
         types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
     )
     assert [(lens.range.start.line, lens.command.title) for lens in lenses] == [(10, "Trace this step")]
+
+
+async def lints_started(client, uri: str) -> int:
+    """How many lints of `uri` the server has started (`atenlens/serverInfo`)."""
+    counts = [entry.count for entry in (await server_info(client))["lintsStarted"] if entry.uri == uri]
+    assert len(counts) == 1, counts
+    return counts[0]
+
+
+async def test_a_burst_of_50_changes_is_linted_once_at_its_last_version(client, tmp_path):
+    await initialize(client)
+    uri = await open_document(client, tmp_path / "loop.py", LOOP)
+    before = await lints_started(client, uri)
+    published = len(client.recorder.published)
+    typed = "        t = loss.cpu();  torch.cuda.synchronize()\n"
+    assert len(typed) == 50
+    # 50 didChange notifications back to back, one character each, as a paste typed out or an
+    # editor replaying edits sends them; no wait between them.
+    for index, char in enumerate(typed):
+        change(client, uri, 2 + index, (6, index), (6, index), char)
+    diagnostics = await wait_for_diagnostics(client, uri, 51, after=published)
+    assert simple(diagnostics) == [
+        (6, 17, 6, 22, "AL100", "atenlens"),
+        (6, 25, 6, 49, "AL101", "atenlens"),
+        (7, 19, 7, 25, "AL100", "atenlens"),
+    ]
+    lints = await lints_started(client, uri) - before  # answered after the burst
+    versions = [p.version for p in client.recorder.published[published:] if p.uri == uri]
+    # The final version's diagnostics once, and nothing of an older version after them; at most
+    # one lint besides the final one: a lint that had already started when the burst went on
+    # (a lint runs in a thread and cannot be stopped). Stale versions are never linted after it.
+    assert versions[-1] == 51 and versions.count(51) == 1 and versions == sorted(versions)
+    assert 1 <= lints <= 2, f"{lints} lints for a burst of 50 changes"

@@ -429,6 +429,7 @@ def server_info(ls: AtenlensServer, params: Any) -> dict[str, Any]:
         "openDocuments": len(ls.documents),
         "positionEncoding": ls.encoding,
         "modulesAtFirstDiagnostics": ls.modules_at_first_diagnostics,
+        "lintsStarted": [{"uri": uri, "count": count} for uri, count in ls.lints.started.items()],
         **interpreter_facts(),
     }
 

@@ -16,6 +16,9 @@ class LintSchedule:
         self._latest: dict[str, asyncio.Task[None]] = {}  # the latest lint asked for, per document
         self._running: dict[str, asyncio.Task[None]] = {}  # the one whose thread is running
         self._last_change: dict[str, float] = {}  # loop time of the latest didChange
+        # How many lints of each open document have started (`atenlens/serverInfo` reports it:
+        # a burst of changes costs one lint, or two when one was already running).
+        self.started: dict[str, int] = {}
 
     def changed(self, uri: str) -> None:
         """Lints after a change: a change after a pause (typing) at once; changes that follow each
@@ -38,6 +41,7 @@ class LintSchedule:
         """The document was closed: its waiting lint is dropped."""
         latest = self._latest.pop(uri, None)
         self._last_change.pop(uri, None)
+        self.started.pop(uri, None)
         if latest is not None:
             latest.cancel()
 
@@ -51,6 +55,7 @@ class LintSchedule:
         this = asyncio.current_task()
         assert this is not None
         self._running[uri] = this
+        self.started[uri] = self.started.get(uri, 0) + 1
         try:
             await self._lint(uri)
         finally:

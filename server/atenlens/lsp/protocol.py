@@ -15,7 +15,8 @@ pygls 2.1 splits a document into lines with `str.splitlines()`, which also break
 (a form feed, found in real Python files), \x1c-\x1e, \x85, \u2028 and \u2029; LSP clients
 count only \n, \r\n and \r. After such a character every incremental change landed on the wrong
 line and the server's text silently differed from the editor's. The documents here count lines
-as LSP does.
+as LSP does, and apply an incremental change by splicing it in at its offsets (pygls re-split and
+copied the whole document for every change).
 
 pygls 2.1 passes a command handler only the command's arguments; the `workDoneToken` a client
 sends with `workspace/executeCommand` (VS Code always sends one) is lost, so the server could only
@@ -69,10 +70,36 @@ class LspTextDocument(TextDocument):
 
     @property
     def lines(self) -> Sequence[str]:
+        return self._current_lines()
+
+    def _current_lines(self) -> tuple[str, ...]:
         source = self.source
         if source is not self._lines_of:  # kept while the text is the same (pygls asks often)
             self._lines, self._lines_of = lsp_lines(source), source
         return self._lines
+
+    def _apply_incremental_change(self, change: types.TextDocumentContentChangePartial) -> None:
+        """pygls's result, text for text, without its cost: pygls re-splits the whole document and
+        copies it line by line for every change (16 ms a keystroke in a 5,000-line file, so 50
+        changes in a burst took 0.8 s before the first lint could start). Here the text is spliced
+        at the change's offsets and only the lines around it are split again."""
+        lines = self._current_lines()
+        if not lines:
+            super()._apply_incremental_change(change)
+            return
+        span = self._position_codec.range_from_client_units(lines, change.range)
+        first, last = span.start.line, span.end.line
+        start = sum(map(len, lines[:first]))
+        end = start + sum(map(len, lines[first:last]))
+        before, after = lines[first][: span.start.character], lines[last][span.end.character :]
+        source = self.source
+        new = source[:start] + before + change.text + after + source[end + len(lines[last]) :]
+        # The lines next to the change are split again with it: a line end may join one there
+        # ("\r" typed before a "\n"); the lines beyond those keep their ends.
+        low, high = max(first - 1, 0), min(last + 2, len(lines))
+        middle = "".join(lines[low:first]) + before + change.text + after + "".join(lines[last + 1 : high])
+        self._source = new
+        self._lines, self._lines_of = lines[:low] + lsp_lines(middle) + lines[high:], new
 
 
 class LspWorkspace(Workspace):
