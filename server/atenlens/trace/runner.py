@@ -240,32 +240,36 @@ def _named_dims(
         except ValueError as error:
             report_problem(sink, repr(spec), str(error), at)
             return None
-    if ranks.world_size > 1:
-        found = SymbolicPass(problem="named dims are not traced with simulated ranks")
-    else:
-        expression = example.expression or ""
+    expression = example.expression or ""
 
-        @contextlib.contextmanager
-        def environment(pass_sink: DiagnosticSink) -> Iterator[None]:
-            # the module loads and runs again: what it prints was printed by the concrete trace
-            with (
-                contextlib.redirect_stdout(io.StringIO()),
-                contextlib.redirect_stderr(io.StringIO()),
-                _sys_argv([file, *argv]),
-                eager_views_for_libraries(),
-                workers_in_process(pass_sink),
-                CompileWatch(pass_sink).watching(),
-            ):
-                yield
+    @contextlib.contextmanager
+    def environment(pass_recorder: Recorder) -> Iterator[None]:
+        # the module loads and runs again: what it prints was printed by the concrete trace; with
+        # simulated ranks the fake process group is set up again (the concrete trace's is destroyed)
+        # and the pass sees the same DTensor and FSDP2 shortcuts the concrete trace did
+        pass_sink = pass_recorder.sink
+        with (
+            contextlib.redirect_stdout(io.StringIO()),
+            contextlib.redirect_stderr(io.StringIO()),
+            simulated_ranks(ranks, pass_sink, Collectives(ranks, recorder.collectives.gpu)),
+            torch_compat.sharding_propagation_through(pass_recorder.hidden),
+            torch_compat.spmd_setup_shortcuts(),
+            torch_compat.dtensor_handing_back(pass_recorder.handed_back),
+            _sys_argv([file, *argv]),
+            eager_views_for_libraries(),
+            workers_in_process(pass_sink),
+            CompileWatch(pass_sink).watching(),
+        ):
+            yield
 
-        found = symbolic_pass(
-            dims,
-            session,
-            load=lambda: _load_module(file, source),
-            build_call=lambda module: build_example_call(module, expression),
-            environment=environment,
-            drive=_drive,
-        )
+    found = symbolic_pass(
+        dims,
+        session,
+        load=lambda: _load_module(file, source),
+        build_call=lambda module: build_example_call(module, expression),
+        environment=environment,
+        drive=_drive,
+    )
     events, named = named_shapes(dims, recorder.events, found)
     named = replace(named, inferred=isinstance(spec, CallDims))
     recorder.events[:] = events

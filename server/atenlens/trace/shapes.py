@@ -149,13 +149,13 @@ def symbolic_pass(
     session: Any,
     load: Callable[[], Any],
     build_call: Callable[[Any], Any],
-    environment: Callable[[DiagnosticSink], ContextManager[None]],
+    environment: Callable[[Recorder], ContextManager[None]],
     drive: Callable[[Any], Any],
 ) -> SymbolicPass:
     """Run the example call again with the named sizes symbolic. `load()` loads the user's module,
-    `build_call(module)` evaluates the example call's callee and arguments, `environment(sink)` enters
-    the trace's other contexts (argv, library patches) and `drive` runs what the call returned.
-    Never raises for what the user's code does: that is the pass's `problem`."""
+    `build_call(module)` evaluates the example call's callee and arguments, `environment(recorder)`
+    enters the trace's other contexts for the pass's recorder (argv, library patches, simulated ranks)
+    and `drive` runs what the call returned. Never raises for what the user's code does: that is the pass's `problem`."""
     names = _Names(dims)
     guards: list[_Guard] = []
     recorder: Optional[_ShapeRecorder] = None
@@ -176,7 +176,7 @@ def symbolic_pass(
     try:
         with contextlib.ExitStack() as modes:
             modes.enter_context(session.make_fake_mode(shape_env=env))
-            modes.enter_context(environment(recorder.sink))
+            modes.enter_context(environment(recorder))
             for mode in recorder.modes():
                 modes.enter_context(mode)
             module = load()
