@@ -14,6 +14,7 @@ import pytest
 
 from atenlens.report import Code, TraceReport, TraceRequest
 from atenlens.worker.client import PASSED_ENV, READER_THREAD_NAME, TraceWorker, worker_environment
+from atenlens.worker.supervise import RESIDENT_SLACK_MB, memory_over_limit, private_memory_mb, resident_mb
 from source_lines import line_of
 from worker_helpers import exits_within, fixture, process_is_gone, request
 
@@ -298,6 +299,29 @@ def test_without_pidfd_the_worker_polls_for_the_childs_exit(tmp_path):
         timeout = worker.trace(request(stuck, "step", timeout=1))
         assert (timeout.status, timeout.diagnostics[0].line) == ("timeout", line_of(stuck, "while True: pass"))
         assert worker.trace(request(TINY, "linear_step")).status == "ok"
+
+
+def test_the_memory_limit_counts_a_process_private_memory():
+    # The worker's memory poll on a real process holding 300 MB it wrote: nothing over a limit its
+    # whole resident size stays under; over a lower one, the private memory it holds.
+    code = "import sys; held = b'x' * (300 << 20); print('ready', flush=True); sys.stdin.read()"
+    process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline() == "ready\n"
+        resident = resident_mb(process.pid)
+        private = private_memory_mb(process.pid)
+        assert resident is not None and private is not None
+        assert 300 <= private <= resident < 400, (private, resident)
+        assert memory_over_limit(process.pid, 4096) is None
+        assert memory_over_limit(process.pid, resident + RESIDENT_SLACK_MB) is None
+        assert memory_over_limit(process.pid, private + 8) is None  # near the limit: read, and under it
+        over = memory_over_limit(process.pid, 200)
+        assert over is not None and 300 <= over <= resident, over
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        assert process.wait(30) == 0
+    assert resident_mb(process.pid) is None and memory_over_limit(process.pid, 200) is None  # gone: nothing to read
 
 
 BROKEN_TORCH = 'raise ImportError("this torch cannot be imported")\n'

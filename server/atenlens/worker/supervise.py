@@ -67,6 +67,34 @@ def private_memory_mb(pid: int) -> Optional[int]:
     return kib // 1024
 
 
+# /proc/PID/statm counts pages; its resident count can lag the exact one by a few per-CPU batches.
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+RESIDENT_SLACK_MB = 64
+
+
+def resident_mb(pid: int) -> Optional[int]:
+    """Everything the process has resident (`/proc/PID/statm`, kept as counters by the kernel, so
+    reading it costs microseconds). None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as handle:
+            return int(handle.read().split()[1]) * _PAGE_BYTES // (1024 * 1024)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def memory_over_limit(pid: int, limit_mb: int) -> Optional[int]:
+    """The child's private memory in MB when it is over `limit_mb`, else None.
+
+    Private memory is part of the resident memory, so while the resident size is clearly under the
+    limit there is nothing to read: smaps_rollup walks every page of the process (about 8 ms of CPU
+    for a copy of the 300 MB warm worker, every poll, beside the trace it slows down)."""
+    resident = resident_mb(pid)
+    if resident is not None and resident + RESIDENT_SLACK_MB <= limit_mb:
+        return None
+    used = private_memory_mb(pid)
+    return used if used is not None and used > limit_mb else None
+
+
 def _kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
     # Called only while the child is unreaped (a zombie at worst), so its pid, which is also its
     # process group id, cannot have been reused by anyone else.
@@ -187,9 +215,8 @@ def run_supervised(
                 break
             if memory_limit_mb > 0 and now >= next_memory_check:
                 next_memory_check = now + MEMORY_POLL_SECONDS
-                used = private_memory_mb(pid)
-                if used is not None and used > memory_limit_mb:
-                    over_limit = used
+                over_limit = memory_over_limit(pid, memory_limit_mb)
+                if over_limit is not None:
                     break
             command = None
             wait = remaining if pidfd is not None else min(remaining, EXIT_POLL_SECONDS)
