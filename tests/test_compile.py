@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from atenlens.traceable import find_functions, split_example_call
 from gpu_helpers import cuda_request
 from source_lines import line_of
 
@@ -172,3 +173,42 @@ def test_compile_on_request_runs_dynamo_on_a_function_nobody_compiled():
     )
     assert [(line, code) for line, code, _ in trace("step")] == [(branch, "AL100")]
     assert [code for _, code, _ in trace("already_compiled", "--compile")] == ["AL601"]
+
+
+def test_the_directive_asks_for_compile_with_a_last_word_before_or_after_dims():
+    assert split_example_call("step(*setup())  compile") == ("step(*setup())", None, True)
+    assert split_example_call("step(*setup())  compile  dims: B=8") == ("step(*setup())", "B=8", True)
+    assert split_example_call("step(*setup())  dims: B=8 T=16  compile") == ("step(*setup())", "B=8 T=16", True)
+    assert split_example_call("step(*setup())  dims: B=8") == ("step(*setup())", "B=8", False)
+    # valid Python as a whole is a call: its last word stays
+    assert split_example_call("f(x) if fast else compile") == ("f(x) if fast else compile", None, False)
+    assert split_example_call("compile") == ("compile", None, False)
+    source = (Path(__file__).resolve().parent / "fixtures" / "compile" / "on_request.py").read_text()
+    flags = {info.qualname: (info.directive, info.compile) for info in find_functions(source)}
+    assert flags == {
+        "setup": (None, False),
+        "step": ("step(*setup())", False),
+        "already_compiled": ("already_compiled(*setup())", False),
+        "step_by_directive": ("step_by_directive(*setup())", True),
+    }
+
+
+def test_compile_in_the_directive_or_the_call_runs_dynamo_as_the_flag_does(worker):
+    path = Path(__file__).resolve().parent / "fixtures" / "compile" / "on_request.py"
+    branch, definition = line_of(path, "if y.mean() > 0:"), line_of(path, "def step_by_directive(model, x):")
+    report = _trace(worker, path, "step_by_directive")
+    assert [(d.line, d.code) for d in report.diagnostics] == [
+        (branch, "AL100"),
+        (branch, "AL600"),
+        (definition, "AL601"),
+    ]
+    assert report.diagnostics[1].message.startswith("torch.compile graph break (GB0170): Data-dependent branching.")
+    assert report.diagnostics[2].message.startswith("torch.compile: 2 graphs, 1 graph break, ")
+    # the same word in a --call (which replaces the directive) asks for it on a function whose directive does not
+    step_branch = line_of(path, "if y.sum() > 0:")
+    called = worker.trace(cuda_request(path, "step", timeout=120.0, call="step(*setup())  compile"))
+    assert [(d.line, d.code) for d in called.diagnostics] == [
+        (step_branch, "AL100"),
+        (step_branch, "AL600"),
+        (line_of(path, "def step(model, x):"), "AL601"),
+    ]

@@ -57,3 +57,52 @@ async def test_a_sync_inside_a_capture_is_an_error_in_the_editor(client, tmp_pat
     assert [d.code for d in diagnostics if d.range.start.line == item] == ["AL510"]
     (summary,) = [d for d in diagnostics if d.code == "AL513"]
     assert summary.message.endswith(f"not capturable as written: a sync at line {item + 1} (AL510)")
+
+
+ON_REQUEST = pathlib.Path(__file__).resolve().parent / "fixtures" / "compile" / "on_request.py"
+
+
+async def _trace_in(client, uri: str, qualname: str, lines: range) -> list[tuple[int, str, object]]:
+    """The trace's diagnostics within `lines` (the document keeps those of the functions traced before): the
+    server publishes them before it answers the command (a lint run a settings change started may publish
+    in between, so the last publication counts)."""
+    outcome = await execute(client, "atenlens.trace", {"uri": uri, "qualname": qualname})
+    assert outcome["status"] == "ok", outcome
+    diagnostics = [p for p in client.recorder.published if p.uri == uri][-1].diagnostics
+    return sorted(
+        (d.range.start.line, d.code, d.severity)
+        for d in diagnostics
+        if d.source == "atenlens trace" and d.range.start.line in lines
+    )
+
+
+async def test_the_compile_setting_and_the_directive_report_graph_breaks_in_the_editor(client, tmp_path):
+    """atenlens.trace.compile runs every trace as torch.compile would; `compile` at the end of a directive
+    does it for that function alone."""
+    await initialize(client)
+    path = tmp_path / "on_request.py"
+    shutil.copy(ON_REQUEST, path)
+    text = path.read_text()
+    uri = await open_document(client, path, text)
+    warning, information = types.DiagnosticSeverity.Warning, types.DiagnosticSeverity.Information
+    branch, step_def = lsp_line(text, "if y.sum() > 0:"), lsp_line(text, "def step(model, x):")
+    step_lines = range(step_def - 1, lsp_line(text, "# atenlens: already_compiled(*setup())"))
+    assert [(line, code) for line, code, _ in await _trace_in(client, uri, "step", step_lines)] == [(branch, "AL100")]
+
+    directive_branch = lsp_line(text, "if y.mean() > 0:")
+    directive_def = lsp_line(text, "def step_by_directive(model, x):")
+    directive_lines = range(directive_def - 1, len(text.splitlines()))
+    assert await _trace_in(client, uri, "step_by_directive", directive_lines) == [
+        (directive_def, "AL601", information),
+        (directive_branch, "AL100", warning),
+        (directive_branch, "AL600", warning),
+    ]
+
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"atenlens": {"trace": {"compile": True}}})
+    )
+    assert await _trace_in(client, uri, "step", step_lines) == [
+        (step_def, "AL601", information),
+        (branch, "AL100", warning),
+        (branch, "AL600", warning),
+    ]

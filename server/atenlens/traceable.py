@@ -6,7 +6,9 @@ code lenses. A directive is a comment directly above a `def` (or above its decor
     # atenlens: train_step(*setup())
 
 whose text after `atenlens:` is a Python call expression evaluated in the module's namespace,
-optionally followed by named dimensions (atenlens/dims.py): `# atenlens: f(*setup())  dims: B=8 T=1024`.
+optionally followed by named dimensions (atenlens/dims.py): `# atenlens: f(*setup())  dims: B=8 T=1024`,
+and by the word `compile` (before or after `dims:`): trace the function as `torch.compile(f)` would run
+it, which reports its graph breaks (`# atenlens: f(*setup())  compile`, as `atenlens trace --compile`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ DIRECTIVE = re.compile(r"^\s*#\s*atenlens:\s*(?P<expr>.*?)\s*$")
 # The program's command-line arguments, a comment on a line of its own anywhere in the file:
 #     # atenlens-argv: --epochs 1 --batch-size 8
 ARGV_DIRECTIVE = re.compile(r"^\s*#\s*atenlens-argv:(?P<args>.*)$", re.M)
+# the `compile` flag, a last word separated from the call (or from the `dims:` text) by whitespace
+_COMPILE_FLAG = re.compile(r"^(?P<rest>.*?)\s+compile$")
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class FunctionInfo:
     calls_step: bool = False  # its body calls `.backward()` or `.step()`: a training step
     directive_missing: tuple[str, ...] = ()  # names the directive reads that the module does not define
     dims: Optional[str] = None  # the directive's `dims:` text ("B=8 T=1024"), not yet checked
+    compile: bool = False  # the directive ends with `compile`: trace it as torch.compile would run it
 
 
 def _required_params(node: ast.FunctionDef | ast.AsyncFunctionDef, is_method: bool) -> int:
@@ -74,16 +79,39 @@ def _is_instance_method(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return not any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in node.decorator_list)
 
 
-def directive_above(lines: list[str], first_line: int) -> tuple[Optional[str], Optional[int], Optional[str]]:
-    """The directive on the line directly above `first_line` (1-based), if any: its call, its line
-    and its `dims:` text."""
+def split_example_call(text: str) -> tuple[str, Optional[str], bool]:
+    """A directive's text -> its call, its `dims:` text and its `compile` flag:
+    "step(*setup())  compile  dims: B=8" -> ("step(*setup())", "B=8", True). A call that is valid
+    Python as a whole keeps its last word (`f(x) if fast else compile` is a call)."""
+    call, dims = split_directive(text)
+    call, compiled = _split_compile(call)
+    if dims is not None:
+        dims, after_dims = _split_compile(dims)
+        compiled = compiled or after_dims
+    return call, dims, compiled
+
+
+def _split_compile(text: str) -> tuple[str, bool]:
+    match = _COMPILE_FLAG.match(text.strip())
+    if match is None:
+        return text, False
+    try:
+        ast.parse(text.strip(), mode="eval")
+    except SyntaxError:
+        return match.group("rest").strip(), True
+    return text, False
+
+
+def directive_above(lines: list[str], first_line: int) -> tuple[Optional[str], Optional[int], Optional[str], bool]:
+    """The directive on the line directly above `first_line` (1-based), if any: its call, its line,
+    its `dims:` text and its `compile` flag."""
     index = first_line - 2
     if 0 <= index < len(lines):
         match = DIRECTIVE.match(lines[index])
         if match and match.group("expr"):
-            call, dims = split_directive(match.group("expr"))
-            return call, index + 1, dims
-    return None, None, None
+            call, dims, compiled = split_example_call(match.group("expr"))
+            return call, index + 1, dims, compiled
+    return None, None, None, False
 
 
 def find_functions(
@@ -102,7 +130,7 @@ def find_functions(
         for node in body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 first = min([d.lineno for d in node.decorator_list] + [node.lineno])
-                directive, directive_line, dims = directive_above(lines, first)
+                directive, directive_line, dims, compiled = directive_above(lines, first)
                 missing: tuple[str, ...] = ()
                 if directive is not None and check_directives:
                     defined = defined if defined is not None else module_names(tree)
@@ -122,6 +150,7 @@ def find_functions(
                         calls_step=_calls_step(node),
                         directive_missing=missing,
                         dims=dims,
+                        compile=compiled,
                     )
                 )
             elif isinstance(node, ast.ClassDef):

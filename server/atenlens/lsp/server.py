@@ -320,6 +320,7 @@ class AtenlensServer(LanguageServer):
             timeout_seconds=settings.timeout_seconds,
             source=source,
             gpu=settings.gpu,
+            compile=settings.compile,
             **_ranks_request(settings),
         )
         first = (info.directive_line or info.first_line) - 1

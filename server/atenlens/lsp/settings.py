@@ -45,6 +45,7 @@ class TraceSettings:
     #                                  `# atenlens-ranks:` comment, else a single-process run
     rank: int = 0  # the rank traced (with world_size)
     gpus_per_node: int = 8  # ranks on one node share NVLink (with world_size)
+    compile: bool = False  # trace every function as torch.compile would run it (AL600 graph breaks, AL601)
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,7 @@ _FIELDS: dict[tuple[str, str], tuple[Callable[[Any], bool], Callable[[Any], Any]
     ("trace", "world_size"): (lambda v: _valid_positive_int(v) or v == 0, int, "0 (none) or a positive integer"),
     ("trace", "rank"): (lambda v: _valid_positive_int(v) or v == 0, int, "an integer >= 0"),
     ("trace", "gpus_per_node"): (_valid_positive_int, int, "a positive integer"),
+    ("trace", "compile"): (_valid_bool, bool, "true or false"),
     ("trace", "memory_limit_mb"): (
         _valid_memory_limit,
         int,

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator, Optional, Union, cast
 import torch
 
 from atenlens.call_dims import CallDims, call_dims, notes_text
-from atenlens.dims import dims_text, parse_dims, split_directive
+from atenlens.dims import dims_text, parse_dims
 from atenlens.gpus import find_gpu
 from atenlens.report import Code, Diagnostic, Event, Frame, NamedShapes, Summary, Target, TraceReport, TraceRequest
 from atenlens.trace import torch_compat
@@ -55,7 +55,14 @@ from atenlens.trace.shapes import (
     report_problem,
     symbolic_pass,
 )
-from atenlens.traceable import FunctionInfo, argv_directive, directive_template, find_functions, ranks_directive
+from atenlens.traceable import (
+    FunctionInfo,
+    argv_directive,
+    directive_template,
+    find_functions,
+    ranks_directive,
+    split_example_call,
+)
 
 _PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 MAX_GENERATOR_ITEMS = 100
@@ -146,7 +153,7 @@ def run_trace(request: TraceRequest) -> TraceReport:
                     stage = "setup"
                     function = _resolve(module, request.qualname)
                     example = _example_call(module, function, info, request.call)
-                    if request.compile:
+                    if _compile_requested(request, info):
                         example = replace(example, function=compiles.compile_on_request(example.function))
                     call_expression = example.expression
                     stage = "trace"
@@ -197,7 +204,7 @@ def run_trace(request: TraceRequest) -> TraceReport:
 def _dims_of(request: TraceRequest, info: Optional[FunctionInfo]) -> Optional[str]:
     """The `dims:` text of the request's call, else of the directive (a request's call replaces it)."""
     if request.call:
-        return split_directive(request.call)[1]
+        return split_example_call(request.call)[1]
     return info.dims if info is not None else None
 
 
@@ -208,6 +215,15 @@ def _call_dims(example: ExampleCall, source: str, module: types.ModuleType) -> O
         return None
     found = call_dims(example.expression, source, vars(module))
     return found if found.dims or found.notes else None
+
+
+def _compile_requested(request: TraceRequest, info: Optional[FunctionInfo]) -> bool:
+    """--compile (the editor's trace.compile setting), or `compile` in the call or the directive."""
+    if request.compile:
+        return True
+    if request.call:
+        return split_example_call(request.call)[2]
+    return info.compile if info is not None else False
 
 
 def _named_dims(
@@ -640,7 +656,7 @@ def _resolve(module: types.ModuleType, qualname: str) -> Callable[..., Any]:
 def _example_call(
     module: types.ModuleType, function: Callable[..., Any], info: Optional[FunctionInfo], override: Optional[str]
 ) -> ExampleCall:
-    expression = split_directive(override)[0] if override else (info.directive if info is not None else None)
+    expression = split_example_call(override)[0] if override else (info.directive if info is not None else None)
     if expression is None:
         needs_args = info.needs_args if info is not None else _needs_args(function)
         if needs_args:
