@@ -14,7 +14,7 @@ import pytest
 from atenlens.lint import RULES
 from atenlens.lint.engine import lint_source_strict, select_rules
 from atenlens.lint.source import SourceText, encode_source, line_starts, rows_left_open
-from atenlens.lint.triggers import definitions, matches, skippable_definitions
+from atenlens.lint.triggers import CODE_LOOP, definitions, matches, skippable_definitions
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parents[1] / "bench"))
@@ -212,3 +212,97 @@ def test_a_triple_quote_that_never_closes_is_the_row_left_open() -> None:
     data = b'import torch\n"""Model configuration"\nx = (1)\n'
     assert rows_left_open(data, line_starts(data)) == [1]
     assert rows_left_open(b'"""Docstring."""\nx = (1)\n', line_starts(b'"""Docstring."""\nx = (1)\n')) == []
+
+
+LOOP_WORDS_SAMPLE = '''import torch
+
+
+def documented(model, x):
+    """Runs the model for every batch; while it runs, nothing is read."""
+    # for each batch: no loop here either
+    label = "for x in range(3)" + 'while True'
+    return model(x.cuda()), label
+
+
+def in_an_fstring(model, xs):
+    return f"{[model(x.cuda()).item() for x in xs]}"
+
+
+def after_a_docstring(model, loader):
+    """One pass for the epoch."""
+    for x in loader:
+        print(model(x.cuda()).item())
+
+
+def after_a_comment(model, loader):
+    # don't read "the loss" here
+    while loader:
+        print(model(loader.pop().cuda()).item())
+
+
+def after_a_hash_in_a_string(model, xs, sep="#"):
+    return [model(x.cuda()).item() for x in xs]
+
+
+def after_nested_quotes(model, xs, d):
+    name = f"{d["k"]}"
+    return [model(x.cuda()).item() for x in xs]
+
+
+def moved(n, device):
+    a = torch.zeros(n).to(device)
+    b = (torch.ones(n)  # the ones
+         .to(device))
+    c = torch . \\
+        randn(n).cuda()
+    return a, b, c
+'''
+
+
+def test_a_loop_word_in_a_docstring_comment_or_string_keeps_no_definition_a_loop_in_code_does() -> None:
+    """AL100's definitions need a loop written in code (triggers.CODE_LOOP): `documented` says
+    `for` and `while` only in its docstring, a comment and strings, and is left out; every other
+    definition has a loop the scan must not miss: in an f-string's braces, after a docstring, a
+    comment with a quote, a string holding `#`, an f-string with nested quotes. AL302's
+    definitions need `torch.<factory>` and a `.to`/`.cuda` attribute, spaces, comments and
+    backslashes between the tokens allowed (`moved`)."""
+    data = LOOP_WORDS_SAMPLE.encode()
+    (al100,) = select_rules(["AL100"])
+    assert al100.definition_triggers is not None
+    skip = skippable_definitions(data, [al100.definition_triggers])
+    assert [data[start:end].split(b"\n")[0] for start, end in skip] == [
+        b"def documented(model, x):",
+        b"def moved(n, device):",
+    ]
+    expected = [
+        (12, 31, "AL100"),
+        (18, 30, "AL100"),
+        (24, 41, "AL100"),
+        (28, 28, "AL100"),
+        (33, 28, "AL100"),
+        (37, 23, "AL302"),
+        (39, 10, "AL302"),
+        (41, 17, "AL302"),
+    ]
+    assert [(f.line, f.column, f.code) for f in lint_source_strict(LOOP_WORDS_SAMPLE)] == expected
+    assert [(f.line, f.column, f.code) for f in lint_source_strict(LOOP_WORDS_SAMPLE, prefilter=False)] == expected
+    (al302,) = select_rules(["AL302"])
+    assert al302.definition_triggers is not None
+    assert [
+        data[start:end].split(b"\n")[0] for start, end in skippable_definitions(data, [al302.definition_triggers])
+    ] == [
+        b"def documented(model, x):",
+        b"def in_an_fstring(model, xs):",
+        b"def after_a_docstring(model, loader):",
+        b"def after_a_comment(model, loader):",
+        b'def after_a_hash_in_a_string(model, xs, sep="#"):',
+        b"def after_nested_quotes(model, xs, d):",
+    ]
+
+
+def test_the_code_loop_scan_answers_a_loop_where_it_cannot_tell() -> None:
+    """A string left open (a line being typed) or never closed: what follows may be code."""
+    assert CODE_LOOP.search(b'def f(xs):\n    s = "open\n    return [x for x in xs]\n') is not None
+    assert CODE_LOOP.search(b'def f(xs):\n    s = """never closed\n    for x in xs: pass\n') is not None
+    assert CODE_LOOP.search(b'def f(xs):\n    s = rb"for" + b"while" + r"\\\\"  # for\n    return s\n') is None
+    assert CODE_LOOP.search(b'def f(xs):\n    s = rf"{[x for x in xs]}"\n') is not None

@@ -10,7 +10,9 @@ tried first.
 
 Definitions: a rule whose findings depend only on the top-level `def`/`class` they are in, the
 module-level code and byte-level facts of the whole file (`Rule.definition_triggers` not None)
-also says what one definition must contain. When every rule that runs is of that kind, the
+also says what one definition must contain. A definition's pattern may be an `InCode` one, matched
+only outside comments and string literals (AL100's loop: the prose of docstrings says `for` in
+most methods). When every rule that runs is of that kind, the
 top-level definitions that hold none of their definition triggers are skipped, and in the
 classes that are kept, the methods that hold none: tree-sitter parses only the kept byte ranges
 (its included ranges), and the rules' byte scans read a copy with the skipped bytes blanked
@@ -34,13 +36,83 @@ from bisect import bisect_right
 from functools import lru_cache
 from typing import Iterable, Iterator, Optional, Sequence, Union
 
-Pattern = Union[bytes, "re.Pattern[bytes]"]
+Pattern = Union[bytes, "re.Pattern[bytes]", "InCode"]
 TriggerGroups = tuple[tuple[Pattern, ...], ...]
 
 # A loop of any kind: `for` statements and comprehensions, `while`; as words (`forward`,
 # `format` and `before` are no loops), though a digit may touch them (`[1for x in y]` is Python).
 # One pattern per word, each starting with its literal: `re` then scans with a fast search.
 LOOP = (re.compile(rb"for(?<![A-Za-z_]for)\b"), re.compile(rb"while(?<![A-Za-z_]while)\b"))
+
+
+# The opening of a comment or a string literal: where prose may begin.
+_PROSE_START = re.compile(rb"[#'\"]")
+# A whole comment or string literal from its first character (re.S: a backslash escapes a line
+# break too). A one-line string that meets a line break unclosed, or a triple-quoted one that
+# never closes, does not match: the scan cannot tell prose from code after it.
+_PROSE = re.compile(
+    rb"#[^\n]*"
+    rb"|'''(?:[^'\\]|\\.|'(?!''))*'''"
+    rb'|"""(?:[^"\\]|\\.|"(?!""))*"""'
+    rb"|'(?:[^'\\\n]|\\.)*'"
+    rb'|"(?:[^"\\\n]|\\.)*"',
+    re.S,
+)
+_FORMAT_PREFIX = frozenset(b"fFtT")  # f-strings (and 3.14's t-strings) hold code in their braces
+_PREFIX_BYTES = frozenset(b"rRbBuUfFtT")
+
+
+class InCode:
+    """A pattern matched only outside comments and string literals (an f-string's text counts
+    as code: its braces may hold a comprehension): `for` in a docstring is no loop. Scanned from
+    the start of the range, which must be outside any string (the start of a definition's line).
+    Where the scan cannot tell (a string left open), it answers a match: skipping is never
+    decided on a guess. Cheap where the words are rare: only the prose that starts before the
+    next match of the pattern is scanned. `rough` is the pattern anywhere, for a test of the
+    whole file."""
+
+    def __init__(self, patterns: Sequence["re.Pattern[bytes]"]) -> None:
+        self.rough = patterns
+
+    def search(self, data: bytes, start: int = 0, end: Optional[int] = None) -> Optional[object]:
+        stop = len(data) if end is None else end
+        at = start
+        # Where each pattern next matches (-1: not searched yet; None: nowhere before `stop`),
+        # searched again only once the scan has passed it: a word far away is not searched for
+        # again after each string.
+        ahead: list[Optional[int]] = [-1] * len(self.rough)
+        while True:
+            for index, pattern in enumerate(self.rough):
+                where = ahead[index]
+                if where is not None and where < at:
+                    match = pattern.search(data, at, stop)
+                    ahead[index] = None if match is None else match.start()
+            found = [where for where in ahead if where is not None]
+            if not found:
+                return None
+            word = min(found)
+            prose = _PROSE_START.search(data, at, word)
+            if prose is None:
+                return True  # the word is in code
+            token = _PROSE.match(data, prose.start(), stop)
+            if token is None:
+                return True  # a string left open: no guess
+            if data[prose.start() : prose.start() + 1] != b"#" and _formatted(data, prose.start()):
+                if any(p.search(data, prose.start(), token.end()) for p in self.rough):
+                    return True
+            at = token.end()
+
+
+def _formatted(data: bytes, quote: int) -> bool:
+    """Is the string whose quote is at `quote` an f-string (`f"`, `rf"`, `Fr"`)?"""
+    at = quote
+    while at > 0 and data[at - 1] in _PREFIX_BYTES:
+        at -= 1
+    return any(b in _FORMAT_PREFIX for b in data[at:quote])
+
+
+# A loop written in code, for a definition's triggers.
+CODE_LOOP = InCode(LOOP)
 
 
 class _LineStarts:
@@ -129,9 +201,7 @@ def skippable_definitions(data: bytes, groups: Sequence[TriggerGroups]) -> list[
     the class body: the class keeps a body)."""
     # Only the patterns that occur in the file can occur in one of its definitions: each absent
     # one would otherwise be searched for in every definition.
-    present = [
-        tuple(tuple(p for p in group if group_matches((p,), data)) for group in rule_groups) for rule_groups in groups
-    ]
+    present = [tuple(tuple(p for p in group if _occurs(p, data)) for group in rule_groups) for rule_groups in groups]
     groups = [rule_groups for rule_groups in present if all(rule_groups)]
     found: list[tuple[int, int]] = []
     for start, end in definitions(data):
@@ -146,6 +216,13 @@ def skippable_definitions(data: bytes, groups: Sequence[TriggerGroups]) -> list[
                     if not any(matches(rule_groups, data, *method) for rule_groups in groups)
                 )
     return _without_call_sites(data, found)
+
+
+def _occurs(pattern: Pattern, data: bytes) -> bool:
+    """Might `pattern` occur in some part of `data`? (An `InCode` pattern: its words occur.)"""
+    if isinstance(pattern, InCode):
+        return group_matches(pattern.rough, data)
+    return group_matches((pattern,), data)
 
 
 _FUNCTION_NAME = _LineStarts(rb"(?:async\s+)?def\s+(\w+)")
@@ -235,7 +312,9 @@ def blank(data: bytes, ranges: Sequence[tuple[int, int]]) -> bytes:
 
 
 __all__ = [
+    "CODE_LOOP",
     "LOOP",
+    "InCode",
     "Pattern",
     "TriggerGroups",
     "blank",

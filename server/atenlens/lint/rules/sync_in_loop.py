@@ -95,7 +95,7 @@ from atenlens.lint.provenance import (
 from atenlens.lint.registry import Rule
 from atenlens.lint.source import ancestors
 from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, text
-from atenlens.lint.triggers import LOOP
+from atenlens.lint.triggers import CODE_LOOP, LOOP
 from atenlens.report import Code
 
 SYNC_METHODS = ("item", "tolist", "cpu")
@@ -651,5 +651,6 @@ RULE = Rule(
     doc=__doc__ or "",
     # Every finding is inside a loop and of a value likely on the device, or a GradScaler's step.
     triggers=(LOOP, DEVICE_EVIDENCE + TRAINING_STEP_EVIDENCE + (b"scaler", b"Scaler", re.compile(rb"(?i)scaler"))),
-    definition_triggers=(LOOP,),
+    # A definition needs a loop in its code (`for` in its docstring is no loop).
+    definition_triggers=((CODE_LOOP,),),
 )
