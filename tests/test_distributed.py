@@ -84,7 +84,7 @@ def test_fsdp2_on_eight_ranks_gathers_each_block_and_reduce_scatters_its_gradien
             "∇ reduce_scatter 8x 2 MiB ~19 µs NVLink"
         )
     )
-    assert " · rank 0 of 8 · 6 collectives ~114 µs · peak " in view.summary  # the summary lens
+    assert " · rank 0 of 8 · 6 collectives ~114 µs (~44.9 µs exposed) · peak " in view.summary  # the summary lens
     short = view.lines[forward - 1].hint(HintSettings(max_length=80))  # cut to the room left: counted
     assert short.endswith(" · all_gather 8x 2 MiB ~38 µs NVLink ×2 +2"), short
     events = [e for e in report.events if e.kind == "collective"]
@@ -245,6 +245,38 @@ def test_sequence_parallel_all_gathers_and_reduce_scatters_the_sequence_instead_
     assert not [e for e in events if e.name == "all_reduce"]
 
 
+def test_fsdp2_overlap_exposes_what_compute_cannot_hide_on_two_streams(worker):
+    """trace/overlap.py: one compute and one communication stream, ideal overlap. Every kernel of this
+    small model costs one launch (L), every collective the same ring estimate (E)."""
+    report = worker.trace(TraceRequest(file=str(FSDP), qualname="step", device="cuda", timeout_seconds=120))
+    assert report.status == "ok", report.message
+    launch = report.summary.time.launch_seconds
+    assert launch == pytest.approx(4e-6)
+    assert {e.estimate_seconds for e in report.events if e.kind == "op" and e.estimate_seconds} == {launch}
+    events = [e for e in report.events if e.kind == "collective"]
+    one = events[0].estimate_seconds
+    assert [e.exposed_seconds for e in events] == pytest.approx(
+        [
+            # block 0's all-gather: nothing runs before it but its copy-in (on the side stream, not
+            # communication): all of it exposed
+            one,
+            # block 1's: starts after its copy-in (L), behind block 0's copy-out and 3 kernels (4 L):
+            # 3 L of it hidden
+            one - 3 * launch,
+            # backward: both re-gathers are prefetched behind block 1's backward, block 1's
+            # reduce-scatter runs behind block 0's backward
+            0.0,
+            0.0,
+            0.0,
+            # block 0's reduce-scatter ends the step: nothing left to hide it
+            one,
+        ],
+        abs=1e-12,
+    )
+    assert report.summary.exposed_communication_seconds == pytest.approx(3 * one - 3 * launch)
+    assert report.summary.communication_seconds == pytest.approx(6 * one)
+
+
 def test_ddp_all_reduces_all_gradient_bytes_in_each_backward(worker):
     """DDP cannot run on the fake backend as it is (its reducer reads the all-reduce's result from a Work
     that holds none); the trace's bucket hook all-reduces each bucket and hands it back."""
@@ -256,6 +288,11 @@ def test_ddp_all_reduces_all_gradient_bytes_in_each_backward(worker):
     assert collectives(report) == [all_reduce, all_reduce]  # one bucket per step, two steps
     assert [e.inputs[0].shape for e in report.events if e.kind == "collective"] == [(gradients // 4,)] * 2
     assert report.summary.communication_seconds == pytest.approx(2 * ring(2 * 7 / 8 * gradients, 14, NVLINK))
+    # the one bucket is ready when backward has nothing left to run, and the copy of its result into
+    # the gradients waits for it: each all-reduce is exposed in full (trace/overlap.py)
+    assert [e.exposed_seconds for e in report.events if e.kind == "collective"] == pytest.approx(
+        [e.estimate_seconds for e in report.events if e.kind == "collective"], abs=1e-12
+    )
     assert report.summary.ops["optimizer"] > 0  # both steps ran to the update
     assert not [d for d in report.diagnostics if d.code == "AL909"]  # one backward per step
 

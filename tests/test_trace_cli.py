@@ -56,14 +56,11 @@ def test_json_report_round_trips_with_the_documented_keys() -> None:
         "gpus_per_node",
         "collectives",
         "communication_seconds",
+        "exposed_communication_seconds",
     }
     # a single-process run (no --world-size): one rank, nothing communicated
-    assert [data["summary"][k] for k in ("world_size", "rank", "collectives", "communication_seconds")] == [
-        1,
-        0,
-        0,
-        0.0,
-    ]
+    keys = ("world_size", "rank", "collectives", "communication_seconds", "exposed_communication_seconds")
+    assert [data["summary"][k] for k in keys] == [1, 0, 0, 0.0, 0.0]
     memory, time = data["summary"]["memory"], data["summary"]["time"]
     assert {"peak_bytes", "peak_file", "peak_line", "peak_phase", "at_peak", "device_bytes"} <= set(memory)
     assert set(memory["at_peak"]) == {

@@ -21,7 +21,8 @@ def collective_label(event: Event) -> str:
 
 
 def ranks_summary(summary: Summary) -> str:
-    """ "rank 0 of 8 · 6 collectives ~114 µs" ("" for a single-process run without collectives)."""
+    """ "rank 0 of 8 · 6 collectives ~114 µs (~44.9 µs exposed)" ("" for a single-process run without
+    collectives); the exposed part is the two-stream overlap estimate (trace/overlap.py)."""
     if summary.world_size <= 1 and not summary.collectives:
         return ""
     text = f"rank {summary.rank} of {summary.world_size}"
@@ -30,6 +31,8 @@ def ranks_summary(summary: Summary) -> str:
             f" · {summary.collectives} collective{'s' if summary.collectives != 1 else ''}"
             f" ~{format_seconds(summary.communication_seconds)}"
         )
+        if summary.communication_seconds:
+            text += f" (~{format_seconds(summary.exposed_communication_seconds)} exposed)"
     return text
 
 

@@ -108,6 +108,7 @@ class Event:
     group: Optional[str] = None  # collectives: the group's description ("mesh_dp", "default_pg"), if any
     link: Optional[str] = None  # collectives: "nvlink", "pcie" (within a node) or "network" (across nodes)
     bytes: int = 0  # collectives: bytes per rank (all-gather: its output; others: their input)
+    exposed_seconds: float = 0.0  # collectives: the part of estimate_seconds compute waits for (trace/overlap.py)
 
 
 @dataclass(frozen=True)
@@ -259,6 +260,7 @@ class Summary:
     gpus_per_node: int = 8
     collectives: int = 0  # collective events (kept or not)
     communication_seconds: float = 0.0  # their summed estimates (not part of time.step_seconds)
+    exposed_communication_seconds: float = 0.0  # of it, what compute waits for on two streams (trace/overlap.py)
 
 
 @dataclass(frozen=True)

@@ -145,6 +145,7 @@ class Recorder:
         self.memory = MemoryModel(device_type) if cost else NoMemoryModel()
         self.device_type = device_type
         self.values = Values(sink)  # every data-dependent value of this trace
+        self._tracker: Any = None  # the device hooks' tracker: which stream is current
         self.use_device_hooks(device_hooks if device_hooks is not None else PlainHooks())
         self.events: list[Event] = []
         self.max_events = max_events
@@ -153,6 +154,9 @@ class Recorder:
         self.dropped_flops = 0
         self.estimate_seconds: dict[str, float] = {}  # phase -> summed roofline estimates (kept events or not)
         self.collectives: Any = None  # trace/collectives.py Collectives: c10d ops become events
+        self.overlap: Any = None  # trace/overlap.py Overlap, on simulated ranks: exposed communication
+        self._overlap_events: list[Optional[int]] = []  # per collective: its index in events, if kept
+        self._written: dict[Any, tuple[tuple[int, ...], tuple[str, ...]]] = {}  # op -> arguments it writes
         self.hazards = DistributedHazards(sink, self.memory.is_parameter)  # AL910, AL911, AL912
         self.hazards.last_collective_stack = lambda: self.collectives.last_stack if self.collectives else ()
         self.recording = False
@@ -202,7 +206,7 @@ class Recorder:
         """Run calls and ops through `hooks` from now on."""
         self.run_call = hooks.call
         self.run_op = hooks.op
-        tracker = getattr(hooks, "tracker", None)
+        tracker = self._tracker = getattr(hooks, "tracker", None)
         if tracker is not None:
             tracker.backward_site = self.backward_site
             tracker.steps_so_far = lambda: self.optimizer_steps
@@ -216,6 +220,31 @@ class Recorder:
         if sequence_nr == tc.ACCUMULATE_GRAD_SEQUENCE_NR:
             return self._backward_stack
         return self._site_of_node.get(sequence_nr, ())
+
+    def on_side_stream(self) -> bool:
+        """Whether the current simulated CUDA stream is not the default one (FSDP2's copy-in streams)."""
+        api = getattr(self._tracker, "stream_api", None)
+        return api is not None and api.current_stream() is not api.default_stream
+
+    def scheduled(self, func: Any, event: Event, args: tuple, kwargs: dict, out: Any) -> None:
+        """Put an op that runs a kernel, a collective or a wait on the two-stream schedule."""
+        collective = event.kind == "collective"
+        written = self._written.get(func)
+        if written is None:  # the arguments the op writes, by its schema: decided once per overload
+            written = self._written[func] = tc.written_arguments(func)
+        writes = [out, [args[i] for i in written[0] if i < len(args)], [kwargs[k] for k in written[1] if k in kwargs]]
+        index = self.overlap.op(event.estimate_seconds, (args, kwargs), writes, collective, self.on_side_stream())
+        if index is not None:
+            self._overlap_events.append(len(self.events) if len(self.events) < self.max_events else None)
+
+    def overlap_finished(self) -> None:
+        """End the schedule: each kept collective event gets its exposed time."""
+        if self.overlap is None:
+            return
+        self.overlap.finish()
+        for position, exposed in zip(self._overlap_events, self.overlap.exposed):
+            if position is not None:
+                self.events[position] = dataclasses.replace(self.events[position], exposed_seconds=exposed)
 
     def keep(self, event: Event) -> None:
         if event.estimate_seconds and event.kind == "op":  # communication is summed apart
@@ -574,6 +603,8 @@ class _OpRecorder(tc.TorchDispatchMode):
                 rec.hazards.collective(event, args, kwargs, out, _getframe(1), rec.collectives.flattened(event))
         elif rec.hazards.reduced:
             rec.hazards.op(func, args, out, stack)
+        if rec.overlap is not None and (event.estimate_seconds or namespace in _COLLECTIVE_NAMESPACES):
+            rec.scheduled(func, event, args, kwargs, out)
         if rec.op_extras is not None:  # the symbolic pass of named dims (trace/shapes.py)
             rec.op_extras(len(rec.events), func, args, kwargs, out)
         rec.keep(event)

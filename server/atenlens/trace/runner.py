@@ -43,6 +43,7 @@ from atenlens.trace.dataloader import workers_in_process
 from atenlens.trace.device import simulated_device
 from atenlens.trace.diagnostics import DiagnosticSink
 from atenlens.trace.libraries import eager_views_for_libraries
+from atenlens.trace.overlap import Overlap
 from atenlens.trace.ranks import Ranks, ranks_of, simulated_ranks
 from atenlens.trace.recorder import Recorder
 from atenlens.trace.shapes import (
@@ -124,6 +125,7 @@ def run_trace(request: TraceRequest) -> TraceReport:
                 argv = _program_argv(source, request.argv)
                 ranks = _ranks_of(request, source, info)
                 recorder.collectives = Collectives(ranks, gpu)
+                recorder.overlap = Overlap() if ranks.world_size > 1 else None
                 with simulated_device(request.device) as session, contextlib.ExitStack() as modes:
                     modes.enter_context(simulated_ranks(ranks, sink, recorder.collectives))
                     modes.enter_context(torch_compat.sharding_propagation_through(recorder.hidden))
@@ -375,6 +377,8 @@ def _report(
     notes: tuple[str, ...],
 ) -> TraceReport:
     """The report of every trace, however it ended."""
+    if getattr(recorder, "overlap", None) is not None:
+        recorder.overlap_finished()
     events = tuple(recorder.events)
     extra = (ending.diagnostic,) if ending.diagnostic is not None else ()
     diagnostics = sink.diagnostics(steps=getattr(recorder, "optimizer_steps", 0)) + extra
@@ -407,6 +411,7 @@ def _report(
             gpus_per_node=collectives.ranks.gpus_per_node,
             collectives=collectives.count,
             communication_seconds=collectives.seconds,
+            exposed_communication_seconds=recorder.overlap.exposed_seconds if recorder.overlap is not None else 0.0,
         )
     diagnostics += oom
     return TraceReport(

@@ -103,6 +103,14 @@ def op_schema(func: Any) -> Any:
     return func._schema
 
 
+def written_arguments(func: Any) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """The positions and names of the arguments an op writes (its schema's `Tensor(a!)`: in-place
+    ops, `out=`, c10d's collectives, FSDP2's copy-in and chunk_cat)."""
+    arguments = op_schema(func).arguments
+    written = [(i, a) for i, a in enumerate(arguments) if a.alias_info is not None and a.alias_info.is_write]
+    return tuple(i for i, a in written if not a.kwarg_only), tuple(a.name for _, a in written)
+
+
 def op_name(func: Any) -> str:
     """The op's name without namespace and overload: `_allgather_base_` for `c10d._allgather_base_.default`."""
     return func._opname if hasattr(func, "_opname") else func.__name__.split(".")[0]
