@@ -205,3 +205,43 @@ async def test_a_burst_of_50_changes_is_linted_once_at_its_last_version(client, 
     # (a lint runs in a thread and cannot be stopped). Stale versions are never linted after it.
     assert versions[-1] == 51 and versions.count(51) == 1 and versions == sorted(versions)
     assert 1 <= lints <= 2, f"{lints} lints for a burst of 50 changes"
+
+
+TWO = """import torch
+
+
+def train(loader, model):
+    for x in loader:
+        loss = model(x)
+        print(loss.item())
+
+
+def evaluate(loader, model, device):
+    for x in loader:
+        x = x.to(device, non_blocking=True)
+        print(model(x).cpu())
+"""
+
+
+async def test_diagnostics_kept_from_the_last_publication_are_those_of_a_fresh_open(client, tmp_path):
+    """After edits, the diagnostics of the definitions an edit did not touch come from the last
+    publication (their JSON is reused): every field equals that of the same text opened afresh."""
+    await initialize(client)
+    uri = await open_document(client, tmp_path / "two.py", TWO)
+    published = len(client.recorder.published)
+    change(client, uri, 2, (6, 0), (6, 0), "        total = loss.sum().item()\n")  # evaluate moves down
+    await wait_for_diagnostics(client, uri, 2, after=published)
+    published = len(client.recorder.published)
+    change(client, uri, 3, (6, 8), (6, 13), "grand")  # only train's text changes; evaluate's stays
+    edited = await wait_for_diagnostics(client, uri, 3, after=published)
+    final = TWO.replace(
+        "        print(loss.item())\n", "        grand = loss.sum().item()\n        print(loss.item())\n"
+    )
+    fresh_uri = await open_document(client, tmp_path / "fresh.py", final)
+    fresh = client.diagnostics[fresh_uri]
+    assert simple(edited) == [
+        (6, 27, 6, 33, "AL100", "atenlens"),
+        (7, 19, 7, 25, "AL100", "atenlens"),
+        (13, 23, 13, 28, "AL100", "atenlens"),
+    ]
+    assert list(edited) == list(fresh)

@@ -51,6 +51,9 @@ class DocumentState:
     _lines: list[str] = field(default_factory=list)
     _lines_source: Optional[str] = None
     finding_diagnostics: dict = field(default_factory=dict)  # Finding -> the LSP diagnostic published for it
+    # The lint diagnostics of the last publication and their JSON, by what each depends on
+    # (server.py `_diagnostic_key`): reused by the next publication for the findings it keeps.
+    published: dict = field(default_factory=dict)
 
     def functions(self, source: str) -> list[FunctionInfo]:
         """The functions of `source`; while it does not parse (mid-edit), those of the last text

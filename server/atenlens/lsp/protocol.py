@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
+import json
 import logging
 from concurrent.futures import Future
 from typing import Any, Callable, Optional, Sequence
@@ -288,6 +290,31 @@ class AtenlensProtocol(LanguageServerProtocol):
         if message is ANSWERED:
             return
         super().handle_message(message)
+
+    def json_of(self, value: Any) -> str:
+        """`value` (an lsprotocol object) as the JSON text pygls would send for it."""
+        return json.dumps(self._converter.unstructure(value))
+
+    def publish_diagnostics_json(self, uri: str, version: Optional[int], diagnostics: list[str]) -> None:
+        """`textDocument/publishDiagnostics` of diagnostics already in JSON (`json_of`), written as
+        pygls writes a message: the same frame, without converting and serialising them again."""
+        params = '{"uri": %s, %s"diagnostics": [%s]}' % (
+            json.dumps(uri),
+            "" if version is None else '"version": %d, ' % version,
+            ", ".join(diagnostics),
+        )
+        body = '{"jsonrpc": "2.0", "method": "%s", "params": %s}' % (types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, params)
+        if self.writer is None:
+            logger.error("Unable to send data, no available transport!")
+            return
+        if self._include_headers:
+            body = (
+                f"Content-Length: {len(body)}\r\nContent-Type: {self.CONTENT_TYPE}; charset={self.CHARSET}\r\n\r\n"
+                + body
+            )
+        written = self.writer.write(body.encode(self.CHARSET))
+        if inspect.isawaitable(written):
+            asyncio.ensure_future(written)
 
     @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
     def lsp_workspace__execute_command(self, params: types.ExecuteCommandParams) -> Any:
