@@ -1,5 +1,6 @@
-"""Named dims read from the example call's own variables (atenlens/call_dims.py): which names count,
-the ones left out with a note, and the CLI on tests/fixtures/shapes/call_named.py."""
+"""Named dims read from the example call's own variables on request (a bare `dims:`,
+atenlens/call_dims.py): which names count, the ones left out with a note, and the CLI on
+tests/fixtures/shapes/call_named.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 import pytest
 
 from atenlens.call_dims import CallDims, call_dims, notes_text
-from engine_helpers import REPO
+from engine_helpers import REPO, ops, trace
 
 FIXTURE = "tests/fixtures/shapes/call_named.py"
 
@@ -137,3 +138,27 @@ def test_cli_shows_numbers_and_says_why_when_two_names_share_a_size() -> None:
         f"  {FIXTURE}:25  information AL920 named-dims: names from the example call: B and H are "
         "both 8: the sizes of these names are shown as numbers (name them with `dims:` and distinct sizes)"
     )
+
+
+def test_without_a_bare_dims_the_call_is_traced_once_with_numbers() -> None:
+    # the names are asked for: a second, symbolic run costs 2-3 times the trace (docs/named-shapes.md)
+    report = trace(REPO / FIXTURE, "plain")
+    assert report.status == "ok", report.message
+    assert report.named_shapes is None
+    assert [[m.shape for m in e.outputs] for e in ops(report, line=32)] == [[(8, 1024, 64)]]
+    assert all(m.dims is None for e in report.events for m in e.outputs)
+
+
+def test_a_bare_dims_whose_call_names_nothing_says_so() -> None:
+    report = trace(REPO / FIXTURE, "nothing_named")
+    assert report.status == "ok", report.message
+    assert report.named_shapes is None
+    assert [(d.line, d.code, d.message) for d in report.diagnostics] == [
+        (
+            35,
+            "AL920",
+            "dims from the example call: the example call builds no tensor from a named size (`torch.randn(B, T, "
+            "768)` with module variables, or a setup function whose parameters size its tensors); name them as "
+            "`dims: B=8 T=1024`; shapes are shown with concrete sizes",
+        )
+    ]

@@ -86,7 +86,7 @@ async def test_hints_name_the_dims_after_the_example_calls_variables(client, tmp
     assert hints[lsp_line(text, "return y.flatten(0, 1).softmax(-1)") - 1] == "addmm f32[B, T, 256]"
     assert hints[lsp_line(text, "return y.flatten(0, 1).softmax(-1)")] == "_softmax f32[B*T, 256]"
     # B and H are both 8: numbers, and the note at the directive says why
-    assert hints[lsp_line(text, "return x * 2")] == "mul f32[8, 8, 64]"
+    assert hints[lsp_line(text, "def heads(x):") + 1] == "mul f32[8, 8, 64]"
     project_hover = (await hover(client, uri, lsp_line(text, "return y.flatten(0, 1).softmax(-1)"))).split("\n\n")
     assert (
         "**Named dims:** bytes moved `2048*B*T` = 16 MiB (memory and time are estimated at B=8, T=1024)"

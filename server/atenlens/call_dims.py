@@ -1,9 +1,12 @@
-"""Named dims read from the example call itself, when the directive has no `dims:`.
+"""Named dims read from the example call itself, asked for by a bare `dims:` after the call.
 
     B, T = 8, 1024
 
-    # atenlens: train_step(torch.randn(B, T, 768))        -> B=8, T=1024
-    # atenlens: train_step(*setup())                      -> B=8, T=1024 with def setup(B=8, T=1024)
+    # atenlens: train_step(torch.randn(B, T, 768))  dims:    -> B=8, T=1024
+    # atenlens: train_step(*setup())  dims:                  -> B=8, T=1024 with def setup(B=8, T=1024)
+
+Asked for, not automatic: the names need a second, symbolic run of the call, which costs 2-3 times
+the trace itself (docs/named-shapes.md).
 
 The rule (docs/named-shapes.md): a name is a dim when the example call builds a tensor with it as a
 size, written as a plain name in a size position of a tensor factory (`torch.randn(B, T, 768)`,
@@ -28,6 +31,12 @@ from typing import Any, Iterator, Mapping, Optional
 _FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty", "full", "randint"})
 # factories whose bare positional arguments are not sizes (randint's low/high, full's fill value)
 _SIZE_IN_A_TUPLE = frozenset({"full", "randint"})
+
+
+NO_CALL_DIMS = (
+    "the example call builds no tensor from a named size (`torch.randn(B, T, 768)` with module variables, "
+    "or a setup function whose parameters size its tensors); name them as `dims: B=8 T=1024`"
+)
 
 
 @dataclass(frozen=True)

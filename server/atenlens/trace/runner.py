@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator, Optional, Union, cast
 
 import torch
 
-from atenlens.call_dims import CallDims, call_dims, notes_text
+from atenlens.call_dims import NO_CALL_DIMS, CallDims, call_dims, notes_text
 from atenlens.dims import dims_text, parse_dims
 from atenlens.gpus import find_gpu
 from atenlens.report import Code, Diagnostic, Event, Frame, NamedShapes, Summary, Target, TraceReport, TraceRequest
@@ -184,7 +184,8 @@ def run_trace(request: TraceRequest) -> TraceReport:
                     except TraceTimeout:  # the recorded trace is complete: keep it
                         compiles.ran_out_of_time()
                     dims = _dims_of(request, info)
-                    spec = dims if dims is not None else _call_dims(example, source, module)
+                    # a bare `dims:` asks for the names the example call's variables give (call_dims.py)
+                    spec = _call_dims(example, source, module) if dims is not None and not dims.strip() else dims
                     if spec is not None:
                         modes.close()  # the symbolic pass has modes of its own
                         named = _named_dims(
@@ -210,13 +211,10 @@ def _dims_of(request: TraceRequest, info: Optional[FunctionInfo]) -> Optional[st
     return info.dims if info is not None else None
 
 
-def _call_dims(example: ExampleCall, source: str, module: types.ModuleType) -> Optional[CallDims]:
-    """Without `dims:`, the names the example call's own variables give its sizes (call_dims.py);
-    None when it names none and has nothing to say about them (no second run)."""
-    if not example.expression:
-        return None
-    found = call_dims(example.expression, source, vars(module))
-    return found if found.dims or found.notes else None
+def _call_dims(example: ExampleCall, source: str, module: types.ModuleType) -> CallDims:
+    """For a bare `dims:`, the names the example call's own variables give its sizes (call_dims.py).
+    Asked for, not automatic: the second, symbolic run costs 2-3 times the trace itself."""
+    return call_dims(example.expression or "", source, vars(module))
 
 
 def _compile_requested(request: TraceRequest, info: Optional[FunctionInfo]) -> bool:
@@ -250,6 +248,8 @@ def _named_dims(
         if left_out is not None:
             report_left_out(sink, left_out, at)
         if not spec.dims:
+            if left_out is None:
+                report_problem(sink, "from the example call", NO_CALL_DIMS, at)
             return None
         dims = spec.dims
     else:
