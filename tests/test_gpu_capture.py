@@ -3,6 +3,8 @@ worker tracing tests/corpus/gpu/capture_graphs.py and clean_capture.py."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from gpu_helpers import cuda_request
@@ -250,3 +252,95 @@ def test_a_whole_step_capture_needs_a_capturable_optimizer(worker):
     ]
     for case in ("case_a_whole_step_capture_with_a_capturable_optimizer", "case_a_whole_step_capture_with_sgd"):
         assert [code for _, code, _, _ in _found(worker, CLEAN, case)] == ["AL513"], case
+
+
+REBOUND = (
+    "`{name}` is bound to a new tensor f32[8, 32] since the CUDA graph captured at line {line} read the one it "
+    "held, and nothing was written into that one before this replay: the graph reads the address it captured, "
+    "so the new data is never seen, with no error; copy into the captured tensor instead: "
+    "`{name}.copy_(new_data)`"
+)
+KEPT = (
+    "`{holder}`{kind} keeps a reference to a static output of the CUDA graph captured at line {line}, and this "
+    "replay overwrites that output in place before anything read it: every reference kept shows the last "
+    "replay's values, with no error; keep a copy instead: `static_y.clone()`"
+)
+
+
+def _summary(begin: int, replays: int) -> tuple[int, str, str, str]:
+    return (
+        begin,
+        "AL513",
+        "information",
+        f"CUDA graph: 3 ops captured (line {begin + 1}), replayed {replays} time{'s' if replays > 1 else ''}; "
+        f"{SYNCED}; capturable: no sync, CPU tensor or missing warm-up seen inside it",
+    )
+
+
+def test_a_static_input_name_bound_to_a_new_tensor_is_reported_at_the_replay(worker):
+    start = _line(CAPTURE, "def case_the_static_input_name_bound_to_a_new_tensor")
+    begin = start + 5
+    assert _found(worker, CAPTURE, "case_the_static_input_name_bound_to_a_new_tensor") == [
+        (begin + 3, "AL516", "warning", REBOUND.format(name="static_x", line=begin)),
+        _summary(begin, 1),
+    ]
+    # in a replay loop: once, at the replay
+    start = _line(CAPTURE, "def case_each_batch_bound_to_the_static_input_name")
+    begin, replay = start + 6, start + 11
+    assert _found(worker, CAPTURE, "case_each_batch_bound_to_the_static_input_name") == [
+        (replay, "AL516", "warning", REBOUND.format(name="static_x", line=begin)),
+        _summary(begin, 3),
+    ]
+    # an attribute of the object that captured, rebound in another method
+    begin = _line(CAPTURE, "with torch.cuda.graph(self.graph):")
+    assert _found(worker, CAPTURE, "case_a_wrapper_that_rebinds_its_static_input") == [
+        (_line(CAPTURE, "self.graph.replay()"), "AL516", "warning", REBOUND.format(name="self.static_x", line=begin)),
+        _summary(begin, 2),
+    ]
+
+
+def test_a_static_output_kept_across_a_replay_is_reported_at_the_replay_that_overwrites_it(worker):
+    begin = _line(CAPTURE, "def captured(model, static_x):") + 4
+    start = _line(CAPTURE, "def case_a_static_output_kept_across_a_replay")
+    assert _found(worker, CAPTURE, "case_a_static_output_kept_across_a_replay") == [
+        (start + 8, "AL517", "warning", KEPT.format(holder="previous", kind="", line=begin)),
+        _summary(begin, 2),
+    ]
+    start = _line(CAPTURE, "def case_static_outputs_appended_in_a_replay_loop")
+    assert _found(worker, CAPTURE, "case_static_outputs_appended_in_a_replay_loop") == [
+        (start + 8, "AL517", "warning", KEPT.format(holder="outs", kind=" (a list)", line=begin)),
+        _summary(begin, 3),
+    ]
+
+
+def test_static_tensors_refilled_read_or_copied_between_replays_are_clean(worker):
+    """copy_ into the static input (also as an attribute), the output read through another name before
+    each replay, a dict made before the first replay, two graphs sharing a pool: only the summaries."""
+    pool_first = _line(CLEAN, "with torch.cuda.graph(first):")
+    for qualname, begins in (
+        ("case_each_output_read_before_the_next_replay", [_line(CLEAN, "def case_each_output_read_before") + 4]),
+        ("case_a_wrapper_that_copies_into_its_static_input", [_line(CLEAN, "with torch.cuda.graph(self.graph):")]),
+        ("case_two_graphs_sharing_a_memory_pool", [pool_first, pool_first + 2]),
+    ):
+        assert _found(worker, CLEAN, qualname) == [_summary(begin, 3) for begin in begins], qualname
+
+
+def test_the_cli_lists_a_rebound_static_input_at_its_replay_line_and_column():
+    """`atenlens trace` as a user runs it: the problem list names the replay's line and column, code and message."""
+    qualname = "case_the_static_input_name_bound_to_a_new_tensor"
+    shown = "tests/corpus/gpu/capture_graphs.py"  # as the CLI shows a path under its working directory
+    done = subprocess.run(
+        [sys.executable, "-m", "atenlens", "trace", f"{shown}::{qualname}"],
+        cwd=CORPUS.parents[2],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    begin = _line(CAPTURE, f"def {qualname}") + 5
+    problems = [line.strip() for line in done.stdout.splitlines() if line.startswith(f"  {shown}:")]
+    assert problems == [
+        f"{shown}:{begin + 3}:5  warning AL516 capture: " + REBOUND.format(name="static_x", line=begin),
+        f"{shown}:{begin}  information AL513 capture: CUDA graph: 3 ops captured (line {begin + 1}), replayed 1 "
+        f"time; {SYNCED}; capturable: no sync, CPU tensor or missing warm-up seen inside it",
+    ]

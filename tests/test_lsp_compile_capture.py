@@ -106,3 +106,52 @@ async def test_the_compile_setting_and_the_directive_report_graph_breaks_in_the_
         (branch, "AL100", warning),
         (branch, "AL600", warning),
     ]
+
+
+async def test_a_rebound_static_input_and_a_kept_static_output_are_warnings_at_their_replays(client, tmp_path):
+    await initialize(client)
+    path = tmp_path / "capture_graphs.py"
+    shutil.copy(CORPUS / "capture_graphs.py", path)
+    text = path.read_text()
+    uri = await open_document(client, path, text)
+    lines = text.splitlines()
+
+    def replay_in(function: str) -> int:
+        """The 0-based line of the first `g.replay()` after `def function`."""
+        start = lsp_line(text, f"def {function}(")
+        return next(i for i in range(start, len(lines)) if lines[i].strip().startswith("g.replay()"))
+
+    for qualname, code, anchor, message in (
+        (
+            "case_each_batch_bound_to_the_static_input_name",
+            "AL516",
+            "al516--static-input-rebound-kind-capture",
+            "`static_x` is bound to a new tensor f32[8, 32] since the CUDA graph captured at line {line} read the "
+            "one it held, and nothing was written into that one before this replay: the graph reads the address it "
+            "captured, so the new data is never seen, with no error; copy into the captured tensor instead: "
+            "`static_x.copy_(new_data)`",
+        ),
+        (
+            "case_static_outputs_appended_in_a_replay_loop",
+            "AL517",
+            "al517--static-output-kept-across-a-replay-kind-capture",
+            "`outs` (a list) keeps a reference to a static output of the CUDA graph captured at line {line}, and "
+            "this replay overwrites that output in place before anything read it: every reference kept shows the "
+            "last replay's values, with no error; keep a copy instead: `static_y.clone()`",
+        ),
+    ):
+        outcome = await execute(client, "atenlens.trace", {"uri": uri, "qualname": qualname})
+        assert outcome["status"] == "ok", outcome
+        published = [p for p in client.recorder.published if p.uri == uri][-1].diagnostics
+        (found,) = [d for d in published if d.code == code]
+        replay = replay_in(qualname)
+        begin = next(i for i in range(replay, 0, -1) if "with torch.cuda.graph(g):" in lines[i])
+        if code == "AL517":  # captured by the helper `captured()`
+            begin = lsp_line(text, "def captured(model, static_x):") + 4
+        assert (found.range.start.line, found.severity, found.source) == (
+            replay,
+            types.DiagnosticSeverity.Warning,
+            "atenlens trace",
+        )
+        assert found.message == message.format(line=begin + 1)
+        assert found.code_description.href == f"{DOCS}#{anchor}"

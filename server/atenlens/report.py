@@ -47,6 +47,8 @@ class Code:
     CAPTURE_SUMMARY = "AL513"  # a CUDA graph capture: ops captured, replays, whether it is capturable
     CAPTURE_UNREGISTERED_GENERATOR = "AL514"  # a random op in a capture draws from an unregistered CUDA generator
     CAPTURED_OUTPUT_BEFORE_REPLAY = "AL515"  # a captured output read before the graph's first replay
+    STATIC_INPUT_REBOUND = "AL516"  # a captured input's name bound to a new tensor, replayed without a copy into it
+    STATIC_OUTPUT_KEPT = "AL517"  # a reference to a captured output kept across a replay that overwrites it
     GRAPH_BREAK = "AL600"  # torch.compile: Dynamo breaks the compiled function's graph at this line
     CUDAGRAPH_SKIP = "AL602"  # torch.compile(mode="reduce-overhead"): CUDA graphs would skip a graph
     COMPILE_SUMMARY = "AL601"  # torch.compile: how many graphs, breaks and guards a compiled callable has

@@ -65,6 +65,8 @@ TRACE_ANCHORS = {
     "AL513": "al513--cuda-graph-summary-kind-capture",
     "AL514": "al514--unregistered-generator-in-capture-kind-capture",
     "AL515": "al515--captured-output-read-before-replay-kind-capture",
+    "AL516": "al516--static-input-rebound-kind-capture",
+    "AL517": "al517--static-output-kept-across-a-replay-kind-capture",
 }
 
 

@@ -1,4 +1,4 @@
-"""CUDA graph capture: what a real capture rejects (AL510) or silently gets wrong (AL511, AL512)."""
+"""CUDA graph capture: what a real capture rejects (AL510) or silently gets wrong (AL511, AL512, AL514-AL517)."""
 import torch
 import torch.nn as nn
 
@@ -191,3 +191,86 @@ def whole_step_capture(opt):
 
 def case_a_whole_step_capture_with_an_optimizer_that_is_not_capturable():
     return whole_step_capture(lambda params: torch.optim.AdamW(params, lr=1e-3))
+
+
+def captured(model, static_x):
+    """A warmed-up capture of `model(static_x)`: the graph and its static output."""
+    warm_up(model, static_x)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static_y = model(static_x)
+    return g, static_y
+
+
+def case_the_static_input_name_bound_to_a_new_tensor():
+    model = make_model()
+    static_x = torch.zeros(8, 32, device="cuda")
+    warm_up(model, static_x)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static_y = model(static_x)
+    static_x = torch.randn(8, 32, device="cuda")
+    g.replay()  # expect: AL516:warning
+    return static_y.clone()
+
+
+def case_each_batch_bound_to_the_static_input_name():
+    model = make_model()
+    batches = [torch.randn(8, 32, device="cuda") for _ in range(3)]
+    static_x = torch.zeros(8, 32, device="cuda")
+    warm_up(model, static_x)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static_y = model(static_x)
+    outs = []
+    for batch in batches:
+        static_x = batch * 1.0
+        g.replay()  # expect: AL516:warning
+        outs.append(static_y.clone())
+    return outs
+
+
+class GraphedModel:
+    """A capture kept on an object, replayed by its __call__."""
+
+    def __init__(self, model):
+        self.static_x = torch.zeros(8, 32, device="cuda")
+        warm_up(model, self.static_x)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.static_y = model(self.static_x)
+
+    def __call__(self, x):
+        self.static_x = x
+        self.graph.replay()  # expect: AL516:warning
+        return self.static_y.clone()
+
+
+def case_a_wrapper_that_rebinds_its_static_input():
+    runner = GraphedModel(make_model())
+    return [runner(torch.randn(8, 32, device="cuda")) for _ in range(2)]
+
+
+def case_a_static_output_kept_across_a_replay():
+    model = make_model()
+    static_x = torch.zeros(8, 32, device="cuda")
+    g, static_y = captured(model, static_x)
+    static_x.fill_(1.0)
+    g.replay()
+    previous = static_y
+    static_x.fill_(2.0)
+    g.replay()  # expect: AL517:warning
+    return static_y - previous
+
+
+def case_static_outputs_appended_in_a_replay_loop():
+    model = make_model()
+    batches = [torch.randn(8, 32, device="cuda") for _ in range(3)]
+    static_x = torch.zeros(8, 32, device="cuda")
+    g, static_y = captured(model, static_x)
+    outs = []
+    for batch in batches:
+        static_x.copy_(batch)
+        g.replay()  # expect: AL517:warning
+        outs.append(static_y)
+    return torch.stack(outs)

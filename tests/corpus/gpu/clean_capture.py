@@ -124,3 +124,61 @@ def case_a_whole_step_capture_with_a_capturable_optimizer(model, batches):
 # atenlens: case_a_whole_step_capture_with_sgd(*setup())
 def case_a_whole_step_capture_with_sgd(model, batches):
     return whole_step_captured(model, torch.optim.SGD(model.parameters(), lr=0.1), batches)
+
+
+# atenlens: case_each_output_read_before_the_next_replay(*setup())
+def case_each_output_read_before_the_next_replay(model, batches):
+    static_x = torch.zeros(8, 64, device="cuda")
+    warm_up(model, static_x)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static_y = model(static_x)
+    outputs = {"y": static_y}  # made before the first replay: the static output itself, by design
+    losses = []
+    for batch in batches:
+        static_x.copy_(batch)
+        g.replay()
+        out = outputs["y"]
+        losses.append(out.sum())
+    return losses
+
+
+class Graphed:
+    """A capture kept on an object whose __call__ copies into its static input."""
+
+    def __init__(self, model):
+        self.static_x = torch.zeros(8, 64, device="cuda")
+        warm_up(model, self.static_x)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.static_y = model(self.static_x)
+
+    def __call__(self, x):
+        self.static_x.copy_(x)
+        self.graph.replay()
+        return self.static_y.clone()
+
+
+# atenlens: case_a_wrapper_that_copies_into_its_static_input(*setup())
+def case_a_wrapper_that_copies_into_its_static_input(model, batches):
+    runner = Graphed(model)
+    return [runner(batch) for batch in batches]
+
+
+# atenlens: case_two_graphs_sharing_a_memory_pool(*setup())
+def case_two_graphs_sharing_a_memory_pool(model, batches):
+    """torch's documented pool sharing: the second capture uses the first's pool, replays in capture order."""
+    static_x = torch.zeros(8, 64, device="cuda")
+    warm_up(model, static_x)
+    first, second = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+    with torch.cuda.graph(first):
+        static_h = model(static_x)
+    with torch.cuda.graph(second, pool=first.pool()):
+        static_y = model(static_h)
+    outs = []
+    for batch in batches:
+        static_x.copy_(batch)
+        first.replay()
+        second.replay()
+        outs.append(static_y.clone())
+    return outs

@@ -24,7 +24,8 @@ values are fake anyway) and is counted. While a capture is open:
 
 After `capture_end()`, the captured ops' outputs hold nothing until the first `replay()` (a capture
 records kernels without running them): user code that reads one before that reads uninitialised
-memory, with no error: AL515.
+memory, with no error: AL515. Between replays, a static input's name bound to a new tensor (AL516)
+and a static output kept by reference across a replay (AL517): replays.py.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from atenlens.report import Code, Frame
 from atenlens.trace.attribution import library_cause, user_stack
+from atenlens.trace.gpu.replays import ReplayChecks, StaticTensors, static_tensors, user_caller
 from atenlens.trace.torch_compat import generator_id, storage_key
 
 _MAX_OUTPUTS = 100_000  # outputs kept per capture for the replays' writes (a bound, not a model limit)
@@ -60,6 +62,10 @@ class _Capture:
     stream: int = 0  # id of the capturing stream
     joined: set[int] = field(default_factory=set)  # streams that branched from the capturing stream
     unjoined: dict[int, Any] = field(default_factory=dict)  # streams whose work it has not waited for yet
+    by_user: bool = False  # the user's code began it (not make_graphed_callables): its static tensors are checked
+    inputs: set[int] = field(default_factory=set)  # storages read before any captured op wrote them
+    produced: set[int] = field(default_factory=set)  # storages the captured ops wrote
+    static: Optional[StaticTensors] = None  # the capturing frame's names for them (replays.py)
 
 
 class CaptureTracker:
@@ -89,6 +95,9 @@ class CaptureTracker:
         self.unreplayed: dict[int, tuple[int, int, str]] = {}
         self._registered: dict[int, set[int]] = {}  # graph id -> generators registered before capture
         self._unregistered_lines: set[tuple[int, int]] = set()
+        # static inputs rebound and static outputs kept across replays (AL516, AL517): empty until a
+        # capture ends, so the per-op check is one truth test
+        self.replays = ReplayChecks(self._report_replay, _label)
 
     # -- the simulated CUDAGraph's calls --------------------------------------------------------
     def begin(self, graph: Any, on_default_stream: bool) -> None:
@@ -103,6 +112,7 @@ class CaptureTracker:
         )
         capture.stream = id(self._current_stream())
         capture.joined = {capture.stream}
+        capture.by_user = user_caller(sys._getframe(1)) is not None
         self.library_synced = False
         self.active = capture
         if self._step_hook is None:
@@ -153,8 +163,13 @@ class CaptureTracker:
             capture.problems.append(f"a side stream not rejoined ({Code.UNSUPPORTED_IN_CAPTURE})")
         self.active = None
         self._event_streams.clear()
+        line = capture.where[-1].line if capture.where else 0
+        frame = user_caller(sys._getframe(1)) if capture.by_user else None
+        if frame is not None:
+            alive = [t for t in (ref() for ref in capture.outputs) if t is not None]
+            capture.static = static_tensors(frame, line, capture.inputs, alive)
+            self.replays.watch(capture.static)
         if capture.replays == 0:
-            line = capture.where[-1].line if capture.where else 0
             for ref in capture.outputs:
                 t = ref()
                 key = storage_key(t) if t is not None else None
@@ -174,9 +189,14 @@ class CaptureTracker:
         if self.active is not None:
             raise RuntimeError("replay() while a CUDA graph capture is in progress")
         capture.replays += 1
+        if capture.static is not None:
+            self.replays.replayed(capture.static, user_caller(sys._getframe(1)))
         if self.unreplayed:
             self.unreplayed = {k: v for k, v in self.unreplayed.items() if v[0] != capture.graph_id}
         return [t for t in (ref() for ref in capture.outputs) if t is not None]
+
+    def _report_replay(self, code: str, message: str) -> None:
+        self._report("capture", code, message, None, "warning", name_library=False)
 
     def _optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         """torch's optimizers check `capturable` before a step inside a capture, but only where a
@@ -282,6 +302,15 @@ class CaptureTracker:
                     f"({Code.UNSUPPORTED_IN_CAPTURE})"
                 )
             capture.unjoined[id(stream)] = stream
+        if capture.by_user:
+            for t in _tensors(args, kwargs):
+                key = storage_key(t) if t.device.type == "cuda" else None
+                if key is not None and key not in capture.produced:
+                    capture.inputs.add(key)
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                key = storage_key(t) if isinstance(t, torch.Tensor) else None
+                if key is not None:
+                    capture.produced.add(key)
         if len(capture.outputs) < _MAX_OUTPUTS:
             capture.outputs += [
                 weakref.ref(t)
@@ -348,6 +377,7 @@ class CaptureTracker:
         for where, captures in by_line.items():
             self._add("capture", Code.CAPTURE_SUMMARY, _summary(captures), severity="information", stack=where)
         self._captures.clear()
+        self.replays.watched.clear()
         if self._step_hook is not None:
             self._step_hook.remove()
             self._step_hook = None

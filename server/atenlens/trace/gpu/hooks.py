@@ -90,6 +90,8 @@ class HazardHooks:
         capture = tracker.capture
         if capture.unreplayed and capture.active is None and not func.is_view:
             capture.read_before_replay(args, kwargs, str(func))
+        if capture.replays.watched and capture.active is None and not func.is_view:
+            capture.replays.op(func, args, kwargs)  # static tensors between replays (AL516, AL517)
         handler = self._op_handler(func)
         if handler is None:
             out = func(*args, **kwargs)
