@@ -180,6 +180,7 @@ def test_the_directive_asks_for_compile_with_a_last_word_before_or_after_dims():
     assert split_example_call("step(*setup())  compile  dims: B=8") == ("step(*setup())", "B=8", True)
     assert split_example_call("step(*setup())  dims: B=8 T=16  compile") == ("step(*setup())", "B=8 T=16", True)
     assert split_example_call("step(*setup())  dims: B=8") == ("step(*setup())", "B=8", False)
+    assert split_example_call("step(*setup())  dims: compile") == ("step(*setup())", "", True)  # a bare dims:
     # valid Python as a whole is a call: its last word stays
     assert split_example_call("f(x) if fast else compile") == ("f(x) if fast else compile", None, False)
     assert split_example_call("compile") == ("compile", None, False)

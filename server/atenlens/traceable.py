@@ -86,7 +86,7 @@ def split_example_call(text: str) -> tuple[str, Optional[str], bool]:
     call, dims = split_directive(text)
     call, compiled = _split_compile(call)
     if dims is not None:
-        dims, after_dims = _split_compile(dims)
+        dims, after_dims = ("", True) if dims.strip() == "compile" else _split_compile(dims)  # a bare `dims:`
         compiled = compiled or after_dims
     return call, dims, compiled
 
