@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from atenlens.call_dims import CallDims, call_dims, notes_text
+from atenlens.traceable import split_example_call
 from engine_helpers import REPO, ops, trace
 
 FIXTURE = "tests/fixtures/shapes/call_named.py"
@@ -23,6 +24,13 @@ def setup(batch=4, seq=32, heads=4, *, width=W):
 def pair(n):
     return torch.zeros((n, 3))
 """
+
+
+def test_a_bare_dims_is_read_with_or_without_compile() -> None:
+    assert split_example_call("f(x)  dims:") == ("f(x)", "", False)
+    assert split_example_call("f(x)  compile  dims:") == ("f(x)", "", True)
+    assert split_example_call("f(x)  dims: compile") == ("f(x)", "", True)
+    assert split_example_call("f(x)  dims: B=8 compile") == ("f(x)", "B=8", True)
 
 
 @pytest.mark.parametrize(
