@@ -49,13 +49,14 @@ LOOP = (re.compile(rb"for(?<![A-Za-z_]for)\b"), re.compile(rb"while(?<![A-Za-z_]
 _PROSE_START = re.compile(rb"[#'\"]")
 # A whole comment or string literal from its first character (re.S: a backslash escapes a line
 # break too). A one-line string that meets a line break unclosed, or a triple-quoted one that
-# never closes, does not match: the scan cannot tell prose from code after it.
+# never closes, does not match: the scan cannot tell prose from code after it. Possessive runs
+# (`++`, `*+`) take a string's characters in one step and never backtrack: the same matches.
 _PROSE = re.compile(
-    rb"#[^\n]*"
-    rb"|'''(?:[^'\\]|\\.|'(?!''))*'''"
-    rb'|"""(?:[^"\\]|\\.|"(?!""))*"""'
-    rb"|'(?:[^'\\\n]|\\.)*'"
-    rb'|"(?:[^"\\\n]|\\.)*"',
+    rb"#[^\n]*+"
+    rb"|'''(?:[^'\\]++|\\.|'(?!''))*+'''"
+    rb'|"""(?:[^"\\]++|\\.|"(?!""))*+"""'
+    rb"|'(?:[^'\\\n]++|\\.)*+'"
+    rb'|"(?:[^"\\\n]++|\\.)*+"',
     re.S,
 )
 _FORMAT_PREFIX = frozenset(b"fFtT")  # f-strings (and 3.14's t-strings) hold code in their braces
