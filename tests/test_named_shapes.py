@@ -362,3 +362,30 @@ def test_a_transposed_input_is_named_and_the_inputs_that_keep_their_sizes_are_li
             "s (a view with gaps or overlaps: a strided slice, an expand)",
         )
     ]
+
+
+def test_an_input_that_cannot_take_the_names_is_named_in_the_note(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "scaled.py",
+        """
+        import torch
+
+
+        # atenlens: double(torch.randn(8, 16, requires_grad=True) * 2)  dims: B=8
+        def double(x):
+            return x * 2
+        """,
+    )
+    report = trace(path, "double")
+    assert report.status == "ok", report.message
+    assert report.named_shapes is not None and report.named_shapes.symbolic is False
+    assert [(d.line, d.code, d.message) for d in report.diagnostics] == [
+        (
+            4,
+            "AL920",
+            "dims B=8: no input with a named size (B=8) could take the names: x (not a leaf of autograd: an op on "
+            "a tensor that requires grad made it); shapes are shown with concrete sizes",
+        )
+    ]
+    assert [m.shape for e in ops(report, line=6) for m in e.outputs] == [(8, 16)]

@@ -183,10 +183,11 @@ def symbolic_pass(
             call = build_call(module)
             args, kwargs, named, kept = _symbolic_inputs(call.function, call.args, call.kwargs, names, env)
             if not named:
-                because = f"; {'; '.join(kept)}: kept their sizes" if kept else ""
-                return SymbolicPass(
-                    problem=f"no input of the example call has a named size ({dims_text(dims)}){because}",
-                )
+                if kept:  # inputs with a named size, none of which could be made symbolic
+                    problem = f"no input with a named size ({dims_text(dims)}) could take the names: {'; '.join(kept)}"
+                else:
+                    problem = f"no input of the example call has a named size ({dims_text(dims)})"
+                return SymbolicPass(problem=problem)
             recorder.start(boundary=sys._getframe().f_code)
             try:
                 drive(call.function(*args, **kwargs))
