@@ -24,6 +24,7 @@ FSDP_ADAMW = FIXTURES / "fsdp_adamw_step.py"
 HAZARDS = FIXTURES / "hazards_step.py"
 SP = FIXTURES / "sp_step.py"
 ROOT_ONLY = FIXTURES / "fsdp_root_only.py"
+HEADS = FIXTURES / "tp_heads.py"
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "fsdp_tp_step.py"
 NVLINK = 450e9  # H100 SXM, one way (atenlens/gpus.py)
 NETWORK = 50e9  # 400 Gb/s per GPU
@@ -220,6 +221,57 @@ def test_tensor_parallel_all_reduce_at_the_row_parallel_line_and_no_socket(worke
         "|---|---|---|---|---|---|---|---|\n"
         "| forward | `all_reduce` | default_pg | 4 | 2 KiB | 10.2 µs | NVLink | 1 |" in hover_markdown(line)
     )
+
+
+def test_views_of_a_local_shard_are_labelled_with_the_sharded_dimension_they_keep(worker):
+    """ColwiseParallel's plain local output [8, 32] of [8, 128], split into heads of 8 features, the heads
+    moved first, flattened: each view says which of its dimensions holds this rank's part."""
+    report = worker.trace(TraceRequest(file=str(HEADS), qualname="step", device="cuda", timeout_seconds=120))
+    assert report.status == "ok", report.message
+    qkv, split, flat, last = (
+        line_of(HEADS, "h = self.qkv(x)"),
+        line_of(HEADS, "heads = h.view("),
+        line_of(HEADS, "flat = heads.contiguous()"),
+        line_of(HEADS, "return flat.flatten()"),
+    )
+    forward = [
+        (e.line, e.name, tensor_label_with_device(e.outputs[0]))
+        for e in report.events
+        if e.kind == "op" and e.phase == "forward" and e.outputs
+    ]
+    assert [row for row in forward if row[0] == qkv][-1] == (
+        qkv,
+        "aten.view.default",  # to_local()'s view
+        "f32[8, 32] local Shard(1) cuda:0 of f32[8, 128]",
+    )
+    assert [row for row in forward if row[0] in (split, flat, last)] == [
+        (split, "aten.view.default", "f32[8, 4, 8] local Shard(1) cuda:0 of f32[8, 16, 8]"),  # 4 of 16 heads
+        (split, "aten.transpose.int", "f32[4, 8, 8] local Shard(0) cuda:0 of f32[16, 8, 8]"),
+        (flat, "aten.clone.default", "f32[4, 8, 8] local Shard(0) cuda:0 of f32[16, 8, 8]"),  # same shape
+        (flat, "aten.view.default", "f32[4, 64] local Shard(0) cuda:0 of f32[16, 64]"),
+        (last, "aten.view.default", "f32[256] local Shard(0) cuda:0 of f32[1024]"),  # the heads outermost
+    ]
+
+
+@pytest.mark.parametrize(
+    "placements, global_shape, local, out, expected",
+    [
+        ("Shard(1)", (8, 128), ((8, 32), (32, 1)), ((8, 4, 8), (32, 8, 1)), ("Shard(1)", (8, 16, 8))),
+        ("Shard(1)", (8, 128), ((8, 32), (32, 1)), ((32, 8), (1, 32)), ("Shard(0)", (128, 8))),  # .t()
+        ("Shard(2)", (2, 16, 128), ((2, 16, 32), (512, 32, 1)), ((32, 32), (32, 1)), ("Shard(1)", (32, 128))),
+        ("Replicate(), Shard(0)", (64, 8), ((16, 8), (8, 1)), ((8, 16), (1, 8)), ("Replicate(), Shard(1)", (8, 64))),
+        ("Shard(1)", (8, 128), ((8, 32), (32, 1)), ((256,), (1,)), None),  # merged with the batch outside it
+        ("Shard(1)", (8, 128), ((8, 32), (32, 1)), ((8, 1, 32), (32, 32, 1)), None),  # a new size-1 dim
+        ("Shard(1)", (8, 128), ((8, 32), (32, 1)), ((8, 16), (32, 1)), None),  # half of the shard (a slice)
+        ("Shard(0), Shard(1)", (8, 128), ((4, 32), (32, 1)), ((128,), (1,)), None),  # sharded twice
+    ],
+)
+def test_shard_through_view_follows_the_sharded_dimension_by_its_strides(
+    placements, global_shape, local, out, expected
+):
+    from atenlens.trace.ranks import shard_through_view
+
+    assert shard_through_view(placements, global_shape, *local, *out) == expected
 
 
 def test_sequence_parallel_all_gathers_and_reduce_scatters_the_sequence_instead_of_an_all_reduce(worker):

@@ -79,6 +79,7 @@ class TensorMeta:
     dims: Optional[tuple[str, ...]] = None
     # True: a plain tensor that holds only this rank's shard of such a DTensor, handed back by its
     # `to_local()` (tensor parallel's `use_local_output=True`), or made from one by a shape-keeping op
+    # or a view that keeps its sharded dimension (trace/ranks.py shard_through_view)
     local: Optional[bool] = None
 
 

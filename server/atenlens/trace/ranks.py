@@ -160,3 +160,64 @@ def simulated_ranks(ranks: Ranks, sink: Any, collectives: Any = None) -> Iterato
         if dist.is_initialized() and not was_initialized:
             with torch_compat.outside_trace_modes():
                 dist.destroy_process_group()
+
+
+def shard_through_view(
+    placements: str,
+    global_shape: tuple[int, ...],
+    in_shape: tuple[int, ...],
+    in_stride: tuple[int, ...],
+    out_shape: tuple[int, ...],
+    out_stride: tuple[int, ...],
+) -> Optional[tuple[str, tuple[int, ...]]]:
+    """The placements and global shape of a view (view, reshape without a copy, transpose, permute) of
+    a local shard: `placements` names one `Shard(d)` (a 1-D mesh's, or one dimension of a 2-D mesh's
+    "Replicate(), Shard(1)"). The shard's dimension d is followed through the view by its strides: the
+    output dimensions laid out within d's span of memory are its pieces (one when the view keeps it,
+    several when it splits it: [8, 32] as [8, 4, 8], heads of 8 features). Every rank holds the same
+    contiguous 1/n of d, so the outermost piece is the one sharded, n times larger globally; so is a
+    dimension that merges d with the dimensions inside it ([4, 64] as [256]). None when the view merges
+    d with a dimension outside it, its pieces do not cover d whole, or it adds or drops a
+    dimension of size 1 (which of them is sharded is then not told by the strides)."""
+    labels = placements.split(", ")
+    sharded = [i for i, label in enumerate(labels) if label.startswith("Shard(")]
+    if len(sharded) != 1:
+        return None
+    try:
+        dim = int(labels[sharded[0]][len("Shard(") : -1])
+    except ValueError:
+        return None
+    if not 0 <= dim < len(in_shape) or len(global_shape) != len(in_shape) or in_shape[dim] < 1:
+        return None
+    if out_shape.count(1) != in_shape.count(1):  # a new size-1 dimension could be the piece sharded
+        return None
+    size, stride = in_shape[dim], in_stride[dim]
+    if global_shape[dim] % size:
+        return None
+    ranks = global_shape[dim] // size
+    pieces = [
+        j
+        for j, (n, s) in enumerate(zip(out_shape, out_stride))
+        if n > 1 and s >= stride and s % stride == 0 and s * n <= stride * size
+    ]
+    if not pieces:  # d merged with the dimensions inside it ([4, 64] as [256]): still its outermost part
+        pieces = [
+            j
+            for j, (n, s) in enumerate(zip(out_shape, out_stride))
+            if 0 < s < stride and stride % s == 0 and s * n == stride * size
+        ]
+        if len(pieces) != 1:
+            return None
+        labels[sharded[0]] = f"Shard({pieces[0]})"
+        return ", ".join(labels), tuple(n * ranks if j == pieces[0] else n for j, n in enumerate(out_shape))
+    covered = 1
+    for j in pieces:
+        covered *= out_shape[j]
+    if covered != size:
+        return None
+    outer = max(pieces, key=lambda j: out_stride[j])
+    if out_stride[outer] * out_shape[outer] != stride * size:
+        return None
+    labels[sharded[0]] = f"Shard({outer})"
+    shape = tuple(n * ranks if j == outer else n for j, n in enumerate(out_shape))
+    return ", ".join(labels), shape

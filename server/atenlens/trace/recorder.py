@@ -51,6 +51,7 @@ from atenlens.trace.diagnostics import DiagnosticSink
 from atenlens.trace.dist_hazards import DistributedHazards
 from atenlens.trace.memory import MemoryModel, NoMemoryModel
 from atenlens.trace.modules import ModuleTracker
+from atenlens.trace.ranks import shard_through_view
 from atenlens.trace.roofline import bytes_moved
 from atenlens.trace.values import Values
 
@@ -391,16 +392,26 @@ class Recorder:
 
     def _local_shard_of(self, args: tuple, out: Any, meta: TensorMeta) -> Optional[TensorMeta]:
         """`out`'s meta as a local shard when an input is one of the same shape (relu of a column-parallel
-        output is a shard too); None otherwise."""
+        output is a shard too), or `out` is a view of one whose sharded dimension the view keeps or
+        splits (trace/ranks.py shard_through_view: heads out of a column-parallel output); None otherwise."""
         for value in args:
             if isinstance(value, _Tensor):
                 shard = self._local_shards.get(value)
-                if shard is not None and shard.shape == meta.shape:
-                    placed = dataclasses.replace(
-                        meta, placements=shard.placements, global_shape=shard.global_shape, local=True
+                if shard is None or shard.placements is None or shard.global_shape is None:
+                    continue
+                placements, global_shape = shard.placements, shard.global_shape
+                if shard.shape != meta.shape:
+                    if tc.storage_key(value) != tc.storage_key(out):  # not a view: its own shape only
+                        continue
+                    through = shard_through_view(
+                        placements, global_shape, tuple(value.shape), value.stride(), tuple(out.shape), out.stride()
                     )
-                    self._local_shards[out] = placed
-                    return placed
+                    if through is None:
+                        continue
+                    placements, global_shape = through
+                placed = dataclasses.replace(meta, placements=placements, global_shape=global_shape, local=True)
+                self._local_shards[out] = placed
+                return placed
         return None
 
     def metas(self, values: Any) -> tuple[TensorMeta, ...]:
