@@ -355,3 +355,44 @@ def test_mask_assignment_of_a_cpu_scalar_is_masked_fill_without_a_sync(worker, t
     tensor = worker.trace(cuda_request(path, "tensor_value"))
     line = line_of(path, "x[x < 0] = torch.zeros")
     assert [(d.line, d.code, d.op) for d in tensor.diagnostics] == [(line, "AL100", "aten.index_put_.default")]
+
+
+def test_a_known_operand_decides_or_and_and_of_unknown_masks(worker, tmp_path):
+    # generate()'s stopping criteria: `done = length_done | eos_done` with eos_done read from unknown
+    # tokens; `unfinished & ~done` is known all-False once the length criterion holds
+    path = write(
+        tmp_path,
+        "stop.py",
+        """
+        import torch
+
+        def loop():
+            tokens = torch.nn.Linear(8, 5000, device="cuda")(torch.randn(2, 8, device="cuda")).argmax(-1)
+            unfinished = torch.ones(2, dtype=torch.long, device="cuda")
+            steps = 0
+            for cur_len in range(1, 10):
+                done = torch.full((2,), cur_len >= 3, dtype=torch.bool, device="cuda")
+                done = done | (tokens == 7)
+                unfinished = unfinished & ~done
+                steps += 1
+                if unfinished.max() == 0:
+                    break
+            keep = torch.logical_or(tokens > 0, torch.ones(2, dtype=torch.bool, device="cuda"))
+            drop = (tokens > 0) & torch.zeros(2, dtype=torch.bool, device="cuda")
+            print(steps, keep.tolist(), drop.tolist(), ((tokens > 0) | False).tolist())
+    """,
+    )
+    report = worker.trace(cuda_request(path, "loop"))
+    assert report.status == "ok", report.message
+    # `| False` decides nothing: that mask stays unknown and its values are assumed
+    assert report.stdout == "3 [True, True] [False, False] [True, True]\n"
+    check = line_of(path, "if unfinished.max() == 0:")
+    assert _assumptions(report) == [
+        (
+            check,
+            UNKNOWN
+            + "`False` for `bool()` / `if tensor:` of b8[]: an unknown value is assumed not to equal a given one",
+            2,
+        ),
+        (line_of(path, "print(steps"), UNKNOWN + "`[True, True]` for `.tolist()` of b8[2]", 1),
+    ]

@@ -178,17 +178,40 @@ def as_fake(tensor: Any) -> Any:
     return mode.from_tensor(tensor) if mode is not None else tensor
 
 
+def _forget_constant(converter: Any, t: Any) -> None:
+    """Drop FakeTensorMode's constant value of `t` and its converter's weak references to `t`."""
+    mapping = converter.constant_storage_mapping
+    for key, refs in list(mapping.items()):
+        kept = [r for r in refs if r() is not t]
+        if len(kept) == len(refs):
+            continue
+        if kept:
+            mapping[key] = kept
+        else:
+            del mapping[key]
+    t.constant = None
+
+
 def _swap_tensors_clearing_fake_memo(original: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
     # torch 2.13: nn.Module._apply always swaps FakeTensor parameters with torch.utils.swap_tensors,
     # which refuses tensors that have weak references. FakeTensorMode's meta converter keeps a
     # WeakValueDictionary memo that holds such references (nn.Parameter(fake) detaches), so
     # module.to(device) / .to(dtype) / .cuda() fail with "Couldn't swap Linear.weight".
     # The memo is only a cache: clearing it right before the swap is safe.
+    # A fake made from one-element data (`nn.Parameter(torch.tensor(2.66))`: CLIP's logit_scale, a
+    # learnable temperature) is also one of FakeTensorMode's "constants", and the converter keeps weak
+    # references to constants (constant_storage_mapping), so the swap fails with "Couldn't swap
+    # CLIPModel.logit_scale". The swapped tensors stop being constants (the mode then computes on
+    # them as on any fake; their values stay known to the trace through trace/values.py).
     def swap_tensors(t1: Any, t2: Any) -> None:
         if isinstance(t1, FakeTensor) or isinstance(t2, FakeTensor):
             mode = _active_fake_mode(t1)
             if mode is not None:
-                mode.fake_tensor_converter.meta_converter.tensor_memo.clear()
+                converter = mode.fake_tensor_converter
+                converter.meta_converter.tensor_memo.clear()
+                for t in (t1, t2):
+                    if isinstance(t, FakeTensor) and t.constant is not None:
+                        _forget_constant(converter, t)
         return original(t1, t2)
 
     swap_tensors.__wrapped__ = original  # type: ignore[attr-defined]

@@ -139,6 +139,25 @@ _SUMS = frozenset({aten.sum.default, aten.sum.dim_IntList})
 # Comparisons whose one-element unknown result is assumed: an unknown value rarely equals a given one.
 _EQUALITY = {aten.eq.Scalar: False, aten.eq.Tensor: False, aten.ne.Scalar: True, aten.ne.Tensor: True}
 _AMP_CHECK = aten._amp_foreach_non_finite_check_and_unscale_.default
+# Logical ops that one known operand decides whatever the other holds: `x | True` is True and
+# `x & False` is False. generate()'s stopping criteria rely on it: `unfinished & ~(length_done |
+# eos_done)` stops every sequence once the length criterion holds, though the end-of-sequence test
+# reads generated tokens, which are unknown. (True: `or`, absorbed by nonzero; False: `and`, by zero.)
+_ABSORBING = {
+    aten.bitwise_or.Tensor: True,
+    aten.bitwise_or.Scalar: True,
+    aten.bitwise_or_.Tensor: True,
+    aten.bitwise_or_.Scalar: True,
+    aten.logical_or.default: True,
+    aten.logical_or_.default: True,
+    aten.bitwise_and.Tensor: False,
+    aten.bitwise_and.Scalar: False,
+    aten.bitwise_and_.Tensor: False,
+    aten.bitwise_and_.Scalar: False,
+    aten.logical_and.default: False,
+    aten.logical_and_.default: False,
+}
+_LOGICAL = frozenset({aten.logical_or.default, aten.logical_or_.default})  # nonzero absorbs whatever the dtype
 _SIZED_BY_VALUES = frozenset({aten.repeat_interleave.Tensor, aten.bincount.default})
 _SIZED_BY_VALUES_LIMIT = 1 << 24
 FINITE_CALLS = frozenset({torch.isfinite, torch.Tensor.isfinite})
@@ -193,7 +212,11 @@ def _op_info(func: Any) -> _OpInfo:
         overwrites,
         func in _GARBAGE,
         torch.Tag.pointwise in func.tags,
-        plain=not mutated and not overwrites and func not in _FINITE_TESTS and func is not _AMP_CHECK,
+        plain=not mutated
+        and not overwrites
+        and func not in _FINITE_TESTS
+        and func is not _AMP_CHECK
+        and func not in _ABSORBING,
         equality=_EQUALITY.get(func),
     )
 
@@ -337,6 +360,8 @@ class Values:
             if func in _FINITE_TESTS and len(outputs) == 1:
                 self._assume_uniform(outputs[0], torch.tensor(_FINITE_TESTS[func]), FINITE)
                 return
+            if func in _ABSORBING and len(outputs) == 1 and self._absorb(func, args, shadows, outputs[0]):
+                return
             for t in mutated:
                 self._forget(t)
             return
@@ -372,6 +397,21 @@ class Values:
                 continue
             if tuple(real.shape) == tuple(fake.shape) and real.dtype == fake.dtype:
                 self._attach(fake, Shadow(real, reason=reason))
+
+    def _absorb(self, func: Any, args: tuple, shadows: list, out: torch.Tensor) -> bool:
+        """An `|` / `&` with an unknown operand whose known operand decides every element of `out`
+        (see `_ABSORBING`): `out` (the result, or the first argument written in place) gets that value."""
+        is_or = _ABSORBING[func]
+        known = [(s.value, s.reason) for s in shadows if s is not None]
+        known += [(torch.tensor(a), None) for a in args[1:2] if isinstance(a, (bool, int))]
+        for value, reason in known:
+            if is_or and (func in _LOGICAL or out.dtype == torch.bool) and bool(value.all()):
+                self._assume_uniform(out, torch.tensor(True), reason)
+                return True
+            if not is_or and not bool(value.any()):
+                self._assume_uniform(out, torch.tensor(False), reason)
+                return True
+        return False
 
     def _mirror_uniform(
         self, func: Any, info: _OpInfo, args: tuple, kwargs: dict, shadows: list, outputs: list, mutated: list
