@@ -216,10 +216,12 @@ def test_tensor_parallel_all_reduce_at_the_row_parallel_line_and_no_socket(worke
     line = view.lines[down - 1]
     assert line.hint(HintSettings()).endswith(" · all_reduce 4x 2 KiB ~10.2 µs NVLink")
     assert (
-        "**Collectives** (estimates: NCCL ring and tree model, docs/distributed.md)\n\n"
-        "| phase | collective | group | ranks | bytes per rank | time | link | count |\n"
-        "|---|---|---|---|---|---|---|---|\n"
-        "| forward | `all_reduce` | default_pg | 4 | 2 KiB | 10.2 µs | NVLink | 1 |" in hover_markdown(line)
+        "**Collectives** (estimates: NCCL ring and tree model; exposed: not hidden by compute on two streams, "
+        "docs/distributed.md)\n\n"
+        "| phase | collective | group | ranks | bytes per rank | time | exposed | link | count |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"
+        # the sum of the row-parallel output waits for its all-reduce at once: all of it exposed
+        "| forward | `all_reduce` | default_pg | 4 | 2 KiB | 10.2 µs | 10.2 µs | NVLink | 1 |" in hover_markdown(line)
     )
 
 

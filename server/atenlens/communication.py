@@ -44,22 +44,24 @@ def short_name(name: str) -> str:
     return name
 
 
-def _grouped(events: Sequence[Event]) -> list[tuple[Event, int, float]]:
-    """Equal collectives (phase, name, group, bytes) folded: (first event, count, summed seconds)."""
+def _grouped(events: Sequence[Event]) -> list[tuple[Event, int, float, float]]:
+    """Equal collectives (phase, name, group, bytes) folded: (first event, count, summed seconds, summed
+    exposed seconds)."""
     groups: dict[tuple, list] = {}
     for e in events:
         key = (e.phase, e.name, e.group, e.group_size, e.link, e.bytes)
-        found = groups.setdefault(key, [e, 0, 0.0])
+        found = groups.setdefault(key, [e, 0, 0.0, 0.0])
         found[1] += 1
         found[2] += e.estimate_seconds
-    return [(e, count, seconds) for e, count, seconds in groups.values()]
+        found[3] += e.exposed_seconds
+    return [(e, count, seconds, exposed) for e, count, seconds, exposed in groups.values()]
 
 
 def collectives_hint(events: Sequence[Event], room: int = 10_000) -> str:
     """ "all_gather 8x 2 MiB ~4.09 µs NVLink ×2, ∇ reduce_scatter 8x 2 MiB ~4.09 µs NVLink" for a hint;
     past `room` characters the rest is counted (`+2`), the first one is always named."""
     parts: list[str] = []
-    for e, count, seconds in _grouped(events):
+    for e, count, seconds, _ in _grouped(events):
         text = ("∇ " if e.phase == "backward" else "") + f"{short_name(e.name)} {e.group_size}x {format_bytes(e.bytes)}"
         if seconds:
             text += f" ~{format_seconds(seconds)} {LINK_NAMES.get(e.link or '', e.link or '')}".rstrip()
@@ -74,14 +76,16 @@ def collectives_hint(events: Sequence[Event], room: int = 10_000) -> str:
 def collectives_table(events: Sequence[Event]) -> str:
     """The hover's **Collectives** section: one row per distinct collective of the line."""
     rows = [
-        "**Collectives** (estimates: NCCL ring and tree model, docs/distributed.md)",
+        "**Collectives** (estimates: NCCL ring and tree model; exposed: not hidden by compute on two streams, "
+        "docs/distributed.md)",
         "",
-        "| phase | collective | group | ranks | bytes per rank | time | link | count |",
-        "|---|---|---|---|---|---|---|---|",
+        "| phase | collective | group | ranks | bytes per rank | time | exposed | link | count |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for e, count, seconds in _grouped(events):
+    for e, count, seconds, exposed in _grouped(events):
         rows.append(
             f"| {e.phase} | `{e.name}` | {e.group or ''} | {e.group_size or ''} | {format_bytes(e.bytes)} | "
-            f"{format_seconds(seconds)} | {LINK_NAMES.get(e.link or '', e.link or '')} | {count} |"
+            f"{format_seconds(seconds)} | {format_seconds(exposed)} | {LINK_NAMES.get(e.link or '', e.link or '')} "
+            f"| {count} |"
         )
     return "\n".join(rows)
