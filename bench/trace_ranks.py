@@ -12,7 +12,8 @@ worker has), one measured run each:
   FakeTensorMode, nothing recorded (the FSDP2 one on torch's fake process group with the mesh built
   outside fake mode, as the trace does): what torch itself spends on FSDP2 and DTensor there.
 Reported: wall and CPU time (loading, building the model, the step), peak RSS (ru_maxrss of the
-process), ops, collectives, the forecast peak memory of a rank; the ratio of the two traces' CPU times
+process), ops, collectives, their summed estimate and the part of it exposed on two streams
+(trace/overlap.py), the forecast peak memory of a rank; the ratio of the two traces' CPU times
 (target: under 2, the FSDP2 step must not cost a multiple of the plain one; CPU time, because on a
 shared machine the wall time is mostly waiting for a core) and of the two floors'. With `--rounds N`
 each of the four runs N times, in turn, and the table gives medians.
@@ -85,6 +86,7 @@ print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds,
                   "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                   "ops": sum(summary.ops.values()), "collectives": summary.collectives,
                   "communication_seconds": summary.communication_seconds,
+                  "exposed_communication_seconds": summary.exposed_communication_seconds,
                   "step_seconds": summary.time.step_seconds if summary.time else None,
                   "peak_bytes": summary.memory.peak_bytes if summary.memory else None}))
 sys.stdout.flush(); sys.stderr.flush(); os._exit(0)
@@ -131,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             "collectives",
             "peak memory per rank GiB",
             "communication ms",
+            "exposed ms",
         ],
     )
     runs: dict[str, dict] = {}
@@ -156,10 +159,11 @@ def main(argv: list[str] | None = None) -> int:
             run["collectives"],
             run["peak_bytes"] / GiB,
             run["communication_seconds"] * 1e3,
+            run["exposed_communication_seconds"] * 1e3,
         )
     for label, _, _ in cases:
         run = runs[f"floor: {label}"]
-        table.add(f"floor: {label}", run["seconds"], run["cpu_seconds"], run["peak_rss"] / MiB, "-", "-", "-", "-")
+        table.add(f"floor: {label}", run["seconds"], run["cpu_seconds"], run["peak_rss"] / MiB, "-", "-", "-", "-", "-")
     one, fsdp = cases[0][0], cases[1][0]
     ratio = runs[fsdp]["cpu_seconds"] / runs[one]["cpu_seconds"]
     result.tables.append(table)
