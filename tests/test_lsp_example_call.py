@@ -24,6 +24,7 @@ from lsp_helpers import (
     server_info,
     trusted,
 )
+from source_lines import lsp_line
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 GPT_TRAIN = ROOT / "tests" / "fixtures" / "lsp" / "gpt_train.py"
@@ -53,11 +54,6 @@ if __name__ == "__main__":
 """
 
 
-def line_of(text: str, needle: str) -> int:
-    (index,) = [i for i, line in enumerate(text.split("\n")) if needle in line]
-    return index
-
-
 def inserted(client: LanguageClient) -> types.TextEdit:
     """The one plain text edit of the last workspace/applyEdit."""
     (edit,) = next(iter(client.recorder.applied_edits[-1].edit.changes.values()))
@@ -68,7 +64,7 @@ async def test_the_call_in_main_with_its_placeholders_then_filled_in(client, tmp
     await initialize(client)
     text = GPT_TRAIN.read_text()
     uri = await open_document(client, tmp_path / "gpt_train.py", text)
-    step = line_of(text, "def train_step(")
+    step = lsp_line(text, "def train_step(")
     assert (step, *ADD) in await code_lenses(client, uri)
 
     # the call `if __name__ == "__main__":` makes, with what it passes; the names the module does not
@@ -105,7 +101,7 @@ async def test_a_call_whose_arguments_main_made_needs_nothing_filled_in(client, 
     answer = await execute(client, "atenlens.insertDirective", {"uri": uri, "qualname": "train_step"})
     # `model, opt, x, y = setup()` just before the call: `*setup()`, which the module defines
     assert answer == {"applied": True, "directive": "# atenlens: train_step(*setup())", "placeholders": []}
-    step = line_of(SETUP_IN_MAIN, "def train_step(")
+    step = lsp_line(SETUP_IN_MAIN, "def train_step(")
     change(client, uri, 2, (step, 0), (step, 0), inserted(client).new_text)
     assert (step + 1, "Trace this step", "atenlens.trace") in await code_lenses(client, uri)
 
@@ -117,7 +113,7 @@ async def test_without_a_call_the_parameters_are_the_placeholders(client, tmp_pa
     shutil.copy(ROOT / "examples" / "train_step.py", path)
     text = path.read_text()
     uri = await open_document(client, path, text)
-    forward = line_of(text, "def forward(")
+    forward = lsp_line(text, "def forward(")
     actions = await client.text_document_code_action_async(
         types.CodeActionParams(
             text_document=types.TextDocumentIdentifier(uri=uri),
@@ -158,7 +154,7 @@ async def test_a_client_that_takes_snippets_gets_tab_stops(snippet_client, tmp_p
     assert edit.snippet.value == (
         "# atenlens: train_step(${1:model}, ${2:opt}, ${3:x}.to(${4:device}), ${5:y}.to(${4:device}))\n"
     )
-    assert edit.range.start.line == line_of(text, "def train_step(")
+    assert edit.range.start.line == lsp_line(text, "def train_step(")
 
 
 async def test_the_fill_in_lens_selects_the_first_name_to_type_over(client, tmp_path):
@@ -166,7 +162,7 @@ async def test_the_fill_in_lens_selects_the_first_name_to_type_over(client, tmp_
     shows the file with the first undefined name of the directive selected."""
     await initialize(client)
     text = GPT_TRAIN.read_text()
-    step = line_of(text, "def train_step(")
+    step = lsp_line(text, "def train_step(")
     lines = text.split("\n")
     lines.insert(step, DIRECTIVE)
     uri = await open_document(client, tmp_path / "gpt_train.py", "\n".join(lines))
@@ -195,7 +191,7 @@ async def test_the_fill_in_lens_gives_a_snippet_client_its_tab_stops(snippet_cli
     stops are the names to fill in; what the module defines stays as it was."""
     client = snippet_client
     text = GPT_TRAIN.read_text()
-    step = line_of(text, "def train_step(")
+    step = lsp_line(text, "def train_step(")
     lines = text.split("\n")
     lines.insert(step, "# atenlens: train_step(GPT(GPTConfig()), opt, x, None)")
     uri = await open_document(client, tmp_path / "gpt_train.py", "\n".join(lines))
