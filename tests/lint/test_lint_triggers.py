@@ -14,7 +14,7 @@ import pytest
 from atenlens.lint import RULES
 from atenlens.lint.engine import lint_source_strict, select_rules
 from atenlens.lint.source import SourceText, encode_source, line_starts, rows_left_open
-from atenlens.lint.triggers import CODE_LOOP, definitions, matches, skippable_definitions
+from atenlens.lint.triggers import CODE_LOOP, Caseless, definitions, matches, skippable_definitions
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parents[1] / "bench"))
@@ -306,3 +306,16 @@ def test_the_code_loop_scan_answers_a_loop_where_it_cannot_tell() -> None:
     assert CODE_LOOP.search(b'def f(xs):\n    s = """never closed\n    for x in xs: pass\n') is not None
     assert CODE_LOOP.search(b'def f(xs):\n    s = rb"for" + b"while" + r"\\\\"  # for\n    return s\n') is None
     assert CODE_LOOP.search(b'def f(xs):\n    s = rf"{[x for x in xs]}"\n') is not None
+
+
+def test_a_caseless_trigger_matches_any_case_as_re_ignorecase_would() -> None:
+    """AL100's GradScaler trigger (`scaler` in any case): a file whose only evidence is an
+    upper-case name still runs the rule."""
+    scaler = Caseless(b"scaler")
+    assert scaler.search(b"AMP_SCALER.step(opt)") is not None
+    assert scaler.search(b"grad_Scaler") is not None
+    assert scaler.search(b"scale r") is None
+    assert scaler.search(b"SCALER = 1", 1) is None  # only the range is searched
+    (al100,) = select_rules(["AL100"])
+    assert matches(al100.triggers, b"for x in y:\n    AMP_SCALER.step(opt)\n")
+    assert not matches(al100.triggers, b"for x in y:\n    step(opt)\n")

@@ -36,7 +36,7 @@ from bisect import bisect_right
 from functools import lru_cache
 from typing import Iterable, Iterator, Optional, Sequence, Union
 
-Pattern = Union[bytes, "re.Pattern[bytes]", "InCode"]
+Pattern = Union[bytes, "re.Pattern[bytes]", "InCode", "Caseless"]
 TriggerGroups = tuple[tuple[Pattern, ...], ...]
 
 # A loop of any kind: `for` statements and comprehensions, `while`; as words (`forward`,
@@ -114,6 +114,18 @@ def _formatted(data: bytes, quote: int) -> bool:
 
 # A loop written in code, for a definition's triggers.
 CODE_LOOP = InCode(LOOP)
+
+
+class Caseless:
+    """Bytes in any ASCII case, as `(?i)` would match them: `re` tries such a pattern at every
+    byte, while a lower-cased copy and a substring search cost about a sixth of that."""
+
+    def __init__(self, word: bytes) -> None:
+        self.word = word.lower()
+
+    def search(self, data: bytes, start: int = 0, end: Optional[int] = None) -> Optional[object]:
+        stop = len(data) if end is None else end
+        return True if data[start:stop].lower().find(self.word) != -1 else None
 
 
 class _LineStarts:
@@ -314,6 +326,7 @@ def blank(data: bytes, ranges: Sequence[tuple[int, int]]) -> bytes:
 
 __all__ = [
     "CODE_LOOP",
+    "Caseless",
     "LOOP",
     "InCode",
     "Pattern",

@@ -95,7 +95,7 @@ from atenlens.lint.provenance import (
 from atenlens.lint.registry import Rule
 from atenlens.lint.source import ancestors
 from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, text
-from atenlens.lint.triggers import CODE_LOOP, LOOP
+from atenlens.lint.triggers import CODE_LOOP, LOOP, Caseless
 from atenlens.report import Code
 
 SYNC_METHODS = ("item", "tolist", "cpu")
@@ -650,7 +650,7 @@ RULE = Rule(
     check=check,
     doc=__doc__ or "",
     # Every finding is inside a loop and of a value likely on the device, or a GradScaler's step.
-    triggers=(LOOP, DEVICE_EVIDENCE + TRAINING_STEP_EVIDENCE + (b"scaler", b"Scaler", re.compile(rb"(?i)scaler"))),
+    triggers=(LOOP, DEVICE_EVIDENCE + TRAINING_STEP_EVIDENCE + (b"scaler", b"Scaler", Caseless(b"scaler"))),
     # A definition needs a loop in its code (`for` in its docstring is no loop).
     definition_triggers=((CODE_LOOP,),),
 )
