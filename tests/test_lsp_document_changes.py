@@ -117,3 +117,37 @@ def test_the_text_and_lines_are_pyglss_after_any_changes(case):
         reference.apply_change(change(start, end, text))
         assert ours.source == reference.source
         assert ours.lines == lsp_lines(ours.source)
+
+
+FUNCTIONS = """import torch
+
+
+def first(x):
+    return x + 1
+
+
+# atenlens: second(torch.ones(2))
+def second(x):
+    return x * 2
+"""
+
+
+def function_lines(state) -> list[tuple[str, int, int, int, object]]:
+    return [(f.qualname, f.first_line, f.line, f.end_line, f.directive_line) for f in state._functions]
+
+
+def test_functions_keep_or_move_their_lines_with_each_change():
+    from atenlens.lsp.documents import DocumentState
+    from atenlens.lsp.text import LineShift
+
+    state = DocumentState("file:///t.py")
+    state.functions(FUNCTIONS)
+    assert function_lines(state) == [("first", 4, 4, 5, None), ("second", 9, 9, 10, 8)]
+    state.shift(LineShift.of_change(4, 4, 5, "y"))  # a letter typed in first's body
+    assert function_lines(state) == [("first", 4, 4, 5, None), ("second", 9, 9, 10, 8)]
+    state.shift(LineShift.of_change(5, 5, 0, "\n"))  # Enter below first: second moves down
+    assert function_lines(state) == [("first", 4, 4, 5, None), ("second", 10, 10, 11, 9)]
+    state.shift(LineShift.of_change(1, 3, 0, ""))  # the two blank lines above first deleted
+    assert function_lines(state) == [("first", 2, 2, 3, None), ("second", 8, 8, 9, 7)]
+    state.shift(LineShift.whole_text())
+    assert function_lines(state) == []
