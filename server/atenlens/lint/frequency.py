@@ -18,6 +18,9 @@ often (`Frequency.how_often`).
 - Few: `for ... in range(K)` / over a literal list or tuple of K items with K <= 10 (K <= 1 is once);
   in a test (a function named `test_*` or `_test_*`) a loop over any literal `range(K)`.
 - Once: an `assert`'s message and a `raise` statement run only when a check fails.
+- Once per chunk (AL100 only, `chunked_walk`): `for start in range(0, len(x), batch_size):` whose
+  body runs no model and takes no training step: tensor work over an existing tensor in chunks (a
+  search, a metric), which reads once per chunk of rows.
 - Once per checkpoint: the loop is in a function spelled as saving, loading or converting
   (`save_checkpoint`, `load_state_dict`, `export_*`, `_merge_*`): it runs when a checkpoint is
   written or read, not per training step, and copying to the host is its job.
@@ -252,3 +255,38 @@ def _is_epoch_loop(loop: Node) -> bool:
     target = loop.child_by_field_name("left")
     iterable = loop.child_by_field_name("right")
     return any(part is not None and bool(_EPOCH.search(text(part))) for part in (target, iterable))
+
+
+_RUNS_A_MODEL = re.compile(
+    rb"backward\(|\b\w*(?:model|net|network|module|encoder|decoder|forward|generate\w*|step)\s*\(", re.I
+)
+
+
+def chunked_walk(loop: Optional[Node]) -> Optional[tuple[str, str]]:
+    """(`embeddings`, `batch_size`) for `for start in range(0, len(embeddings), batch_size):` (or
+    `trange(...)`, `tqdm(range(...))`) whose body runs no model and takes no training step: tensor
+    work over an existing tensor in chunks, usually a search or a metric whose result is wanted on
+    the host, which reads once per chunk of rows rather than once per item; None otherwise."""
+    if loop is None or loop.type != "for_statement":
+        return None
+    iterable = loop.child_by_field_name("right")
+    body = loop.child_by_field_name("body")
+    if iterable is None or body is None or iterable.type != "call":
+        return None
+    name = dotted_name(callee(iterable)) or ""
+    if name.split(".")[-1] == "tqdm":
+        positional, _ = arguments(iterable)
+        iterable = positional[0] if positional and positional[0].type == "call" else iterable
+        name = dotted_name(callee(iterable)) or ""
+    if name.split(".")[-1] not in ("range", "trange"):
+        return None
+    positional, _ = arguments(iterable)
+    if len(positional) != 3 or positional[2].type not in ("identifier", "attribute"):
+        return None
+    stop = positional[1]
+    if stop.type != "call" or dotted_name(callee(stop)) != "len":
+        return None
+    measured, _ = arguments(stop)
+    if len(measured) != 1 or _RUNS_A_MODEL.search(body.text or b""):
+        return None
+    return text(measured[0]), text(positional[2])

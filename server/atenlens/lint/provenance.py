@@ -872,6 +872,9 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         return any(_model_output(ctx, c, depth + 1) for c in node.named_children)
     if kind == "unary_operator":
         return _model_output(ctx, node.child_by_field_name("argument"), depth + 1)
+    if kind == "conditional_expression":
+        # `out["image_features"] if isinstance(out, dict) else out[0]`: either branch's output
+        return any(_model_output(ctx, c, depth + 1) for c in node.named_children[::2])
     if kind == "call":
         name = torch_name(ctx, callee(node))
         method = method_name(node)

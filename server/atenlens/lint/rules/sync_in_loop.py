@@ -14,6 +14,10 @@ What it does:
     (`losses[k] = loss` with `losses = torch.zeros(n)`: a copy to the host). `scaler.step(optimizer)` of a `GradScaler` (fp16
     loss scaling reads its inf/NaN flag on the host once per step) is reported at information
     level: it is the price of fp16 loss scaling, not a mistake.
+    Also `.item()`, `.tolist()`, a blocking `.cpu()` and `float(t)` outside any loop of a function
+    that a loop of the file calls (a method as `self._train_batch(x, y)` in its class, a
+    module-level function by name): the function runs once per iteration of that loop, and the
+    message names both (`in `_train_batch`, which `_train_epoch` calls in a loop`).
     Only tensors with evidence of being on the GPU are reported (provenance.py): made or moved
     there (`.cuda()`, `.to(device)`, `device=`), computed from such a tensor (also its rows, both
     results of `torch.topk(x)`, `torch.cat(parts)` of a list it was appended to, what the class's
@@ -44,8 +48,13 @@ What it does:
     collecting the batch already waited for the environment steps), in a loop that steps an
     environment (`env.step(actions)`: the host environment needs the actions every step), in a retry loop
     (`for _ in range(max_trials):` that returns or breaks at the first success), in a loop over a few literal values (`range(3)`, any literal range in a
-    `test_*` function), per tensor in a function that saves, loads or converts a checkpoint, a
-    `.cpu()` appended to a list (`outputs.append(logits.cpu())`: collecting results on the host), a
+    `test_*` function), once per chunk in `for start in range(0, len(x), batch_size):` when
+    the loop's body runs no model and takes no training step (a search or a metric over an
+    existing tensor in chunks), per tensor in a function that saves, loads or converts a checkpoint, a
+    `.cpu()` appended to a list (`outputs.append(logits.cpu())`: collecting results on the host;
+    also `[x.cpu().numpy() for x in outs]`, and a copy bound to a name, maybe through one host
+    function, that a loop taking no training step appends: `y = m.dot(t.cpu().numpy())`,
+    `results.append(y)`), a
     second `.item()` of the same name in the statement right after the first (no new wait; not of
     a comprehension's own variable, read anew), and
     as the test that ends a `while` loop (`err = ....item()` then `if err < tol: break`: a
@@ -81,7 +90,7 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
-from atenlens.lint.frequency import Frequency, frequency, is_counter_bound
+from atenlens.lint.frequency import Frequency, chunked_walk, frequency, is_counter_bound
 from atenlens.lint.provenance import (
     DEVICE_EVIDENCE,
     TRAINING_STEP_EVIDENCE,
@@ -94,7 +103,7 @@ from atenlens.lint.provenance import (
 )
 from atenlens.lint.registry import Rule
 from atenlens.lint.source import ancestors
-from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, text
+from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, repeating_loop, text
 from atenlens.lint.triggers import CODE_LOOP, LOOP, Caseless
 from atenlens.report import Code
 
@@ -148,7 +157,12 @@ def _matches_in_loops(ctx: LintContext, pattern: "re.Pattern[bytes]") -> Iterato
 
 
 def _report(
-    ctx: LintContext, what: str, node: Node, end: Optional[Node] = None, how: Optional[Frequency] = None
+    ctx: LintContext,
+    what: str,
+    node: Node,
+    end: Optional[Node] = None,
+    how: Optional[Frequency] = None,
+    where: str = "inside a loop",
 ) -> Optional[Finding]:
     how = how or frequency(node)
     if how.loop is None or _on_host_branch(node):
@@ -159,9 +173,12 @@ def _report(
             False,
             "on every iteration, as the `while` loop's stopping test (a convergence check needs the value on the host)",
         )
+    chunks = chunked_walk(how.loop) if how.every_iteration else None
+    if chunks is not None:
+        how = Frequency(how.loop, False, f"once per chunk of `{chunks[1]}` rows of `{chunks[0]}`")
     return ctx.finding(
         Code.SYNC,
-        f"{what} inside a loop: the host waits for the GPU {how.how_often}",
+        f"{what} {where}: the host waits for the GPU {how.how_often}",
         node,
         end=end,
         severity="warning" if how.every_iteration else "information",
@@ -238,7 +255,10 @@ def _counts_to_bound(test: Node) -> bool:
 def _method_reads(ctx: LintContext) -> Iterator[Finding]:
     for call in ctx.calls(*SYNC_METHODS):
         method = method_name(call)
-        if method not in SYNC_METHODS or not ctx.in_loop(call):
+        if method not in SYNC_METHODS:
+            continue
+        caller = None if ctx.in_loop(call) else _called_in_loops(ctx, call)
+        if not ctx.in_loop(call) and caller is None:
             continue
         if method == "cpu" and is_true(arguments(call)[1].get("non_blocking")):
             continue
@@ -246,13 +266,18 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             continue
         fn = callee(call)
         attr = fn.child_by_field_name("attribute") if fn is not None else None
+        if caller is not None:
+            finding = _report(ctx, f"`.{method}()`", attr or call, end=call, how=caller[0], where=caller[1])
+            if finding is not None:
+                yield finding
+            continue
         how = frequency(call)
         again = _read_just_before(ctx, call) if method == "item" and how.every_iteration else None
         if again is not None:
             how = Frequency(
                 how.loop, False, f"on every iteration, but the value was read on line {again} just before: no new wait"
             )
-        if method == "cpu" and how.every_iteration and _collected(call):
+        if method == "cpu" and how.every_iteration and _collected(call, how.loop):
             how = Frequency(
                 how.loop,
                 False,
@@ -262,6 +287,53 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
         finding = _report(ctx, f"`.{method}()`", attr or call, end=call, how=how)
         if finding is not None:
             yield finding
+
+
+def _called_in_loops(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, str]]:
+    """For a read outside any loop of its function: how often the function runs when a call of
+    it in the file is in a loop (the most often of those), and the words that say where (`.item()`
+    in `_train_batch`, which `_train_epoch` calls in a loop). Methods are called as
+    `self.name(...)` in their class; module-level functions as `name(...)` anywhere in the file;
+    one level of callers. Only calls in loops count: a definition without a loop may be left out
+    of the parse (triggers.py), and the findings must not depend on that."""
+    function = next(
+        (a for a in ancestors(node) if a.type in ("function_definition", "lambda", "class_definition")), None
+    )
+    if function is None or function.type != "function_definition" or repeating_loop(node) is not None:
+        return None
+    title = function.child_by_field_name("name")
+    name = text(title) if title is not None else ""
+    holder = function.parent.parent if function.parent is not None and function.parent.type == "block" else None
+    if holder is not None and holder.type == "decorated_definition":
+        return None
+    calls: list[Node] = []
+    if function.parent is not None and function.parent.type == "module":
+        for use in ctx.function_uses(name):
+            call = use.parent
+            if (
+                use != title
+                and call is not None
+                and call.type == "call"
+                and call.child_by_field_name("function") == use
+            ):
+                calls.append(call)
+    elif holder is not None and holder.type == "class_definition":
+        for use in ctx.identifiers((name,), holder.start_byte, holder.end_byte):
+            attribute = use.parent
+            if use == title or attribute is None or attribute.type != "attribute":
+                continue
+            call = attribute.parent
+            owner = attribute.child_by_field_name("object")
+            if owner is not None and text(owner) == "self" and call is not None and call.type == "call":
+                calls.append(call)
+    found = [(how, call) for how, call in ((frequency(call), call) for call in calls) if how.loop is not None]
+    if not found:
+        return None
+    how, at = next(((h, c) for h, c in found if h.every_iteration), found[0])
+    outer = next((a for a in ancestors(at) if a.type == "function_definition"), None)
+    outer_title = outer.child_by_field_name("name") if outer is not None else None
+    where = f"in `{name}`, which `{text(outer_title) if outer_title is not None else 'the module'}` calls in a loop"
+    return how, where
 
 
 def _read_just_before(ctx: LintContext, call: Node) -> Optional[int]:
@@ -288,9 +360,15 @@ def _read_just_before(ctx: LintContext, call: Node) -> Optional[int]:
     return None
 
 
-def _collected(call: Node) -> bool:
-    """Is this `.cpu()` result (maybe through `.numpy()` / `.detach()`) appended to a list:
-    gathering a batch's outputs on the host, the usual way to keep evaluation results?"""
+_TRAINS = re.compile(rb"backward\(|\.step\(")
+
+
+def _collected(call: Node, loop: Optional[Node]) -> bool:
+    """Is this `.cpu()` result (maybe through `.numpy()` / `.detach()`) gathered on the host:
+    appended to a list (`outputs.append(t.cpu())`), an element of a list built of such copies
+    (`[x.cpu().numpy() for x in outputs]`), or bound to a name, maybe through one host function
+    (`y = csc_matrix.dot(t.cpu().numpy(), m)`), that the loop then appends (`results.append(y)`)
+    when the loop takes no training step? The usual way to keep evaluation results."""
     node = call
     while (
         node.parent is not None
@@ -300,10 +378,25 @@ def _collected(call: Node) -> bool:
         and method_name(node.parent.parent) in ("numpy", "detach", "float")
     ):
         node = node.parent.parent
-    arguments_node = node.parent
-    if arguments_node is None or arguments_node.type != "argument_list" or arguments_node.parent is None:
+    parent = node.parent
+    if parent is not None and parent.type == "argument_list" and parent.parent is not None:
+        if method_name(parent.parent) in ("append", "extend"):
+            return True
+        if method_name(parent.parent) is not None and receiver(parent.parent) is not None:
+            # `csc_matrix.dot(t.cpu().numpy(), m)`: handed to a host function (not a tensor method)
+            if not (dotted_name(callee(parent.parent)) or "").startswith(("torch.", "self.")):
+                node = parent.parent
+                parent = node.parent
+    if parent is not None and parent.type == "list_comprehension" and parent.named_children[0] == node:
+        return True
+    if parent is None or parent.type != "assignment" or parent.child_by_field_name("right") != node:
         return False
-    return method_name(arguments_node.parent) in ("append", "extend")
+    target = parent.child_by_field_name("left")
+    body = loop.child_by_field_name("body") if loop is not None else None
+    if target is None or target.type != "identifier" or body is None or _TRAINS.search(body.text or b""):
+        return False  # (in a loop that takes a training step, a metric kept per step is a wait per step)
+    appended = re.compile(rb"\.(?:append|extend)\(\s*" + re.escape(text(target).encode()) + rb"\s*\)")
+    return bool(appended.search(body.text or b"", parent.end_byte - body.start_byte))
 
 
 def _single_argument(call: Node) -> Optional[Node]:
@@ -315,9 +408,15 @@ def _conversions(ctx: LintContext) -> Iterator[Finding]:
     for call in ctx.calls(*CONVERSIONS):
         name = dotted_name(callee(call))
         argument = _single_argument(call)
-        if name not in CONVERSIONS or argument is None or not ctx.in_loop(call) or not likely_device(ctx, argument):
+        if name not in CONVERSIONS or argument is None:
             continue
-        finding = _report(ctx, f"`{name}()` of a CUDA tensor", call)
+        caller = None if ctx.in_loop(call) or name != "float" else _called_in_loops(ctx, call)
+        if (not ctx.in_loop(call) and caller is None) or not likely_device(ctx, argument):
+            continue
+        if caller is not None:
+            finding = _report(ctx, f"`{name}()` of a CUDA tensor", call, how=caller[0], where=caller[1])
+        else:
+            finding = _report(ctx, f"`{name}()` of a CUDA tensor", call)
         if finding is not None:
             yield finding
 
@@ -651,6 +750,7 @@ RULE = Rule(
     doc=__doc__ or "",
     # Every finding is inside a loop and of a value likely on the device, or a GradScaler's step.
     triggers=(LOOP, DEVICE_EVIDENCE + TRAINING_STEP_EVIDENCE + (b"scaler", b"Scaler", Caseless(b"scaler"))),
-    # A definition needs a loop in its code (`for` in its docstring is no loop).
-    definition_triggers=((CODE_LOOP,),),
+    # A definition needs a loop in its code (`for` in its docstring is no loop), or a read that a
+    # call in a loop may repeat (`_called_in_loops`).
+    definition_triggers=((CODE_LOOP, b".item(", b".tolist(", b".cpu(", b"float("),),
 )
