@@ -540,7 +540,7 @@ def foreach_strategy_by_kind(original: Callable[..., Any]) -> Callable[..., Any]
     i's strategy is a function of the op, the mesh, the i-th entries of the op's tensor lists, its other
     arguments and the i-th output's TensorMeta, nothing else (its per-element lru_cache caches the
     function that computes it, not the result, so nothing is saved). AdamW's foreach ops over a
-    Llama-7B's 291 FSDP2 parameters have 6 kinds of element. Here torch's own expansion runs on the op
+    Llama-7B's 291 FSDP2 parameters have a few kinds of element (one per shape, dtype and placement). Here torch's own expansion runs on the op
     with one element of each kind and its strategy stands for every element of that kind (the same
     object: what reads it downstream copies what it keeps). Any other op, or lists that cannot be keyed,
     go to torch's expansion as they are."""
