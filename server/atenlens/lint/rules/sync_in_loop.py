@@ -15,8 +15,9 @@ What it does:
     loss scaling reads its inf/NaN flag on the host once per step) is reported at information
     level: it is the price of fp16 loss scaling, not a mistake.
     Also `.item()`, `.tolist()` and a blocking `.cpu()` outside any loop of a function
-    that a loop of the file calls (a method as `self._train_batch(x, y)` in its class, a
-    module-level function by name): the function runs once per iteration of that loop, and the
+    that a loop of the file calls on every iteration (a method as `self._train_batch(x, y)` in
+    its class, a module-level function by name; not under a throttle or in a short loop, which
+    stay silent): the function runs once per iteration of that loop, and the
     message names both (`in `_train_batch`, which `_train_epoch` calls in a loop`).
     Only tensors with evidence of being on the GPU are reported (provenance.py): made or moved
     there (`.cuda()`, `.to(device)`, `device=`), computed from such a tensor (also its rows, both
@@ -291,7 +292,7 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
 
 def _called_in_loops(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, str]]:
     """For a read outside any loop of its function: how often the function runs when a call of
-    it in the file is in a loop (the most often of those), and the words that say where (`.item()`
+    it in the file is on every iteration of a loop, and the words that say where (`.item()`
     in `_train_batch`, which `_train_epoch` calls in a loop). Methods are called as
     `self.name(...)` in their class; module-level functions as `name(...)` anywhere in the file;
     one level of callers. Only calls in loops count: a definition without a loop may be left out
@@ -326,10 +327,10 @@ def _called_in_loops(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, 
             owner = attribute.child_by_field_name("object")
             if owner is not None and text(owner) == "self" and call is not None and call.type == "call":
                 calls.append(call)
-    found = [(how, call) for how, call in ((frequency(call), call) for call in calls) if how.loop is not None]
+    found = [(how, call) for how, call in ((frequency(call), call) for call in calls) if how.every_iteration]
     if not found:
-        return None
-    how, at = next(((h, c) for h, c in found if h.every_iteration), found[0])
+        return None  # (called only under a throttle or in a short loop: cheap, and left silent)
+    how, at = found[0]
     outer = next((a for a in ancestors(at) if a.type == "function_definition"), None)
     outer_title = outer.child_by_field_name("name") if outer is not None else None
     where = f"in `{name}`, which `{text(outer_title) if outer_title is not None else 'the module'}` calls in a loop"
