@@ -1,5 +1,6 @@
 """Which frames belong to the user's code, and the user stack of the current call: the one place
-that walks stacks (`user_frames`, `UserStacks`, `traceback_stack`).
+that walks stacks (`user_frames`, `UserStacks`, `traceback_stack`, `library_cause`, `user_callee`,
+`first_frame_outside`).
 
 A frame is a user frame when its file is not part of torch, of an installed package
 (site-packages / dist-packages), of the standard library, or of atenlens itself. Results are
@@ -151,6 +152,28 @@ def library_cause(frame: Optional[FrameType]) -> Optional[tuple[Frame, str]]:
         if relative is not None and not _is_torch_plumbing(relative):
             return Frame(filename, f.f_lineno, getattr(f.f_code, "co_qualname", f.f_code.co_name)), relative
         f = f.f_back
+    return None
+
+
+def user_callee(frame: Optional[FrameType]) -> Optional[str]:
+    """The file of the frame the innermost user frame above `frame` called into; None when `frame` is
+    itself a user frame or no user frame is on the stack."""
+    callee = None
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if is_user_file(filename):
+            return callee
+        callee = filename
+        frame = frame.f_back
+    return None
+
+
+def first_frame_outside(frame: Optional[FrameType], prefixes: tuple[str, ...]) -> Optional[FrameType]:
+    """The innermost frame from `frame` outwards whose file starts with none of `prefixes`."""
+    while frame is not None:
+        if not frame.f_code.co_filename.startswith(prefixes):
+            return frame
+        frame = frame.f_back
     return None
 
 

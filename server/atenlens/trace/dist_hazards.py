@@ -21,7 +21,7 @@ import torch
 from atenlens.cost import format_bytes, format_seconds
 from atenlens.report import Code, Event, Frame
 from atenlens.trace import torch_compat as tc
-from atenlens.trace.attribution import is_user_file
+from atenlens.trace.attribution import user_callee
 
 # the files a program's `dist.all_reduce(...)` passes through on its way to the dispatcher
 _DIRECT_API_FILES = (
@@ -52,14 +52,8 @@ def _tensors(value: Any) -> list:
 
 def called_directly(frame: Any) -> bool:
     """Did the innermost user frame above `frame` call torch.distributed's API itself?"""
-    callee = None
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if is_user_file(filename):
-            return callee is not None and callee.replace("\\", "/").endswith(_DIRECT_API_FILES)
-        callee = filename
-        frame = frame.f_back
-    return False
+    callee = user_callee(frame)
+    return callee is not None and callee.replace("\\", "/").endswith(_DIRECT_API_FILES)
 
 
 class DistributedHazards:

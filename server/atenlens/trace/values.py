@@ -49,7 +49,7 @@ import torch
 
 from atenlens.report import Code
 from atenlens.trace import torch_compat as tc
-from atenlens.trace.attribution import library_cause
+from atenlens.trace.attribution import first_frame_outside, library_cause
 from atenlens.trace.diagnostics import DiagnosticSink
 from atenlens.trace.placeholders import placeholder_scalar
 
@@ -632,13 +632,7 @@ def _for(reader: Optional[str], t: torch.Tensor) -> str:
 
 def _consumer_frame() -> Optional[FrameType]:
     """The innermost frame outside the trace's own machinery: the code that reads the value."""
-    frame: Optional[FrameType] = sys._getframe(1)
-    while frame is not None:
-        file = frame.f_code.co_filename
-        if not file.startswith(_PACKAGE_DIR) and not file.startswith(_TORCH_PLUMBING):
-            return frame
-        frame = frame.f_back
-    return None
+    return first_frame_outside(sys._getframe(1), (_PACKAGE_DIR, *_TORCH_PLUMBING))
 
 
 _JUMPS_IF_TRUE = frozenset(n for n in dis.opmap if n.startswith("POP_JUMP") and n.endswith("IF_TRUE"))
