@@ -167,7 +167,10 @@ def test_a_document_edited_keystroke_by_keystroke_lints_like_a_fresh_parse(
         text = text[:at] + rng.choice(SNIPPETS) + text[at + rng.randint(0, 20) :]
         incremental = lint_source_strict(text, path=document, incremental=True)
         check_positions(text, incremental)
-        assert incremental == lint_source_strict(text)
+        # the reference parses every definition, as the editor does: the command line's skipping of
+        # definitions without a trigger (docs/lint.md, "Speed") can differ on a text with a syntax
+        # error inside a skipped definition, whose recovery then never touches the others
+        assert incremental == lint_source_strict(text, prefilter=False)
         counted(reliability, "edits")
     counted(reliability, "documents")
     reliability.number("differences from a fresh parse", 0)
