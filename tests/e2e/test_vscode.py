@@ -60,7 +60,8 @@ OTHER_SOURCE = "import torch\n\n\ndef scale(x: torch.Tensor) -> torch.Tensor:\n 
 SLOW_FILE = "slow.py"  # a step that runs long enough to be cancelled (the trace runs its code)
 SLOW_SOURCE = (
     "import time\n\nimport torch\n\n\ndef slow_step():\n    x = torch.randn(8, 16)\n"
-    "    time.sleep(120)  # longer than the trace's 30 s budget: only Cancel ends it sooner\n    return x.sum()\n"
+    "    time.sleep(120)  # longer than the trace's 30 s budget: only Cancel ends it sooner\n"  # ok: traced code
+    "    return x.sum()\n"
 )
 SLOW_DEF_LINE = 6
 FORWARD_DEF_LINE = 17  # def forward(self, x):   (MLP.forward: needs an example call)

@@ -1,7 +1,7 @@
 """Calls that make the host wait for the GPU, and clock reads: what AL101, AL201 and AL301 ask.
 
 - A device synchronize: `torch.cuda.synchronize()`, `cuda.synchronize()`,
-  `torch.accelerator.synchronize()`, `synchronize()` imported from `torch.cuda`, and a name bound
+  `torch.accelerator.synchronize()`, `synchronize()` taken by name from the `torch.cuda` module, and a name bound
   to one of them (`sync = torch.cuda.synchronize`, anywhere in the file).
 - An event or stream synchronize: `.synchronize()` of a name bound to `torch.cuda.Event(...)`,
   `torch.cuda.Stream(...)`, `torch.cuda.current_stream()` / `default_stream()` (or called on

@@ -187,7 +187,7 @@ class _InfiniteDataloaderIterator:
                 # sampler. batch sampler in pytorch warps the sampler as its
                 # attributes.
                 self._dataloader.batch_sampler.sampler.set_epoch(self._epoch)
-            time.sleep(2)  # Prevent possible deadlock during epoch transition
+            time.sleep(2)  # Prevent possible deadlock during epoch transition  # ok: third-party lint input, never run by the tests
             self._iterator = iter(self._dataloader)
             data = next(self._iterator)
         return data
