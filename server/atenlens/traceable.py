@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 import re
 import shlex
+from bisect import bisect_right
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 from atenlens.dims import split_directive
 from atenlens.lines import split_lines
@@ -121,22 +124,37 @@ def find_functions(
     source order; with `check_directives` (the editor's lenses), each directive's `directive_missing`.
     Raises SyntaxError when `source` does not parse."""
     tree = tree if tree is not None else ast.parse(source)
-    lines = split_lines(source)  # as ast counts lines (not str.splitlines())
-    found: list[FunctionInfo] = []
-    defined: Optional[frozenset[str]] = None
+    parsed = tree
+    return _with_directives(
+        _definitions(tree.body), split_lines(source), lambda: module_names(parsed), check_directives
+    )
 
-    def visit(body: list[ast.stmt], prefix: str, in_class: bool) -> None:
-        nonlocal defined
-        for node in body:
+
+@dataclass(frozen=True)
+class _Definition:
+    """What `ast` tells of one function, lines counted from the first line of its chunk."""
+
+    qualname: str
+    name: str
+    line: int
+    column: int
+    first_line: int
+    end_line: int
+    needs_args: bool
+    is_method: bool
+    calls_step: bool
+
+
+def _definitions(body: list[ast.stmt]) -> list[_Definition]:
+    """The functions of `body` (module-level functions, methods of module-level classes)."""
+    found: list[_Definition] = []
+
+    def visit(statements: list[ast.stmt], prefix: str, in_class: bool) -> None:
+        for node in statements:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 first = min([d.lineno for d in node.decorator_list] + [node.lineno])
-                directive, directive_line, dims, compiled = directive_above(lines, first)
-                missing: tuple[str, ...] = ()
-                if directive is not None and check_directives:
-                    defined = defined if defined is not None else module_names(tree)
-                    missing = missing_names(directive, defined)
                 found.append(
-                    FunctionInfo(
+                    _Definition(
                         qualname=prefix + node.name,
                         name=node.name,
                         line=node.lineno,
@@ -145,19 +163,134 @@ def find_functions(
                         end_line=node.end_lineno or node.lineno,
                         needs_args=_required_params(node, in_class) > 0 or (in_class and _is_instance_method(node)),
                         is_method=in_class,
-                        directive=directive,
-                        directive_line=directive_line,
                         calls_step=_calls_step(node),
-                        directive_missing=missing,
-                        dims=dims,
-                        compile=compiled,
                     )
                 )
             elif isinstance(node, ast.ClassDef):
                 visit(node.body, prefix + node.name + ".", True)
 
-    visit(tree.body, "", False)
+    visit(body, "", False)
     return found
+
+
+def _with_directives(
+    definitions: Iterable[_Definition], lines: list[str], defined_names: Callable[[], frozenset[str]], check: bool
+) -> list[FunctionInfo]:
+    """FunctionInfo of each definition, with the directive above it (and, with `check`, the names
+    it reads that the module does not define: `defined_names()`, asked once and only if needed)."""
+    found: list[FunctionInfo] = []
+    defined: Optional[frozenset[str]] = None
+    for d in definitions:
+        directive, directive_line, dims, compiled = directive_above(lines, d.first_line)
+        missing: tuple[str, ...] = ()
+        if directive is not None and check:
+            defined = defined if defined is not None else defined_names()
+            missing = missing_names(directive, defined)
+        found.append(
+            FunctionInfo(
+                qualname=d.qualname,
+                name=d.name,
+                line=d.line,
+                column=d.column,
+                first_line=d.first_line,
+                end_line=d.end_line,
+                needs_args=d.needs_args,
+                is_method=d.is_method,
+                directive=directive,
+                directive_line=directive_line,
+                calls_step=d.calls_step,
+                directive_missing=missing,
+                dims=dims,
+                compile=compiled,
+            )
+        )
+    return found
+
+
+# -- the same, re-parsing only the top-level statements an edit changed --------------------------------
+# The editor asks for code lenses after every edit; `ast.parse` of a 5,000-line file on the event loop
+# took 100-750 ms each time. So the text is cut into chunks at the lines that start a top-level
+# statement (a rule on the text: code at column 0 that does not continue the statement above), and
+# each chunk is parsed on its own, once per text. When every chunk parses, the functions and the
+# module's names are those of the whole file (a chunk begins at column 0 and ends where the next
+# top-level statement begins; `find_functions` and `module_names` look at one top-level statement at
+# a time). When one does not (a cut inside a bracket or a string, or a real syntax error), the whole
+# text is parsed as `find_functions` does, which raises SyntaxError when it does not parse.
+
+_TOP_LEVEL_LINE = re.compile(r"^(?![\s#)\]}]|(?:else|elif|except|finally)\b)", re.M)
+_TRIPLE_QUOTE = re.compile(r"\"\"\"|'''")
+_CHUNKS: "OrderedDict[str, Optional[tuple[list[_Definition], frozenset[str]]]]" = OrderedDict()
+_CHUNKS_KEPT = 4096
+
+
+def top_level_chunks(source: str) -> list[str]:
+    """`source` cut before each line that starts a top-level statement: at column 0, not inside a
+    triple-quoted string, not `else:`/`except`/a closing bracket, not the definition below a
+    decorator. Comments and blank lines stay with the statement above."""
+    strings = []  # each triple quote closed by the next of its kind: a wrong pair only cuts worse
+    at = 0
+    while (quote := _TRIPLE_QUOTE.search(source, at)) is not None:
+        end = source.find(quote.group(), quote.end())
+        if end == -1:
+            break
+        strings.append((quote.start(), end + 3))
+        at = end + 3
+    string_starts = [start for start, _ in strings]
+    cuts = [0]
+    decorated = False
+    for match in _TOP_LEVEL_LINE.finditer(source):
+        at = match.start()
+        if at == len(source):
+            continue
+        inside = bisect_right(string_starts, at) - 1
+        if inside >= 0 and at < strings[inside][1]:
+            continue
+        if not decorated and at:
+            cuts.append(at)
+        decorated = source[at] == "@"
+    cuts.append(len(source))
+    return [source[a:b] for a, b in zip(cuts, cuts[1:]) if a < b]
+
+
+def _chunk(text: str) -> Optional[tuple[list[_Definition], frozenset[str]]]:
+    """The functions and module-level names of one chunk parsed alone; None if it does not parse."""
+    if text in _CHUNKS:
+        _CHUNKS.move_to_end(text)
+        return _CHUNKS[text]
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        result = None
+    else:
+        result = (_definitions(tree.body), module_names(tree))
+    _CHUNKS[text] = result
+    while len(_CHUNKS) > _CHUNKS_KEPT:
+        _CHUNKS.popitem(last=False)
+    return result
+
+
+def find_functions_by_chunk(source: str, check_directives: bool = False) -> list[FunctionInfo]:
+    """`find_functions(source, check_directives=...)`, parsing only the top-level chunks not seen
+    before (the language server's code lenses after an edit). Raises as `find_functions` does."""
+    if source.count("\r") != source.count("\r\n"):
+        return find_functions(source, check_directives=check_directives)  # a lone "\r" ends a line too
+    definitions: list[_Definition] = []
+    names: list[frozenset[str]] = []
+    row = 0
+    for text in top_level_chunks(source):
+        parsed = _chunk(text)
+        if parsed is None:
+            return find_functions(source, check_directives=check_directives)
+        found, bound = parsed
+        definitions.extend(
+            d
+            if row == 0
+            else dataclasses.replace(d, line=d.line + row, first_line=d.first_line + row, end_line=d.end_line + row)
+            for d in found
+        )
+        names.append(bound)
+        row += text.count("\n")
+    return _with_directives(definitions, split_lines(source), lambda: frozenset().union(*names), check_directives)
 
 
 # -- what the module defines when imported, and the names a directive reads ---------------------------

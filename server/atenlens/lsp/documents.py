@@ -11,7 +11,7 @@ from atenlens.lint.findings import Finding
 from atenlens.lsp.document_traces import DocumentTraces
 from atenlens.lsp.large import LARGE_DOCUMENT_CHARS
 from atenlens.lsp.text import LineShift, split_lines
-from atenlens.traceable import FunctionInfo, find_functions
+from atenlens.traceable import FunctionInfo, find_functions_by_chunk
 
 
 def shift_function(info: FunctionInfo, change: LineShift) -> Optional[FunctionInfo]:
@@ -64,7 +64,7 @@ class DocumentState:
             return self._functions
         if source != self._functions_source:
             try:
-                self._functions = find_functions(source, check_directives=True)
+                self._functions = find_functions_by_chunk(source, check_directives=True)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 pass  # mid-edit: the last good parse's functions stay
             self._functions_source = source
