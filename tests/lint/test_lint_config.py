@@ -130,7 +130,7 @@ def test_exclude_and_gitignore_leave_files_out_of_a_walk_but_not_a_named_file(tm
         (
             "selct = ['AL100']",
             "[tool.atenlens] unknown key 'selct' (known: select, extend-select, ignore, exclude, "
-            "per-file-ignores, respect-gitignore)",
+            "extend-exclude, per-file-ignores, respect-gitignore, force-exclude, lint)",
         ),
         ("exclude = 'build'", "[tool.atenlens] exclude must be a list of glob patterns, got 'build'"),
         (

@@ -1,7 +1,10 @@
 """`atenlens lint PATH...`: the CLI of the static lint (docs/lint.md), in ruff's shapes.
 
 Exit status as ruff's: 0 nothing found (or `--exit-zero`), 1 findings remain (or a file could not
-be read), 2 an error: a usage error (a missing path, an unknown code) or a bad `[tool.atenlens]`.
+be read; with `--exit-non-zero-on-fix`, or anything was fixed), 2 an error: a usage error (a
+missing path, an unknown code) or a bad `[tool.atenlens]`. A file that is not UTF-8 is skipped
+with a warning and does not fail the run (ruff's "Failed to lint ...: stream did not contain
+valid UTF-8").
 Whole trees are linted by a pool of processes, one per CPU the process may use (`--jobs`); a file
 whose bytes and codes are unchanged since the last run takes its findings from .atenlens_cache/
 (cache.py; `--no-cache` lints everything again).
@@ -15,7 +18,7 @@ import io
 import os
 import sys
 import tokenize
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Optional, Sequence, TextIO
 
@@ -46,6 +49,7 @@ class FileResult:
     path: str
     findings: tuple[Finding, ...] = ()
     error: Optional[str] = None  # could not be read: said on stderr, the run fails
+    undecodable: bool = False  # the error is "not UTF-8": said on stderr, the run does not fail
     fixed: int = 0
     diff: str = ""
     fixed_source: Optional[str] = None  # --fix of stdin: the text to print
@@ -96,7 +100,7 @@ def _lint_file(task: tuple[str, tuple[str, ...], str]) -> FileResult:
     path, codes, mode = task
     source, error = _read(Path(path))
     if source is None:
-        return FileResult(path, error=error)
+        return FileResult(path, error=error, undecodable=(error or "").startswith("not UTF-8"))
     result = lint_text(source, path, codes, mode)
     if mode == "diff":
         return result
@@ -193,10 +197,22 @@ def run_lint_command(
         for p in missing:
             print(f"atenlens lint: {p}: no such file or folder", file=err)
         return EXIT_USAGE
-    configs = ConfigCache(known)
+    config_file = getattr(args, "config", None)
+    if config_file is not None and not os.path.isfile(config_file):
+        return fail(f"--config {config_file}: no such file")
+    configs = ConfigCache(known, Path(config_file) if config_file else None, bool(getattr(args, "isolated", False)))
+    overrides = {
+        key: value
+        for key, value in (
+            ("force_exclude", getattr(args, "force_exclude", None)),
+            ("respect_gitignore", getattr(args, "respect_gitignore", None)),
+        )
+        if value is not None
+    }
 
     def config_for(path: Path) -> LintConfig:
-        return configs.for_path(path)
+        config = configs.for_path(path)
+        return replace(config, **overrides) if overrides else config
 
     results: list[FileResult] = []
     try:
@@ -209,8 +225,12 @@ def run_lint_command(
                 source = decode(data)
             except UnicodeDecodeError as exc:
                 print(f"{shown}: not UTF-8 (byte {exc.start}: {exc.reason}); skipped", file=err)
-                return EXIT_FOUND
-            results.append(lint_text(source, shown, codes, mode))
+                return EXIT_CLEAN
+            if stdin_name and config.force_exclude and config.excluded_here_or_above(Path(stdin_name)):
+                # ruff's --force-exclude on stdin: nothing is linted; --fix gives the text back as it came
+                results.append(FileResult(shown, fixed_source=source if mode == "fix" else None))
+            else:
+                results.append(lint_text(source, shown, codes, mode))
         else:
             tasks: list[tuple[str, tuple[str, ...], str]] = []
             for root in paths:
@@ -227,7 +247,14 @@ def run_lint_command(
             results.extend(_run_cached(tasks, _jobs(getattr(args, "jobs", None)), cache))
     except ConfigError as exc:
         return fail(str(exc))
-    return _report(results, args, fmt, mode, out, err)
+    output_file = getattr(args, "output_file", None)
+    if output_file is None:
+        return _report(results, args, fmt, mode, out, err)
+    try:
+        with open(output_file, "w", encoding="utf-8") as written:
+            return _report(results, args, fmt, mode, written, err)
+    except OSError as exc:
+        return fail(f"--output-file {output_file}: {exc.strerror or exc}")
 
 
 def _report(results: list[FileResult], args: argparse.Namespace, fmt: str, mode: str, out: TextIO, err: TextIO) -> int:
@@ -236,10 +263,10 @@ def _report(results: list[FileResult], args: argparse.Namespace, fmt: str, mode:
     for result in results:
         if result.error is not None:
             print(f"{result.path}: {result.error}; skipped", file=err)
-            unreadable += 1
+            unreadable += 0 if result.undecodable else 1
         located.extend(Located(result.path, f) for f in result.findings)
     fixed = sum(r.fixed for r in results)
-    machine = fmt in ("json", "sarif", "github")
+    machine = fmt in ("json", "json-lines", "sarif", "github")
     if mode == "diff":
         for result in results:
             out.write(result.diff)
@@ -262,4 +289,6 @@ def _report(results: list[FileResult], args: argparse.Namespace, fmt: str, mode:
         )
     if getattr(args, "exit_zero", False):
         return EXIT_CLEAN
+    if mode == "fix" and fixed and getattr(args, "exit_non_zero_on_fix", False):
+        return EXIT_FOUND
     return EXIT_FOUND if located or unreadable else EXIT_CLEAN

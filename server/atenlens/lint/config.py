@@ -4,9 +4,14 @@
     select = ["AL1", "AL200"]          # codes or prefixes; default: every rule
     extend-select = ["AL302"]          # added to `select` (or to the default)
     ignore = ["AL101"]                 # removed
-    exclude = ["generated", "legacy/*.py"]
+    extend-exclude = ["generated", "legacy/*.py"]   # added to the default `exclude`
     per-file-ignores = { "tests/*" = ["AL100"], "!src/*" = ["AL3"] }
     respect-gitignore = true
+    force-exclude = false              # true: `exclude` applies to files named on the command line
+
+The rule keys may also sit in a `[tool.atenlens.lint]` table (ruff's `[tool.ruff.lint]`);
+`[tool.atenlens.check]` belongs to `atenlens check` and is not read here. `exclude` replaces the
+default list (DEFAULT_EXCLUDE, ruff's, plus caches); `extend-exclude` adds to it, as in ruff.
 
 The file that applies to a path is the nearest pyproject.toml above it that has a
 `[tool.atenlens]` table (ruff's rule for `[tool.ruff]`); a pyproject.toml without one is passed
@@ -31,7 +36,51 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Optional, Sequence
 
 PYPROJECT = "pyproject.toml"
-KEYS = ("select", "extend-select", "ignore", "exclude", "per-file-ignores", "respect-gitignore")
+RULE_KEYS = ("select", "extend-select", "ignore", "per-file-ignores")
+KEYS = (
+    "select",
+    "extend-select",
+    "ignore",
+    "exclude",
+    "extend-exclude",
+    "per-file-ignores",
+    "respect-gitignore",
+    "force-exclude",
+)
+OTHER_TABLES = ("lint", "check")  # [tool.atenlens.lint]: the rule keys; .check: `atenlens check`'s
+
+# Ruff's default `exclude` (docs.astral.sh/ruff/settings/#exclude), plus the caches of Python and
+# of this lint: folders no one wants linted when they point the linter at a project root.
+DEFAULT_EXCLUDE = (
+    ".bzr",
+    ".direnv",
+    ".eggs",
+    ".git",
+    ".git-rewrite",
+    ".hg",
+    ".ipynb_checkpoints",
+    ".mypy_cache",
+    ".nox",
+    ".pants.d",
+    ".pyenv",
+    ".pytest_cache",
+    ".pytype",
+    ".ruff_cache",
+    ".svn",
+    ".tox",
+    ".venv",
+    ".vscode",
+    "__pypackages__",
+    "_build",
+    "buck-out",
+    "build",
+    "dist",
+    "node_modules",
+    "site-packages",
+    "venv",
+    "__pycache__",
+    ".atenlens_cache",
+)
 
 
 class ConfigError(ValueError):
@@ -59,9 +108,10 @@ class LintConfig:
     path: Optional[Path]  # the pyproject.toml; None: no file, the defaults
     root: Path  # the folder patterns are relative to
     selection: Selection = field(default_factory=Selection)
-    exclude: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE  # `exclude` (or the default) + `extend-exclude`
     per_file_ignores: tuple[FileIgnore, ...] = ()
     respect_gitignore: bool = True
+    force_exclude: bool = False
 
     def relative(self, path: Path) -> Optional[str]:
         """`path` from the config's folder, in `/` form; None when it lies outside."""
@@ -76,6 +126,21 @@ class LintConfig:
     def excluded(self, path: Path) -> bool:
         """Does an `exclude` pattern match `path` (a file or a folder)?"""
         return bool(self.exclude) and _matches_any(self.exclude, self.relative(path), path.name)
+
+    def excluded_here_or_above(self, path: Path) -> bool:
+        """Is `path`, or a folder above it up to the config's folder, excluded? (What
+        `force-exclude` asks of a file named on the command line, and the editor of a document.)"""
+        if not self.exclude:
+            return False
+        current = Path(os.path.abspath(path))
+        root = Path(os.path.abspath(self.root))
+        if self.excluded(current):
+            return True
+        while root in current.parent.parents:
+            current = current.parent
+            if self.excluded(current):
+                return True
+        return False
 
     def codes(self, path: Optional[Path], known: Sequence[str], cli: Optional[Selection] = None) -> frozenset[str]:
         """The codes that run on `path`: this file's selection, then `cli` on top, then the
@@ -179,9 +244,19 @@ def load_config(pyproject: Path, known: Sequence[str]) -> LintConfig:
     where = f"{pyproject}: [tool.atenlens]"
     if not isinstance(table, dict):
         raise ConfigError(f"{pyproject}: `tool.atenlens` must be a table")
-    unknown = sorted(set(table) - set(KEYS))
+    unknown = sorted(set(table) - set(KEYS) - set(OTHER_TABLES))
     if unknown:
-        raise ConfigError(f"{where} unknown key {unknown[0]!r} (known: {', '.join(KEYS)})")
+        raise ConfigError(f"{where} unknown key {unknown[0]!r} (known: {', '.join(KEYS + ('lint',))})")
+    lint = table.get("lint", {})
+    if not isinstance(lint, dict):
+        raise ConfigError(f"{pyproject}: `tool.atenlens.lint` must be a table")
+    unknown = sorted(set(lint) - set(RULE_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}.lint unknown key {unknown[0]!r} (known: {', '.join(RULE_KEYS)})")
+    twice = sorted(set(lint) & set(table))
+    if twice:
+        raise ConfigError(f"{where} {twice[0]} is given both here and in [tool.atenlens.lint]")
+    table = {**{k: v for k, v in table.items() if k not in OTHER_TABLES}, **lint}
 
     def codes(key: str, value: Any) -> tuple[str, ...]:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -200,7 +275,8 @@ def load_config(pyproject: Path, known: Sequence[str]) -> LintConfig:
     select = codes("select", table["select"]) if "select" in table else None
     extend = codes("extend-select", table["extend-select"]) if "extend-select" in table else ()
     ignore = codes("ignore", table["ignore"]) if "ignore" in table else ()
-    exclude = patterns("exclude", table["exclude"]) if "exclude" in table else ()
+    exclude = patterns("exclude", table["exclude"]) if "exclude" in table else DEFAULT_EXCLUDE
+    exclude += patterns("extend-exclude", table["extend-exclude"]) if "extend-exclude" in table else ()
     per_file: list[FileIgnore] = []
     raw = table.get("per-file-ignores", {})
     if not isinstance(raw, dict):
@@ -212,6 +288,9 @@ def load_config(pyproject: Path, known: Sequence[str]) -> LintConfig:
     gitignore = table.get("respect-gitignore", True)
     if not isinstance(gitignore, bool):
         raise ConfigError(f"{where} respect-gitignore must be true or false, got {_shown(gitignore)}")
+    force = table.get("force-exclude", False)
+    if not isinstance(force, bool):
+        raise ConfigError(f"{where} force-exclude must be true or false, got {_shown(force)}")
     return LintConfig(
         path=pyproject,
         root=pyproject.parent,
@@ -219,6 +298,7 @@ def load_config(pyproject: Path, known: Sequence[str]) -> LintConfig:
         exclude=exclude,
         per_file_ignores=tuple(per_file),
         respect_gitignore=gitignore,
+        force_exclude=force,
     )
 
 
@@ -231,8 +311,12 @@ class ConfigCache:
     """Config files found and read, keyed by folder and re-read when a file changes (the
     language server keeps one for the life of the process; the CLI one per run)."""
 
-    def __init__(self, known: Sequence[str]) -> None:
+    def __init__(self, known: Sequence[str], config_file: Optional[Path] = None, isolated: bool = False) -> None:
+        """`config_file` (`--config`): that file applies to every path, found or not; `isolated`
+        (`--isolated`): no file does, every path gets the defaults."""
         self.known = tuple(known)
+        self.config_file = Path(os.path.abspath(config_file)) if config_file is not None else None
+        self.isolated = isolated
         self._nearest: dict[Path, Optional[Path]] = {}
         self._loaded: dict[Path, tuple[tuple[int, int], LintConfig]] = {}
 
@@ -243,9 +327,14 @@ class ConfigCache:
         folder = Path(os.path.abspath(path))
         if not folder.is_dir():
             folder = folder.parent
-        if check_changes or folder not in self._nearest:
-            self._nearest[folder] = find_pyproject(folder)
-        pyproject = self._nearest[folder]
+        if self.isolated:
+            return default_config(Path.cwd())
+        if self.config_file is not None:
+            pyproject: Optional[Path] = self.config_file
+        else:
+            if check_changes or folder not in self._nearest:
+                self._nearest[folder] = find_pyproject(folder)
+            pyproject = self._nearest[folder]
         if pyproject is None:
             return default_config(folder)
         try:

@@ -3,12 +3,13 @@ less what `.gitignore` files and `[tool.atenlens] exclude` leave out, and never 
 regular file.
 
 A file named on the command line is linted whatever its extension and even when a pattern would
-exclude it (as in ruff); a folder named on the command line is walked even when excluded. Below
-it, a folder or file matched by `exclude`, by a `.gitignore` (the folder's own, those of the
-folders above it up to the repository root, and the repository's `.git/info/exclude`) or by
-`SKIPPED_DIRS` is not visited. A FIFO, socket or device (also one reached through a symbolic
-link, such as a link to /dev/zero) is never opened: reading one could block forever or never
-end; it is reported as skipped. A symbolic link to a folder is not followed during the walk.
+exclude it, unless `force-exclude` is on (as in ruff); a folder named on the command line is
+walked even when excluded. Below it, a folder or file matched by `exclude` (by default
+config.DEFAULT_EXCLUDE: `.git`, `.venv`, `build`, ...) or by a `.gitignore` (the folder's own,
+those of the folders above it up to the repository root, and the repository's
+`.git/info/exclude`) is not visited. A FIFO, socket or device (also one reached through a
+symbolic link, such as a link to /dev/zero) is never opened: reading one could block forever or
+never end; it is reported as skipped. A symbolic link to a folder is not followed during the walk.
 """
 
 from __future__ import annotations
@@ -20,25 +21,6 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional, Union
 
 from atenlens.lint.config import LintConfig
-
-# Folders no one wants linted when they point the linter at a project root.
-SKIPPED_DIRS = frozenset(
-    {
-        ".git",
-        ".hg",
-        ".svn",
-        ".venv",
-        "venv",
-        "__pycache__",
-        "node_modules",
-        ".mypy_cache",
-        ".pytest_cache",
-        ".ruff_cache",
-        ".tox",
-        "build",
-        "dist",
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -136,11 +118,13 @@ class _GitIgnores:
 def python_files(root: Path, config_for: Callable[[Path], LintConfig]) -> Iterator[Union[Path, Skipped]]:
     """`root` itself when it is not a folder; else every `*.py` below it (sorted), less the
     excluded and ignored ones, and a `Skipped` for each `*.py` that is not a regular file."""
+    config = config_for(root)
+    if config.force_exclude and config.excluded_here_or_above(root):
+        return  # ruff's --force-exclude: excluded even when named (pre-commit names every file)
     if not root.is_dir():
         reason = not_regular(root)
         yield root if reason is None else Skipped(root, reason)
         return
-    config = config_for(root)
     ignores = _GitIgnores.above(root) if config.respect_gitignore else _GitIgnores()
     yield from _walk(root, config_for, ignores)
 
@@ -174,10 +158,6 @@ def _walk(
         yield path if reason is None else Skipped(path, reason)
     for entry in dirs:
         path = Path(entry.path)
-        if (
-            entry.name in SKIPPED_DIRS
-            or config.excluded(path)
-            or (config.respect_gitignore and ignores.ignored(path, True))
-        ):
+        if config.excluded(path) or (config.respect_gitignore and ignores.ignored(path, True)):
             continue
         yield from _walk(path, config_for, ignores)

@@ -6,7 +6,12 @@
   offer), then `Found N problems.` and `[*] K fixable with \\`--fix\\`.`, or `All checks passed!`.
 - `json`: ruff's JSON fields: `code`, `name`, `message`, `filename` (absolute), `location` and
   `end_location` (`row`, 1-based `column`), `fix` (`applicability`, `message`, `edits` with
-  `content`, `location`, `end_location`) or null, `noqa_row`, `url`, `severity`, `cell` (null).
+  `content`, `location`, `end_location`) or null, `noqa_row`, `url`, `severity`, `cell` (null);
+  keys sorted, as ruff writes them.
+- `json-lines`: the same objects, one per line (ruff's `json-lines`).
+- `grouped`: ruff's grouped shape: the file's path, then `  row:col CODE [*] message` per
+  finding (rows right-aligned, columns left-aligned within the file), a blank line per file.
+- `pylint`: `path:row: [CODE] message` (ruff's and pylint's parseable shape).
 - `github`: one GitHub Actions workflow command per finding
   (`::warning title=atenlens (AL100),file=...,line=...,col=...,endLine=...,endColumn=...::...`),
   shown by GitHub as annotations on the pull request's lines.
@@ -69,13 +74,7 @@ def write_concise(results: Sequence[Located], out: TextIO) -> None:
         f = r.finding
         mark = "[*] " if f.fix is not None else ""
         out.write(f"{r.path}:{f.line}:{f.column + 1}: {f.code} {mark}{f.message}\n")
-    if not results:
-        out.write("All checks passed!\n")
-        return
-    out.write(f"Found {_plural(len(results), 'problem')}.\n")
-    fixable = sum(1 for r in results if r.finding.fix is not None)
-    if fixable:
-        out.write(f"[*] {fixable} fixable with `--fix`.\n")
+    _summary(results, out)
 
 
 def _location(line: int, column: int) -> dict:
@@ -115,8 +114,44 @@ def json_finding(r: Located) -> dict:
 
 
 def write_json(results: Sequence[Located], out: TextIO) -> None:
-    json.dump([json_finding(r) for r in results], out, indent=2, ensure_ascii=False)
+    json.dump([json_finding(r) for r in results], out, indent=2, ensure_ascii=False, sort_keys=True)
     out.write("\n")
+
+
+def write_json_lines(results: Sequence[Located], out: TextIO) -> None:
+    for r in results:
+        out.write(json.dumps(json_finding(r), ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n")
+
+
+def _summary(results: Sequence[Located], out: TextIO) -> None:
+    """ruff's closing lines: `Found N problems.` and the fixable count, or `All checks passed!`."""
+    if not results:
+        out.write("All checks passed!\n")
+        return
+    out.write(f"Found {_plural(len(results), 'problem')}.\n")
+    fixable = sum(1 for r in results if r.finding.fix is not None)
+    if fixable:
+        out.write(f"[*] {fixable} fixable with `--fix`.\n")
+
+
+def write_grouped(results: Sequence[Located], out: TextIO) -> None:
+    by_path: dict[str, list[Finding]] = {}
+    for r in results:
+        by_path.setdefault(r.path, []).append(r.finding)
+    for path, findings in by_path.items():
+        rows = max(len(str(f.line)) for f in findings)
+        columns = max(len(str(f.column + 1)) for f in findings)
+        out.write(f"{path}:\n")
+        for f in findings:
+            mark = "[*] " if f.fix is not None else ""
+            out.write(f"  {f.line:>{rows}}:{f.column + 1:<{columns}} {f.code} {mark}{f.message}\n")
+        out.write("\n")
+    _summary(results, out)
+
+
+def write_pylint(results: Sequence[Located], out: TextIO) -> None:
+    for r in results:
+        out.write(f"{r.path}:{r.finding.line}: [{r.finding.code}] {r.finding.message}\n")
 
 
 def _escape_data(text: str) -> str:
@@ -239,6 +274,9 @@ WRITERS = {
     "text": write_text,
     "concise": write_concise,
     "json": write_json,
+    "json-lines": write_json_lines,
+    "grouped": write_grouped,
+    "pylint": write_pylint,
     "github": write_github,
     "sarif": write_sarif,
 }
@@ -273,6 +311,8 @@ def write_statistics(results: Sequence[Located], fmt: str, out: TextIO) -> None:
         out.write(f"{count:>{width}}\t{code}\t{mark} {_name(code)}\n")
     if rows:
         out.write(f"Found {_plural(sum(counts.values()), 'problem')}.\n")
+        if fixable:
+            out.write(f"[*] {sum(fixable.values())} fixable with `--fix`.\n")
 
 
 def _name(code: str) -> Optional[str]:

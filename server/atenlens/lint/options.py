@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-FORMATS = ("text", "concise", "json", "github", "sarif")
+FORMATS = ("text", "concise", "json", "json-lines", "grouped", "pylint", "github", "sarif")
 
 
 def add_arguments(lint: argparse.ArgumentParser) -> None:
@@ -35,8 +35,41 @@ def add_arguments(lint: argparse.ArgumentParser) -> None:
     lint.add_argument(
         "--diff", action="store_true", help="print the quick fixes as a unified diff; change nothing (exit 1 if any)"
     )
+    lint.add_argument(
+        "--unsafe-fixes",
+        "--no-unsafe-fixes",
+        dest="unsafe_fixes",
+        action="store_true",
+        help="accepted for ruff's command lines; every quick fix of atenlens is safe, so it changes nothing",
+    )
     lint.add_argument("--statistics", action="store_true", help="print the number of findings per code instead")
-    lint.add_argument("--exit-zero", action="store_true", help="exit 0 even when something is found")
+    lint.add_argument("--exit-zero", "-e", action="store_true", help="exit 0 even when something is found")
+    lint.add_argument(
+        "--exit-non-zero-on-fix",
+        action="store_true",
+        help="with --fix: exit 1 when anything was fixed, even if nothing remains",
+    )
+    lint.add_argument("--output-file", "-o", metavar="FILE", help="write the findings to FILE instead of stdout")
+    lint.add_argument(
+        "--config",
+        metavar="PYPROJECT",
+        help="use this pyproject.toml's [tool.atenlens] for every file, instead of the nearest one",
+    )
+    lint.add_argument("--isolated", action="store_true", help="read no configuration file: the defaults apply")
+    lint.add_argument(
+        "--force-exclude",
+        action="store_true",
+        default=None,
+        help="apply exclude / extend-exclude to files named on the command line too (as pre-commit passes them)",
+    )
+    lint.add_argument("--no-force-exclude", dest="force_exclude", action="store_false")
+    lint.add_argument(
+        "--respect-gitignore",
+        action="store_true",
+        default=None,
+        help="leave out what .gitignore files do (the default; respect-gitignore in the config)",
+    )
+    lint.add_argument("--no-respect-gitignore", dest="respect_gitignore", action="store_false")
     lint.add_argument(
         "--stdin-filename",
         metavar="PATH",

@@ -10,7 +10,6 @@ server does: the user sees the problem and keeps a working editor.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Optional
 
@@ -42,18 +41,6 @@ class WorkspaceLintConfig:
                     problem = message
                 config = default_config(Path(path).parent)
             else:
-                if self._excluded(config, Path(path)):
+                if config.excluded_here_or_above(Path(path)):
                     return [], None
         return sorted(config.codes(Path(path) if path else None, self.known, editor)), problem
-
-    @staticmethod
-    def _excluded(config: LintConfig, path: Path) -> bool:
-        if not config.exclude:
-            return False
-        current = Path(os.path.abspath(path))
-        root = Path(os.path.abspath(config.root))
-        while current != root and root in current.parents:
-            if config.excluded(current):
-                return True
-            current = current.parent
-        return False

@@ -1,0 +1,214 @@
+"""`atenlens lint` where a team that runs ruff expects ruff's behaviour: the config tables next to
+`[tool.atenlens.check]`, `extend-exclude`, `--force-exclude` (pre-commit), `--config`,
+`--isolated`, the json-lines / grouped / pylint formats, `--exit-non-zero-on-fix`,
+`--output-file`. A real subprocess each time; the expected texts are ruff 0.17's shapes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LOOP = "import torch\nfor x in xs.cuda():\n    v = x.item()\n    n = torch.zeros(3).cuda()\n"
+ITEM = "`.item()` inside a loop: the host waits for the GPU on every iteration"
+ZEROS = "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with `device=`"
+
+
+def run_lint(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "atenlens", "lint", "--no-cache", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        input=stdin,
+    )
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def found(result: subprocess.CompletedProcess[str]) -> list[str]:
+    """`path:line CODE` per finding of a text-format run."""
+    return [
+        f"{line.split(':')[0]}:{line.split(':')[1]} {line.split(': ')[1].split()[0]}"
+        for line in result.stdout.splitlines()
+        if not line.startswith("Found ")
+    ]
+
+
+def test_a_check_table_and_a_lint_table_sit_next_to_the_rule_keys(tmp_path: Path) -> None:
+    # `atenlens check` reads [tool.atenlens.check] (docs/check.md); the lint once failed on it
+    write(
+        tmp_path / "pyproject.toml",
+        "[tool.atenlens]\nextend-exclude = ['gen']\n"
+        "[tool.atenlens.lint]\nignore = ['AL302']\n"
+        "[tool.atenlens.check]\nfunctions = { 'train.py::step' = { syncs = 0 } }\n",
+    )
+    write(tmp_path / "t.py", LOOP)
+    write(tmp_path / "gen" / "g.py", LOOP)
+    result = run_lint(cwd=tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1,
+        f"t.py:3:11: AL100 {ITEM}\nFound 1 problem in 1 file.\n",
+        "",
+    )
+    write(
+        tmp_path / "pyproject.toml", "[tool.atenlens]\nignore = ['AL100']\n[tool.atenlens.lint]\nignore = ['AL302']\n"
+    )
+    twice = run_lint(cwd=tmp_path)
+    assert (twice.returncode, twice.stderr) == (
+        2,
+        f"atenlens lint: {tmp_path / 'pyproject.toml'}: [tool.atenlens] ignore is given both here "
+        "and in [tool.atenlens.lint]\n",
+    )
+    write(tmp_path / "pyproject.toml", "[tool.atenlens.lint]\nexclude = ['gen']\n")
+    wrong = run_lint(cwd=tmp_path)
+    assert (wrong.returncode, wrong.stderr) == (
+        2,
+        f"atenlens lint: {tmp_path / 'pyproject.toml'}: [tool.atenlens].lint unknown key 'exclude' "
+        "(known: select, extend-select, ignore, per-file-ignores)\n",
+    )
+
+
+def test_exclude_replaces_the_default_folders_and_extend_exclude_adds_to_them(tmp_path: Path) -> None:
+    for name in ("src/m.py", ".venv/lib/v.py", "build/b.py", "site-packages/s.py", "legacy/l.py"):
+        write(tmp_path / name, LOOP)
+    write(tmp_path / "pyproject.toml", "[tool.atenlens]\nselect = ['AL100']\n")
+    assert found(run_lint(cwd=tmp_path)) == ["legacy/l.py:3 AL100", "src/m.py:3 AL100"]
+    write(tmp_path / "pyproject.toml", "[tool.atenlens]\nselect = ['AL100']\nextend-exclude = ['legacy']\n")
+    assert found(run_lint(".", cwd=tmp_path)) == ["src/m.py:3 AL100"]
+    # ruff's `exclude` is the whole list: the defaults (.venv, build, ...) are no longer in it
+    write(tmp_path / "pyproject.toml", "[tool.atenlens]\nselect = ['AL100']\nexclude = ['legacy']\n")
+    assert found(run_lint(".", cwd=tmp_path)) == [
+        ".venv/lib/v.py:3 AL100",
+        "build/b.py:3 AL100",
+        "site-packages/s.py:3 AL100",
+        "src/m.py:3 AL100",
+    ]
+
+
+def test_force_exclude_leaves_out_excluded_files_that_are_named_as_pre_commit_names_them(tmp_path: Path) -> None:
+    write(tmp_path / "pyproject.toml", "[tool.atenlens]\nselect = ['AL100']\nextend-exclude = ['legacy', '*_pb2.py']\n")
+    for name in ("src/m.py", "legacy/deep/l.py", "src/x_pb2.py"):
+        write(tmp_path / name, LOOP)
+    named = ("src/m.py", "legacy/deep/l.py", "src/x_pb2.py")
+    # without the flag a named file is linted whatever exclude says (ruff's rule)
+    assert found(run_lint(*named, cwd=tmp_path)) == [
+        "src/m.py:3 AL100",
+        "legacy/deep/l.py:3 AL100",
+        "src/x_pb2.py:3 AL100",
+    ]
+    forced = run_lint("--force-exclude", *named, cwd=tmp_path)
+    assert (forced.returncode, found(forced), forced.stderr) == (1, ["src/m.py:3 AL100"], "")
+    only_excluded = run_lint("--force-exclude", "legacy/deep/l.py", cwd=tmp_path)
+    assert (only_excluded.returncode, only_excluded.stdout, only_excluded.stderr) == (0, "", "")
+    # the config key does what the flag does; --no-force-exclude turns it off again
+    write(
+        tmp_path / "pyproject.toml",
+        "[tool.atenlens]\nselect = ['AL100']\nextend-exclude = ['legacy']\nforce-exclude = true\n",
+    )
+    assert found(run_lint(*named[:2], cwd=tmp_path)) == ["src/m.py:3 AL100"]
+    assert found(run_lint("--no-force-exclude", *named[:2], cwd=tmp_path)) == [
+        "src/m.py:3 AL100",
+        "legacy/deep/l.py:3 AL100",
+    ]
+    # stdin named into an excluded folder: nothing linted; --fix gives the text back unchanged
+    piped = run_lint("--stdin-filename", "legacy/p.py", "-", cwd=tmp_path, stdin=LOOP)
+    assert (piped.returncode, piped.stdout) == (0, "")
+    fixed = run_lint("--fix", "--select", "AL302", "--stdin-filename", "legacy/p.py", "-", cwd=tmp_path, stdin=LOOP)
+    assert (fixed.returncode, fixed.stdout) == (0, LOOP)
+    # the hook pre-commit runs carries the flag
+    hooks = (ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8")
+    assert hooks.count("entry: atenlens lint --force-exclude\n  require_serial: true\n") == 2
+
+
+def test_config_names_the_file_and_isolated_reads_none(tmp_path: Path) -> None:
+    write(tmp_path / "pyproject.toml", "[tool.atenlens]\nselect = ['AL100']\n")
+    write(tmp_path / "ci" / "lint.toml", "[tool.atenlens]\nselect = ['AL302']\nextend-exclude = ['skip.py']\n")
+    write(tmp_path / "t.py", LOOP)
+    write(tmp_path / "skip.py", LOOP)
+    assert found(run_lint(".", cwd=tmp_path)) == ["skip.py:3 AL100", "t.py:3 AL100"]
+    # its patterns are relative to its own folder (ci/), so `skip.py` matches by name
+    assert found(run_lint("--config", "ci/lint.toml", ".", cwd=tmp_path)) == ["t.py:4 AL302"]
+    assert found(run_lint("--isolated", "t.py", cwd=tmp_path)) == ["t.py:3 AL100", "t.py:4 AL302"]
+    missing = run_lint("--config", "nope.toml", ".", cwd=tmp_path)
+    assert (missing.returncode, missing.stderr) == (2, "atenlens lint: --config nope.toml: no such file\n")
+
+
+def test_json_lines_grouped_and_pylint_are_ruffs_shapes(tmp_path: Path) -> None:
+    write(tmp_path / "a.py", LOOP)
+    write(tmp_path / "b.py", "\n" * 9 + "for x in xs.cuda():\n    x.tolist()\n")
+    lines = run_lint("--format", "json-lines", ".", cwd=tmp_path)
+    rows = lines.stdout.splitlines()
+    assert lines.returncode == 1 and len(rows) == 3
+    assert rows[0].startswith('{"cell":null,"code":"AL100","end_location":{"column":17,"row":3},"filename":')
+    assert [json.loads(row)["location"] for row in rows] == [
+        {"column": 11, "row": 3},
+        {"column": 24, "row": 4},
+        {"column": 7, "row": 11},
+    ]
+    as_list = json.loads(run_lint("--format", "json", ".", cwd=tmp_path).stdout)
+    assert [json.loads(row) for row in rows] == as_list
+    assert list(as_list[1]["fix"]) == ["applicability", "edits", "message"]  # keys sorted, as ruff's
+    grouped = run_lint("--format", "grouped", ".", cwd=tmp_path)
+    assert grouped.stdout == (
+        "a.py:\n"
+        f"  3:11 AL100 {ITEM}\n"
+        f"  4:24 AL302 [*] {ZEROS}\n"
+        "\n"
+        "b.py:\n"
+        "  11:7 AL100 `.tolist()` inside a loop: the host waits for the GPU on every iteration\n"
+        "\n"
+        "Found 3 problems.\n"
+        "[*] 1 fixable with `--fix`.\n"
+    )
+    assert run_lint("--format", "grouped", "--select", "AL300", ".", cwd=tmp_path).stdout == "All checks passed!\n"
+    pylint = run_lint("--format", "pylint", "a.py", cwd=tmp_path)
+    assert pylint.stdout == f"a.py:3: [AL100] {ITEM}\na.py:4: [AL302] {ZEROS}\n"
+
+
+def test_exit_non_zero_on_fix_and_output_file(tmp_path: Path) -> None:
+    fixable = "import torch\nn = torch.zeros(3).cuda()\n"
+    write(tmp_path / "t.py", fixable)
+    plain = run_lint("--fix", "t.py", cwd=tmp_path)
+    assert (plain.returncode, plain.stdout) == (0, "Fixed 1 problem (0 remaining).\n")
+    write(tmp_path / "t.py", fixable)
+    strict = run_lint("--fix", "--exit-non-zero-on-fix", "t.py", cwd=tmp_path)
+    assert strict.returncode == 1
+    assert (tmp_path / "t.py").read_text() == 'import torch\nn = torch.zeros(3, device="cuda")\n'
+    nothing = run_lint("--fix", "--exit-non-zero-on-fix", "t.py", cwd=tmp_path)
+    assert (nothing.returncode, nothing.stdout) == (0, "")
+    write(tmp_path / "u.py", LOOP)
+    to_file = run_lint("--format", "json", "--output-file", "out/report.json", "u.py", cwd=tmp_path / "")
+    assert (to_file.returncode, to_file.stdout) == (2, "")
+    (tmp_path / "out").mkdir()
+    to_file = run_lint("--format", "json", "-o", "out/report.json", "u.py", cwd=tmp_path)
+    assert (to_file.returncode, to_file.stdout, to_file.stderr) == (1, "", "")
+    report = json.loads((tmp_path / "out" / "report.json").read_text(encoding="utf-8"))
+    assert [(r["code"], r["location"]["row"]) for r in report] == [("AL100", 3), ("AL302", 4)]
+    # ruff's --unsafe-fixes is accepted: every atenlens fix is safe, so it adds none
+    unsafe = run_lint("--diff", "--unsafe-fixes", "u.py", cwd=tmp_path)
+    assert unsafe.stdout.splitlines()[-1] == "Would fix 1 problem."
+
+
+def test_the_lint_runs_where_torch_and_the_language_server_cannot_be_imported(tmp_path: Path) -> None:
+    # README's CI line installs atenlens with --no-deps and only tree-sitter, tree-sitter-python
+    # and pathspec: the command line's lint path must import nothing else
+    write(tmp_path / "t.py", LOOP)
+    write(tmp_path / ".gitignore", "ignored.py\n")
+    write(tmp_path / "ignored.py", LOOP)
+    blocked = "torch numpy pygls lsprotocol cattrs".split()
+    code = (
+        f"import sys; sys.modules.update(dict.fromkeys({blocked!r})); from atenlens.cli import main; "
+        "sys.exit(main(['lint', '--no-cache', '--format', 'concise', '.']))"
+    )
+    (tmp_path / ".git").mkdir()
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stderr) == (1, "")
+    assert result.stdout.splitlines()[:2] == [f"t.py:3:11: AL100 {ITEM}", f"t.py:4:24: AL302 [*] {ZEROS}"]
