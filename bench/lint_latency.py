@@ -7,8 +7,12 @@ handing the didChange to the pipe to the arrival of the diagnostics of that docu
 (pushed, or pulled right after the change from a server that advertises pull diagnostics). The
 servers take turns edit by edit (A B C, B C A, ...), so noise hits all of them. Then the settle
 time: 50 changes sent back to back, clock from the last one to the diagnostics of the final version.
+Then, for each server that gives code lenses (atenlens), the code-lens latency after an edit: 40
+more edits of the same kind, each followed, once its diagnostics arrived, by a textDocument/codeLens
+request (as VS Code asks after a change; one request before them, untimed, as on opening); the
+clock runs from the request to its answer.
 
-    python bench/lint_latency.py [--quick] [--servers atenlens,ruff,pylsp] [--edits N] [--bursts N] [--lines N] [--json PATH]
+    python bench/lint_latency.py [--quick] [--servers atenlens,ruff,pylsp] [--edits N] [--bursts N] [--lens-edits N] [--lines N] [--json PATH]
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ def edit_script(lines: list[str], count: int, seed: int) -> list[tuple[int, int,
     return script
 
 
-async def measure(specs, root: str, text: str, edits: int, bursts: int, burst_size: int, seed: int):
+async def measure(specs, root: str, text: str, edits: int, bursts: int, burst_size: int, seed: int, lens_edits: int):
     path = os.path.join(root, "training_utils.py")
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
@@ -66,7 +70,19 @@ async def measure(specs, root: str, text: str, edits: int, bursts: int, burst_si
                 for edit in burst:
                     sent, waiting = await session.change([edit])
                 settle[session.spec.name].append(await session.diagnostics(sent, waiting))
-        return per_edit, settle, {s.spec.name: ("pull" if s.pulls else "push") for s in sessions}
+        lens: dict[str, list[float]] = {}
+        lensed = [s for s in sessions if s.client.server_capabilities.get("codeLensProvider")]
+        for session in lensed:  # the lenses of the opened text, as an editor asks for them on opening
+            await session.client.request("textDocument/codeLens", {"textDocument": {"uri": session.uri}})
+        for k, edit in enumerate(edit_script(text.split("\n"), lens_edits, seed + 2)):
+            for session in rotated(lensed, k):
+                sent, waiting = await session.change([edit])
+                await session.diagnostics(sent, waiting)
+                asked, answer = await session.client.request(
+                    "textDocument/codeLens", {"textDocument": {"uri": session.uri}}
+                )
+                lens.setdefault(session.spec.name, []).append(answer.at - asked)
+        return per_edit, settle, lens, {s.spec.name: ("pull" if s.pulls else "push") for s in sessions}
     finally:
         await asyncio.gather(*(s.client.shutdown() for s in sessions), return_exceptions=True)
 
@@ -76,18 +92,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--edits", type=int, default=200)
     p.add_argument("--bursts", type=int, default=5, help="rounds of the burst test")
     p.add_argument("--burst-size", type=int, default=50)
+    p.add_argument("--lens-edits", type=int, default=40, help="edits followed by a code-lens request")
     p.add_argument("--lines", type=int, default=5000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--servers", default="atenlens,ruff,pylsp", help="comma-separated subset to measure")
     args = p.parse_args(argv)
     if args.quick:
-        args.edits, args.bursts, args.burst_size, args.lines = 6, 1, 10, 600
+        args.edits, args.bursts, args.burst_size, args.lines, args.lens_edits = 6, 1, 10, 600, 4
     wanted = [n.strip() for n in args.servers.split(",")]
     specs, absent = available([s for s in ALL if s.name in wanted])
     text = generate(args.lines, args.seed)
     with tempfile.TemporaryDirectory(prefix="atenlens-bench-") as root:
-        per_edit, settle, modes = asyncio.run(
-            measure(specs, root, text, args.edits, args.bursts, args.burst_size, args.seed)
+        per_edit, settle, lens, modes = asyncio.run(
+            measure(specs, root, text, args.edits, args.bursts, args.burst_size, args.seed, args.lens_edits)
         )
 
     result = Result(
@@ -115,9 +132,19 @@ def main(argv: list[str] | None = None) -> int:
             spec.name, modes[spec.name], percentile(lat, 50), percentile(lat, 95), max(lat), median(st), spread(st)
         )
     result.tables.append(edits)
+    if lens:
+        lenses = Table(
+            f"after an edit and its diagnostics: textDocument/codeLens -> answer (ms, {args.lens_edits} edits)",
+            ["server", "p50", "p95", "max"],
+        )
+        for name, values in lens.items():
+            lat = [ms(x) for x in values]
+            lenses.add(name, percentile(lat, 50), percentile(lat, 95), max(lat))
+        result.tables.append(lenses)
     result.raw = {
         "per_edit_ms": {k: [ms(x) for x in v] for k, v in per_edit.items()},
         "settle_ms": {k: [ms(x) for x in v] for k, v in settle.items()},
+        "code_lens_ms": {k: [ms(x) for x in v] for k, v in lens.items()},
     }
     p95 = {name: ms(percentile(v, 95)) for name, v in per_edit.items()}
     if "atenlens" in p95 and "ruff" in p95:

@@ -104,6 +104,11 @@ def test_lint_latency_compares_every_installed_server(quick_run):
     if "ruff" in modes:
         assert modes["ruff"] == "pull"  # ruff answers textDocument/diagnostic to a client that pulls
     assert all(len(v) == 6 for v in result["raw"]["per_edit_ms"].values())  # --quick: 6 edits each
+    # the code-lens latency after an edit, of the servers that give lenses (atenlens; pylsp answers [])
+    columns, rows = table(result, 1)
+    assert columns == ["server", "p50", "p95", "max"]
+    assert rows[0][0] == "atenlens" and {r[0] for r in rows} <= {"atenlens", "pylsp"}
+    assert len(result["raw"]["code_lens_ms"]["atenlens"]) == 4  # --quick: 4 edits
     expected = [
         t
         for t, peer in (("atenlens p95 <= 2 x ruff p95", "ruff"), ("atenlens p95 below pylsp p95", "pylsp"))
