@@ -203,6 +203,11 @@ class Recorder:
         """The torch modes to enter, in this order, after the fake mode."""
         return [self._call_mode, self._op_mode]
 
+    def recompute_under_modes(self) -> Any:
+        """A context in which activation checkpointing's recompute in backward runs under the call mode,
+        as the forward did (torch_compat.checkpoint_recompute_under)."""
+        return tc.checkpoint_recompute_under(self._call_mode)
+
     def use_device_hooks(self, hooks: DeviceHooks) -> None:
         """Run calls and ops through `hooks` from now on."""
         self.run_call = hooks.call

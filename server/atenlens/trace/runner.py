@@ -151,6 +151,7 @@ def run_trace(request: TraceRequest) -> TraceReport:
                     recorder.use_device_hooks(device_hooks)
                     for mode in recorder.modes():
                         modes.enter_context(mode)
+                    modes.enter_context(recorder.recompute_under_modes())
                     module = _load_module(file, source)
                     stage = "setup"
                     function = _resolve(module, request.qualname)

@@ -179,6 +179,7 @@ def symbolic_pass(
             modes.enter_context(environment(recorder))
             for mode in recorder.modes():
                 modes.enter_context(mode)
+            modes.enter_context(recorder.recompute_under_modes())
             module = load()
             call = build_call(module)
             args, kwargs, named, kept = _symbolic_inputs(call.function, call.args, call.kwargs, names, env)

@@ -919,3 +919,39 @@ def no_guards(env: Any) -> Any:
     """Comparisons of symbolic sizes answer from the given values and record no guard: for the
     trace's own measuring (FLOPs, bytes), which is no assumption of the user's program."""
     return env.suppress_guards()
+
+
+@contextlib.contextmanager
+def checkpoint_recompute_under(mode: Any) -> Iterator[None]:
+    """Activation checkpointing recomputes its forward during backward, and torch function modes are
+    off there: a mode's `__torch_function__` for `backward()` runs with the mode popped, so the
+    autograd engine's snapshot of the thread's state has none (pytorch/pytorch#148023, not in torch
+    2.13). The recorder's function mode picks kernels at the function level (sdpa's fused kernels), so
+    the recompute would take the math path, save other tensors than the forward did, and
+    `torch.utils.checkpoint` would raise CheckpointError where a GPU run trains. For one trace, both
+    checkpoint flavours recompute with `mode` on (when it is not on already). Private:
+    `_CheckpointFrame` (non-reentrant) and `CheckpointFunction.backward` (reentrant)."""
+    import torch.utils.checkpoint as checkpoint_module
+
+    def under_mode(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if any(m is mode for m in torch.overrides._get_current_function_mode_stack()):
+                return fn(*args, **kwargs)
+            with mode:
+                return fn(*args, **kwargs)
+
+        return run
+
+    frame_class, function_class = checkpoint_module._CheckpointFrame, checkpoint_module.CheckpointFunction
+    original_init, original_backward = frame_class.__init__, function_class.backward
+
+    def frame_init(self: Any, recompute_fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        original_init(self, under_mode(recompute_fn), *args, **kwargs)
+
+    frame_class.__init__ = frame_init  # type: ignore[method-assign]
+    function_class.backward = staticmethod(under_mode(original_backward))  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        frame_class.__init__ = original_init  # type: ignore[method-assign]
+        function_class.backward = staticmethod(original_backward)  # type: ignore[method-assign,assignment]

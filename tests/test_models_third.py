@@ -1,0 +1,70 @@
+"""Third round of real configurations traced on simulated CUDA (the `models` extra for Hugging Face).
+
+Each fixture in tests/fixtures/models/ was traced and also run eagerly on the CPU with real small
+tensors (bench/fidelity_sweep/compare.py); these tests pin what the trace must show where the two
+first disagreed: the trace ended where the eager run trained.
+"""
+
+from __future__ import annotations
+
+from test_models import line_of, needs, op_counts, trace
+
+
+def outputs(report, name: str) -> list[tuple]:
+    return [
+        (e.phase, e.line, tuple(tuple(o.shape) for o in e.outputs))
+        for e in report.events
+        if e.kind == "op" and e.name == name
+    ]
+
+
+def test_ctc_loss_runs_the_native_cuda_kernel_forward_and_backward(worker):
+    report = trace(worker, "ctc_step.py", "step")
+    assert report.stdout == "torch.Size([]) torch.Size([])\n"
+    line = line_of("ctc_step.py", "loss = ctc(log_probs, targets, torch.tensor([12, 10]), torch.tensor([5, 3]))")
+    gpu_line = line_of("ctc_step.py", "on_gpu = ctc(log_probs.detach(), targets,")
+    # per-sequence losses (batch 2) and log_alpha: batch x 12 input steps x (2 * longest target + 1),
+    # the longest target being 5 from the host lengths, then 4 from the cuda lengths
+    assert outputs(report, "aten._ctc_loss.default") == [
+        ("forward", line, ((2,), (2, 12, 11))),
+        ("forward", gpu_line, ((2,), (2, 12, 9))),
+    ]
+    assert outputs(report, "aten._ctc_loss_backward.default") == [("backward", line, ((12, 2, 6),))]
+    assert op_counts(report, "aten._ctc_loss") == {
+        ("forward", "aten._ctc_loss.default"): 2,
+        ("backward", "aten._ctc_loss_backward.default"): 1,
+    }
+    # the mean reduction divides by the clamped target lengths, copied to the GPU
+    assert [
+        (e.line, e.outputs[0].shape) for e in report.events if e.kind == "op" and e.name == "aten.clamp_min.default"
+    ] == [
+        (line, (2,)),
+        (gpu_line, (2,)),
+    ]
+    # lengths on the GPU are copied to the host first: one sync per lengths tensor
+    lengths_syncs = [d for d in report.diagnostics if d.code == "AL100" and "i64[2] to the host" in d.message]
+    assert [(d.line, d.count) for d in lengths_syncs] == [(gpu_line, 2)]
+    assert not [d for d in report.diagnostics if d.code in ("AL900", "AL906")]
+
+
+def test_gradient_checkpointing_recomputes_with_the_fused_attention_kernel(worker):
+    needs("transformers")
+    report = trace(worker, "hf_checkpointed.py", "train_step")
+    # it used to end in CheckpointError: the recompute in backward took sdpa's math path and saved
+    # other tensors than the forward had
+    assert report.stdout == "(2, 12, 96) True\n"
+    line = line_of("hf_checkpointed.py", "out = model(input_ids=ids, labels=ids)")
+    attention = [
+        (e.phase, e.name, e.line)
+        for e in report.events
+        if e.kind == "op" and e.name.startswith("aten._scaled_dot_product_")
+    ]
+    # one per layer in forward; in backward each layer's recompute, then its kernel's backward
+    forward = [("forward", "aten._scaled_dot_product_efficient_attention.default", line)] * 2
+    layer = [
+        ("backward", "aten._scaled_dot_product_efficient_attention.default", line),
+        ("backward", "aten._scaled_dot_product_efficient_attention_backward.default", line),
+    ]
+    assert attention == forward + layer * 2
+    assert op_counts(report, "aten._safe_softmax") == {}  # no math path anywhere
+    assert not [d for d in report.diagnostics if d.code == "AL900"]
