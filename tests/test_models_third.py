@@ -68,3 +68,18 @@ def test_gradient_checkpointing_recomputes_with_the_fused_attention_kernel(worke
     assert attention == forward + layer * 2
     assert op_counts(report, "aten._safe_softmax") == {}  # no math path anywhere
     assert not [d for d in report.diagnostics if d.code == "AL900"]
+
+
+def test_torchao_int8_dynamic_runs_the_int8_matmul_of_its_higher_order_operator(worker):
+    needs("torchao")
+    report = trace(worker, "int8_dynamic.py", "infer")
+    # it used to end in AL900: the matmul is the `out_dtype` higher-order operator, which the trace's
+    # dispatch mode did not run; on cuda its eager kernel is torch._int_mm (int8 x int8 -> int32)
+    assert report.stdout == "(4, 16) torch.float32\n"
+    line = line_of("int8_dynamic.py", "out = model(x)")
+    int_mm = [e for e in report.events if e.kind == "op" and e.name == "aten._int_mm.default"]
+    assert [(e.line, e.inputs[0].dtype, e.inputs[1].dtype, e.outputs[0].shape, e.outputs[0].dtype) for e in int_mm] == [
+        (line, "int8", "int8", (4, 64), "int32"),
+        (line, "int8", "int8", (4, 16), "int32"),
+    ]
+    assert not [d for d in report.diagnostics if d.code == "AL900"]

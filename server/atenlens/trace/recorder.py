@@ -510,6 +510,9 @@ def _run(rec: Recorder, func: Any, args: tuple, kwargs: dict) -> Any:
 
 
 class _OpRecorder(tc.TorchDispatchMode):
+    # higher-order operators in eager code (torchao's `out_dtype` int8 matmul) come here too
+    supports_higher_order_operators = True
+
     def __init__(self, recorder: Recorder) -> None:
         super().__init__()
         self.recorder = recorder
@@ -522,6 +525,8 @@ class _OpRecorder(tc.TorchDispatchMode):
         kwargs = kwargs or {}
         rec = self.recorder
         namespace = func.namespace
+        if namespace == "higher_order":
+            return tc.run_higher_order(self, func, args, kwargs)
         if namespace == "prim" or rec._hidden:  # prim.device & co: metadata queries of FakeTensor's device policy
             return func(*args, **kwargs)
         for t in types:

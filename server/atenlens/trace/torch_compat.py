@@ -955,3 +955,16 @@ def checkpoint_recompute_under(mode: Any) -> Iterator[None]:
     finally:
         frame_class.__init__ = original_init  # type: ignore[method-assign]
         function_class.backward = staticmethod(original_backward)  # type: ignore[method-assign,assignment]
+
+
+def run_higher_order(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """A higher-order operator met by the recorder's dispatch mode `mode` (which says it supports
+    them, or torch raises): its eager implementation (the CompositeExplicitAutograd kernel, e.g.
+    `out_dtype` -> `torch._int_mm` for int8 on cuda) runs with `mode` on again, so the ops it issues are
+    recorded at the user's line as in an eager GPU run. One without an eager kernel is left to the
+    modes below (the fake mode), unrecorded. Private: `HigherOrderOperator.py_kernels`."""
+    dense = func.py_kernels.get(torch._C.DispatchKey.CompositeExplicitAutograd)
+    if dense is None:
+        return func(*args, **kwargs)
+    with mode:
+        return dense(*args, **kwargs)
