@@ -83,3 +83,20 @@ def test_torchao_int8_dynamic_runs_the_int8_matmul_of_its_higher_order_operator(
         (line, "int8", "int8", (4, 16), "int32"),
     ]
     assert not [d for d in report.diagnostics if d.code == "AL900"]
+
+
+def test_transformer_encoder_inference_with_a_padding_mask_runs(worker):
+    report = trace(worker, "transformer_infer.py", "infer")
+    # it used to end in AL900: the encoder's left-alignment check of the mask has no meta kernel
+    assert report.stdout == "(2, 9, 32) False\n"
+    line = line_of("transformer_infer.py", "out = encoder(x, src_key_padding_mask=pad)")
+    check = [
+        e for e in report.events if e.kind == "op" and e.name == "aten._nested_tensor_from_mask_left_aligned.default"
+    ]
+    assert [(e.line, e.inputs[0].shape, e.inputs[1].shape) for e in check] == [(line, (2, 9, 32), (2, 9))]
+    [sync] = [d for d in report.diagnostics if d.code == "AL100"]
+    assert (sync.line, sync.count) == (line, 1)
+    assert "checks on the host that the padding mask is left-aligned" in sync.message
+    # the mask is known (built from zeros): no assumption; two layers, two norms each
+    assert [d.code for d in report.diagnostics] == ["AL100"]
+    assert op_counts(report, "aten.native_layer_norm") == {("forward", "aten.native_layer_norm.default"): 4}

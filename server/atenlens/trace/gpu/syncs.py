@@ -91,6 +91,22 @@ def tensors_equal(call: InterceptedCall) -> Any:
         return True
 
 
+@DISPATCH_HANDLERS.register(aten._nested_tensor_from_mask_left_aligned.default)
+def padding_mask_left_aligned(call: InterceptedCall) -> Any:
+    """`nn.TransformerEncoder` in inference asks whether the padding mask is left-aligned before it
+    packs the batch into a nested tensor: a bool read on the host. (In a trace the nested fast path
+    is then not taken anyway: torch skips it while a torch function mode is active; docs/fidelity.md.)"""
+    mask = call.args[1]
+    _report_sync(
+        call, mask, f"`nn.TransformerEncoder` checks on the host that the padding mask is left-aligned: {WAITS}"
+    )
+    known = call.tracker.values.run_known(call.target, call.args, call.kwargs)
+    if known is not None:
+        return known
+    call.tracker.values.note(f"took `True` for the left alignment of padding mask {tensor_label(mask)}")
+    return True
+
+
 @DISPATCH_HANDLERS.register(aten._linalg_check_errors.default)
 def linalg_error_check(call: InterceptedCall) -> Any:
     info = call.args[0]
