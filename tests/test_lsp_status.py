@@ -180,12 +180,38 @@ async def test_server_info_names_python_and_torch(client):
     assert info["torchImported"] is False
 
 
-# Modules that the first diagnostics do not need (the hover and its listing renderer, the example
-# call proposer, the memory-timeline export, package metadata, the trace worker's client, torch):
-# imported on first use, so the editor's wait at start-up does not pay for them.
+# The first diagnostics are published before the server itself is imported (lsp/early.py): what
+# they need is the lint (any module of atenlens.lint), its pyproject.toml configuration, the
+# editor's settings and the frame reader; not pygls, its protocol types or the event loop (most
+# of start-up), nor the hover and its listing renderer, the example-call proposer, the memory
+# timeline export, package metadata, the trace worker's client or torch.
+FIRST_DIAGNOSTICS_MODULES = [
+    "atenlens",
+    "atenlens.cli",
+    "atenlens.dims",
+    "atenlens.gpus",
+    "atenlens.lines",
+    "atenlens.lsp",
+    "atenlens.lsp.early",
+    "atenlens.lsp.frames",
+    "atenlens.lsp.large",
+    "atenlens.lsp.lint_config",
+    "atenlens.lsp.settings",
+    "atenlens.lsp.text",
+    "atenlens.report",
+    "atenlens.startpath",
+    "atenlens.traceable",
+    "atenlens.worker",
+    "atenlens.worker.limits",
+]
 NOT_NEEDED_FOR_FIRST_DIAGNOSTICS = (
     "torch",
     "importlib.metadata",
+    "asyncio",
+    "pygls",
+    "lsprotocol",
+    "lsprotocol.types",
+    "atenlens.lsp.server",
     "atenlens.lsp.hover",
     "atenlens.render",
     "atenlens.plot",
@@ -197,5 +223,7 @@ NOT_NEEDED_FOR_FIRST_DIAGNOSTICS = (
 async def test_the_first_diagnostics_are_published_before_modules_they_do_not_need_are_imported(client):
     await open_document(client, EXAMPLE, EXAMPLE.read_text(encoding="utf-8"))
     modules = list((await server_info(client))["modulesAtFirstDiagnostics"])
-    assert "atenlens.lint.engine" in modules and "lsprotocol.types" in modules  # what they do need
+    assert "atenlens.lint.engine" in modules and "tree_sitter" in modules  # what they do need
+    outside_lint = [m for m in modules if m.split(".")[0] == "atenlens" and not m.startswith("atenlens.lint")]
+    assert outside_lint == FIRST_DIAGNOSTICS_MODULES
     assert [name for name in NOT_NEEDED_FOR_FIRST_DIAGNOSTICS if name in modules] == []

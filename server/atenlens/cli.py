@@ -153,9 +153,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _add_serve_arguments(parser)
         args = parser.parse_args(arguments[1:])
         args.command = "serve"
+        early = None
+        if not getattr(args, "tcp", None):
+            # before the server (pygls) is imported: answer `initialize` and publish the first
+            # document's diagnostics meanwhile (lsp/early.py)
+            from atenlens.lsp.early import read_early
+
+            early = read_early()
         from atenlens.lsp.server import serve
 
-        return serve(args)
+        return serve(args, early)
     args = build_parser().parse_args(arguments)
     if args.command == "trace":
         from atenlens.trace_command import run_trace_command

@@ -80,7 +80,8 @@ def workspace_did_change_configuration(ls: AtenlensServer, params: types.DidChan
 
 def did_open(ls: AtenlensServer, params: types.DidOpenTextDocumentParams) -> None:
     ls.state(params.text_document.uri)
-    ls.lints.schedule(params.text_document.uri)
+    if not ls.take_early_lint(params.text_document):
+        ls.lints.schedule(params.text_document.uri)
 
 
 def did_change(ls: AtenlensServer, params: types.DidChangeTextDocumentParams) -> None:

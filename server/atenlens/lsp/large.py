@@ -14,8 +14,6 @@ Torch-free; runs no user code (lint and function discovery are static).
 
 from __future__ import annotations
 
-import asyncio
-import ctypes
 import dataclasses
 import gc
 import json
@@ -56,6 +54,8 @@ def _import_paths() -> list[str]:
 async def analyze_elsewhere(
     source: str, path: Optional[str], select: Optional[Collection[str]], ignore: Optional[Collection[str]], lint: bool
 ) -> Analysis:
+    import asyncio  # here: lsp/early.py reads this module's limit before the event loop exists
+
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-I",
@@ -122,6 +122,8 @@ def release_memory() -> None:
     (glibc keeps freed memory otherwise)."""
     gc.collect()
     try:
+        import ctypes  # here: the server's start-up does not need it
+
         ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):
         pass
@@ -130,6 +132,8 @@ def release_memory() -> None:
 def child_main() -> None:
     """The child: one request on stdin, one JSON array per line on stdout, then `["done"]`."""
     try:
+        import ctypes
+
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass

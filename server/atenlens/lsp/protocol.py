@@ -52,6 +52,7 @@ from pygls.protocol.language_server import lsp_method
 from pygls.workspace import TextDocument, Workspace
 
 from atenlens.lines import lines_with_ends
+from atenlens.lsp.early import Early, publish_frame
 
 logger = logging.getLogger(__name__)
 
@@ -143,6 +144,8 @@ def _valid_id(value: Any) -> bool:
 class AtenlensProtocol(LanguageServerProtocol):
     # Set by the stdio transport (lsp/stdio.py): called at `exit`, which then ends the process there.
     on_exit: Optional[Callable[[], None]] = None
+    # What lsp/early.py answered and published before the server started (set by `serve`).
+    early: Optional[Early] = None
     _initialize_seen = False
 
     @property
@@ -297,24 +300,34 @@ class AtenlensProtocol(LanguageServerProtocol):
 
     def publish_diagnostics_json(self, uri: str, version: Optional[int], diagnostics: list[str]) -> None:
         """`textDocument/publishDiagnostics` of diagnostics already in JSON (`json_of`), written as
-        pygls writes a message: the same frame, without converting and serialising them again."""
-        params = '{"uri": %s, %s"diagnostics": [%s]}' % (
-            json.dumps(uri),
-            "" if version is None else '"version": %d, ' % version,
-            ", ".join(diagnostics),
-        )
-        body = '{"jsonrpc": "2.0", "method": "%s", "params": %s}' % (types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, params)
+        pygls writes a message: the same frame, without converting and serialising them again.
+        The first diagnostics that lsp/early.py already wrote are not written again."""
+        data = publish_frame(uri, version, diagnostics)
+        if self.early is not None and self.early.published is not None:
+            published, self.early.published = self.early.published, None
+            if data == published:
+                return
+            logger.error("atenlens: the first diagnostics published before start-up differ from the server's")
         if self.writer is None:
             logger.error("Unable to send data, no available transport!")
             return
-        if self._include_headers:
-            body = (
-                f"Content-Length: {len(body)}\r\nContent-Type: {self.CONTENT_TYPE}; charset={self.CHARSET}\r\n\r\n"
-                + body
-            )
-        written = self.writer.write(body.encode(self.CHARSET))
+        written = self.writer.write(data)
         if inspect.isawaitable(written):
             asyncio.ensure_future(written)
+
+    def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        """Responds, but not again to the `initialize` that lsp/early.py answered."""
+        early = self.early
+        if early is not None and early.initialize_id is not None and msg_id == early.initialize_id:
+            early.initialize_id = None
+            answer = None if error is not None else self._converter.unstructure(result)
+            if answer != early.initialize_result:
+                logger.error(
+                    "atenlens: the initialize answer sent before start-up differs from the server's: %s",
+                    json.dumps(answer) if error is None else error,
+                )
+            return
+        super()._send_response(msg_id, result, error)
 
     @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
     def lsp_workspace__execute_command(self, params: types.ExecuteCommandParams) -> Any:

@@ -31,6 +31,7 @@ from atenlens.lsp import convert
 from atenlens.lsp.debug import register_debug_requests
 from atenlens.lsp.document_traces import build_traced_function
 from atenlens.lsp.documents import DocumentState, LintResult
+from atenlens.lsp.early import Early
 from atenlens.lsp.large import LARGE_DOCUMENT_CHARS, analyze_elsewhere
 from atenlens.lsp.lint_config import WorkspaceLintConfig
 from atenlens.lsp.lint_schedule import LintSchedule
@@ -72,6 +73,34 @@ class AtenlensServer(LanguageServer):
         # wait at start-up): for `atenlens/serverInfo`, whose tests check that start-up imports
         # only what linting and publishing need.
         self.modules_at_first_diagnostics: Optional[list[str]] = None
+        self._early_lint: Optional[tuple[str, int, str, list[Finding]]] = None  # see take_early_lint
+
+    def adopt(self, early: Early) -> None:
+        """Takes over from lsp/early.py: its answer to `initialize` and its first diagnostics are
+        not sent again (lsp/protocol.py), its pyproject.toml reads are kept."""
+        protocol = self.protocol
+        assert isinstance(protocol, AtenlensProtocol)
+        protocol.early = early
+        if early.lint_config is not None:
+            self.lint_config = early.lint_config
+        if early.modules is not None:
+            self.modules_at_first_diagnostics = early.modules
+        self._early_lint = early.lint
+
+    def take_early_lint(self, opened: types.TextDocumentItem) -> bool:
+        """At the didOpen that lsp/early.py linted: its findings are this document's first lint
+        (the same text, settings and pyproject.toml), published at once (not sent twice: the
+        client has them). False for any other didOpen: that one is linted here."""
+        early, self._early_lint = self._early_lint, None
+        if early is None or early[:3] != (opened.uri, opened.version, opened.text):
+            return False
+        state, document = self.state(opened.uri), self.document(opened.uri)
+        if document is None:
+            return False
+        state.lint = LintResult(version=opened.version, lines=state.lines(document.source), findings=early[3])
+        self.lints.started[opened.uri] = self.lints.started.get(opened.uri, 0) + 1
+        self.publish(opened.uri)
+        return True
 
     # --- helpers used by the handlers -------------------------------------------------------
 
@@ -469,18 +498,22 @@ def create_server() -> AtenlensServer:
     return server
 
 
-def serve(args: argparse.Namespace) -> int:
+def serve(args: argparse.Namespace, early: Optional[Early] = None) -> int:
+    """Serves on stdio (or `--tcp`). `early`: what lsp/early.py read off stdin and answered
+    before this module was imported; the server handles that input again, without answering twice."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     server = create_server()
     if getattr(args, "tcp", None):
         from atenlens.lsp.tcp import serve_tcp
 
         return serve_tcp(server, args.tcp)  # loopback only, a token, one client (lsp/tcp.py)
-    else:
-        from atenlens.lsp.stdio import serve_stdio
+    from atenlens.lsp.stdio import serve_stdio
 
-        return serve_stdio(server)  # ends the process: 0 after shutdown + exit, 1 otherwise
-    return 0
+    read = b""
+    if early is not None:
+        server.adopt(early)
+        read = early.read
+    return serve_stdio(server, already_read=read)  # ends the process: 0 after shutdown + exit, 1 otherwise
 
 
 def _ranks_request(settings: Any) -> dict[str, Any]:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from atenlens.report import TraceRequest
+if TYPE_CHECKING:  # the language server reads these limits at start-up: no report types then
+    from atenlens.report import TraceRequest
 
 DEFAULT_MEMORY_LIMIT_MB = 4096  # data segment (RLIMIT_DATA) of each trace's process; 0: none
 # How long past the request's own timeout (which the engine enforces softly, reporting the line
