@@ -212,3 +212,67 @@ def test_the_lint_runs_where_torch_and_the_language_server_cannot_be_imported(tm
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert (result.returncode, result.stderr) == (1, "")
     assert result.stdout.splitlines()[:2] == [f"t.py:3:11: AL100 {ITEM}", f"t.py:4:24: AL302 [*] {ZEROS}"]
+
+
+def notebook(*cells: tuple[str, str]) -> str:
+    return json.dumps(
+        {
+            "cells": [
+                {"cell_type": kind, "metadata": {}, "source": text.splitlines(keepends=True)}
+                | ({"execution_count": None, "outputs": []} if kind == "code" else {})
+                for kind, text in cells
+            ],
+            "metadata": {"language_info": {"name": "python"}},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+    )
+
+
+def test_notebooks_are_linted_with_findings_in_their_cells_as_ruff_places_them(tmp_path: Path) -> None:
+    # ruff 0.17 on the same notebook: `t.ipynb:cell 3:2:8: F401 ...` (every cell counted, from 1)
+    cells = (
+        ("markdown", "# Training\n"),
+        ("code", "import torch\n%matplotlib inline\ndevice = 'cuda'\n"),  # the device, two cells up
+        ("code", "%%bash\nfor x in a; do echo $x.item(); done\n"),  # not Python: left out
+        ("code", "!nvidia-smi\nfor x in xs.to(device):\n    v = x.item()\n    n = torch.zeros(3).cuda()\n"),
+    )
+    write(tmp_path / "nb" / "t.ipynb", notebook(*cells))
+    write(tmp_path / "nb" / ".ipynb_checkpoints" / "t-checkpoint.ipynb", notebook(*cells))
+    result = run_lint("--format", "concise", ".", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (1, "")
+    # no quick fix in a notebook (no [*]): --fix leaves the file as it is
+    assert result.stdout == (
+        f"nb/t.ipynb:cell 4:3:11: AL100 {ITEM}\nnb/t.ipynb:cell 4:4:24: AL302 {ZEROS}\nFound 2 problems.\n"
+    )
+    again = run_lint("--format", "concise", "--fix", "nb/t.ipynb", cwd=tmp_path)
+    assert again.stdout == result.stdout
+    assert (tmp_path / "nb" / "t.ipynb").read_text(encoding="utf-8") == notebook(*cells)
+    as_json = json.loads(run_lint("--format", "json", "nb", cwd=tmp_path).stdout)
+    assert [(r["cell"], r["location"], r["end_location"], r["noqa_row"], r["fix"]) for r in as_json] == [
+        (4, {"column": 11, "row": 3}, {"column": 17, "row": 3}, 3, None),
+        (4, {"column": 24, "row": 4}, {"column": 30, "row": 4}, 4, None),
+    ]
+    github = run_lint("--format", "github", "--select", "AL100", "nb", cwd=tmp_path)
+    assert github.stdout == (
+        f"::warning title=atenlens (AL100),file={tmp_path / 'nb' / 't.ipynb'},line=1,col=1,endLine=1,endColumn=1::"
+        f"nb/t.ipynb:cell 4:3:11: AL100 {ITEM}\n"
+    )
+    piped = run_lint("--stdin-filename", "nb/t.ipynb", cwd=tmp_path, stdin=notebook(*cells))
+    assert piped.stdout.splitlines()[0] == f"nb/t.ipynb:cell 4:3:11: AL100 {ITEM}"
+    write(tmp_path / "nb" / "broken.ipynb", "{not json")
+    broken = run_lint("nb", cwd=tmp_path)
+    assert broken.returncode == 1
+    assert (
+        broken.stderr
+        == "nb/broken.ipynb: not a notebook: not JSON (Expecting property name enclosed in double quotes, line 1); skipped\n"
+    )
+
+
+def test_a_file_level_noqa_comment_exempts_the_file_as_ruffs_does(tmp_path: Path) -> None:
+    write(tmp_path / "some.py", "# atenlens: noqa: AL302\n" + LOOP)
+    write(tmp_path / "none.py", LOOP + "\n    # atenlens: noqa\n")
+    write(tmp_path / "inline.py", LOOP.replace("import torch", "import torch  # atenlens: noqa"))
+    result = run_lint("--select", "AL", ".", cwd=tmp_path)
+    # only on a line of its own: a trailing `# atenlens: noqa` is not a file exemption
+    assert found(result) == ["inline.py:3 AL100", "inline.py:4 AL302", "some.py:4 AL100"]

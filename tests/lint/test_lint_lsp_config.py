@@ -59,3 +59,18 @@ async def test_a_bad_pyproject_is_reported_once_and_the_editor_settings_still_li
         "'AL999' (known: AL100, AL101, AL200, AL201, AL300, AL301, AL302); linting with the "
         "editor's settings only"
     ]
+
+
+async def test_a_check_table_and_a_lint_table_apply_in_the_editor_and_default_excludes_hold(client, tmp_path):
+    # [tool.atenlens.check] is `atenlens check`'s: once an "unknown key" warning, the file then unused
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.atenlens.lint]\nignore = ["AL300"]\n[tool.atenlens.check]\nfunctions = { "t.py::f" = { syncs = 0 } }\n',
+        encoding="utf-8",
+    )
+    await initialize(client, root=tmp_path)
+    uri = await open_document(client, tmp_path / "loop.py", LOOP)
+    assert [d.code for d in client.diagnostics[uri]] == ["AL100"]
+    # a file opened from the environment (go to definition into a library) is in ruff's default exclude
+    library = await open_document(client, tmp_path / ".venv" / "lib" / "site-packages" / "lib.py", LOOP)
+    assert list(client.diagnostics[library]) == []
+    assert [m.message for m in client.messages if m.type == types.MessageType.Warning] == []

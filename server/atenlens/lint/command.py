@@ -29,6 +29,7 @@ from atenlens.lint.files import Skipped, python_files
 from atenlens.lint.findings import Finding
 from atenlens.lint.fixes import fix_source
 from atenlens.lint.formats import WRITERS, Located, write_statistics
+from atenlens.lint.notebook import NotANotebook, Notebook, read_notebook
 from atenlens.lint.rules import RULES
 
 EXIT_CLEAN = 0
@@ -53,6 +54,7 @@ class FileResult:
     fixed: int = 0
     diff: str = ""
     fixed_source: Optional[str] = None  # --fix of stdin: the text to print
+    notebook: Optional[Notebook] = None  # an .ipynb: its findings' lines are in notebook.source
 
 
 def decode(data: bytes) -> str:
@@ -95,12 +97,28 @@ def lint_text(source: str, path: str, codes: Sequence[str], mode: str) -> FileRe
     return FileResult(path, tuple(remaining), fixed=fixed, fixed_source=fixed_source)
 
 
+def is_notebook(path: str) -> bool:
+    return path.endswith(".ipynb")
+
+
+def lint_notebook(text: str, path: str, codes: Sequence[str]) -> FileResult:
+    """A notebook's code cells linted as one module (notebook.py); no fixes are offered."""
+    try:
+        notebook = read_notebook(text)
+    except NotANotebook as exc:
+        return FileResult(path, error=str(exc))
+    found = lint_source(notebook.source, select=list(codes))
+    return FileResult(path, tuple(replace(f, fix=None) for f in found), notebook=notebook)
+
+
 def _lint_file(task: tuple[str, tuple[str, ...], str]) -> FileResult:
     """One file of a run (in a pool process or not): read, lint, and with --fix write it back."""
     path, codes, mode = task
     source, error = _read(Path(path))
     if source is None:
         return FileResult(path, error=error, undecodable=(error or "").startswith("not UTF-8"))
+    if is_notebook(path):
+        return lint_notebook(source, path, codes)
     result = lint_text(source, path, codes, mode)
     if mode == "diff":
         return result
@@ -229,6 +247,10 @@ def run_lint_command(
             if stdin_name and config.force_exclude and config.excluded_here_or_above(Path(stdin_name)):
                 # ruff's --force-exclude on stdin: nothing is linted; --fix gives the text back as it came
                 results.append(FileResult(shown, fixed_source=source if mode == "fix" else None))
+            elif is_notebook(shown):
+                results.append(
+                    replace(lint_notebook(source, shown, codes), fixed_source=source if mode == "fix" else None)
+                )
             else:
                 results.append(lint_text(source, shown, codes, mode))
         else:
@@ -257,6 +279,26 @@ def run_lint_command(
         return fail(f"--output-file {output_file}: {exc.strerror or exc}")
 
 
+def _located(result: FileResult) -> list[Located]:
+    """The result's findings with their file; a notebook's placed in their cells (a result from
+    the cache has no `notebook`: the file is read again for its cells)."""
+    if not is_notebook(result.path) or not result.findings:
+        return [Located(result.path, f) for f in result.findings]
+    notebook = result.notebook
+    if notebook is None:
+        source, _ = _read(Path(result.path))
+        try:
+            notebook = read_notebook(source or "")
+        except NotANotebook:
+            return [Located(result.path, f) for f in result.findings]
+    located = []
+    for f in result.findings:
+        cell, row = notebook.locate(f.line)
+        end_row = f.end_line - (f.line - row)
+        located.append(Located(result.path, replace(f, line=row, end_line=end_row), cell))
+    return located
+
+
 def _report(results: list[FileResult], args: argparse.Namespace, fmt: str, mode: str, out: TextIO, err: TextIO) -> int:
     unreadable = 0
     located: list[Located] = []
@@ -264,7 +306,7 @@ def _report(results: list[FileResult], args: argparse.Namespace, fmt: str, mode:
         if result.error is not None:
             print(f"{result.path}: {result.error}; skipped", file=err)
             unreadable += 0 if result.undecodable else 1
-        located.extend(Located(result.path, f) for f in result.findings)
+        located.extend(_located(result))
     fixed = sum(r.fixed for r in results)
     machine = fmt in ("json", "json-lines", "sarif", "github")
     if mode == "diff":

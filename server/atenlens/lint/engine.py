@@ -9,7 +9,7 @@ from typing import Collection, Optional
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
 from atenlens.lint.incremental import lint_document
-from atenlens.lint.noqa import is_suppressed, suppressed_codes
+from atenlens.lint.noqa import file_exemption, is_suppressed, suppressed_codes
 from atenlens.lint.registry import Rule
 from atenlens.lint.rules import RULES
 from atenlens.lint.source import SourceText, encode_source
@@ -124,6 +124,10 @@ def _position(finding: Finding) -> tuple[int, int, str, int, int]:
 
 
 def _without_suppressed(findings: list[Finding], text: SourceText) -> list[Finding]:
+    if findings:
+        exempt = file_exemption(text.original)  # `# atenlens: noqa[: CODES]` on a line of its own
+        if exempt is not None:
+            findings = [f for f in findings if not is_suppressed(f.code, exempt)]
     kept = []
     cache: dict[int, Optional[frozenset[str]]] = {}
     for finding in findings:

@@ -1,4 +1,4 @@
-"""Which files `atenlens lint PATH...` reads: the `*.py` files below each folder, in sorted order,
+"""Which files `atenlens lint PATH...` reads: the `*.py` and `*.ipynb` files below each folder, in sorted order,
 less what `.gitignore` files and `[tool.atenlens] exclude` leave out, and never anything but a
 regular file.
 
@@ -149,7 +149,7 @@ def _walk(
             is_dir = False
         (dirs if is_dir else files).append(entry)
     for entry in files:
-        if not entry.name.endswith(".py"):
+        if not entry.name.endswith((".py", ".ipynb")):  # notebooks too, as ruff since 0.6
             continue
         path = Path(entry.path)
         if config.excluded(path) or (config.respect_gitignore and ignores.ignored(path, False)):

@@ -18,7 +18,9 @@
 - `sarif`: SARIF 2.1.0 (GitHub code scanning and other SARIF viewers), paths relative to the
   current folder under `%SRCROOT%`, columns in Unicode code points (`columnKind`).
 
-Columns count Python str characters (code points) everywhere.
+Columns count Python str characters (code points) everywhere. A notebook's findings are placed
+in their cells as ruff places them: `train.ipynb:cell 4:2:11:` (rows within the cell), `cell` in
+JSON; GitHub annotations and pylint rows point at line 1 of the notebook file, as ruff's do.
 """
 
 from __future__ import annotations
@@ -54,6 +56,13 @@ class Located:
 
     path: str
     finding: Finding
+    cell: Optional[int] = None  # a notebook's cell (numbered from 1, every cell counted); rows are the cell's
+
+
+def _where(r: Located) -> str:
+    """`path:row:col` (1-based column), or `path:cell N:row:col` in a notebook."""
+    cell = f"cell {r.cell}:" if r.cell is not None else ""
+    return f"{r.path}:{cell}{r.finding.line}:{r.finding.column + 1}"
 
 
 def _plural(count: int, word: str) -> str:
@@ -63,7 +72,7 @@ def _plural(count: int, word: str) -> str:
 def write_text(results: Sequence[Located], out: TextIO) -> None:
     for r in results:
         f = r.finding
-        out.write(f"{r.path}:{f.line}:{f.column + 1}: {f.code} {f.message}\n")
+        out.write(f"{_where(r)}: {f.code} {f.message}\n")
     if results:
         files = len({r.path for r in results})
         out.write(f"Found {_plural(len(results), 'problem')} in {_plural(files, 'file')}.\n")
@@ -73,7 +82,7 @@ def write_concise(results: Sequence[Located], out: TextIO) -> None:
     for r in results:
         f = r.finding
         mark = "[*] " if f.fix is not None else ""
-        out.write(f"{r.path}:{f.line}:{f.column + 1}: {f.code} {mark}{f.message}\n")
+        out.write(f"{_where(r)}: {f.code} {mark}{f.message}\n")
     _summary(results, out)
 
 
@@ -99,7 +108,7 @@ def json_finding(r: Located) -> dict:
             ],
         }
     return {
-        "cell": None,
+        "cell": r.cell,
         "code": f.code,
         "end_location": _location(f.end_line, f.end_column),
         "filename": os.path.abspath(r.path),
@@ -135,23 +144,26 @@ def _summary(results: Sequence[Located], out: TextIO) -> None:
 
 
 def write_grouped(results: Sequence[Located], out: TextIO) -> None:
-    by_path: dict[str, list[Finding]] = {}
+    by_path: dict[str, list[Located]] = {}
     for r in results:
-        by_path.setdefault(r.path, []).append(r.finding)
-    for path, findings in by_path.items():
-        rows = max(len(str(f.line)) for f in findings)
-        columns = max(len(str(f.column + 1)) for f in findings)
+        by_path.setdefault(r.path, []).append(r)
+    for path, located in by_path.items():
+        rows = max(len(str(r.finding.line)) for r in located)
+        columns = max(len(str(r.finding.column + 1)) for r in located)
         out.write(f"{path}:\n")
-        for f in findings:
+        for r in located:
+            f = r.finding
             mark = "[*] " if f.fix is not None else ""
-            out.write(f"  {f.line:>{rows}}:{f.column + 1:<{columns}} {f.code} {mark}{f.message}\n")
+            cell = f"cell {r.cell}:" if r.cell is not None else ""
+            out.write(f"  {cell}{f.line:>{rows}}:{f.column + 1:<{columns}} {f.code} {mark}{f.message}\n")
         out.write("\n")
     _summary(results, out)
 
 
 def write_pylint(results: Sequence[Located], out: TextIO) -> None:
     for r in results:
-        out.write(f"{r.path}:{r.finding.line}: [{r.finding.code}] {r.finding.message}\n")
+        row = 1 if r.cell is not None else r.finding.line
+        out.write(f"{r.path}:{row}: [{r.finding.code}] {r.finding.message}\n")
 
 
 def _escape_data(text: str) -> str:
@@ -171,17 +183,18 @@ def write_github(results: Sequence[Located], out: TextIO) -> None:
     for r in results:
         f = r.finding
         level = _GITHUB_LEVEL.get(f.severity, "warning")
+        notebook = r.cell is not None  # the notebook file's lines are JSON: line 1, as ruff
         props = ",".join(
             [
                 f"title={_escape_property(f'atenlens ({f.code})')}",
                 f"file={_escape_property(os.path.abspath(r.path))}",
-                f"line={f.line}",
-                f"col={f.column + 1}",
-                f"endLine={f.end_line}",
-                f"endColumn={f.end_column + 1}",
+                f"line={1 if notebook else f.line}",
+                f"col={1 if notebook else f.column + 1}",
+                f"endLine={1 if notebook else f.end_line}",
+                f"endColumn={1 if notebook else f.end_column + 1}",
             ]
         )
-        out.write(f"::{level} {props}::{_escape_data(f'{r.path}:{f.line}:{f.column + 1}: {f.code} {f.message}')}\n")
+        out.write(f"::{level} {props}::{_escape_data(f'{_where(r)}: {f.code} {f.message}')}\n")
 
 
 _SARIF_LEVEL = {"error": "error", "warning": "warning", "information": "note", "info": "note", "hint": "note"}
@@ -230,6 +243,8 @@ def sarif_log(results: Sequence[Located]) -> dict:
         }
         if f.code in index:
             result["ruleIndex"] = index[f.code]
+        if r.cell is not None:
+            result["properties"] = {"cell": r.cell}  # the region's rows are the cell's
         if f.fix is not None:
             result["fixes"] = [
                 {
