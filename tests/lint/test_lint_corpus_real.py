@@ -24,6 +24,7 @@ HELD_OUT_FILES = sorted(p for p in HELD_OUT.glob("*.py") if p.name != "conftest.
 ROUND_4 = ("stable_baselines3__", "skorch__", "tianshou__", "torchrec__", "fairseq2__", "fastai__")
 ROUND_5 = ("flair__", "lightly__")
 ROUND_6 = ("pytorch_tabnet__", "pykeen__", "avalanche_lib__", "botorch__")
+ROUND_7 = ("sbi__", "d3rlpy__", "denoising_diffusion_pytorch__", "catalyst__", "pyro_ppl__", "gpytorch__")
 
 
 def labels(path: Path) -> dict[tuple[int, str], str]:
@@ -89,18 +90,22 @@ def test_precision_and_recall_on_held_out_code_do_not_fall() -> None:
     fourth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_4)]
     fifth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_5)]
     sixth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_6)]
-    first = [p for p in HELD_OUT_FILES if p not in fourth and p not in fifth and p not in sixth]
-    assert len(first) == 56 and len(fourth) == 12 and len(fifth) == 3 and len(sixth) == 5
+    seventh = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_7)]
+    later = fourth + fifth + sixth + seventh
+    first = [p for p in HELD_OUT_FILES if p not in later]
+    assert len(first) == 56 and len(fourth) == 12 and len(fifth) == 3 and len(sixth) == 5 and len(seventh) == 7
     precision, recall = measure(first, "corpus_heldout, rounds 1-3")
-    assert precision >= 0.97 and recall >= 0.86  # 44/45, 25/29
+    assert precision >= 0.97 and recall >= 0.86  # 45/46, 26/30
     precision, recall = measure(fourth, "corpus_heldout, round 4")
-    assert precision >= 1.0 and recall >= 0.73  # 16/16, 14/19
+    assert precision >= 1.0 and recall >= 0.78  # 17/17, 15/19
     precision, recall = measure(fifth, "corpus_heldout, round 5")
     assert precision >= 1.0 and recall >= 1.0  # 14/14, 11/11
     precision, recall = measure(sixth, "corpus_heldout, round 6")
-    assert precision >= 0.83 and recall >= 0.4  # 5/6, 2/5
+    assert precision >= 0.85 and recall >= 0.6  # 6/7, 3/5
+    precision, recall = measure(seventh, "corpus_heldout, round 7")
+    assert precision >= 1.0 and recall >= 0.75  # 6/6, 6/8 (first run, before any fix: 4/4, 4/8)
     precision, recall = measure(HELD_OUT_FILES, "corpus_heldout, all")
-    assert precision >= 0.97 and recall >= 0.81  # 79/81, 52/64
+    assert precision >= 0.97 and recall >= 0.83  # 88/90, 61/73
 
 
 def test_every_fix_offered_on_real_code_parses_and_removes_its_finding() -> None:

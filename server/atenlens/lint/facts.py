@@ -19,7 +19,13 @@ from typing import Callable, Hashable, Optional, Sequence
 from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
-from atenlens.lint.provenance import module_may_page, module_mentions_device, pins_within, torch_aliases
+from atenlens.lint.provenance import (
+    device_attributes,
+    module_may_page,
+    module_mentions_device,
+    pins_within,
+    torch_aliases,
+)
 from atenlens.lint.waits import callers_within, close_waiting_functions, synchronize_aliases, waits_within
 
 
@@ -35,6 +41,7 @@ FACTS: tuple[Fact, ...] = (
     Fact("synchronize-aliases", synchronize_aliases),  # `sync = torch.cuda.synchronize`
     Fact("may-page", module_may_page),  # a DataLoader that may not pin
     Fact("torch-aliases", torch_aliases),  # `import torch as th`
+    Fact("device-attributes", device_attributes),  # `self.x = torch.ones(1, device=d)` in any method
 )
 # Facts summed up from each top-level statement's share, which is kept with the statement's text
 # from one lint to the next: `pins-host-memory` (a pinned DataLoader or buffer: any statement's)

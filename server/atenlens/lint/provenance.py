@@ -8,6 +8,7 @@ only around the expression asked about.
 Device, from evidence only:
 - CUDA: `.cuda()`, `.to(<device>)` where the device is not the CPU (a string, `torch.device(...)`,
   or a name or attribute spelled `device`/`dev`/`*_device`), a torch factory with such a `device=`,
+  an attribute `self.x` that every assignment in the file makes so (`device_attributes`),
   and whatever is computed from a CUDA tensor (methods, views, arithmetic, `torch.*` functions, the
   class's own encoder or decoder given one: `self.decode(indices, hidden)`).
 - CPU: a torch factory without `device=` or with the CPU (`torch.linspace(0, 1, 5)`),
@@ -20,8 +21,9 @@ Device, from evidence only:
 
 Likely on the device (`likely_device`), for UNKNOWN values: a model's output or a loss in code
 that mentions the device (the words `cuda` or `device` appear in the module) or in a loop that
-takes a training step (`backward(`, `optim.step(`): a name or
-attribute spelled with `loss`, the result of calling something spelled like a model
+takes a training step (`backward(`, `optim.step(`), or outside the loops of a function that takes
+one (`training_step_function`): a name or
+attribute spelled with `loss` (bound to anything when the function calls its `.backward()`), the result of calling something spelled like a model
 (`model(x)`, `self.net(x)`, `criterion(...)`, `teacher(...)`) or a method of something spelled
 so (`self.policy.evaluate_actions(obs, a)`), a loss function of such an output
 (`chunked_cross_entropy(logits, y)`), a sum of such losses, `step["loss"]` of a call's result, a parameter's `.grad`, a batch of a training loop
@@ -42,7 +44,18 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import Binding, scope_for
-from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, repeating_loop, text
+from atenlens.lint.source import ancestors
+from atenlens.lint.syntax import (
+    SCOPE_TYPES,
+    arguments,
+    callee,
+    dotted_name,
+    is_true,
+    method_name,
+    receiver,
+    repeating_loop,
+    text,
+)
 
 MAX_DEPTH = 64  # bindings followed; results are memoised per node, so a long chain costs its length
 
@@ -514,6 +527,31 @@ def device_of(ctx: LintContext, node: Optional[Node], depth: int = 0) -> Device:
     return memo[node.id]
 
 
+_SELF_ASSIGNMENT = re.compile(rb"\bself\.(\w+)[ \t]*=(?!=)[ \t]*([^\n]*)")
+_ON_DEVICE_TEXT = re.compile(
+    rb"\.cuda\(|\bdevice[ \t]*=(?!=)[ \t]*(?!None\b|[\"']cpu)[\w.\"']|\.to\([ \t]*(?:self\.)?(?:\w+_)?device\b"
+)
+
+
+def device_attributes(ctx: LintContext) -> frozenset[str]:
+    """The attributes `self.X` that every assignment in the file (but `= None`) makes or moves to
+    the device, by the assignment's first line: `self.ent_coef_tensor = torch.tensor(c,
+    device=self.device)` in a setup method, maybe in one branch of an if/else, makes
+    `self.ent_coef_tensor` a CUDA tensor wherever it is read. A byte scan of the whole file
+    (lint/facts.py), so the answer does not depend on which definitions are parsed."""
+    cached = getattr(ctx, "_device_attributes", None)
+    if cached is None:
+        on_device: dict[bytes, bool] = {}
+        for match in _SELF_ASSIGNMENT.finditer(ctx.source.whole_data):
+            name, value = match.group(1), match.group(2).strip()
+            if value in (b"None", b""):
+                continue
+            on_device[name] = on_device.get(name, True) and bool(_ON_DEVICE_TEXT.search(value))
+        cached = frozenset(n.decode() for n, ok in on_device.items() if ok)
+        ctx._device_attributes = cached
+    return cached
+
+
 def _memo(ctx: LintContext, name: str) -> dict:
     memo = getattr(ctx, name, None)
     if memo is None:
@@ -559,6 +597,14 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
         if attr in SAME_DEVICE_ATTRIBUTES:
             inner = device_of(ctx, node.child_by_field_name("object"), depth + 1)
             return inner if inner in (Device.CUDA, Device.CPU) else Device.UNKNOWN
+        owner = node.child_by_field_name("object")
+        if (
+            owner is not None
+            and owner.type == "identifier"
+            and text(owner) == "self"
+            and attr in device_attributes(ctx)
+        ):
+            return Device.CUDA
         return Device.UNKNOWN
     if kind == "subscript":
         inner = device_of(ctx, node.child_by_field_name("value"), depth + 1)
@@ -770,10 +816,55 @@ TRAINING_STEP_EVIDENCE = (b"backward(", re.compile(rb"optim\w*\.step\("))
 
 
 def _in_training_step(node: Node) -> bool:
-    """Is `node` in a loop (of its own function) whose body takes a training step?"""
+    """Is `node` in a loop (of its own function) whose body takes a training step, or outside any
+    loop of a function that takes one (`training_step_function`)?"""
     loop = repeating_loop(node)
-    body = loop.child_by_field_name("body") if loop is not None else None
+    if loop is None:
+        return training_step_function(node) is not None
+    body = loop.child_by_field_name("body")
     return body is not None and bool(_TRAINING_STEP.search(body.text or b""))
+
+
+_OPTIMIZER = re.compile(r"optim|(?:^|_)opt$", re.I)
+_LOOPS_AND_SCOPES = frozenset({"for_statement", "while_statement", "function_definition", "lambda", "class_definition"})
+
+
+def training_step_function(node: Node) -> Optional[Node]:
+    """The function `node` is in, when `node` is outside every loop of it and the function takes
+    one training step per call outside its loops (`loss.backward()`, `self.accelerator.backward(
+    loss)`, `self.critic_optim.step()`): such a function (`update_critic(batch)`, `train_step`)
+    is called once per step by a training loop, often in another module. Not a `test_*`
+    function (it takes one step to check it)."""
+    if repeating_loop(node) is not None:
+        return None
+    function = next((a for a in ancestors(node) if a.type in SCOPE_TYPES), None)
+    if function is None or function.type != "function_definition":
+        return None
+    name = function.child_by_field_name("name")
+    if name is not None and text(name).lstrip("_").startswith("test"):
+        return None
+    body = function.child_by_field_name("body")
+    if body is None or not _TRAINING_STEP_BYTES.search(body.text or b""):
+        return None
+    stack = list(body.named_children)
+    while stack:
+        current = stack.pop()
+        if current.type in _LOOPS_AND_SCOPES:
+            continue
+        if current.type == "call":
+            method = method_name(current)
+            owner = receiver(current)
+            if method == "backward" or (
+                method == "step"
+                and owner is not None
+                and _OPTIMIZER.search((dotted_name(owner) or "").split(".")[-1] or "-")
+            ):
+                return function
+        stack.extend(current.named_children)
+    return None
+
+
+_TRAINING_STEP_BYTES = re.compile(rb"backward\(|\.step\(")
 
 
 def is_model_call(call: Node) -> bool:
@@ -803,6 +894,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
     kind = node.type
     if kind == "identifier":
         loss_named = bool(_LOSS_NAME.search(text(node)))
+        if loss_named and _backward_of(node):
+            return True  # `loss = self._process_batch(...)` ... `loss.backward()`: the step's loss
         binding = _binding(ctx, node)
         if binding is None:
             # a parameter or global named `loss`; a parameter every call in the file passes a model's output
@@ -906,6 +999,15 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
 
 
 _BACKWARD = re.compile(rb"\.backward\(|\bbackward\(")
+
+
+def _backward_of(name: Node) -> bool:
+    """Does the function `name` is read in call `name.backward(` (`loss.backward()`)? Whatever
+    it holds is the output of an autograd graph: a loss of the training step."""
+    function = next((a for a in ancestors(name) if a.type in SCOPE_TYPES), None)
+    data = function.text if function is not None and function.type == "function_definition" else None
+    pattern = rb"(?<![\w.])" + re.escape(name.text or b"") + rb"\s*\.\s*backward\("
+    return data is not None and re.search(pattern, data) is not None
 
 
 def _iterates_model_output(ctx: LintContext, iterable: Optional[Node], path: tuple[int, ...], depth: int) -> bool:

@@ -18,9 +18,22 @@ What it does:
     that a loop of the file calls on every iteration (a method as `self._train_batch(x, y)` in
     its class, a module-level function by name; not under a throttle or in a short loop, which
     stay silent): the function runs once per iteration of that loop, and the
-    message names both (`in `_train_batch`, which `_train_epoch` calls in a loop`).
+    message names both (`in `_train_batch`, which `_train_epoch` calls in a loop`). The same
+    reads outside any loop of a function that takes one training step per call outside its
+    loops (`loss.backward()`, `self.critic_optim.step()`: `update_critic(batch)`, `train_step`;
+    not a `test_*` function, not under `if step % N == 0:`) are reported for every training
+    step, as a training loop, often in another module, calls such a function once per step
+    (`in `update_critic`, which takes a training step`). In both kinds of function a check for
+    NaN or infinity as a condition (`if not torch.isfinite(loss):`, `if torch.isnan(x).any():`)
+    is reported too; other conditions and `float(t)` outside loops are not looked at.
+    A method is not taken as per-iteration by its name (`on_batch_end`, `after_batch`,
+    `on_train_batch_end`): of the seven held-out misses in methods that a framework calls per
+    batch (tests/lint/corpus_heldout), one has such a name, and the value it reads
+    (`runner.batch_metrics`, handed in by the framework) has no device the file shows; the
+    others are spelled `accumulate`, `update` and `__call__`, which are no evidence of a loop.
     Only tensors with evidence of being on the GPU are reported (provenance.py): made or moved
-    there (`.cuda()`, `.to(device)`, `device=`), computed from such a tensor (also its rows, both
+    there (`.cuda()`, `.to(device)`, `device=`; an attribute `self.x` that every assignment in
+    the file makes so, in any method), computed from such a tensor (also its rows, both
     results of `torch.topk(x)`, `torch.cat(parts)` of a list it was appended to, what the class's
     own encoder or decoder computes from one (`output, hidden = self.decode(indices, hidden)`), and a parameter
     of a module-level function that every call in a loop of the file passes one: `accuracy(logits,
@@ -30,10 +43,11 @@ What it does:
     `state_dict()`, `predict()` or `generate()`), `step["loss"]` of what a call returned,
     a name or attribute spelled with `loss` (not `self.loss`: a module's loss function, or a float
     it keeps), a sum of losses (`sum(F.mse_loss(q, t) for q in q_values)`),
-    a loss function of a model's output, a parameter's `.grad`, the batch of a loop that calls
-    `backward()`) in a file that speaks of a device (`cuda`, `device`) or in a loop that takes a
-    training step (`loss.backward()`, `optim.step(loss)`: a library's training loop gets its
-    device from the caller and need not name one). torch imported under
+    a loss function of a model's output, a name spelled with `loss` whose `.backward()` the
+    function calls, a parameter's `.grad`, the batch of a loop that calls
+    `backward()`) in a file that speaks of a device (`cuda`, `device`) or in a loop or function
+    that takes a training step (`loss.backward()`, `optim.step(loss)`: a library's training loop
+    gets its device from the caller and need not name one). torch imported under
     another name (`import torch as th`) is read as torch. The data-dependent
     operations, which only a tensor has, are reported for any tensor not known to be on the
     host in such a file.
@@ -91,7 +105,7 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
-from atenlens.lint.frequency import Frequency, chunked_walk, frequency, is_counter_bound
+from atenlens.lint.frequency import Frequency, chunked_walk, frequency, is_counter_bound, is_throttle, on_failure_only
 from atenlens.lint.provenance import (
     DEVICE_EVIDENCE,
     TRAINING_STEP_EVIDENCE,
@@ -101,6 +115,7 @@ from atenlens.lint.provenance import (
     likely_device,
     maybe_device,
     strip_parens,
+    training_step_function,
 )
 from atenlens.lint.registry import Rule
 from atenlens.lint.source import ancestors
@@ -144,6 +159,7 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     yield from _prints(ctx)
     yield from _data_dependent(ctx)
     yield from _conditions(ctx)
+    yield from _nonfinite_checks(ctx)
     yield from _fstrings(ctx)
     yield from _percent_formats(ctx)
     yield from _masked_reads(ctx)
@@ -258,7 +274,7 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
         method = method_name(call)
         if method not in SYNC_METHODS:
             continue
-        caller = None if ctx.in_loop(call) else _called_in_loops(ctx, call)
+        caller = None if ctx.in_loop(call) else _repeated_call(ctx, call)
         if not ctx.in_loop(call) and caller is None:
             continue
         if method == "cpu" and is_true(arguments(call)[1].get("non_blocking")):
@@ -288,6 +304,32 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
         finding = _report(ctx, f"`.{method}()`", attr or call, end=call, how=how)
         if finding is not None:
             yield finding
+
+
+def _repeated_call(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, str]]:
+    """For a read outside any loop of its function: how often the function runs, when a loop of
+    the file calls it on every iteration (`_called_in_loops`) or it takes a training step itself
+    (`training_step_function`: once per step of a training loop, maybe in another module); None
+    when neither, or when the read is under a throttle (`if self.step % 100 == 0:`) or only on
+    the way out (a `raise`, an `assert`'s message)."""
+    found = _called_in_loops(ctx, node)
+    if found is not None:
+        return found
+    function = training_step_function(node)
+    if function is None or on_failure_only(node, function):
+        return None
+    title = function.child_by_field_name("name")
+    name = text(title) if title is not None else ""
+    child = node
+    for parent in ancestors(node):
+        if parent == function:
+            break
+        if parent.type in ("if_statement", "elif_clause"):
+            condition = parent.child_by_field_name("condition")
+            if condition is not None and child == parent.child_by_field_name("consequence") and is_throttle(condition):
+                return None  # (a read every N steps: cheap, and left silent as in `_called_in_loops`)
+        child = parent
+    return Frequency(function, True, "on every training step"), f"in `{name}`, which takes a training step"
 
 
 def _called_in_loops(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, str]]:
@@ -481,6 +523,45 @@ def _conditions(ctx: LintContext) -> Iterator[Finding]:
         if tested is None:
             continue
         finding = _report(ctx, f"a CUDA tensor as a condition (`{_short(tested)}`)", tested)
+        if finding is not None:
+            yield finding
+
+
+_NONFINITE = re.compile(rb"\bis(?:nan|inf|finite|posinf|neginf)\s*\(")
+
+
+def _nonfinite_checks(ctx: LintContext) -> Iterator[Finding]:
+    """`if not torch.isfinite(loss):` / `if torch.isnan(loss).any():` outside any loop of a
+    function that runs once per iteration (`_repeated_call`: called in a loop of the file, or
+    taking a training step). Only these checks, of all conditions outside loops: their words keep
+    the definition in the parse (RULE.definition_triggers), so the finding does not depend on
+    what the command line leaves out."""
+    root = ctx.source.root
+    seen: set[int] = set()
+    for match in _NONFINITE.finditer(ctx.source.data):
+        node = root.descendant_for_byte_range(match.start(), match.start() + 1)
+        condition = None
+        for parent in ancestors(node) if node is not None else ():
+            if parent.type in ("if_statement", "elif_clause", "while_statement", "assert_statement"):
+                parts = parent.named_children
+                condition = parent.child_by_field_name("condition") or (parts[0] if parts else None)
+                if condition is not None and not (
+                    condition.start_byte <= match.start() and match.end() <= condition.end_byte
+                ):
+                    condition = None
+                break
+            if parent.type in ("block", "function_definition", "lambda", "class_definition", "module"):
+                break
+        if condition is None or condition.id in seen or ctx.in_loop(condition) or is_throttle(condition):
+            continue
+        seen.add(condition.id)
+        caller = _repeated_call(ctx, condition)
+        tested = _tensor_truth_test(ctx, condition) if caller is not None else None
+        if caller is None or tested is None:
+            continue
+        finding = _report(
+            ctx, f"a CUDA tensor as a condition (`{_short(tested)}`)", tested, how=caller[0], where=caller[1]
+        )
         if finding is not None:
             yield finding
 
@@ -750,5 +831,5 @@ RULE = Rule(
     # A definition needs a loop in its code (`for` in its docstring is no loop), or a read that a
     # call in a loop may repeat (`_called_in_loops`).
     # (Not `float(`: it would keep 10% more of transformers' bytes in the parse, 3% for these.)
-    definition_triggers=((CODE_LOOP, b".item(", b".tolist(", b".cpu("),),
+    definition_triggers=((CODE_LOOP, b".item(", b".tolist(", b".cpu(", _NONFINITE),),
 )
