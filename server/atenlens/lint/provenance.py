@@ -805,7 +805,7 @@ def likely_device(ctx: LintContext, node: Optional[Node]) -> bool:
         return True
     if device is not Device.UNKNOWN:
         return False
-    if not module_mentions_device(ctx) and (node is None or not _in_training_step(node)):
+    if not module_mentions_device(ctx) and (node is None or not _in_training_step(ctx, node)):
         return False
     return _model_output(ctx, node, 0)
 
@@ -815,12 +815,12 @@ _TRAINING_STEP = re.compile(rb"\bbackward\(|\boptim\w*\.step\(")
 TRAINING_STEP_EVIDENCE = (b"backward(", re.compile(rb"optim\w*\.step\("))
 
 
-def _in_training_step(node: Node) -> bool:
+def _in_training_step(ctx: LintContext, node: Node) -> bool:
     """Is `node` in a loop (of its own function) whose body takes a training step, or outside any
     loop of a function that takes one (`training_step_function`)?"""
     loop = repeating_loop(node)
     if loop is None:
-        return training_step_function(node) is not None
+        return training_step_function(ctx, node) is not None
     body = loop.child_by_field_name("body")
     return body is not None and bool(_TRAINING_STEP.search(body.text or b""))
 
@@ -829,7 +829,7 @@ _OPTIMIZER = re.compile(r"optim|(?:^|_)opt$", re.I)
 _LOOPS_AND_SCOPES = frozenset({"for_statement", "while_statement", "function_definition", "lambda", "class_definition"})
 
 
-def training_step_function(node: Node) -> Optional[Node]:
+def training_step_function(ctx: LintContext, node: Node) -> Optional[Node]:
     """The function `node` is in, when `node` is outside every loop of it and the function takes
     one training step per call outside its loops (`loss.backward()`, `self.accelerator.backward(
     loss)`, `self.critic_optim.step()`): such a function (`update_critic(batch)`, `train_step`)
@@ -840,12 +840,19 @@ def training_step_function(node: Node) -> Optional[Node]:
     function = next((a for a in ancestors(node) if a.type in SCOPE_TYPES), None)
     if function is None or function.type != "function_definition":
         return None
+    memo = _memo(ctx, "_training_step_memo")
+    if function.id not in memo:
+        memo[function.id] = _takes_training_step(function)
+    return function if memo[function.id] else None
+
+
+def _takes_training_step(function: Node) -> bool:
     name = function.child_by_field_name("name")
     if name is not None and text(name).lstrip("_").startswith("test"):
-        return None
+        return False
     body = function.child_by_field_name("body")
     if body is None or not _TRAINING_STEP_BYTES.search(body.text or b""):
-        return None
+        return False
     stack = list(body.named_children)
     while stack:
         current = stack.pop()
@@ -859,9 +866,9 @@ def training_step_function(node: Node) -> Optional[Node]:
                 and owner is not None
                 and _OPTIMIZER.search((dotted_name(owner) or "").split(".")[-1] or "-")
             ):
-                return function
+                return True
         stack.extend(current.named_children)
-    return None
+    return False
 
 
 _TRAINING_STEP_BYTES = re.compile(rb"backward\(|\.step\(")

@@ -315,7 +315,7 @@ def _repeated_call(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, st
     found = _called_in_loops(ctx, node)
     if found is not None:
         return found
-    function = training_step_function(node)
+    function = training_step_function(ctx, node)
     if function is None or on_failure_only(node, function):
         return None
     title = function.child_by_field_name("name")
