@@ -100,3 +100,26 @@ def test_transformer_encoder_inference_with_a_padding_mask_runs(worker):
     # the mask is known (built from zeros): no assumption; two layers, two norms each
     assert [d.code for d in report.diagnostics] == ["AL100"]
     assert op_counts(report, "aten.native_layer_norm") == {("forward", "aten.native_layer_norm.default"): 4}
+
+
+def test_channels_last_convolutions_return_channels_last_as_cudnn_does(worker):
+    report = trace(worker, "channels_last.py", "step")
+    # the feature maps and the weight gradients are channels_last, as cuDNN makes them (they were
+    # contiguous: a CPU build of torch has no cuDNN and fake tensors took the slow kernel's format)
+    assert report.stdout == "True True\n"
+    line = line_of("channels_last.py", "logits = head(maps.flatten(1))")
+    # so flatten(1) of the channels_last maps is a copy, not a view, as on a GPU
+    at_flatten = [
+        (e.name, e.outputs[0].shape, e.outputs[0].dtype)
+        for e in report.events
+        if e.kind == "op"
+        and e.line == line
+        and e.phase == "forward"
+        and e.name in ("aten.clone.default", "aten._unsafe_view.default", "aten.view.default")
+    ]
+    assert at_flatten == [
+        ("aten.clone.default", (2, 8, 7, 7), "bfloat16"),
+        ("aten._unsafe_view.default", (2, 392), "bfloat16"),
+    ]
+    # the gradients arrive in the parameters' layout: no copy into it in backward
+    assert op_counts(report, "aten.copy_") == {}

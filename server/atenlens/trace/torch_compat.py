@@ -968,3 +968,11 @@ def run_higher_order(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
         return func(*args, **kwargs)
     with mode:
         return dense(*args, **kwargs)
+
+
+def suggested_memory_format(t: torch.Tensor) -> torch.memory_format:
+    """The memory format ATen's `Tensor::suggest_memory_format()` gives `t` (channels_last for
+    channels-last strides), from torch's Python copy of that rule (private: torch._prims_common)."""
+    from torch._prims_common import suggest_memory_format
+
+    return suggest_memory_format(t)
