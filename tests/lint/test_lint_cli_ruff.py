@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -276,3 +277,38 @@ def test_a_file_level_noqa_comment_exempts_the_file_as_ruffs_does(tmp_path: Path
     result = run_lint("--select", "AL", ".", cwd=tmp_path)
     # only on a line of its own: a trailing `# atenlens: noqa` is not a file exemption
     assert found(result) == ["inline.py:3 AL100", "inline.py:4 AL302", "some.py:4 AL100"]
+
+
+def test_gitlab_code_quality_report_has_stable_distinct_fingerprints(tmp_path: Path) -> None:
+    source = "for x in xs.cuda():\n    v = x.item()\n    w = x.item()\nfor y in ys.cuda():\n    u = y.item()\n"
+    write(tmp_path / "src" / "t.py", source)
+    env_run = subprocess.run(
+        [sys.executable, "-m", "atenlens", "lint", "--no-cache", "--format", "gitlab", "t.py"],
+        cwd=tmp_path / "src",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "CI_PROJECT_DIR": str(tmp_path)},
+    )
+    report = json.loads(env_run.stdout)
+    again_read = f"{ITEM}, but the value was read on line 2 just before: no new wait"
+    assert env_run.returncode == 1
+    assert [{k: v for k, v in r.items() if k != "fingerprint"} for r in report] == [
+        {
+            "check_name": "AL100",
+            "description": f"AL100: {message}",
+            "severity": severity,  # an information-level finding is GitLab's "info"
+            "location": {
+                "path": "src/t.py",  # relative to $CI_PROJECT_DIR, as GitLab reads it
+                "positions": {"begin": {"line": row, "column": 11}, "end": {"line": row, "column": 17}},
+            },
+        }
+        for row, message, severity in ((2, ITEM, "major"), (3, again_read, "info"), (5, ITEM, "major"))
+    ]
+    fingerprints = [r["fingerprint"] for r in report]
+    assert len(set(fingerprints)) == 3 and {len(f) for f in fingerprints} == {16}
+    # the same findings after a line inserted above them: the same fingerprints (GitLab matches
+    # issues across pipelines by them)
+    write(tmp_path / "src" / "t.py", "import os\n" + source)
+    again = json.loads(run_lint("--format", "gitlab", "src/t.py", cwd=tmp_path).stdout)
+    assert [r["fingerprint"] for r in again] == fingerprints

@@ -308,7 +308,7 @@ def _report(results: list[FileResult], args: argparse.Namespace, fmt: str, mode:
             unreadable += 0 if result.undecodable else 1
         located.extend(_located(result))
     fixed = sum(r.fixed for r in results)
-    machine = fmt in ("json", "json-lines", "sarif", "github")
+    machine = fmt in ("json", "json-lines", "sarif", "github", "gitlab")
     if mode == "diff":
         for result in results:
             out.write(result.diff)

@@ -12,6 +12,11 @@
 - `grouped`: ruff's grouped shape: the file's path, then `  row:col CODE [*] message` per
   finding (rows right-aligned, columns left-aligned within the file), a blank line per file.
 - `pylint`: `path:row: [CODE] message` (ruff's and pylint's parseable shape).
+- `gitlab`: GitLab's code quality report (ruff's `gitlab`): a list of `{check_name,
+  description ("CODE: message"), severity, fingerprint, location: {path, positions: {begin,
+  end}}}`, paths relative to `$CI_PROJECT_DIR` (else the current folder); the fingerprint is a
+  hash of the path, code, message (line numbers in it left out) and the finding's rank among
+  equal ones: stable across runs and edits elsewhere in the file.
 - `github`: one GitHub Actions workflow command per finding
   (`::warning title=atenlens (AL100),file=...,line=...,col=...,endLine=...,endColumn=...::...`),
   shown by GitHub as annotations on the pull request's lines.
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -285,6 +291,45 @@ def write_sarif(results: Sequence[Located], out: TextIO) -> None:
     out.write("\n")
 
 
+_GITLAB_SEVERITY = {"error": "critical", "warning": "major", "information": "info", "info": "info", "hint": "info"}
+
+
+def gitlab_report(results: Sequence[Located]) -> list[dict]:
+    import hashlib
+
+    base = os.environ.get("CI_PROJECT_DIR") or os.getcwd()
+    seen: Counter[tuple[str, str, str]] = Counter()
+    report = []
+    for r in results:
+        f = r.finding
+        path = Path(os.path.relpath(os.path.abspath(r.path), base)).as_posix()
+        key = (path, f.code, re.sub(r"\blines? \d+", "line", f.message))  # "read on line 12" moves with edits
+        seen[key] += 1
+        digest = hashlib.sha256("\0".join((*key, str(seen[key]))).encode("utf-8")).hexdigest()[:16]
+        notebook = r.cell is not None  # rows of a cell, not of the file: line 1, as the other formats
+        report.append(
+            {
+                "check_name": f.code,
+                "description": f"{f.code}: {f.message}",
+                "severity": _GITLAB_SEVERITY.get(f.severity, "major"),
+                "fingerprint": digest,
+                "location": {
+                    "path": path,
+                    "positions": {
+                        "begin": {"line": 1 if notebook else f.line, "column": 1 if notebook else f.column + 1},
+                        "end": {"line": 1 if notebook else f.end_line, "column": 1 if notebook else f.end_column + 1},
+                    },
+                },
+            }
+        )
+    return report
+
+
+def write_gitlab(results: Sequence[Located], out: TextIO) -> None:
+    json.dump(gitlab_report(results), out, indent=2, ensure_ascii=False)
+    out.write("\n")
+
+
 WRITERS = {
     "text": write_text,
     "concise": write_concise,
@@ -293,6 +338,7 @@ WRITERS = {
     "grouped": write_grouped,
     "pylint": write_pylint,
     "github": write_github,
+    "gitlab": write_gitlab,
     "sarif": write_sarif,
 }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-FORMATS = ("text", "concise", "json", "json-lines", "grouped", "pylint", "github", "sarif")
+FORMATS = ("text", "concise", "json", "json-lines", "grouped", "pylint", "github", "gitlab", "sarif")
 
 
 def add_arguments(lint: argparse.ArgumentParser) -> None:
