@@ -188,6 +188,7 @@ async def test_server_info_names_python_and_torch(client):
 FIRST_DIAGNOSTICS_MODULES = [
     "atenlens",
     "atenlens.cli",
+    "atenlens.codes",
     "atenlens.dims",
     "atenlens.gpus",
     "atenlens.lines",
@@ -198,7 +199,6 @@ FIRST_DIAGNOSTICS_MODULES = [
     "atenlens.lsp.lint_config",
     "atenlens.lsp.settings",
     "atenlens.lsp.text",
-    "atenlens.report",
     "atenlens.startpath",
     "atenlens.traceable",
     "atenlens.worker",
@@ -206,6 +206,7 @@ FIRST_DIAGNOSTICS_MODULES = [
 ]
 NOT_NEEDED_FOR_FIRST_DIAGNOSTICS = (
     "torch",
+    "atenlens.report",
     "importlib.metadata",
     "asyncio",
     "pygls",

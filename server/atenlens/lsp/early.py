@@ -230,6 +230,11 @@ class _Reader:
         self.encoding = result["capabilities"]["positionEncoding"]
         self._write(frame(json.dumps({"id": msg_id, "jsonrpc": "2.0", "result": result})))
         self.early.initialize_id, self.early.initialize_result = msg_id, result
+        # while the client reads the answer and opens its files: what linting the first one needs
+        import atenlens.lint  # noqa: F401
+        import atenlens.lsp.large  # noqa: F401
+        import atenlens.lsp.lint_config  # noqa: F401
+
         return True
 
     def _configuration(self, data: Any) -> bool:

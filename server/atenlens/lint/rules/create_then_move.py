@@ -39,12 +39,12 @@ from typing import Iterator, Optional
 
 from tree_sitter import Node
 
+from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding, Fix, TextEdit
 from atenlens.lint.provenance import is_clear_device, is_cpu_device, strip_parens, to_device_argument
 from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import arguments, callee, dotted_name, has_splat, method_name, receiver, text
-from atenlens.report import Code
 
 # Not `torch.tensor` / `torch.as_tensor`: their data comes from the host either way, and
 # `device=` does the same host fill and copy, so there is nothing to gain.

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
 from atenlens.lint.frequency import frequency
 from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import callee, dotted_name
 from atenlens.lint.triggers import LOOP
-from atenlens.report import Code
 
 EMPTY_CACHE_NAMES = frozenset({"torch.cuda.empty_cache", "cuda.empty_cache"})
 

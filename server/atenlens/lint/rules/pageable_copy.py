@@ -45,6 +45,7 @@ from typing import Iterator, Optional
 
 from tree_sitter import Node
 
+from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
 from atenlens.lint.provenance import (
@@ -63,7 +64,6 @@ from atenlens.lint.provenance import (
 )
 from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, text
-from atenlens.report import Code
 
 COPY_METHODS = ("to", "cuda", "copy_")
 # Methods that take an item out of a container (a list, a deque, a queue) or make a contiguous view.

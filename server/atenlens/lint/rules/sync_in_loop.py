@@ -103,6 +103,7 @@ from typing import Iterator, Optional
 
 from tree_sitter import Node
 
+from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
 from atenlens.lint.frequency import Frequency, chunked_walk, frequency, is_counter_bound, is_throttle, on_failure_only
@@ -121,7 +122,6 @@ from atenlens.lint.registry import Rule
 from atenlens.lint.source import ancestors
 from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, repeating_loop, text
 from atenlens.lint.triggers import CODE_LOOP, LOOP, Caseless
-from atenlens.report import Code
 
 SYNC_METHODS = ("item", "tolist", "cpu")
 CONVERSIONS = ("float", "int", "bool", "str")

@@ -38,6 +38,7 @@ from typing import Iterator, Optional
 
 from tree_sitter import Node
 
+from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
 from atenlens.lint.frequency import frequency
@@ -51,7 +52,6 @@ from atenlens.lint.waits import (
     is_device_synchronize,
     is_event_or_stream_synchronize,
 )
-from atenlens.report import Code
 
 TIMING_WINDOW = 3  # lines: a clock read this close to a synchronize makes it part of a measurement
 

@@ -40,6 +40,7 @@ from typing import Iterator, Optional
 
 from tree_sitter import Node
 
+from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding
@@ -47,7 +48,6 @@ from atenlens.lint.provenance import is_device_to_host, is_pinned
 from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import arguments, is_true, method_name, receiver, text
 from atenlens.lint.waits import WAIT_CALLS, alias_calls, is_wait, waiting_function_calls
-from atenlens.report import Code
 
 COPY_METHODS = ("to", "cpu", "copy_")
 

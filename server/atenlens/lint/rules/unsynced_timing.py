@@ -58,6 +58,7 @@ from typing import Iterator, Optional
 
 from tree_sitter import Node
 
+from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding
@@ -73,7 +74,6 @@ from atenlens.lint.waits import (
     is_wait,
     waiting_function_calls,
 )
-from atenlens.report import Code
 
 WAITING_METHODS = frozenset(WAIT_CALLS)
 NOT_WORK = frozenset(
