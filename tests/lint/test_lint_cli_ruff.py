@@ -312,3 +312,19 @@ def test_gitlab_code_quality_report_has_stable_distinct_fingerprints(tmp_path: P
     write(tmp_path / "src" / "t.py", "import os\n" + source)
     again = json.loads(run_lint("--format", "gitlab", "src/t.py", cwd=tmp_path).stdout)
     assert [r["fingerprint"] for r in again] == fingerprints
+
+
+def test_quiet_prints_only_the_findings_and_silent_nothing(tmp_path: Path) -> None:
+    write(tmp_path / "t.py", LOOP)
+    write(tmp_path / "ok.py", "x = 1\n")
+    quiet = run_lint("-q", "t.py", cwd=tmp_path)
+    assert (quiet.returncode, quiet.stdout) == (1, f"t.py:3:11: AL100 {ITEM}\nt.py:4:24: AL302 {ZEROS}\n")
+    concise = run_lint("--quiet", "--format", "concise", "ok.py", cwd=tmp_path)
+    assert (concise.returncode, concise.stdout) == (0, "")  # no "All checks passed!"
+    grouped = run_lint("-q", "--format", "grouped", "t.py", cwd=tmp_path)
+    assert grouped.stdout == f"t.py:\n  3:11 AL100 {ITEM}\n  4:24 AL302 [*] {ZEROS}\n\n"
+    silent = run_lint("--silent", "t.py", cwd=tmp_path)
+    assert (silent.returncode, silent.stdout, silent.stderr) == (1, "", "")
+    fixed = run_lint("-q", "--fix", "t.py", cwd=tmp_path)
+    assert (fixed.returncode, fixed.stdout) == (1, f"t.py:3:11: AL100 {ITEM}\n")  # no "Fixed 1 problem"
+    assert 'torch.zeros(3, device="cuda")' in (tmp_path / "t.py").read_text(encoding="utf-8")

@@ -28,7 +28,7 @@ from atenlens.lint.engine import lint_source
 from atenlens.lint.files import Skipped, python_files
 from atenlens.lint.findings import Finding
 from atenlens.lint.fixes import fix_source
-from atenlens.lint.formats import WRITERS, Located, write_statistics
+from atenlens.lint.formats import SUMMARIZED, WRITERS, Located, write_statistics
 from atenlens.lint.notebook import NotANotebook, Notebook, read_notebook
 from atenlens.lint.rules import RULES
 
@@ -309,22 +309,29 @@ def _report(results: list[FileResult], args: argparse.Namespace, fmt: str, mode:
         located.extend(_located(result))
     fixed = sum(r.fixed for r in results)
     machine = fmt in ("json", "json-lines", "sarif", "github", "gitlab")
+    quiet, silent = bool(getattr(args, "quiet", False)), bool(getattr(args, "silent", False))
+    if silent:  # ruff's --silent: nothing printed, the exit status says it all
+        out = io.StringIO()
     if mode == "diff":
         for result in results:
             out.write(result.diff)
-        print(f"Would fix {fixed} problem{'s' if fixed != 1 else ''}.", file=err if machine else out)
+        if not quiet:
+            print(f"Would fix {fixed} problem{'s' if fixed != 1 else ''}.", file=err if machine else out)
         if getattr(args, "exit_zero", False):
             return EXIT_CLEAN
         return EXIT_FOUND if fixed or unreadable else EXIT_CLEAN
     report_out = out
     if mode == "fix" and results and results[0].fixed_source is not None:
         out.write(results[0].fixed_source)  # stdin: the fixed text goes to stdout, the report to stderr
-        report_out = err
+        report_out = io.StringIO() if silent else err
     if getattr(args, "statistics", False):
         write_statistics(located, "json" if fmt == "json" else "text", report_out)
     else:
-        WRITERS[fmt](located, report_out)
-    if mode == "fix" and fixed:
+        if fmt in SUMMARIZED:
+            WRITERS[fmt](located, report_out, summary=not quiet)  # type: ignore[call-arg]
+        else:
+            WRITERS[fmt](located, report_out)
+    if mode == "fix" and fixed and not quiet and not silent:
         print(
             f"Fixed {fixed} problem{'s' if fixed != 1 else ''} ({len(located)} remaining).",
             file=err if machine else report_out,

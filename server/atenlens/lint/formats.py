@@ -75,21 +75,22 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'s' if count != 1 else ''}"
 
 
-def write_text(results: Sequence[Located], out: TextIO) -> None:
+def write_text(results: Sequence[Located], out: TextIO, summary: bool = True) -> None:
     for r in results:
         f = r.finding
         out.write(f"{_where(r)}: {f.code} {f.message}\n")
-    if results:
+    if results and summary:
         files = len({r.path for r in results})
         out.write(f"Found {_plural(len(results), 'problem')} in {_plural(files, 'file')}.\n")
 
 
-def write_concise(results: Sequence[Located], out: TextIO) -> None:
+def write_concise(results: Sequence[Located], out: TextIO, summary: bool = True) -> None:
     for r in results:
         f = r.finding
         mark = "[*] " if f.fix is not None else ""
         out.write(f"{_where(r)}: {f.code} {mark}{f.message}\n")
-    _summary(results, out)
+    if summary:
+        _summary(results, out)
 
 
 def _location(line: int, column: int) -> dict:
@@ -149,7 +150,7 @@ def _summary(results: Sequence[Located], out: TextIO) -> None:
         out.write(f"[*] {fixable} fixable with `--fix`.\n")
 
 
-def write_grouped(results: Sequence[Located], out: TextIO) -> None:
+def write_grouped(results: Sequence[Located], out: TextIO, summary: bool = True) -> None:
     by_path: dict[str, list[Located]] = {}
     for r in results:
         by_path.setdefault(r.path, []).append(r)
@@ -163,7 +164,8 @@ def write_grouped(results: Sequence[Located], out: TextIO) -> None:
             cell = f"cell {r.cell}:" if r.cell is not None else ""
             out.write(f"  {cell}{f.line:>{rows}}:{f.column + 1:<{columns}} {f.code} {mark}{f.message}\n")
         out.write("\n")
-    _summary(results, out)
+    if summary:
+        _summary(results, out)
 
 
 def write_pylint(results: Sequence[Located], out: TextIO) -> None:
@@ -329,6 +331,8 @@ def write_gitlab(results: Sequence[Located], out: TextIO) -> None:
     json.dump(gitlab_report(results), out, indent=2, ensure_ascii=False)
     out.write("\n")
 
+
+SUMMARIZED = ("text", "concise", "grouped")  # the writers that end with a summary (`--quiet` drops it)
 
 WRITERS = {
     "text": write_text,

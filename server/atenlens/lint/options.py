@@ -43,6 +43,10 @@ def add_arguments(lint: argparse.ArgumentParser) -> None:
         help="accepted for ruff's command lines; every quick fix of atenlens is safe, so it changes nothing",
     )
     lint.add_argument("--statistics", action="store_true", help="print the number of findings per code instead")
+    lint.add_argument(
+        "--quiet", "-q", action="store_true", help="print the findings and nothing else (no summary lines)"
+    )
+    lint.add_argument("--silent", "-s", action="store_true", help="print nothing; the exit status says what was found")
     lint.add_argument("--exit-zero", "-e", action="store_true", help="exit 0 even when something is found")
     lint.add_argument(
         "--exit-non-zero-on-fix",
