@@ -7,6 +7,8 @@ first disagreed: the trace ended where the eager run trained.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from test_models import line_of, needs, op_counts, trace
 
 
@@ -123,3 +125,31 @@ def test_channels_last_convolutions_return_channels_last_as_cudnn_does(worker):
     ]
     # the gradients arrive in the parameters' layout: no copy into it in backward
     assert op_counts(report, "aten.copy_") == {}
+
+
+def test_double_backward_ops_are_at_the_line_whose_backward_built_them(worker):
+    report = trace(worker, "gradient_penalty.py", "step")
+    assert report.stdout == "(4, 8) True\n"
+    score = line_of("gradient_penalty.py", "score = critic(mixed)")
+    # they had no line: the graph torch.autograd.grad built (create_graph=True) is numbered by the
+    # autograd thread's own counter. In loss.backward() its nodes run: the backward of the critic's
+    # backward (LeakyReLU's backward, the two matmuls' transposed products)
+    double = Counter(
+        (e.name, e.outputs[0].shape)
+        for e in report.events
+        if e.kind == "op" and e.phase == "backward" and e.line == score and e.name in _DOUBLE_BACKWARD
+    )
+    # what an eager CPU run puts at this line plus what it puts at the autograd.grad line (where its
+    # recorder places the double backward): compare.py found no other difference
+    assert double == {
+        ("aten.leaky_relu_backward.default", (4, 16)): 2,
+        ("aten.zeros_like.default", (4, 16)): 1,
+        ("aten.mm.default", (16, 8)): 2,
+        ("aten.mm.default", (4, 16)): 2,
+        ("aten.mm.default", (1, 16)): 1,
+        ("aten.mm.default", (4, 8)): 2,
+    }
+    assert [e.name for e in report.events if e.kind == "op" and e.line is None] == []
+
+
+_DOUBLE_BACKWARD = ("aten.leaky_relu_backward.default", "aten.zeros_like.default", "aten.mm.default")

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sys
+import threading
 import types
 from typing import Any, Callable, Iterator, Optional
 
@@ -59,6 +60,7 @@ _getframe = sys._getframe
 _current_node = tc.current_autograd_node
 _sequence_nr = tc.sequence_nr
 _node_sequence_nr = tc.node_sequence_nr
+_thread_id = threading.get_ident  # sequence numbers count per thread
 tree_leaves = tc.tree_leaves
 _tensor_device = tc.tensor_device
 _PRIM_DEVICE = tc.PRIM_DEVICE
@@ -169,6 +171,9 @@ class Recorder:
         self.optimizer_steps = 0  # Optimizer.step calls while recording
         self._backward_stack: tuple[Frame, ...] = ()
         self._site_of_node: dict[int, tuple[Frame, ...]] = {}  # autograd sequence nr -> forward user stack
+        # (thread, sequence nr) of a node made by a backward op (create_graph=True) -> that op's stack
+        self._site_of_backward_node: dict[tuple[int, int], tuple[Frame, ...]] = {}
+        self._last_backward_nr: dict[int, int] = {}  # thread -> its sequence nr after its last backward op
         self._last_sequence_nr = tc.sequence_nr()
         self._op_names: dict[Any, str] = {}
         self.bookkeeping_ops: set[str] = set()  # names of recorded ops that are views/detach
@@ -551,9 +556,22 @@ class _OpRecorder(tc.TorchDispatchMode):
                 stack = rec._backward_stack
             else:
                 stack = rec._site_of_node.get(sequence_nr)
+            thread = _thread_id()
+            if stack is None:
+                # a node that an earlier backward op created (create_graph=True: a gradient penalty's
+                # double backward), numbered by this thread's own counter
+                stack = rec._site_of_backward_node.get((thread, sequence_nr))
             file, line = _innermost(stack)
             memory.op_started(file, line)
+            # autograd numbers an op's node before the op reaches this mode: the nodes made since the
+            # last backward op on this thread are this op's (there are some only with create_graph=True)
+            now = _sequence_nr()
+            if stack:
+                nodes = rec._site_of_backward_node
+                for created in range(rec._last_backward_nr.get(thread, max(now - 1, 0)), now):
+                    nodes[(thread, created)] = stack
             out = _run(rec, func, args, kwargs)
+            rec._last_backward_nr[thread] = _sequence_nr()
             node_name = node.name()
             if node_name.startswith("torch::autograd::"):  # "torch::autograd::AccumulateGrad"
                 node_name = node_name[len("torch::autograd::") :]
