@@ -328,3 +328,14 @@ def test_quiet_prints_only_the_findings_and_silent_nothing(tmp_path: Path) -> No
     fixed = run_lint("-q", "--fix", "t.py", cwd=tmp_path)
     assert (fixed.returncode, fixed.stdout) == (1, f"t.py:3:11: AL100 {ITEM}\n")  # no "Fixed 1 problem"
     assert 'torch.zeros(3, device="cuda")' in (tmp_path / "t.py").read_text(encoding="utf-8")
+
+
+def test_a_file_that_cannot_be_read_fails_the_run_as_ruffs_e902(tmp_path: Path) -> None:
+    # ruff 0.17 on a broken symbolic link: `E902 No such file or directory (os error 2)`, exit 1
+    write(tmp_path / "t.py", LOOP)
+    (tmp_path / "broken.py").symlink_to(tmp_path / "gone.py")
+    result = run_lint("--select", "AL100", ".", cwd=tmp_path)
+    assert (result.returncode, found(result)) == (1, ["t.py:3 AL100"])
+    assert result.stderr == "broken.py: cannot read (No such file or directory); skipped\n"
+    alone = run_lint("broken.py", cwd=tmp_path)
+    assert (alone.returncode, alone.stdout) == (1, "")

@@ -258,7 +258,10 @@ def run_lint_command(
             for root in paths:
                 for item in python_files(Path(root), config_for):
                     if isinstance(item, Skipped):
-                        print(f"{item.path}: {item.reason}; skipped", file=err)
+                        if item.reason.startswith("cannot read"):  # ruff's E902: the run fails
+                            results.append(FileResult(str(item.path), error=item.reason))
+                        else:  # a FIFO, a device: never opened, said, and not a failure
+                            print(f"{item.path}: {item.reason}; skipped", file=err)
                         continue
                     codes = tuple(sorted(config_for(item).codes(item, known, cli)))
                     tasks.append((str(item), codes, mode))
