@@ -201,3 +201,29 @@ def test_a_document_that_is_not_a_file_is_linted_by_the_server(tmp_path):
     assert "pygls" in info["modulesAtFirstDiagnostics"]  # published by the server, after its start
     assert [m.get("id") for m in server.received if "id" in m] == [1, 2, 99]
     assert "differ" not in stderr
+
+
+def test_a_pause_after_initialize_or_another_request_first_leaves_the_first_diagnostics_to_the_server(tmp_path):
+    path = tmp_path / "step.py"
+    path.write_text(TEXT_WITH_WIDE_CHARACTERS, encoding="utf-8")
+    item = {"uri": path.as_uri(), "languageId": "python", "version": 1, "text": TEXT_WITH_WIDE_CHARACTERS}
+    hover = {"textDocument": {"uri": path.as_uri()}, "position": {"line": 0, "character": 0}}
+    for first in (
+        [INITIALIZE, INITIALIZED],  # then nothing for longer than the early reader waits (0.25 s)
+        [INITIALIZE, INITIALIZED, {"jsonrpc": "2.0", "id": 5, "method": "textDocument/hover", "params": hover}],
+    ):
+        server = _Server(tmp_path)
+        server.send(*first)
+        # the server has taken over when it logs (at `initialized`, which it handles again)
+        server.read_until(lambda got: any(m.get("method") == "window/logMessage" for m in got))
+        server.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": item}})
+        server.read_until(_published)
+        server.send({"jsonrpc": "2.0", "id": 2, "method": "atenlens/serverInfo", "params": {}})
+        server.read_until(lambda got: any(m.get("id") == 2 for m in got))
+        stderr = server.end()
+        assert [[d["code"] for d in p["diagnostics"]] for p in _published(server.received)] == [["AL100", "AL302"]]
+        [info] = [m["result"] for m in server.received if m.get("id") == 2]
+        assert "pygls" in info["modulesAtFirstDiagnostics"]
+        answered = [m["id"] for m in server.received if "id" in m]
+        assert answered == [1, 5, 2, 99] if len(first) == 3 else answered == [1, 2, 99]
+        assert "differ" not in stderr
