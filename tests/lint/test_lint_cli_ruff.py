@@ -339,3 +339,11 @@ def test_a_file_that_cannot_be_read_fails_the_run_as_ruffs_e902(tmp_path: Path) 
     assert result.stderr == "broken.py: cannot read (No such file or directory); skipped\n"
     alone = run_lint("broken.py", cwd=tmp_path)
     assert (alone.returncode, alone.stdout) == (1, "")
+
+
+def test_show_files_lists_what_a_run_would_lint(tmp_path: Path) -> None:
+    write(tmp_path / "pyproject.toml", "[tool.atenlens]\nextend-exclude = ['legacy']\n")
+    for name in ("b.py", "a/n.ipynb", "legacy/l.py", ".venv/v.py", "notes.txt"):
+        write(tmp_path / name, "x = 1\n")
+    shown = run_lint("--show-files", ".", cwd=tmp_path)
+    assert (shown.returncode, shown.stdout) == (0, f"{tmp_path / 'a' / 'n.ipynb'}\n{tmp_path / 'b.py'}\n")

@@ -265,6 +265,10 @@ def run_lint_command(
                         continue
                     codes = tuple(sorted(config_for(item).codes(item, known, cli)))
                     tasks.append((str(item), codes, mode))
+            if getattr(args, "show_files", False):  # ruff's --show-files: what would be linted, absolute
+                for path in sorted({os.path.abspath(task[0]) for task in tasks}):
+                    print(path, file=out)
+                return EXIT_CLEAN
             cache = None
             if mode == "check" and not getattr(args, "no_cache", False):
                 folder = getattr(args, "cache_dir", None)

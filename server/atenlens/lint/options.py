@@ -61,6 +61,9 @@ def add_arguments(lint: argparse.ArgumentParser) -> None:
     )
     lint.add_argument("--isolated", action="store_true", help="read no configuration file: the defaults apply")
     lint.add_argument(
+        "--show-files", action="store_true", help="print the files that would be linted (absolute, sorted) and exit 0"
+    )
+    lint.add_argument(
         "--force-exclude",
         action="store_true",
         default=None,
