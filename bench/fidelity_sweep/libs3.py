@@ -235,3 +235,26 @@ def int8dyn(model, x):
     with torch.no_grad():
         out = model(x)
     print(tuple(out.shape), out.dtype)
+
+
+def ved_setup():
+    from transformers import GPT2Config, VisionEncoderDecoderConfig, VisionEncoderDecoderModel, ViTConfig
+
+    torch.manual_seed(0)
+    encoder = ViTConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, image_size=32, patch_size=8
+    )
+    decoder = GPT2Config(vocab_size=96, n_positions=32, n_embd=32, n_layer=2, n_head=4, add_cross_attention=True)
+    config = VisionEncoderDecoderConfig.from_encoder_decoder_configs(encoder, decoder)
+    config.decoder_start_token_id, config.pad_token_id = 0, 0
+    model = VisionEncoderDecoderModel(config=config).to(DEV)
+    pixels = torch.randn(2, 3, 32, 32, device=DEV)
+    labels = torch.randint(1, 96, (2, 7), device=DEV)
+    return model, pixels, labels
+
+
+# atenlens: ved(*ved_setup())
+def ved(model, pixels, labels):
+    out = model(pixel_values=pixels, labels=labels)
+    out.loss.backward()
+    print(tuple(out.logits.shape))
