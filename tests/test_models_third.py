@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from test_models import line_of, needs, op_counts, trace
+from gpu_helpers import cuda_request
+from test_models import FIXTURES, line_of, needs, op_counts, trace
 
 
 def outputs(report, name: str) -> list[tuple]:
@@ -153,3 +154,17 @@ def test_double_backward_ops_are_at_the_line_whose_backward_built_them(worker):
 
 
 _DOUBLE_BACKWARD = ("aten.leaky_relu_backward.default", "aten.zeros_like.default", "aten.mm.default")
+
+
+def test_pack_padded_sequence_ends_the_trace_at_its_line_and_says_why(worker):
+    # not simulated (docs/fidelity.md); it used to end in FakeTensorMode's DynamicOutputShapeException
+    report = worker.trace(cuda_request(FIXTURES / "packed_lstm.py", "step", timeout=120))
+    assert report.status == "error"
+    line = line_of("packed_lstm.py", "packed = pack_padded_sequence(emb(ids), lengths, batch_first=True)")
+    [error] = [d for d in report.diagnostics if d.code == "AL900"]
+    assert error.line == line
+    assert error.message == (
+        "NotImplementedError: `pack_padded_sequence` is not simulated in a trace: the packed RNN kernels and "
+        "`pad_packed_sequence` read the packed batch sizes on the host from tensor data, which fake tensors "
+        "do not have (docs/fidelity.md); trace the step with padded batches instead"
+    )
