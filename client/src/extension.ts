@@ -43,6 +43,7 @@ class AtenlensExtension implements vscode.Disposable {
   private lifecycle: Promise<void> = Promise.resolve();
   private readonly settingNames: string[];
   private readonly disposables: vscode.Disposable[] = [];
+  private watcher: vscode.FileSystemWatcher | undefined;
 
   constructor(
     private readonly context: vscode.ExtensionContext,
@@ -74,6 +75,15 @@ class AtenlensExtension implements vscode.Disposable {
     return this.enqueue(() => this.stopClient());
   }
 
+  /** One watcher of the workspace's pyproject.toml files for the life of the extension (restarts reuse it). */
+  private pyprojectWatcher(): vscode.FileSystemWatcher {
+    if (this.watcher === undefined) {
+      this.watcher = vscode.workspace.createFileSystemWatcher("**/pyproject.toml");
+      this.disposables.push(this.watcher);
+    }
+    return this.watcher;
+  }
+
   private settings(): Record<string, Record<string, unknown>> {
     return serverSettings(this.settingNames, primaryResource());
   }
@@ -92,6 +102,8 @@ class AtenlensExtension implements vscode.Disposable {
       ],
       outputChannel: this.log,
       revealOutputChannelOn: RevealOutputChannelOn.Never,
+      // A pyproject.toml changed on disk (not only saved here) may choose other lint rules.
+      synchronize: { fileEvents: this.pyprojectWatcher() },
       initializationOptions: this.settings(),
       middleware: {
         // Every trace goes through `trace` (code lenses too): the status bar follows it.

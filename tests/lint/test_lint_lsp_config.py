@@ -74,3 +74,22 @@ async def test_a_check_table_and_a_lint_table_apply_in_the_editor_and_default_ex
     library = await open_document(client, tmp_path / ".venv" / "lib" / "site-packages" / "lib.py", LOOP)
     assert list(client.diagnostics[library]) == []
     assert [m.message for m in client.messages if m.type == types.MessageType.Warning] == []
+
+
+async def test_a_pyproject_changed_on_disk_relints_the_open_documents(client, tmp_path):
+    # a `git checkout` rewrites pyproject.toml without the editor saving it: the client's file
+    # watcher sends workspace/didChangeWatchedFiles (ruff's server does the same)
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[tool.atenlens]\nignore = ["AL100"]\n', encoding="utf-8")
+    await initialize(client, root=tmp_path)
+    uri = await open_document(client, tmp_path / "loop.py", LOOP)
+    assert [d.code for d in client.diagnostics[uri]] == ["AL300"]
+    published = len(client.recorder.published)
+    pyproject.write_text('[tool.atenlens]\nignore = ["AL300"]\n', encoding="utf-8")
+    client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(
+            changes=[types.FileEvent(uri=pyproject.as_uri(), type=types.FileChangeType.Changed)]
+        )
+    )
+    diagnostics = await wait_for_diagnostics(client, uri, 1, after=published)
+    assert [d.code for d in diagnostics] == ["AL100"]

@@ -110,6 +110,15 @@ def did_save(ls: AtenlensServer, params: types.DidSaveTextDocumentParams) -> Non
             asyncio.get_running_loop().create_task(ls.run_trace(document, functions[qualname], "on save"))
 
 
+def did_change_watched_files(ls: AtenlensServer, params: types.DidChangeWatchedFilesParams) -> None:
+    """A pyproject.toml changed on disk, not saved in the editor (a `git checkout`, another tool):
+    the open documents are linted again under it, as ruff's server does (the VS Code client
+    watches `**/pyproject.toml`)."""
+    if any(change.uri.endswith("/pyproject.toml") for change in params.changes):
+        for open_uri in list(ls.documents):
+            ls.lints.schedule(open_uri)
+
+
 def did_close(ls: AtenlensServer, params: types.DidCloseTextDocumentParams) -> None:
     uri = params.text_document.uri
     state = ls.documents.pop(uri, None)
@@ -444,6 +453,7 @@ def register(server: AtenlensServer) -> None:
     server.feature(types.TEXT_DOCUMENT_DID_CHANGE)(did_change)
     server.feature(types.TEXT_DOCUMENT_DID_SAVE)(did_save)
     server.feature(types.TEXT_DOCUMENT_DID_CLOSE)(did_close)
+    server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)(did_change_watched_files)
     server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
         types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.SourceFixAll]),
