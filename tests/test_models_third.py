@@ -168,3 +168,21 @@ def test_pack_padded_sequence_ends_the_trace_at_its_line_and_says_why(worker):
         "`pad_packed_sequence` read the packed batch sizes on the host from tensor data, which fake tensors "
         "do not have (docs/fidelity.md); trace the step with padded batches instead"
     )
+
+
+def test_reentrant_checkpoint_recomputes_with_the_fused_attention_kernel(worker):
+    report = trace(worker, "checkpoint_reentrant.py", "step")
+    assert report.stdout == "(2, 4, 8, 8)\n"
+    line = line_of("checkpoint_reentrant.py", "return F.scaled_dot_product_attention(q, k, v, is_causal=True)")
+    attention = [
+        (e.phase, e.name, e.line)
+        for e in report.events
+        if e.kind == "op" and e.name.startswith("aten._scaled_dot_product_")
+    ]
+    # the recompute in backward took the math path (bmm, _safe_softmax) before
+    assert attention == [
+        ("forward", "aten._scaled_dot_product_efficient_attention.default", line),
+        ("backward", "aten._scaled_dot_product_efficient_attention.default", line),
+        ("backward", "aten._scaled_dot_product_efficient_attention_backward.default", line),
+    ]
+    assert op_counts(report, "aten._safe_softmax") == {}
