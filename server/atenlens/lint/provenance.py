@@ -527,7 +527,7 @@ def device_of(ctx: LintContext, node: Optional[Node], depth: int = 0) -> Device:
     return memo[node.id]
 
 
-_SELF_ASSIGNMENT = re.compile(rb"\bself\.(\w+)[ \t]*=(?!=)[ \t]*([^\n]*)")
+_SELF_ASSIGNMENT = re.compile(rb"self\.(\w+)[ \t]*=(?!=)[ \t]*([^\n]*)")  # (no `\b`: a literal start scans fast)
 _ON_DEVICE_TEXT = re.compile(
     rb"\.cuda\(|\bdevice[ \t]*=(?!=)[ \t]*(?!None\b|[\"']cpu)[\w.\"']|\.to\([ \t]*(?:self\.)?(?:\w+_)?device\b"
 )
@@ -542,11 +542,13 @@ def device_attributes(ctx: LintContext) -> frozenset[str]:
     cached = getattr(ctx, "_device_attributes", None)
     if cached is None:
         on_device: dict[bytes, bool] = {}
-        for match in _SELF_ASSIGNMENT.finditer(ctx.source.whole_data):
+        data = ctx.source.whole_data if module_mentions_device(ctx) else b""
+        for match in _SELF_ASSIGNMENT.finditer(data):
             name, value = match.group(1), match.group(2).strip()
             if value in (b"None", b""):
                 continue
-            on_device[name] = on_device.get(name, True) and bool(_ON_DEVICE_TEXT.search(value))
+            made_there = (b"cuda" in value or b"device" in value) and bool(_ON_DEVICE_TEXT.search(value))
+            on_device[name] = on_device.get(name, True) and made_there
         cached = frozenset(n.decode() for n, ok in on_device.items() if ok)
         ctx._device_attributes = cached
     return cached

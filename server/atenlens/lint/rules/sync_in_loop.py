@@ -527,7 +527,8 @@ def _conditions(ctx: LintContext) -> Iterator[Finding]:
             yield finding
 
 
-_NONFINITE = re.compile(rb"\bis(?:nan|inf|finite|posinf|neginf)\s*\(")
+# `torch.isnan(`, `x.isinf()`, ...: literal words (a substring search; also the definition triggers)
+NONFINITE_CALLS = (b"isnan(", b"isinf(", b"isfinite(", b"isposinf(", b"isneginf(")
 
 
 def _nonfinite_checks(ctx: LintContext) -> Iterator[Finding]:
@@ -538,16 +539,14 @@ def _nonfinite_checks(ctx: LintContext) -> Iterator[Finding]:
     what the command line leaves out."""
     root = ctx.source.root
     seen: set[int] = set()
-    for match in _NONFINITE.finditer(ctx.source.data):
-        node = root.descendant_for_byte_range(match.start(), match.start() + 1)
+    for start, end in _nonfinite_calls(ctx.source.data):
+        node = root.descendant_for_byte_range(start, start + 1)
         condition = None
         for parent in ancestors(node) if node is not None else ():
             if parent.type in ("if_statement", "elif_clause", "while_statement", "assert_statement"):
                 parts = parent.named_children
                 condition = parent.child_by_field_name("condition") or (parts[0] if parts else None)
-                if condition is not None and not (
-                    condition.start_byte <= match.start() and match.end() <= condition.end_byte
-                ):
+                if condition is not None and not (condition.start_byte <= start and end <= condition.end_byte):
                     condition = None
                 break
             if parent.type in ("block", "function_definition", "lambda", "class_definition", "module"):
@@ -564,6 +563,15 @@ def _nonfinite_checks(ctx: LintContext) -> Iterator[Finding]:
         )
         if finding is not None:
             yield finding
+
+
+def _nonfinite_calls(data: bytes) -> Iterator[tuple[int, int]]:
+    for word in NONFINITE_CALLS:
+        at = data.find(word)
+        while at != -1:
+            if at == 0 or not (chr(data[at - 1]).isalnum() or data[at - 1] == ord("_")):
+                yield at, at + len(word)
+            at = data.find(word, at + 1)
 
 
 def _tensor_truth_test(ctx: LintContext, condition: Node) -> Optional[Node]:
@@ -831,5 +839,5 @@ RULE = Rule(
     # A definition needs a loop in its code (`for` in its docstring is no loop), or a read that a
     # call in a loop may repeat (`_called_in_loops`).
     # (Not `float(`: it would keep 10% more of transformers' bytes in the parse, 3% for these.)
-    definition_triggers=((CODE_LOOP, b".item(", b".tolist(", b".cpu(", _NONFINITE),),
+    definition_triggers=((CODE_LOOP, b".item(", b".tolist(", b".cpu(", *NONFINITE_CALLS),),
 )
