@@ -83,6 +83,36 @@ def test_precision_and_recall_on_real_code_are_at_least_90_percent() -> None:
     assert precision >= 0.9 and recall >= 0.9
 
 
+# Files of whole-tree runs over 16 projects new to the corpus (README.md): each holds a false or
+# too severe finding of a class since fixed, and the true findings around it.
+WHOLE_TREE = (
+    "schnetpack__",
+    "mace_torch__",
+    "pytorch_optimizer__",
+    "nequip__",
+    "pyannote_audio__",
+    "imitation__",
+    "x_transformers__",
+    "llm_foundry__",
+    "torchdrug__",
+    "neuralforecast__",
+    "optimum__",
+    "audiocraft__",
+    "pytorch_forecasting__",
+    "sample_factory__",
+    "deepchem__",
+)
+
+
+def test_whole_tree_files_keep_their_precision() -> None:
+    """Every finding of the lint in these files is labelled (the fixed false ones are not): one is
+    a warning where the label says info (README.md), and the labelled hazards are all reported."""
+    files = [p for p in FILES if p.name.startswith(WHOLE_TREE)]
+    assert len(files) == 22
+    precision, recall = measure(files, "corpus_real, whole-tree files")
+    assert precision >= 42 / 43 and recall == 1.0  # 42/43, 17/17
+
+
 def test_precision_and_recall_on_held_out_code_do_not_fall() -> None:
     """The goal (90% and 90%) is not met on held-out code yet; these are the figures reached, per
     round and for all held-out files (README.md of corpus_heldout/ lists the misses), so that a

@@ -23,7 +23,9 @@ often (`Frequency.how_often`).
   search, a metric), which reads once per chunk of rows.
 - Once per checkpoint: the loop is in a function spelled as saving, loading or converting
   (`save_checkpoint`, `load_state_dict`, `export_*`, `_merge_*`): it runs when a checkpoint is
-  written or read, not per training step, and copying to the host is its job.
+  written or read, not per training step, and copying to the host is its job; so is a loop in a
+  function that plots or records summaries (`plot_prediction`, `_record_summaries`).
+- In a test: any loop of a function named `test_*` (a test's speed is not a training step's).
 """
 
 from __future__ import annotations
@@ -38,14 +40,19 @@ from atenlens.lint.source import ancestors
 from atenlens.lint.syntax import SCOPE_TYPES, arguments, callee, dotted_name, repeating_loop, text
 
 FEW_ITERATIONS = 10
-_THROTTLE_NAME = re.compile(r"should_|is_last|last_step|log_now|do_log|is_log|_due$|^is_.*_step$", re.I)
+_THROTTLE_NAME = re.compile(r"should_|is_last|last_step|log_now|do_log|is_log|_due$|^is_.*_step$|^verbose$", re.I)
+# The optimizer state of a parameter is created on its first step: `if "exp_avg" not in state:`,
+# `if len(state) == 0:` run once per parameter.
+_STATE = re.compile(r"(?:^|[._])state$")
 _PER_PROCESS = re.compile(r"rank|process_index|is_main|local_process|world", re.I)
 _EPOCH = re.compile(r"epoch", re.I)
 _COLLECTOR = re.compile(r"(?:^|[^\w])(?:\w*_)?collector\b", re.I)
 _BOUND_NAME = re.compile(
     r"^(?:num|max|total|n)_.*(?:step|iter|batch|epoch)|_per_epoch$|^(?:max|total)_?(?:steps|iters)$", re.I
 )
-_RARE_FUNCTION = re.compile(r"save|checkpoint|^_?load|_load_|export|convert|merge|state_dict|consolidate", re.I)
+_RARE_FUNCTION = re.compile(
+    r"save|checkpoint|^_?load|_load_|export|convert|merge|state_dict|consolidate|plot|summar", re.I
+)
 
 
 @dataclass(frozen=True)
@@ -83,10 +90,16 @@ def frequency(node: Node) -> Frequency:
     function = _function_name(loop)
     if count is not None and (count <= FEW_ITERATIONS or function.lstrip("_").startswith("test")):
         return Frequency(loop, False, f"{count} times (the loop runs {count} times)")
+    if function.lstrip("_").startswith("test"):
+        return Frequency(
+            loop, False, f"on every iteration of a loop in the test `{function}` (a test, not a training step)"
+        )
     if _RARE_FUNCTION.search(function):
         return Frequency(loop, False, f"per item in `{function}` (once per call, not per training step)")
     repeating = repeating_loop(loop)
-    outer = _throttle_between(loop, repeating) if repeating is not None else None
+    # (with no loop around it, the throttle may be in the function: `def batch_end(...): if
+    # batch % interval == 0: for k, v in metrics.items(): v.tolist()`, a callback run per batch)
+    outer = _throttle_between(loop, repeating if repeating is not None else loop)
     if outer is not None:
         # `if step % 100 == 0: for name, v in losses.items(): v.item()`: the inner loop runs on
         # the logging iterations only
@@ -156,6 +169,8 @@ def is_throttle(condition: Node) -> bool:
     if kind == "comparison_operator":
         if any(_is_modulo(c) for c in condition.named_children):
             return True
+        if _creates_state(condition):
+            return True
         operators = [text(c) for c in condition.children if not c.is_named]
         if operators and all(op == "==" for op in operators):
             sides = condition.named_children
@@ -168,6 +183,21 @@ def is_throttle(condition: Node) -> bool:
     if kind in ("identifier", "attribute", "call"):
         name = dotted_name(callee(condition) if kind == "call" else condition) or ""
         return bool(_THROTTLE_NAME.search(name.split(".")[-1]))
+    return False
+
+
+def _creates_state(condition: Node) -> bool:
+    """`"exp_avg" not in state` / `len(state) == 0`: the test of a parameter's first step."""
+    sides = condition.named_children
+    operators = [text(c) for c in condition.children if not c.is_named]
+    if len(sides) != 2:
+        return False
+    left, right = sides
+    if operators in (["not", "in"], ["not in"]):
+        return left.type == "string" and right.type in ("identifier", "attribute") and bool(_STATE.search(text(right)))
+    if operators == ["=="] and left.type == "call" and dotted_name(callee(left)) == "len" and text(right) == "0":
+        measured, _ = arguments(left)
+        return len(measured) == 1 and bool(_STATE.search(text(measured[0])))
     return False
 
 

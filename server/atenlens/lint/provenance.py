@@ -183,7 +183,25 @@ HOST_BUILTINS = frozenset(
         "divmod",
     }
 )
-HOST_MODULES = frozenset({"np", "numpy", "math", "time", "os", "random", "json", "re", "datetime", "statistics"})
+# (`pd` / `pl`: a data frame's `.unique()` is not a tensor's)
+HOST_MODULES = frozenset(
+    {
+        "np",
+        "numpy",
+        "math",
+        "time",
+        "os",
+        "random",
+        "json",
+        "re",
+        "datetime",
+        "statistics",
+        "pd",
+        "pandas",
+        "pl",
+        "polars",
+    }
+)
 HOST_METHODS = frozenset(
     {
         "item",
@@ -223,6 +241,16 @@ HOST_METHODS = frozenset(
         "encode",
         "decode",
         "isdigit",
+        "replace",
+        # tensor metadata and a module's class name (`module._get_name()`)
+        "ndimension",
+        "_get_name",
+        # data-frame methods (pandas, polars): `frame[col].dropna().unique()` is no tensor
+        "dropna",
+        "drop_nulls",
+        "fillna",
+        "get_column",
+        "to_list",
     }
 )
 HOST_ATTRIBUTES = frozenset(
@@ -313,6 +341,10 @@ def _spelled_model(node: Optional[Node]) -> bool:
 # `self.evaluate(...)` (a float) or `self.decode_text(ids)` (a string).
 _CODER_METHOD = re.compile(r"^_?(?:en|de)code(?:r|_step|_batch)?$|^_?embed", re.I)
 _LOSS_NAME = re.compile(r"loss", re.I)
+# An object of settings (`self.cfg`, `config`, `args`, `hparams`): its fields are numbers and names.
+_SETTINGS = re.compile(r"(?:^|\.)(?:cfg|config|conf|args|hparams|opts|options|settings)$", re.I)
+# A training loop's counters (`for (batch_num, size, num_samples_so_far), batch in batches:`)
+_COUNTER_NAME = re.compile(r"^(?:num|n)_|_(?:num|size|count|so_far|idx|index)$|^(?:step|idx|epoch|it|iteration)$", re.I)
 _LOSS_CALLEE = re.compile(r"loss|step|forward|criterion|^_?train", re.I)
 _LOSS_FUNCTION = re.compile(r"loss|entropy|nll|criterion|divergence|mse|bce", re.I)
 _DEVICE_NAME = re.compile(r"(?:^|_)(?:device|dev)(?:$|_)|_device$|^device", re.I)
@@ -596,8 +628,8 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
         attr = text(node.child_by_field_name("attribute"))
         if attr in HOST_ATTRIBUTES:
             return Device.HOST
+        inner = device_of(ctx, node.child_by_field_name("object"), depth + 1)
         if attr in SAME_DEVICE_ATTRIBUTES:
-            inner = device_of(ctx, node.child_by_field_name("object"), depth + 1)
             return inner if inner in (Device.CUDA, Device.CPU) else Device.UNKNOWN
         owner = node.child_by_field_name("object")
         if (
@@ -607,10 +639,13 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
             and attr in device_attributes(ctx)
         ):
             return Device.CUDA
-        return Device.UNKNOWN
+        # a field of a host batch (`batch.edge_index` of a DataLoader's batch) is on the host
+        return Device.CPU if inner is Device.CPU else Device.UNKNOWN
     if kind == "subscript":
         inner = device_of(ctx, node.child_by_field_name("value"), depth + 1)
         return inner  # an element of a tensor lives where the tensor does; of a host value, on the host
+    if kind == "comparison_operator" and _compares_with_string(node):
+        return Device.HOST  # `layer_type == "a"`: no tensor is compared with a string
     if kind in ("binary_operator", "comparison_operator"):
         return _combine([device_of(ctx, c, depth + 1) for c in node.named_children if c.type != "comment"])
     if kind == "unary_operator":
@@ -693,6 +728,10 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
     return Device.UNKNOWN
 
 
+def _compares_with_string(node: Node) -> bool:
+    return any(strip_parens(c).type in ("string", "concatenated_string") for c in node.named_children)
+
+
 def _summed(call: Node) -> Optional[Node]:
     """What `sum(...)` adds up: a comprehension's element (`sum(f(q) for q in qs)`), else its
     first argument."""
@@ -744,8 +783,11 @@ def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple
     if iterable.type == "call":
         name = dotted_name(callee(iterable)) or ""
         positional, _ = arguments(iterable)
-        if name == "range":
+        if name in ("range", "trange"):
             return Device.HOST
+        if name.split(".")[-1] == "tqdm" and positional:
+            # `for epoch in tqdm(range(epochs)):` the progress bar yields what it wraps
+            return _loop_element_device(ctx, positional[0], path, depth + 1)
         if name == "enumerate" and positional:
             if path and path[0] == 0:
                 return Device.HOST
@@ -754,7 +796,7 @@ def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple
             return Device.UNKNOWN
         if name.split(".")[-1] == "DataLoader":
             return Device.CPU  # a DataLoader yields host tensors (pinned or not)
-        if name in ("zip",) and path and path[0] < len(positional):
+        if name in ("zip", "product", "itertools.product") and path and path[0] < len(positional):
             return _loop_element_device(ctx, positional[path[0]], path[1:], depth + 1)
         if method_name(iterable) in ("tolist", "keys"):
             return Device.HOST
@@ -768,7 +810,8 @@ def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple
     if iterable.type == "identifier":
         binding = _binding(ctx, iterable)
         if binding is None:
-            return Device.UNKNOWN
+            # `def f(data_loader: DataLoader): for batch in data_loader:` host batches
+            return Device.CPU if _annotated_data_loader(iterable) else Device.UNKNOWN
         if binding.loop is not None or (binding.value is None and binding.unpacked_from is not None):
             # `for row in rows: for x in row:` the rows' device; `values, idx = scores.topk(k)` ...
             # `for row in idx:` the rows of a part of what was unpacked
@@ -780,6 +823,19 @@ def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple
     if iterable.type in ("subscript", "attribute", "binary_operator", "comparison_operator"):
         return _tensor_rows(ctx, iterable, depth)  # `for row in scores[mask]:` rows of a tensor
     return Device.UNKNOWN
+
+
+def _annotated_data_loader(name: Node) -> bool:
+    """Is `name` a parameter of its function annotated as a `DataLoader`?"""
+    function = next((a for a in ancestors(name) if a.type in ("function_definition", "lambda")), None)
+    parameters = function.child_by_field_name("parameters") if function is not None else None
+    for parameter in parameters.named_children if parameters is not None else []:
+        if parameter.type in ("typed_parameter", "typed_default_parameter"):
+            first = parameter.named_children[0] if parameter.named_children else None
+            kind = parameter.child_by_field_name("type")
+            if first is not None and text(first) == text(name) and kind is not None:
+                return text(kind).split(".")[-1] == "DataLoader"
+    return False
 
 
 def _tensor_rows(ctx: LintContext, iterable: Node, depth: int) -> Device:
@@ -914,10 +970,14 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             # `for step, batch in enumerate(loader):` ... `loss.backward()`: the batch, not the counter
             iterable = binding.loop.child_by_field_name("right")
             element = _loop_element_device(ctx, iterable, binding.path, depth + 1)
-            if element is Device.HOST:
+            if element is Device.HOST or _iterates_keys(binding.loop, binding.path, text(node)):
                 return False
             # (a comprehension's variable is its own, not the batch of the training loop around it)
-            training = binding.loop.type != "for_in_clause" and _in_training_loop(binding.loop)
+            training = (
+                binding.loop.type != "for_in_clause"
+                and _in_training_loop(binding.loop)
+                and not _COUNTER_NAME.search(text(node))
+            )
             return training or _iterates_model_output(ctx, iterable, binding.path, depth)
         value = binding.value
         if (
@@ -949,6 +1009,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         owner = node.child_by_field_name("object")
         if attr == "loss" and owner is not None and text(owner) == "self":
             return False  # `self.loss`: the module's loss function, or a value it keeps (a float)
+        if owner is not None and _SETTINGS.search(text(owner)):
+            return False  # `self.cfg.losses`, `args.loss_weight`: settings, no tensor
         if _LOSS_NAME.search(attr) or attr == "grad" or attr == "logits":
             return True
         if (
@@ -970,6 +1032,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             if binding is not None and binding.value is not None and strip_parens(binding.value).type == "call":
                 return True
         return _model_output(ctx, node.child_by_field_name("value"), depth + 1)
+    if kind == "comparison_operator" and _compares_with_string(node):
+        return False
     if kind in ("binary_operator", "comparison_operator"):
         return any(_model_output(ctx, c, depth + 1) for c in node.named_children)
     if kind == "unary_operator":
@@ -1017,6 +1081,17 @@ def _backward_of(name: Node) -> bool:
     data = function.text if function is not None and function.type == "function_definition" else None
     pattern = rb"(?<![\w.])" + re.escape(name.text or b"") + rb"\s*\.\s*backward\("
     return data is not None and re.search(pattern, data) is not None
+
+
+def _iterates_keys(loop: Node, path: tuple[int, ...], name: str) -> bool:
+    """`for k in output:` ... `output[k]`: iterating a dict of outputs gives its keys (names),
+    which the loop's body uses to index it."""
+    iterable = loop.child_by_field_name("right")
+    body = loop.child_by_field_name("body")
+    if path or iterable is None or body is None or strip_parens(iterable).type not in ("identifier", "attribute"):
+        return False
+    indexed = re.escape(text(strip_parens(iterable)).encode()) + rb"\s*\[\s*" + re.escape(name.encode()) + rb"\s*\]"
+    return bool(re.search(indexed, body.text or b""))
 
 
 def _iterates_model_output(ctx: LintContext, iterable: Optional[Node], path: tuple[int, ...], depth: int) -> bool:

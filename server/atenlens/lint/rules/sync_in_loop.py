@@ -52,24 +52,33 @@ What it does:
     operations, which only a tensor has, are reported for any tensor not known to be on the
     host in such a file.
     Tensors made on the CPU (`torch.linspace(0, 1, 5)`, `.cpu()` results, a `DataLoader`'s
-    batches), numpy arrays, Python values and tensor metadata (`x.dtype`, `x.shape`) are never
-    reported; neither is a tensor of unknown origin (a parameter nothing else says more about),
-    the keys of `d.items()` (names), nor code in the branch taken without a GPU (the `else` of
+    batches, also of a parameter annotated `DataLoader`, and their fields), numpy arrays and
+    data frames (`np.unique(a)`, `frame[col].dropna().unique()`), Python values and tensor
+    metadata (`x.dtype`, `x.shape`, `x.ndimension()`) are never reported; neither is a tensor of
+    unknown origin (a parameter nothing else says more about), a comparison with a string
+    (`layer.kind == "attn"`), a field of settings (`self.cfg.losses`, `args.loss_weight`), a
+    training loop's counters (`for (batch_num, num_samples), batch in batches:`), the keys of
+    `d.items()` or of a loop that indexes what it iterates (`for k in output: output[k]`), nor code in the branch taken without a GPU (the `else` of
     `if x.device.type == "cuda":`, `if x.is_cuda:`, `if torch.cuda.is_available():`).
     Deliberate or cheap reads are information, with a message that says how often: under
     `if step % N == 0:` or `if i == 0:` (also combined: `if is_master and (step % N == 0 or
-    count == num_batches_per_epoch):`, and in a loop over the loss terms inside such a test), in
+    count == num_batches_per_epoch):`, and in a loop over the loss terms inside such a test, also
+    when the test is in a callback with no loop around it), under `if verbose:`, when a
+    parameter's optimizer state is created (`if "exp_avg" not in state:`, `len(state) == 0`), in
     an epoch loop, in a loop over a reinforcement-learning collector (`for data in collector:`:
     collecting the batch already waited for the environment steps), in a loop that steps an
     environment (`env.step(actions)`: the host environment needs the actions every step), in a retry loop
-    (`for _ in range(max_trials):` that returns or breaks at the first success), in a loop over a few literal values (`range(3)`, any literal range in a
-    `test_*` function), once per chunk in `for start in range(0, len(x), batch_size):` when
+    (`for _ in range(max_trials):` that returns or breaks at the first success), in a loop over a few literal values (`range(3)`), in any loop of a
+    `test_*` function, once per chunk in `for start in range(0, len(x), batch_size):` when
     the loop's body runs no model and takes no training step (a search or a metric over an
-    existing tensor in chunks), per tensor in a function that saves, loads or converts a checkpoint, a
+    existing tensor in chunks), per tensor in a function that saves, loads or converts a checkpoint (or plots, or records
+    summaries: `plot_prediction`, `_record_summaries`), a
     `.cpu()` appended to a list (`outputs.append(logits.cpu())`: collecting results on the host;
     also `[x.cpu().numpy() for x in outs]`, and a copy bound to a name, maybe through one host
     function, that a loop taking no training step appends: `y = m.dot(t.cpu().numpy())`,
-    `results.append(y)`), a
+    `results.append(y)`, or hands to a call that keeps it: `manager.add_samples(y)`,
+    `pool.submit(evaluate, y)`; a copy stored under a key in such a loop:
+    `results[prop] = out[prop].cpu().numpy() * units`), a
     second `.item()` of the same name in the statement right after the first (no new wait; not of
     a comprehension's own variable, read anew), and
     as the test that ends a `while` loop (`err = ....item()` then `if err < tol: break`: a
@@ -109,6 +118,7 @@ from atenlens.lint.findings import Finding
 from atenlens.lint.frequency import Frequency, chunked_walk, frequency, is_counter_bound, is_throttle, on_failure_only
 from atenlens.lint.provenance import (
     DEVICE_EVIDENCE,
+    HOST_MODULES,
     TRAINING_STEP_EVIDENCE,
     Device,
     device_of,
@@ -295,11 +305,13 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
                 how.loop, False, f"on every iteration, but the value was read on line {again} just before: no new wait"
             )
         if method == "cpu" and how.every_iteration and _collected(call, how.loop):
+            example = (
+                "`results[key] = t.cpu()`: one copy per result"
+                if _stored_in_item(_host_copy(call))
+                else "`outputs.append(t.cpu())`: one copy per batch"
+            )
             how = Frequency(
-                how.loop,
-                False,
-                "on every iteration, collecting results on the host "
-                "(`outputs.append(t.cpu())`: one copy per batch, as intended)",
+                how.loop, False, f"on every iteration, collecting results on the host ({example}, as intended)"
             )
         finding = _report(ctx, f"`.{method}()`", attr or call, end=call, how=how)
         if finding is not None:
@@ -411,16 +423,13 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
     appended to a list (`outputs.append(t.cpu())`), an element of a list built of such copies
     (`[x.cpu().numpy() for x in outputs]`), or bound to a name, maybe through one host function
     (`y = csc_matrix.dot(t.cpu().numpy(), m)`), that the loop then appends (`results.append(y)`)
-    when the loop takes no training step? The usual way to keep evaluation results."""
-    node = call
-    while (
-        node.parent is not None
-        and node.parent.type == "attribute"
-        and node.parent.parent is not None
-        and node.parent.parent.type == "call"
-        and method_name(node.parent.parent) in ("numpy", "detach", "float")
-    ):
-        node = node.parent.parent
+    or hands to a call that keeps it (`manager.add_samples(y)`, `pool.submit(evaluate, y)`)
+    when the loop takes no training step, or stored under a key (`results[prop] = t.cpu().numpy()`)
+    in a loop that takes none? The usual way to keep evaluation results."""
+    node = _host_copy(call)
+    if _stored_in_item(node) and loop is not None:
+        body = loop.child_by_field_name("body")
+        return body is not None and not _TRAINS.search(body.text or b"")
     parent = node.parent
     if parent is not None and parent.type == "argument_list" and parent.parent is not None:
         if method_name(parent.parent) in ("append", "extend"):
@@ -438,8 +447,53 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
     body = loop.child_by_field_name("body") if loop is not None else None
     if target is None or target.type != "identifier" or body is None or _TRAINS.search(body.text or b""):
         return False  # (in a loop that takes a training step, a metric kept per step is a wait per step)
-    appended = re.compile(rb"\.(?:append|extend)\(\s*" + re.escape(text(target).encode()) + rb"\s*\)")
+    # appended, or handed to a call that keeps it (`manager.add_samples(estimate, ...)`,
+    # `pendings.append(pool.submit(evaluate, y_pred, y))`, `out.append(search(probs[i]))`)
+    appended = re.compile(
+        rb"\.(?:append|extend|add_\w+|submit)\((?:\s*|[^\n]*?\b)" + re.escape(text(target).encode()) + rb"\b"
+    )
     return bool(appended.search(body.text or b"", parent.end_byte - body.start_byte))
+
+
+def _host_copy(call: Node) -> Node:
+    """The expression that holds a `.cpu()` result on the host: the call, or the chain after it
+    that keeps the same data (`t.cpu().detach().numpy()`, `t.cpu().data.numpy().item()`)."""
+    node = call
+    while True:
+        attribute = node.parent
+        if attribute is None or attribute.type != "attribute":
+            return node
+        outer = attribute.parent
+        if text(attribute.child_by_field_name("attribute")) == "data":
+            node = attribute  # `t.cpu().data.numpy()`
+        elif outer is not None and outer.type == "call" and (method_name(outer) or "") in _HOST_CHAIN:
+            node = outer
+        else:
+            return node
+
+
+# Calls on a host copy that keep it a host value of the same data.
+_HOST_CHAIN = ("numpy", "detach", "float", "item", "squeeze", "tolist", "astype", "copy")
+
+
+def _stored_in_item(node: Node) -> bool:
+    """`results[prop] = out[prop].cpu().numpy() * units`: a host copy (maybe scaled) stored under
+    a key of a dictionary, as a calculator or a labelling pass keeps its results."""
+    parent = node.parent
+    while parent is not None and (
+        parent.type == "parenthesized_expression"
+        or (parent.type == "binary_operator" and text(parent.child_by_field_name("operator")) in ("*", "/", "+", "-"))
+    ):
+        node, parent = parent, parent.parent
+    if parent is None or parent.type != "assignment" or parent.child_by_field_name("right") != node:
+        return False
+    target = parent.child_by_field_name("left")
+    keys = target.children_by_field_name("subscript") if target is not None and target.type == "subscript" else []
+    # (a key, not an index: `self.masks[i, c] = m.cpu()` fills a tensor, one copy per element)
+    if len(keys) != 1:
+        return False
+    key = keys[0]
+    return key.type in ("string", "identifier") or (key.type == "call" and method_name(key) == "format")
 
 
 def _single_argument(call: Node) -> Optional[Node]:
@@ -484,6 +538,8 @@ def _data_dependent(ctx: LintContext) -> Iterator[Finding]:
             subject = positional[0] if positional else keywords.get("input")
             label = f"`{name}(...)`"
         elif method in DATA_DEPENDENT_METHODS and not name.startswith("torch."):
+            if name.split(".")[0] in HOST_MODULES:
+                continue  # `np.unique(symbols)`: numpy's, on the host
             subject = receiver(call)
             label = f"`.{method}()`"
         else:
