@@ -26,6 +26,8 @@ often (`Frequency.how_often`).
   written or read, not per training step, and copying to the host is its job; so is a loop in a
   function that plots or records summaries (`plot_prediction`, `_record_summaries`).
 - In a test: any loop of a function named `test_*` (a test's speed is not a training step's).
+- Once per object: a loop in a function whose result is cached (`@cached_property`,
+  `@functools.cache`, `@lru_cache`).
 """
 
 from __future__ import annotations
@@ -88,6 +90,8 @@ def frequency(node: Node) -> Frequency:
             loop, False, "once per environment step (the environment runs on the host and waits for its inputs)"
         )
     function = _function_name(loop)
+    if _memoized(loop):
+        return Frequency(loop, False, "once per object (the function's result is cached)")
     if count is not None and (count <= FEW_ITERATIONS or function.lstrip("_").startswith("test")):
         return Frequency(loop, False, f"{count} times (the loop runs {count} times)")
     if function.lstrip("_").startswith("test"):
@@ -105,6 +109,19 @@ def frequency(node: Node) -> Frequency:
         # the logging iterations only
         return Frequency(loop, False, f"only on iterations where `{_short(outer)}`")
     return Frequency(loop, True, "on every iteration")
+
+
+_MEMOIZING = re.compile(r"(?:^|\.)(?:cached_property|cache|lru_cache)\b")
+
+
+def _memoized(node: Node) -> bool:
+    """Is `node` in a function whose result is cached (`@cached_property`, `@functools.cache`,
+    `@lru_cache(...)`): its loops run once per object or argument, not per step?"""
+    function = next((a for a in ancestors(node) if a.type == "function_definition"), None)
+    holder = function.parent if function is not None else None
+    if holder is None or holder.type != "decorated_definition":
+        return False
+    return any(_MEMOIZING.search(text(d).lstrip("@").strip()) for d in holder.named_children if d.type == "decorator")
 
 
 def _function_name(node: Node) -> str:

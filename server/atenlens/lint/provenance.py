@@ -617,6 +617,8 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
         if binding is None:
             devices = [device_of(ctx, a, depth + 1) for a in _call_site_arguments(ctx, node)]
             return devices[0] if devices and len(set(devices)) == 1 else Device.UNKNOWN
+        if _annotated_scalar(binding):
+            return Device.HOST
         if binding.loop is not None:
             return _loop_element_device(ctx, binding.loop.child_by_field_name("right"), binding.path, depth + 1)
         if binding.value is None and binding.unpacked_from is not None:
@@ -726,6 +728,13 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
         inner = device_of(ctx, first, depth + 1)
         return inner if inner in (Device.CUDA, Device.CPU) else Device.UNKNOWN
     return Device.UNKNOWN
+
+
+def _annotated_scalar(binding: Binding) -> bool:
+    """`best_loss: float = optimizer.best_loss`: the assignment says it is a Python number."""
+    statement = binding.value.parent if binding.value is not None else None
+    kind = statement.child_by_field_name("type") if statement is not None and statement.type == "assignment" else None
+    return kind is not None and text(kind) in ("float", "int", "bool", "str")
 
 
 def _compares_with_string(node: Node) -> bool:
@@ -966,6 +975,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             # a parameter or global named `loss`; a parameter every call in the file passes a model's output
             passed = _call_site_arguments(ctx, node)
             return loss_named or bool(passed) and all(_model_output(ctx, a, depth + 1) for a in passed)
+        if _annotated_scalar(binding):
+            return False
         if binding.loop is not None:
             # `for step, batch in enumerate(loader):` ... `loss.backward()`: the batch, not the counter
             iterable = binding.loop.child_by_field_name("right")

@@ -56,7 +56,7 @@ What it does:
     data frames (`np.unique(a)`, `frame[col].dropna().unique()`), Python values and tensor
     metadata (`x.dtype`, `x.shape`, `x.ndimension()`) are never reported; neither is a tensor of
     unknown origin (a parameter nothing else says more about), a comparison with a string
-    (`layer.kind == "attn"`), a field of settings (`self.cfg.losses`, `args.loss_weight`), a
+    (`layer.kind == "attn"`), a name annotated as a number (`best_loss: float = opt.best_loss`), a field of settings (`self.cfg.losses`, `args.loss_weight`), a
     training loop's counters (`for (batch_num, num_samples), batch in batches:`), the keys of
     `d.items()` or of a loop that indexes what it iterates (`for k in output: output[k]`), nor code in the branch taken without a GPU (the `else` of
     `if x.device.type == "cuda":`, `if x.is_cuda:`, `if torch.cuda.is_available():`).
@@ -69,7 +69,7 @@ What it does:
     collecting the batch already waited for the environment steps), in a loop that steps an
     environment (`env.step(actions)`: the host environment needs the actions every step), in a retry loop
     (`for _ in range(max_trials):` that returns or breaks at the first success), in a loop over a few literal values (`range(3)`), in any loop of a
-    `test_*` function, once per chunk in `for start in range(0, len(x), batch_size):` when
+    `test_*` function, in a function whose result is cached (`@cached_property`), once per chunk in `for start in range(0, len(x), batch_size):` when
     the loop's body runs no model and takes no training step (a search or a metric over an
     existing tensor in chunks), per tensor in a function that saves, loads or converts a checkpoint (or plots, or records
     summaries: `plot_prediction`, `_record_summaries`), a
