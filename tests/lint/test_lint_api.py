@@ -134,3 +134,33 @@ def test_lint_source_strict_takes_the_arguments_of_lint_source_in_the_same_order
     # positionally: source, path, select, ignore
     assert positions(lint_source_strict(source, "mem://a.py", ["AL1"], ["AL101"])) == [(3, 25, "AL100")]
     assert positions(lint_source(source, "mem://b.py", ["AL1"], ["AL101"])) == [(3, 25, "AL100")]
+
+
+def test_calls_in_loops_are_the_calls_inside_loops_in_the_order_calls_gives() -> None:
+    from atenlens.lint.context import LintContext
+    from atenlens.lint.source import SourceText
+
+    source = (
+        "def f(xs, t):\n"
+        "    n = int(t)\n"
+        "    for x in xs:\n"
+        "        y = x.float().int()\n"
+        "        print([str(v) for v in y], float(x))\n"
+        "    total = sum(int(v) for v in xs)\n"
+        "    while n:\n"
+        "        n = int(n) - 1\n"
+        "    return str(n)\n"
+    )
+    names = ("float", "int", "bool", "str", "print")
+    ctx = LintContext(SourceText(source), frozenset(names))
+    shown = [(c.start_point[0] + 1, c.start_point[1], c.text.decode()) for c in ctx.calls_in_loops(*names[:4])]
+    assert shown == [
+        (4, 12, "x.float()"),
+        (4, 12, "x.float().int()"),
+        (5, 15, "str(v)"),
+        (5, 35, "float(x)"),
+        (6, 16, "int(v)"),
+        (8, 12, "int(n)"),
+    ]
+    assert ctx.calls_in_loops(*names[:4]) == [c for c in ctx.calls(*names[:4]) if ctx.in_loop(c)]
+    assert [c.start_point[0] + 1 for c in ctx.calls_in_loops("print")] == [5]

@@ -5,9 +5,10 @@ be read; with `--exit-non-zero-on-fix`, or anything was fixed), 2 an error: a us
 missing path, an unknown code) or a bad `[tool.atenlens]`. A file that is not UTF-8 is skipped
 with a warning and does not fail the run (ruff's "Failed to lint ...: stream did not contain
 valid UTF-8").
-Whole trees are linted by a pool of processes, one per CPU the process may use (`--jobs`); a file
-whose bytes and codes are unchanged since the last run takes its findings from .atenlens_cache/
-(cache.py; `--no-cache` lints everything again).
+Whole trees are linted by a pool of processes, one per CPU the process may use (`--jobs`), forked
+after the rules are imported and handed the files in chunks of about equal bytes, largest first;
+a file whose bytes and codes are unchanged since the last run takes its findings from
+.atenlens_cache/ (cache.py; `--no-cache` lints everything again).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sys
 import tokenize
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, Optional, Sequence, TextIO
+from typing import Iterable, Optional, Sequence, TextIO, cast
 
 from atenlens.lint.cache import LintCache, content_hash, default_cache_dir
 from atenlens.lint.config import ConfigCache, ConfigError, LintConfig, Selection, unknown_selectors
@@ -131,6 +132,9 @@ def _lint_file(task: tuple[str, tuple[str, ...], str]) -> FileResult:
     return FileResult(path, result.findings, fixed=result.fixed)
 
 
+Task = tuple[str, tuple[str, ...], str]  # a file's path, the codes to check, the mode
+
+
 def _jobs(requested: Optional[int]) -> int:
     if requested is not None:
         return max(1, requested)
@@ -151,9 +155,49 @@ def _run_tasks(tasks: list[tuple[str, tuple[str, ...], str]], jobs: int) -> Iter
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
     jobs = min(jobs, len(tasks))
-    chunk = max(1, min(16, len(tasks) // (jobs * 8)))
+    results: list[Optional[FileResult]] = [None] * len(tasks)
     with context.Pool(jobs) as pool:
-        return list(pool.imap(_lint_file, tasks, chunksize=chunk))
+        for chunk in pool.imap_unordered(_lint_chunk, _chunks(tasks, jobs)):
+            for at, result in chunk:
+                results[at] = result
+    return cast(list[FileResult], results)  # every place was filled once
+
+
+CHUNKS_PER_JOB = 24  # small enough that the last chunks even out the processes' loads
+
+
+def _chunks(tasks: list[Task], jobs: int) -> list[list[tuple[int, Task]]]:
+    """The tasks (with their places) in chunks of about equal bytes, the largest first: a lint's
+    cost grows with a file's size, so what is left when one process runs dry is a few small
+    chunks, not a run of large files that one process works through while the other waits.
+    One chunk is one message each way, not one per file."""
+    sizes = []
+    for path, _, _ in tasks:
+        try:
+            sizes.append(os.stat(path).st_size)
+        except OSError:
+            sizes.append(0)  # the lint says why
+    budget = max(1, sum(sizes) // (jobs * CHUNKS_PER_JOB))
+    chunks: list[list[tuple[int, Task]]] = []
+    weights: list[int] = []
+    current: list[tuple[int, Task]] = []
+    weight = 0
+    for at, task in enumerate(tasks):
+        current.append((at, task))
+        weight += sizes[at] + 1
+        if weight >= budget:
+            chunks.append(current)
+            weights.append(weight)
+            current, weight = [], 0
+    if current:
+        chunks.append(current)
+        weights.append(weight)
+    order = sorted(range(len(chunks)), key=lambda i: -weights[i])
+    return [chunks[i] for i in order]
+
+
+def _lint_chunk(chunk: list[tuple[int, Task]]) -> list[tuple[int, FileResult]]:
+    return [(at, _lint_file(task)) for at, task in chunk]
 
 
 def _run_cached(

@@ -106,6 +106,7 @@ class LintContext:
         self._loops: Optional[list[tuple[int, int]]] = None
         self._loop_starts: list[int] = []
         self._calls: dict[str, list[Node]] = {}  # found on first request: most rules ask for few
+        self._loop_calls: dict[str, list[Node]] = {}
         self._module_calls: dict[str, list[Node]] = {}
         # The dotted names asked of `attribute_assignments` and the functions asked of
         # `function_uses`: the ways a rule reads another definition's text besides the facts
@@ -126,6 +127,7 @@ class LintContext:
         self.span = (start, end)
         self._call_names = call_names
         self._calls = {}
+        self._loop_calls = {}
         self._loops = None
 
     def module_calls(self, *names: str) -> list[Node]:
@@ -255,6 +257,45 @@ class LintContext:
         if len(names) > 1:
             found.sort(key=lambda n: n.start_byte)
         return found
+
+    def calls_in_loops(self, *names: str) -> list[Node]:
+        """`calls`, less those outside `loop_ranges`: the same calls in the same order, found by
+        reading only the loops' bytes (a rule about loops then skips the many `int(` and `str(`
+        of the rest of the file without looking at each). A call whose callee is written in a
+        loop is inside that loop: the loop is an ancestor of the callee's name, and the call is
+        its parent or grandparent."""
+        found: list[Node] = []
+        for name in names:
+            if name not in self._call_names:
+                continue
+            calls = self._loop_calls.get(name)
+            if calls is None:
+                full = self._calls.get(name)
+                if full is None:
+                    full = [c for c in map(_called_name, self._identifiers_in_loops(name)) if c is not None]
+                calls = self._loop_calls[name] = [call for call in full if self.in_loop(call)]
+            found.extend(calls)
+        if len(names) > 1:
+            found.sort(key=lambda n: n.start_byte)
+        return found
+
+    def _identifiers_in_loops(self, name: str) -> Iterator[Node]:
+        """`identifiers((name,))` within the span, less those outside `loop_ranges`, which are
+        left out before the tree is asked what stands there (one search of the span for the
+        word; most of its occurrences are outside the loops)."""
+        loops = self.loop_ranges()
+        starts = self._loop_starts
+        data = self.source.data
+        root = self.source.root
+        word = name.encode()
+        size = len(word)
+        for at in _word_starts(data, word, *self.span):
+            index = bisect_right(starts, at) - 1
+            if index < 0 or at + size > loops[index][1]:
+                continue
+            node = root.descendant_for_byte_range(at, at + size)
+            if node is not None and node.type == "identifier" and node.start_byte == at and node.end_byte == at + size:
+                yield node
 
     def bindings(self, node: Node) -> ScopeBindings:
         """The bindings of the function (or module) that `node` runs in."""

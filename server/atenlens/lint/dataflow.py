@@ -38,10 +38,13 @@ class Binding:
     start: int = 0  # where the binding's statement starts (the binding before applies there)
 
 
-def binding_of(ident: Node) -> Optional[Binding]:
+def binding_of(ident: Node, name: Optional[str] = None) -> Optional[Binding]:
     """The binding made where `ident` is written, None when `ident` is not a binding target
-    (parameters, imports, `with ... as` are not followed: their value is unknown either way)."""
-    name = text(ident)
+    (parameters, imports, `with ... as` are not followed: their value is unknown either way).
+    `name`: the identifier's text when the caller knows it (most identifiers are reads, and
+    decoding each one's text to answer None costs more than the rest of the test)."""
+    if name is None:
+        name = text(ident)
     child, parent = ident, ident.parent
     path: list[int] = []
     while parent is not None and parent.type in PATTERN_TYPES:
@@ -83,7 +86,7 @@ class ScopeBindings:
         if name not in self._by_name:
             found = []
             for ident in self._ctx.identifiers((name,), self.scope.start_byte, self.scope.end_byte):
-                binding = binding_of(ident)
+                binding = binding_of(ident, name)  # `identifiers` found exactly `name` there
                 if binding is not None and scope_for(ident) == self.scope:
                     found.append(binding)
             self._by_name[name] = found

@@ -149,6 +149,14 @@ class _LineStarts:
         for match in self._next.finditer(data, start, stop):
             yield match.start() + 1, match
 
+    def starts(self, data: bytes, start: int = 0, end: Optional[int] = None) -> list[int]:
+        """Where the lines that `finditer` yields start, as one list (no generator step per line)."""
+        stop = len(data) if end is None else end
+        found = [match.start() + 1 for match in self._next.finditer(data, start, stop)]
+        if (start == 0 or data[start - 1 : start] == b"\n") and self._first.match(data, start, stop) is not None:
+            found.insert(0, start)
+        return found
+
     def search(self, data: bytes, start: int = 0, end: Optional[int] = None) -> Optional[int]:
         return next((at for at, _ in self.finditer(data, start, end)), None)
 
@@ -176,8 +184,7 @@ def matches(groups: TriggerGroups, data: bytes, start: int = 0, end: int | None 
 def definitions(data: bytes) -> list[tuple[int, int]]:
     """Byte ranges [start, end) of the top-level definitions, decorators included, each ending
     where the next top-level statement begins (or at the end of the file)."""
-    heads = (at for at, _ in _DEFINITION_LINE.finditer(data))
-    return _spans(data, heads, [at for at, _ in _STATEMENT_LINE.finditer(data)], 0, len(data))
+    return _spans(data, _DEFINITION_LINE.starts(data), _STATEMENT_LINE.starts(data), 0, len(data))
 
 
 def _spans(data: bytes, heads: Iterable[int], statements: list[int], indent: int, end: int) -> list[tuple[int, int]]:
@@ -306,7 +313,7 @@ def _methods(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
     if not starts or data.find(b"\t", start, end) != -1:
         return []
     indent = min(len(match.group(1)) for _, match in starts)
-    statements = [at for at, _ in _statement_line(indent).finditer(data, first_line, end)]
+    statements = _statement_line(indent).starts(data, first_line, end)
     heads = (at for at, match in starts if len(match.group(1)) == indent)
     return [span for span in _spans(data, heads, statements, indent, end) if not statements or span[0] != statements[0]]
 

@@ -502,7 +502,7 @@ def _single_argument(call: Node) -> Optional[Node]:
 
 
 def _conversions(ctx: LintContext) -> Iterator[Finding]:
-    for call in ctx.calls(*CONVERSIONS):
+    for call in ctx.calls_in_loops(*CONVERSIONS):
         name = dotted_name(callee(call))
         argument = _single_argument(call)
         if name not in CONVERSIONS or argument is None:
@@ -515,7 +515,7 @@ def _conversions(ctx: LintContext) -> Iterator[Finding]:
 
 
 def _prints(ctx: LintContext) -> Iterator[Finding]:
-    for call in ctx.calls("print"):
+    for call in ctx.calls_in_loops("print"):
         if dotted_name(callee(call)) != "print" or not ctx.in_loop(call):
             continue
         positional, _ = arguments(call)
@@ -528,7 +528,7 @@ def _prints(ctx: LintContext) -> Iterator[Finding]:
 
 
 def _data_dependent(ctx: LintContext) -> Iterator[Finding]:
-    for call in ctx.calls(*DATA_DEPENDENT_METHODS, "where"):
+    for call in ctx.calls_in_loops(*DATA_DEPENDENT_METHODS, "where"):
         if not ctx.in_loop(call):
             continue
         name = dotted_name(callee(call)) or ""
@@ -844,7 +844,7 @@ def _is_mask(ctx: LintContext, index: Node, depth: int = 0) -> bool:
 
 
 def _scaler_steps(ctx: LintContext) -> Iterator[Finding]:
-    for call in ctx.calls("step"):
+    for call in ctx.calls_in_loops("step"):
         owner = receiver(call)
         if method_name(call) != "step" or owner is None or not ctx.in_loop(call) or not _is_grad_scaler(ctx, owner):
             continue

@@ -57,23 +57,23 @@ TIMING_WINDOW = 3  # lines: a clock read this close to a synchronize makes it pa
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:
-    clock_calls: Optional[list[Node]] = None
+    clock_calls: Optional[list[tuple[int, Optional[Node]]]] = None  # (row, top-level definition)
     for call in [*ctx.calls("synchronize"), *alias_calls(ctx)]:
         if not (is_device_synchronize(ctx, call) or is_event_or_stream_synchronize(ctx, call)):
             continue
         how = frequency(call)
         if how.loop is None:
             continue
-        if clock_calls is None:
+        if clock_calls is None:  # each clock's definition found once, not once per synchronize
             clock_calls = [
-                c
+                (c.start_point[0], ctx.definition_of(c))
                 for c in ctx.calls(*CLOCK_FUNCTIONS, "elapsed_time")
                 if is_clock_read(c) or method_name(c) == "elapsed_time"
             ]
         # Only the clock reads of the same top-level definition (or of the module-level code)
         # time this synchronize: a clock in the next function is no part of the measurement.
         definition = ctx.definition_of(call)
-        clocks = sorted(c.start_point[0] for c in clock_calls if ctx.definition_of(c) == definition)
+        clocks = sorted(row for row, where in clock_calls if where == definition)
         if _ends_a_timed_region(call, clocks):
             continue
         name = text(callee(call))
