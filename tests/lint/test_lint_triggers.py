@@ -256,6 +256,15 @@ def moved(n, device):
     c = torch . \\
         randn(n).cuda()
     return a, b, c
+
+
+def parenthesized(n, device):
+    return (torch.eye(n)).to(device)
+
+
+def moved_elsewhere(n, x):
+    y = torch.zeros(n)
+    return x.to(y.device), y.cuda()
 '''
 
 
@@ -264,8 +273,10 @@ def test_a_loop_word_in_a_docstring_comment_or_string_keeps_no_definition_a_loop
     `for` and `while` only in its docstring, a comment and strings, and is left out; every other
     definition has a loop the scan must not miss: in an f-string's braces, after a docstring, a
     comment with a quote, a string holding `#`, an f-string with nested quotes. AL302's
-    definitions need `torch.<factory>` and a `.to`/`.cuda` attribute, spaces, comments and
-    backslashes between the tokens allowed (`moved`)."""
+    definitions need `torch.<factory>` and a `.to`/`.cuda` attribute right after a closing
+    bracket (the move's receiver is the factory's call, maybe in brackets), spaces, comments and
+    backslashes between the tokens allowed (`moved`, `parenthesized`); `moved_elsewhere` moves
+    other tensors and is left out."""
     data = LOOP_WORDS_SAMPLE.encode()
     (al100,) = select_rules(["AL100"])
     assert al100.definition_triggers is not None
@@ -273,6 +284,8 @@ def test_a_loop_word_in_a_docstring_comment_or_string_keeps_no_definition_a_loop
     assert [data[start:end].split(b"\n")[0] for start, end in skip] == [
         b"def documented(model, x):",
         b"def moved(n, device):",
+        b"def parenthesized(n, device):",
+        b"def moved_elsewhere(n, x):",
     ]
     expected = [
         (12, 31, "AL100"),
@@ -283,6 +296,7 @@ def test_a_loop_word_in_a_docstring_comment_or_string_keeps_no_definition_a_loop
         (37, 23, "AL302"),
         (39, 10, "AL302"),
         (41, 17, "AL302"),
+        (46, 26, "AL302"),
     ]
     assert [(f.line, f.column, f.code) for f in lint_source_strict(LOOP_WORDS_SAMPLE)] == expected
     assert [(f.line, f.column, f.code) for f in lint_source_strict(LOOP_WORDS_SAMPLE, prefilter=False)] == expected
@@ -297,6 +311,7 @@ def test_a_loop_word_in_a_docstring_comment_or_string_keeps_no_definition_a_loop
         b"def after_a_comment(model, loader):",
         b'def after_a_hash_in_a_string(model, xs, sep="#"):',
         b"def after_nested_quotes(model, xs, d):",
+        b"def moved_elsewhere(n, x):",
     ]
 
 

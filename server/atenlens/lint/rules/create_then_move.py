@@ -52,14 +52,16 @@ FACTORIES = frozenset(
     {"randn", "rand", "randint", "randperm", "zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "eye"}
 )
 # Trigger bytes (triggers.py), from the checks below: the factory is the attribute `<factory>` of
-# the name `torch`, the move an attribute `to` or `cuda`; between the tokens of an attribute
-# only spaces, line breaks, backslashes and comments (a comment runs to its line's end: matched
-# one way only, so a banner of `#`s cannot make the search backtrack exponentially).
+# the name `torch`, the move an attribute `to` or `cuda` of the factory's call (maybe in
+# brackets), so right after a closing bracket; between the tokens only spaces, line breaks,
+# backslashes and comments (a comment runs to its line's end: matched one way only, so a banner
+# of `#`s cannot make the search backtrack exponentially). A definition whose only move is of
+# a name (`x.to(device)`) is not kept for this rule.
 _GAP = rb"(?:\s|\\|#[^\n]*(?![^\n]))*"
 FACTORY_CALL = re.compile(
     rb"torch" + _GAP + rb"\." + _GAP + rb"(?:" + b"|".join(sorted(map(str.encode, FACTORIES))) + rb")\b"
 )
-MOVE = re.compile(rb"\." + _GAP + rb"(?:to|cuda)\b")
+MOVE = re.compile(rb"\)" + _GAP + rb"\." + _GAP + rb"(?:to|cuda)\b")
 
 
 def _factory(node: Optional[Node]) -> Optional[Node]:
