@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from atenlens.lint.engine import lint_source_strict
+from atenlens.lint.source import SourceText
 
 FIXTURES = Path(__file__).parent / "fixtures" / "half_typed"
 BASE = FIXTURES / "base.py"
@@ -131,3 +132,28 @@ def test_typing_a_line_keystroke_by_keystroke_lints_each_version_like_a_fresh_pa
         assert set(kept) <= set(edited), typed[:end]
     column = len("    " + typed[: typed.index("non_blocking")])
     assert edited == sorted(kept + [(INSERTED_AT, column, "AL200")])
+
+
+def test_a_syntax_error_inside_a_definition_costs_findings_in_that_definition_only() -> None:
+    """`for x, y in loader:` typed over as `foyield x, y in loader:` in fit(): the damage is mended
+    inside fit() (two of its rows blanked, nothing else), so update()'s finding above it stays, and the
+    command line (which leaves fit() out of its parse: no loop written in code) and the editor's
+    parse of every definition, incremental or fresh, report the same."""
+    fixture = Path(__file__).parent / "fixtures" / "AL100_training_step_in_a_file_without_a_device.py"
+    good = fixture.read_text(encoding="utf-8")
+    broken = good.replace(
+        "    for x, y in loader:\n        loss = loss_fn", "    foyield x, y in loader:\n        loss = loss_fn"
+    )
+    assert broken != good
+    assert [(f.line, f.column + 1, f.code) for f in lint_source_strict(good)][0] == (13, 37, "AL100")
+    fit = good.splitlines().index("def fit(model, loader, optimizer, loss_fn):")
+    text = SourceText(broken)
+    assert text.blanked_rows == [fit, fit + 1] and not text.root.has_error  # its `def` and the broken line
+    expected = [(13, 37, "AL100")]
+    assert [(f.line, f.column + 1, f.code) for f in lint_source_strict(broken)] == expected
+    assert [(f.line, f.column + 1, f.code) for f in lint_source_strict(broken, prefilter=False)] == expected
+    document = "test://half-typed/foyield.py"
+    lint_source_strict(good, path=document, incremental=True)
+    assert [(f.line, f.column + 1, f.code) for f in lint_source_strict(broken, path=document, incremental=True)] == (
+        expected
+    )

@@ -10,9 +10,14 @@ triple-quoted string (the typical half-typed line, `y = x.to(`) can swallow ever
 into one ERROR node, or make the whole file one. So before parsing, every line that leaves a
 bracket or a triple-quoted string open (a regular-expression scan, only when the counts of
 brackets or triple quotes do not match) is blanked: replaced by spaces of the same byte length, so
-every offset and position stays valid. When an ERROR node still spans several lines, the line it
-starts on is blanked and the text re-parsed incrementally: up to 16 times, fewer for files over
-~200 KB (the bytes re-parsed are bounded). Rules then see the code around the damage as written.
+every offset and position stays valid. When the text still has a syntax error, it is mended inside
+the top-level definitions that hold the damage (`SourceText._mend`): the text is cut into chunks
+at the lines that start a top-level statement, each chunk that does not parse on its own has the
+rows of its errors blanked until it does, and the mended text, error-free, is parsed incrementally.
+Only when that fails is the text parsed fresh and, while an ERROR node still spans several lines,
+the line it starts on blanked and the text re-parsed incrementally: up to 16 times, fewer for
+files over ~200 KB (the bytes re-parsed are bounded). Rules then see the code around the damage
+as written.
 """
 
 from __future__ import annotations
@@ -54,6 +59,10 @@ class _Parsed:
     data: bytes
     tree: Tree
     blanked_rows: tuple[int, ...]
+    # What the next version's parse starts from: (data, tree), or for a mended text (`_mend`) its
+    # text before the damage was blanked and that text's tree (an edit of a line that is not
+    # blanked there costs an edit; from the mended tree, putting the line back cost a fresh parse).
+    parse_from: Optional[tuple[bytes, Tree]] = None
 
 
 _last_parse: "OrderedDict[str, _Parsed]" = OrderedDict()
@@ -164,6 +173,7 @@ class SourceText:
         not parse cleanly on its own. `original`: `text` already encoded."""
         self.text = text
         self.original = encode_source(text) if original is None else original
+        self._parse_from: Optional[tuple[bytes, Tree]] = None
         self.skipped: tuple[tuple[int, int], ...] = ()
         # Tree-sitter rows split at "\n" only (a lone "\r" is not a row break for it), so the
         # line table does the same.
@@ -174,8 +184,10 @@ class SourceText:
         elif cached is not None and cached.original == self.original:
             self.data, self.tree, self.blanked_rows = cached.data, cached.tree, list(cached.blanked_rows)
         else:
-            self._parse(None if cached is None else (cached.data, cached.tree))
-            _remember(document, _Parsed(self.original, self.data, self.tree, tuple(self.blanked_rows)))
+            self._parse(None if cached is None else cached.parse_from or (cached.data, cached.tree))
+            _remember(
+                document, _Parsed(self.original, self.data, self.tree, tuple(self.blanked_rows), self._parse_from)
+            )
         self.root: Node = self.tree.root_node
 
     @property
@@ -221,17 +233,50 @@ class SourceText:
 
         The result depends on the text alone, never on the versions parsed before it: an
         error-free tree is the same however it was reached, but error recovery depends on the
-        tree a re-parse starts from, so a text that still has errors is parsed fresh before its
-        damage is examined."""
+        tree a re-parse starts from, so a text that still has errors is mended by rows that its
+        text alone decides (`_mend`), or else parsed fresh before its damage is examined."""
         rows = rows_left_open(self.original, self._line_starts)
         self.blanked_rows = rows
         self.data = self._blanked(rows) if rows else self.original
         tree = _parse(self.data, previous)
-        if tree.root_node.has_error and previous is not None:
-            tree = _parse(self.data)
-        self.tree = tree
+        if tree.root_node.has_error and not self._mend(tree):
+            if previous is not None:
+                tree = _parse(self.data)  # a fresh parse: recovery depends on the tree it starts from
+            self.tree = tree
+            if tree.root_node.has_error:
+                self._recover()
+        elif not tree.root_node.has_error:
+            self.tree = tree
+
+    def _mend(self, damaged: Tree) -> bool:
+        """Blank the rows of the damage of a text with a syntax error, inside the top-level
+        definitions that hold it, and parse the rest: True (`data`, `tree`, `blanked_rows` set) if
+        that gives an error-free text. The text is cut into top-level chunks at the lines that
+        start a statement at column 0 (a rule on the text, no tree); a chunk that does not parse
+        cleanly on its own is parsed alone again, the first line of its first error blanked each
+        round, until it does (`_mending_rows`). The text with those rows blanked has no error, so its tree is the
+        same however it is reached: it is parsed incrementally from `damaged` (any tree of this
+        text, at the cost of an edit), and the other definitions are linted as written. False
+        when a chunk cannot be mended that way or the mended text still has an error (the caller
+        parses fresh and recovers with `_recover`)."""
+        rows: list[int] = []
+        for start, end in top_level_chunks(self.data):
+            mending = _mending_rows(self.data[start:end])
+            if mending is None:
+                return False
+            first = bisect_right(self._line_starts, start) - 1
+            rows.extend(first + row for row in mending)
+        if not rows:
+            return False
+        ranges = [(self._line_starts[row], self._line_end(row)) for row in rows]
+        mended = blank(self.data, ranges)
+        tree = _parse(mended, (self.data, damaged))
         if tree.root_node.has_error:
-            self._recover()
+            return False
+        self._parse_from = (self.data, damaged)
+        self.data, self.tree = mended, tree
+        self.blanked_rows = sorted(set(self.blanked_rows) | set(rows))
+        return True
 
     def _point(self, offset: int) -> Point:
         row = bisect_right(self._line_starts, offset) - 1
@@ -456,6 +501,134 @@ def unclosed_rows(data: bytes, line_starts: list[int]) -> list[int]:
             culprits.add(at)  # no later triple quote closes it
     culprits.update(opened)
     return sorted({bisect_right(line_starts, at) - 1 for at in culprits})
+
+
+# A line that starts a top-level statement: code at column 0 that does not continue the statement
+# above (`else:`, `except`, a closing bracket, a decorated definition's `def`).
+_TOP_LEVEL_LINE = re.compile(rb"^(?![\s#)\]}]|(?:else|elif|except|finally)\b)", re.M)
+_CHUNK_CACHE: "OrderedDict[bytes, Optional[tuple[int, ...]]]" = OrderedDict()
+_CHUNK_CACHE_SIZE = 4096
+
+
+def top_level_chunks(data: bytes) -> list[tuple[int, int]]:
+    """Byte ranges that cover `data`, each from a line that starts a top-level statement to the
+    next (comments and blank lines go with the statement above). By the text alone: a line at
+    column 0 inside a triple-quoted string does not start one, nor `else:`, `except`, a closing
+    bracket, or the definition below a decorator."""
+    strings = _triple_quoted(data)
+    string_starts = [start for start, _ in strings]
+    cuts = [0]
+    decorated = False
+    for match in _TOP_LEVEL_LINE.finditer(data):
+        at = match.start()
+        if at == len(data):
+            continue
+        inside = bisect_right(string_starts, at) - 1
+        if inside >= 0 and at < strings[inside][1]:
+            continue
+        if not decorated and at:
+            cuts.append(at)
+        decorated = data[at] == 0x40  # "@": the definition it decorates follows
+    cuts.append(len(data))
+    return [(a, b) for a, b in zip(cuts, cuts[1:]) if a < b]
+
+
+_TRIPLE_QUOTE = re.compile(rb"\"\"\"|'''")
+
+
+def _triple_quoted(data: bytes) -> list[tuple[int, int]]:
+    """The spans of triple-quoted strings, each triple quote closed by the next of its kind (one
+    in a comment or a one-line string can pair wrongly: the chunks are then cut less well, the
+    tree is the same)."""
+    spans = []
+    at = 0
+    while (match := _TRIPLE_QUOTE.search(data, at)) is not None:
+        end = data.find(match.group(), match.end())
+        if end == -1:
+            break
+        spans.append((match.start(), end + 3))
+        at = end + 3
+    return spans
+
+
+MAX_MENDING_PARSES = 16
+
+
+def _mending_rows(chunk: bytes) -> Optional[tuple[int, ...]]:
+    """The rows (0-based, in `chunk`) to blank for `chunk` to parse without an error on its own:
+    () when it does, None when 16 rounds of blanking the first line of its first error do not get there.
+    Remembered by text: a keystroke leaves all other chunks as they were."""
+    with _parse_lock:
+        if chunk in _CHUNK_CACHE:
+            _CHUNK_CACHE.move_to_end(chunk)
+            return _CHUNK_CACHE[chunk]
+    rows: set[int] = set()
+    lines = chunk.split(b"\n")
+    text = chunk
+    found: Optional[tuple[int, ...]] = None
+    for _ in range(MAX_MENDING_PARSES):
+        with _parse_lock:
+            root = _parser().parse(text).root_node
+        if not root.has_error:
+            found = tuple(sorted(rows))
+            break
+        # The first line of the first damage not blank yet, as a rule the one typed over; one a
+        # round (the lines after it are often damaged only by it).
+        damage = next(
+            (
+                row
+                for first, last in _damage(root, text)
+                for row in range(first, min(last, len(lines) - 1) + 1)
+                if row not in rows and lines[row].strip()
+            ),
+            None,
+        )
+        if damage is None:
+            break
+        rows.add(damage)
+        text = b"\n".join(line.translate(_SPACES) if row in rows else line for row, line in enumerate(lines))
+    with _parse_lock:
+        _CHUNK_CACHE[chunk] = found
+        while len(_CHUNK_CACHE) > _CHUNK_CACHE_SIZE:
+            _CHUNK_CACHE.popitem(last=False)
+    return found
+
+
+_SPACES = bytes.maketrans(bytes(range(256)), b" " * 256)
+
+
+def _damage(root: Node, text: bytes) -> Iterator[tuple[int, int]]:
+    """The rows (first, last) of the ERROR and MISSING nodes under `root`, visiting only subtrees
+    that have an error; where a node has an error but none of its children does (a token skipped
+    between them: `probs = x.softmax(-1)v`), the rows of the text between its children that is
+    not blank (else the node's)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.type == "ERROR" or node.is_missing:
+            # from the start of the statement it interrupts: `for x in` typed above `for x in
+            # loader:` reads as `for x <ERROR: for> in x in loader:`, the ERROR a line too low
+            parent = node.parent
+            inside = parent is not None and parent.type not in _STATEMENT_PARENTS
+            yield (
+                (parent.start_point.row if inside and parent is not None else node.start_point.row),
+                node.end_point.row,
+            )
+            continue
+        erring = [c for c in node.children if c.has_error]
+        if erring:
+            stack.extend(reversed(erring))  # document order
+            continue
+        at, point, found = node.start_byte, node.start_point, False
+        for child in [*node.children, None]:
+            end = child.start_byte if child is not None else node.end_byte
+            if text[at:end].strip():
+                found = True
+                yield point.row, (child.start_point if child is not None else node.end_point).row
+            if child is not None:
+                at, point = child.end_byte, child.end_point
+        if not found:
+            yield node.start_point.row, node.end_point.row
 
 
 def _fits(node: Node, kept: list[tuple[int, int]], starts: list[int]) -> bool:
