@@ -334,3 +334,40 @@ def test_a_caseless_trigger_matches_any_case_as_re_ignorecase_would() -> None:
     (al100,) = select_rules(["AL100"])
     assert matches(al100.triggers, b"for x in y:\n    AMP_SCALER.step(opt)\n")
     assert not matches(al100.triggers, b"for x in y:\n    step(opt)\n")
+
+
+TRAINING_STEP_WITHOUT_A_LOOP = """import torch
+
+
+class Learner:
+    def update_critic(self, batch):
+        loss = self.critic(batch).pow(2).mean()
+        self.critic_opt.zero_grad()
+        loss.backward()
+        self.critic_opt.step()
+        return loss.item()
+"""
+
+
+def test_a_function_that_takes_a_training_step_is_linted_in_a_file_without_a_loop() -> None:
+    """AL100 reports the reads of a function that takes a training step outside its loops (it is
+    called once per step, often from another module): its file triggers must not ask for a loop
+    in the file, nor for `optim` in the optimizer's name (`self.critic_opt.step()`)."""
+    expected = [
+        (
+            10,
+            20,
+            10,
+            26,
+            "AL100",
+            "warning",
+            "`.item()` in `update_critic`, which takes a training step: the host waits for the GPU on every "
+            "training step",
+            None,
+        )
+    ]
+    assert _rows(TRAINING_STEP_WITHOUT_A_LOOP, None, prefilter=True) == expected
+    assert _rows(TRAINING_STEP_WITHOUT_A_LOOP, None, prefilter=False) == expected
+    lint_source_strict(TRAINING_STEP_WITHOUT_A_LOOP.replace(".item()", ""), path="fuzz://step.py", incremental=True)
+    incremental = lint_source_strict(TRAINING_STEP_WITHOUT_A_LOOP, path="fuzz://step.py", incremental=True)
+    assert [(f.line, f.column, f.code) for f in incremental] == [(10, 20, "AL100")]

@@ -878,8 +878,10 @@ def likely_device(ctx: LintContext, node: Optional[Node]) -> bool:
 
 
 _TRAINING_STEP = re.compile(rb"\bbackward\(|\boptim\w*\.step\(")
-# Trigger bytes of `_in_training_step`, beside DEVICE_EVIDENCE (triggers.py)
-TRAINING_STEP_EVIDENCE = (b"backward(", re.compile(rb"optim\w*\.step\("))
+# Trigger bytes of `_in_training_step` and `training_step_function`, beside DEVICE_EVIDENCE
+# (triggers.py): the bytes both need (`_TRAINING_STEP` in a loop's body, `_TRAINING_STEP_BYTES`
+# in a function's), so a file without them can have no training step.
+TRAINING_STEP_EVIDENCE = (b"backward(", b".step(")
 
 
 def _in_training_step(ctx: LintContext, node: Node) -> bool:

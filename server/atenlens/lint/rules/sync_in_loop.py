@@ -890,8 +890,13 @@ RULE = Rule(
     calls=CALLS,
     check=check,
     doc=__doc__ or "",
-    # Every finding is inside a loop and of a value likely on the device, or a GradScaler's step.
-    triggers=(LOOP, DEVICE_EVIDENCE + TRAINING_STEP_EVIDENCE + (b"scaler", b"Scaler", Caseless(b"scaler"))),
+    # Every finding is inside a loop, or in a function that takes a training step (its reads are
+    # per step without a loop in the file), and of a value likely on the device, or a
+    # GradScaler's step.
+    triggers=(
+        LOOP + TRAINING_STEP_EVIDENCE,
+        DEVICE_EVIDENCE + TRAINING_STEP_EVIDENCE + (b"scaler", b"Scaler", Caseless(b"scaler")),
+    ),
     # A definition needs a loop in its code (`for` in its docstring is no loop), or a read that a
     # call in a loop may repeat (`_called_in_loops`).
     # (Not `float(`: it would keep 10% more of transformers' bytes in the parse, 3% for these.)
