@@ -60,7 +60,7 @@ def _servers_answer(client: dict) -> dict:
         for _ in range(100):
             if out.getvalue():
                 break
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # ok: polls for the answer pygls writes from its own task, 1 s at most
         return out.getvalue()
 
     [message] = _messages(asyncio.run(answer()))

@@ -18,7 +18,6 @@ import builtins
 import dataclasses
 import re
 import shlex
-from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
@@ -217,39 +216,19 @@ def _with_directives(
 # a time). When one does not (a cut inside a bracket or a string, or a real syntax error), the whole
 # text is parsed as `find_functions` does, which raises SyntaxError when it does not parse.
 
-_TOP_LEVEL_LINE = re.compile(r"^(?![\s#)\]}]|(?:else|elif|except|finally)\b)", re.M)
-_TRIPLE_QUOTE = re.compile(r"\"\"\"|'''")
 _CHUNKS: "OrderedDict[str, Optional[tuple[list[_Definition], frozenset[str]]]]" = OrderedDict()
 _CHUNKS_KEPT = 4096
 
 
 def top_level_chunks(source: str) -> list[str]:
-    """`source` cut before each line that starts a top-level statement: at column 0, not inside a
-    triple-quoted string, not `else:`/`except`/a closing bracket, not the definition below a
-    decorator. Comments and blank lines stay with the statement above."""
-    strings = []  # each triple quote closed by the next of its kind: a wrong pair only cuts worse
-    at = 0
-    while (quote := _TRIPLE_QUOTE.search(source, at)) is not None:
-        end = source.find(quote.group(), quote.end())
-        if end == -1:
-            break
-        strings.append((quote.start(), end + 3))
-        at = end + 3
-    string_starts = [start for start, _ in strings]
-    cuts = [0]
-    decorated = False
-    for match in _TOP_LEVEL_LINE.finditer(source):
-        at = match.start()
-        if at == len(source):
-            continue
-        inside = bisect_right(string_starts, at) - 1
-        if inside >= 0 and at < strings[inside][1]:
-            continue
-        if not decorated and at:
-            cuts.append(at)
-        decorated = source[at] == "@"
-    cuts.append(len(source))
-    return [source[a:b] for a, b in zip(cuts, cuts[1:]) if a < b]
+    """`source` cut before each line that starts a top-level statement, as the lint cuts a text to
+    mend its syntax errors (lint/source.py's `top_level_chunks`: one rule for both). Imported here,
+    not at the top: only the server asks for lenses, and it has the lint loaded; the trace does not
+    need it."""
+    from atenlens.lint.source import top_level_chunks as cuts
+
+    data = source.encode("utf-8", "surrogatepass")  # a lone surrogate comes back as it was
+    return [data[start:end].decode("utf-8", "surrogatepass") for start, end in cuts(data)]
 
 
 def _chunk(text: str) -> Optional[tuple[list[_Definition], frozenset[str]]]:
