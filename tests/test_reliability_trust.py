@@ -373,6 +373,10 @@ async def test_trace_switch_fails_closed(lsp, tmp_path, reliability, case, optio
     path, marker = copy_marker(tmp_path)
     uri = await lh.open_document(lsp, path, path.read_text())
     if change is not NOTHING:
+        # the server logs its first decision at `initialized`, which it handles after the document's
+        # first diagnostics when those were published before it started (lsp/early.py): a change
+        # sent before that log came must not take it for the change's own
+        await lsp.recorder.until(lambda: any("tracing is" in m.message for m in lsp.log_messages))
         seen = len(lsp.log_messages)
         lsp.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=change))
         # the server has applied the change once it logs what decided tracing
