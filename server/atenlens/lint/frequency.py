@@ -10,7 +10,7 @@ often (`Frequency.how_often`).
 - Throttled: the node is in the body of an `if` (or `elif`) whose condition tests a modulo
   (`step % N == 0`, `not step % N`), compares a counter with a number or the loop's end
   (`i == 0`, `step == max_steps - 1`, `batch_idx == len(loader) - 1`) or calls a value spelled
-  like `should_log` / `is_last`; an `else` of such an `if` runs on the other iterations and is
+  like `should_log` / `is_last`, or tests a verbose or debug flag (`verbose`, `args.debug`); an `else` of such an `if` runs on the other iterations and is
   not throttled.
 - Once per epoch: the repeating loop's variable or iterable is spelled with `epoch`.
 - Once per environment step: the loop's body steps an environment (`env.step(actions)`,
@@ -42,7 +42,7 @@ from atenlens.lint.source import ancestors
 from atenlens.lint.syntax import SCOPE_TYPES, arguments, callee, dotted_name, repeating_loop, text
 
 FEW_ITERATIONS = 10
-_THROTTLE_NAME = re.compile(r"should_|is_last|last_step|log_now|do_log|is_log|_due$|^is_.*_step$|^verbose$", re.I)
+_THROTTLE_NAME = re.compile(r"should_|is_last|last_step|log_now|do_log|is_log|_due$|^is_.*_step$|^verbose$|^debug$|^debug_|_debug$", re.I)
 # The optimizer state of a parameter is created on its first step: `if "exp_avg" not in state:`,
 # `if len(state) == 0:` run once per parameter.
 _STATE = re.compile(r"(?:^|[._])state$")

@@ -344,6 +344,11 @@ _LOSS_NAME = re.compile(r"loss", re.I)
 # An object of settings (`self.cfg`, `config`, `args`, `hparams`): its fields are numbers and names.
 _SETTINGS = re.compile(r"(?:^|\.)(?:cfg|config|conf|args|hparams|opts|options|settings)$", re.I)
 # A training loop's counters (`for (batch_num, size, num_samples_so_far), batch in batches:`)
+# A name spelled as a piece of text (`loss_name`, `metric_key`, `log_prefix`): no tensor, whatever
+# loop or attribute it comes from (`for loss_name in self.losses:` iterates the losses' names).
+_TEXT_NAME = re.compile(
+    r"(?:^|_)(?:name|names|key|keys|str|string|prefix|suffix|path|filename|fmt|msg|message|tag|desc)$", re.I
+)
 _COUNTER_NAME = re.compile(r"^(?:num|n)_|_(?:num|size|count|so_far|idx|index)$|^(?:step|idx|epoch|it|iteration)$", re.I)
 _LOSS_CALLEE = re.compile(r"loss|step|forward|criterion|^_?train", re.I)
 _LOSS_FUNCTION = re.compile(r"loss|entropy|nll|criterion|divergence|mse|bce", re.I)
@@ -969,6 +974,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
     node = strip_parens(node)
     kind = node.type
     if kind == "identifier":
+        if _TEXT_NAME.search(text(node)):
+            return False
         loss_named = bool(_LOSS_NAME.search(text(node)))
         if loss_named and _backward_of(node):
             return True  # `loss = self._process_batch(...)` ... `loss.backward()`: the step's loss

@@ -56,14 +56,16 @@ What it does:
     data frames (`np.unique(a)`, `frame[col].dropna().unique()`), Python values and tensor
     metadata (`x.dtype`, `x.shape`, `x.ndimension()`) are never reported; neither is a tensor of
     unknown origin (a parameter nothing else says more about), a comparison with a string
-    (`layer.kind == "attn"`), a name annotated as a number (`best_loss: float = opt.best_loss`), a field of settings (`self.cfg.losses`, `args.loss_weight`), a
+    (`layer.kind == "attn"`), a name spelled as text (`loss_name`, `metric_key`, `log_prefix`: `for loss_name in
+    self.losses:` iterates names), a name annotated as a number (`best_loss: float = opt.best_loss`), a field of settings (`self.cfg.losses`, `args.loss_weight`), a
     training loop's counters (`for (batch_num, num_samples), batch in batches:`), the keys of
     `d.items()` or of a loop that indexes what it iterates (`for k in output: output[k]`), nor code in the branch taken without a GPU (the `else` of
     `if x.device.type == "cuda":`, `if x.is_cuda:`, `if torch.cuda.is_available():`).
     Deliberate or cheap reads are information, with a message that says how often: under
     `if step % N == 0:` or `if i == 0:` (also combined: `if is_master and (step % N == 0 or
     count == num_batches_per_epoch):`, and in a loop over the loss terms inside such a test, also
-    when the test is in a callback with no loop around it), under `if verbose:`, when a
+    when the test is in a callback with no loop around it), under `if verbose:` or a debug flag
+    (`if args.debug:`, `if self.debug_sync:`), when a
     parameter's optimizer state is created (`if "exp_avg" not in state:`, `len(state) == 0`), in
     an epoch loop, in a loop over a reinforcement-learning collector (`for data in collector:`:
     collecting the batch already waited for the environment steps), in a loop that steps an

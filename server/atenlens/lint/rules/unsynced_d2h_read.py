@@ -13,7 +13,8 @@ What it does:
     does one of these. A copy whose result is used at once (`x.cpu(non_blocking=True).numpy()`,
     `print(x.to("cpu", non_blocking=True))`) is flagged at the copy. Not reads: returning the
     result (`return host`) hands it to the caller; keeping a reference (`cache[k] = host`,
-    `self.buf = host`, `{"x": host}`, `[host]`, `out.append(host)`) reads nothing yet; keyword
+    `self.buf = host`, `{"x": host}`, `[host]`, `out.append(host)`, a comprehension's element:
+    `tuple(x.to("cpu", non_blocking=True) for x in xs)`) reads nothing yet; keyword
     names (`f(host=1)`) and attribute names (`obj.host`). "After" and "before" are textual order
     within the function; assigning the name again ends the tracking.
 
@@ -77,6 +78,10 @@ def _result(call: Node) -> tuple[Optional[str], bool]:
         return (text(left) if left is not None and left.type == "identifier" else None), False
     if _is_stored(call):
         return None, False  # `cache[k] = (t.cpu(non_blocking=True), 1)`: a reference kept, nothing read yet
+    if parent.type in _COMPREHENSIONS and parent.named_children and parent.named_children[0] == call:
+        # `tuple(x.to("cpu", non_blocking=True) for x in xs)`: each copy is kept in the container
+        # the comprehension builds, nothing read yet (a read of an element would sit around the call)
+        return None, False
     if parent.type in (
         "assignment",
         "augmented_assignment",
@@ -88,6 +93,9 @@ def _result(call: Node) -> tuple[Optional[str], bool]:
     ):
         return None, False
     return None, True
+
+
+_COMPREHENSIONS = ("generator_expression", "list_comprehension", "set_comprehension")
 
 
 def _is_read(node: Node) -> bool:

@@ -22,7 +22,8 @@ What it does:
        work that waits on its own), and the interval is not compared with a
        budget (`if now - start > max_time:` is a deadline, not a measurement), nor recorded as
        the wait for data (`data_time.update(time.time() - end)`: the input pipeline's time is
-       host time by design), and
+       host time by design), nor spans a `yield` (a generator that times each batch it hands
+       out times its caller's step, which this file does not show), and
     4. the interval runs in a loop, contains one, or calls something spelled as a model
        (`model(x)`, `self.net(x)`, `criterion(...)`): a one-off timing of building or sharding
        a model (`tensor_parallel(model)`) is not flagged, and
@@ -144,6 +145,7 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         ]
         if (
             not work
+            or _yields_between(ctx, start, end)
             or any(_is_setup_or_io(c) for c in work)
             or _is_budget_check(ctx, first, second)
             or _is_data_time(ctx, second)
@@ -192,6 +194,14 @@ def _contains_loop(ctx: LintContext, start: int, end: int) -> bool:
 
 
 _LOOP_WORDS = re.compile(rb"\b(?:for|while)\b")
+_YIELD = re.compile(rb"\byield\b")
+
+
+def _yields_between(ctx: LintContext, start: int, end: int) -> bool:
+    """A `yield` between the reads: the interval holds the caller's work on what the generator
+    handed out (a logger's `for batch in log_every(loader): step(batch)`), which this file does
+    not show and which may well wait for the GPU (its logging `.item()`)."""
+    return bool(_YIELD.search(ctx.source.data, start, end))
 
 
 def _is_budget_check(ctx: LintContext, first: Node, second: Node) -> bool:
