@@ -21,10 +21,15 @@ often (`Frequency.how_often`).
 - Once per chunk (AL100 only, `chunked_walk`): `for start in range(0, len(x), batch_size):` whose
   body runs no model and takes no training step: tensor work over an existing tensor in chunks (a
   search, a metric), which reads once per chunk of rows.
+- Throttled by an early exit: an `if` before the node, with no other branch, whose body ends in
+  `return` or `continue` and whose test is the negation of a throttle (`if not should_log:
+  return`, `if step % N != 0: continue`): the code after it runs on the few iterations that pass.
+- On an error path: the node is in an `except` clause (an out-of-memory fallback, a retry).
 - Once per checkpoint: the loop is in a function spelled as saving, loading or converting
   (`save_checkpoint`, `load_state_dict`, `export_*`, `_merge_*`): it runs when a checkpoint is
   written or read, not per training step, and copying to the host is its job; so is a loop in a
-  function that plots or records summaries (`plot_prediction`, `_record_summaries`).
+  function that plots or records summaries (`plot_prediction`, `_record_summaries`), or that
+  builds or initializes (`__init__`, `_init_buffers`, `initialize_model_parallel`): once per call.
 - In a test: any loop of a function named `test_*` (a test's speed is not a training step's).
 - Once per object: a loop in a function whose result is cached (`@cached_property`,
   `@functools.cache`, `@lru_cache`).
@@ -42,7 +47,9 @@ from atenlens.lint.source import ancestors
 from atenlens.lint.syntax import SCOPE_TYPES, arguments, callee, dotted_name, repeating_loop, text
 
 FEW_ITERATIONS = 10
-_THROTTLE_NAME = re.compile(r"should_|is_last|last_step|log_now|do_log|is_log|_due$|^is_.*_step$|^verbose$|^debug$|^debug_|_debug$", re.I)
+_THROTTLE_NAME = re.compile(
+    r"should_|is_last|last_step|log_now|do_log|is_log|_due$|^is_.*_step$|^verbose$|^debug$|^debug_|_debug$", re.I
+)
 # The optimizer state of a parameter is created on its first step: `if "exp_avg" not in state:`,
 # `if len(state) == 0:` run once per parameter.
 _STATE = re.compile(r"(?:^|[._])state$")
@@ -53,7 +60,9 @@ _BOUND_NAME = re.compile(
     r"^(?:num|max|total|n)_.*(?:step|iter|batch|epoch)|_per_epoch$|^(?:max|total)_?(?:steps|iters)$", re.I
 )
 _RARE_FUNCTION = re.compile(
-    r"save|checkpoint|^_?load|_load_|export|convert|merge|state_dict|consolidate|plot|summar", re.I
+    r"save|checkpoint|^_?load|_load_|export|convert|merge|state_dict|consolidate|plot|summar|"
+    r"^_*init(?:_|$)|initiali[sz]e",
+    re.I,
 )
 
 
@@ -74,6 +83,11 @@ def frequency(node: Node) -> Frequency:
     throttle = _throttle_between(node, loop)
     if throttle is not None:
         return Frequency(loop, False, f"only on iterations where `{_short(throttle)}`")
+    skip = early_exit_throttle(node, loop)
+    if skip is not None:
+        return Frequency(loop, False, f"only on iterations that pass `if {_short(skip)}:` above it")
+    if in_error_handler(node, loop):
+        return Frequency(loop, False, "only when the `try` above it raises: an error path")
     count = _literal_iterations(loop)
     if count is not None and count <= 1:
         return Frequency(None, False, "once (the loop runs once)")
@@ -130,6 +144,17 @@ def _function_name(node: Node) -> str:
             name = parent.child_by_field_name("name")
             return text(name) if name is not None else ""
     return ""
+
+
+def in_error_handler(node: Node, stop: Node) -> bool:
+    """Is `node` in an `except` clause inside `stop`: run only when the `try` raised (recovering
+    from an out-of-memory error, a retry)?"""
+    for parent in ancestors(node):
+        if parent == stop or parent.type in SCOPE_TYPES:
+            return False
+        if parent.type == "except_clause":
+            return True
+    return False
 
 
 def on_failure_only(node: Node, loop: Node) -> bool:
@@ -189,18 +214,73 @@ def is_throttle(condition: Node) -> bool:
         if _creates_state(condition):
             return True
         operators = [text(c) for c in condition.children if not c.is_named]
-        if operators and all(op == "==" for op in operators):
-            sides = condition.named_children
-            names = [s for s in sides if s.type in ("identifier", "attribute")]
-            if any(_PER_PROCESS.search(text(n)) for n in names):
-                return False
-            bounds = [s for s in sides if s not in names or len(names) > 1]
-            return bool(names) and any(is_counter_bound(s) for s in bounds)
-        return False
+        return bool(operators) and all(op == "==" for op in operators) and _counter_at_bound(condition)
     if kind in ("identifier", "attribute", "call"):
         name = dotted_name(callee(condition) if kind == "call" else condition) or ""
         return bool(_THROTTLE_NAME.search(name.split(".")[-1]))
     return False
+
+
+def _counter_at_bound(comparison: Node) -> bool:
+    """Do the sides of `comparison` compare a counter with a number or the loop's end (`i == 0`,
+    `step == max_steps - 1`), not a per-process value (`rank == 0`)?"""
+    sides = comparison.named_children
+    names = [s for s in sides if s.type in ("identifier", "attribute")]
+    if any(_PER_PROCESS.search(text(n)) for n in names):
+        return False
+    bounds = [s for s in sides if s not in names or len(names) > 1]
+    return bool(names) and any(is_counter_bound(s) for s in bounds)
+
+
+def _skips_unless_throttled(condition: Node) -> bool:
+    """Is `condition` the test of an early exit (`if not should_log: return`, `if step % N != 0:
+    continue`) that lets the code after it run only on a few iterations: is its negation a
+    throttle?"""
+    while condition.type == "parenthesized_expression" and condition.named_child_count == 1:
+        condition = condition.named_children[0]
+    if condition.type == "not_operator":
+        argument = condition.child_by_field_name("argument")
+        return argument is not None and not _is_modulo(argument) and is_throttle(argument)
+    if _is_modulo(condition):
+        return True  # `if step % N: continue`
+    if condition.type == "comparison_operator":
+        operators = [text(c) for c in condition.children if not c.is_named]
+        if not operators or any(op != "!=" for op in operators):
+            return False
+        # (not `if x.ndim != 4: continue`: only a modulo says "a few iterations")
+        return any(_is_modulo(c) for c in condition.named_children)
+    return False
+
+
+_EXIT_STATEMENTS = ("return_statement", "continue_statement")
+
+
+def early_exit_throttle(node: Node, stop: Node) -> Optional[Node]:
+    """The condition of an early exit before `node`, inside `stop` (a loop or a function), that
+    lets `node` run only on a few iterations: `if not should_log: return` ... `loss.item()`."""
+    child = node
+    for parent in ancestors(node):
+        if parent == stop or parent.type in SCOPE_TYPES:
+            return None
+        if parent.type in ("block", "module"):
+            sibling = child.prev_named_sibling
+            while sibling is not None:
+                if sibling.type == "if_statement" and _exits(sibling):
+                    condition = sibling.child_by_field_name("condition")
+                    if condition is not None and _skips_unless_throttled(condition):
+                        return condition
+                sibling = sibling.prev_named_sibling
+        child = parent
+    return None
+
+
+def _exits(statement: Node) -> bool:
+    """An `if` with no other branch whose body ends in `return` or `continue`."""
+    if statement.child_by_field_name("alternative") is not None:
+        return False
+    body = statement.child_by_field_name("consequence")
+    last = body.named_children[-1] if body is not None and body.named_children else None
+    return last is not None and last.type in _EXIT_STATEMENTS
 
 
 def _creates_state(condition: Node) -> bool:

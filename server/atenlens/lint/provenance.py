@@ -790,6 +790,10 @@ def _appended_device(ctx: LintContext, name: Node, depth: int) -> Optional[Devic
     return devices[0] if devices and len(set(devices)) == 1 and devices[0] in (Device.CUDA, Device.CPU) else None
 
 
+# Module methods that yield (name, value) pairs
+_NAMED_PAIRS = frozenset({"named_parameters", "named_buffers", "named_modules", "named_children"})
+
+
 def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple[int, ...], depth: int) -> Device:
     if iterable is None or depth > MAX_DEPTH:
         return Device.UNKNOWN
@@ -814,6 +818,8 @@ def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple
             return _loop_element_device(ctx, positional[path[0]], path[1:], depth + 1)
         if method_name(iterable) in ("tolist", "keys"):
             return Device.HOST
+        if method_name(iterable) in _NAMED_PAIRS and path and path[0] == 0:
+            return Device.HOST  # `for name, p in model.named_parameters():` the name
         if method_name(iterable) == "items" and path:
             # `for name, value in outputs.items():` the key is a name, the value as `values()` gives
             if path[0] == 0:
@@ -839,8 +845,8 @@ def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple
     return Device.UNKNOWN
 
 
-def _annotated_data_loader(name: Node) -> bool:
-    """Is `name` a parameter of its function annotated as a `DataLoader`?"""
+def _parameter_annotation(name: Node) -> Optional[str]:
+    """The annotation of the parameter `name` of its function, when it has one."""
     function = next((a for a in ancestors(name) if a.type in ("function_definition", "lambda")), None)
     parameters = function.child_by_field_name("parameters") if function is not None else None
     for parameter in parameters.named_children if parameters is not None else []:
@@ -848,8 +854,28 @@ def _annotated_data_loader(name: Node) -> bool:
             first = parameter.named_children[0] if parameter.named_children else None
             kind = parameter.child_by_field_name("type")
             if first is not None and text(first) == text(name) and kind is not None:
-                return text(kind).split(".")[-1] == "DataLoader"
-    return False
+                return text(kind)
+    return None
+
+
+def _annotated_data_loader(name: Node) -> bool:
+    """Is `name` a parameter of its function annotated as a `DataLoader`?"""
+    kind = _parameter_annotation(name)
+    return kind is not None and kind.split(".")[-1] == "DataLoader"
+
+
+# An annotation made only of Python's own scalars and containers: `float`, `dict[int, float]`,
+# `Optional[list[str]]`, `Sequence[float] | None`.
+_HOST_ANNOTATION = re.compile(
+    r"(?:\s|[\[\],|.]|float|int|str|bool|bytes|None|dict|list|tuple|set|Dict|List|Tuple|Set|Sequence|Mapping|"
+    r"Iterable|Optional|Union|typing)+"
+)
+
+
+def _annotated_host_values(name: Node) -> bool:
+    """Is `name` a parameter annotated as Python numbers, strings or containers of them?"""
+    kind = _parameter_annotation(name)
+    return kind is not None and _HOST_ANNOTATION.fullmatch(kind) is not None
 
 
 def _tensor_rows(ctx: LintContext, iterable: Node, depth: int) -> Device:
@@ -981,6 +1007,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             return True  # `loss = self._process_batch(...)` ... `loss.backward()`: the step's loss
         binding = _binding(ctx, node)
         if binding is None:
+            if _annotated_host_values(node):
+                return False  # `def check(losses: dict[int, float]):` the annotation says: numbers
             # a parameter or global named `loss`; a parameter every call in the file passes a model's output
             passed = _call_site_arguments(ctx, node)
             return loss_named or bool(passed) and all(_model_output(ctx, a, depth + 1) for a in passed)

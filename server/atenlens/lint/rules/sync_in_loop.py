@@ -56,15 +56,19 @@ What it does:
     data frames (`np.unique(a)`, `frame[col].dropna().unique()`), Python values and tensor
     metadata (`x.dtype`, `x.shape`, `x.ndimension()`) are never reported; neither is a tensor of
     unknown origin (a parameter nothing else says more about), a comparison with a string
-    (`layer.kind == "attn"`), a name spelled as text (`loss_name`, `metric_key`, `log_prefix`: `for loss_name in
-    self.losses:` iterates names), a name annotated as a number (`best_loss: float = opt.best_loss`), a field of settings (`self.cfg.losses`, `args.loss_weight`), a
+    (`layer.kind == "attn"`), a name spelled as text (`loss_name`, `metric_key`, `log_prefix`: `for
+    loss_name in self.losses:` iterates names), a name annotated as a number (`best_loss: float =
+    opt.best_loss`) or a parameter annotated as numbers (`losses: dict[int, float]`), the names of
+    `model.named_parameters()`, a field of settings (`self.cfg.losses`, `args.loss_weight`), a
     training loop's counters (`for (batch_num, num_samples), batch in batches:`), the keys of
     `d.items()` or of a loop that indexes what it iterates (`for k in output: output[k]`), nor code in the branch taken without a GPU (the `else` of
     `if x.device.type == "cuda":`, `if x.is_cuda:`, `if torch.cuda.is_available():`).
     Deliberate or cheap reads are information, with a message that says how often: under
     `if step % N == 0:` or `if i == 0:` (also combined: `if is_master and (step % N == 0 or
     count == num_batches_per_epoch):`, and in a loop over the loss terms inside such a test, also
-    when the test is in a callback with no loop around it), under `if verbose:` or a debug flag
+    when the test is in a callback with no loop around it; also after an early exit that only such
+    iterations pass: `if not should_log: return`), in an `except` clause (an error path), under
+    `if verbose:` or a debug flag
     (`if args.debug:`, `if self.debug_sync:`), when a
     parameter's optimizer state is created (`if "exp_avg" not in state:`, `len(state) == 0`), in
     an epoch loop, in a loop over a reinforcement-learning collector (`for data in collector:`:
@@ -74,7 +78,8 @@ What it does:
     `test_*` function, in a function whose result is cached (`@cached_property`), once per chunk in `for start in range(0, len(x), batch_size):` when
     the loop's body runs no model and takes no training step (a search or a metric over an
     existing tensor in chunks), per tensor in a function that saves, loads or converts a checkpoint (or plots, or records
-    summaries: `plot_prediction`, `_record_summaries`), a
+    summaries: `plot_prediction`, `_record_summaries`; or builds or initializes: `__init__`,
+    `initialize_model_parallel`), a
     `.cpu()` appended to a list (`outputs.append(logits.cpu())`: collecting results on the host;
     also `[x.cpu().numpy() for x in outs]`, and a copy bound to a name, maybe through one host
     function, that a loop taking no training step appends: `y = m.dot(t.cpu().numpy())`,
@@ -117,7 +122,16 @@ from tree_sitter import Node
 from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
-from atenlens.lint.frequency import Frequency, chunked_walk, frequency, is_counter_bound, is_throttle, on_failure_only
+from atenlens.lint.frequency import (
+    Frequency,
+    chunked_walk,
+    early_exit_throttle,
+    frequency,
+    in_error_handler,
+    is_counter_bound,
+    is_throttle,
+    on_failure_only,
+)
 from atenlens.lint.provenance import (
     DEVICE_EVIDENCE,
     HOST_MODULES,
@@ -326,24 +340,38 @@ def _repeated_call(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, st
     (`training_step_function`: once per step of a training loop, maybe in another module); None
     when neither, or when the read is under a throttle (`if self.step % 100 == 0:`) or only on
     the way out (a `raise`, an `assert`'s message)."""
+    function = next(
+        (a for a in ancestors(node) if a.type in ("function_definition", "lambda", "class_definition")), None
+    )
+    if function is not None and (on_failure_only(node, function) or _throttled_in(node, function)):
+        return None  # (a read every N steps, or on the way out: cheap, and left silent)
     found = _called_in_loops(ctx, node)
     if found is not None:
         return found
     function = training_step_function(ctx, node)
-    if function is None or on_failure_only(node, function):
+    if function is None:
         return None
     title = function.child_by_field_name("name")
     name = text(title) if title is not None else ""
+    return Frequency(function, True, "on every training step"), f"in `{name}`, which takes a training step"
+
+
+def _throttled_in(node: Node, function: Node) -> bool:
+    """Does `node` run only on a few calls of `function`: under a throttle (`if self.step % 100
+    == 0:`), after an early exit that only a throttle passes (`if not should_log: return`), or
+    in an `except` clause?"""
+    if early_exit_throttle(node, function) is not None or in_error_handler(node, function):
+        return True
     child = node
     for parent in ancestors(node):
         if parent == function:
-            break
+            return False
         if parent.type in ("if_statement", "elif_clause"):
             condition = parent.child_by_field_name("condition")
             if condition is not None and child == parent.child_by_field_name("consequence") and is_throttle(condition):
-                return None  # (a read every N steps: cheap, and left silent as in `_called_in_loops`)
+                return True
         child = parent
-    return Frequency(function, True, "on every training step"), f"in `{name}`, which takes a training step"
+    return False
 
 
 def _called_in_loops(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, str]]:
