@@ -9,6 +9,7 @@ from typing import Collection, Optional
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
 from atenlens.lint.incremental import lint_document
+from atenlens.lint.kernels import kernel_rows
 from atenlens.lint.noqa import file_exemption, is_suppressed, suppressed_codes
 from atenlens.lint.registry import Rule
 from atenlens.lint.rules import RULES
@@ -109,6 +110,10 @@ def _lint(
                 if strict:
                     raise
                 log.exception("rule %s failed", rule.code)
+        if findings:
+            kernels = kernel_rows(context.source.root, context.source.data)
+            if kernels:  # device code: no host waits there (kernels.py)
+                findings = [f for f in findings if not any(a <= f.line - 1 <= b for a, b in kernels)]
         return findings
 
     if document is not None and incremental:

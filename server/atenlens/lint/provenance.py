@@ -279,13 +279,18 @@ SAME_DEVICE_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "real", "imag", "data"
 MOVES = frozenset({"to", "cuda", "cpu", "pin_memory"})
 # A callee spelled as a model (its last word): `model`, `self.net`, `ref_model`, `text_encoder`,
 # `criterion`, `compute_loss`, `loss_fn`; not `get_model_info` or `compute_module_sizes`.
-_MODEL_CALLEE = re.compile(
-    r"(?:^|_)forward(?:_|$)|"  # `self._forward_and_gradient(x)`, `forward_backward(batch)`
+_MODEL_WORDS = (
     r"^_*(?:[A-Za-z0-9]+_)*(?:model|net|network|module|forward|criterion|loss|loss_fn|loss_func|lossfn|teacher|"
     r"student|policy|actor|critic|unet|transformer|vae|encoder|decoder|generator|discriminator|backbone|"
-    r"classifier|learner|lm_head)$",
+    r"classifier|learner|lm_head)$"
+)
+_MODEL_CALLEE = re.compile(
+    r"(?:^|_)forward(?:_|$)|"  # `self._forward_and_gradient(x)`, `forward_backward(batch)`
+    + _MODEL_WORDS,
     re.I,
 )
+# An object spelled as a model: its last word (`self.policy`, `ref_model`), not `module_forward_metadata`.
+_MODEL_NAME = re.compile(_MODEL_WORDS, re.I)
 # Methods of a module that return no tensor of its outputs (or return host values: `predict` in
 # the scikit-learn and stable-baselines3 sense gives numpy arrays; `generate` gives token ids
 # that decoding needs on the host).
@@ -334,7 +339,7 @@ MODULE_METHODS = frozenset(
 def _spelled_model(node: Optional[Node]) -> bool:
     """`self.policy`, `model`, `self.actor`: a name or attribute spelled as a model."""
     name = dotted_name(node) if node is not None else None
-    return name is not None and name != "self" and bool(_MODEL_CALLEE.search(name.split(".")[-1]))
+    return name is not None and name != "self" and bool(_MODEL_NAME.search(name.split(".")[-1]))
 
 
 # A model's own encoder / decoder step (`self.decode(indices, hidden)`, `self._encode(x)`), not
@@ -872,6 +877,24 @@ _HOST_ANNOTATION = re.compile(
 )
 
 
+def _returns_python_scalar(ctx: LintContext, name: str) -> bool:
+    """Is `name` (`helper`, `self.helper`) a function of this file annotated to return a Python
+    number, string or bool (`def _clamp_block_m(...) -> int:`)? Read off the whole file's bytes,
+    so the answer does not depend on which definitions were parsed."""
+    parts = name.split(".")
+    if not parts[-1] or len(parts) > 2 or (len(parts) == 2 and parts[0] != "self"):
+        return False
+    memo = _memo(ctx, "_scalar_function_memo")
+    if parts[-1] not in memo:
+        signature = (
+            rb"def\s+"
+            + re.escape(parts[-1].encode())
+            + rb"\s*\((?:[^()]|\([^()]*\))*\)\s*->\s*(?:int|float|bool|str)\s*:"
+        )
+        memo[parts[-1]] = re.search(signature, ctx.source.whole_data) is not None
+    return bool(memo[parts[-1]])
+
+
 def _annotated_host_values(name: Node) -> bool:
     """Is `name` a parameter annotated as Python numbers, strings or containers of them?"""
     kind = _parameter_annotation(name)
@@ -1094,13 +1117,15 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         method = method_name(node)
         if name in HOST_BUILTINS or name.split(".")[0] in HOST_MODULES:
             return False
+        if _returns_python_scalar(ctx, name):
+            return False  # `_clamp_block_m(4, n)` of `def _clamp_block_m(m: int, n: int) -> int:`
         if method is not None and name.split(".")[0] not in ("torch", "F"):
             if method in HOST_METHODS or method in ("cpu", "pin_memory"):
                 return False
             if _MODEL_CALLEE.search(method) and method not in ("forward_hook",):
                 return True
             owner = receiver(node)
-            if method not in MODULE_METHODS and not method.startswith("get_") and _spelled_model(owner):
+            if method not in MODULE_METHODS and not method.lstrip("_").startswith("get_") and _spelled_model(owner):
                 return True  # `self.policy.evaluate_actions(obs, actions)`: a model's own method
             return _model_output(ctx, owner, depth + 1)
         if name == "sum":

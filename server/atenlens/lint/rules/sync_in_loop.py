@@ -59,7 +59,9 @@ What it does:
     (`layer.kind == "attn"`), a name spelled as text (`loss_name`, `metric_key`, `log_prefix`: `for
     loss_name in self.losses:` iterates names), a name annotated as a number (`best_loss: float =
     opt.best_loss`) or a parameter annotated as numbers (`losses: dict[int, float]`), the names of
-    `model.named_parameters()`, a field of settings (`self.cfg.losses`, `args.loss_weight`), a
+    `model.named_parameters()`, the result of a function of the file annotated to return a Python
+    number (`def _block_m(...) -> int:`), anything in a GPU kernel (`@triton.jit`, numba's
+    `@cuda.jit`: device code, for every rule), a field of settings (`self.cfg.losses`, `args.loss_weight`), a
     training loop's counters (`for (batch_num, num_samples), batch in batches:`), the keys of
     `d.items()` or of a loop that indexes what it iterates (`for k in output: output[k]`), nor code in the branch taken without a GPU (the `else` of
     `if x.device.type == "cuda":`, `if x.is_cuda:`, `if torch.cuda.is_available():`).
