@@ -347,3 +347,41 @@ def test_a_method_that_sums_tensors_still_returns_a_loss() -> None:
             "a CUDA tensor as a condition (`epoch_loss < best_loss`) inside a loop: the host waits for the GPU once per epoch",
         ),
     ]
+
+
+TUPLE_OF_NUMBERS = dedent(
+    """\
+    class Trainer:
+        def train_step(self, loader):
+            epoch_loss = 0
+            epoch_kl = 0.0  # a second total
+            for inputs in loader:
+                out = self.model(inputs)
+                out.loss.backward()
+                self.optimizer.step()
+                epoch_loss += out.loss.item()
+                epoch_kl += out.kl_loss.item()
+            epoch_loss /= len(loader)
+            return (
+                epoch_loss,
+                epoch_kl,
+            )
+
+        def train(self, loader, n_epochs):
+            best_loss = 1e10
+            for epoch in range(n_epochs):
+                train_losses = self.train_step(loader)
+                [epoch_loss, epoch_kl] = train_losses
+                if epoch_loss < best_loss:
+                    best_loss = epoch_loss
+"""
+)
+
+
+def test_a_tuple_of_totals_returned_over_several_lines_is_numbers() -> None:
+    """`return (epoch_loss, epoch_kl)` written over several lines, each a sum of `.item()` reads:
+    the comparison in the epoch loop reads no tensor; the reads per batch are warnings."""
+    assert findings(TUPLE_OF_NUMBERS) == [
+        (9, 35, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (10, 36, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+    ]

@@ -946,11 +946,11 @@ def _method_returns_numbers(data: bytes, name: bytes) -> bool:
     if head is None:
         return False
     text_ = _indented_block(data, head.start())
-    returns = re.findall(rb"^[ \t]*return\b(.*)$", text_, re.M)
+    returns = [_bracketed(text_, m.end()) for m in re.finditer(rb"^[ \t]*return\b", text_, re.M)]
     if not returns:
         return False
     for returned in returns:
-        parts = [p.strip() for p in returned.split(b"#")[0].strip().strip(b"()[]").split(b",") if p.strip()]
+        parts = [p.strip() for p in returned.strip().strip(b"()[]").split(b",") if p.strip()]
         if not parts:
             return False
         for part in parts:
@@ -991,6 +991,25 @@ def _class_text(ctx: LintContext, holder: Node) -> bytes:
         start = data.rfind(b"\n", 0, holder.start_byte) + 1
         memo[holder.id] = _indented_block(data, start)
     return memo[holder.id]
+
+
+def _bracketed(data: bytes, start: int) -> bytes:
+    """The expression from `start` to the end of its line, or of the bracket it opens there
+    (`return (\n    a,\n    b,\n)`), without comments."""
+    depth, out, at = 0, bytearray(), start
+    while at < len(data):
+        char = data[at : at + 1]
+        if char == b"#":
+            at = data.find(b"\n", at)
+            if at < 0:
+                break
+            continue
+        if char == b"\n" and depth <= 0:
+            break
+        depth += 1 if char in b"([{" else -1 if char in b")]}" else 0
+        out += char
+        at += 1
+    return bytes(out)
 
 
 def _in_training_class(ctx: LintContext, node: Node) -> bool:
