@@ -385,3 +385,24 @@ def test_a_tuple_of_totals_returned_over_several_lines_is_numbers() -> None:
         (9, 35, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
         (10, 36, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
     ]
+
+
+ACCELERATOR_NORM = dedent(
+    """\
+    def train(model, loader, accelerator, optimizer):
+        for batch in loader:
+            loss = model(batch).loss
+            accelerator.backward(loss)
+            norm = accelerator.clip_grad_norm_(model.parameters(), 1.0)
+            print(norm.item())
+            optimizer.step()
+"""
+)
+
+
+def test_the_norm_an_accelerator_clips_to_is_a_device_tensor() -> None:
+    """`accelerator.clip_grad_norm_(...)` returns the gradients' norm as a tensor on their device,
+    as torch's does."""
+    assert findings(ACCELERATOR_NORM) == [
+        (6, 19, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+    ]

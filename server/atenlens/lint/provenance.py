@@ -1207,6 +1207,10 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         method = method_name(node)
         if name in HOST_BUILTINS or name.split(".")[0] in HOST_MODULES:
             return False
+        if _GRAD_NORM.search(name.split(".")[-1]):
+            # `clip_grad_norm_(params, max_norm)`, `accelerator.clip_grad_norm_(...)`: the total norm
+            # of the gradients, a tensor on the parameters' device
+            return True
         if method is not None and name.split(".")[0] not in ("torch", "F"):
             if method in HOST_METHODS or method in ("cpu", "pin_memory"):
                 return False
@@ -1222,10 +1226,6 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         if name == "sum":
             # `0.5 * sum(F.mse_loss(q, target) for q in q_values)`: a loss summed over terms
             return _model_output(ctx, _summed(node), depth + 1)
-        if _GRAD_NORM.search(name.split(".")[-1]):
-            # `clip_grad_norm_(model.parameters(), max_norm)`: the total norm of the gradients,
-            # a tensor on the parameters' device
-            return True
         if name.startswith("torch.") or name.startswith("F."):
             positional, _ = arguments(node)
             return bool(positional) and _model_output(ctx, _first_element(positional[0]), depth + 1)
