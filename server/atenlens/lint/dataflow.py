@@ -5,7 +5,8 @@ Bindings of a name are found on demand (where the name is written in the scope, 
 tree says stands there) and looked up by position: the binding that applies at a point is the
 last one that took effect before it (an assignment after its right side, a loop variable from
 its `for`). That is textual order, the order the code usually runs in; loops
-that rebind a name late in the body are read as written. Nested `def`/`lambda`/`class` scopes
+that rebind a name late in the body are read as written. A binding in one branch of an
+`if`/`elif`/`else` does not apply in a later branch of the same statement (`in_other_branch`). Nested `def`/`lambda`/`class` scopes
 are separate; comprehensions belong to the function around them.
 """
 
@@ -36,6 +37,7 @@ class Binding:
     unpacked_from: Optional[Node] = None  # `a, b = value`: the value unpacked (then `value` is None)
     augmented: bool = False  # `x += y`: the same object as the binding before, updated in place
     start: int = 0  # where the binding's statement starts (the binding before applies there)
+    site: Optional[Node] = None  # the name where it is written
 
 
 def binding_of(ident: Node, name: Optional[str] = None) -> Optional[Binding]:
@@ -63,16 +65,16 @@ def binding_of(ident: Node, name: Optional[str] = None) -> Optional[Binding]:
         while value is not None and value.type == "assignment":  # `a = b = value`
             value = value.child_by_field_name("right")
         if child != ident:
-            return Binding(name, outer.end_byte, None, path=tuple(path), unpacked_from=value)
-        return Binding(name, outer.end_byte, value)
+            return Binding(name, outer.end_byte, None, path=tuple(path), unpacked_from=value, site=ident)
+        return Binding(name, outer.end_byte, value, site=ident)
     if kind in ("for_statement", "for_in_clause") and parent.child_by_field_name("left") == child:
         # A comprehension's element is written before its `for` clause but runs after it.
         at = parent.parent.start_byte if kind == "for_in_clause" and parent.parent is not None else parent.start_byte
-        return Binding(name, at, None, loop=parent, path=tuple(path))
+        return Binding(name, at, None, loop=parent, path=tuple(path), site=ident)
     if kind == "named_expression" and parent.child_by_field_name("name") == child:
-        return Binding(name, parent.end_byte, parent.child_by_field_name("value"))
+        return Binding(name, parent.end_byte, parent.child_by_field_name("value"), site=ident)
     if kind == "augmented_assignment" and parent.child_by_field_name("left") == child:
-        return Binding(name, parent.end_byte, None, augmented=True, start=parent.start_byte)
+        return Binding(name, parent.end_byte, None, augmented=True, start=parent.start_byte, site=ident)
     return None
 
 
@@ -97,9 +99,31 @@ class ScopeBindings:
         found = None
         for binding in self.of(name):
             # `>=`: of two bindings at one place (a comprehension's clauses), the later written wins.
-            if binding.at <= position and (found is None or binding.at >= found.at):
+            if (
+                binding.at <= position
+                and (found is None or binding.at >= found.at)
+                and not in_other_branch(binding.site, position)
+            ):
                 found = binding
         return found
+
+
+def in_other_branch(site: Optional[Node], position: int) -> bool:
+    """Is `site` in one branch of an `if`/`elif`/`else` and `position` in a later branch of the
+    same statement? Then the binding never reaches it: in `if a: x = f(x) else: x = g(x)`, the
+    `else` reads the `x` from before the `if`."""
+    child = site
+    parent = site.parent if site is not None else None
+    while parent is not None and parent.type not in SCOPE_TYPES:
+        branch = None
+        if parent.type == "if_statement" and child is not None and child == parent.child_by_field_name("consequence"):
+            branch = child
+        elif parent.type in ("elif_clause", "else_clause") and parent.parent is not None:
+            branch, parent = parent, parent.parent
+        if branch is not None and branch.end_byte <= position < parent.end_byte:
+            return True
+        child, parent = parent, parent.parent
+    return False
 
 
 def scope_for(node: Node) -> Node:

@@ -10,8 +10,14 @@ often (`Frequency.how_often`).
 - Throttled: the node is in the body of an `if` (or `elif`) whose condition tests a modulo
   (`step % N == 0`, `not step % N`), compares a counter with a number or the loop's end
   (`i == 0`, `step == max_steps - 1`, `batch_idx == len(loader) - 1`) or calls a value spelled
-  like `should_log` / `is_last`, or tests a verbose or debug flag (`verbose`, `args.debug`); an `else` of such an `if` runs on the other iterations and is
-  not throttled.
+  like `should_log` / `is_last`, or tests a verbose or debug flag (`verbose`, `args.debug`); an
+  `else` of such an `if` runs on the other iterations and is not throttled. Not a throttle: such an `if` whose body takes the optimizer step
+  (`if step % accum_steps == 0: optimizer.step()`), which gates gradient accumulation: what is
+  in it runs on every optimizer step, every training step. A loop inside a throttle that runs a
+  model (`if epoch % k == 0: for x in eval_loader: self._eval_step(x)`) repeats on every batch.
+- Once: the path taken when a value is not finite (the body of `if torch.isnan(x):` or
+  `if not torch.isfinite(x):`, the `else` of `if torch.isfinite(x):`): it runs when the check
+  fails, a warning or a skipped step, after the check itself waited.
 - Once per epoch: the repeating loop's variable or iterable is spelled with `epoch`.
 - Once per environment step: the loop's body steps an environment (`env.step(actions)`,
   `self.env.step(...)`): the host environment needs the actions, so each step waits anyway.
@@ -78,7 +84,7 @@ ONCE = Frequency(None, False, "once")
 
 def frequency(node: Node) -> Frequency:
     loop = repeating_loop(node)
-    if loop is None or on_failure_only(node, loop):
+    if loop is None or on_failure_only(node, loop) or on_nonfinite_path(node, loop):
         return ONCE
     throttle = _throttle_between(node, loop)
     if throttle is not None:
@@ -88,6 +94,11 @@ def frequency(node: Node) -> Frequency:
         return Frequency(loop, False, f"only on iterations that pass `if {_short(skip)}:` above it")
     if in_error_handler(node, loop):
         return Frequency(loop, False, "only when the `try` above it raises: an error path")
+    accumulation = _accumulation_between(node, loop)
+    if accumulation is not None:
+        return Frequency(
+            loop, True, f"on every optimizer step (`{_short(accumulation)}` gates the step of gradient accumulation)"
+        )
     count = _literal_iterations(loop)
     if count is not None and count <= 1:
         return Frequency(None, False, "once (the loop runs once)")
@@ -118,9 +129,10 @@ def frequency(node: Node) -> Frequency:
     # (with no loop around it, the throttle may be in the function: `def batch_end(...): if
     # batch % interval == 0: for k, v in metrics.items(): v.tolist()`, a callback run per batch)
     outer = _throttle_between(loop, repeating if repeating is not None else loop)
-    if outer is not None:
+    if outer is not None and not (repeating is not None and _runs_a_model(loop)):
         # `if step % 100 == 0: for name, v in losses.items(): v.item()`: the inner loop runs on
-        # the logging iterations only
+        # the logging iterations only (but `if epoch % validate_every == 0: for x, y in loader:
+        # self._eval_step(x, y)`: a validation pass every N epochs runs a model on each batch)
         return Frequency(loop, False, f"only on iterations where `{_short(outer)}`")
     return Frequency(loop, True, "on every iteration")
 
@@ -178,6 +190,12 @@ def _short(node: Node) -> str:
     return value if len(value) <= 60 else value[:57] + "..."
 
 
+def throttled_by(node: Node, stop: Node) -> Optional[Node]:
+    """The condition that lets `node` run on a few iterations of `stop` (a loop or a function)
+    only: a throttle around it, or an early exit before it that only a throttle passes."""
+    return _throttle_between(node, stop) or early_exit_throttle(node, stop)
+
+
 def _throttle_between(node: Node, loop: Node) -> Optional[Node]:
     child = node
     for parent in ancestors(node):
@@ -186,10 +204,71 @@ def _throttle_between(node: Node, loop: Node) -> Optional[Node]:
         if parent.type in ("if_statement", "elif_clause"):
             condition = parent.child_by_field_name("condition")
             body = parent.child_by_field_name("consequence")
-            if body is not None and child == body and condition is not None and is_throttle(condition):
+            if (
+                body is not None
+                and child == body
+                and condition is not None
+                and is_throttle(condition)
+                and not _steps_optimizer(body)
+            ):
                 return condition
         child = parent
     return None
+
+
+# An optimizer's (or a GradScaler's) step: `optimizer.step()`, `self.optim.step()`, `scaler.step(opt)`
+_OPTIMIZER_STEP = re.compile(rb"\b(?:\w*optim\w*|opt|\w*_opt|\w*scaler)\s*\.\s*step\s*\(", re.I)
+
+
+def _steps_optimizer(body: Node) -> bool:
+    """Does this block take an optimizer step? Then `if step % accum_steps == 0:` around it gates
+    gradient accumulation (the training step itself), not a log or an evaluation."""
+    return bool(_OPTIMIZER_STEP.search(body.text or b""))
+
+
+def _accumulation_between(node: Node, loop: Node) -> Optional[Node]:
+    """The condition of `if iiter % accum_grad == 0:` between `node` and its loop when that `if`
+    takes the optimizer step: `node` runs once per optimizer step, every training step."""
+    child = node
+    for parent in ancestors(node):
+        if parent == loop or parent.type in SCOPE_TYPES:
+            return None
+        if parent.type in ("if_statement", "elif_clause"):
+            condition = parent.child_by_field_name("condition")
+            body = parent.child_by_field_name("consequence")
+            if (
+                body is not None
+                and child == body
+                and condition is not None
+                and is_throttle(condition)
+                and _steps_optimizer(body)
+            ):
+                return condition
+        child = parent
+    return None
+
+
+_NONFINITE_TEST = re.compile(r"\b(?:isnan|isinf)\s*\(|^\s*not\b[^\n]*\bisfinite\s*\(")
+_FINITE_TEST = re.compile(r"\bisfinite\s*\(")
+
+
+def on_nonfinite_path(node: Node, loop: Node) -> bool:
+    """Is `node` on the path taken when a value is not finite: the body of `if torch.isnan(x):` /
+    `if not torch.isfinite(x):`, or the `else` of `if torch.isfinite(x):`? It runs only when the
+    check fails (a warning, a skipped step), after the check has already waited."""
+    child = node
+    for parent in ancestors(node):
+        if parent == loop or parent.type in SCOPE_TYPES:
+            return False
+        if parent.type == "if_statement":
+            condition = parent.child_by_field_name("condition")
+            said = text(condition) if condition is not None else ""
+            if child == parent.child_by_field_name("consequence") and _NONFINITE_TEST.search(said):
+                return True
+            if child.type == "else_clause" and _FINITE_TEST.search(said) and not said.lstrip().startswith("not"):
+                return True
+        child = parent
+    return False
 
 
 def is_throttle(condition: Node) -> bool:
@@ -267,7 +346,12 @@ def early_exit_throttle(node: Node, stop: Node) -> Optional[Node]:
             while sibling is not None:
                 if sibling.type == "if_statement" and _exits(sibling):
                     condition = sibling.child_by_field_name("condition")
-                    if condition is not None and _skips_unless_throttled(condition):
+                    if (
+                        condition is not None
+                        and _skips_unless_throttled(condition)
+                        # (`if step % accum != 0: continue` then `optimizer.step()`: accumulation)
+                        and not _OPTIMIZER_STEP.search(parent.text or b"", sibling.end_byte - parent.start_byte)
+                    ):
                         return condition
                 sibling = sibling.prev_named_sibling
         child = parent
@@ -387,6 +471,12 @@ def _is_epoch_loop(loop: Node) -> bool:
 _RUNS_A_MODEL = re.compile(
     rb"backward\(|\b\w*(?:model|net|network|module|encoder|decoder|forward|generate\w*|step)\s*\(", re.I
 )
+
+
+def _runs_a_model(loop: Node) -> bool:
+    """Does the loop's body call something spelled as a model, a forward or a step?"""
+    body = loop.child_by_field_name("body")
+    return body is not None and bool(_RUNS_A_MODEL.search(body.text or b""))
 
 
 def chunked_walk(loop: Optional[Node]) -> Optional[tuple[str, str]]:

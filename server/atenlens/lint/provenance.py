@@ -22,14 +22,20 @@ Device, from evidence only:
 Likely on the device (`likely_device`), for UNKNOWN values: a model's output or a loss in code
 that mentions the device (the words `cuda` or `device` appear in the module) or in a loop that
 takes a training step (`backward(`, `optim.step(`), or outside the loops of a function that takes
-one (`training_step_function`): a name or
+one (`training_step_function`), or in a class one of whose methods takes one
+(`_in_training_class`, read from the class's whole text): a name or
 attribute spelled with `loss` (bound to anything when the function calls its `.backward()`), the result of calling something spelled like a model
 (`model(x)`, `self.net(x)`, `criterion(...)`, `teacher(...)`) or a method of something spelled
 so (`self.policy.evaluate_actions(obs, a)`), a loss function of such an output
-(`chunked_cross_entropy(logits, y)`), a sum of such losses, `step["loss"]` of a call's result, a parameter's `.grad`, a batch of a training loop
+(`chunked_cross_entropy(logits, y)`), a sum of such losses, `step["loss"]` or `step.get("loss")`
+of a call's result, the gradient norm `clip_grad_norm_(...)` returns, a parameter's `.grad`, a batch of a training loop
 (the loop variable, or `next(iterator)`, of a loop whose body calls `backward(`: frameworks move
 batches to the device before the loop sees them), and what is computed from those (also
-through `x += y`, which keeps the tensor `x` was). Without that evidence a value of unknown
+through `x += y`, which keeps the tensor `x` was). Not a loss: what a method of the class returns
+when it returns only names it starts as numbers and adds host reads to (`epoch_loss = 0`,
+`epoch_loss += loss.item()`, `return epoch_loss`; `_returns_numbers`). `if not isinstance(x,
+torch.Tensor): x = torch.tensor(x)` converts what was no tensor: a read after it follows the
+binding before it (`_type_normalisation`). Without that evidence a value of unknown
 device is not reported: a finding on a CPU tensor is worse than a missed one (precision first; see AL100 in docs/rules.md and the
 measured precision and recall in tests/lint/test_lint_corpus_real.py).
 """
@@ -346,6 +352,9 @@ def _spelled_model(node: Optional[Node]) -> bool:
 # `self.evaluate(...)` (a float) or `self.decode_text(ids)` (a string).
 _CODER_METHOD = re.compile(r"^_?(?:en|de)code(?:r|_step|_batch)?$|^_?embed", re.I)
 _LOSS_NAME = re.compile(r"loss", re.I)
+# `clip_grad_norm_` / `clip_grad_norm` (torch.nn.utils, a wrapped model's, an accelerator's): the
+# gradients' total norm, returned as a tensor on the parameters' device
+_GRAD_NORM = re.compile(r"^clip_grad_norm_?$")
 # An object of settings (`self.cfg`, `config`, `args`, `hparams`): its fields are numbers and names.
 _SETTINGS = re.compile(r"(?:^|\.)(?:cfg|config|conf|args|hparams|opts|options|settings)$", re.I)
 # A training loop's counters (`for (batch_num, size, num_samples_so_far), batch in batches:`)
@@ -491,7 +500,39 @@ def factory_device(call: Node) -> Device:
 
 
 def _binding(ctx: LintContext, ident: Node) -> Optional[Binding]:
-    return ctx.bindings(ident).at(text(ident), ident.start_byte)
+    binding = ctx.bindings(ident).at(text(ident), ident.start_byte)
+    test = _type_normalisation(binding)
+    if binding is not None and test is not None and not (test.start_byte <= ident.start_byte < test.end_byte):
+        # `if not isinstance(norm, torch.Tensor): norm = torch.tensor(norm)`: taken only when the
+        # value was no tensor; a tensor keeps its binding from before the test
+        return ctx.bindings(ident).at(text(ident), test.start_byte)
+    return binding
+
+
+def _type_normalisation(binding: Optional[Binding]) -> Optional[Node]:
+    """The `if` statement when `binding` is the whole body of `if not isinstance(<name>, ...):`
+    with no `else`: a conversion of a value that was not of that type."""
+    if binding is None or binding.site is None:
+        return None
+    assignment = binding.site.parent
+    statement = assignment.parent if assignment is not None and assignment.type == "assignment" else None
+    block = statement.parent if statement is not None and statement.type == "expression_statement" else None
+    test = block.parent if block is not None and block.type == "block" else None
+    if block is None or test is None or test.type != "if_statement" or test.child_by_field_name("consequence") != block:
+        return None
+    if test.child_by_field_name("alternative") is not None or len(block.named_children) != 1:
+        return None
+    condition = test.child_by_field_name("condition")
+    condition = strip_parens(condition) if condition is not None else None
+    checked = (
+        condition.child_by_field_name("argument")
+        if condition is not None and condition.type == "not_operator"
+        else None
+    )
+    if checked is None or checked.type != "call" or dotted_name(callee(checked)) != "isinstance":
+        return None
+    positional, _ = arguments(checked)
+    return test if positional and text(strip_parens(positional[0])) == binding.name else None
 
 
 def _call_site_arguments(ctx: LintContext, name: Node) -> list[Node]:
@@ -926,9 +967,117 @@ def likely_device(ctx: LintContext, node: Optional[Node]) -> bool:
         return True
     if device is not Device.UNKNOWN:
         return False
-    if not module_mentions_device(ctx) and (node is None or not _in_training_step(ctx, node)):
+    if not module_mentions_device(ctx) and (
+        node is None or not (_in_training_step(ctx, node) or _in_training_class(ctx, node))
+    ):
         return False
     return _model_output(ctx, node, 0)
+
+
+_NUMBER = rb"-?(?:\d[\d_]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+# What keeps a Python number a number when added to it: a host read, a count, another number.
+_NUMBER_UPDATE = re.compile(rb"^(?:.*\.item\(\)[ \t]*|len\(.*\)[ \t]*|" + _NUMBER + rb"[ \t]*)(?:#.*)?$")
+
+
+def _returns_numbers(ctx: LintContext, call: Node) -> bool:
+    """Is `call` `self.NAME(...)` of a method of this class that returns only names it starts as
+    a number and updates only with host reads (`epoch_loss = 0`, `epoch_loss += loss.item()`,
+    `epoch_loss /= len(loader)`, `return epoch_loss`): a float, not the step's loss tensor? Read
+    from the class's whole text, so the answer does not depend on which methods are parsed."""
+    name = dotted_name(callee(call)) or ""
+    holder = next((a for a in ancestors(call) if a.type == "class_definition"), None)
+    if not name.startswith("self.") or name.count(".") != 1 or holder is None:
+        return False
+    memo = _memo(ctx, "_returns_numbers_memo")
+    key = (holder.id, name)
+    if key not in memo:
+        memo[key] = _method_returns_numbers(_class_text(ctx, holder), name[len("self.") :].encode())
+    return bool(memo[key])
+
+
+def _method_returns_numbers(data: bytes, name: bytes) -> bool:
+    head = re.search(rb"^[ \t]*def[ \t]+" + re.escape(name) + rb"[ \t]*\(", data, re.M)
+    if head is None:
+        return False
+    text_ = _indented_block(data, head.start())
+    returns = [_bracketed(text_, m.end()) for m in re.finditer(rb"^[ \t]*return\b", text_, re.M)]
+    if not returns:
+        return False
+    for returned in returns:
+        parts = [p.strip() for p in returned.strip().strip(b"()[]").split(b",") if p.strip()]
+        if not parts:
+            return False
+        for part in parts:
+            if not re.fullmatch(rb"[A-Za-z_]\w*", part):
+                return False
+            word = re.escape(part)
+            starts = re.findall(rb"^[ \t]*" + word + rb"[ \t]*=(?!=)[ \t]*(.*)$", text_, re.M)
+            updates = re.findall(rb"^[ \t]*" + word + rb"[ \t]*(?:[-+*/%]|//)=[ \t]*(.*)$", text_, re.M)
+            if not starts or not all(re.fullmatch(_NUMBER + rb"[ \t]*(?:#.*)?", v.strip()) for v in starts):
+                return False
+            if not all(_NUMBER_UPDATE.match(v.strip()) for v in updates):
+                return False
+    return True
+
+
+def _indented_block(data: bytes, start: int) -> bytes:
+    """The text of the definition whose first line starts at byte `start` of `data`: up to the
+    next line, not blank and not a comment, indented no deeper than that first line."""
+    end = data.find(b"\n", start)
+    first = data[start : end if end >= 0 else len(data)]
+    indent = len(first) - len(first.lstrip())
+    while end >= 0:
+        following = data.find(b"\n", end + 1)
+        line = data[end + 1 : following if following >= 0 else len(data)]
+        stripped = line.strip()
+        if stripped and not stripped.startswith(b"#") and len(line) - len(line.lstrip()) <= indent:
+            break
+        end = following
+    return data[start : end if end >= 0 else len(data)]
+
+
+def _class_text(ctx: LintContext, holder: Node) -> bytes:
+    """The whole text of a class, with the methods left out of the parse (the class node of a
+    pruned parse may end before them)."""
+    memo = _memo(ctx, "_class_text_memo")
+    if holder.id not in memo:
+        data = ctx.source.whole_data
+        start = data.rfind(b"\n", 0, holder.start_byte) + 1
+        memo[holder.id] = _indented_block(data, start)
+    return memo[holder.id]
+
+
+def _bracketed(data: bytes, start: int) -> bytes:
+    """The expression from `start` to the end of its line, or of the bracket it opens there
+    (`return (\n    a,\n    b,\n)`), without comments."""
+    depth, out, at = 0, bytearray(), start
+    while at < len(data):
+        char = data[at : at + 1]
+        if char == b"#":
+            at = data.find(b"\n", at)
+            if at < 0:
+                break
+            continue
+        if char == b"\n" and depth <= 0:
+            break
+        depth += 1 if char in b"([{" else -1 if char in b")]}" else 0
+        out += char
+        at += 1
+    return bytes(out)
+
+
+def _in_training_class(ctx: LintContext, node: Node) -> bool:
+    """Is `node` in a class that takes a training step in one of its methods
+    (`self._optimizers_step(out)`, whose `loss.backward()` is in another method)? Its training
+    and evaluation loops run the same model, on the device the caller chose. A byte scan of the
+    class's whole text, so the answer does not depend on which of its methods are parsed."""
+    holder = next((a for a in ancestors(node) if a.type == "class_definition"), None)
+    if holder is None:
+        return False
+    memo = _memo(ctx, "_training_class_memo")
+    if holder.id not in memo:
+        memo[holder.id] = bool(_TRAINING_STEP.search(_class_text(ctx, holder)))
+    return memo[holder.id]
 
 
 _TRAINING_STEP = re.compile(rb"\bbackward\(|\boptim\w*\.step\(")
@@ -1065,6 +1214,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             # `loss = chunked_cross_entropy(logits, y)`: a loss computed from model outputs, or by
             # a function spelled like a loss or a step; not `val_loss = evaluate(...)` (a float).
             call = strip_parens(value)
+            if _returns_numbers(ctx, call):
+                return False  # `epoch_loss = self.train_step(epoch)`: a sum of `.item()` reads
             name = (dotted_name(callee(call)) or "").split(".")[-1]
             if _LOSS_CALLEE.search(name):
                 return True
@@ -1097,10 +1248,7 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         if key is not None and key.type == "string" and _LOSS_NAME.search(string_value(key)):
             # `step = step_fn(batch)` ... `step["loss"]`: the loss of what a call returned, as
             # `outputs.loss`; not `self.history["loss"]` or `{"loss": loss.item()}["loss"]` (logs)
-            value = node.child_by_field_name("value")
-            value = strip_parens(value) if value is not None else None
-            binding = _binding(ctx, value) if value is not None and value.type == "identifier" else None
-            if binding is not None and binding.value is not None and strip_parens(binding.value).type == "call":
+            if _returned_by_a_call(ctx, node.child_by_field_name("value")):
                 return True
         return _model_output(ctx, node.child_by_field_name("value"), depth + 1)
     if kind == "comparison_operator" and _compares_with_string(node):
@@ -1119,9 +1267,16 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             return False
         if _returns_python_scalar(ctx, name):
             return False  # `_clamp_block_m(4, n)` of `def _clamp_block_m(m: int, n: int) -> int:`
+        if _GRAD_NORM.search(name.split(".")[-1]):
+            # `clip_grad_norm_(params, max_norm)`, `accelerator.clip_grad_norm_(...)`: the total norm
+            # of the gradients, a tensor on the parameters' device
+            return True
         if method is not None and name.split(".")[0] not in ("torch", "F"):
             if method in HOST_METHODS or method in ("cpu", "pin_memory"):
                 return False
+            if method == "get" and _loss_key(ctx, node):
+                # `loss = outputs.get("loss")`: the loss of what a call returned, as `outputs["loss"]`
+                return True
             if _MODEL_CALLEE.search(method) and method not in ("forward_hook",):
                 return True
             owner = receiver(node)
@@ -1133,7 +1288,7 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             return _model_output(ctx, _summed(node), depth + 1)
         if name.startswith("torch.") or name.startswith("F."):
             positional, _ = arguments(node)
-            return bool(positional) and _model_output(ctx, positional[0], depth + 1)
+            return bool(positional) and _model_output(ctx, _first_element(positional[0]), depth + 1)
         if bool(name) and bool(_MODEL_CALLEE.search(name.split(".")[-1])) or name == "self":
             return True
         if _LOSS_FUNCTION.search(name.split(".")[-1]):
@@ -1142,6 +1297,39 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             return any(_model_output(ctx, a, depth + 1) for a in [*positional, *keywords.values()])
         return False
     return False
+
+
+def _returned_by_a_call(ctx: LintContext, value: Optional[Node]) -> bool:
+    """Is `value` a name bound to what a call returned (`outputs = self.batch_outputs(batch)`)?"""
+    value = strip_parens(value) if value is not None else None
+    binding = _binding(ctx, value) if value is not None and value.type == "identifier" else None
+    return binding is not None and binding.value is not None and strip_parens(binding.value).type == "call"
+
+
+def _loss_key(ctx: LintContext, call: Node) -> bool:
+    """`outputs.get("loss")` / `.get("reg_loss")` of what a call returned: the dictionary form of
+    `outputs["loss"]` (a model's optional loss)."""
+    positional, _ = arguments(call)
+    key = strip_parens(positional[0]) if positional else None
+    return (
+        key is not None
+        and key.type == "string"
+        and bool(_LOSS_NAME.search(string_value(key)))
+        and _returned_by_a_call(ctx, receiver(call))
+    )
+
+
+def _first_element(node: Node) -> Node:
+    """The first of `[a, b]` / `(a, b)`, the element of `[f(p) for p in ps]`: what
+    `torch.stack(...)`/`torch.cat(...)` of a collection computes from; otherwise `node`."""
+    inner = strip_parens(node)
+    if inner.type in ("list", "tuple"):
+        items = [c for c in inner.named_children if c.type != "comment"]
+        return items[0] if items else node
+    if inner.type in ("list_comprehension", "generator_expression"):
+        body = inner.child_by_field_name("body")
+        return body if body is not None else node
+    return node
 
 
 _BACKWARD = re.compile(rb"\.backward\(|\bbackward\(")

@@ -44,10 +44,16 @@ What it does:
     a name or attribute spelled with `loss` (not `self.loss`: a module's loss function, or a float
     it keeps), a sum of losses (`sum(F.mse_loss(q, t) for q in q_values)`),
     a loss function of a model's output, a name spelled with `loss` whose `.backward()` the
-    function calls, a parameter's `.grad`, the batch of a loop that calls
-    `backward()`) in a file that speaks of a device (`cuda`, `device`) or in a loop or function
+    function calls, `outputs.get("loss")` of what a call returned, the gradient norm that
+    `clip_grad_norm_(...)` returns, a parameter's `.grad`, the batch of a loop that calls
+    `backward()`) in a file that speaks of a device (`cuda`, `device`), in a loop or function
     that takes a training step (`loss.backward()`, `optim.step(loss)`: a library's training loop
-    gets its device from the caller and need not name one). torch imported under
+    gets its device from the caller and need not name one) or in a class one of whose methods
+    takes one (`self._optimizers_step(output)` in the loop, the `.backward()` in that method: the
+    class's training and evaluation loops run the same model). A name rebound in one branch of an
+    if/else is read in a later branch as it was before the `if`; `if not isinstance(norm,
+    torch.Tensor): norm = torch.tensor(norm)` converts only what was no tensor, so a tensor keeps
+    its device. torch imported under
     another name (`import torch as th`) is read as torch. The data-dependent
     operations, which only a tensor has, are reported for any tensor not known to be on the
     host in such a file.
@@ -61,17 +67,26 @@ What it does:
     opt.best_loss`) or a parameter annotated as numbers (`losses: dict[int, float]`), the names of
     `model.named_parameters()`, the result of a function of the file annotated to return a Python
     number (`def _block_m(...) -> int:`), anything in a GPU kernel (`@triton.jit`, numba's
-    `@cuda.jit`: device code, for every rule), a field of settings (`self.cfg.losses`, `args.loss_weight`), a
-    training loop's counters (`for (batch_num, num_samples), batch in batches:`), the keys of
+    `@cuda.jit`: device code, for every rule), a field of settings (`self.cfg.losses`,
+    `args.loss_weight`), a training loop's counters (`for (batch_num, num_samples), batch in
+    batches:`), a loss that a
+    method of the class returns as a Python number (`epoch_loss = self.train_step(epoch)` where
+    `train_step` starts `epoch_loss = 0`, adds `loss.item()` and returns it), code on the path
+    taken when a value is not finite (the body of `if torch.isnan(x):` or `if not
+    torch.isfinite(x):`, the `else` of `if torch.isfinite(x):`: it runs when the check fails,
+    after the check waited), the keys of
     `d.items()` or of a loop that indexes what it iterates (`for k in output: output[k]`), nor code in the branch taken without a GPU (the `else` of
     `if x.device.type == "cuda":`, `if x.is_cuda:`, `if torch.cuda.is_available():`).
     Deliberate or cheap reads are information, with a message that says how often: under
     `if step % N == 0:` or `if i == 0:` (also combined: `if is_master and (step % N == 0 or
     count == num_batches_per_epoch):`, and in a loop over the loss terms inside such a test, also
     when the test is in a callback with no loop around it; also after an early exit that only such
-    iterations pass: `if not should_log: return`), in an `except` clause (an error path), under
-    `if verbose:` or a debug flag
-    (`if args.debug:`, `if self.debug_sync:`), when a
+    iterations pass: `if not should_log: return`; not when the `if` takes the optimizer
+    step, `if step % accum_steps == 0: ... optimizer.step()`: gradient accumulation, whose reads run
+    on every optimizer step and stay warnings; nor in a loop inside such a test that runs a model,
+    `if epoch % validate_every == 0: for x, y in loader: self._eval_step(x, y)`, a validation pass
+    that reads per batch), in an `except` clause (an error path), under `if verbose:` or a debug
+    flag (`if args.debug:`, `if self.debug_sync:`), when a
     parameter's optimizer state is created (`if "exp_avg" not in state:`, `len(state) == 0`), in
     an epoch loop, in a loop over a reinforcement-learning collector (`for data in collector:`:
     collecting the batch already waited for the environment steps), in a loop that steps an
@@ -87,7 +102,11 @@ What it does:
     function, that a loop taking no training step appends: `y = m.dot(t.cpu().numpy())`,
     `results.append(y)`, or hands to a call that keeps it: `manager.add_samples(y)`,
     `pool.submit(evaluate, y)`; a copy stored under a key in such a loop:
-    `results[prop] = out[prop].cpu().numpy() * units`), a
+    `results[prop] = out[prop].cpu().numpy() * units`; a copy that a function called per batch
+    returns to a loop that collects it: `scores = self._predict_batch(x)`,
+    `results.append(scores)`), a flag all-reduced across ranks in the loop and tested to leave it
+    (`dist.all_reduce(done)`, then `if done.item() > 0: break`: ranks with uneven data agree to
+    stop together, and the host needs the flag), a
     second `.item()` of the same name in the statement right after the first (no new wait; not of
     a comprehension's own variable, read anew), and
     as the test that ends a `while` loop (`err = ....item()` then `if err < tol: break`: a
@@ -127,12 +146,12 @@ from atenlens.lint.findings import Finding
 from atenlens.lint.frequency import (
     Frequency,
     chunked_walk,
-    early_exit_throttle,
     frequency,
     in_error_handler,
     is_counter_bound,
     is_throttle,
     on_failure_only,
+    throttled_by,
 )
 from atenlens.lint.provenance import (
     DEVICE_EVIDENCE,
@@ -218,6 +237,12 @@ def _report(
             False,
             "on every iteration, as the `while` loop's stopping test (a convergence check needs the value on the host)",
         )
+    if how.every_iteration and how.loop is not None and _stop_flag(node, how.loop):
+        how = Frequency(
+            how.loop,
+            False,
+            "on every iteration, as a flag all-reduced across ranks to stop together (every rank needs it on the host)",
+        )
     chunks = chunked_walk(how.loop) if how.every_iteration else None
     if chunks is not None:
         how = Frequency(how.loop, False, f"once per chunk of `{chunks[1]}` rows of `{chunks[0]}`")
@@ -290,6 +315,27 @@ def _stopping_test(node: Node, loop: Node) -> bool:
     return False
 
 
+def _stop_flag(node: Node, loop: Node) -> bool:
+    """Is `node` in the test of an `if ...: break` (or `return`) on a value the loop all-reduced
+    before it (`dist.all_reduce(done)`, then `if done.item() > 0: break`)? Ranks with uneven data
+    agree this way to leave the loop together; the host needs the flag to leave it."""
+    test = next((a for a in ancestors(node) if a.type in ("if_statement", "elif_clause", "block")), None)
+    if test is None or test.type == "block":
+        return False
+    condition = test.child_by_field_name("condition")
+    consequence = test.child_by_field_name("consequence")
+    body = loop.child_by_field_name("body")
+    if condition is None or consequence is None or body is None:
+        return False
+    if not (condition.start_byte <= node.start_byte and node.end_byte <= condition.end_byte):
+        return False
+    if not re.search(rb"\b(?:break|return)\b", consequence.text or b""):
+        return False
+    before = (body.text or b"")[: max(test.start_byte - body.start_byte, 0)]
+    names = set(re.findall(rb"[A-Za-z_]\w*", condition.text or b""))
+    return any(re.search(rb"\ball_reduce\(\s*" + re.escape(name) + rb"\s*[,)]", before) for name in names)
+
+
 def _counts_to_bound(test: Node) -> bool:
     test = strip_parens(test)
     if test.type != "comparison_operator":
@@ -312,7 +358,16 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
         fn = callee(call)
         attr = fn.child_by_field_name("attribute") if fn is not None else None
         if caller is not None:
-            finding = _report(ctx, f"`.{method}()`", attr or call, end=call, how=caller[0], where=caller[1])
+            how, where, site = caller
+            if method == "cpu" and site is not None and _returned(call) and _collected(site, how.loop):
+                # `scores = self._predict_batch(X)`, `list_y_score.append(scores)`: the function
+                # hands its host copy to a loop that collects the results on the host
+                how = Frequency(
+                    how.loop,
+                    False,
+                    "on every iteration, collecting results on the host (one copy per batch, as intended)",
+                )
+            finding = _report(ctx, f"`.{method}()`", attr or call, end=call, how=how, where=where)
             if finding is not None:
                 yield finding
             continue
@@ -336,7 +391,7 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             yield finding
 
 
-def _repeated_call(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, str]]:
+def _repeated_call(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, str, Optional[Node]]]:
     """For a read outside any loop of its function: how often the function runs, when a loop of
     the file calls it on every iteration (`_called_in_loops`) or it takes a training step itself
     (`training_step_function`: once per step of a training loop, maybe in another module); None
@@ -355,31 +410,20 @@ def _repeated_call(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, st
         return None
     title = function.child_by_field_name("name")
     name = text(title) if title is not None else ""
-    return Frequency(function, True, "on every training step"), f"in `{name}`, which takes a training step"
+    return Frequency(function, True, "on every training step"), f"in `{name}`, which takes a training step", None
 
 
 def _throttled_in(node: Node, function: Node) -> bool:
     """Does `node` run only on a few calls of `function`: under a throttle (`if self.step % 100
     == 0:`), after an early exit that only a throttle passes (`if not should_log: return`), or
     in an `except` clause?"""
-    if early_exit_throttle(node, function) is not None or in_error_handler(node, function):
-        return True
-    child = node
-    for parent in ancestors(node):
-        if parent == function:
-            return False
-        if parent.type in ("if_statement", "elif_clause"):
-            condition = parent.child_by_field_name("condition")
-            if condition is not None and child == parent.child_by_field_name("consequence") and is_throttle(condition):
-                return True
-        child = parent
-    return False
+    return throttled_by(node, function) is not None or in_error_handler(node, function)
 
 
-def _called_in_loops(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, str]]:
+def _called_in_loops(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, str, Optional[Node]]]:
     """For a read outside any loop of its function: how often the function runs when a call of
-    it in the file is on every iteration of a loop, and the words that say where (`.item()`
-    in `_train_batch`, which `_train_epoch` calls in a loop). Methods are called as
+    it in the file is on every iteration of a loop, the words that say where (`.item()`
+    in `_train_batch`, which `_train_epoch` calls in a loop), and that call. Methods are called as
     `self.name(...)` in their class; module-level functions as `name(...)` anywhere in the file;
     one level of callers. Only calls in loops count: a definition without a loop may be left out
     of the parse (triggers.py), and the findings must not depend on that."""
@@ -420,7 +464,24 @@ def _called_in_loops(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, 
     outer = next((a for a in ancestors(at) if a.type == "function_definition"), None)
     outer_title = outer.child_by_field_name("name") if outer is not None else None
     where = f"in `{name}`, which `{text(outer_title) if outer_title is not None else 'the module'}` calls in a loop"
-    return how, where
+    return how, where, at
+
+
+def _returned(call: Node) -> bool:
+    """Does the function return this host copy: `return t.cpu().numpy()`, or `scores =
+    scores.cpu().numpy()` ... `return scores`?"""
+    node = _host_copy(call)
+    parent = node.parent
+    if parent is not None and parent.type == "return_statement":
+        return True
+    if parent is None or parent.type != "assignment" or parent.child_by_field_name("right") != node:
+        return False
+    target = parent.child_by_field_name("left")
+    function = next((a for a in ancestors(call) if a.type == "function_definition"), None)
+    if target is None or target.type != "identifier" or function is None:
+        return False
+    returned = re.compile(rb"\breturn[ \t]+" + re.escape(text(target).encode()) + rb"[ \t]*(?:\n|#|$)")
+    return bool(returned.search(function.text or b"", parent.end_byte - function.start_byte))
 
 
 def _read_just_before(ctx: LintContext, call: Node) -> Optional[int]:
