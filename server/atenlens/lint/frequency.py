@@ -35,7 +35,8 @@ often (`Frequency.how_often`).
   (`save_checkpoint`, `load_state_dict`, `export_*`, `_merge_*`): it runs when a checkpoint is
   written or read, not per training step, and copying to the host is its job; so is a loop in a
   function that plots or records summaries (`plot_prediction`, `_record_summaries`), or that
-  builds or initializes (`__init__`, `_init_buffers`, `initialize_model_parallel`): once per call.
+  builds or initializes (`__init__`, `_init_buffers`, `initialize_model_parallel`): once per call;
+  and a loop over a state dict (`for k, v in model.state_dict().items():`).
 - In a test: any loop of a function named `test_*` (a test's speed is not a training step's).
 - Once per object: a loop in a function whose result is cached (`@cached_property`,
   `@functools.cache`, `@lru_cache`).
@@ -125,6 +126,8 @@ def frequency(node: Node) -> Frequency:
         )
     if _RARE_FUNCTION.search(function):
         return Frequency(loop, False, f"per item in `{function}` (once per call, not per training step)")
+    if _iterates_state_dict(loop):
+        return Frequency(loop, False, "per tensor of a state dict (a checkpoint's copy, not per training step)")
     repeating = repeating_loop(loop)
     # (with no loop around it, the throttle may be in the function: `def batch_end(...): if
     # batch % interval == 0: for k, v in metrics.items(): v.tolist()`, a callback run per batch)
@@ -458,6 +461,20 @@ def _steps_environment(loop: Node) -> bool:
     the price of stepping it, not a stall that could be avoided."""
     body = loop.child_by_field_name("body")
     return body is not None and bool(_ENV_STEP.search(body.text or b""))
+
+
+_STATE_DICT = re.compile(r"state_dict")
+
+
+def _iterates_state_dict(loop: Node) -> bool:
+    """`for k, v in model.state_dict().items():` / `{k: v.cpu() for k, v in sd.items()}` over a
+    `state_dict`: copying a checkpoint's tensors, once per save or load."""
+    if loop.type == "for_statement":
+        iterable = loop.child_by_field_name("right")
+    else:
+        clause = next((c for c in loop.named_children if c.type == "for_in_clause"), None)
+        iterable = clause.child_by_field_name("right") if clause is not None else None
+    return iterable is not None and bool(_STATE_DICT.search(text(iterable)))
 
 
 def _is_epoch_loop(loop: Node) -> bool:

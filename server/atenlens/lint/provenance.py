@@ -971,7 +971,24 @@ def likely_device(ctx: LintContext, node: Optional[Node]) -> bool:
         node is None or not (_in_training_step(ctx, node) or _in_training_class(ctx, node))
     ):
         return False
+    if node is not None and in_collate_function(node):
+        return False
     return _model_output(ctx, node, 0)
+
+
+_COLLATE = re.compile(r"collat", re.I)
+
+
+def in_collate_function(node: Node) -> bool:
+    """Is `node` in a collate function (`collate_fn`, `def collate(batch)`, a method of a class
+    spelled `MultiModalCollator`)? A DataLoader runs it in its workers on the host tensors of the
+    samples: only proof of a GPU tensor counts there."""
+    for parent in ancestors(node):
+        if parent.type in ("function_definition", "class_definition"):
+            name = parent.child_by_field_name("name")
+            if name is not None and _COLLATE.search(text(name)):
+                return True
+    return False
 
 
 _NUMBER = rb"-?(?:\d[\d_]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
@@ -1155,6 +1172,8 @@ def is_model_call(call: Node) -> bool:
 def maybe_device(ctx: LintContext, node: Optional[Node]) -> bool:
     """Weaker than `likely_device`, for operations that only a tensor has (`torch.where(mask)`,
     `.nonzero()`): not provably on the host, in a file that speaks of a device."""
+    if node is not None and in_collate_function(node):
+        return device_of(ctx, node) is Device.CUDA
     return likely_device(ctx, node) or (device_of(ctx, node) is Device.UNKNOWN and module_mentions_device(ctx))
 
 

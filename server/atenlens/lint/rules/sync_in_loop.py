@@ -67,7 +67,9 @@ What it does:
     opt.best_loss`) or a parameter annotated as numbers (`losses: dict[int, float]`), the names of
     `model.named_parameters()`, the result of a function of the file annotated to return a Python
     number (`def _block_m(...) -> int:`), anything in a GPU kernel (`@triton.jit`, numba's
-    `@cuda.jit`: device code, for every rule), a field of settings (`self.cfg.losses`,
+    `@cuda.jit`: device code, for every rule), a tensor in a collate function (`collate_fn`, a
+    method of a class spelled `*Collator`: the DataLoader runs it on host tensors) unless it is
+    proven on the GPU, a field of settings (`self.cfg.losses`,
     `args.loss_weight`), a training loop's counters (`for (batch_num, num_samples), batch in
     batches:`), a loss that a
     method of the class returns as a Python number (`epoch_loss = self.train_step(epoch)` where
@@ -96,7 +98,8 @@ What it does:
     the loop's body runs no model and takes no training step (a search or a metric over an
     existing tensor in chunks), per tensor in a function that saves, loads or converts a checkpoint (or plots, or records
     summaries: `plot_prediction`, `_record_summaries`; or builds or initializes: `__init__`,
-    `initialize_model_parallel`), a
+    `initialize_model_parallel`; or iterates a state dict: `{k: v.cpu() for k, v in
+    model.state_dict().items()}`), a
     `.cpu()` appended to a list (`outputs.append(logits.cpu())`: collecting results on the host;
     also `[x.cpu().numpy() for x in outs]`, and a copy bound to a name, maybe through one host
     function, that a loop taking no training step appends: `y = m.dot(t.cpu().numpy())`,

@@ -15,8 +15,10 @@ What it does:
     result (`return host`) hands it to the caller; keeping a reference (`cache[k] = host`,
     `self.buf = host`, `{"x": host}`, `[host]`, `out.append(host)`, a comprehension's element:
     `tuple(x.to("cpu", non_blocking=True) for x in xs)`) reads nothing yet; keyword
-    names (`f(host=1)`) and attribute names (`obj.host`). "After" and "before" are textual order
-    within the function; assigning the name again ends the tracking.
+    names (`f(host=1)`) and attribute names (`obj.host`); the tensor's metadata (`host.shape`,
+    `host.size(0)`, `host.device`). "After" and "before" are textual order within the function;
+    assigning the name again ends the tracking, but for a view of the same memory under the same
+    name (`host = host.numpy()`, `host = host.view(-1)`), whose later reads still count.
 
 Why it matters:
     A non-blocking device-to-host copy returns before the data has arrived. Reading the
@@ -143,6 +145,57 @@ def _is_stored(node: Node) -> bool:
     return False
 
 
+# Tensor attributes that describe it without reading its data (`host.shape`, `host.device`)
+METADATA = frozenset(
+    {
+        "shape",
+        "dtype",
+        "device",
+        "is_cuda",
+        "is_pinned",
+        "requires_grad",
+        "ndim",
+        "size",
+        "dim",
+        "numel",
+        "nbytes",
+        "element_size",
+        "stride",
+        "is_contiguous",
+        "record_stream",
+    }
+)
+# Methods that give the same memory as another object or shape, reading no data
+VIEW_METHODS = frozenset({"numpy", "view", "reshape", "flatten", "squeeze", "unsqueeze", "detach", "view_as"})
+
+
+def _reads_metadata_only(node: Node, name: str) -> bool:
+    """`host.shape`, `host.size(0)`: a description of the tensor, not its data; or `host` in
+    `host = host.numpy()`, which only gives the same memory another type."""
+    parent = node.parent
+    if parent is None or parent.type != "attribute" or parent.child_by_field_name("object") != node:
+        return False
+    attribute = parent.child_by_field_name("attribute")
+    if attribute is not None and text(attribute) in METADATA:
+        return True
+    call = parent.parent
+    while call is not None and call.type == "parenthesized_expression":
+        call = call.parent
+    assignment = call.parent if call is not None and call.type == "call" else None
+    return assignment is not None and assignment.type == "assignment" and _view_of_itself(assignment, name)
+
+
+def _view_of_itself(assignment: Node, name: str) -> bool:
+    """`host = host.numpy()` / `host = host.view(-1)`: the name keeps the copy's memory."""
+    left, right = assignment.child_by_field_name("left"), assignment.child_by_field_name("right")
+    while right is not None and right.type == "parenthesized_expression" and right.named_child_count == 1:
+        right = right.named_children[0]
+    if left is None or text(left) != name or right is None or right.type != "call":
+        return False
+    owner = receiver(right)
+    return method_name(right) in VIEW_METHODS and owner is not None and text(owner) == name
+
+
 def _is_rebinding(node: Node) -> bool:
     parent = node.parent
     return parent is not None and parent.type == "assignment" and parent.child_by_field_name("left") == node
@@ -203,8 +256,12 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             if scope_for(node) != scope:
                 continue
             if _is_rebinding(node):
+                if node.parent is not None and _view_of_itself(node.parent, name):
+                    continue  # `host = host.numpy()`: the same memory under the same name
                 # `name = ...` ends the copy's result; its right side still runs first.
                 rebound_after = node.parent.end_byte if node.parent is not None else node.end_byte
+                continue
+            if _reads_metadata_only(node, name):
                 continue
             if _is_read(node):
                 line = ctx.source.position(call.start_point)[0]
