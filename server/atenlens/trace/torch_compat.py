@@ -970,6 +970,20 @@ def run_higher_order(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
         return dense(*args, **kwargs)
 
 
+def composite_implicit_kernel(func: Any) -> Optional[Callable[..., Any]]:
+    """The CompositeImplicitAutograd kernel of an aten op (`aten.linear`, `aten.matmul`,
+    `aten.conv2d`...), or None. Such an op reaches a dispatch mode undecomposed only where autograd's
+    dispatch keys are skipped: under `torch.inference_mode()` and on inference tensors. A GPU runs its
+    composite kernel there (linear is `t` + `addmm`), so the recorder runs it with its mode on to see
+    those ops; the fake mode below would otherwise decompose it out of the recorder's sight. Private:
+    `torch._C._dispatch_has_kernel_for_dispatch_key`, `OpOverload.decompose`."""
+    if func.namespace != "aten" or not torch._C._dispatch_has_kernel_for_dispatch_key(
+        func.name(), "CompositeImplicitAutograd"
+    ):
+        return None
+    return func.decompose
+
+
 def suggested_memory_format(t: torch.Tensor) -> torch.memory_format:
     """The memory format ATen's `Tensor::suggest_memory_format()` gives `t` (channels_last for
     channels-last strides), from torch's Python copy of that rule (private: torch._prims_common)."""
