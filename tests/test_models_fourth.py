@@ -7,6 +7,8 @@ was wrong: ops a GPU does not run, or a result in another layout.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from test_models import line_of, op_counts, trace
 
 
@@ -59,3 +61,31 @@ def test_grouped_query_sdpa_takes_flash_in_half_precision_and_math_in_fp32(worke
     # fp32 with grouped-query heads: neither fused kernel, the math path (two bmm forward, four backward)
     assert op_counts(report, "aten.bmm") == {("forward", "aten.bmm.default"): 2, ("backward", "aten.bmm.default"): 4}
     assert {e.line for e in report.events if e.kind == "op" and e.name == "aten.bmm.default"} == {full}
+
+
+def test_sparse_gradients_keep_their_entries_and_sparse_adam_updates(worker):
+    report = trace(worker, "sparse_embedding.py", "step")
+    # autograd clones the sparse gradient when it stores it; the fake clone had no entries, so
+    # SparseAdam skipped the update ("empty gradient") and the step showed no op at all
+    assert report.stdout == "True 12\n"
+    line = line_of("sparse_embedding.py", "opt.step()")
+    # coalesce keeps the distinct indices: unknown here, half assumed (6 of 12), noted at the line; on a
+    # GPU the count comes back to the host, a sync
+    [assumed] = [d for d in report.diagnostics if d.code == "AL906"]
+    assert assumed.line == line
+    assert "took size 6 of at most 12 for the distinct indices of `coalesce()` of f32[100, 16]" in assumed.message
+    [sync] = [d for d in report.diagnostics if d.code == "AL100"]
+    assert sync.line == line
+    assert sync.message.startswith("`coalesce()` of sparse f32[100, 16] counts its distinct indices on the host")
+    update = Counter(
+        (e.name, e.outputs[0].shape if e.outputs else None)
+        for e in report.events
+        if e.kind == "op" and e.phase == "optimizer" and e.line == line
+    )
+    # the update runs on the 6 coalesced rows, as sparse_adam's code does (an eager run with these ids
+    # has 11 distinct ones), and writes exp_avg, exp_avg_sq and the weight through sparse tensors
+    assert update[("aten._coalesce.default", (100, 16))] == 1
+    assert update[("aten.sparse_mask.default", (100, 16))] == 2
+    assert update[("aten.add_.Tensor", (100, 16))] == 3
+    assert update[("aten.sqrt_.default", (6, 16))] == 1
+    assert update[("aten.div_.Tensor", (6, 16))] == 1

@@ -1,0 +1,108 @@
+"""Sparse COO tensors keep their entries through `clone`.
+
+FakeTensorMode clones a sparse COO tensor through its meta kernel, which makes an empty one (no
+entries, `_nnz() == 0`). Autograd clones a sparse gradient when it stores it (`nn.Embedding` or
+`nn.EmbeddingBag` with `sparse=True`), so every sparse gradient of a trace was empty, and
+`torch.optim.SparseAdam` (and the sparse branches of SGD and Adagrad) skipped the update as "no
+entries": no optimizer ops, no memory. The clone here is what a GPU makes: a sparse tensor of the
+same size, coalesced state and number of entries, with copies of its indices and values.
+
+`coalesce()` (SparseAdam coalesces every gradient) keeps one entry per distinct index: a size that
+depends on the indices. Known indices give it; unknown ones take half the entries (AL906). On a GPU
+the kernel learns the count on the host after sorting the indices (thrust's `unique_by_key`
+returns it), so a cuda coalesce is a sync (AL100).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from atenlens.trace.gpu.registry import DISPATCH_HANDLERS, InterceptedCall
+from atenlens.trace.gpu.syncs import WAITS
+from atenlens.trace.gpu.tracker import tensor_label
+
+aten = torch.ops.aten
+
+
+@DISPATCH_HANDLERS.register(aten.clone.default)
+def clone(call: InterceptedCall) -> Any:
+    source = call.args[0]
+    if not isinstance(source, torch.Tensor) or source.layout != torch.sparse_coo:
+        return call.run()
+    return aten._sparse_coo_tensor_with_dims_and_tensors(
+        source.sparse_dim(),
+        source.dense_dim(),
+        list(source.shape),
+        aten.clone.default(source._indices()),
+        aten.clone.default(source._values()),
+        dtype=source.dtype,
+        layout=torch.sparse_coo,
+        device=source.device,
+        is_coalesced=source.is_coalesced(),
+    )
+
+
+@DISPATCH_HANDLERS.register(aten._coalesce.default)
+def coalesce(call: InterceptedCall) -> Any:
+    source = call.args[0]
+    indices, values = source._indices(), source._values()
+    known = call.tracker.values.known(indices)
+    if known is not None:
+        entries = int(known.unique(dim=1).shape[1]) if known.numel() else 0
+    else:
+        entries = call.tracker.values.assume_size(
+            source._nnz(), f"the distinct indices of `coalesce()` of {tensor_label(source)}"
+        )
+    if source.device.type == "cuda":
+        call.tracker.sync(
+            f"`coalesce()` of sparse {tensor_label(source)} counts its distinct indices on the host: {WAITS}",
+            str(call.target),
+        )
+    return aten._sparse_coo_tensor_with_dims_and_tensors(
+        source.sparse_dim(),
+        source.dense_dim(),
+        list(source.shape),
+        torch.empty((source.sparse_dim(), entries), dtype=indices.dtype, device=source.device),
+        values.new_empty((entries, *values.shape[1:])),
+        dtype=source.dtype,
+        layout=torch.sparse_coo,
+        device=source.device,
+        is_coalesced=True,
+    )
+
+
+@DISPATCH_HANDLERS.register(aten.sparse_mask.default)
+def sparse_mask(call: InterceptedCall) -> Any:
+    """`dense.sparse_mask(mask)`: the dense tensor's values at the mask's entries, a sparse tensor
+    with the mask's indices (the meta kernel has no sparse CUDA output)."""
+    dense, mask = call.args[0], call.args[1]
+    if dense.layout != torch.strided or mask.layout != torch.sparse_coo:
+        return call.run()
+    indices = mask._indices()
+    values = dense.new_empty((mask._nnz(), *dense.shape[mask.sparse_dim() :]))
+    return aten._sparse_coo_tensor_with_dims_and_tensors(
+        mask.sparse_dim(),
+        mask.dense_dim(),
+        list(mask.shape),
+        aten.clone.default(indices),
+        values,
+        dtype=dense.dtype,
+        layout=torch.sparse_coo,
+        device=dense.device,
+        is_coalesced=mask.is_coalesced(),
+    )
+
+
+@DISPATCH_HANDLERS.register(aten.add_.Tensor)
+def add_(call: InterceptedCall) -> Any:
+    """`dense.add_(sparse)` (SparseAdam's and sparse SGD's update) writes the sparse entries into the
+    dense tensor in place; fake tensors have no kernel for a sparse operand on cuda."""
+    other = call.args[1] if len(call.args) > 1 else call.kwargs.get("other")
+    if not isinstance(other, torch.Tensor) or other.layout != torch.sparse_coo:
+        return call.run()
+    dense = call.args[0]
+    if dense.layout != torch.strided or dense.shape != other.shape:
+        return call.run()
+    return dense
