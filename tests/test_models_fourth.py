@@ -89,3 +89,25 @@ def test_sparse_gradients_keep_their_entries_and_sparse_adam_updates(worker):
     assert update[("aten.add_.Tensor", (100, 16))] == 3
     assert update[("aten.sqrt_.default", (6, 16))] == 1
     assert update[("aten.div_.Tensor", (6, 16))] == 1
+
+
+def test_transformer_layers_take_the_fused_attention_kernel_inside_multi_head_attention(worker):
+    report = trace(worker, "transformer_layer.py", "step")
+    assert report.stdout == "(2, 9, 32) (2, 9, 9)\n"
+    layer = line_of("transformer_layer.py", "out = layer(x, src_mask=mask, is_causal=True)")
+    mha = line_of("transformer_layer.py", "mixed, weights = mha(out, out, out)")
+    # the layer's self-attention asks for no weights: F.multi_head_attention_forward calls sdpa from
+    # inside, which took the math path (bmm, _safe_softmax); a GPU takes the efficient kernel (fp32, mask)
+    attention = [
+        (e.phase, e.line, e.name)
+        for e in report.events
+        if e.kind == "op" and e.name.startswith("aten._scaled_dot_product_")
+    ]
+    assert attention == [
+        ("forward", layer, "aten._scaled_dot_product_efficient_attention.default"),
+        ("backward", layer, "aten._scaled_dot_product_efficient_attention_backward.default"),
+    ]
+    # asked for its weights, MultiheadAttention computes them explicitly (no sdpa), on a GPU too
+    softmax = {(e.phase, e.line) for e in report.events if e.kind == "op" and "softmax" in e.name}
+    assert softmax == {("forward", mha), ("backward", mha)}
+    assert {e.line for e in report.events if e.kind == "op" and e.name == "aten.bmm.default"} == {mha}

@@ -11,6 +11,7 @@ conditions on an sm90 device; docs/fidelity.md lists what this simplifies:
 - otherwise, or when `torch.nn.attention.sdpa_kernel` disables a backend, the math path runs.
 Under `torch.autocast("cuda")` the inputs are cast to the autocast dtype before any check, as sdpa's
 own autocast rule does, so an fp32 model in bf16 autocast takes flash, and so do fp32 q/k with a bf16 v.
+The same choice applies to the sdpa that `F.multi_head_attention_forward` calls from inside.
 """
 
 from __future__ import annotations
@@ -120,3 +121,23 @@ def scaled_dot_product_attention(call: InterceptedCall) -> Any:
     except (RuntimeError, ValueError):
         pass  # a shape the fused kernels reject: torch would take the math path too
     return call.run()
+
+
+@FUNCTION_HANDLERS.register(F.multi_head_attention_forward)
+def multi_head_attention_forward(call: InterceptedCall) -> Any:
+    """`F.multi_head_attention_forward` (nn.MultiheadAttention's slow path) calls sdpa from inside, for
+    `need_weights=False` — what `nn.TransformerEncoderLayer` / `nn.TransformerDecoderLayer` pass. The
+    trace's function mode is off inside a handled call, so that sdpa took the math path where a GPU
+    takes a fused kernel. For this call, the module's global `scaled_dot_product_attention` (the name
+    it calls) goes through the kernel choice above."""
+    original = F.scaled_dot_product_attention
+
+    def chosen(*args: Any, **kwargs: Any) -> Any:
+        inner = InterceptedCall(original, args, kwargs, call.tracker, run=lambda: original(*args, **kwargs))
+        return scaled_dot_product_attention(inner)
+
+    F.scaled_dot_product_attention = chosen
+    try:
+        return call.run()
+    finally:
+        F.scaled_dot_product_attention = original
