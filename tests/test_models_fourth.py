@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from test_models import line_of, op_counts, trace
+from test_models import line_of, needs, op_counts, trace
 
 
 def test_inference_mode_records_the_ops_a_gpu_runs_for_composite_ops(worker):
@@ -111,3 +111,18 @@ def test_transformer_layers_take_the_fused_attention_kernel_inside_multi_head_at
     softmax = {(e.phase, e.line) for e in report.events if e.kind == "op" and "softmax" in e.name}
     assert softmax == {("forward", mha), ("backward", mha)}
     assert {e.line for e in report.events if e.kind == "op" and e.name == "aten.bmm.default"} == {mha}
+
+
+def test_beam_search_output_has_the_generated_length(worker):
+    needs("transformers")
+    report = trace(worker, "hf_beam.py", "beam")
+    # the output is cropped to the longest generated beam, `sum(...).max()` of unknown beam indices:
+    # taken as 1 before, an output of (1, 1); now the most it can be, 5 prompt + 3 new tokens
+    assert report.stdout == "(1, 8)\n"
+    line = line_of("hf_beam.py", "out = model.generate(ids, max_new_tokens=3, num_beams=2")
+    longest = [d for d in report.diagnostics if d.code == "AL906" and "the longest of unknown lengths" in d.message]
+    assert [(d.line, d.message.split(": the longest")[0]) for d in longest] == [
+        (line, "value unknown on fake tensors: took `8` for i64[]"),
+        (line, "value unknown on fake tensors: took `3` for i64[]"),
+    ]
+    assert all("inside transformers/generation/utils.py:" in d.message for d in longest)
