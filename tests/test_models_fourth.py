@@ -126,3 +126,16 @@ def test_beam_search_output_has_the_generated_length(worker):
         (line, "value unknown on fake tensors: took `3` for i64[]"),
     ]
     assert all("inside transformers/generation/utils.py:" in d.message for d in longest)
+
+
+def test_inference_mode_copies_are_seen_as_syncs_and_pageable_uploads(worker):
+    report = trace(worker, "inference_mode.py", "to_host")
+    assert report.stdout == "(2, 4) (3,)\n"
+    # `.cpu()` and `.to()` are composite (`aten.to`): under inference mode the trace saw only them and
+    # not the `_to_copy` they run, so the sync and the pageable upload went unreported
+    download = line_of("inference_mode.py", "on_host = logits.cpu()")
+    upload = line_of("inference_mode.py", 'mean = torch.ones(3).to("cuda", non_blocking=True)')
+    assert [(d.code, d.line) for d in report.diagnostics] == [("AL100", download), ("AL200", upload)]
+    assert report.diagnostics[0].message.startswith("`.cpu()` copies cuda f32[2, 4] to the host and blocks")
+    copies = [(e.line, e.name) for e in report.events if e.kind == "op" and e.name.startswith("aten._to_copy")]
+    assert copies == [(download, "aten._to_copy.default"), (upload, "aten._to_copy.default")]
