@@ -3,7 +3,7 @@ Mixtral MoE training with router logits, mBART with labels; timm ConvNeXt with a
 weight_norm / spectral_norm parametrizations; torch.func per-sample gradients; sdpa with boolean,
 additive and causal masks and grouped-query heads; EmbeddingBag with sparse gradients and SparseAdam;
 a custom autograd.Function; nn.MultiheadAttention inference; Lightning automatic optimization in
-16-mixed precision with fast_dev_run; packed GRU."""
+16-mixed precision with fast_dev_run; packed GRU; torchao float8 training."""
 
 import os
 
@@ -360,3 +360,22 @@ def packed_gru(emb, gru, ids, lengths):
     padded, out_lengths = pad_packed_sequence(out, batch_first=True)
     padded.sum().backward()
     print(tuple(padded.shape), tuple(h.shape), out_lengths.tolist())
+
+
+def float8_setup():
+    from torchao.float8 import convert_to_float8_training
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 32)).to(DEV)
+    convert_to_float8_training(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randn(32, 64, device=DEV)
+    return model, opt, x
+
+
+# atenlens: float8(*float8_setup())
+def float8(model, opt, x):
+    loss = model(x).float().pow(2).mean()
+    loss.backward()
+    opt.step()
+    print(loss.dim(), type(model[0]).__name__)
