@@ -8,22 +8,45 @@ entries": no optimizer ops, no memory. The clone here is what a GPU makes: a spa
 same size, coalesced state and number of entries, with copies of its indices and values.
 
 `coalesce()` (SparseAdam coalesces every gradient) keeps one entry per distinct index: a size that
-depends on the indices. Known indices give it; unknown ones take half the entries (AL906). On a GPU
+depends on the indices. Known indices give it — a sparse tensor made from indices whose values the
+trace knows (an embedding's gradient of known token ids) carries them through these handlers —;
+unknown ones take half the entries (AL906). On a GPU
 the kernel learns the count on the host after sorting the indices (thrust's `unique_by_key`
 returns it), so a cuda coalesce is a sync (AL100).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
 from atenlens.trace.gpu.registry import DISPATCH_HANDLERS, InterceptedCall
 from atenlens.trace.gpu.syncs import WAITS
 from atenlens.trace.gpu.tracker import tensor_label
+from atenlens.trace.torch_compat import real_tensors
 
 aten = torch.ops.aten
+_INDICES = "_atenlens_sparse_indices"  # the real indices of a sparse tensor, where the trace knows them
+
+
+def _known_indices(call: InterceptedCall, sparse: torch.Tensor) -> Optional[torch.Tensor]:
+    found: Optional[torch.Tensor] = sparse.__dict__.get(_INDICES)
+    return found if found is not None else call.tracker.values.known(sparse._indices())
+
+
+def _keep(sparse: torch.Tensor, indices: Optional[torch.Tensor]) -> torch.Tensor:
+    if indices is not None:
+        sparse.__dict__[_INDICES] = indices
+    return sparse
+
+
+@DISPATCH_HANDLERS.register(aten._sparse_coo_tensor_with_dims_and_tensors.default)
+def sparse_coo_tensor(call: InterceptedCall) -> Any:
+    """Made from indices the trace knows: the result remembers them."""
+    out = call.run()
+    indices = call.arg(4, "indices")
+    return _keep(out, call.tracker.values.known(indices)) if isinstance(indices, torch.Tensor) else out
 
 
 @DISPATCH_HANDLERS.register(aten.clone.default)
@@ -31,7 +54,7 @@ def clone(call: InterceptedCall) -> Any:
     source = call.args[0]
     if not isinstance(source, torch.Tensor) or source.layout != torch.sparse_coo:
         return call.run()
-    return aten._sparse_coo_tensor_with_dims_and_tensors(
+    copy = aten._sparse_coo_tensor_with_dims_and_tensors(
         source.sparse_dim(),
         source.dense_dim(),
         list(source.shape),
@@ -42,15 +65,18 @@ def clone(call: InterceptedCall) -> Any:
         device=source.device,
         is_coalesced=source.is_coalesced(),
     )
+    return _keep(copy, _known_indices(call, source))
 
 
 @DISPATCH_HANDLERS.register(aten._coalesce.default)
 def coalesce(call: InterceptedCall) -> Any:
     source = call.args[0]
     indices, values = source._indices(), source._values()
-    known = call.tracker.values.known(indices)
+    known = _known_indices(call, source)
     if known is not None:
-        entries = int(known.unique(dim=1).shape[1]) if known.numel() else 0
+        with real_tensors():
+            known = known.unique(dim=1) if known.numel() else known  # sorted, as coalesce leaves them
+        entries = int(known.shape[1])
     else:
         entries = call.tracker.values.assume_size(
             source._nnz(), f"the distinct indices of `coalesce()` of {tensor_label(source)}"
@@ -60,7 +86,7 @@ def coalesce(call: InterceptedCall) -> Any:
             f"`coalesce()` of sparse {tensor_label(source)} counts its distinct indices on the host: {WAITS}",
             str(call.target),
         )
-    return aten._sparse_coo_tensor_with_dims_and_tensors(
+    coalesced = aten._sparse_coo_tensor_with_dims_and_tensors(
         source.sparse_dim(),
         source.dense_dim(),
         list(source.shape),
@@ -71,6 +97,7 @@ def coalesce(call: InterceptedCall) -> Any:
         device=source.device,
         is_coalesced=True,
     )
+    return _keep(coalesced, known)
 
 
 @DISPATCH_HANDLERS.register(aten.sparse_mask.default)
@@ -82,7 +109,7 @@ def sparse_mask(call: InterceptedCall) -> Any:
         return call.run()
     indices = mask._indices()
     values = dense.new_empty((mask._nnz(), *dense.shape[mask.sparse_dim() :]))
-    return aten._sparse_coo_tensor_with_dims_and_tensors(
+    masked = aten._sparse_coo_tensor_with_dims_and_tensors(
         mask.sparse_dim(),
         mask.dense_dim(),
         list(mask.shape),
@@ -93,6 +120,7 @@ def sparse_mask(call: InterceptedCall) -> Any:
         device=dense.device,
         is_coalesced=mask.is_coalesced(),
     )
+    return _keep(masked, _known_indices(call, mask))
 
 
 @DISPATCH_HANDLERS.register(aten.add_.Tensor)
@@ -106,3 +134,18 @@ def add_(call: InterceptedCall) -> Any:
     if dense.layout != torch.strided or dense.shape != other.shape:
         return call.run()
     return dense
+
+
+@DISPATCH_HANDLERS.register(aten._embedding_bag_backward.default)
+def embedding_bag_backward(call: InterceptedCall) -> Any:
+    """The sparse gradient of `nn.EmbeddingBag(sparse=True)` has one entry per looked-up index, in
+    order: its indices are the bag's indices (without a padding index), known when the ids are."""
+    out = call.run()
+    sparse, padding_idx = call.arg(9, "sparse"), call.arg(11, "padding_idx", -1)
+    if not sparse or padding_idx is None or padding_idx >= 0 or not isinstance(out, torch.Tensor):
+        return out
+    known = call.tracker.values.known(call.arg(1, "indices"))
+    if known is None or out.layout != torch.sparse_coo or out._nnz() != known.numel():
+        return out
+    with real_tensors():
+        return _keep(out, known.reshape(1, -1).to(torch.int64))
