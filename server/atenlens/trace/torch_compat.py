@@ -984,6 +984,27 @@ def composite_implicit_kernel(func: Any) -> Optional[Callable[..., Any]]:
     return func.decompose
 
 
+# The functions `pack_padded_sequence` / `pad_packed_sequence` call (torch.nn.utils.rnn): private
+# torch functions, the keys of trace/gpu/packed.py's handlers.
+PACK_PADDED_SEQUENCE = torch._pack_padded_sequence
+PAD_PACKED_SEQUENCE = torch._pad_packed_sequence
+
+
+def sparse_indices(t: torch.Tensor) -> torch.Tensor:
+    """The indices of a sparse COO tensor, coalesced or not (`Tensor._indices()`, private)."""
+    return t._indices()
+
+
+def sparse_values(t: torch.Tensor) -> torch.Tensor:
+    """The values of a sparse COO tensor, coalesced or not (`Tensor._values()`, private)."""
+    return t._values()
+
+
+def sparse_entries(t: torch.Tensor) -> int:
+    """The number of stored entries of a sparse COO tensor (`Tensor._nnz()`, private)."""
+    return int(t._nnz())
+
+
 def suggested_memory_format(t: torch.Tensor) -> torch.memory_format:
     """The memory format ATen's `Tensor::suggest_memory_format()` gives `t` (channels_last for
     channels-last strides), from torch's Python copy of that rule (private: torch._prims_common)."""

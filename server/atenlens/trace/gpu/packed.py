@@ -22,7 +22,7 @@ import torch
 
 from atenlens.trace.gpu.registry import DISPATCH_HANDLERS, FUNCTION_HANDLERS, InterceptedCall
 from atenlens.trace.gpu.tracker import tensor_label
-from atenlens.trace.torch_compat import FakeTensor, as_fake, real_tensors
+from atenlens.trace.torch_compat import PACK_PADDED_SEQUENCE, PAD_PACKED_SEQUENCE, FakeTensor, as_fake, real_tensors
 
 aten = torch.ops.aten
 
@@ -33,7 +33,7 @@ UNKNOWN_BATCH_SIZES = (
 )
 
 
-@FUNCTION_HANDLERS.register(torch._pack_padded_sequence)
+@FUNCTION_HANDLERS.register(PACK_PADDED_SEQUENCE)
 def pack_padded_sequence(call: InterceptedCall) -> Any:
     source, lengths = call.arg(0, "input"), call.arg(1, "lengths")
     batch_first = bool(call.arg(2, "batch_first", False))
@@ -51,7 +51,7 @@ def pack_padded_sequence(call: InterceptedCall) -> Any:
     with real_tensors():
         real = real.to(torch.int64)
     # through autograd: its node keeps the real batch_sizes for the packing's backward
-    data, batch_sizes = torch._pack_padded_sequence(source, real, batch_first)
+    data, batch_sizes = PACK_PADDED_SEQUENCE(source, real, batch_first)
     return data, _known_fake(call, batch_sizes)
 
 
@@ -65,7 +65,7 @@ def pack_padded_sequence_op(call: InterceptedCall) -> Any:
         # torch's own kernel on a stand-in of one value per (step, sequence): its checks (sorted,
         # positive lengths, one per sequence) and its batch_sizes
         stand_in = torch.zeros((batch, steps) if batch_first else (steps, batch))
-        packed, batch_sizes = torch._pack_padded_sequence(stand_in, lengths, batch_first)
+        packed, batch_sizes = PACK_PADDED_SEQUENCE(stand_in, lengths, batch_first)
     data = source.new_empty((packed.shape[0], *source.shape[2:]))
     return data, batch_sizes
 
@@ -99,7 +99,7 @@ def packed_rnn(call: InterceptedCall) -> Any:
     return call.target(args[0], _real_batch_sizes(call, args[1]), *args[2:], **call.kwargs)
 
 
-@FUNCTION_HANDLERS.register(torch._pad_packed_sequence)
+@FUNCTION_HANDLERS.register(PAD_PACKED_SEQUENCE)
 def pad_packed_sequence(call: InterceptedCall) -> Any:
     """torch's `_pad_packed_sequence` (a composite of ops on the data) step by step, with the real
     batch_sizes: the same `full`, the same copies of each run of steps with one batch size, the same

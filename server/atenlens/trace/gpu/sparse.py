@@ -24,7 +24,7 @@ import torch
 from atenlens.trace.gpu.registry import DISPATCH_HANDLERS, InterceptedCall
 from atenlens.trace.gpu.syncs import WAITS
 from atenlens.trace.gpu.tracker import tensor_label
-from atenlens.trace.torch_compat import real_tensors
+from atenlens.trace.torch_compat import real_tensors, sparse_entries, sparse_indices, sparse_values
 
 aten = torch.ops.aten
 _INDICES = "_atenlens_sparse_indices"  # the real indices of a sparse tensor, where the trace knows them
@@ -32,7 +32,7 @@ _INDICES = "_atenlens_sparse_indices"  # the real indices of a sparse tensor, wh
 
 def _known_indices(call: InterceptedCall, sparse: torch.Tensor) -> Optional[torch.Tensor]:
     found: Optional[torch.Tensor] = sparse.__dict__.get(_INDICES)
-    return found if found is not None else call.tracker.values.known(sparse._indices())
+    return found if found is not None else call.tracker.values.known(sparse_indices(sparse))
 
 
 def _keep(sparse: torch.Tensor, indices: Optional[torch.Tensor]) -> torch.Tensor:
@@ -58,8 +58,8 @@ def clone(call: InterceptedCall) -> Any:
         source.sparse_dim(),
         source.dense_dim(),
         list(source.shape),
-        aten.clone.default(source._indices()),
-        aten.clone.default(source._values()),
+        aten.clone.default(sparse_indices(source)),
+        aten.clone.default(sparse_values(source)),
         dtype=source.dtype,
         layout=torch.sparse_coo,
         device=source.device,
@@ -71,7 +71,7 @@ def clone(call: InterceptedCall) -> Any:
 @DISPATCH_HANDLERS.register(aten._coalesce.default)
 def coalesce(call: InterceptedCall) -> Any:
     source = call.args[0]
-    indices, values = source._indices(), source._values()
+    indices, values = sparse_indices(source), sparse_values(source)
     known = _known_indices(call, source)
     if known is not None:
         with real_tensors():
@@ -79,7 +79,7 @@ def coalesce(call: InterceptedCall) -> Any:
         entries = int(known.shape[1])
     else:
         entries = call.tracker.values.assume_size(
-            source._nnz(), f"the distinct indices of `coalesce()` of {tensor_label(source)}"
+            sparse_entries(source), f"the distinct indices of `coalesce()` of {tensor_label(source)}"
         )
     if source.device.type == "cuda":
         call.tracker.sync(
@@ -107,8 +107,8 @@ def sparse_mask(call: InterceptedCall) -> Any:
     dense, mask = call.args[0], call.args[1]
     if dense.layout != torch.strided or mask.layout != torch.sparse_coo:
         return call.run()
-    indices = mask._indices()
-    values = dense.new_empty((mask._nnz(), *dense.shape[mask.sparse_dim() :]))
+    indices = sparse_indices(mask)
+    values = dense.new_empty((sparse_entries(mask), *dense.shape[mask.sparse_dim() :]))
     masked = aten._sparse_coo_tensor_with_dims_and_tensors(
         mask.sparse_dim(),
         mask.dense_dim(),
@@ -145,7 +145,7 @@ def embedding_bag_backward(call: InterceptedCall) -> Any:
     if not sparse or padding_idx is None or padding_idx >= 0 or not isinstance(out, torch.Tensor):
         return out
     known = call.tracker.values.known(call.arg(1, "indices"))
-    if known is None or out.layout != torch.sparse_coo or out._nnz() != known.numel():
+    if known is None or out.layout != torch.sparse_coo or sparse_entries(out) != known.numel():
         return out
     with real_tensors():
         return _keep(out, known.reshape(1, -1).to(torch.int64))
