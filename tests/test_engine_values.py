@@ -396,3 +396,32 @@ def test_a_known_operand_decides_or_and_and_of_unknown_masks(worker, tmp_path):
         ),
         (line_of(path, "print(steps"), UNKNOWN + "`[True, True]` for `.tolist()` of b8[2]", 1),
     ]
+
+
+def test_the_longest_of_unknown_lengths_is_taken_as_the_most_it_can_be(worker, tmp_path):
+    path = write(
+        tmp_path,
+        "longest.py",
+        """
+        import torch
+
+        def crop():
+            scores = torch.randn(4, 12, 200, device="cuda")  # too large for the trace to know its values
+            mask = scores.mean(-1) > 0
+            longest = mask.sum(1).max()
+            x = scores[:, :longest]
+            count = mask.sum()
+            print(tuple(x.shape), tuple(scores[: 2 + longest].shape), int(count))
+    """,
+    )
+    report = worker.trace(cuda_request(path, "crop"))
+    assert report.status == "ok", report.message
+    # the longest of 4 lengths of at most 12 steps: 12 (it was 1), and 2 + it at most 14; a plain count
+    # keeps the generic assumption (1)
+    assert report.stdout == "(4, 12, 200) (4, 12, 200) 1\n"
+    longest = "for i64[]: the longest of unknown lengths is assumed to be the most it can be (nothing shorter)"
+    assert _assumptions(report) == [
+        (line_of(path, "x = scores[:, :longest]"), UNKNOWN + "`12` " + longest, 1),
+        (line_of(path, "print(tuple(x.shape)"), UNKNOWN + "`14` " + longest, 1),
+        (line_of(path, "print(tuple(x.shape)"), UNKNOWN + "`1` for `int()` of i64[]", 1),
+    ]

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from gpu_helpers import cuda_request
-from test_models import FIXTURES, line_of, needs, op_counts, trace
+from test_models import line_of, needs, op_counts, trace
 
 
 def outputs(report, name: str) -> list[tuple]:
@@ -156,17 +155,47 @@ def test_double_backward_ops_are_at_the_line_whose_backward_built_them(worker):
 _DOUBLE_BACKWARD = ("aten.leaky_relu_backward.default", "aten.zeros_like.default", "aten.mm.default")
 
 
-def test_pack_padded_sequence_ends_the_trace_at_its_line_and_says_why(worker):
-    # not simulated (docs/fidelity.md); it used to end in FakeTensorMode's DynamicOutputShapeException
-    report = worker.trace(cuda_request(FIXTURES / "packed_lstm.py", "step", timeout=120))
-    assert report.status == "error"
-    line = line_of("packed_lstm.py", "packed = pack_padded_sequence(emb(ids), lengths, batch_first=True)")
-    [error] = [d for d in report.diagnostics if d.code == "AL900"]
-    assert error.line == line
-    assert error.message == (
-        "NotImplementedError: `pack_padded_sequence` is not simulated in a trace: the packed RNN kernels and "
-        "`pad_packed_sequence` read the packed batch sizes on the host from tensor data, which fake tensors "
-        "do not have (docs/fidelity.md); trace the step with padded batches instead"
+def test_packed_lstm_runs_step_by_step_on_the_batch_sizes_of_the_known_lengths(worker):
+    # it ended at pack_padded_sequence (AL900): the packed kernels read batch_sizes through a data
+    # pointer; the trace now computes them from the lengths [6, 4, 2] and hands those kernels the real ones
+    report = trace(worker, "packed_lstm.py", "step")
+    pack = line_of("packed_lstm.py", "packed = pack_padded_sequence(emb(ids), lengths, batch_first=True)")
+    rnn = line_of("packed_lstm.py", "out, _ = lstm(packed)")
+    pad = line_of("packed_lstm.py", "padded, _ = pad_packed_sequence(out, batch_first=True)")
+    # 12 packed rows (6 + 4 + 2) and batch sizes [3, 3, 2, 2, 1, 1] on the host
+    assert outputs(report, "aten._pack_padded_sequence.default") == [("forward", pack, ((12, 8), (6,)))]
+    # one fused cell per step, on the sequences still running, and its backward in reverse order
+    cells = [3, 3, 2, 2, 1, 1]
+    assert outputs(report, "aten._thnn_fused_lstm_cell.default") == [
+        ("forward", rnn, ((b, 12), (b, 12), (b, 48))) for b in cells
+    ]
+    assert outputs(report, "aten._thnn_fused_lstm_cell_backward_impl.default") == [
+        ("backward", rnn, ((b, 48), (b, 12), (48,))) for b in reversed(cells)
+    ]
+    # pad_packed_sequence: the padded output filled run by run (steps with the same batch size), then
+    # transposed for batch_first; lengths allocated on the host
+    assert outputs(report, "aten.full.default") == [("forward", pad, ((6, 3, 12),))]
+    assert [s for s in outputs(report, "aten.copy_.default") if s[0] == "forward"] == [
+        ("forward", pad, ((2, 3, 12),)),
+        ("forward", pad, ((2, 2, 12),)),
+        ("forward", pad, ((2, 1, 12),)),
+    ]
+    assert outputs(report, "aten.empty.memory_format") == [("forward", pad, ((3,),))]
+    # the packing's backward scatters the gradient back step by step into the padded input's shape
+    assert ("backward", pack, ((6, 3, 8),)) in outputs(report, "aten.zeros.default")
+    assert not report.diagnostics
+
+
+def test_pack_padded_sequence_with_unknown_lengths_assumes_no_padding(worker):
+    report = trace(worker, "packed_lstm.py", "unknown_lengths")
+    line = line_of("packed_lstm.py", "packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True)")
+    # lengths read from data the trace does not know: every sequence as long as the padded batch
+    assert report.stdout == "[6, 6, 6]\n"
+    assert outputs(report, "aten._pack_padded_sequence.default") == [("forward", line, ((18, 8), (6,)))]
+    [assumed] = [d for d in report.diagnostics if d.code == "AL906"]
+    assert assumed.line == line
+    assert "took 6 for every length of `pack_padded_sequence` (i64[3] unknown: sequences assumed unpadded)" in (
+        assumed.message
     )
 
 

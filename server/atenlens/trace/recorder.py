@@ -514,6 +514,9 @@ def _run(rec: Recorder, func: Any, args: tuple, kwargs: dict) -> Any:
     return out
 
 
+_UNSEEN = object()
+
+
 class _OpRecorder(tc.TorchDispatchMode):
     # higher-order operators in eager code (torchao's `out_dtype` int8 matmul) come here too
     supports_higher_order_operators = True
@@ -521,6 +524,7 @@ class _OpRecorder(tc.TorchDispatchMode):
     def __init__(self, recorder: Recorder) -> None:
         super().__init__()
         self.recorder = recorder
+        self._composites: dict[Any, Any] = {}  # op -> its CompositeImplicitAutograd kernel or None
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
         if func is _PRIM_DEVICE:  # first: about two of these per op (torch_compat.fake_device_answer)
@@ -542,6 +546,17 @@ class _OpRecorder(tc.TorchDispatchMode):
                 return NotImplemented
         if namespace == "profiler":
             return self._profiler_op(func, args, kwargs)
+        decompose = self._composites.get(func, _UNSEEN)
+        if decompose is _UNSEEN:
+            decompose = self._composites[func] = tc.composite_implicit_kernel(func)
+        if decompose is not None:
+            # only under inference mode does a composite op (linear, matmul, conv2d) come here: run its
+            # composite kernel with this mode on, so the ops a GPU runs (addmm, convolution) are recorded
+            # and handled, with their FLOPs
+            with self:
+                out = decompose(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
         if not rec.recording:
             out = _run(rec, func, args, kwargs)
             rec.memory.outputs(out, rec._current_phase())

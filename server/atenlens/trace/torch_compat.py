@@ -970,6 +970,41 @@ def run_higher_order(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
         return dense(*args, **kwargs)
 
 
+def composite_implicit_kernel(func: Any) -> Optional[Callable[..., Any]]:
+    """The CompositeImplicitAutograd kernel of an aten op (`aten.linear`, `aten.matmul`,
+    `aten.conv2d`...), or None. Such an op reaches a dispatch mode undecomposed only where autograd's
+    dispatch keys are skipped: under `torch.inference_mode()` and on inference tensors. A GPU runs its
+    composite kernel there (linear is `t` + `addmm`), so the recorder runs it with its mode on to see
+    those ops; the fake mode below would otherwise decompose it out of the recorder's sight. Private:
+    `torch._C._dispatch_has_kernel_for_dispatch_key`, `OpOverload.decompose`."""
+    if func.namespace != "aten" or not torch._C._dispatch_has_kernel_for_dispatch_key(
+        func.name(), "CompositeImplicitAutograd"
+    ):
+        return None
+    return func.decompose
+
+
+# The functions `pack_padded_sequence` / `pad_packed_sequence` call (torch.nn.utils.rnn): private
+# torch functions, the keys of trace/gpu/packed.py's handlers.
+PACK_PADDED_SEQUENCE = torch._pack_padded_sequence
+PAD_PACKED_SEQUENCE = torch._pad_packed_sequence
+
+
+def sparse_indices(t: torch.Tensor) -> torch.Tensor:
+    """The indices of a sparse COO tensor, coalesced or not (`Tensor._indices()`, private)."""
+    return t._indices()
+
+
+def sparse_values(t: torch.Tensor) -> torch.Tensor:
+    """The values of a sparse COO tensor, coalesced or not (`Tensor._values()`, private)."""
+    return t._values()
+
+
+def sparse_entries(t: torch.Tensor) -> int:
+    """The number of stored entries of a sparse COO tensor (`Tensor._nnz()`, private)."""
+    return int(t._nnz())
+
+
 def suggested_memory_format(t: torch.Tensor) -> torch.memory_format:
     """The memory format ATen's `Tensor::suggest_memory_format()` gives `t` (channels_last for
     channels-last strides), from torch's Python copy of that rule (private: torch._prims_common)."""

@@ -26,6 +26,9 @@ Fake tensors have no data, but the program branches, slices and sizes on values.
   - a one-element comparison `==` of an unknown value is false and `!=` true: an unknown value is
     taken not to equal one particular value (`if expert_idx == num_experts: continue` runs the
     expert, as in a real MoE layer);
+  - the max of counts of booleans (`mask.sum(1).max()`: a longest length), and it plus a known
+    number, is the most it can be (every element counted): `x[:, :lengths.max()]` crops nothing, and
+    beam search's output keeps every generated token;
   - any other scalar read gives `1` / `1.0` / `True` (`placeholders.placeholder_scalar`).
 
 A shadow is kept valid through in-place ops: the op runs on the shadows too when all its inputs
@@ -64,6 +67,9 @@ GRADS_FINITE = "gradients assumed finite: GradScaler found no inf/nan"
 _ATTR = "_atenlens_shadow"
 _EQUALS = "_atenlens_equals"  # the truth value assumed for a one-element `==` / `!=` of unknowns
 _DENSITY = "_atenlens_density"  # (fraction of nonzero elements, why) assumed for an unknown mask
+# (largest possible value, whether it is a longest length) of an unknown integer count: a sum of
+# booleans, the max of such sums, and either plus a known number
+_AT_MOST = "_atenlens_at_most"
 _FakeTensor = tc.FakeTensor
 _Tensor = torch.Tensor
 aten = torch.ops.aten
@@ -137,6 +143,11 @@ _REDUCTIONS_SAME = frozenset(
 )
 _SUMS = frozenset({aten.sum.default, aten.sum.dim_IntList})
 # Comparisons whose one-element unknown result is assumed: an unknown value rarely equals a given one.
+_COUNTS = frozenset({aten.sum.default, aten.sum.dim_IntList})
+_LONGEST = frozenset({aten.max.default, aten.amax.default, aten.max.dim})
+_SHIFTS = frozenset({aten.add.Tensor, aten.add.Scalar})
+_BOUNDED = _COUNTS | _LONGEST | _SHIFTS
+
 _EQUALITY = {aten.eq.Scalar: False, aten.eq.Tensor: False, aten.ne.Scalar: True, aten.ne.Tensor: True}
 _AMP_CHECK = aten._amp_foreach_non_finite_check_and_unscale_.default
 # Logical ops that one known operand decides whatever the other holds: `x | True` is True and
@@ -314,6 +325,8 @@ class Values:
             info = self._info[func] = _op_info(func)
         if info.equality is not None and type(out) is _FakeTensor and out.numel() == 1:
             out.__dict__[_EQUALS] = info.equality  # used only if the value stays unknown
+        if func in _BOUNDED:
+            self._bound(func, args, kwargs, out)  # used only if the value stays unknown
         if info.plain and args:
             first = args[0]
             if type(first) is _FakeTensor:
@@ -331,6 +344,34 @@ class Values:
                 if i < len(args):
                     for t in args[i] if isinstance(args[i], (list, tuple)) else (args[i],):
                         self._forget(t)
+
+    def _bound(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        """The largest value an integer count can have: a sum of n booleans is at most n, the max of
+        such sums is a longest length (`lengths.max()`; beam search's generated length), and adding a
+        known number shifts the bound."""
+        first = args[0] if args else None
+        result = out[0] if func is aten.max.dim else out
+        if type(first) is not _FakeTensor or type(result) is not _FakeTensor or result.is_floating_point():
+            return
+        bound = (1, False) if first.dtype == torch.bool else first.__dict__.get(_AT_MOST)
+        if bound is None:
+            return
+        if func in _COUNTS:
+            if result.numel():
+                result.__dict__[_AT_MOST] = (bound[0] * (first.numel() // result.numel()), False)
+        elif func in _LONGEST:
+            result.__dict__[_AT_MOST] = (bound[0], True)
+        elif len(args) > 1 and kwargs.get("alpha", 1) == 1:
+            other = args[1]
+            if isinstance(other, torch.Tensor):
+                known = self.known(other)
+                other = (
+                    int(known.item())
+                    if known is not None and known.numel() == 1 and not known.is_floating_point()
+                    else None
+                )
+            if isinstance(other, int) and not isinstance(other, bool):
+                result.__dict__[_AT_MOST] = (bound[0] + other, bound[1])
 
     def _mirror(self, func: Any, info: _OpInfo, args: tuple, kwargs: dict, inputs: list, out: Any) -> None:
         outputs = _outputs(out)
@@ -542,6 +583,13 @@ class Values:
         if equals is not None:
             self.note(f"took `{equals}`{_for(reader, t)}: an unknown value is assumed not to equal a given one")
             return equals
+        at_most = t.__dict__.get(_AT_MOST) if type(t) is _FakeTensor else None
+        if at_most is not None and at_most[1] and t.dtype != torch.bool:
+            self.note(
+                f"took `{at_most[0]}`{_for(reader, t)}: the longest of unknown lengths is assumed to be the most it "
+                f"can be (nothing shorter)"
+            )
+            return at_most[0]
         value = placeholder_scalar(t.dtype)
         self.note(f"took `{_readable(value)}`{_for(reader, t)}")
         return value

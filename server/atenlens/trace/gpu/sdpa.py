@@ -4,12 +4,14 @@ Without a GPU, sdpa on fake cuda tensors decomposes into the math path (~28 ops:
 dropout...). A real GPU runs one fused kernel, and the trace should show that op and its backward.
 The choice follows torch's own order (flash, then memory-efficient, then math) with its main
 conditions on an sm90 device; docs/fidelity.md lists what this simplifies:
-- flash: fp16/bf16, no attn_mask, 4-D inputs, head dim <= 256 and a multiple of 8;
+- flash: fp16/bf16, no attn_mask, 4-D inputs, head dim <= 256 and a multiple of 8; grouped-query
+  heads (`enable_gqa=True`, fewer key/value heads) allowed, as torch's flash check admits them;
 - memory-efficient: fp32/fp16/bf16, masks allowed, 4-D inputs, q/k/v on the same head dim, which
   is a multiple of 8 (4 for fp32), no grouped-query heads;
 - otherwise, or when `torch.nn.attention.sdpa_kernel` disables a backend, the math path runs.
 Under `torch.autocast("cuda")` the inputs are cast to the autocast dtype before any check, as sdpa's
 own autocast rule does, so an fp32 model in bf16 autocast takes flash, and so do fp32 q/k with a bf16 v.
+The same choice applies to the sdpa that `F.multi_head_attention_forward` calls from inside.
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ def scaled_dot_product_attention(call: InterceptedCall) -> Any:
     scale = call.arg(6, "scale")
     gqa = bool(call.arg(7, "enable_gqa", False)) and q.shape[-3] != k.shape[-3]
     try:
-        if _flash_fits(q, k, v, mask) and not gqa:
+        if _flash_fits(q, k, v, mask) and (not gqa or q.shape[-3] % k.shape[-3] == 0):
             return aten._scaled_dot_product_flash_attention(q, k, v, dropout_p, is_causal, scale=scale)[0]
         if _efficient_fits(q, k, v, gqa):
             bias = _as_bias(mask, q.dtype) if mask is not None else None
@@ -119,3 +121,23 @@ def scaled_dot_product_attention(call: InterceptedCall) -> Any:
     except (RuntimeError, ValueError):
         pass  # a shape the fused kernels reject: torch would take the math path too
     return call.run()
+
+
+@FUNCTION_HANDLERS.register(F.multi_head_attention_forward)
+def multi_head_attention_forward(call: InterceptedCall) -> Any:
+    """`F.multi_head_attention_forward` (nn.MultiheadAttention's slow path) calls sdpa from inside, for
+    `need_weights=False` — what `nn.TransformerEncoderLayer` / `nn.TransformerDecoderLayer` pass. The
+    trace's function mode is off inside a handled call, so that sdpa took the math path where a GPU
+    takes a fused kernel. For this call, the module's global `scaled_dot_product_attention` (the name
+    it calls) goes through the kernel choice above."""
+    original = F.scaled_dot_product_attention
+
+    def chosen(*args: Any, **kwargs: Any) -> Any:
+        inner = InterceptedCall(original, args, kwargs, call.tracker, run=lambda: original(*args, **kwargs))
+        return scaled_dot_product_attention(inner)
+
+    F.scaled_dot_product_attention = chosen
+    try:
+        return call.run()
+    finally:
+        F.scaled_dot_product_attention = original
