@@ -1434,6 +1434,8 @@ def is_pinned(ctx: LintContext, node: Optional[Node], depth: int = 0) -> bool:
         return False
     if kind == "named_expression":
         return is_pinned(ctx, node.child_by_field_name("value"), depth + 1)
+    if kind == "conditional_expression":
+        return _both_branches_pinned(ctx, node, depth)
     if kind == "subscript":
         return is_pinned(ctx, node.child_by_field_name("value"), depth + 1)
     if kind == "attribute":
@@ -1455,6 +1457,46 @@ def is_pinned(ctx: LintContext, node: Optional[Node], depth: int = 0) -> bool:
     return False
 
 
+def _dict_values_pinned(ctx: LintContext, node: Optional[Node], depth: int) -> bool:
+    """Is every value of the dict `node` (a name bound to a dict display or comprehension) pinned?"""
+    node = strip_parens(node) if node is not None else None
+    if node is not None and node.type == "identifier":
+        binding = _binding(ctx, node)
+        node = strip_parens(binding.value) if binding is not None and binding.value is not None else None
+    if node is None or depth > MAX_DEPTH:
+        return False
+    if node.type == "dictionary_comprehension":
+        pair = node.child_by_field_name("body")
+        value = pair.child_by_field_name("value") if pair is not None else None
+        return is_pinned(ctx, value, depth + 1)
+    if node.type == "dictionary":
+        values = [p.child_by_field_name("value") for p in node.named_children if p.type == "pair"]
+        return bool(values) and all(is_pinned(ctx, v, depth + 1) for v in values)
+    return False
+
+
+def _both_branches_pinned(ctx: LintContext, node: Node, depth: int) -> bool:
+    """`t if t.is_pinned() else t.pin_memory()`: pinned whichever branch runs (a branch is pinned
+    when the condition says so of it)."""
+    parts = [c for c in node.named_children if c.type != "comment"]
+    if len(parts) != 3:
+        return False
+    taken, condition, other = parts
+    test = strip_parens(condition)
+    negated = test.type == "not_operator"
+    if negated:
+        test = strip_parens(test.child_by_field_name("argument") or test)
+    checked = receiver(test) if test.type == "call" and method_name(test) == "is_pinned" else None
+    said = text(checked) if checked is not None else None
+
+    def pinned(branch: Node, checked_true: bool) -> bool:
+        return (said is not None and checked_true and text(strip_parens(branch)) == said) or is_pinned(
+            ctx, branch, depth + 1
+        )
+
+    return pinned(taken, not negated) and pinned(other, negated)
+
+
 def _loop_element_pinned(ctx: LintContext, iterable: Optional[Node], path: tuple[int, ...], depth: int) -> bool:
     """Is the part at `path` of each element of `iterable` pinned? A `DataLoader(...,
     pin_memory=True)`, directly or through a name (in this function or, for `self.loader`, any
@@ -1467,6 +1509,10 @@ def _loop_element_pinned(ctx: LintContext, iterable: Optional[Node], path: tuple
         positional, keywords = arguments(iterable)
         if name.split(".")[-1] == "DataLoader":
             return pins(keywords.get("pin_memory"))
+        method = method_name(iterable)
+        if (method == "values" and not path) or (method == "items" and path and path[0] == 1 and len(path) == 1):
+            # `for t, pinned in host.items():` of `host = {t: t.pin_memory() for t in ts}`
+            return _dict_values_pinned(ctx, receiver(iterable), depth + 1)
         if name == "enumerate" and positional:
             if not path:
                 return False
@@ -1564,6 +1610,9 @@ def spelled_as(node: Optional[Node], pattern: "re.Pattern[str]") -> bool:
                 return True
             node = node.child_by_field_name("object")
         elif node.type == "subscript":
+            key = node.child_by_field_name("subscript")
+            if key is not None and key.type == "string" and pattern.search(string_value(key)):
+                return True  # `slot["host"]`
             node = node.child_by_field_name("value")
         else:
             return False

@@ -21,7 +21,10 @@ What it does:
     item taken out of a container or iterator: `batches.pop()`, `queue.get()`, `next(it)`). A
     tensor made on the CPU in the file (`torch.randn(8)`) is reported
     either way. A source spelled as host memory's destination or as the device
-    (`host_buf.copy_(x)`, `buf.copy_(self.device_out)`) is a download, not an upload.
+    (`host_buf.copy_(x)`, `slot["host"].copy_(x)`, `buf.copy_(self.device_out)`) is a download,
+    not an upload. Pinned whichever branch runs: `t if t.is_pinned() else t.pin_memory()`; the
+    values of a dict built pinned (`for t, pinned in host.items():` of `host = {t: t.pin_memory()
+    for t in ts}`).
 
 Why it matters:
     A host-to-device copy can run asynchronously only from page-locked memory. From ordinary

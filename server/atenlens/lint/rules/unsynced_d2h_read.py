@@ -13,7 +13,7 @@ What it does:
     does one of these. A copy whose result is used at once (`x.cpu(non_blocking=True).numpy()`,
     `print(x.to("cpu", non_blocking=True))`) is flagged at the copy. Not reads: returning the
     result (`return host`) hands it to the caller; keeping a reference (`cache[k] = host`,
-    `self.buf = host`, `{"x": host}`, `[host]`, `out.append(host)`, a comprehension's element:
+    `self.buf = host`, `{"x": host}`, `[host]`, `out.append(host)`, `ctx.save_for_backward(host)`, a comprehension's element:
     `tuple(x.to("cpu", non_blocking=True) for x in xs)`) reads nothing yet; keyword
     names (`f(host=1)`) and attribute names (`obj.host`); the tensor's metadata (`host.shape`,
     `host.size(0)`, `host.device`). "After" and "before" are textual order within the function;
@@ -118,7 +118,10 @@ def _is_read(node: Node) -> bool:
     return not _is_stored(node)
 
 
-STORING_METHODS = frozenset({"append", "extend", "insert", "put", "put_nowait", "add", "setdefault"})
+# (`ctx.save_for_backward(host)` keeps the tensor for the backward pass)
+STORING_METHODS = frozenset(
+    {"append", "extend", "insert", "put", "put_nowait", "add", "setdefault", "save_for_backward"}
+)
 
 
 def _is_stored(node: Node) -> bool:

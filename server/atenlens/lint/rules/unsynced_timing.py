@@ -33,7 +33,9 @@ What it does:
        `.cpu()` / `.to("cpu")` (each waits for the queued work), a process-group barrier
        (`dist.barrier()`, `accelerator.wait_for_everyone()`), or a call of a function of the
        same file whose body does one of these, directly or through up to two more such calls
-       (`sync_all()`, `self._wait()`).
+       (`sync_all()`, `self._wait()`), or of a function spelled as a synchronize
+       (`synchronize_outside_capture(device)`, `self._sync(x)`: its body may be in another
+       module).
 
 Why it matters:
     CUDA kernels are launched asynchronously. Without a synchronize before the second clock
@@ -135,14 +137,10 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         lo, hi = bisect.bisect_left(waiting_starts, start), bisect.bisect_left(waiting_starts, end)
         if any(c.end_byte <= end and scope_for(c) == scope for c in waiting[lo:hi]):
             continue
-        work = [
-            c
-            for c in ctx.calls_within(start, end)
-            if scope_for(c) == scope
-            and not is_clock_read(c)
-            and not _is_logging(c)
-            and not calls_waiting_function(ctx, c)
-        ]
+        within = [c for c in ctx.calls_within(start, end) if scope_for(c) == scope]
+        if any(_spelled_as_a_wait(c) for c in within):
+            continue
+        work = [c for c in within if not is_clock_read(c) and not _is_logging(c) and not calls_waiting_function(ctx, c)]
         if (
             not work
             or _yields_between(ctx, start, end)
@@ -166,6 +164,16 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             "asynchronous, so the interval measures its launch, not its run time",
             second,
         )
+
+
+# A helper of another module spelled as a synchronize (`synchronize_outside_capture(device)`,
+# `self._sync(x)`, `cuda_sync()`); not DDP's `no_sync()` context or `convert_sync_batchnorm`.
+_WAIT_NAME = re.compile(r"synchronize|^_*(?:\w+_)?sync(?:_all)?$", re.I)
+
+
+def _spelled_as_a_wait(call: Node) -> bool:
+    name = (dotted_name(callee(call)) or method_name(call) or "").split(".")[-1]
+    return bool(_WAIT_NAME.search(name)) and not name.endswith("no_sync")
 
 
 _SETUP_OR_IO = re.compile(
