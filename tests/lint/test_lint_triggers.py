@@ -371,4 +371,3 @@ def test_a_function_that_takes_a_training_step_is_linted_in_a_file_without_a_loo
     lint_source_strict(TRAINING_STEP_WITHOUT_A_LOOP.replace(".item()", ""), path="fuzz://step.py", incremental=True)
     incremental = lint_source_strict(TRAINING_STEP_WITHOUT_A_LOOP, path="fuzz://step.py", incremental=True)
     assert [(f.line, f.column, f.code) for f in incremental] == [(10, 20, "AL100")]
-
