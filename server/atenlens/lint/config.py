@@ -147,7 +147,7 @@ class LintConfig:
     def codes(self, path: Optional[Path], known: Sequence[str], cli: Optional[Selection] = None) -> frozenset[str]:
         """The codes that run on `path`: this file's selection, then `cli` on top, then the
         per-file ignores that match `path`."""
-        chosen = resolve([self.selection] + ([cli] if cli is not None else []), known)
+        chosen = _resolved((self.selection,) + ((cli,) if cli is not None else ()), tuple(known))
         if path is not None and self.per_file_ignores:
             rel, name = self.relative(path), path.name
             for entry in self.per_file_ignores:
@@ -186,6 +186,12 @@ def _matching_selector(code: str, selectors: Iterable[str]) -> Optional[str]:
         if code.startswith(selector) and (best is None or len(selector) > len(best)):
             best = selector
     return best
+
+
+@lru_cache(maxsize=64)
+def _resolved(layers: tuple[Selection, ...], known: tuple[str, ...]) -> frozenset[str]:
+    """`resolve`, remembered: a whole-tree run asks it for every file, with the same few layers."""
+    return resolve(layers, known)
 
 
 def resolve(layers: Sequence[Selection], known: Sequence[str]) -> frozenset[str]:
@@ -347,13 +353,19 @@ class ConfigCache:
             pyproject = self._nearest[folder]
         if pyproject is None:
             return default_config(folder)
-        try:
-            stat = pyproject.stat()
-            stamp = (stat.st_mtime_ns, stat.st_size)
-        except OSError:
-            stamp = (0, 0)
         cached = self._loaded.get(pyproject)
-        if cached is None or (check_changes and cached[0] != stamp):
-            cached = (stamp, load_config(pyproject, self.known))
-            self._loaded[pyproject] = cached
+        if cached is None or check_changes:  # else the file is not looked at again (a stat per file)
+            stamp = _stamp(pyproject)
+            if cached is None or cached[0] != stamp:
+                cached = (stamp, load_config(pyproject, self.known))
+                self._loaded[pyproject] = cached
         return cached[1]
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    """What tells a changed file: its modification time and size ((0, 0) if it cannot be read)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return (0, 0)
+    return (stat.st_mtime_ns, stat.st_size)
