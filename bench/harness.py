@@ -7,6 +7,8 @@ table and, with `--json PATH`, writes it for `bench/all`, which renders docs/ben
 from __future__ import annotations
 
 import argparse
+import compileall
+import importlib.util
 import json
 import math
 import os
@@ -200,6 +202,16 @@ def versions() -> dict[str, str]:
         "pyflakes": _dist_version("pyflakes"),
         "pygls": _dist_version("pygls"),
     }
+
+
+def byte_compile_atenlens() -> None:
+    """Write atenlens's bytecode, as installing its wheel does (and as ruff's and pygls's are
+    installed): a checkout run with PYTHONDONTWRITEBYTECODE=1 would compile every module from
+    source at each start, and a benchmark would measure that instead."""
+    spec = importlib.util.find_spec("atenlens")
+    if spec is not None and spec.submodule_search_locations:
+        for folder in spec.submodule_search_locations:
+            compileall.compile_dir(folder, quiet=1)
 
 
 def ruff_binary() -> Optional[str]:

@@ -16,15 +16,13 @@ start would compile its sources again and measure that instead.
 from __future__ import annotations
 
 import asyncio
-import compileall
-import importlib.util
 import os
 import sys
 import tempfile
 import time
 
 from gen_corpus import generate
-from harness import Result, Table, Target, finish, median, ms, parser, rotated, spread
+from harness import Result, Table, Target, byte_compile_atenlens, finish, median, ms, parser, rotated, spread
 from servers import ALL, available, start_session
 
 TARGET_MS = 1000.0  # "well under a second" (issue 4)
@@ -73,13 +71,6 @@ async def measure(specs, root: str, text: str, rounds: int):
     return to_init, to_diag, to_exit
 
 
-def _byte_compile_atenlens() -> None:
-    spec = importlib.util.find_spec("atenlens")
-    if spec is not None and spec.submodule_search_locations:
-        for folder in spec.submodule_search_locations:
-            compileall.compile_dir(folder, quiet=1)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=7)
@@ -91,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = [n.strip() for n in args.servers.split(",")]
     specs, absent = available([s for s in ALL if s.name in wanted])
     text = generate(args.lines)
-    _byte_compile_atenlens()
+    byte_compile_atenlens()
     with tempfile.TemporaryDirectory(prefix="atenlens-bench-") as root:
         to_init, to_diag, to_exit = asyncio.run(measure(specs, root, text, args.rounds))
     result = Result(

@@ -321,6 +321,20 @@ def test_cli_lists_every_op_and_the_chosen_depth_on_request(program: Path) -> No
     assert (result.returncode, result.stderr) == (2, "atenlens trace: --depth must be 0 or more, got -1\n")
 
 
+def test_the_trace_help_gives_the_renderers_default_depth() -> None:
+    """The command line does not import the renderer (a `lint` run would pay for it): its help
+    states the default depth as written, which must be the renderer's."""
+    from atenlens.cli import build_parser
+    from atenlens.render import DEFAULT_DEPTH
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert isinstance(sub.choices, dict)
+    trace_parser = sub.choices["trace"]
+    (depth,) = [a for a in trace_parser._actions if a.dest == "depth"]
+    assert depth.help is not None and depth.help.endswith(f"(default: {DEFAULT_DEPTH})")
+    assert not hasattr(trace_parser.parse_args(["f.py::g"]), "depth")  # the trace then uses DEFAULT_DEPTH
+
+
 DEFAULT_HINTS = HintSettings()
 
 

@@ -43,14 +43,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also list bookkeeping ops (views, detach: they allocate and compute nothing)",
     )
-    from atenlens.render import DEFAULT_DEPTH  # torch-free, small
-
     trace.add_argument(
         "--depth",
         metavar="N",
         type=int,
-        default=DEFAULT_DEPTH,
-        help=f"module tree levels shown below a model called from your code (default: {DEFAULT_DEPTH})",
+        # Absent unless given: the trace command then uses render.DEFAULT_DEPTH. Importing the
+        # renderer here (with the cost tables and the report it imports) cost every `lint` run
+        # about 45 ms before its first file; tests/test_render.py checks that the help says its value.
+        default=argparse.SUPPRESS,
+        help="module tree levels shown below a model called from your code (default: 2)",
     )
     trace.add_argument(
         "--gpu",

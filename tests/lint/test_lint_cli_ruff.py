@@ -200,11 +200,12 @@ def test_exit_non_zero_on_fix_and_output_file(tmp_path: Path) -> None:
 
 def test_the_lint_runs_where_torch_and_the_language_server_cannot_be_imported(tmp_path: Path) -> None:
     # README's CI line installs atenlens with --no-deps and only tree-sitter, tree-sitter-python
-    # and pathspec: the command line's lint path must import nothing else
+    # and pathspec: the command line's lint path must import nothing else (nor the trace's
+    # renderer and the report it imports, which only cost a lint its start-up time)
     write(tmp_path / "t.py", LOOP)
     write(tmp_path / ".gitignore", "ignored.py\n")
     write(tmp_path / "ignored.py", LOOP)
-    blocked = "torch numpy pygls lsprotocol cattrs".split()
+    blocked = "torch numpy pygls lsprotocol cattrs atenlens.render atenlens.report atenlens.cost".split()
     code = (
         f"import sys; sys.modules.update(dict.fromkeys({blocked!r})); from atenlens.cli import main; "
         "sys.exit(main(['lint', '--no-cache', '--format', 'concise', '.']))"

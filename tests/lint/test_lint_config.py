@@ -176,3 +176,32 @@ def test_a_tree_linted_by_two_processes_reports_what_one_process_does(tmp_path, 
     assert status == one[0] == 1
     assert [f"{f.split(':')[0]} {f.split(' ')[1]}" for f in two] == one[1]
     assert len(one[1]) == 13 * 4
+
+
+def test_exclude_patterns_match_names_and_paths_as_fnmatch_would(tmp_path, monkeypatch) -> None:
+    """Each `exclude` glob is matched against a file's or folder's name and against its path from
+    the config's folder (a trailing `/` does not count; a leading `./` anchors it to a path);
+    `[...]`, `[!...]` and `?` as in fnmatch."""
+    write(
+        tmp_path / "pyproject.toml",
+        '[tool.atenlens]\nselect = ["AL100"]\nexclude = ["./build/", "gen_[ab]?.py", "[!p]*/skip_*.py"]\n',
+    )
+    for name in (
+        "build/b.py",
+        "pkg/build/b.py",
+        "pkg/gen_a1.py",
+        "pkg/gen_c1.py",
+        "pkg/gen_a12.py",
+        "pkg/skip_1.py",
+        "src/skip_1.py",
+        "src/keep.py",
+    ):
+        write(tmp_path / name, SOURCE)
+    # `./build` is a path: the folder `build` under `pkg` is not excluded by it
+    assert lint(tmp_path, monkeypatch, ".")[1] == [
+        "pkg/gen_a12.py AL100",
+        "pkg/gen_c1.py AL100",
+        "pkg/skip_1.py AL100",
+        "pkg/build/b.py AL100",
+        "src/keep.py AL100",
+    ]

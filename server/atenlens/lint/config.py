@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Optional, Sequence
 
@@ -145,7 +147,7 @@ class LintConfig:
     def codes(self, path: Optional[Path], known: Sequence[str], cli: Optional[Selection] = None) -> frozenset[str]:
         """The codes that run on `path`: this file's selection, then `cli` on top, then the
         per-file ignores that match `path`."""
-        chosen = resolve([self.selection] + ([cli] if cli is not None else []), known)
+        chosen = _resolved((self.selection,) + ((cli,) if cli is not None else ()), tuple(known))
         if path is not None and self.per_file_ignores:
             rel, name = self.relative(path), path.name
             for entry in self.per_file_ignores:
@@ -159,14 +161,22 @@ def default_config(root: Path) -> LintConfig:
     return LintConfig(path=None, root=root)
 
 
-def _matches_any(patterns: Iterable[str], rel: Optional[str], name: str) -> bool:
-    for pattern in patterns:
-        pattern = pattern.rstrip("/") or pattern
-        if fnmatch.fnmatchcase(name, pattern):
-            return True
-        if rel is not None and fnmatch.fnmatchcase(rel, pattern.removeprefix("./")):
-            return True
-    return False
+def _matches_any(patterns: tuple[str, ...], rel: Optional[str], name: str) -> bool:
+    """Does one of the glob `patterns` match the path's name, or its path `rel` from the
+    config's folder? (`fnmatchcase` for each pattern, asked of one regular expression per
+    list: a whole-tree run asks this of every file and folder, with ruff's twenty defaults.)"""
+    by_name, by_path = _globs(patterns)
+    return by_name.match(name) is not None or (rel is not None and by_path.match(rel) is not None)
+
+
+@lru_cache(maxsize=256)
+def _globs(patterns: tuple[str, ...]) -> tuple["re.Pattern[str]", "re.Pattern[str]"]:
+    """The patterns as `fnmatch.translate` writes them, as one alternation for names and one for
+    paths (a path's pattern without its leading `./`); a trailing `/` does not count."""
+    trimmed = [pattern.rstrip("/") or pattern for pattern in patterns]
+    by_name = "|".join(fnmatch.translate(pattern) for pattern in trimmed) or "(?!)"
+    by_path = "|".join(fnmatch.translate(pattern.removeprefix("./")) for pattern in trimmed) or "(?!)"
+    return re.compile(by_name), re.compile(by_path)
 
 
 def _matching_selector(code: str, selectors: Iterable[str]) -> Optional[str]:
@@ -176,6 +186,12 @@ def _matching_selector(code: str, selectors: Iterable[str]) -> Optional[str]:
         if code.startswith(selector) and (best is None or len(selector) > len(best)):
             best = selector
     return best
+
+
+@lru_cache(maxsize=64)
+def _resolved(layers: tuple[Selection, ...], known: tuple[str, ...]) -> frozenset[str]:
+    """`resolve`, remembered: a whole-tree run asks it for every file, with the same few layers."""
+    return resolve(layers, known)
 
 
 def resolve(layers: Sequence[Selection], known: Sequence[str]) -> frozenset[str]:
@@ -337,13 +353,19 @@ class ConfigCache:
             pyproject = self._nearest[folder]
         if pyproject is None:
             return default_config(folder)
-        try:
-            stat = pyproject.stat()
-            stamp = (stat.st_mtime_ns, stat.st_size)
-        except OSError:
-            stamp = (0, 0)
         cached = self._loaded.get(pyproject)
-        if cached is None or (check_changes and cached[0] != stamp):
-            cached = (stamp, load_config(pyproject, self.known))
-            self._loaded[pyproject] = cached
+        if cached is None or check_changes:  # else the file is not looked at again (a stat per file)
+            stamp = _stamp(pyproject)
+            if cached is None or cached[0] != stamp:
+                cached = (stamp, load_config(pyproject, self.known))
+                self._loaded[pyproject] = cached
         return cached[1]
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    """What tells a changed file: its modification time and size ((0, 0) if it cannot be read)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return (0, 0)
+    return (stat.st_mtime_ns, stat.st_size)

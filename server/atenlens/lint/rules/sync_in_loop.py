@@ -218,9 +218,80 @@ def check(ctx: LintContext) -> Iterator[Finding]:
 
 def _matches_in_loops(ctx: LintContext, pattern: "re.Pattern[bytes]") -> Iterator["re.Match[bytes]"]:
     """Matches of `pattern` inside the file's loops only: every finding is inside a loop, and
-    looking at the rest first would cost a provenance analysis per `if` of the file."""
+    looking at the rest first would cost a provenance analysis per `if` of the file. (The
+    keywords, subscripts, `%` formats and f-string prefixes give the same matches from a literal
+    search: `_keywords_in_loops`, `_matches_before_in_loops`, `_fstring_prefixes_in_loops`.)"""
     for start, end in ctx.loop_ranges():
         yield from pattern.finditer(ctx.source.data, start, end)
+
+
+_SPACES = frozenset(b" \t\n\r\x0b\x0c")  # what `\s` matches in a bytes pattern
+
+
+def _matches_before_in_loops(
+    ctx: LintContext, pattern: "re.Pattern[bytes]", byte: bytes
+) -> Iterator["re.Match[bytes]"]:
+    """`_matches_in_loops(ctx, pattern)` for a pattern of one byte of a class, spaces (`\\s*`),
+    then `byte` (`_SUBSCRIPT`: `x [`, `_PERCENT`: `" %`), found from each `byte` (a literal
+    search): such a pattern starts with a class that most bytes are in, so `re` would try a match
+    at nearly every byte (about six times slower on real code). Each `byte` is matched from the
+    last byte before it that is not a space, when that byte is in the loop; matches cannot
+    overlap (each ends at its `byte`, which is not in the class), so these are the matches a scan
+    would find."""
+    data = ctx.source.data
+    for start, end in ctx.loop_ranges():
+        at = data.find(byte, start, end)
+        while at != -1:
+            before = at - 1
+            while before >= start and data[before] in _SPACES:
+                before -= 1
+            match = pattern.match(data, before, end) if before >= start else None
+            if match is not None:
+                yield match
+            at = data.find(byte, at + 1, end)
+
+
+# Each keyword of `_KEYWORDS` alone, starting with its literal (a fast search), the boundary
+# before it checked behind: a match of one is where `_KEYWORDS` matches that keyword.
+_KEYWORD_WORDS = tuple(re.compile(rb"%s(?<!\w%s)\b" % (word, word)) for word in (b"if", b"elif", b"while", b"assert"))
+
+
+def _keywords_in_loops(ctx: LintContext) -> Iterator["re.Match[bytes]"]:
+    """`_matches_in_loops(ctx, _KEYWORDS)`, found by a literal search per keyword: the pattern
+    starts with a word boundary, so `re` would try a match at every byte (three times slower on
+    real code). Its matches are whole words, so they cannot overlap: each place where one
+    keyword is written as a word is a match, in source order."""
+    data = ctx.source.data
+    for start, end in ctx.loop_ranges():
+        for at in sorted(m.start() for word in _KEYWORD_WORDS for m in word.finditer(data, start, end)):
+            match = _KEYWORDS.match(data, at, end)
+            if match is not None:  # always: the same word, the same boundaries
+                yield match
+
+
+_QUOTE = re.compile(rb"[\"']")
+_STRING_PREFIX_BYTES = frozenset(b"fFrR")
+_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def _fstring_prefixes_in_loops(ctx: LintContext) -> Iterator["re.Match[bytes]"]:
+    """`_matches_in_loops(ctx, _FSTRING)`, found from each quote: `_FSTRING` starts with a word
+    boundary, so `re` would try a match at every byte. A match ends right before a quote and
+    starts where the word before it starts (the boundary), so each quote whose word (in the
+    loop, at most four bytes, all of `fFrR`) starts there is matched from that word's start;
+    matches cannot overlap (each lies in its own word)."""
+    data = ctx.source.data
+    for start, end in ctx.loop_ranges():
+        for quote in _QUOTE.finditer(data, start, end):
+            at = quote.start()
+            word = at
+            while word > start and at - word < 4 and data[word - 1] in _STRING_PREFIX_BYTES:
+                word -= 1
+            if word == at or (word > 0 and data[word - 1] in _WORD_BYTES):
+                continue  # no prefix, or a longer word (or one that starts before the loop)
+            match = _FSTRING.match(data, word, end)
+            if match is not None:
+                yield match
 
 
 def _report(
@@ -650,7 +721,7 @@ def _data_dependent(ctx: LintContext) -> Iterator[Finding]:
 def _conditions(ctx: LintContext) -> Iterator[Finding]:
     root = ctx.source.root
     seen: set[int] = set()
-    for match in _matches_in_loops(ctx, _KEYWORDS):
+    for match in _keywords_in_loops(ctx):
         keyword = root.descendant_for_byte_range(match.start(1), match.end(1))
         if keyword is None or keyword.type != match.group(1).decode() or keyword.parent is None:
             continue
@@ -818,7 +889,7 @@ def _is_tensor_valued(ctx: LintContext, node: Node) -> bool:
 
 def _fstrings(ctx: LintContext) -> Iterator[Finding]:
     root = ctx.source.root
-    for match in _matches_in_loops(ctx, _FSTRING):
+    for match in _fstring_prefixes_in_loops(ctx):
         node = root.descendant_for_byte_range(match.start(), match.end())
         while node is not None and node.type != "string":
             node = node.parent if node.type in ("string_start",) else None
@@ -852,7 +923,7 @@ _PERCENT = re.compile(rb"[\"']\s*(%)(?!=)")
 def _percent_formats(ctx: LintContext) -> Iterator[Finding]:
     """`"loss=%.4f" % loss` / `"%s %s" % (a, loss)`: formatting a tensor, as an f-string does."""
     root = ctx.source.root
-    for match in _matches_in_loops(ctx, _PERCENT):
+    for match in _matches_before_in_loops(ctx, _PERCENT, b"%"):
         operator = root.descendant_for_byte_range(match.start(1), match.end(1))
         node = operator.parent if operator is not None else None
         if node is None or node.type != "binary_operator" or node.child_by_field_name("operator") != operator:
@@ -880,7 +951,7 @@ def _formats_host_value(interpolation: Node) -> bool:
 
 def _masked_reads(ctx: LintContext) -> Iterator[Finding]:
     root = ctx.source.root
-    for match in _matches_in_loops(ctx, _SUBSCRIPT):
+    for match in _matches_before_in_loops(ctx, _SUBSCRIPT, b"["):
         bracket = root.descendant_for_byte_range(match.start(1), match.end(1))
         node = bracket.parent if bracket is not None and bracket.type == "[" else None
         if node is None or node.type != "subscript":
