@@ -8,7 +8,7 @@ What it does:
     returning one (`get_model_device(model)`, `get_device()`, `current_device()`), or a name or
     attribute spelled `device`, `dev` or `*_device` (`x.device`, `self.device`). Not flagged: `.to(dtype)`,
     `.to(x.dtype)` and `.to(other_tensor)` (a cast, or a target that may not be a device),
-    `.to("cpu")`, `*_like` factories (they inherit the device of their input), a factory with
+    `.to("cpu")`, `.to("meta")` (no data is copied), `*_like` factories (they inherit the device of their input), a factory with
     `generator=` (a generator lives on one device: a CPU generator needs the CPU tensor) or
     `pin_memory=`, and `torch.tensor(data)` / `torch.as_tensor(data)` (the data comes from the
     host either way: `device=` does the same host fill and copy).
@@ -42,7 +42,7 @@ from tree_sitter import Node
 from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding, Fix, TextEdit
-from atenlens.lint.provenance import is_clear_device, is_cpu_device, strip_parens, to_device_argument
+from atenlens.lint.provenance import is_clear_device, is_cpu_device, string_value, strip_parens, to_device_argument
 from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import arguments, callee, dotted_name, has_splat, method_name, receiver, text
 
@@ -131,6 +131,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             device = to_device_argument(move)
             if device is None or is_cpu_device(device) or not is_clear_device(device):
                 continue  # `.to(dtype)`, `.to(other_tensor)`, `.to(x.dtype)`: not (known to be) a move
+            if _is_meta(device):
+                continue  # `.to("meta")` copies nothing: a shape for tracing, no host-device copy
         name = dotted_name(callee(factory))
         fn = callee(move)
         attr = fn.child_by_field_name("attribute") if fn is not None else None
@@ -157,3 +159,12 @@ RULE = Rule(
     triggers=((b"torch",), (FACTORY_CALL,), (MOVE,)),
     definition_triggers=((b"torch",), (FACTORY_CALL,), (MOVE,)),
 )
+
+
+def _is_meta(device: Node) -> bool:
+    """`"meta"`, `torch.device("meta")`."""
+    node = strip_parens(device)
+    if node.type == "call" and (dotted_name(callee(node)) or "").split(".")[-1] == "device":
+        positional, keywords = arguments(node)
+        node = keywords.get("type") or (positional[0] if positional else node)
+    return node.type == "string" and string_value(node) == "meta"
