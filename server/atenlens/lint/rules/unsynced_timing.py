@@ -24,9 +24,12 @@ What it does:
        the wait for data (`data_time.update(time.time() - end)`: the input pipeline's time is
        host time by design), nor spans a `yield` (a generator that times each batch it hands
        out times its caller's step, which this file does not show), and
-    4. the interval runs in a loop, contains one, or calls something spelled as a model
-       (`model(x)`, `self.net(x)`, `criterion(...)`): a one-off timing of building or sharding
-       a model (`tensor_parallel(model)`) is not flagged, and
+    4. the interval runs GPU work: a call spelled as a model (`model(x)`, `self.net(x)`,
+       `criterion(...)`), a training step (`loss.backward()`, `optimizer.step()`,
+       `torch.autograd.backward(...)`) or a torch op (`torch.matmul`, `F.conv2d`; not
+       `torch.compile`, which only wraps the model, loading, saving or settings): timing host work
+       (building or sharding a model, pinning memory, reading files) is not flagged, in a loop
+       or not, and
     5. no call between the two reads waits for the GPU: a `synchronize` call
        (`torch.cuda.synchronize()`, `event.synchronize()`, `stream.synchronize()`, a name
        bound to `torch.cuda.synchronize`), a call of `.item()`, `.tolist()` or a blocking
@@ -67,7 +70,7 @@ from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding
 from atenlens.lint.provenance import is_model_call
 from atenlens.lint.registry import Rule
-from atenlens.lint.syntax import callee, dotted_name, method_name, repeating_loop, text
+from atenlens.lint.syntax import callee, dotted_name, method_name, text
 from atenlens.lint.waits import (
     CLOCK_FUNCTIONS,
     WAIT_CALLS,
@@ -149,12 +152,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             or _is_data_time(ctx, second)
         ):
             continue
-        if (
-            repeating_loop(second) is None
-            and not _contains_loop(ctx, start, end)
-            and not any(is_model_call(c) for c in work)
-        ):
-            continue  # a one-off timing of something that is no model's forward (building, sharding)
+        if not any(_gpu_work(ctx, c) for c in work):
+            continue  # no model, training step or tensor op timed: host work (building, pinning, I/O)
         reported.add(second.id)
         name = dotted_name(callee(second))
         line = ctx.source.position(first.start_point)[0]
@@ -197,11 +196,26 @@ def _is_setup_or_io(call: Node) -> bool:
     return bool(_SETUP_OR_IO.search(parts[-1]))
 
 
-def _contains_loop(ctx: LintContext, start: int, end: int) -> bool:
-    return bool(_LOOP_WORDS.search(ctx.source.data, start, end))
+_STEP_METHODS = frozenset({"backward", "step", "forward"})
 
 
-_LOOP_WORDS = re.compile(rb"\b(?:for|while)\b")
+def _gpu_work(ctx: LintContext, call: Node) -> bool:
+    """Work that runs on the GPU when timed: a call spelled as a model (`model(x)`,
+    `self.net(x)`), a training step (`loss.backward()`, `optimizer.step()`), or a torch op."""
+    if is_model_call(call) or method_name(call) in _STEP_METHODS:
+        return True
+    name = dotted_name(callee(call)) or ""
+    return name.startswith(("torch.", "F.")) and not _TORCH_HOST_CALL.match(name)
+
+
+# torch calls that run on the host: `torch.compile(model)` only wraps it (compiling happens at the
+# first call), loading, saving, settings, the CUDA and process-group APIs
+_TORCH_HOST_CALL = re.compile(
+    r"torch\.(?:cuda|distributed|backends|jit|compile|load|save|device|manual_seed|set_|get_|is_|no_grad|"
+    r"inference_mode|autocast|utils\.data)"
+)
+
+
 _YIELD = re.compile(rb"\byield\b")
 
 
