@@ -200,6 +200,14 @@ def throttled_by(node: Node, stop: Node) -> Optional[Node]:
 
 
 def _throttle_between(node: Node, loop: Node) -> Optional[Node]:
+    """The throttle (`if step % 100 == 0:`) whose body holds `node`, inside `loop`; not one that
+    takes the optimizer step (gradient accumulation, `_accumulation_between`)."""
+    return _throttling_if(node, loop, steps_optimizer=False)
+
+
+def _throttling_if(node: Node, loop: Node, steps_optimizer: bool) -> Optional[Node]:
+    """The condition of the innermost `if` between `node` and `loop` whose body holds `node`,
+    whose test is a throttle and whose body does (or does not) take an optimizer step."""
     child = node
     for parent in ancestors(node):
         if parent == loop or parent.type in SCOPE_TYPES:
@@ -212,7 +220,7 @@ def _throttle_between(node: Node, loop: Node) -> Optional[Node]:
                 and child == body
                 and condition is not None
                 and is_throttle(condition)
-                and not _steps_optimizer(body)
+                and _steps_optimizer(body) == steps_optimizer
             ):
                 return condition
         child = parent
@@ -232,23 +240,7 @@ def _steps_optimizer(body: Node) -> bool:
 def _accumulation_between(node: Node, loop: Node) -> Optional[Node]:
     """The condition of `if iiter % accum_grad == 0:` between `node` and its loop when that `if`
     takes the optimizer step: `node` runs once per optimizer step, every training step."""
-    child = node
-    for parent in ancestors(node):
-        if parent == loop or parent.type in SCOPE_TYPES:
-            return None
-        if parent.type in ("if_statement", "elif_clause"):
-            condition = parent.child_by_field_name("condition")
-            body = parent.child_by_field_name("consequence")
-            if (
-                body is not None
-                and child == body
-                and condition is not None
-                and is_throttle(condition)
-                and _steps_optimizer(body)
-            ):
-                return condition
-        child = parent
-    return None
+    return _throttling_if(node, loop, steps_optimizer=True)
 
 
 _NONFINITE_TEST = re.compile(r"\b(?:isnan|isinf)\s*\(|^\s*not\b[^\n]*\bisfinite\s*\(")
