@@ -7,7 +7,8 @@ wrong or ended without saying why.
 
 from __future__ import annotations
 
-from test_models import line_of, trace
+from gpu_helpers import cuda_request
+from test_models import FIXTURES, line_of, trace
 
 
 def test_known_mask_stays_known_through_repeated_in_place_updates_read_between(worker):
@@ -26,3 +27,26 @@ def test_known_mask_stays_known_through_repeated_in_place_updates_read_between(w
     assert report.summary.assumptions == 0
     updates = [e for e in report.events if e.kind == "op" and e.name == "aten.bitwise_and_.Tensor"]
     assert [(e.line, e.outputs[0].shape) for e in updates] == [(update, (12,))] * 5
+
+
+def test_torch_ao_quantization_ends_the_trace_at_the_line_saying_why(worker):
+    # fake tensors have no quantized kernels: torch's dispatcher error ("Could not run
+    # 'aten::_empty_affine_quantized' with arguments from the 'QuantizedMeta' backend") named
+    # neither the cause nor a way out
+    report = worker.trace(cuda_request(FIXTURES / "ao_dynamic_quant.py", "infer", timeout=120))
+    assert report.status == "error"
+    [error] = report.diagnostics
+    assert (error.code, error.line, error.column) == (
+        "AL900",
+        line_of("ao_dynamic_quant.py", "qmodel = torch.ao.quantization.quantize_dynamic("),
+        13,  # the call, `torch.ao...`
+    )
+    assert error.message == (
+        "NotImplementedError: `aten.quantize_per_tensor.default` works on quantized tensors "
+        "(torch.ao.quantization), which the trace cannot simulate: fake tensors have no quantized kernels, "
+        "and torch.ao's quantized engines (fbgemm, qnnpack) run on the CPU only, with weights packed from "
+        "real data; trace the float model, or quantize with torchao (`torchao.quantization.quantize_`), "
+        "whose quantized layers the trace follows (docs/fidelity.md)"
+    )
+    assert report.message == error.message
+    assert not [e for e in report.events if e.kind == "op"]
