@@ -50,3 +50,41 @@ def test_torch_ao_quantization_ends_the_trace_at_the_line_saying_why(worker):
     )
     assert report.message == error.message
     assert not [e for e in report.events if e.kind == "op"]
+
+
+def test_bincount_on_cuda_counts_known_values_and_is_a_sync(worker):
+    # `torch.bincount` has a data-dependent length; it had no handler and ended the trace with
+    # DynamicOutputShapeException even on known values. `histc` with its default range (min == max)
+    # reads the data's min and max on the host, a sync the trace did not report.
+    report = trace(worker, "moe_bincount.py", "moe")
+    assert report.stdout == "[3, 5, 2, 2] (12, 8) (8,)\n"  # the eager CPU run of the same seed
+    count = line_of("moe_bincount.py", "counts = torch.bincount(idx, minlength=len(layers))")
+    spread = line_of("moe_bincount.py", "spread = torch.histc(out, bins=8)")
+    syncs = [(d.code, d.line, d.message.split(":")[0]) for d in report.diagnostics]
+    assert syncs == [
+        ("AL100", count, "`bincount` has a data-dependent output shape"),
+        ("AL100", count + 1, "`.tolist()` copies cuda i64[4] to the host"),
+        (
+            "AL100",
+            spread,
+            "`histc` with `min == max` (the default) copies the input's min and max to the host to find its range",
+        ),
+        ("AL100", spread + 1, "`.tolist()` copies cuda i64[4] to the host"),
+    ]
+    # the router, then each expert on its real share of the 12 tokens
+    matmuls = [e.outputs[0].shape for e in report.events if e.kind == "op" and e.name == "aten.addmm.default"]
+    assert matmuls == [(12, 4), (3, 8), (5, 8), (2, 8), (2, 8)]
+
+
+def test_bincount_of_unknown_values_assumes_its_length_and_says_so(worker):
+    report = trace(worker, "moe_bincount.py", "moe_wide")
+    assert report.stdout == "(12,)\n"
+    line = line_of("moe_bincount.py", "counts = torch.bincount(idx)")
+    assert [(d.code, d.line, d.message) for d in report.diagnostics if d.code == "AL906"] == [
+        (
+            "AL906",
+            line,
+            "value unknown on fake tensors: took size 12 for `bincount` of i64[12] (largest value 11 assumed)",
+        )
+    ]
+    assert report.summary.assumptions == 1
