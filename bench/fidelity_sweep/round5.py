@@ -4,7 +4,8 @@
 non-reentrant activation checkpointing under bf16 autocast, `nn.LSTM` with `proj_size`, a PPO clip
 loss with `torch.distributions`, `grid_sample` / `interpolate` on channels_last, `torch.ao` dynamic
 quantization, `torch.autograd.functional` jacobian and hessian, a hand-written LoRA wrapper with
-gradient accumulation."""
+gradient accumulation, Whisper beam search, a LLaVA training step, a Flux transformer with a
+flow-matching scheduler loop, an RNN-T loss written as a logsumexp recursion."""
 
 import os
 
@@ -344,3 +345,111 @@ def whisper_setup():
 def whisper_beam(model, feats):
     out = model.generate(input_features=feats, num_beams=2, max_new_tokens=4)
     print(tuple(out.shape))
+
+
+def llava_setup():
+    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
+
+    torch.manual_seed(0)
+    vision = CLIPVisionConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, image_size=16, patch_size=4
+    )
+    text = LlamaConfig(
+        vocab_size=100,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        pad_token_id=0,
+    )
+    config = LlavaConfig(vision_config=vision, text_config=text, image_token_index=99, image_seq_length=16)
+    model = LlavaForConditionalGeneration(config).to(DEV)
+    ids = torch.randint(1, 90, (2, 24), device=DEV)
+    ids[:, 2:18] = 99  # the 16 patch tokens of each image
+    pixels = torch.randn(2, 3, 16, 16, device=DEV)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    return model, opt, ids, pixels
+
+
+# atenlens: llava(*llava_setup())
+def llava(model, opt, ids, pixels):
+    out = model(input_ids=ids, pixel_values=pixels, labels=ids)
+    out.loss.backward()
+    opt.step()
+    print(tuple(out.logits.shape))
+
+
+def flux_setup():
+    from diffusers import FlowMatchEulerDiscreteScheduler, FluxTransformer2DModel
+
+    torch.manual_seed(0)
+    model = FluxTransformer2DModel(
+        patch_size=1,
+        in_channels=8,
+        num_layers=1,
+        num_single_layers=1,
+        attention_head_dim=8,
+        num_attention_heads=2,
+        joint_attention_dim=16,
+        pooled_projection_dim=16,
+        axes_dims_rope=(2, 2, 4),
+    ).to(DEV)
+    scheduler = FlowMatchEulerDiscreteScheduler()
+    latents = torch.randn(1, 16, 8, device=DEV)
+    text = torch.randn(1, 6, 16, device=DEV)
+    pooled = torch.randn(1, 16, device=DEV)
+    img_ids = torch.zeros(16, 3, device=DEV)
+    txt_ids = torch.zeros(6, 3, device=DEV)
+    return model, scheduler, latents, text, pooled, img_ids, txt_ids
+
+
+# atenlens: flux(*flux_setup())
+@torch.no_grad()
+def flux(model, scheduler, latents, text, pooled, img_ids, txt_ids):
+    scheduler.set_timesteps(3, device=latents.device)
+    for t in scheduler.timesteps:
+        timestep = t.expand(latents.shape[0]).to(latents.dtype) / 1000
+        noise = model(
+            hidden_states=latents,
+            timestep=timestep,
+            encoder_hidden_states=text,
+            pooled_projections=pooled,
+            txt_ids=txt_ids,
+            img_ids=img_ids,
+        ).sample
+        latents = scheduler.step(noise, t, latents).prev_sample
+    print(tuple(latents.shape))
+
+
+def rnnt_setup():
+    torch.manual_seed(0)
+    joiner = nn.Linear(16, 6).to(DEV)  # 5 labels + blank
+    enc = torch.randn(2, 7, 16, device=DEV, requires_grad=True)
+    pred = torch.randn(2, 4, 16, device=DEV, requires_grad=True)  # 3 labels + start
+    targets = torch.randint(1, 6, (2, 3), device=DEV)
+    return joiner, enc, pred, targets
+
+
+# atenlens: rnnt(*rnnt_setup())
+def rnnt(joiner, enc, pred, targets):
+    logp = joiner(enc[:, :, None] + pred[:, None]).log_softmax(-1)  # (B, T, U+1, V)
+    blank = logp[..., 0]
+    emit = logp[:, :, :-1].gather(-1, targets[:, None, :, None].expand(-1, logp.shape[1], -1, -1)).squeeze(-1)
+    T, U1 = logp.shape[1], logp.shape[2]
+    alpha = [[None] * U1 for _ in range(T)]
+    alpha[0][0] = torch.zeros(2, device=enc.device)
+    for t in range(T):
+        for u in range(U1):
+            if t == 0 and u == 0:
+                continue
+            paths = []
+            if t > 0:
+                paths.append(alpha[t - 1][u] + blank[:, t - 1, u])
+            if u > 0:
+                paths.append(alpha[t][u - 1] + emit[:, t, u - 1])
+            alpha[t][u] = torch.logsumexp(torch.stack(paths), 0)
+    loss = -(alpha[T - 1][U1 - 1] + blank[:, T - 1, U1 - 1]).mean()
+    loss.backward()
+    print(round(float(loss) * 0, 1), tuple(enc.grad.shape))
