@@ -88,3 +88,42 @@ def test_bincount_of_unknown_values_assumes_its_length_and_says_so(worker):
         )
     ]
     assert report.summary.assumptions == 1
+
+
+def test_tensor_split_at_offsets_in_a_cpu_tensor_and_allclose_on_cuda(worker):
+    # torch reads tensor_split's split points from the CPU tensor's data in C++: the trace ended with
+    # "data is not allocated yet"; `torch.allclose` on cuda ended it with DataDependentOutputException
+    report = trace(worker, "varlen_split.py", "per_sequence")
+    assert report.stdout == "[(3, 8), (5, 8), (4, 8)] True\n"
+    split = line_of("varlen_split.py", "pieces = torch.tensor_split(packed, offsets[:-1])")
+    check = line_of("varlen_split.py", "same = torch.allclose(means, means.clone())")
+    assert [(e.name, e.outputs[0].shape) for e in report.events if e.kind == "op" and e.line == split] == [
+        ("aten.slice.Tensor", (2,)),
+        ("aten.slice.Tensor", (3, 8)),
+        ("aten.slice.Tensor", (5, 8)),
+        ("aten.slice.Tensor", (4, 8)),
+    ]
+    assert [(d.code, d.line, d.message) for d in report.diagnostics] == [
+        (
+            "AL100",
+            check,
+            "`torch.allclose` returns a Python bool computed on the GPU: the host waits until the GPU has "
+            "finished all queued work [aten.allclose]",
+        )
+    ]
+
+
+def test_tensor_split_and_allclose_on_unknown_values_are_assumptions_at_the_line(worker):
+    report = trace(worker, "varlen_split.py", "scored")
+    assert report.stdout == "3 True\n"
+    split = line_of("varlen_split.py", "pieces = packed.tensor_split(cuts)")
+    check = line_of("varlen_split.py", "close = torch.allclose(scorer(packed), scorer(packed.clone()))")
+    assert [(d.line, d.message) for d in report.diagnostics if d.code == "AL906"] == [
+        (split, "value unknown on fake tensors: took 3 even sections for `tensor_split` at unknown points (i64[2])"),
+        (check, "value unknown on fake tensors: took `True` for `torch.allclose` of f32[600, 4]"),
+    ]
+    assert [e.outputs[0].shape for e in report.events if e.kind == "op" and e.line == split] == [
+        (200, 8),
+        (200, 8),
+        (200, 8),
+    ]

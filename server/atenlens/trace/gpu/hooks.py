@@ -16,7 +16,19 @@ from typing import Any
 
 import torch
 
-from atenlens.trace.gpu import conv_layout, copies, ctc, grouped_mm, packed, quantized, rnn_cells, sdpa, sparse, syncs  # noqa: F401  (importing registers their handlers)
+from atenlens.trace.gpu import (  # noqa: F401  (importing registers their handlers)
+    conv_layout,
+    copies,
+    ctc,
+    grouped_mm,
+    host_arguments,
+    packed,
+    quantized,
+    rnn_cells,
+    sdpa,
+    sparse,
+    syncs,
+)
 from atenlens.trace.gpu.registry import DISPATCH_HANDLERS, FUNCTION_HANDLERS, InterceptedCall
 from atenlens.trace.gpu.tracker import HazardTracker, tensor_label
 from atenlens.trace.torch_compat import tree_leaves

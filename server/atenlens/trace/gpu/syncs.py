@@ -77,17 +77,21 @@ def scalar_to_host(call: InterceptedCall) -> Any:
         return values.assume_scalar(t, reader)
 
 
-@DISPATCH_HANDLERS.register(aten.equal.default)
+_COMPARISONS = {aten.equal.default: "`torch.equal`", aten.allclose.default: "`torch.allclose`"}
+
+
+@DISPATCH_HANDLERS.register(*_COMPARISONS)
 def tensors_equal(call: InterceptedCall) -> Any:
-    a = call.args[0]
-    _report_sync(call, a, f"`torch.equal` returns a Python bool computed on the GPU: {WAITS}")
+    """`torch.equal` and `torch.allclose` return a Python bool: the host reads it from the GPU."""
+    a, what = call.args[0], _COMPARISONS[call.target]
+    _report_sync(call, a, f"{what} returns a Python bool computed on the GPU: {WAITS}")
     known = call.tracker.values.run_known(call.target, call.args, call.kwargs)
     if known is not None:
         return known
     try:
         return call.run()
     except (DataDependentOutputException, DynamicOutputShapeException):
-        call.tracker.values.note(f"took `True` for `torch.equal` of {tensor_label(a)}")
+        call.tracker.values.note(f"took `True` for {what} of {tensor_label(a)}")
         return True
 
 
