@@ -127,3 +127,29 @@ def test_tensor_split_and_allclose_on_unknown_values_are_assumptions_at_the_line
         (200, 8),
         (200, 8),
     ]
+
+
+def test_dense_to_sparse_on_cuda_keeps_its_entries_and_an_unsimulated_sparse_kernel_says_so(worker):
+    # `to_sparse()` of a cuda tensor and `torch.sparse.mm` ended the trace with torch's "Could not run
+    # 'aten::empty_strided' with arguments from the 'CUDA' backend", an op the program never called
+    report = worker.trace(cuda_request(FIXTURES / "sparse_adjacency.py", "propagate", timeout=120))
+    assert report.stdout == "11 True\n"  # the eager CPU run: 11 edges
+    convert = line_of("sparse_adjacency.py", "sparse = adjacency.to_sparse()")
+    product = line_of("sparse_adjacency.py", "out = torch.sparse.mm(sparse, features)")
+    assert report.status == "error"
+    assert [(d.code, d.line, d.message) for d in report.diagnostics] == [
+        (
+            "AL100",
+            convert,
+            "`to_sparse()` of f32[6, 6] counts its nonzero entries on the host: the host waits until the GPU "
+            "has finished all queued work [aten._to_sparse]",
+        ),
+        (
+            "AL900",
+            product,
+            "NoFakeKernelError: `aten._sparse_addmm.default` cannot be simulated on cuda for these inputs: torch "
+            "has no meta kernel for it, and the trace has no CUDA kernels to run instead (docs/fidelity.md)",
+        ),
+    ]
+    [conversion] = [e for e in report.events if e.kind == "op" and e.name == "aten._to_sparse.default"]
+    assert conversion.line == convert
