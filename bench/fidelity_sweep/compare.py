@@ -5,7 +5,8 @@ Differences that are CPU-versus-CUDA kernel choices are expected (docs/fidelity.
 
     python bench/fidelity_sweep/compare.py bench/fidelity_sweep/plain.py rnn [--out DIR]
 
-The configuration files (hf_text.py, vision2.py, plain.py, lit_manual.py, core3.py, libs3.py, round4.py) need the `models` extra
+The configuration files (hf_text.py, vision2.py, plain.py, lit_manual.py, core3.py, libs3.py, round4.py,
+round5.py) need the `models` extra
 and build every model from a small config; each function has an `# atenlens:` example call.
 """
 

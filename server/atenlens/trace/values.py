@@ -260,6 +260,13 @@ def _version(t: torch.Tensor) -> Optional[int]:
         return None
 
 
+def _view_base(func: Any, inputs: Any) -> Optional[torch.Tensor]:
+    """The tensor a view op's outputs view (its first tensor argument); None for other ops."""
+    if not func.is_view:
+        return None
+    return next((t for t in inputs if isinstance(t, _Tensor)), None)
+
+
 def _small(outputs: list) -> bool:
     return all(o.numel() <= SHADOW_LIMIT for o in outputs)
 
@@ -298,12 +305,17 @@ class Values:
             return None
         return s
 
-    def _attach(self, t: torch.Tensor, s: Shadow) -> None:
+    def _attach(self, t: torch.Tensor, s: Shadow, base: Optional[torch.Tensor] = None) -> None:
+        """Give `t` the shadow `s`. `base` is the input a view op's output `t` views: the output of
+        a view op does not share its base's version counter yet when the op returns (autograd's
+        view tracking sets it after), so the storage stays valid at the base's version; taking the
+        view's fresh counter instead dropped the base's shadow at its next in-place op's read
+        (`alive &= iou` twice, with `alive[i]` read in between, made `alive` unknown)."""
         key = tc.storage_key(t)
         if key is None:
             return
         t.__dict__[_ATTR] = s
-        self._coherent[key] = _version(t)
+        self._coherent[key] = _version(base if base is not None else t)
 
     def _forget(self, t: Any) -> None:
         if isinstance(t, _Tensor) and t.__dict__.pop(_ATTR, None) is not None:
@@ -433,11 +445,12 @@ class Values:
         for t in mutated:
             self._attach(t, Shadow(replaced[id(t)], reason=reason))
         mutated_ids = {id(t) for t in mutated}
+        base = _view_base(func, inputs)
         for fake, real in zip(outputs, _outputs(real_out)):
             if id(fake) in mutated_ids:
                 continue
             if tuple(real.shape) == tuple(fake.shape) and real.dtype == fake.dtype:
-                self._attach(fake, Shadow(real, reason=reason))
+                self._attach(fake, Shadow(real, reason=reason), base)
 
     def _absorb(self, func: Any, args: tuple, shadows: list, out: torch.Tensor) -> bool:
         """An `|` / `&` with an unknown operand whose known operand decides every element of `out`
@@ -480,13 +493,15 @@ class Values:
             value = value.reshape(())
         else:
             return
-        self._assume_uniform(out, value, source.reason)
+        self._assume_uniform(out, value, source.reason, _view_base(func, args))
 
-    def _assume_uniform(self, out: torch.Tensor, value: torch.Tensor, reason: Optional[str]) -> None:
+    def _assume_uniform(
+        self, out: torch.Tensor, value: torch.Tensor, reason: Optional[str], base: Optional[torch.Tensor] = None
+    ) -> None:
         if out.numel() <= SHADOW_LIMIT:
-            self._attach(out, Shadow(value.to(out.dtype).expand(tuple(out.shape)).clone(), reason=reason))
+            self._attach(out, Shadow(value.to(out.dtype).expand(tuple(out.shape)).clone(), reason=reason), base)
         else:
-            self._attach(out, Shadow(value.to(out.dtype).reshape(()), uniform=True, reason=reason))
+            self._attach(out, Shadow(value.to(out.dtype).reshape(()), uniform=True, reason=reason), base)
 
     def after_call(self, func: Any, out: Any) -> None:
         """API calls whose ops alone do not show the assumption: `isfinite` decomposes into

@@ -16,7 +16,19 @@ from typing import Any
 
 import torch
 
-from atenlens.trace.gpu import conv_layout, copies, ctc, grouped_mm, packed, rnn_cells, sdpa, sparse, syncs  # noqa: F401  (importing registers their handlers)
+from atenlens.trace.gpu import (  # noqa: F401  (importing registers their handlers)
+    conv_layout,
+    copies,
+    ctc,
+    grouped_mm,
+    host_arguments,
+    packed,
+    quantized,
+    rnn_cells,
+    sdpa,
+    sparse,
+    syncs,
+)
 from atenlens.trace.gpu.registry import DISPATCH_HANDLERS, FUNCTION_HANDLERS, InterceptedCall
 from atenlens.trace.gpu.tracker import HazardTracker, tensor_label
 from atenlens.trace.torch_compat import tree_leaves
@@ -70,6 +82,26 @@ def _check_reads(tracker: HazardTracker, tensors: list, reader: str, op: Any) ->
                 tracker.unsynced_read(_unsynced_read_message(reader, tensor_label(t), pending.line), op)
 
 
+class NoFakeKernelError(NotImplementedError):
+    """An op the trace cannot run on fake cuda tensors (see `_without_fake_kernel`)."""
+
+
+def _without_fake_kernel(func: Any, error: NotImplementedError) -> NotImplementedError:
+    """torch's error when an op has no meta kernel for its inputs (sparse kernels, mostly): the fake
+    mode then runs the real CUDA kernel, which a CPU build of torch does not have, and torch's message
+    ("Could not run 'aten::empty_strided' with arguments from the 'CUDA' backend") names an op the
+    program never called. Said instead: which op, and that the trace cannot simulate it."""
+    text = str(error)
+    if isinstance(error, NoFakeKernelError) or not (
+        text.startswith("Could not run '") and "with arguments from the 'CUDA' backend" in text
+    ):
+        return error
+    return NoFakeKernelError(
+        f"`{func}` cannot be simulated on cuda for these inputs: torch has no meta kernel for it, and the trace "
+        "has no CUDA kernels to run instead (docs/fidelity.md)"
+    )
+
+
 class HazardHooks:
     """Runs API calls and aten ops for the recorder's modes, finding hazards on the way (the
     `DeviceHooks` of trace/device.py)."""
@@ -93,10 +125,13 @@ class HazardHooks:
         if capture.replays.watched and capture.active is None and not func.is_view:
             capture.replays.op(func, args, kwargs)  # static tensors between replays (AL516, AL517)
         handler = self._op_handler(func)
-        if handler is None:
-            out = func(*args, **kwargs)
-        else:
-            out = handler(InterceptedCall(func, args, kwargs, tracker, run=lambda: func(*args, **kwargs)))
+        try:
+            if handler is None:
+                out = func(*args, **kwargs)
+            else:
+                out = handler(InterceptedCall(func, args, kwargs, tracker, run=lambda: func(*args, **kwargs)))
+        except NotImplementedError as error:
+            raise _without_fake_kernel(func, error) from error
         if kwargs and kwargs.get("pin_memory") and isinstance(out, torch.Tensor) and out.device.type == "cpu":
             tracker.mark_pinned(out)  # torch.empty(..., pin_memory=True) and other factories
         if capture.active is not None and not func.is_view:

@@ -12,7 +12,8 @@ depends on the indices. Known indices give it — a sparse tensor made from indi
 trace knows (an embedding's gradient of known token ids) carries them through these handlers —;
 unknown ones take half the entries (AL906). On a GPU
 the kernel learns the count on the host after sorting the indices (thrust's `unique_by_key`
-returns it), so a cuda coalesce is a sync (AL100).
+returns it), so a cuda coalesce is a sync (AL100). `dense.to_sparse()` is the same kind of count
+(its nonzero positions), made here as a GPU makes it.
 """
 
 from __future__ import annotations
@@ -149,3 +150,51 @@ def embedding_bag_backward(call: InterceptedCall) -> Any:
         return out
     with real_tensors():
         return _keep(out, known.reshape(1, -1).to(torch.int64))
+
+
+@DISPATCH_HANDLERS.register(aten._to_sparse.default, aten._to_sparse.sparse_dim)
+def dense_to_sparse(call: InterceptedCall) -> Any:
+    """`dense.to_sparse()` (COO): one entry per nonzero position of the sparse dims, a count that
+    depends on the data (FakeTensorMode has no kernel for it: on cuda it tried a real CUDA
+    allocation and ended the trace). The kernel finds the entries with `nonzero`, so on cuda the
+    count comes back to the host: a sync. Known data gives the count and the indices, unknown data
+    half the positions (AL906)."""
+    dense = call.args[0]
+    layout = call.kwargs.get("layout")
+    if dense.layout != torch.strided or (layout is not None and layout != torch.sparse_coo):
+        return call.run()
+    sparse_dim = (
+        int(call.arg(1, "sparse_dim", dense.dim())) if call.target is aten._to_sparse.sparse_dim else dense.dim()
+    )
+    dense_dim = dense.dim() - sparse_dim
+    known = call.tracker.values.known(dense)
+    indices_value: Optional[torch.Tensor] = None
+    if known is not None:
+        with real_tensors():
+            flat = known.reshape(*known.shape[:sparse_dim], -1) if dense_dim else known
+            occupied = flat.ne(0).any(-1) if dense_dim else flat.ne(0)
+            indices_value = occupied.nonzero().t().contiguous()
+        entries = int(indices_value.shape[1])
+    else:
+        positions = 1
+        for size in dense.shape[:sparse_dim]:
+            positions *= int(size)
+        entries = call.tracker.values.assume_size(
+            positions, f"the nonzero entries of `to_sparse()` of {tensor_label(dense)}"
+        )
+    if dense.device.type == "cuda":
+        call.tracker.sync(
+            f"`to_sparse()` of {tensor_label(dense)} counts its nonzero entries on the host: {WAITS}", str(call.target)
+        )
+    sparse = aten._sparse_coo_tensor_with_dims_and_tensors(
+        sparse_dim,
+        dense_dim,
+        list(dense.shape),
+        torch.empty((sparse_dim, entries), dtype=torch.long, device=dense.device),
+        dense.new_empty((entries, *dense.shape[sparse_dim:])),
+        dtype=dense.dtype,
+        layout=torch.sparse_coo,
+        device=dense.device,
+        is_coalesced=True,
+    )
+    return _keep(sparse, indices_value)

@@ -77,17 +77,21 @@ def scalar_to_host(call: InterceptedCall) -> Any:
         return values.assume_scalar(t, reader)
 
 
-@DISPATCH_HANDLERS.register(aten.equal.default)
+_COMPARISONS = {aten.equal.default: "`torch.equal`", aten.allclose.default: "`torch.allclose`"}
+
+
+@DISPATCH_HANDLERS.register(*_COMPARISONS)
 def tensors_equal(call: InterceptedCall) -> Any:
-    a = call.args[0]
-    _report_sync(call, a, f"`torch.equal` returns a Python bool computed on the GPU: {WAITS}")
+    """`torch.equal` and `torch.allclose` return a Python bool: the host reads it from the GPU."""
+    a, what = call.args[0], _COMPARISONS[call.target]
+    _report_sync(call, a, f"{what} returns a Python bool computed on the GPU: {WAITS}")
     known = call.tracker.values.run_known(call.target, call.args, call.kwargs)
     if known is not None:
         return known
     try:
         return call.run()
     except (DataDependentOutputException, DynamicOutputShapeException):
-        call.tracker.values.note(f"took `True` for `torch.equal` of {tensor_label(a)}")
+        call.tracker.values.note(f"took `True` for {what} of {tensor_label(a)}")
         return True
 
 
@@ -307,6 +311,42 @@ def repeat_interleave(call: InterceptedCall) -> Any:
         return torch.empty((repeats.numel(),), dtype=torch.long, device=repeats.device)
 
     return _run_or(call, placeholder)
+
+
+@DISPATCH_HANDLERS.register(aten.bincount.default)
+def bincount(call: InterceptedCall) -> Any:
+    """`bincount`'s length is its input's largest value plus one (at least `minlength`): the CUDA
+    kernel reads the input's min and max back to the host before it allocates the result."""
+    t, weights, minlength = call.args[0], call.arg(1, "weights"), int(call.arg(2, "minlength", 0) or 0)
+    _report_sync(call, t, _shape_message("`bincount`"))
+    known = _known_result(call, t.device)
+    if known is not None:
+        return known
+
+    def placeholder() -> torch.Tensor:
+        size = minlength if minlength > 0 else t.numel()
+        assumed = f"every value below `minlength` {minlength}" if minlength > 0 else f"largest value {size - 1}"
+        call.tracker.values.note(f"took size {size} for `bincount` of {tensor_label(t)} ({assumed} assumed)")
+        dtype = torch.long if weights is None else (torch.float if weights.dtype == torch.float else torch.double)
+        return torch.empty((size,), dtype=dtype, device=t.device)
+
+    return _run_or(call, placeholder)
+
+
+@DISPATCH_HANDLERS.register(aten.histc.default)
+def histc(call: InterceptedCall) -> Any:
+    """`histc` with `min == max` (the default, 0 and 0) takes its range from the data: the CUDA kernel
+    copies the input's min and max to the host first. The output's size (`bins`) is known."""
+    t = call.args[0]
+    low, high = call.arg(2, "min", 0), call.arg(3, "max", 0)
+    if low == high and t.numel() > 0:
+        _report_sync(
+            call,
+            t,
+            "`histc` with `min == max` (the default) copies the input's min and max to the host to find its "
+            f"range: {WAITS}",
+        )
+    return call.run()
 
 
 @FUNCTION_HANDLERS.register(torch.isfinite, torch.Tensor.isfinite)
