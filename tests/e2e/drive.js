@@ -288,7 +288,10 @@ async function untrusted(page) {
     const lines = await squiggleLines(page, plan.lintLine, plan.lintTimeoutMs);
     // the lenses of the file were asked for when it opened, before its diagnostics came
     const lenses = await page.evaluate(lensTitles);
-    const restricted = await page.evaluate(() => [...document.querySelectorAll(".statusbar-item")].some((e) => e.innerText.includes("Restricted Mode")));
+    // VS Code adds its Restricted Mode item to the status bar on its own schedule: wait for it (bounded)
+    const restricted = await page
+      .waitForFunction(() => [...document.querySelectorAll(".statusbar-item")].some((e) => e.innerText.includes("Restricted Mode")), null, { timeout: 15000 })
+      .then(() => true, () => false);
     const status = await statusWith(page, "lint only", 30000);
     return { squiggleLines: lines, lenses, restricted, status };
   });
