@@ -42,6 +42,23 @@ def _keep(sparse: torch.Tensor, indices: Optional[torch.Tensor]) -> torch.Tensor
     return sparse
 
 
+def _coo(
+    shape: torch.Size, sparse_dim: int, indices: torch.Tensor, values: torch.Tensor, coalesced: bool
+) -> torch.Tensor:
+    """A sparse COO tensor of `shape` from its indices and values, on their device and dtype."""
+    return aten._sparse_coo_tensor_with_dims_and_tensors(
+        sparse_dim,
+        len(shape) - sparse_dim,
+        list(shape),
+        indices,
+        values,
+        dtype=values.dtype,
+        layout=torch.sparse_coo,
+        device=values.device,
+        is_coalesced=coalesced,
+    )
+
+
 @DISPATCH_HANDLERS.register(aten._sparse_coo_tensor_with_dims_and_tensors.default)
 def sparse_coo_tensor(call: InterceptedCall) -> Any:
     """Made from indices the trace knows: the result remembers them."""
@@ -55,16 +72,12 @@ def clone(call: InterceptedCall) -> Any:
     source = call.args[0]
     if not isinstance(source, torch.Tensor) or source.layout != torch.sparse_coo:
         return call.run()
-    copy = aten._sparse_coo_tensor_with_dims_and_tensors(
+    copy = _coo(
+        source.shape,
         source.sparse_dim(),
-        source.dense_dim(),
-        list(source.shape),
         aten.clone.default(sparse_indices(source)),
         aten.clone.default(sparse_values(source)),
-        dtype=source.dtype,
-        layout=torch.sparse_coo,
-        device=source.device,
-        is_coalesced=source.is_coalesced(),
+        source.is_coalesced(),
     )
     return _keep(copy, _known_indices(call, source))
 
@@ -87,16 +100,12 @@ def coalesce(call: InterceptedCall) -> Any:
             f"`coalesce()` of sparse {tensor_label(source)} counts its distinct indices on the host: {WAITS}",
             str(call.target),
         )
-    coalesced = aten._sparse_coo_tensor_with_dims_and_tensors(
+    coalesced = _coo(
+        source.shape,
         source.sparse_dim(),
-        source.dense_dim(),
-        list(source.shape),
         torch.empty((source.sparse_dim(), entries), dtype=indices.dtype, device=source.device),
         values.new_empty((entries, *values.shape[1:])),
-        dtype=source.dtype,
-        layout=torch.sparse_coo,
-        device=source.device,
-        is_coalesced=True,
+        True,
     )
     return _keep(coalesced, known)
 
@@ -110,17 +119,7 @@ def sparse_mask(call: InterceptedCall) -> Any:
         return call.run()
     indices = sparse_indices(mask)
     values = dense.new_empty((sparse_entries(mask), *dense.shape[mask.sparse_dim() :]))
-    masked = aten._sparse_coo_tensor_with_dims_and_tensors(
-        mask.sparse_dim(),
-        mask.dense_dim(),
-        list(mask.shape),
-        aten.clone.default(indices),
-        values,
-        dtype=dense.dtype,
-        layout=torch.sparse_coo,
-        device=dense.device,
-        is_coalesced=mask.is_coalesced(),
-    )
+    masked = _coo(mask.shape, mask.sparse_dim(), aten.clone.default(indices), values, mask.is_coalesced())
     return _keep(masked, _known_indices(call, mask))
 
 
@@ -186,15 +185,11 @@ def dense_to_sparse(call: InterceptedCall) -> Any:
         call.tracker.sync(
             f"`to_sparse()` of {tensor_label(dense)} counts its nonzero entries on the host: {WAITS}", str(call.target)
         )
-    sparse = aten._sparse_coo_tensor_with_dims_and_tensors(
+    sparse = _coo(
+        dense.shape,
         sparse_dim,
-        dense_dim,
-        list(dense.shape),
         torch.empty((sparse_dim, entries), dtype=torch.long, device=dense.device),
         dense.new_empty((entries, *dense.shape[sparse_dim:])),
-        dtype=dense.dtype,
-        layout=torch.sparse_coo,
-        device=dense.device,
-        is_coalesced=True,
+        True,
     )
     return _keep(sparse, indices_value)
