@@ -723,11 +723,27 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
     return Device.UNKNOWN
 
 
+# torch functions that return a Python bool, not a tensor (`torch.equal` waits for the device itself)
+PYTHON_RESULT_FUNCTIONS = frozenset(
+    {
+        "torch.equal",
+        "torch.allclose",
+        "torch.is_same_size",
+        "torch.is_tensor",
+        "torch.is_floating_point",
+        "torch.is_complex",
+        "torch.is_grad_enabled",
+        "torch.is_autocast_enabled",
+        "torch.is_nonzero",
+    }
+)
+
+
 def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
     name = torch_name(ctx, callee(call))
     method = method_name(call)
     positional, keywords = arguments(call)
-    if name in HOST_BUILTINS or name.split(".")[0] in HOST_MODULES:
+    if name in HOST_BUILTINS or name.split(".")[0] in HOST_MODULES or name in PYTHON_RESULT_FUNCTIONS:
         return Device.HOST
     if method is not None and name.split(".")[0] != "torch":
         if name == "self." + method and _CODER_METHOD.search(method):

@@ -159,6 +159,7 @@ from atenlens.lint.frequency import (
 from atenlens.lint.provenance import (
     DEVICE_EVIDENCE,
     HOST_MODULES,
+    PYTHON_RESULT_FUNCTIONS,
     TRAINING_STEP_EVIDENCE,
     Device,
     device_of,
@@ -857,19 +858,6 @@ TENSOR_PREDICATES = frozenset(
         "abs",
     }
 )
-BOOL_RESULT_FUNCTIONS = frozenset(
-    {
-        "torch.equal",
-        "torch.allclose",
-        "torch.is_same_size",
-        "torch.is_tensor",
-        "torch.is_floating_point",
-        "torch.is_complex",
-        "torch.is_grad_enabled",
-        "torch.is_autocast_enabled",
-        "torch.is_nonzero",
-    }
-)
 
 
 def _is_tensor_valued(ctx: LintContext, node: Node) -> bool:
@@ -878,7 +866,7 @@ def _is_tensor_valued(ctx: LintContext, node: Node) -> bool:
     value that a model's output may carry as a Python flag."""
     if node.type == "call":
         name = dotted_name(callee(node)) or ""
-        if name in BOOL_RESULT_FUNCTIONS or name.startswith("torch.cuda.") or name.startswith("torch.distributed."):
+        if name in PYTHON_RESULT_FUNCTIONS or name.startswith("torch.cuda.") or name.startswith("torch.distributed."):
             return False
         method = method_name(node)
         return name.startswith("torch.") or (method in TENSOR_PREDICATES and not name.startswith(("np.", "math.")))
