@@ -7,6 +7,11 @@ wrong or ended without saying why.
 
 from __future__ import annotations
 
+import random
+
+import torch
+
+from atenlens.trace.gpu.strides import iterator_strides, view_strides
 from test_models import line_of, needs, trace
 
 
@@ -41,3 +46,31 @@ def test_diffusers_vae_tiled_decode_at_batch_1_copies_what_a_gpu_copies(worker):
     assert sum(e.name == "aten.native_group_norm.default" for e in ops) == 9 * 14
     assert sum(e.name == "aten.convolution.default" for e in ops) == 9 * 17
     assert not [d for d in report.diagnostics if d.code != "AL513"]
+
+
+def _permuted(shape: list[int], rng: random.Random) -> torch.Tensor:
+    order = list(range(len(shape)))
+    rng.shuffle(order)
+    return torch.empty([shape[d] for d in order]).permute(*[order.index(d) for d in range(len(shape))])
+
+
+def test_size_1_stride_rules_are_atens_on_real_cpu_tensors():
+    # the rules trace/gpu/strides.py gives fake tensors, against the C++ they copy (CPU and CUDA
+    # share computeStride and TensorIterator), on layouts with size-1 and broadcast dimensions
+    rng = random.Random(0)
+    checked = 0
+    for _ in range(600):
+        shape = [rng.choice([1, 1, 2, 3]) for _ in range(rng.randint(2, 5))]
+        a = _permuted(shape, rng)
+        b = _permuted([s if rng.random() < 0.5 else 1 for s in shape], rng)
+        for out, operands in ((a + b, [a, b]), (a * 2.0, [a, torch.empty(())]), (torch.sin(a), [a])):
+            layouts = [(tuple(t.shape), tuple(t.stride())) for t in operands]
+            assert tuple(iterator_strides(layouts, tuple(out.shape))) == out.stride(), layouts
+        new_shape = [1, *shape] if rng.random() < 0.5 else [s for s in shape if s != 1] or [1]
+        try:
+            view = a.view(new_shape)
+        except RuntimeError:
+            continue
+        assert tuple(view_strides(a.shape, a.stride(), new_shape) or ()) == view.stride(), (a.stride(), new_shape)
+        checked += 1
+    assert checked > 300

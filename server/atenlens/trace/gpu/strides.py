@@ -166,7 +166,7 @@ def _plain(t: Any) -> bool:
 def view(call: InterceptedCall) -> Any:
     out = call.run()
     base = call.args[0]
-    if not (_plain(base) and _plain(out)) or base.is_contiguous():
+    if not (_plain(base) and _plain(out)):
         return out
     return _restrided(out, view_strides(base.shape, base.stride(), out.shape))
 
