@@ -6,7 +6,8 @@ Differences that are CPU-versus-CUDA kernel choices are expected (docs/fidelity.
     python bench/fidelity_sweep/compare.py bench/fidelity_sweep/plain.py rnn [--out DIR]
 
 The configuration files (hf_text.py, vision2.py, plain.py, lit_manual.py, core3.py, libs3.py, round4.py,
-round5.py) need the `models` extra
+round5.py, round6.py) need the `models` extra (round6.py's two distributed configurations are traced only:
+`atenlens trace FILE::FN` with this folder and tests/fixtures/models on PYTHONPATH)
 and build every model from a small config; each function has an `# atenlens:` example call.
 """
 

@@ -27,6 +27,7 @@ from atenlens.trace.gpu import (  # noqa: F401  (importing registers their handl
     rnn_cells,
     sdpa,
     sparse,
+    strides,
     syncs,
 )
 from atenlens.trace.gpu.registry import DISPATCH_HANDLERS, FUNCTION_HANDLERS, InterceptedCall
