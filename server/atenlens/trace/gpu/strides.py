@@ -25,6 +25,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from atenlens.trace.gpu.registry import DISPATCH_HANDLERS, InterceptedCall
+from atenlens.trace.torch_compat import op_schema
 
 aten = torch.ops.aten
 
@@ -179,7 +180,10 @@ def view(call: InterceptedCall) -> Any:
 
 
 def _out_of_place_pointwise(op: Any) -> bool:
-    schema = getattr(op, "_schema", None)
+    try:
+        schema = op_schema(op)
+    except AttributeError:  # not an op overload
+        return False
     if schema is None or torch.Tag.pointwise not in getattr(op, "tags", ()) or schema.is_mutable:
         return False
     returns = schema.returns
@@ -197,7 +201,7 @@ def elementwise(call: InterceptedCall) -> Any:
     ):
         return out  # contiguous inputs and result: both rules agree
     operands: list[Operand] = []
-    for argument, value in zip(call.target._schema.arguments, call.args):
+    for argument, value in zip(op_schema(call.target).arguments, call.args):
         if isinstance(value, torch.Tensor):
             if not _plain(value):
                 return out
