@@ -6,7 +6,8 @@ drop-path; a diffusers AutoencoderKL tiled decode; losses with data-dependent pa
 (`index_add_`, `scatter_reduce`); a KV-cache decoding loop with `pad_sequence` and
 `nn.TransformerDecoder`; a CUDA-graph inference step with a side-stream prefetch and `record_stream`;
 `torch.compile(mode="reduce-overhead")`; and on simulated ranks (trace only: the eager run has no
-process group) DDP with `no_sync()` gradient accumulation and FSDP2 `fully_shard` on a small Llama."""
+process group) DDP with `no_sync()` gradient accumulation and FSDP2 `fully_shard` on a small Llama;
+Lightning `Trainer(precision="bf16-mixed", accumulate_grad_batches=2, fast_dev_run=4)`."""
 
 import os
 
@@ -352,3 +353,25 @@ def fsdp_llama(model, opt, ids):
     opt.step()
     opt.zero_grad()
     print(tuple(out.logits.shape))
+
+
+# atenlens: lit_bf16_accum()
+def lit_bf16_accum():
+    import lightning as L
+    from round4 import LitNet
+
+    torch.manual_seed(0)
+    data = torch.utils.data.TensorDataset(torch.randn(16, 8), torch.randint(0, 2, (16,)))
+    trainer = L.Trainer(
+        accelerator="gpu" if DEV == "cuda" else "cpu",
+        devices=1,
+        fast_dev_run=4,
+        precision="bf16-mixed",
+        accumulate_grad_batches=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(LitNet.make(), torch.utils.data.DataLoader(data, batch_size=4))
+    print(trainer.global_step)

@@ -25,6 +25,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from atenlens.trace.gpu.registry import DISPATCH_HANDLERS, InterceptedCall
+from atenlens.trace.torch_compat import op_schema
 
 aten = torch.ops.aten
 
@@ -152,6 +153,11 @@ def _restrided(out: Any, strides: Optional[Sequence[int]]) -> Any:
     return out.as_strided(out.shape, strides, out.storage_offset())
 
 
+def _has_size_1(t: Any) -> bool:
+    """Whether `t` has a dimension of size 1, asking no symbolic size (that would add a guard)."""
+    return isinstance(t, torch.Tensor) and any(type(d) is int and d == 1 for d in t.shape)
+
+
 def _plain(t: Any) -> bool:
     return (
         type(t).__name__ == "FakeTensor"
@@ -165,6 +171,8 @@ def _plain(t: Any) -> bool:
 @DISPATCH_HANDLERS.register(aten.view.default, aten._unsafe_view.default)
 def view(call: InterceptedCall) -> Any:
     out = call.run()
+    if not _has_size_1(out):  # only size-1 dimensions' strides are changed here
+        return out
     base = call.args[0]
     if not (_plain(base) and _plain(out)):
         return out
@@ -172,7 +180,10 @@ def view(call: InterceptedCall) -> Any:
 
 
 def _out_of_place_pointwise(op: Any) -> bool:
-    schema = getattr(op, "_schema", None)
+    try:
+        schema = op_schema(op)
+    except AttributeError:  # not an op overload
+        return False
     if schema is None or torch.Tag.pointwise not in getattr(op, "tags", ()) or schema.is_mutable:
         return False
     returns = schema.returns
@@ -182,16 +193,21 @@ def _out_of_place_pointwise(op: Any) -> bool:
 @DISPATCH_HANDLERS.register_predicate("out-of-place elementwise ops", _out_of_place_pointwise)
 def elementwise(call: InterceptedCall) -> Any:
     out = call.run()
-    if call.kwargs or not _plain(out) or out.dim() < 2:
-        return out
+    if call.kwargs or not _has_size_1(out) or not _plain(out) or out.dim() < 2:
+        return out  # only size-1 dimensions' strides are changed here
+    shape, strides = tuple(out.shape), tuple(out.stride())
+    if strides == tuple(_contiguous_strides(shape)) and all(
+        isinstance(v, torch.Tensor) and tuple(v.shape) == shape and tuple(v.stride()) == strides for v in call.args
+    ):
+        return out  # contiguous inputs and result: both rules agree
     operands: list[Operand] = []
-    for argument, value in zip(call.target._schema.arguments, call.args):
+    for argument, value in zip(op_schema(call.target).arguments, call.args):
         if isinstance(value, torch.Tensor):
             if not _plain(value):
                 return out
             operands.append((tuple(value.shape), tuple(value.stride())))
         elif str(argument.type) == "Tensor" and isinstance(value, (int, float, bool)):
             operands.append(((), ()))  # a wrapped number: a 0-dim operand, as TensorIterator sees it
-    if not operands or tuple(torch.broadcast_shapes(*(s for s, _ in operands))) != tuple(out.shape):
+    if not operands or tuple(torch.broadcast_shapes(*(s for s, _ in operands))) != shape:
         return out
-    return _restrided(out, iterator_strides(operands, tuple(out.shape)))
+    return _restrided(out, iterator_strides(operands, shape))
