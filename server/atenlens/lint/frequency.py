@@ -193,10 +193,18 @@ def _short(node: Node) -> str:
     return value if len(value) <= 60 else value[:57] + "..."
 
 
-def throttled_by(node: Node, stop: Node) -> Optional[Node]:
-    """The condition that lets `node` run on a few iterations of `stop` (a loop or a function)
-    only: a throttle around it, or an early exit before it that only a throttle passes."""
-    return _throttle_between(node, stop) or early_exit_throttle(node, stop)
+def runs_rarely(node: Node, stop: Node) -> bool:
+    """Does `node` run on only a few of the runs of `stop` (a function's calls): on the way out
+    (`raise`, an `assert`'s message), on the path taken when a value is not finite, in an `except`
+    clause, under a throttle, or after an early exit that only a throttle passes? The same tests
+    `frequency` makes between a node and its loop."""
+    return (
+        on_failure_only(node, stop)
+        or on_nonfinite_path(node, stop)
+        or in_error_handler(node, stop)
+        or _throttle_between(node, stop) is not None
+        or early_exit_throttle(node, stop) is not None
+    )
 
 
 def _throttle_between(node: Node, loop: Node) -> Optional[Node]:

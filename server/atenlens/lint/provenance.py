@@ -798,10 +798,11 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
 
 
 def _annotated_scalar(binding: Binding) -> bool:
-    """`best_loss: float = optimizer.best_loss`: the assignment says it is a Python number."""
+    """`best_loss: float = optimizer.best_loss`: the assignment says it is a Python number (or
+    a container of them, `_HOST_ANNOTATION`)."""
     statement = binding.value.parent if binding.value is not None else None
     kind = statement.child_by_field_name("type") if statement is not None and statement.type == "assignment" else None
-    return kind is not None and text(kind) in ("float", "int", "bool", "str")
+    return kind is not None and _HOST_ANNOTATION.fullmatch(text(kind)) is not None
 
 
 def _compares_with_string(node: Node) -> bool:
@@ -932,6 +933,12 @@ _HOST_ANNOTATION = re.compile(
     r"(?:\s|[\[\],|.]|float|int|str|bool|bytes|None|dict|list|tuple|set|Dict|List|Tuple|Set|Sequence|Mapping|"
     r"Iterable|Optional|Union|typing)+"
 )
+
+
+def _returns_python_value(ctx: LintContext, call: Node) -> bool:
+    """Does `call` return a Python number, not a tensor: a function of this file annotated so
+    (`-> int`), or a method that returns sums of host reads (`_returns_numbers`)?"""
+    return _returns_python_scalar(ctx, dotted_name(callee(call)) or "") or _returns_numbers(ctx, call)
 
 
 def _returns_python_scalar(ctx: LintContext, name: str) -> bool:
@@ -1249,7 +1256,7 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             # `loss = chunked_cross_entropy(logits, y)`: a loss computed from model outputs, or by
             # a function spelled like a loss or a step; not `val_loss = evaluate(...)` (a float).
             call = strip_parens(value)
-            if _returns_numbers(ctx, call):
+            if _returns_python_value(ctx, call):
                 return False  # `epoch_loss = self.train_step(epoch)`: a sum of `.item()` reads
             name = (dotted_name(callee(call)) or "").split(".")[-1]
             if _LOSS_CALLEE.search(name):
@@ -1300,7 +1307,7 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         method = method_name(node)
         if name in HOST_BUILTINS or name.split(".")[0] in HOST_MODULES:
             return False
-        if _returns_python_scalar(ctx, name):
+        if _returns_python_value(ctx, node):
             return False  # `_clamp_block_m(4, n)` of `def _clamp_block_m(m: int, n: int) -> int:`
         if _GRAD_NORM.search(name.split(".")[-1]):
             # `clip_grad_norm_(params, max_norm)`, `accelerator.clip_grad_norm_(...)`: the total norm

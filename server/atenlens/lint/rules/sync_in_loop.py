@@ -150,11 +150,9 @@ from atenlens.lint.frequency import (
     Frequency,
     chunked_walk,
     frequency,
-    in_error_handler,
     is_counter_bound,
     is_throttle,
-    on_failure_only,
-    throttled_by,
+    runs_rarely,
 )
 from atenlens.lint.provenance import (
     DEVICE_EVIDENCE,
@@ -470,12 +468,12 @@ def _repeated_call(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, st
     """For a read outside any loop of its function: how often the function runs, when a loop of
     the file calls it on every iteration (`_called_in_loops`) or it takes a training step itself
     (`training_step_function`: once per step of a training loop, maybe in another module); None
-    when neither, or when the read is under a throttle (`if self.step % 100 == 0:`) or only on
-    the way out (a `raise`, an `assert`'s message)."""
+    when neither, or when the read runs rarely in its function (`runs_rarely`: under a throttle,
+    `if self.step % 100 == 0:`, on the way out, in an `except` clause)."""
     function = next(
         (a for a in ancestors(node) if a.type in ("function_definition", "lambda", "class_definition")), None
     )
-    if function is not None and (on_failure_only(node, function) or _throttled_in(node, function)):
+    if function is not None and runs_rarely(node, function):
         return None  # (a read every N steps, or on the way out: cheap, and left silent)
     found = _called_in_loops(ctx, node)
     if found is not None:
@@ -486,13 +484,6 @@ def _repeated_call(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, st
     title = function.child_by_field_name("name")
     name = text(title) if title is not None else ""
     return Frequency(function, True, "on every training step"), f"in `{name}`, which takes a training step", None
-
-
-def _throttled_in(node: Node, function: Node) -> bool:
-    """Does `node` run only on a few calls of `function`: under a throttle (`if self.step % 100
-    == 0:`), after an early exit that only a throttle passes (`if not should_log: return`), or
-    in an `except` clause?"""
-    return throttled_by(node, function) is not None or in_error_handler(node, function)
 
 
 def _called_in_loops(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, str, Optional[Node]]]:

@@ -47,7 +47,7 @@ from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding
-from atenlens.lint.provenance import is_device_to_host, is_pinned
+from atenlens.lint.provenance import HOST_ATTRIBUTES, VIEW_METHODS, is_device_to_host, is_pinned
 from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import arguments, is_true, method_name, receiver, text
 from atenlens.lint.waits import WAIT_CALLS, alias_calls, is_wait, waiting_function_calls
@@ -148,28 +148,20 @@ def _is_stored(node: Node) -> bool:
     return False
 
 
-# Tensor attributes that describe it without reading its data (`host.shape`, `host.device`)
-METADATA = frozenset(
-    {
-        "shape",
-        "dtype",
-        "device",
-        "is_cuda",
-        "is_pinned",
-        "requires_grad",
-        "ndim",
-        "size",
-        "dim",
-        "numel",
-        "nbytes",
-        "element_size",
-        "stride",
-        "is_contiguous",
-        "record_stream",
-    }
-)
-# Methods that give the same memory as another object or shape, reading no data
-VIEW_METHODS = frozenset({"numpy", "view", "reshape", "flatten", "squeeze", "unsqueeze", "detach", "view_as"})
+# What describes the copy without reading its data (`host.shape`, `host.size(0)`), and the methods
+# that give its memory another shape or type (`host.view(-1)`, `host.numpy()`)
+METADATA = HOST_ATTRIBUTES | {
+    "size",
+    "dim",
+    "numel",
+    "nelement",
+    "stride",
+    "element_size",
+    "is_contiguous",
+    "is_pinned",
+    "record_stream",
+}
+SAME_MEMORY = VIEW_METHODS | {"numpy"}
 
 
 def _reads_metadata_only(node: Node, name: str) -> bool:
@@ -196,7 +188,7 @@ def _view_of_itself(assignment: Node, name: str) -> bool:
     if left is None or text(left) != name or right is None or right.type != "call":
         return False
     owner = receiver(right)
-    return method_name(right) in VIEW_METHODS and owner is not None and text(owner) == name
+    return method_name(right) in SAME_MEMORY and owner is not None and text(owner) == name
 
 
 def _is_rebinding(node: Node) -> bool:
