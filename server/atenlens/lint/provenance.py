@@ -1195,9 +1195,11 @@ def is_model_call(call: Node) -> bool:
 def maybe_device(ctx: LintContext, node: Optional[Node]) -> bool:
     """Weaker than `likely_device`, for operations that only a tensor has (`torch.where(mask)`,
     `.nonzero()`): not provably on the host, in a file that speaks of a device."""
-    if node is not None and in_collate_function(node):
-        return device_of(ctx, node) is Device.CUDA
-    return likely_device(ctx, node) or (device_of(ctx, node) is Device.UNKNOWN and module_mentions_device(ctx))
+    return likely_device(ctx, node) or (
+        device_of(ctx, node) is Device.UNKNOWN
+        and module_mentions_device(ctx)
+        and not (node is not None and in_collate_function(node))  # host tensors there unless proven
+    )
 
 
 def _model_output(ctx: LintContext, node: Optional[Node], depth: int) -> bool:
