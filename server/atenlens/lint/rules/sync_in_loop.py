@@ -453,7 +453,7 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
         if method == "cpu" and how.every_iteration and _collected(call, how.loop):
             example = (
                 "`results[key] = t.cpu()`: one copy per result"
-                if _stored_in_item(_host_copy(call))
+                if _stored_in_item(_through_host_function(_host_copy(call)))
                 else "`outputs.append(t.cpu())`: one copy per batch"
             )
             how = Frequency(
@@ -577,34 +577,44 @@ def _read_just_before(ctx: LintContext, call: Node) -> Optional[int]:
 _TRAINS = re.compile(rb"backward\(|\.step\(")
 
 
+def _takes_training_step(loop: Node) -> bool:
+    """Does this loop, or a loop around it in the same function, call `backward()` or `.step()`?
+    (`for key, value in masks.items():` inside the batch loop of a training step.)"""
+    for node in [loop, *ancestors(loop)]:
+        if node.type in ("function_definition", "class_definition"):
+            return False
+        if node.type in ("for_statement", "while_statement"):
+            body = node.child_by_field_name("body")
+            if body is not None and _TRAINS.search(body.text or b""):
+                return True
+    return False
+
+
 def _collected(call: Node, loop: Optional[Node]) -> bool:
     """Is this `.cpu()` result (maybe through `.numpy()` / `.detach()`) gathered on the host:
     appended to a list (`outputs.append(t.cpu())`), an element of a list built of such copies
     (`[x.cpu().numpy() for x in outputs]`), or bound to a name, maybe through one host function
     (`y = csc_matrix.dot(t.cpu().numpy(), m)`), that the loop then appends (`results.append(y)`)
     or hands to a call that keeps it (`manager.add_samples(y)`, `pool.submit(evaluate, y)`)
-    when the loop takes no training step, or stored under a key (`results[prop] = t.cpu().numpy()`)
-    in a loop that takes none? The usual way to keep evaluation results."""
+    when the loop takes no training step, or stored under a key, maybe through one host function
+    (`results[prop] = t.cpu().numpy()`, `masks[k] = csc_matrix.dot(v.cpu().numpy(), m)`), in a
+    loop that takes none? The usual way to keep evaluation results."""
     node = _host_copy(call)
-    if _stored_in_item(node) and loop is not None:
-        body = loop.child_by_field_name("body")
-        return body is not None and not _TRAINS.search(body.text or b"")
     parent = node.parent
     if parent is not None and parent.type == "argument_list" and parent.parent is not None:
         if method_name(parent.parent) in ("append", "extend"):
             return True
-        if method_name(parent.parent) is not None and receiver(parent.parent) is not None:
-            # `csc_matrix.dot(t.cpu().numpy(), m)`: handed to a host function (not a tensor method)
-            if not (dotted_name(callee(parent.parent)) or "").startswith(("torch.", "self.")):
-                node = parent.parent
-                parent = node.parent
+    node = _through_host_function(node)
+    parent = node.parent
+    if _stored_in_item(node) and loop is not None:
+        return not _takes_training_step(loop)
     if parent is not None and parent.type == "list_comprehension" and parent.named_children[0] == node:
         return True
     if parent is None or parent.type != "assignment" or parent.child_by_field_name("right") != node:
         return False
     target = parent.child_by_field_name("left")
     body = loop.child_by_field_name("body") if loop is not None else None
-    if target is None or target.type != "identifier" or body is None or _TRAINS.search(body.text or b""):
+    if target is None or target.type != "identifier" or body is None or _takes_training_step(body):
         return False  # (in a loop that takes a training step, a metric kept per step is a wait per step)
     # appended, or handed to a call that keeps it (`manager.add_samples(estimate, ...)`,
     # `pendings.append(pool.submit(evaluate, y_pred, y))`, `out.append(search(probs[i]))`)
@@ -612,6 +622,18 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
         rb"\.(?:append|extend|add_\w+|submit)\((?:\s*|[^\n]*?\b)" + re.escape(text(target).encode()) + rb"\b"
     )
     return bool(appended.search(body.text or b"", parent.end_byte - body.start_byte))
+
+
+def _through_host_function(node: Node) -> Node:
+    """`csc_matrix.dot(t.cpu().numpy(), m)`: the call of a host function (a method of something
+    other than torch or `self`) that the host copy is handed to, else the copy itself."""
+    parent = node.parent
+    outer = parent.parent if parent is not None and parent.type == "argument_list" else None
+    if outer is None or method_name(outer) is None or receiver(outer) is None:
+        return node
+    if (dotted_name(callee(outer)) or "").startswith(("torch.", "self.")):
+        return node
+    return outer
 
 
 def _host_copy(call: Node) -> Node:
