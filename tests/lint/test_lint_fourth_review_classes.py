@@ -68,3 +68,42 @@ def test_a_host_copy_stored_under_a_key_through_a_host_function_is_a_kept_result
             "`.cpu()` inside a loop: the host waits for the GPU on every iteration",
         ),
     ]
+
+
+EVALUATION_IN_AN_ENVIRONMENT = dedent(
+    """\
+    import time
+
+    import torch
+
+
+    def train(actor, test_env, collector, device="cuda"):
+        for i, data in enumerate(collector):
+            actor.eval()
+            eval_start = time.time()
+            test_reward = eval_model(actor, test_env, num_episodes=3)
+            eval_time = time.time() - eval_start
+            start = time.time()
+            score = evaluate(actor, data.to(device))
+            score_time = time.time() - start
+            log(eval_time, score_time)
+    """
+)
+
+
+def test_a_timed_call_handed_an_environment_is_host_work() -> None:
+    """`eval_model(actor, test_env, ...)` steps the environment on the host, which waits for each
+    action (torchrl's IMPALA script): no AL301. `evaluate(actor, data)`, spelled as no model and
+    given no environment, is not taken for GPU work either: AL301 needs a model, a training step
+    or a torch op in the interval."""
+    assert findings(EVALUATION_IN_AN_ENVIRONMENT) == []
+    assert findings(EVALUATION_IN_AN_ENVIRONMENT.replace("eval_model(actor, test_env", "actor(test_obs")) == [
+        (
+            11,
+            20,
+            "AL301",
+            "warning",
+            "`time.time()` read with no synchronize since the clock read on line 9: CUDA work is asynchronous, "
+            "so the interval measures its launch, not its run time",
+        )
+    ]

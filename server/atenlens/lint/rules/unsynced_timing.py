@@ -18,8 +18,8 @@ What it does:
     3. the work is not loading, saving or building a model, a collective barrier or text
        generation (a call spelled with `load`, `save`, `checkpoint`, `state_dict`,
        `from_pretrained`, `instantiate`, `init_module`, `setup`, `prepare`, `download`,
-       `barrier`, `generate`, `rollout`, or an environment's `env.step(...)` / `env.reset()`: host
-       work that waits on its own), and the interval is not compared with a
+       `barrier`, `generate`, `rollout`, an environment's `env.step(...)` / `env.reset()`, or a
+       call handed an environment, `evaluate(actor, test_env)`: host work that waits on its own), and the interval is not compared with a
        budget (`if now - start > max_time:` is a deadline, not a measurement), nor recorded as
        the wait for data (`data_time.update(time.time() - end)`: the input pipeline's time is
        host time by design), nor spans a `yield` (a generator that times each batch it hands
@@ -70,7 +70,7 @@ from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding
 from atenlens.lint.provenance import is_model_call
 from atenlens.lint.registry import Rule
-from atenlens.lint.syntax import callee, dotted_name, method_name, text
+from atenlens.lint.syntax import arguments, callee, dotted_name, method_name, text
 from atenlens.lint.waits import (
     CLOCK_FUNCTIONS,
     WAIT_CALLS,
@@ -193,7 +193,18 @@ def _is_setup_or_io(call: Node) -> bool:
     parts = name.split(".")
     if len(parts) > 1 and parts[-1] in ("step", "reset") and _ENVIRONMENT.search(parts[-2]):
         return True
-    return bool(_SETUP_OR_IO.search(parts[-1]))
+    return bool(_SETUP_OR_IO.search(parts[-1])) or _handed_an_environment(call)
+
+
+def _handed_an_environment(call: Node) -> bool:
+    """`eval_model(actor, test_env, num_episodes=5)`: a function given an environment steps it,
+    and each step hands the actions to the host."""
+    positional, keywords = arguments(call)
+    for value in [*positional, *keywords.values()]:
+        spelled = dotted_name(value) if value.type in ("identifier", "attribute") else None
+        if spelled is not None and _ENVIRONMENT.search(spelled.split(".")[-1]):
+            return True
+    return False
 
 
 _STEP_METHODS = frozenset({"backward", "step", "forward"})
