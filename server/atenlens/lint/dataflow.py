@@ -108,6 +108,48 @@ class ScopeBindings:
         return found
 
 
+    def branch_alternatives(self, name: str, position: int, found: Binding) -> list[Binding]:
+        """When `found` (the binding in effect at `position`) is made in one branch of an
+        `if`/`elif`/`else` that ended before `position`, the bindings the other branches leave
+        (the one before the `if` where there is no `else`): in `if a: loss = out.loss else:
+        loss = dict()`, a read after the statement may see either."""
+        statement, taken = _enclosing_branch(found.site)
+        if statement is None or taken is None or position < statement.end_byte:
+            return []
+        branches = [statement.child_by_field_name("consequence")]
+        branches += [c for c in statement.children if c.type in ("elif_clause", "else_clause")]
+        others: list[Binding] = []
+        for branch in branches:
+            if branch is None or branch == taken:
+                continue
+            last = None
+            for binding in self.of(name):
+                site = binding.site
+                if site is not None and branch.start_byte <= site.start_byte < branch.end_byte:
+                    if last is None or binding.at >= last.at:
+                        last = binding
+            if last is not None:
+                others.append(last)
+        if not any(c.type == "else_clause" for c in statement.children):
+            before = self.at(name, statement.start_byte)
+            if before is not None:
+                others.append(before)
+        return others
+
+
+def _enclosing_branch(site: Optional[Node]) -> tuple[Optional[Node], Optional[Node]]:
+    """The innermost `if` statement whose branch holds `site`, and that branch."""
+    child = site
+    parent = site.parent if site is not None else None
+    while parent is not None and parent.type not in SCOPE_TYPES:
+        if parent.type == "if_statement" and child is not None and child == parent.child_by_field_name("consequence"):
+            return parent, child
+        if parent.type in ("elif_clause", "else_clause") and parent.parent is not None:
+            return parent.parent, parent
+        child, parent = parent, parent.parent
+    return None, None
+
+
 def in_other_branch(site: Optional[Node], position: int) -> bool:
     """Is `site` in one branch of an `if`/`elif`/`else` and `position` in a later branch of the
     same statement? Then the binding never reaches it: in `if a: x = f(x) else: x = g(x)`, the

@@ -50,7 +50,7 @@ from typing import Optional
 
 from tree_sitter import Node
 
-from atenlens.lint.source import ancestors
+from atenlens.lint.source import ancestors, indented_block
 from atenlens.lint.syntax import SCOPE_TYPES, arguments, callee, dotted_name, repeating_loop, text
 
 FEW_ITERATIONS = 10
@@ -296,11 +296,27 @@ def is_throttle(condition: Node) -> bool:
         if _creates_state(condition):
             return True
         operators = [text(c) for c in condition.children if not c.is_named]
+        if len(operators) == 1 and operators[0] in ("==", ">=", ">") and _counter_reset_in_body(condition):
+            return True
         return bool(operators) and all(op == "==" for op in operators) and _counter_at_bound(condition)
     if kind in ("identifier", "attribute", "call"):
         name = dotted_name(callee(condition) if kind == "call" else condition) or ""
         return bool(_THROTTLE_NAME.search(name.split(".")[-1]))
     return False
+
+
+def _counter_reset_in_body(comparison: Node) -> bool:
+    """`counter += 1` ... `if counter == k: ...; counter = 0`: the left side is a counter that the
+    `if` it tests sets back to zero, so the body runs once every k iterations."""
+    left = comparison.named_children[0] if comparison.named_children else None
+    statement = comparison.parent
+    if left is None or left.type not in ("identifier", "attribute") or statement is None:
+        return False
+    if statement.type not in ("if_statement", "elif_clause"):
+        return False
+    body = statement.child_by_field_name("consequence")
+    reset = re.compile(rb"^[ \t]*" + re.escape(text(left).encode()) + rb"[ \t]*=[ \t]*0[ \t]*(?:#.*)?$", re.M)
+    return body is not None and bool(reset.search(body.text or b""))
 
 
 def _counter_at_bound(comparison: Node) -> bool:
@@ -524,3 +540,41 @@ def chunked_walk(loop: Optional[Node]) -> Optional[tuple[str, str]]:
     if len(measured) != 1 or _RUNS_A_MODEL.search(body.text or b""):
         return None
     return text(measured[0]), text(positional[2])
+
+
+# `for i in range(self.steps):`, `for it in trange(n_iter):`: a loop over the steps of a run
+_STEP_LOOP = re.compile(
+    rb"^[ \t]*for\b[^\n]*\bin[ \t]+(?:\w+\.)?(?:t?range|tqdm)\([^\n]*?\b(?:\w+_)?(?:steps|iters?|iterations|queries)\b",
+    re.M | re.I,
+)
+_CALLED = re.compile(rb"(?<![\w.])(?:self\.)?([A-Za-z_]\w*)[ \t]*\(")
+_TRAINING_STEP = re.compile(rb"backward\(|\.step\(")
+
+
+def whole_run_per_iteration(loop: Node, data: bytes) -> Optional[str]:
+    """`for counter in range(self.n_restarts): best = self.attack_single_run(x, y)`: the name of
+    the function of this file (`data`: the whole file) that the loop's body calls and that runs
+    its own loop over steps of a model (`for i in range(self.steps): logits = self.model(x)`), so
+    that each iteration of `loop` is a whole run and a read there is once per run; None when the
+    loop iterates anything but a `range`, or its body runs a model or a training step itself."""
+    if loop.type != "for_statement":
+        return None
+    iterable = loop.child_by_field_name("right")
+    body = loop.child_by_field_name("body")
+    if iterable is None or body is None or iterable.type != "call":
+        return None
+    if (dotted_name(callee(iterable)) or "").split(".")[-1] not in ("range", "trange"):
+        return None
+    own = body.text or b""
+    if _RUNS_A_MODEL.search(own) or _TRAINING_STEP.search(own):
+        return None
+    for match in _CALLED.finditer(own):
+        name = match.group(1)
+        head = re.search(rb"^[ \t]*def[ \t]+" + re.escape(name) + rb"[ \t]*\(", data, re.M)
+        if head is None:
+            continue
+        definition = indented_block(data, head.start())
+        for step_loop in _STEP_LOOP.finditer(definition):
+            if _RUNS_A_MODEL.search(indented_block(definition, step_loop.start())):
+                return name.decode()
+    return None

@@ -50,7 +50,7 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import Binding, scope_for
-from atenlens.lint.source import ancestors
+from atenlens.lint.source import ancestors, indented_block
 from atenlens.lint.syntax import (
     SCOPE_TYPES,
     arguments,
@@ -336,6 +336,9 @@ MODULE_METHODS = frozenset(
         "predict",
         "predict_proba",
         "generate",
+        "export",
+        "info",
+        "fuse",
         "set_training_mode",
         "reset_noise",
     }
@@ -361,7 +364,7 @@ _SETTINGS = re.compile(r"(?:^|\.)(?:cfg|config|conf|args|hparams|opts|options|se
 # A name spelled as a piece of text (`loss_name`, `metric_key`, `log_prefix`): no tensor, whatever
 # loop or attribute it comes from (`for loss_name in self.losses:` iterates the losses' names).
 _TEXT_NAME = re.compile(
-    r"(?:^|_)(?:name|names|key|keys|str|string|prefix|suffix|path|filename|fmt|msg|message|tag|desc)$", re.I
+    r"(?:^|_)(?:name|names|key|keys|str|string|prefix|suffix|path|file|filename|fmt|msg|message|tag|desc)$", re.I
 )
 _COUNTER_NAME = re.compile(r"^(?:num|n)_|_(?:num|size|count|so_far|idx|index)$|^(?:step|idx|epoch|it|iteration)$", re.I)
 _LOSS_CALLEE = re.compile(r"loss|step|forward|criterion|^_?train", re.I)
@@ -668,15 +671,16 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
         if binding is None:
             devices = [device_of(ctx, a, depth + 1) for a in _call_site_arguments(ctx, node)]
             return devices[0] if devices and len(set(devices)) == 1 else Device.UNKNOWN
-        if _annotated_scalar(binding):
-            return Device.HOST
-        if binding.loop is not None:
-            return _loop_element_device(ctx, binding.loop.child_by_field_name("right"), binding.path, depth + 1)
-        if binding.value is None and binding.unpacked_from is not None:
-            # `values, idx = torch.topk(scores, k)`: each part on the device of what was unpacked
-            whole = device_of(ctx, binding.unpacked_from, depth + 1)
-            return whole if whole in (Device.CUDA, Device.CPU) else Device.UNKNOWN
-        return device_of(ctx, binding.value, depth + 1)
+        found = _binding_device(ctx, binding, depth)
+        if found is Device.CUDA or found is Device.CPU:
+            return found
+        # `if a: x = out.logits else: x = None`: a CUDA tensor in one branch and no CPU tensor in
+        # any other is read as the CUDA tensor after the statement
+        alternatives = ctx.bindings(node).branch_alternatives(text(node), node.start_byte, binding)
+        others = [_binding_device(ctx, b, depth) for b in alternatives]
+        if Device.CUDA in others and Device.CPU not in others:
+            return Device.CUDA
+        return found
     if kind == "attribute":
         attr = text(node.child_by_field_name("attribute"))
         if attr in HOST_ATTRIBUTES:
@@ -737,6 +741,18 @@ PYTHON_RESULT_FUNCTIONS = frozenset(
         "torch.is_nonzero",
     }
 )
+
+
+def _binding_device(ctx: LintContext, binding: Binding, depth: int) -> Device:
+    if _annotated_scalar(binding):
+        return Device.HOST
+    if binding.loop is not None:
+        return _loop_element_device(ctx, binding.loop.child_by_field_name("right"), binding.path, depth + 1)
+    if binding.value is None and binding.unpacked_from is not None:
+        # `values, idx = torch.topk(scores, k)`: each part on the device of what was unpacked
+        whole = device_of(ctx, binding.unpacked_from, depth + 1)
+        return whole if whole in (Device.CUDA, Device.CPU) else Device.UNKNOWN
+    return device_of(ctx, binding.value, depth + 1)
 
 
 def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
@@ -1039,7 +1055,7 @@ def _method_returns_numbers(data: bytes, name: bytes) -> bool:
     head = re.search(rb"^[ \t]*def[ \t]+" + re.escape(name) + rb"[ \t]*\(", data, re.M)
     if head is None:
         return False
-    text_ = _indented_block(data, head.start())
+    text_ = indented_block(data, head.start())
     returns = [_bracketed(text_, m.end()) for m in re.finditer(rb"^[ \t]*return\b", text_, re.M)]
     if not returns:
         return False
@@ -1060,22 +1076,6 @@ def _method_returns_numbers(data: bytes, name: bytes) -> bool:
     return True
 
 
-def _indented_block(data: bytes, start: int) -> bytes:
-    """The text of the definition whose first line starts at byte `start` of `data`: up to the
-    next line, not blank and not a comment, indented no deeper than that first line."""
-    end = data.find(b"\n", start)
-    first = data[start : end if end >= 0 else len(data)]
-    indent = len(first) - len(first.lstrip())
-    while end >= 0:
-        following = data.find(b"\n", end + 1)
-        line = data[end + 1 : following if following >= 0 else len(data)]
-        stripped = line.strip()
-        if stripped and not stripped.startswith(b"#") and len(line) - len(line.lstrip()) <= indent:
-            break
-        end = following
-    return data[start : end if end >= 0 else len(data)]
-
-
 def _class_text(ctx: LintContext, holder: Node) -> bytes:
     """The whole text of a class, with the methods left out of the parse (the class node of a
     pruned parse may end before them)."""
@@ -1083,7 +1083,7 @@ def _class_text(ctx: LintContext, holder: Node) -> bytes:
     if holder.id not in memo:
         data = ctx.source.whole_data
         start = data.rfind(b"\n", 0, holder.start_byte) + 1
-        memo[holder.id] = _indented_block(data, start)
+        memo[holder.id] = indented_block(data, start)
     return memo[holder.id]
 
 
@@ -1208,8 +1208,24 @@ def _model_output(ctx: LintContext, node: Optional[Node], depth: int) -> bool:
     memo = _memo(ctx, "_model_output_memo")
     if node.id not in memo:
         memo[node.id] = False  # a cycle through this node proves nothing
-        memo[node.id] = _model_output_of(ctx, node, depth)
+        memo[node.id] = _model_output_of(ctx, node, depth) or _model_output_in_a_branch(ctx, node, depth)
     return memo[node.id]
+
+
+def _model_output_in_a_branch(ctx: LintContext, node: Node, depth: int) -> bool:
+    """`if done: loss = outputs[-1].loss else: loss = dict()`: a read after the statement may see
+    the model's output that one branch binds (mmengine's `_update_losses`)."""
+    node = strip_parens(node)
+    if node.type != "identifier":
+        return False
+    binding = _binding(ctx, node)
+    if binding is None or binding.augmented or binding.loop is not None:
+        return False
+    for other in ctx.bindings(node).branch_alternatives(text(node), node.start_byte, binding):
+        value = other.value if other.value is not None else other.unpacked_from
+        if other.loop is None and not other.augmented and _model_output(ctx, value, depth + 1):
+            return device_of(ctx, value) is not Device.CPU
+    return False
 
 
 def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:

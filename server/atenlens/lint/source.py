@@ -682,3 +682,19 @@ def ancestors(node: Node) -> Iterator[Node]:
     while parent is not None:
         yield parent
         parent = parent.parent
+
+
+def indented_block(data: bytes, start: int) -> bytes:
+    """The text of the definition whose first line starts at byte `start` of `data`: up to the
+    next line, not blank and not a comment, indented no deeper than that first line."""
+    end = data.find(b"\n", start)
+    first = data[start : end if end >= 0 else len(data)]
+    indent = len(first) - len(first.lstrip())
+    while end >= 0:
+        following = data.find(b"\n", end + 1)
+        line = data[end + 1 : following if following >= 0 else len(data)]
+        stripped = line.strip()
+        if stripped and not stripped.startswith(b"#") and len(line) - len(line.lstrip()) <= indent:
+            break
+        end = following
+    return data[start : end if end >= 0 else len(data)]

@@ -153,6 +153,7 @@ from atenlens.lint.frequency import (
     is_counter_bound,
     is_throttle,
     runs_rarely,
+    whole_run_per_iteration,
 )
 from atenlens.lint.provenance import (
     DEVICE_EVIDENCE,
@@ -319,6 +320,9 @@ def _report(
     chunks = chunked_walk(how.loop) if how.every_iteration else None
     if chunks is not None:
         how = Frequency(how.loop, False, f"once per chunk of `{chunks[1]}` rows of `{chunks[0]}`")
+    run = whole_run_per_iteration(how.loop, ctx.source.whole_data) if how.every_iteration else None
+    if run is not None:
+        how = Frequency(how.loop, False, f"once per call of `{run}`, which runs a loop of model steps itself")
     return ctx.finding(
         Code.SYNC,
         f"{what} {where}: the host waits for the GPU {how.how_often}",
