@@ -143,8 +143,11 @@ def test_precision_and_recall_on_held_out_code_do_not_fall() -> None:
     # 43/43, 32/52 (first run, before any fix: 25/28, 16/52 with the labels corrected for mistakes in
     # reading; 24/28, 16/57 with the labels as first committed)
     assert precision >= 1.0 and recall >= 0.61
+    precision, recall = measure(ninth, "corpus_heldout, round 9")
+    # 24/37, 12/37: the first run, labels committed before it (no label changed after it; no fix yet)
+    assert precision >= 0.64 and recall >= 0.32
     precision, recall = measure(HELD_OUT_FILES, "corpus_heldout, all")
-    assert precision >= 0.98 and recall >= 0.74  # 132/134, 93/125
+    assert precision >= 0.91 and recall >= 0.64  # 156/171, 105/162 (rounds 1-8: 132/134, 93/125)
 
 
 def test_every_fix_offered_on_real_code_parses_and_removes_its_finding() -> None:
