@@ -107,3 +107,327 @@ def test_a_timed_call_handed_an_environment_is_host_work() -> None:
             "so the interval measures its launch, not its run time",
         )
     ]
+
+
+COUNTER_RESET = dedent(
+    """\
+    import torch
+
+
+    def attack(model, x, steps, k, device):
+        x = x.to(device)
+        counter = 0
+        best = torch.zeros(x.shape[0], device=device)
+        for i in range(steps):
+            loss = model(x).sum(1)
+            best = torch.maximum(best, loss)
+            counter += 1
+            if counter == k:
+                check = best.cpu().numpy()
+                counter = 0
+        return best
+
+
+    def train(model, loader, optimizer, accumulation, device):
+        micro = 0
+        for x in loader:
+            loss = model(x.to(device))
+            loss.backward()
+            micro += 1
+            if micro == accumulation:
+                optimizer.step()
+                print(loss.item())
+                micro = 0
+    """
+)
+
+
+def test_a_counter_that_its_if_resets_is_a_throttle() -> None:
+    """`counter += 1` ... `if counter == k: ...; counter = 0` runs its body once every k iterations
+    (torchattacks' APGD checkpoints): information. The same counter around the optimizer step is
+    gradient accumulation: a read there runs on every optimizer step, a warning."""
+    assert findings(COUNTER_RESET) == [
+        (
+            13,
+            25,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU only on iterations where `counter == k`",
+        ),
+        (
+            26,
+            23,
+            "AL100",
+            "warning",
+            "`.item()` inside a loop: the host waits for the GPU on every optimizer step (`micro == accumulation` gates the step of gradient accumulation)",
+        ),
+    ]
+
+
+ONCE_PER_RUN = (
+    "`.nonzero()` (its output's shape depends on the data) inside a loop: the host waits for the GPU once per call"
+    " of `attack_single_run`, which runs a loop of model steps itself"
+)
+
+RESTARTS = dedent(
+    """\
+    import torch
+
+
+    class Attack:
+        def perturb(self, x, y):
+            x, y = x.to(self.device), y.to(self.device)
+            acc = self.model(x).max(1)[1] == y
+            for restart in range(self.n_restarts):
+                ind_to_fool = acc.nonzero().squeeze()
+                acc_curr = self.attack_single_run(x[ind_to_fool], y[ind_to_fool])
+                acc[ind_to_fool[(acc_curr == 0).nonzero().squeeze()]] = 0
+            return acc
+
+        def attack_single_run(self, x, y):
+            for i in range(self.steps):
+                logits = self.model(x)
+                x = x + 0.01 * logits.sum()
+            return logits.max(1)[1] == y
+
+        def sweep(self, x, y):
+            x, y = x.to(self.device), y.to(self.device)
+            for trial in range(self.n_trials):
+                out = self.model(x)
+                hits = (out.argmax(1) == y).nonzero()
+    """
+)
+
+
+def test_a_loop_whose_iterations_each_run_a_loop_of_model_steps_reads_once_per_run() -> None:
+    """`for restart in range(n): ... self.attack_single_run(x, y)`, whose body loops over
+    `range(self.steps)` calling the model: a read in the restart loop runs once per whole run
+    (APGD, FAB, Square restarts): information. A loop that calls the model itself stays a warning."""
+    assert findings(RESTARTS) == [
+        (
+            9,
+            26,
+            "AL100",
+            "information",
+            ONCE_PER_RUN,
+        ),
+        (
+            11,
+            28,
+            "AL100",
+            "information",
+            ONCE_PER_RUN,
+        ),
+        (
+            24,
+            19,
+            "AL100",
+            "warning",
+            "`.nonzero()` (its output's shape depends on the data) inside a loop: the host waits for the GPU on every iteration",
+        ),
+    ]
+
+
+BRANCHES = dedent(
+    """\
+    import torch
+
+
+    def generate(model, x, steps, device, early_stop):
+        finished = torch.zeros((x.shape[0],), device=device, dtype=torch.bool)
+        for step in range(steps):
+            logits = model(x)
+            if early_stop:
+                finished = scheduler_check(logits, finished)
+            if finished.all():
+                break
+
+
+    def update_losses(outputs, losses):
+        if outputs[-1].keys() == ["loss"]:
+            loss = outputs[-1].loss
+        else:
+            loss = dict()
+        for name, value in loss.items():
+            losses[name].append(value.item())
+
+
+    def validate(model, loader, losses):
+        for batch in loader:
+            outputs = model.val_step(batch)
+            update_losses(outputs, losses)
+
+
+    def cpu_or_gpu(model, loader, use_gpu):
+        for batch in loader:
+            out = model(batch)
+            if use_gpu:
+                out = out.cuda()
+            else:
+                out = out.cpu()
+            print(out.sum().item())
+    """
+)
+
+
+def test_a_read_after_an_if_else_sees_the_device_tensor_either_branch_binds() -> None:
+    """After `if a: x = <CUDA> ` with the binding before the `if` (or an `else`) on the device or
+    of unknown device, a read may see the CUDA tensor (diffusers' LLaDA2 `finished`, mmengine's
+    `_update_losses`, whose `loss` is a model output in one branch and `dict()` in the other)."""
+    assert findings(BRANCHES) == [
+        (
+            10,
+            11,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a condition (`finished.all()`) inside a loop: the host waits for the GPU on every iteration",
+        ),
+        (20, 34, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+    ]
+
+
+CONDITION = "a CUDA tensor as a condition (`{}`) inside a loop: the host waits for the GPU on every iteration"
+
+NAMES = dedent(
+    """\
+    import json
+
+    import torch
+
+
+    def train(args, loader, device="cuda"):
+        for idx in range(args.ensemble_size):
+            model = build_model(args).to(device)
+            if model.predictor.n_targets > 1:
+                pass
+            score = evaluate_model(model, loader)
+            if score > args.best:
+                args.best = score
+            library = required_library_for_model(args.model_id)
+            print(f"needs {library}")
+
+
+    def select(path, device="cuda"):
+        for model in json.load(open(path))["models"]:
+            status = model.get("status", 0)
+            if status == 1:
+                continue
+
+
+    def transcribe_all(files, device="cuda"):
+        model = load_asr().to(device)
+        for f in files:
+            result = model.transcribe(f)
+            for segment in result["segments"]:
+                if segment["start"] < segment["end"]:
+                    pass
+    """
+)
+
+
+def test_builders_evaluators_and_records_spelled_like_models_are_not_model_outputs() -> None:
+    """`build_model(args)` builds a model, `evaluate_model(m, data)` returns a score,
+    `required_library_for_model(id)` a string, `model.get("status")` reads a JSON record and
+    `model.transcribe(f)` returns text and timings: none is a model's output tensor."""
+    assert findings(NAMES) == []
+    # the same reads of what a model call returns are reported
+    called = NAMES.replace("evaluate_model(model, loader)", "model(loader)").replace(
+        'model.get("status", 0)', "model(path)"
+    )
+    assert findings(called) == [
+        (12, 11, "AL100", "warning", CONDITION.format("score > args.best")),
+        (21, 11, "AL100", "warning", CONDITION.format("status == 1")),
+    ]
+
+
+MOVED = dedent(
+    """\
+    import torch
+
+
+    def train(model, loader, optimizer, tokenizer, device):
+        for step, (images, ids) in enumerate(loader):
+            labels = ids.clone()
+            for i in range(labels.shape[0]):
+                ends = torch.where(labels[i] == tokenizer.eos_token_id)[0]
+                if labels[i][0] != tokenizer.bos_token_id:
+                    labels[i][0] = -100
+            labels = labels.to(device)
+            loss = model(images.to(device), labels)
+            loss.backward()
+            optimizer.step()
+
+
+    def train_classes(model, dataset, optimizer, device, weighted):
+        for sentences, labels in dataset:
+            outputs = model(sentences)
+            if weighted:
+                targets = torch.stack([torch.tensor([1, 0]) if label == 0 else torch.tensor([0, 1]) for label in labels])
+            else:
+                targets = labels.to(device)
+            loss = outputs.sum() - targets.sum()
+            loss.backward()
+            optimizer.step()
+            if labels[0] == 0:
+                print(loss.item())
+    """
+)
+
+
+def test_a_value_the_function_moves_to_the_device_is_on_the_host_where_it_is_read() -> None:
+    """`labels = labels.to(device)` after the label loop, or `targets = labels.to(device)` in one
+    branch: the code moves that value to the device, so it is on the host where it is read
+    (open_flamingo's label masking, stanza's lemma classifier). The model's loss still is not."""
+    assert findings(MOVED) == [
+        (28, 23, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration")
+    ]
+
+
+LOOPS = dedent(
+    """\
+    import torch
+    from tqdm import tqdm
+
+
+    def train(model, loader, optimizer, epoch, steps_per_epoch, device):
+        for step, batch in tqdm(enumerate(loader), initial=epoch * steps_per_epoch):
+            loss = model(batch.to(device))
+            loss.backward()
+            optimizer.step()
+            if torch.isnan(loss):
+                print("nan")
+
+
+    def count(model, loader, stats, device):
+        for batch in loader:
+            lengths = batch["lengths"].to(device)
+            out = model(batch["src"].to(device), lengths)
+            stats.src += lengths.sum().item()
+            stats.total += lengths.sum().item()
+            stats.loss += out.loss.item()
+    """
+)
+
+
+def test_progress_bar_settings_and_repeated_reads() -> None:
+    """`tqdm(enumerate(loader), initial=epoch * steps)` iterates batches, not epochs: a read there is
+    per step. `lengths.sum().item()` read again on the next line waits for nothing new
+    (OpenNMT's word counts): information; a different value read next is a warning."""
+    assert findings(LOOPS) == [
+        (
+            10,
+            11,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a condition (`torch.isnan(loss)`) inside a loop: the host waits for the GPU on every iteration",
+        ),
+        (18, 35, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            19,
+            37,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU on every iteration, but the value was read on line 18 just before: no new wait",
+        ),
+        (20, 31, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+    ]

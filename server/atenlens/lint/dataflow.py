@@ -107,7 +107,6 @@ class ScopeBindings:
                 found = binding
         return found
 
-
     def branch_alternatives(self, name: str, position: int, found: Binding) -> list[Binding]:
         """When `found` (the binding in effect at `position`) is made in one branch of an
         `if`/`elif`/`else` that ended before `position`, the bindings the other branches leave

@@ -494,11 +494,25 @@ def _iterates_state_dict(loop: Node) -> bool:
 
 
 def _is_epoch_loop(loop: Node) -> bool:
+    """`for epoch in range(n)`, `for _ in trange(num_epochs)`: the loop's variable or what it
+    iterates speaks of epochs (not a keyword argument of a progress bar: `tqdm(loader,
+    initial=epoch * steps_per_epoch)` iterates batches)."""
     if loop.type != "for_statement":
         return False
     target = loop.child_by_field_name("left")
     iterable = loop.child_by_field_name("right")
-    return any(part is not None and bool(_EPOCH.search(text(part))) for part in (target, iterable))
+    return any(part is not None and bool(_EPOCH.search(text(part))) for part in (target, _iterated(iterable)))
+
+
+def _iterated(iterable: Optional[Node]) -> Optional[Node]:
+    """What a wrapper call iterates: the first positional argument of `tqdm(...)`, `enumerate(...)`
+    (its keyword arguments are settings); the iterable itself otherwise."""
+    if iterable is not None and iterable.type == "call":
+        name = (dotted_name(callee(iterable)) or "").split(".")[-1]
+        positional, _ = arguments(iterable)
+        if name in ("tqdm", "enumerate") and positional:
+            return _iterated(positional[0])
+    return iterable
 
 
 _RUNS_A_MODEL = re.compile(

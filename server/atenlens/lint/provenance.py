@@ -285,8 +285,14 @@ SAME_DEVICE_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "real", "imag", "data"
 MOVES = frozenset({"to", "cuda", "cpu", "pin_memory"})
 # A callee spelled as a model (its last word): `model`, `self.net`, `ref_model`, `text_encoder`,
 # `criterion`, `compute_loss`, `loss_fn`; not `get_model_info` or `compute_module_sizes`.
+# Not a function that builds, loads, finds or evaluates one (`build_model(cfg)`,
+# `init_pose_model(...)`, `from_new_model(...)`, `evaluate_model(m, data)`: a model object or a
+# score) or is named after one (`required_quant_library_for_model(model_id)`: a string).
 _MODEL_WORDS = (
-    r"^_*(?:[A-Za-z0-9]+_)*(?:model|net|network|module|forward|criterion|loss|loss_fn|loss_func|lossfn|teacher|"
+    r"^(?!_*(?:get|load|build|create|make|init|setup|prepare|from|wrap|unwrap|find|resolve|select|required|"
+    r"evaluate|eval|inference|infer|is|has|num|count|save|export|convert|register|check|verify)_)"
+    r"(?!.*_(?:for|of|from|to)_)"
+    r"_*(?:[A-Za-z0-9]+_)*(?:model|net|network|module|forward|criterion|loss|loss_fn|loss_func|lossfn|teacher|"
     r"student|policy|actor|critic|unet|transformer|vae|encoder|decoder|generator|discriminator|backbone|"
     r"classifier|learner|lm_head)$"
 )
@@ -336,6 +342,8 @@ MODULE_METHODS = frozenset(
         "predict",
         "predict_proba",
         "generate",
+        "get",
+        "transcribe",
         "export",
         "info",
         "fuse",
@@ -343,6 +351,11 @@ MODULE_METHODS = frozenset(
         "reset_noise",
     }
 )
+
+
+# Methods of a model that return Python values, not tensors: `model.transcribe(audio)` (text and
+# timings), `model.get("status")` (a record named `model`), `model.num_parameters()`.
+_MODULE_HOST_METHODS = frozenset({"transcribe", "get", "num_parameters", "extra_repr", "export", "info"})
 
 
 def _spelled_model(node: Optional[Node]) -> bool:
@@ -773,6 +786,8 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
             return Device.CUDA
         if method in ("cpu", "pin_memory"):
             return Device.CPU
+        if method in _MODULE_HOST_METHODS and _spelled_model(receiver(call)):
+            return Device.HOST  # `model.transcribe(path)`: text and numbers, though the model is on the GPU
         owner = device_of(ctx, receiver(call), depth + 1)
         if method == "to":
             device = keywords.get("device") or (positional[0] if positional and not is_dtype(positional[0]) else None)
@@ -1012,7 +1027,57 @@ def likely_device(ctx: LintContext, node: Optional[Node]) -> bool:
         return False
     if node is not None and in_collate_function(node):
         return False
+    if node is not None and moved_to_device_later(ctx, node):
+        return False
     return _model_output(ctx, node, 0)
+
+
+def moved_to_device_later(ctx: LintContext, node: Node) -> bool:
+    """`labels[labels == pad] = -100` ... `labels = labels.to(device)`, or `targets =
+    labels.to(device)` before or after the read: the value read (through subscripts and attributes
+    of a name) is moved to the device somewhere in its function under the same binding, so it is
+    on the host where it is read: code does not move what is on the device already. (A value
+    proven on the device stays so: this is asked only of values of unknown device.)"""
+    root = strip_parens(node)
+    if root.type in ("comparison_operator", "binary_operator"):
+        # `labels[i][j] != pad_id`, `labels[i] == eos_id`: a comparison of the value
+        return any(moved_to_device_later(ctx, c) for c in root.named_children)
+    while root.type in ("subscript", "attribute"):
+        inner = root.child_by_field_name("value" if root.type == "subscript" else "object")
+        if inner is None:
+            return False
+        root = strip_parens(inner)
+    if root.type != "identifier":
+        return False
+    name = text(root)
+    if name == "self":
+        return False
+    scope = scope_for(root)
+    binding = _binding(ctx, root)
+    if _moved_in_scope(ctx, name, binding, scope):
+        return True
+    if binding is not None and binding.loop is not None:
+        # `[... if label == 0 else ... for label in labels]` ... `labels.to(device)`: an element of it
+        iterable = binding.loop.child_by_field_name("right")
+        if iterable is not None and iterable.type in ("identifier", "subscript", "attribute"):
+            return moved_to_device_later(ctx, iterable)
+    return False
+
+
+def _moved_in_scope(ctx: LintContext, name: str, binding: Optional[Binding], scope: Node) -> bool:
+    for call in ctx.calls_named(("to", "cuda"), scope.start_byte, scope.end_byte):
+        owner = receiver(call)
+        if owner is None or owner.type != "identifier" or text(owner) != name:
+            continue
+        if scope_for(call) != scope or _binding(ctx, owner) != binding:
+            continue
+        if method_name(call) == "cuda":
+            return True
+        positional, keywords = arguments(call)
+        device = keywords.get("device") or (positional[0] if positional and not is_dtype(positional[0]) else None)
+        if device is not None and is_clear_device(device) and not is_cpu_device(device):
+            return True
+    return False
 
 
 _COLLATE = re.compile(r"collat", re.I)
@@ -1199,6 +1264,7 @@ def maybe_device(ctx: LintContext, node: Optional[Node]) -> bool:
         device_of(ctx, node) is Device.UNKNOWN
         and module_mentions_device(ctx)
         and not (node is not None and in_collate_function(node))  # host tensors there unless proven
+        and not (node is not None and moved_to_device_later(ctx, node))
     )
 
 

@@ -555,25 +555,29 @@ def _returned(call: Node) -> bool:
 
 
 def _read_just_before(ctx: LintContext, call: Node) -> Optional[int]:
-    """`state.output = loss.item()` then `losses.append(loss.item())`: the line of the statement
-    right before this one when it read the same name with `.item()` (the host already waited).
-    Not when the name is bound in this statement (`(i.item() for i in row)`: each comprehension
-    reads every element again)."""
+    """`state.output = loss.item()` then `losses.append(loss.item())`, or `a += n.sum().item()`
+    then `b += n.sum().item()`: the line of the statement right before this one when it read the
+    same name or expression with `.item()` (the host already waited for it). Not when the name is
+    bound in this statement (`(i.item() for i in row)`: each comprehension reads every element
+    again). (A read of another value right after a read is still reported: it is a second round
+    trip of its own, and removing one of the two gains nothing.)"""
     owner = receiver(call)
-    if owner is None or owner.type != "identifier":
+    if owner is None or owner.type not in ("identifier", "call", "attribute", "subscript"):
         return None
     statement = call
     while statement.parent is not None and statement.parent.type != "block":
         statement = statement.parent
-    binding = ctx.bindings(owner).at(text(owner), owner.start_byte)
-    if binding is not None and statement.start_byte <= binding.at <= statement.end_byte:
-        return None
+    if owner.type == "identifier":
+        binding = ctx.bindings(owner).at(text(owner), owner.start_byte)
+        if binding is not None and statement.start_byte <= binding.at <= statement.end_byte:
+            return None
     previous = statement.prev_named_sibling
     while previous is not None and previous.type == "comment":
         previous = previous.prev_named_sibling
     if previous is None or statement.parent is None:
         return None
-    if re.search(rb"\b" + re.escape(text(owner).encode()) + rb"\s*\.\s*item\s*\(", previous.text or b""):
+    spelled = re.escape(text(owner).encode())
+    if re.search(rb"(?<![\w.])" + spelled + rb"\s*\.\s*item\s*\(", previous.text or b""):
         return previous.start_point[0] + 1
     return None
 
