@@ -320,7 +320,7 @@ def _report(
     chunks = chunked_walk(how.loop) if how.every_iteration else None
     if chunks is not None:
         how = Frequency(how.loop, False, f"once per chunk of `{chunks[1]}` rows of `{chunks[0]}`")
-    run = whole_run_per_iteration(how.loop, ctx.source.whole_data) if how.every_iteration else None
+    run = whole_run_per_iteration(how.loop, ctx.source.whole_data) if how.every_iteration and how.loop else None
     if run is not None:
         how = Frequency(how.loop, False, f"once per call of `{run}`, which runs a loop of model steps itself")
     return ctx.finding(
