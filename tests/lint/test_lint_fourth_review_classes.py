@@ -431,3 +431,186 @@ def test_progress_bar_settings_and_repeated_reads() -> None:
         ),
         (20, 31, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
     ]
+
+
+WHOLE_FITS = dedent(
+    """\
+    import torch
+    from torch import nn
+
+
+    class TemperatureScaling(nn.Module):
+        def train_calibration(self, logits, labels):
+            logits = torch.as_tensor(logits, device=self.device)
+            labels = torch.as_tensor(labels, device=self.device)
+            criterion = nn.CrossEntropyLoss()
+            before = criterion(logits, labels).item()
+            optimizer = torch.optim.LBFGS([self.temperature], lr=0.01, max_iter=50)
+
+            def closure():
+                optimizer.zero_grad()
+                loss = criterion(logits / self.temperature, labels)
+                loss.backward()
+                return loss
+
+            optimizer.step(closure)
+            return before, criterion(logits / self.temperature, labels).item()
+
+
+    class SAC:
+        def update_q_func(self, batch):
+            predict_q1 = torch.flatten(self.q_func1((batch["state"].to(self.device), batch["action"])))
+            loss1 = 0.5 * ((batch["target"] - predict_q1) ** 2).mean()
+            self.q1_record.extend(predict_q1.detach().cpu().numpy())
+            self.q_func1_optimizer.zero_grad()
+            loss1.backward()
+            self.q_func1_optimizer.step()
+    """
+)
+
+
+def test_a_closure_step_is_a_whole_fit_and_q_functions_are_models() -> None:
+    """`optimizer.step(closure)` with the closure defined in the function (L-BFGS) runs a whole fit
+    per call, not one training step of a loop: reads around it are silent (ludwig's temperature
+    calibration). `self.q_func1(...)` is a model (pfrl's SAC): its prediction copied to the host
+    in a function that takes a training step is a wait per step."""
+    assert findings(WHOLE_FITS) == [
+        (
+            27,
+            50,
+            "AL100",
+            "warning",
+            "`.cpu()` in `update_q_func`, which takes a training step: the host waits for the GPU on every training step",
+        )
+    ]
+
+
+AGENT = dedent(
+    """\
+    import torch
+    import torch.distributed as dist
+
+
+    class Agent:
+        def env_step(self, actions):
+            obs, rewards, dones, infos = self.vec_env.step(actions.cpu().numpy())
+            return obs, torch.from_numpy(rewards).to(self.device), torch.from_numpy(dones).to(self.device), infos
+
+        def play_steps(self):
+            for n in range(self.horizon_length):
+                actions = self.model(self.obs)
+                self.obs, rewards, self.dones, infos = self.env_step(actions)
+                done_indices = self.dones.nonzero(as_tuple=False)
+
+        def train(self):
+            while True:
+                epoch_num = self.update_epoch()
+                self.train_epoch()
+                mean_rewards = self.game_rewards.get_mean()
+                if mean_rewards[0] > self.best:
+                    self.best = mean_rewards[0]
+                should_exit = torch.tensor(epoch_num >= self.max_epochs, device=self.device)
+                dist.broadcast(should_exit, 0)
+                if should_exit.item():
+                    return epoch_num
+
+        def prune_node(self, threshold):
+            for layer in self.layers:
+                scores = layer.weight.abs().sum(1).to(self.device)
+                keep = torch.where(scores > threshold)[0]
+                layer.keep(keep)
+    """
+)
+
+
+def test_environment_wrappers_epoch_counters_getters_and_pruning() -> None:
+    """An agent's own `self.env_step(actions)` steps the environment (information per environment
+    step); `while True: epoch_num = self.update_epoch()` is an epoch loop; `meter.get_mean()` of
+    a module moved to the device is its own method (no tensor method is spelled `get_*`), so
+    its result is of unknown device; a loop in `prune_node` runs once per pruning
+    (rl_games, pykan)."""
+    assert findings(AGENT) == [
+        (
+            14,
+            27,
+            "AL100",
+            "information",
+            "`.nonzero()` (its output's shape depends on the data) inside a loop: the host waits for the GPU once per"
+            " environment step (the environment runs on the host and waits for its inputs)",
+        ),
+        (25, 27, "AL100", "information", "`.item()` inside a loop: the host waits for the GPU once per epoch"),
+        (
+            31,
+            19,
+            "AL100",
+            "information",
+            "`torch.where(...)` (its output's shape depends on the data) inside a loop: the host waits for the GPU per"
+            " item in `prune_node` (once per call, not per training step)",
+        ),
+    ]
+
+
+STEPS = dedent(
+    """\
+    import torch
+
+
+    def run(model, loader, device, world_size):
+        for x in loader:
+            av = model(x.to(device)).mean()
+            av /= world_size
+            print(av.item())
+
+
+    def interactions(model, width, device, threshold):
+        found = {}
+        for i in range(width):
+            score = model.attribute(i)
+            features = tuple(torch.where(score > threshold)[0].detach().numpy())
+            found[features] = found.get(features, 0) + 1
+        return found
+
+
+    def fit(model, data, steps, device):
+        optimizer = torch.optim.Adam(model.parameters())
+        history = []
+        for _ in range(steps):
+            loss = ((model(data["x"].to(device)) - data["y"].to(device)) ** 2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            history.append(loss.sqrt().cpu().detach().numpy())
+        return history
+
+
+    def attack(model, x, y, steps, device):
+        x = x.to(device)
+        losses = torch.zeros(steps)
+        for i in range(steps):
+            x.requires_grad_(True)
+            loss = model(x).sum()
+            grad = torch.autograd.grad(loss, [x])[0]
+            losses[i] = loss.detach().cpu()
+            x = (x + 0.01 * grad.sign()).detach()
+
+
+    def train_gan(netD, netG, loader, criterion, device):
+        for real in loader:
+            output = netD(real.to(device))
+            print(output.mean().item())
+    """
+)
+
+
+def test_in_place_updates_numpy_results_loss_histories_and_gradient_steps() -> None:
+    """`av /= world_size` keeps the model's output it updates (rl_games' KL average); the result
+    of `torch.where(m)[0].detach().numpy()` is on the host, or `.numpy()` would raise (pykan);
+    a loss history appended in a loop that takes a training step is a wait per step, and so is
+    a copy in a loop that steps with `torch.autograd.grad` (torchattacks' APGD); `netD(x)` is a
+    model (DCGAN)."""
+    assert findings(STEPS) == [
+        (8, 17, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (28, 35, "AL100", "warning", "`.cpu()` inside a loop: the host waits for the GPU on every iteration"),
+        (39, 34, "AL100", "warning", "`.cpu()` inside a loop: the host waits for the GPU on every iteration"),
+        (46, 28, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+    ]

@@ -67,7 +67,7 @@ _BOUND_NAME = re.compile(
     r"^(?:num|max|total|n)_.*(?:step|iter|batch|epoch)|_per_epoch$|^(?:max|total)_?(?:steps|iters)$", re.I
 )
 _RARE_FUNCTION = re.compile(
-    r"save|checkpoint|^_?load|_load_|export|convert|merge|state_dict|consolidate|plot|summar|"
+    r"save|checkpoint|^_?load|_load_|export|convert|merge|state_dict|consolidate|plot|summar|prune|"
     r"^_*init(?:_|$)|initiali[sz]e",
     re.I,
 )
@@ -468,7 +468,8 @@ def _is_collector_loop(loop: Node) -> bool:
     return iterable is not None and bool(_COLLECTOR.search(text(iterable)))
 
 
-_ENV_STEP = re.compile(rb"\b(?:\w+_)?envs?\.step\(")
+# `env.step(a)`, `self.vec_env.step(a)`, or the agent's own wrapper `self.env_step(a)`
+_ENV_STEP = re.compile(rb"\b(?:\w+_)?envs?\.step\(|\benv_step\(")
 
 
 def _steps_environment(loop: Node) -> bool:
@@ -497,11 +498,36 @@ def _is_epoch_loop(loop: Node) -> bool:
     """`for epoch in range(n)`, `for _ in trange(num_epochs)`: the loop's variable or what it
     iterates speaks of epochs (not a keyword argument of a progress bar: `tqdm(loader,
     initial=epoch * steps_per_epoch)` iterates batches)."""
+    if loop.type == "while_statement":
+        return _counts_epochs(loop)
     if loop.type != "for_statement":
         return False
     target = loop.child_by_field_name("left")
     iterable = loop.child_by_field_name("right")
     return any(part is not None and bool(_EPOCH.search(text(part))) for part in (target, _iterated(iterable)))
+
+
+def _counts_epochs(loop: Node) -> bool:
+    """`while True: epoch_num = self.update_epoch(); self.train_epoch(); ...` or `while ...:
+    ...; epoch += 1`: a statement of the loop's own body (not of a nested block) sets an epoch
+    counter, so each iteration is an epoch."""
+    body = loop.child_by_field_name("body")
+    for statement in body.named_children if body is not None else []:
+        inner = (
+            statement.named_children[0]
+            if statement.type == "expression_statement" and statement.named_children
+            else None
+        )
+        if inner is None or inner.type not in ("assignment", "augmented_assignment"):
+            continue
+        target = inner.child_by_field_name("left")
+        if (
+            target is not None
+            and target.type in ("identifier", "attribute")
+            and _EPOCH.search(text(target).split(".")[-1])
+        ):
+            return True
+    return False
 
 
 def _iterated(iterable: Optional[Node]) -> Optional[Node]:

@@ -294,7 +294,7 @@ _MODEL_WORDS = (
     r"(?!.*_(?:for|of|from|to)_)"
     r"_*(?:[A-Za-z0-9]+_)*(?:model|net|network|module|forward|criterion|loss|loss_fn|loss_func|lossfn|teacher|"
     r"student|policy|actor|critic|unet|transformer|vae|encoder|decoder|generator|discriminator|backbone|"
-    r"classifier|learner|lm_head)$"
+    r"classifier|learner|lm_head|q_?func|q_?function|qf|net[gd])\d*$"
 )
 _MODEL_CALLEE = re.compile(
     r"(?:^|_)forward(?:_|$)|"  # `self._forward_and_gradient(x)`, `forward_backward(batch)`
@@ -377,7 +377,7 @@ _SETTINGS = re.compile(r"(?:^|\.)(?:cfg|config|conf|args|hparams|opts|options|se
 # A name spelled as a piece of text (`loss_name`, `metric_key`, `log_prefix`): no tensor, whatever
 # loop or attribute it comes from (`for loss_name in self.losses:` iterates the losses' names).
 _TEXT_NAME = re.compile(
-    r"(?:^|_)(?:name|names|key|keys|str|string|prefix|suffix|path|file|filename|fmt|msg|message|tag|desc)$", re.I
+    r"(?:^|_)(?:name|names|key|keys|str|string|prefix|suffix|path|file|filename|fmt|msg|message|tag|desc|alias)$", re.I
 )
 _COUNTER_NAME = re.compile(r"^(?:num|n)_|_(?:num|size|count|so_far|idx|index)$|^(?:step|idx|epoch|it|iteration)$", re.I)
 _LOSS_CALLEE = re.compile(r"loss|step|forward|criterion|^_?train", re.I)
@@ -800,6 +800,10 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
             return Device.UNKNOWN
         if method.startswith("new_"):
             return owner if owner in (Device.CUDA, Device.CPU) else Device.UNKNOWN
+        if method.startswith("get_"):
+            # no tensor method is spelled so but `get_device()` (an int): `meter.get_mean()` of
+            # a module moved to the device is its own method and may return anything
+            return Device.UNKNOWN
         return owner if owner in (Device.CUDA, Device.CPU) else Device.UNKNOWN
     if name == "torch.from_numpy":
         return Device.CPU
@@ -1027,9 +1031,30 @@ def likely_device(ctx: LintContext, node: Optional[Node]) -> bool:
         return False
     if node is not None and in_collate_function(node):
         return False
-    if node is not None and moved_to_device_later(ctx, node):
+    if node is not None and (moved_to_device_later(ctx, node) or converted_with_numpy(node)):
         return False
     return _model_output(ctx, node, 0)
+
+
+def converted_with_numpy(node: Node) -> bool:
+    """`torch.where(score > th)[0].detach().numpy()`: the result is handed to `.numpy()` with no
+    `.cpu()` on the way, which raises for a CUDA tensor, so the code knows it is on the host."""
+    current = node
+    while current.parent is not None:
+        parent = current.parent
+        if parent.type == "subscript" and parent.child_by_field_name("value") == current:
+            current = parent
+            continue
+        call = parent.parent if parent.type == "attribute" else None
+        if call is None or call.type != "call" or parent.child_by_field_name("object") != current:
+            return False
+        method = method_name(call)
+        if method == "numpy":
+            return True
+        if method not in ("detach", "squeeze", "unsqueeze", "flatten", "view", "reshape", "clone", "contiguous"):
+            return False
+        current = call
+    return False
 
 
 def moved_to_device_later(ctx: LintContext, node: Node) -> bool:
@@ -1242,6 +1267,7 @@ def _takes_training_step(function: Node) -> bool:
                 method == "step"
                 and owner is not None
                 and _OPTIMIZER.search((dotted_name(owner) or "").split(".")[-1] or "-")
+                and not _closure_step(current, body)
             ):
                 return True
         stack.extend(current.named_children)
@@ -1249,6 +1275,17 @@ def _takes_training_step(function: Node) -> bool:
 
 
 _TRAINING_STEP_BYTES = re.compile(rb"backward\(|\.step\(")
+
+
+def _closure_step(call: Node, body: Node) -> bool:
+    """`optimizer.step(closure)` with `def closure(): ...` in the same function: L-BFGS and its
+    kind evaluate the closure up to `max_iter` times in one call, a whole fit (a calibration, a
+    line search) rather than one training step of a loop."""
+    positional, _ = arguments(call)
+    if len(positional) != 1 or positional[0].type != "identifier":
+        return False
+    name = re.escape(text(positional[0]).encode())
+    return bool(re.search(rb"^[ \t]*def[ \t]+" + name + rb"[ \t]*\(", body.text or b"", re.M))
 
 
 def is_model_call(call: Node) -> bool:
@@ -1264,7 +1301,7 @@ def maybe_device(ctx: LintContext, node: Optional[Node]) -> bool:
         device_of(ctx, node) is Device.UNKNOWN
         and module_mentions_device(ctx)
         and not (node is not None and in_collate_function(node))  # host tensors there unless proven
-        and not (node is not None and moved_to_device_later(ctx, node))
+        and not (node is not None and (moved_to_device_later(ctx, node) or converted_with_numpy(node)))
     )
 
 
@@ -1335,6 +1372,13 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         if value is None:
             if binding.unpacked_from is not None:  # `loss, logits = model(x)`
                 return _model_output(ctx, binding.unpacked_from, depth + 1)
+            if binding.augmented and not loss_named:
+                # `av /= world_size` updates the tensor bound before the statement in place
+                before = ctx.bindings(node).at(text(node), binding.start - 1)
+                if before is None or before.augmented:
+                    return False
+                earlier = before.value or before.unpacked_from
+                return earlier is not None and _model_output(ctx, earlier, depth + 1)
             return loss_named  # `loss += ...`
         if loss_named and strip_parens(value).type == "call":
             # `loss = chunked_cross_entropy(logits, y)`: a loss computed from model outputs, or by

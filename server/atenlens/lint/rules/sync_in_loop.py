@@ -161,6 +161,7 @@ from atenlens.lint.provenance import (
     PYTHON_RESULT_FUNCTIONS,
     TRAINING_STEP_EVIDENCE,
     Device,
+    converted_with_numpy,
     device_of,
     is_dtype,
     likely_device,
@@ -582,7 +583,7 @@ def _read_just_before(ctx: LintContext, call: Node) -> Optional[int]:
     return None
 
 
-_TRAINS = re.compile(rb"backward\(|\.step\(")
+_TRAINS = re.compile(rb"backward\(|\.step\(|autograd\.grad\(")
 
 
 def _takes_training_step(loop: Node) -> bool:
@@ -611,7 +612,8 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
     parent = node.parent
     if parent is not None and parent.type == "argument_list" and parent.parent is not None:
         if method_name(parent.parent) in ("append", "extend"):
-            return True
+            # (a loss history kept in a loop that takes a training step is a wait per step)
+            return loop is None or not _takes_training_step(loop)
     node = _through_host_function(node)
     parent = node.parent
     if _stored_in_item(node) and loop is not None:
@@ -733,8 +735,8 @@ def _data_dependent(ctx: LintContext) -> Iterator[Finding]:
             label = f"`.{method}()`"
         else:
             continue
-        if subject is None or not maybe_device(ctx, subject):
-            continue
+        if subject is None or not maybe_device(ctx, subject) or converted_with_numpy(call):
+            continue  # (`torch.where(m)[0].numpy()`: a CUDA result would raise there, so it is on the host)
         finding = _report(ctx, f"{label} (its output's shape depends on the data)", call)
         if finding is not None:
             yield finding
