@@ -330,12 +330,19 @@ def test_builders_evaluators_and_records_spelled_like_models_are_not_model_outpu
     `required_library_for_model(id)` a string, `model.get("status")` reads a JSON record and
     `model.transcribe(f)` returns text and timings: none is a model's output tensor."""
     assert findings(NAMES) == []
-    # the same reads of what a model call returns are reported
+    # the same reads of what a model call returns are reported (the first once per model built)
     called = NAMES.replace("evaluate_model(model, loader)", "model(loader)").replace(
         'model.get("status", 0)', "model(path)"
     )
     assert findings(called) == [
-        (12, 11, "AL100", "warning", CONDITION.format("score > args.best")),
+        (
+            12,
+            11,
+            "AL100",
+            "information",
+            "a CUDA tensor as a condition (`score > args.best`) inside a loop: the host waits for the GPU once per"
+            " `build_model(...)`, as each iteration loads a model or a file",
+        ),
         (21, 11, "AL100", "warning", CONDITION.format("status == 1")),
     ]
 
@@ -613,4 +620,83 @@ def test_in_place_updates_numpy_results_loss_histories_and_gradient_steps() -> N
         (28, 35, "AL100", "warning", "`.cpu()` inside a loop: the host waits for the GPU on every iteration"),
         (39, 34, "AL100", "warning", "`.cpu()` inside a loop: the host waits for the GPU on every iteration"),
         (46, 28, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+    ]
+
+
+EMPTY_CACHE_PER_MODEL = (
+    "`torch.cuda.empty_cache()` inside a loop: frees cached blocks that the next iteration must allocate again"
+    " (it runs once per `from_pretrained(...)`, as each iteration loads a model or a file)"
+)
+
+MISC = dedent(
+    """\
+    import gc
+
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    from transformers import AutoModelForCausalLM
+
+
+    def generate(og, model, params, tokens, max_tokens):
+        generator = og.Generator(model, params)
+        generated = []
+        while len(generated) < max_tokens:
+            generator.generate_next_token()
+            seq = generator.get_sequence(0)
+            generated.append(int(seq[len(tokens) + len(generated)]))
+        return generated
+
+
+    def resample_seg(data, new_shape, device: torch.device = torch.device("cpu")):
+        data = data.to(device)
+        result = torch.zeros((data.shape[0], *new_shape), dtype=torch.int8)
+        for u in torch.unique(data):
+            mask = F.interpolate((data[None] == u).float(), new_shape)[0] > 0.5
+            result[mask] = u.item()
+        return result
+
+
+    def verify_models(model_ids, device="cuda"):
+        for model_id in model_ids:
+            model = AutoModelForCausalLM.from_pretrained(model_id).to(device)
+            run_benchmarks(model)
+            del model
+            gc.collect()
+            torch.cuda.empty_cache()
+
+
+    def resample_all(volumes, device="cuda"):
+        for volume in volumes:
+            result = resample_seg(volume, (64, 64), device=device)
+            print(result.sum().item())
+    """
+)
+
+
+def test_constructors_cpu_default_devices_and_loops_that_load_models() -> None:
+    """`og.Generator(model, params)` builds an object (a class name), it runs no model
+    (onnxruntime-genai in lm_eval); `.to(device)` with a parameter whose default is the CPU is a
+    CPU tensor unless a call in a loop of the file passes another device (nnunetv2's resampling,
+    whose `u.item()` is reported only while `resample_all` passes `device="cuda"`);
+    `empty_cache()` in a loop that loads a model each iteration runs once per model loaded."""
+    assert findings(MISC) == [
+        (24, 25, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            34,
+            8,
+            "AL300",
+            "information",
+            EMPTY_CACHE_PER_MODEL,
+        ),
+    ]
+    alone = MISC[: MISC.index("def resample_all")].rstrip() + "\n"
+    assert findings(alone) == [
+        (
+            34,
+            8,
+            "AL300",
+            "information",
+            EMPTY_CACHE_PER_MODEL,
+        )
     ]

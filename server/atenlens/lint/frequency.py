@@ -115,6 +115,9 @@ def frequency(node: Node) -> Frequency:
         return Frequency(
             loop, False, "once per environment step (the environment runs on the host and waits for its inputs)"
         )
+    loaded = _loads_each_iteration(loop)
+    if loaded is not None:
+        return Frequency(loop, False, f"once per `{loaded}(...)`, as each iteration loads a model or a file")
     function = _function_name(loop)
     if _memoized(loop):
         return Frequency(loop, False, "once per object (the function's result is cached)")
@@ -617,4 +620,23 @@ def whole_run_per_iteration(loop: Node, data: bytes) -> Optional[str]:
         for step_loop in _STEP_LOOP.finditer(definition):
             if _RUNS_A_MODEL.search(indented_block(definition, step_loop.start())):
                 return name.decode()
+    return None
+
+
+# `AutoModel.from_pretrained(name)`, `load_model(path)`, `torch.load(f)`: loading a model or a file
+_LOADS = re.compile(rb"\b(from_pretrained|load_model\w*|load_checkpoint|torch\.load|build_model)\s*\(")
+
+
+def _loads_each_iteration(loop: Node) -> Optional[str]:
+    """`for model_id in model_ids: model = AutoModel.from_pretrained(model_id)...`: the name of the
+    loader the loop's own body calls (not a nested loop's), so that each iteration loads a model
+    or a file and a wait there is small beside it."""
+    body = loop.child_by_field_name("body")
+    if body is None:
+        return None
+    for match in _LOADS.finditer(body.text or b""):
+        at = body.start_byte + match.start(1)
+        node = body.descendant_for_byte_range(at, at)
+        if node is not None and repeating_loop(node) == loop:
+            return match.group(1).decode()
     return None

@@ -793,7 +793,7 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
             device = keywords.get("device") or (positional[0] if positional and not is_dtype(positional[0]) else None)
             if device is None:
                 return owner  # a cast keeps the device
-            if is_cpu_device(device):
+            if is_cpu_device(device) or _cpu_by_default(ctx, device):
                 return Device.CPU
             if is_clear_device(device):
                 return Device.CUDA
@@ -941,6 +941,24 @@ def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple
     if iterable.type in ("subscript", "attribute", "binary_operator", "comparison_operator"):
         return _tensor_rows(ctx, iterable, depth)  # `for row in scores[mask]:` rows of a tensor
     return Device.UNKNOWN
+
+
+def _cpu_by_default(ctx: LintContext, device: Node) -> bool:
+    """`def resample(data, device=torch.device("cpu")): data.to(device)`: a parameter whose default
+    is the CPU, which no call of the function in a loop of this file sets otherwise."""
+    if device.type != "identifier" or _binding(ctx, device) is not None:
+        return False
+    function = next((a for a in ancestors(device) if a.type in ("function_definition", "lambda")), None)
+    parameters = function.child_by_field_name("parameters") if function is not None else None
+    for parameter in parameters.named_children if parameters is not None else []:
+        if parameter.type in ("default_parameter", "typed_default_parameter"):
+            name = parameter.child_by_field_name("name")
+            if name is not None and text(name) == text(device):
+                if not is_cpu_device(parameter.child_by_field_name("value")):
+                    return False
+                passed = _call_site_arguments(ctx, device)
+                return all(is_cpu_device(a) for a in passed)
+    return False
 
 
 def _parameter_annotation(name: Node) -> Optional[str]:
@@ -1289,9 +1307,16 @@ def _closure_step(call: Node, body: Node) -> bool:
 
 
 def is_model_call(call: Node) -> bool:
-    """`model(x)`, `self.net(x)`, `criterion(y, t)`: a call spelled as a model's forward."""
+    """`model(x)`, `self.net(x)`, `criterion(y, t)`: a call spelled as a model's forward (not a
+    class built: `Generator(nz)`, `nn.CrossEntropyLoss()`)."""
     name = dotted_name(callee(call)) or ""
-    return name == "self" or bool(name) and bool(_MODEL_CALLEE.search(name.split(".")[-1]))
+    last = name.split(".")[-1]
+    return name == "self" or bool(name) and bool(_MODEL_CALLEE.search(last)) and not _class_name(last)
+
+
+def _class_name(name: str) -> bool:
+    """`Generator`, `CrossEntropyLoss`: a class (its call builds an object); not `MODEL`."""
+    return name[:1].isupper() and not name.isupper()
 
 
 def maybe_device(ctx: LintContext, node: Optional[Node]) -> bool:
@@ -1447,7 +1472,7 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             if method == "get" and _loss_key(ctx, node):
                 # `loss = outputs.get("loss")`: the loss of what a call returned, as `outputs["loss"]`
                 return True
-            if _MODEL_CALLEE.search(method) and method not in ("forward_hook",):
+            if _MODEL_CALLEE.search(method) and method not in ("forward_hook",) and not _class_name(method):
                 return True
             owner = receiver(node)
             if method not in MODULE_METHODS and not method.lstrip("_").startswith("get_") and _spelled_model(owner):
@@ -1459,8 +1484,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         if name.startswith("torch.") or name.startswith("F."):
             positional, _ = arguments(node)
             return bool(positional) and _model_output(ctx, _first_element(positional[0]), depth + 1)
-        if bool(name) and bool(_MODEL_CALLEE.search(name.split(".")[-1])) or name == "self":
-            return True
+        if name == "self" or bool(name) and bool(_MODEL_CALLEE.search(name.split(".")[-1])):
+            return not _class_name(name.split(".")[-1])
         if _LOSS_FUNCTION.search(name.split(".")[-1]):
             # `chunked_cross_entropy(logits, targets)`: a loss of a model's output
             positional, keywords = arguments(node)
