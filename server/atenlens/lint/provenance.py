@@ -1387,6 +1387,10 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
                 and not _COUNTER_NAME.search(text(node))
             )
             return training or _iterates_model_output(ctx, iterable, binding.path, depth)
+        if binding.augmented and not loss_named and binding.site is not None:
+            # `lprobs += probs`: the tensor bound before the statement, updated in place (read at
+            # the statement's target, where the binding before applies)
+            return _model_output(ctx, binding.site, depth + 1)
         value = binding.value
         if (
             value is not None

@@ -10,7 +10,14 @@ What it does:
     `"loss=%.4f" % loss`); and
     operations whose output shape depends on the data (`.nonzero()`, `torch.nonzero`,
     `.unique()`, `torch.where(mask)` with one argument, `torch.masked_select`, `.argwhere()`,
-    reading `x[mask]` with a boolean mask); writing a CUDA tensor into a CPU tensor
+    reading `x[mask]` with a boolean mask); a boolean-mask assignment whose value is a tensor on
+    the device (`lprobs[lprobs != lprobs] = torch.tensor(-math.inf).to(lprobs)`, a value moved with
+    `.to(t)` / `.type_as(t)` next to the target or another tensor not known to be on the host, or
+    one likely on the device, into a target the masked read would report: `index_put_` takes the
+    `masked_fill_` path only for a Python number or a one-element CPU tensor, and otherwise turns
+    the mask into indices with `nonzero`; not `x[mask] = 0`, `x[mask] = float("-inf")`, a name
+    bound to a number or `x[mask] = torch.tensor(0.)` left on the CPU, and `x[mask] = y[mask]` is
+    reported once, as the read); writing a CUDA tensor into a CPU tensor
     (`losses[k] = loss` with `losses = torch.zeros(n)`: a copy to the host). `scaler.step(optimizer)` of a `GradScaler` (fp16
     loss scaling reads its inf/NaN flag on the host once per step) is reported at information
     level: it is the price of fp16 loss scaling, not a mistake.
@@ -50,7 +57,8 @@ What it does:
     that takes a training step (`loss.backward()`, `optim.step(loss)`: a library's training loop
     gets its device from the caller and need not name one) or in a class one of whose methods
     takes one (`self._optimizers_step(output)` in the loop, the `.backward()` in that method: the
-    class's training and evaluation loops run the same model). A name rebound in one branch of an
+    class's training and evaluation loops run the same model). An in-place update (`lprobs +=
+    probs`, `av_kls /= world_size`) keeps the tensor the name held. A name rebound in one branch of an
     if/else is read in a later branch as it was before the `if`; `if not isinstance(norm,
     torch.Tensor): norm = torch.tensor(norm)` converts only what was no tensor, so a tensor keeps
     its device. torch imported under
@@ -133,7 +141,9 @@ Fix:
     Keep the value on the device and read it once after the loop:
     `total = total + loss.detach()` inside the loop, `total.item()` after it; or log every N steps
     (`if step % 100 == 0:`); check for NaN on the device (`torch.nan_to_num`, or one
-    `torch.isfinite(total).all()` read every N steps).
+    `torch.isfinite(total).all()` read every N steps); fill a mask with a Python number
+    (`lprobs.masked_fill_(lprobs != lprobs, -math.inf)`, or `torch.where(mask, y, x)` for a tensor
+    value).
 """
 
 from __future__ import annotations
@@ -163,6 +173,7 @@ from atenlens.lint.provenance import (
     Device,
     converted_with_numpy,
     device_of,
+    is_cpu_device,
     is_dtype,
     likely_device,
     maybe_device,
@@ -970,6 +981,8 @@ def _masked_reads(ctx: LintContext) -> Iterator[Finding]:
         index = node.child_by_field_name("subscript")
         if _is_store(node):
             finding = _store_into_host(ctx, node)
+            if finding is None and index is not None and _is_mask(ctx, index):
+                finding = _masked_assignment(ctx, node, index)
             if finding is not None:
                 yield finding
             continue
@@ -995,6 +1008,52 @@ def _store_into_host(ctx: LintContext, target: Node) -> Optional[Finding]:
     return _report(ctx, f"writing a CUDA tensor into a CPU tensor (`{_short(target)} = ...`)", assignment)
 
 
+def _masked_assignment(ctx: LintContext, target: Node, mask: Node) -> Optional[Finding]:
+    """`lprobs[lprobs != lprobs] = torch.tensor(-math.inf).to(lprobs)`: a boolean-mask assignment
+    whose value is a device tensor. `index_put_` takes the `masked_fill_` path only for a Python
+    number or a one-element CPU tensor; with a value on the GPU it turns the mask into indices
+    (`nonzero`), and the host waits for the count."""
+    assignment = target.parent
+    value = assignment.child_by_field_name("right") if assignment is not None else None
+    tensor = target.child_by_field_name("value")
+    if assignment is None or value is None or tensor is None or not likely_device(ctx, tensor):
+        return None
+    read = strip_parens(value)
+    read_index = read.child_by_field_name("subscript") if read.type == "subscript" else None
+    if read_index is not None and _is_mask(ctx, read_index):
+        return None  # `best[mask] = loss[mask]`: the masked read of the value is reported on the line
+    if not _device_value(ctx, value, tensor):
+        return None
+    return _report(
+        ctx,
+        f"`{_short(target)} = {_short(value)}` (a boolean-mask assignment with a device value goes through "
+        f"`index_put_`, which turns the mask into indices; `{_short(tensor)}.masked_fill_({_short(mask)}, "
+        "<Python number>)` does not wait)",
+        assignment,
+    )
+
+
+def _device_value(ctx: LintContext, value: Node, target: Node) -> bool:
+    """Is the assigned value a tensor on the device: moved next to the target or another tensor
+    (`.to(lprobs)`, `.type_as(t)`), or likely on the device? Not a number, a name bound to one,
+    or a CPU tensor (`torch.tensor(0.)`), which `index_put_` fills through `masked_fill_`."""
+    value = strip_parens(value)
+    if value.type == "call" and method_name(value) in ("to", "type_as"):
+        # (checked first: provenance gives `.type_as(t)` its receiver's device)
+        positional, keywords = arguments(value)
+        other = keywords.get("device") or keywords.get("other") or (positional[0] if positional else None)
+        if (
+            other is not None
+            and not is_dtype(other)
+            and not is_cpu_device(other)
+            and (text(strip_parens(other)) == text(strip_parens(target)) or maybe_device(ctx, other))
+        ):
+            return True
+    if device_of(ctx, value) in (Device.HOST, Device.CPU):
+        return False
+    return likely_device(ctx, value)
+
+
 def _is_store(subscript: Node) -> bool:
     parent = subscript.parent
     return parent is not None and parent.type == "assignment" and parent.child_by_field_name("left") == subscript
@@ -1014,6 +1073,8 @@ def _is_mask(ctx: LintContext, index: Node, depth: int = 0) -> bool:
         return True
     if index.type == "call":
         name = dotted_name(callee(index)) or ""
+        if not name:  # a chain: `torch.zeros(n, k).to(tokens).eq(-1)`
+            return method_name(index) in MASK_METHODS
         return name.split(".")[-1] in MASK_METHODS and (name.startswith("torch.") or method_name(index) is not None)
     if index.type == "identifier":
         binding = ctx.bindings(index).at(text(index), index.start_byte)

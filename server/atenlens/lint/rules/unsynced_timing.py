@@ -38,7 +38,15 @@ What it does:
        same file whose body does one of these, directly or through up to two more such calls
        (`sync_all()`, `self._wait()`), or of a function spelled as a synchronize
        (`synchronize_outside_capture(device)`, `self._sync(x)`: its body may be in another
-       module).
+       module), and no host read of a CUDA tensor lies between them (`float(t)`, `int(t)`,
+       `bool(t)`, `str(t)`, `print(t)`, `"{:.0f}".format(t)`, `format(t, spec)`, an f-string
+       `f"{t}"` or a `%` format of it, with `t` likely on the device as AL100 judges it): in the
+       second read's own statement only when evaluated before the clock call, as an earlier
+       operand or argument (torchattacks' FAB:
+       `print("{:.0f}".format(n.float().sum()) + " in {:.1f} s".format(time.time() - t0))`;
+       not `print(t, time.time() - t0)` or
+       `"{} {}".format(t, time.time() - t0)`, which format after the clock read, nor an
+       assignment's target, evaluated after its value).
 
 Why it matters:
     CUDA kernels are launched asynchronously. Without a synchronize before the second clock
@@ -68,9 +76,10 @@ from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding
-from atenlens.lint.provenance import is_model_call
+from atenlens.lint.provenance import is_model_call, likely_device, strip_parens
 from atenlens.lint.registry import Rule
-from atenlens.lint.syntax import arguments, callee, dotted_name, method_name, text
+from atenlens.lint.source import ancestors
+from atenlens.lint.syntax import arguments, callee, dotted_name, method_name, receiver, text
 from atenlens.lint.waits import (
     CLOCK_FUNCTIONS,
     WAIT_CALLS,
@@ -154,6 +163,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             continue
         if not any(_gpu_work(ctx, c) for c in work):
             continue  # no model, training step or tensor op timed: host work (building, pinning, I/O)
+        if _reads_device_tensor(ctx, within, start, second, scope):
+            continue  # `float(t)`, `print(t)`, `"{}".format(t)` of a CUDA tensor waits for it
         reported.add(second.id)
         name = dotted_name(callee(second))
         line = ctx.source.position(first.start_point)[0]
@@ -163,6 +174,132 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             "asynchronous, so the interval measures its launch, not its run time",
             second,
         )
+
+
+_CONVERSIONS = frozenset({"float", "int", "bool", "str"})
+_FSTRING_START = re.compile(rb"(?<![\w])[rR]?[fF][rR]?[\"']")
+# where the operands are evaluated in the order they are written (not an assignment, whose target
+# is evaluated after its value, a conditional expression, a comprehension or a lambda)
+_IN_ORDER = frozenset(
+    {
+        "binary_operator",
+        "boolean_operator",
+        "comparison_operator",
+        "argument_list",
+        "tuple",
+        "list",
+        "set",
+        "dictionary",
+        "pair",
+        "expression_list",
+        "string",
+        "concatenated_string",
+        "call",
+        "subscript",
+        "attribute",
+        "parenthesized_expression",
+        "keyword_argument",
+        "unary_operator",
+        "not_operator",
+        "interpolation",
+    }
+)
+
+
+def _reads_device_tensor(ctx: LintContext, within: list[Node], start: int, second: Node, scope: Node) -> bool:
+    """Is a CUDA tensor read on the host between the two clock reads: `float(t)`, `int(t)`,
+    `bool(t)`, `str(t)`, `print(t)`, `"{:.0f}".format(t)`, `format(t, spec)`, an f-string
+    `f"{t}"` or a `%` format of one (each waits for the queued work)? Only the calls already
+    listed for the interval and the formats written in it are looked at; one in the second
+    read's own statement counts when it is evaluated before the clock call (torchattacks' FAB:
+    `print("{:.0f}".format(ind_succ.float().sum()) + " in {:.1f} s".format(time.time() - t0))`)."""
+    reads = _device_reads(ctx, within, start, second.start_byte, scope)
+    return any(_evaluated_before(read, second) for read in reads)
+
+
+def _device_reads(ctx: LintContext, within: list[Node], start: int, end: int, scope: Node) -> list[Node]:
+    """The calls of `within` and the formats in [start, end) that read a CUDA tensor on the host."""
+    reads: list[Node] = []
+    for call in within:
+        name = dotted_name(callee(call)) or ""
+        positional, keywords = arguments(call)
+        if name in _CONVERSIONS or name == "format":
+            shown = positional[:1] if (len(positional) == 1 and not keywords) or name == "format" else []
+        elif name == "print":
+            shown = [a for a in positional if strip_parens(a).type not in ("string", "concatenated_string")]
+        elif method_name(call) == "format" and strip_parens(receiver(call) or call).type in (
+            "string",
+            "concatenated_string",
+        ):
+            shown = [*positional, *keywords.values()]
+        else:
+            continue
+        if any(likely_device(ctx, a) for a in shown):
+            reads.append(call)
+    reads += _formats_of_device_tensors(ctx, start, end, scope)
+    return reads
+
+
+def _formats_of_device_tensors(ctx: LintContext, start: int, end: int, scope: Node) -> Iterator[Node]:
+    """f-string interpolations `{t}` and `"..." % t` formats of a CUDA tensor in [start, end)."""
+    data, root = ctx.source.data, ctx.source.root
+    for match in _FSTRING_START.finditer(data, start, end):
+        opening = root.descendant_for_byte_range(match.start(), match.end() - 1)
+        string = opening.parent if opening is not None and opening.type == "string_start" else None
+        if string is None or string.type != "string" or scope_for(string) != scope:
+            continue
+        for part in string.named_children:
+            expression = part.named_children[0] if part.type == "interpolation" and part.named_children else None
+            if expression is not None and part.end_byte <= end and likely_device(ctx, expression):
+                yield part
+    at = data.find(b"%", start, end)
+    while at != -1:
+        operator = root.descendant_for_byte_range(at, at + 1)
+        node = operator.parent if operator is not None else None
+        if (
+            node is not None
+            and node.type == "binary_operator"
+            and node.child_by_field_name("operator") == operator
+            and node.end_byte <= end
+            and scope_for(node) == scope
+        ):
+            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+            if left is not None and right is not None and strip_parens(left).type == "string":
+                values = strip_parens(right).named_children if strip_parens(right).type == "tuple" else [right]
+                if any(v.type not in ("string", "integer", "float") and likely_device(ctx, v) for v in values):
+                    yield node
+        at = data.find(b"%", at + 1, end)
+
+
+def _evaluated_before(read: Node, clock: Node) -> bool:
+    """Does `read`, written before the clock read `clock`, run before it? Always when it is in an
+    earlier statement; in the same expression only as an earlier operand or argument (not in an
+    assignment's target, evaluated after its value, nor in a conditional expression, a
+    comprehension or a lambda)."""
+    if read.end_byte > clock.start_byte:
+        return False
+    above = {a.id for a in ancestors(clock)}
+    node: Optional[Node] = read
+    while node is not None and node.id not in above:
+        if node.type in ("lambda", "list_comprehension", "generator_expression", "set_comprehension"):
+            return False
+        node = node.parent
+    if node is None:
+        return False
+    if node.type in _IN_ORDER:
+        return True
+    return node.type not in (
+        "assignment",
+        "augmented_assignment",
+        "conditional_expression",
+        "expression_statement",
+        "lambda",
+        "list_comprehension",
+        "generator_expression",
+        "set_comprehension",
+        "dictionary_comprehension",
+        "for_in_clause",
+    )
 
 
 # A helper of another module spelled as a synchronize (`synchronize_outside_capture(device)`,
