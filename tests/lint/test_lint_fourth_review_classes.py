@@ -700,3 +700,52 @@ def test_constructors_cpu_default_devices_and_loops_that_load_models() -> None:
             EMPTY_CACHE_PER_MODEL,
         )
     ]
+
+
+GRADIENT_RUNS = dedent(
+    """\
+    import logging
+
+    import torch
+
+    logger = logging.getLogger(__name__)
+
+
+    class APGD:
+        def perturb(self, x, y):
+            x, y = x.to(self.device), y.to(self.device)
+            acc = self.get_logits(x).max(1)[1] == y
+            for counter in range(self.n_restarts):
+                ind_to_fool = acc.nonzero().squeeze()
+                best = self.attack_single_run(x[ind_to_fool], y[ind_to_fool])
+            return acc
+
+        def attack_single_run(self, x, y):
+            for i in range(self.steps):
+                x.requires_grad_()
+                loss = self.loss(self.get_logits(x), y)
+                grad = torch.autograd.grad(loss, [x])[0]
+                x = (x + 0.01 * grad.sign()).detach()
+            return x
+
+
+    def report(metrics, scores, device="cuda"):
+        for metric in metrics:
+            logger.info(f"test/{metric.alias}: {scores[metric.alias]}")
+    """
+)
+
+
+def test_a_run_of_gradient_steps_and_attributes_named_as_text() -> None:
+    """The inner loop of `attack_single_run` steps with `torch.autograd.grad` on logits from
+    `self.get_logits(x)` (torchattacks' APGD): each restart is a whole run. `metric.alias` is a
+    name, text (chemprop)."""
+    assert findings(GRADIENT_RUNS) == [
+        (
+            13,
+            26,
+            "AL100",
+            "information",
+            ONCE_PER_RUN,
+        )
+    ]

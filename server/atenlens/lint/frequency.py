@@ -592,12 +592,15 @@ _STEP_LOOP = re.compile(
 )
 _CALLED = re.compile(rb"(?<![\w.])(?:self\.)?([A-Za-z_]\w*)[ \t]*\(")
 _TRAINING_STEP = re.compile(rb"backward\(|\.step\(")
+# a step of gradient descent on the input or the weights (`torch.autograd.grad(loss, [x])`)
+_GRADIENT_STEP = re.compile(rb"backward\(|autograd\.grad\(")
 
 
 def whole_run_per_iteration(loop: Node, data: bytes) -> Optional[str]:
     """`for counter in range(self.n_restarts): best = self.attack_single_run(x, y)`: the name of
     the function of this file (`data`: the whole file) that the loop's body calls and that runs
-    its own loop over steps of a model (`for i in range(self.steps): logits = self.model(x)`), so
+    its own loop over steps of a model or of gradient descent (`for i in range(self.steps):
+    logits = self.model(x)`, `grad = torch.autograd.grad(loss, [x])`), so
     that each iteration of `loop` is a whole run and a read there is once per run; None when the
     loop iterates anything but a `range`, or its body runs a model or a training step itself."""
     if loop.type != "for_statement":
@@ -618,7 +621,8 @@ def whole_run_per_iteration(loop: Node, data: bytes) -> Optional[str]:
             continue
         definition = indented_block(data, head.start())
         for step_loop in _STEP_LOOP.finditer(definition):
-            if _RUNS_A_MODEL.search(indented_block(definition, step_loop.start())):
+            steps = indented_block(definition, step_loop.start())
+            if _RUNS_A_MODEL.search(steps) or _GRADIENT_STEP.search(steps):
                 return name.decode()
     return None
 

@@ -696,8 +696,8 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
         return found
     if kind == "attribute":
         attr = text(node.child_by_field_name("attribute"))
-        if attr in HOST_ATTRIBUTES:
-            return Device.HOST
+        if attr in HOST_ATTRIBUTES or _TEXT_NAME.search(attr):
+            return Device.HOST  # (`metric.alias`, `self.prefix`: names are text)
         inner = device_of(ctx, node.child_by_field_name("object"), depth + 1)
         if attr in SAME_DEVICE_ATTRIBUTES:
             return inner if inner in (Device.CUDA, Device.CPU) else Device.UNKNOWN
