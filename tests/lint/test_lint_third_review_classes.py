@@ -1,5 +1,6 @@
-"""Classes of error found by the fourth review of real code (a held-out false finding, and the
-whole trees of tests/lint/corpus_real/WHOLE_TREES.md "Fourth review"), each with a small program
+"""Classes of error found by the third review of real code (held-out round 9, two earlier
+held-out false findings, and the whole trees of tests/lint/corpus_real/WHOLE_TREES.md "Third
+review"), each with a small program
 and the exact findings: line, column (0-based), code, severity and message. Each program is also
 linted without the prefilter (every definition parsed), which must give the same findings."""
 
