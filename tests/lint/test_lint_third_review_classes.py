@@ -750,3 +750,38 @@ def test_a_run_of_gradient_steps_and_attributes_named_as_text() -> None:
             ONCE_PER_RUN,
         )
     ]
+
+
+WHILE_RUNS = dedent(
+    """\
+    import torch
+
+
+    class FAB:
+        def perturb(self, x, y):
+            x, y = x.to(self.device), y.to(self.device)
+            acc = self.get_logits(x).max(1)[1] == y
+            for counter in range(self.n_restarts):
+                ind_to_fool = acc.nonzero().squeeze()
+                adv = self.attack_single_run(x[ind_to_fool], y[ind_to_fool])
+                acc_curr = self.get_logits(adv).max(1)[1] == y[ind_to_fool]
+                acc[ind_to_fool[(acc_curr == 0).nonzero().squeeze()]] = 0
+            return acc
+
+        def attack_single_run(self, x, y):
+            counter_iter = 0
+            while counter_iter < self.steps:
+                df, dg = self.get_diff_logits_grads_batch(x, y)
+                x = x + 0.01 * dg.sign()
+                counter_iter += 1
+            return x
+    """
+)
+
+
+def test_a_while_loop_over_steps_that_queries_logits_is_a_whole_run() -> None:
+    """FAB's `attack_single_run` loops `while counter_iter < self.steps:` over
+    `self.get_diff_logits_grads_batch(x, y)`: each restart is a whole run (torchattacks)."""
+    assert findings(WHILE_RUNS) == [
+        (*row, ONCE_PER_RUN) for row in [(9, 26, "AL100", "information"), (12, 28, "AL100", "information")]
+    ]

@@ -585,15 +585,17 @@ def chunked_walk(loop: Optional[Node]) -> Optional[tuple[str, str]]:
     return text(measured[0]), text(positional[2])
 
 
-# `for i in range(self.steps):`, `for it in trange(n_iter):`: a loop over the steps of a run
+# `for i in range(self.steps):`, `for it in trange(n_iter):`, `while it < self.steps:`: a loop over
+# the steps of a run
 _STEP_LOOP = re.compile(
-    rb"^[ \t]*for\b[^\n]*\bin[ \t]+(?:\w+\.)?(?:t?range|tqdm)\([^\n]*?\b(?:\w+_)?(?:steps|iters?|iterations|queries)\b",
+    rb"^[ \t]*(?:for\b[^\n]*\bin[ \t]+(?:\w+\.)?(?:t?range|tqdm)\(|while\b)[^\n]*?\b(?:\w+_)?(?:steps|iters?|iterations|queries)\b",
     re.M | re.I,
 )
 _CALLED = re.compile(rb"(?<![\w.])(?:self\.)?([A-Za-z_]\w*)[ \t]*\(")
 _TRAINING_STEP = re.compile(rb"backward\(|\.step\(")
-# a step of gradient descent on the input or the weights (`torch.autograd.grad(loss, [x])`)
-_GRADIENT_STEP = re.compile(rb"backward\(|autograd\.grad\(")
+# a step of gradient descent on the input or the weights (`torch.autograd.grad(loss, [x])`), or a
+# query of the model's logits (`self.get_logits(x)`)
+_GRADIENT_STEP = re.compile(rb"backward\(|autograd\.grad\(|\w*logits\w*\s*\(")
 
 
 def whole_run_per_iteration(loop: Node, data: bytes) -> Optional[str]:
