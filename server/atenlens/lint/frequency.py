@@ -67,7 +67,7 @@ _BOUND_NAME = re.compile(
     r"^(?:num|max|total|n)_.*(?:step|iter|batch|epoch)|_per_epoch$|^(?:max|total)_?(?:steps|iters)$", re.I
 )
 _RARE_FUNCTION = re.compile(
-    r"save|checkpoint|^_?load|_load_|export|convert|merge|state_dict|consolidate|plot|summar|prune|"
+    r"save|checkpoint|^_?load|_load_|export|convert|merge|state_dict|consolidate|plot|summar|prune|input_example|"
     r"^_*init(?:_|$)|initiali[sz]e",
     re.I,
 )
@@ -90,6 +90,10 @@ def frequency(node: Node) -> Frequency:
     throttle = _throttle_between(node, loop)
     if throttle is not None:
         return Frequency(loop, False, f"only on iterations where `{_short(throttle)}`")
+    if _leaves_the_loop(node, loop):
+        return Frequency(
+            loop, False, "once, on the iteration that leaves the loop (its block ends in `break` or `return`)"
+        )
     skip = early_exit_throttle(node, loop)
     if skip is not None:
         return Frequency(loop, False, f"only on iterations that pass `if {_short(skip)}:` above it")
@@ -187,6 +191,29 @@ def on_failure_only(node: Node, loop: Node) -> bool:
         if parent.type == "assert_statement":
             parts = [c for c in parent.named_children if c.type != "comment"]
             return len(parts) > 1 and child != parts[0]
+        child = parent
+    return False
+
+
+def _leaves_the_loop(node: Node, loop: Node) -> bool:
+    """`if loss.item() < tol: final = x.cpu(); break`: `node` is in a block (of an `if`, `elif`,
+    `else`, `try`) between it and `loop` whose last statement is `break` or `return`, so the
+    block runs at most once per run of the loop. (The test of that `if` runs every iteration.)"""
+    child = node
+    for parent in ancestors(node):
+        if parent == loop or parent.type in SCOPE_TYPES:
+            return False
+        if parent.type == "block" and child.type != "block":
+            statements = [c for c in parent.named_children if c.type != "comment"]
+            owner = parent.parent
+            if (
+                statements
+                and statements[-1].type in ("break_statement", "return_statement")
+                and owner is not None
+                and owner.type in ("if_statement", "elif_clause", "else_clause")
+                and child != statements[-1]
+            ):
+                return True
         child = parent
     return False
 
@@ -296,6 +323,8 @@ def is_throttle(condition: Node) -> bool:
     if kind == "comparison_operator":
         if any(_is_modulo(c) for c in condition.named_children):
             return True
+        if _opt_in_logging(condition):
+            return True
         if _creates_state(condition):
             return True
         operators = [text(c) for c in condition.children if not c.is_named]
@@ -306,6 +335,22 @@ def is_throttle(condition: Node) -> bool:
         name = dotted_name(callee(condition) if kind == "call" else condition) or ""
         return bool(_THROTTLE_NAME.search(name.split(".")[-1]))
     return False
+
+
+# An optional writer of logs (`self.summary_writer`, `tb_writer`, `self.wandb_run`), None unless
+# the user asks for it
+_OPT_IN_LOGGER = re.compile(r"(?:^|_)writer$|^tb_|tensorboard|wandb", re.I)
+
+
+def _opt_in_logging(comparison: Node) -> bool:
+    """`if self.summary_writer is not None:`: logging the user turned on, off by default (as
+    `if verbose:`)."""
+    operators = " ".join(text(c) for c in comparison.children if not c.is_named)
+    sides = comparison.named_children
+    if operators != "is not" or len(sides) != 2 or sides[1].type != "none":
+        return False
+    name = dotted_name(sides[0]) or ""
+    return bool(_OPT_IN_LOGGER.search(name.split(".")[-1]))
 
 
 def _counter_reset_in_body(comparison: Node) -> bool:
@@ -451,8 +496,22 @@ _EXITS = re.compile(rb"\b(?:return|break)\b")
 
 
 def _is_retry_loop(loop: Node) -> bool:
-    """`for _ in range(max_trials): ... if ok: return` (then `raise`): it repeats only until an
-    attempt succeeds, usually once."""
+    """`for _ in range(max_trials): ... if ok: return` (then `raise`), or `while True: try: ...
+    except ...: continue else: break`: it repeats only until an attempt succeeds, usually once."""
+    if loop.type == "while_statement":
+        condition = loop.child_by_field_name("condition")
+        body = loop.child_by_field_name("body")
+        statements = [c for c in body.named_children if c.type != "comment"] if body is not None else []
+        return (
+            condition is not None
+            and text(condition) == "True"
+            and len(statements) == 1
+            and statements[0].type == "try_statement"
+            and any(
+                c.type == "else_clause" and re.search(rb"^\s*break\b", c.text or b"", re.M) is not None
+                for c in statements[0].named_children
+            )
+        )
     if loop.type != "for_statement":
         return False
     iterable = loop.child_by_field_name("right")

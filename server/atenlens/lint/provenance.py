@@ -261,6 +261,8 @@ HOST_METHODS = frozenset(
 )
 HOST_ATTRIBUTES = frozenset(
     {
+        "loc",  # pandas' `frame.loc[...]`, `frame.iloc[...]`
+        "iloc",
         "dtype",
         "shape",
         "device",
@@ -367,7 +369,12 @@ def _spelled_model(node: Optional[Node]) -> bool:
 # A model's own encoder / decoder step (`self.decode(indices, hidden)`, `self._encode(x)`), not
 # `self.evaluate(...)` (a float) or `self.decode_text(ids)` (a string).
 _CODER_METHOD = re.compile(r"^_?(?:en|de)code(?:r|_step|_batch)?$|^_?embed", re.I)
-_LOSS_NAME = re.compile(r"loss", re.I)
+# A loss by its name (`loss`, `val_loss`, `loss_mean`), not a setting of one (`loss_weight`,
+# `loss_theta_min`, `category_loss_weight`, `loss_fn`): the name's last word decides.
+_LOSS_NAME = re.compile(
+    r"loss(?!\w*_(?:weights?|weighting|coef|coeff|scale|factor|ratio|min|max|threshold|thr|eps|k|type|fn|func|name|names)$)",
+    re.I,
+)
 # `clip_grad_norm_` / `clip_grad_norm` (torch.nn.utils, a wrapped model's, an accelerator's): the
 # gradients' total norm, returned as a tensor on the parameters' device
 _GRAD_NORM = re.compile(r"^clip_grad_norm_?$")
@@ -995,21 +1002,25 @@ def _returns_python_value(ctx: LintContext, call: Node) -> bool:
 
 
 def _returns_python_scalar(ctx: LintContext, name: str) -> bool:
-    """Is `name` (`helper`, `self.helper`) a function of this file annotated to return a Python
-    number, string or bool (`def _clamp_block_m(...) -> int:`)? Read off the whole file's bytes,
-    so the answer does not depend on which definitions were parsed."""
+    """Is `name` (`helper`, `self.helper`, `decoder.pull`) a function or method of this file
+    annotated to return a Python number, string or bool (`def _clamp_block_m(...) -> int:`,
+    `-> Optional[int]`, `-> Union[int, float]`)? Read off the whole file's bytes, so the answer
+    does not depend on which definitions were parsed."""
     parts = name.split(".")
-    if not parts[-1] or len(parts) > 2 or (len(parts) == 2 and parts[0] != "self"):
+    if not parts[-1] or len(parts) > 2:
         return False
     memo = _memo(ctx, "_scalar_function_memo")
     if parts[-1] not in memo:
-        signature = (
-            rb"def\s+"
-            + re.escape(parts[-1].encode())
-            + rb"\s*\((?:[^()]|\([^()]*\))*\)\s*->\s*(?:int|float|bool|str)\s*:"
-        )
-        memo[parts[-1]] = re.search(signature, ctx.source.whole_data) is not None
+        signature = rb"def\s+" + re.escape(parts[-1].encode()) + rb"\s*\((?:[^()]|\([^()]*\))*\)\s*->\s*([^:\n]+?)\s*:"
+        found = re.search(signature, ctx.source.whole_data)
+        words = set(re.findall(r"[A-Za-z_]+", found.group(1).decode(errors="replace"))) if found else set()
+        # `-> int`, `-> Optional[int]`, `-> tp.Union[int, float]`, `-> int | None`
+        memo[parts[-1]] = bool(words & _SCALAR_TYPES) and words <= _SCALAR_TYPES | _TYPING_WORDS
     return bool(memo[parts[-1]])
+
+
+_SCALAR_TYPES = frozenset({"int", "float", "bool", "str"})
+_TYPING_WORDS = frozenset({"None", "Optional", "Union", "typing", "tp", "t"})
 
 
 def _annotated_host_values(name: Node) -> bool:
@@ -1273,6 +1284,10 @@ def _takes_training_step(function: Node) -> bool:
     body = function.child_by_field_name("body")
     if body is None or not _TRAINING_STEP_BYTES.search(body.text or b""):
         return False
+    if _INPUT_GRADIENT.search(body.text or b"") and not _OPTIMIZER_STEP_CALL.search(body.text or b""):
+        # `x.requires_grad_(True)` ... `loss.backward()` ... `x.grad`: the gradient of an input
+        # (an attack's, a saliency map's), no optimizer step: not a training step
+        return False
     stack = list(body.named_children)
     while stack:
         current = stack.pop()
@@ -1293,6 +1308,8 @@ def _takes_training_step(function: Node) -> bool:
 
 
 _TRAINING_STEP_BYTES = re.compile(rb"backward\(|\.step\(")
+_INPUT_GRADIENT = re.compile(rb"requires_grad_\(|requires_grad\s*=\s*True")
+_OPTIMIZER_STEP_CALL = re.compile(rb"\b(?:\w*optim\w*|opt|\w*_opt|\w*scaler)\s*\.\s*step\s*\(", re.I)
 
 
 def _closure_step(call: Node, body: Node) -> bool:

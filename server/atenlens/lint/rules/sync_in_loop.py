@@ -586,10 +586,18 @@ def _read_just_before(ctx: LintContext, call: Node) -> Optional[int]:
     previous = statement.prev_named_sibling
     while previous is not None and previous.type == "comment":
         previous = previous.prev_named_sibling
+    spelled = re.compile(rb"(?<![\w.])" + re.escape(text(owner).encode()) + rb"\s*\.\s*item\s*\(")
+    if previous is None and statement.parent is not None:
+        # `if best is None or g.item() < best: best = g.item()`: the test right above read it
+        test = statement.parent.parent
+        if test is not None and test.type in ("if_statement", "elif_clause", "while_statement"):
+            condition = test.child_by_field_name("condition")
+            if condition is not None and spelled.search(condition.text or b""):
+                return condition.start_point[0] + 1
+        return None
     if previous is None or statement.parent is None:
         return None
-    spelled = re.escape(text(owner).encode())
-    if re.search(rb"(?<![\w.])" + spelled + rb"\s*\.\s*item\s*\(", previous.text or b""):
+    if spelled.search(previous.text or b""):
         return previous.start_point[0] + 1
     return None
 
@@ -637,12 +645,26 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
     body = loop.child_by_field_name("body") if loop is not None else None
     if target is None or target.type != "identifier" or body is None or _takes_training_step(body):
         return False  # (in a loop that takes a training step, a metric kept per step is a wait per step)
-    # appended, or handed to a call that keeps it (`manager.add_samples(estimate, ...)`,
-    # `pendings.append(pool.submit(evaluate, y_pred, y))`, `out.append(search(probs[i]))`)
-    appended = re.compile(
-        rb"\.(?:append|extend|add_\w+|submit)\((?:\s*|[^\n]*?\b)" + re.escape(text(target).encode()) + rb"\b"
-    )
-    return bool(appended.search(body.text or b"", parent.end_byte - body.start_byte))
+    # appended, handed to a call that keeps or writes it (`manager.add_samples(estimate, ...)`,
+    # `pendings.append(pool.submit(evaluate, y_pred, y))`, `out.append(search(probs[i]))`,
+    # `sf.write(path, audio_np, rate)`), maybe after one more host step that binds a name
+    # (`artifact = Artifact(data=audio_np)`, `_, text = decoder(log_probs)`, then kept)
+    data = body.text or b""
+    start = parent.end_byte - body.start_byte
+    names = [text(target).encode()]
+    for step in _HOST_STEP.finditer(data, start):
+        if re.search(rb"\b" + re.escape(names[0]) + rb"\b", step.group(2)):
+            names += [n.strip() for n in step.group(1).split(b",") if re.fullmatch(rb"\s*\w+\s*", n)]
+    return any(_kept(data, start, name) for name in names if name != b"_")
+
+
+# `name = call(...)` / `a, b = call(...)` on one line: a host step whose result the loop may keep
+_HOST_STEP = re.compile(rb"^[ \t]*(\w+(?:[ \t]*,[ \t]*\w+)*)[ \t]*=[ \t]*[\w.]+\(([^\n]*)$", re.M)
+_KEEPS = rb"\.(?:append|extend|add_\w+|submit|write\w*|save\w*|imwrite|dump)\((?:\s*|[^\n]*?\b)"
+
+
+def _kept(data: bytes, start: int, name: bytes) -> bool:
+    return re.compile(_KEEPS + re.escape(name) + rb"\b").search(data, start) is not None
 
 
 def _through_host_function(node: Node) -> Node:
@@ -659,10 +681,14 @@ def _through_host_function(node: Node) -> Node:
 
 def _host_copy(call: Node) -> Node:
     """The expression that holds a `.cpu()` result on the host: the call, or the chain after it
-    that keeps the same data (`t.cpu().detach().numpy()`, `t.cpu().data.numpy().item()`)."""
+    that keeps the same data (`t.cpu().detach().numpy()`, `t.cpu().data.numpy().item()`, a slice
+    `t.cpu().numpy()[:n]`)."""
     node = call
     while True:
         attribute = node.parent
+        if attribute is not None and attribute.type == "subscript" and attribute.child_by_field_name("value") == node:
+            node = attribute  # `t.cpu().numpy()[:n]`: a part of the copy
+            continue
         if attribute is None or attribute.type != "attribute":
             return node
         outer = attribute.parent
@@ -695,7 +721,8 @@ def _stored_in_item(node: Node) -> bool:
     if len(keys) != 1:
         return False
     key = keys[0]
-    return key.type in ("string", "identifier") or (key.type == "call" and method_name(key) == "format")
+    # (a slice: `sizes[begin:end] = t.cpu().numpy()` fills a batch's rows of a result array)
+    return key.type in ("string", "identifier", "slice") or (key.type == "call" and method_name(key) == "format")
 
 
 def _single_argument(call: Node) -> Optional[Node]:
