@@ -148,9 +148,13 @@ def test_precision_and_recall_on_held_out_code_do_not_fall() -> None:
     precision, recall = measure(ninth, "corpus_heldout, round 9")
     # 27/29, 14/37 (first run, labels committed before it and not changed after it: 24/37, 12/37)
     assert precision >= 0.93 and recall >= 0.37
+    precision, recall = measure(tenth, "corpus_heldout, round 10")
+    # 12/21, 10/25 (first run, labels committed before it in b389c0b and not changed after it)
+    assert precision >= 0.57 and recall >= 0.4
     precision, recall = measure(HELD_OUT_FILES, "corpus_heldout, all")
-    # 161/163, 107/162 (first run of round 9: 156/171, 105/162; rounds 1-8 alone: 134/134, 93/125)
-    assert precision >= 0.98 and recall >= 0.66
+    # 173/184, 117/187 with round 10's first run (rounds 1-9 alone: 161/163, 107/162; first run of round 9:
+    # 156/171, 105/162; rounds 1-8 alone: 134/134, 93/125)
+    assert precision >= 0.94 and recall >= 0.62
 
 
 def test_every_fix_offered_on_real_code_parses_and_removes_its_finding() -> None:
