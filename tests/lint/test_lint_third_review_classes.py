@@ -626,7 +626,7 @@ def test_in_place_updates_numpy_results_loss_histories_and_gradient_steps() -> N
 
 EMPTY_CACHE_PER_MODEL = (
     "`torch.cuda.empty_cache()` inside a loop: frees cached blocks that the next iteration must allocate again"
-    " (it runs once per `from_pretrained(...)`, as each iteration loads a model or a file)"
+    "; it runs once per `from_pretrained(...)`, as each iteration loads a model or a file"
 )
 
 MISC = dedent(
@@ -784,4 +784,313 @@ def test_a_while_loop_over_steps_that_queries_logits_is_a_whole_run() -> None:
     `self.get_diff_logits_grads_batch(x, y)`: each restart is a whole run (torchattacks)."""
     assert findings(WHILE_RUNS) == [
         (*row, ONCE_PER_RUN) for row in [(9, 26, "AL100", "information"), (12, 28, "AL100", "information")]
+    ]
+
+
+COLLECTED = (
+    "`.cpu()` inside a loop: the host waits for the GPU on every iteration, collecting results on the host"
+    " (`outputs.append(t.cpu())`: one copy per batch, as intended)"
+)
+LEAVES = (
+    "{} inside a loop: the host waits for the GPU once, on the iteration that leaves the loop (its block ends in"
+    " `break` or `return`)"
+)
+RETRY = (
+    "`torch.cuda.empty_cache()` inside a loop: frees cached blocks that the next iteration must allocate again;"
+    " it runs once per attempt of a retry loop (it stops at the first success)"
+)
+
+INPUT_GRADIENTS = dedent(
+    """\
+    import numpy as np
+    import torch
+
+
+    class Classifier:
+        def loss_gradient(self, x, y):
+            x_t = torch.as_tensor(x, device=self._device).requires_grad_(True)
+            loss = self._loss(self._model(x_t), torch.as_tensor(y, device=self._device))
+            self._model.zero_grad()
+            loss.backward()
+            return x_t.grad.cpu().numpy()
+
+        def fit_step(self, x, y):
+            loss = self._loss(self._model(x.to(self._device)), y.to(self._device))
+            loss.backward()
+            self._optimizer.step()
+            return loss.cpu().numpy()
+
+
+    def train(model, loader, loss_weight: float, device):
+        for x in loader:
+            loss = model(x.to(device))
+            if loss_weight > 0:
+                loss = loss * loss_weight
+            if loss > 100:
+                print("diverging")
+    """
+)
+
+
+def test_input_gradients_and_settings_named_after_a_loss() -> None:
+    """`x.requires_grad_(True)` ... `loss.backward()` with no optimizer step computes the gradient
+    of an input (ART's `loss_gradient`, a saliency map): no training step, silent. With an
+    optimizer step it is one (`fit_step`). `loss_weight` is a setting of a loss, not a loss."""
+    assert findings(INPUT_GRADIENTS) == [
+        (
+            17,
+            20,
+            "AL100",
+            "warning",
+            "`.cpu()` in `fit_step`, which takes a training step: the host waits for the GPU on every training step",
+        ),
+        (
+            25,
+            11,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a condition (`loss > 100`) inside a loop: the host waits for the GPU on every iteration",
+        ),
+    ]
+
+
+KEPT_RESULTS = dedent(
+    """\
+    import numpy as np
+    import pandas as pd
+    import soundfile as sf
+    import torch
+    import typing as tp
+
+
+    class Artifact:
+        def __init__(self, data):
+            self.data = data
+
+
+    class ArithmeticDecoder:
+        def pull(self, cdf: torch.Tensor) -> tp.Optional[int]:
+            return int(cdf.argmax())
+
+
+    def predict(model, inputs, batch_size, device, out_dir):
+        sizes = np.zeros(inputs.shape[0], dtype=int)
+        artifacts = []
+        for m in range(len(inputs) // batch_size):
+            begin, end = m * batch_size, (m + 1) * batch_size
+            with torch.no_grad():
+                audio, lengths = model(inputs[begin:end].to(device))
+            sizes[begin:end] = lengths.cpu().numpy()
+            for idx in range(audio.size(0)):
+                audio_np = audio[idx].float().cpu().numpy()[: sizes[begin + idx]]
+                sf.write(f"{out_dir}/{begin + idx}.wav", audio_np, 22050)
+                first = audio[idx, 0].cpu()
+                artifacts.append(Artifact(data=first))
+                last = audio[idx, -1].cpu()
+                artifact = Artifact(data=last)
+                artifacts.append(artifact)
+        return sizes, artifacts
+
+
+    def decode(pdfs, symbols, decoder):
+        for pdf, symbol in zip(pdfs, symbols):
+            if decoder.pull(pdf) == symbol:
+                continue
+
+
+    def align(rows, spans, device):
+        model = torch.nn.Linear(2, 2).to(device)
+        frame = pd.DataFrame(rows)
+        for start, end in spans:
+            current = frame.loc[(frame.index >= start) & (frame.index <= end)]
+            for word in current["word"].unique():
+                print(word)
+    """
+)
+
+
+def test_results_stored_written_or_kept_after_one_host_step() -> None:
+    """Copies stored by slice into a result array (`sizes[begin:end] = t.cpu().numpy()`), sliced and
+    written to a file (`sf.write(path, audio_np, rate)`), or wrapped in an object bound to a name
+    that the loop then keeps, are kept results: information (ART, NeMo). A method annotated
+    `-> tp.Optional[int]` returns a Python number; `frame.loc[...]` is a pandas frame (whisperx)."""
+    assert findings(KEPT_RESULTS) == [
+        (
+            25,
+            35,
+            "AL100",
+            "information",
+            KEPT,
+        ),
+        (
+            27,
+            42,
+            "AL100",
+            "information",
+            COLLECTED,
+        ),
+        (
+            29,
+            34,
+            "AL100",
+            "information",
+            COLLECTED,
+        ),
+        (
+            31,
+            34,
+            "AL100",
+            "information",
+            COLLECTED,
+        ),
+    ]
+
+
+LEAVING = dedent(
+    """\
+    import gc
+
+    import torch
+
+
+    def optimize(poison, target, feat, max_iter, threshold, device):
+        poison = poison.to(device)
+        for i in range(max_iter):
+            poison.requires_grad_()
+            loss = torch.norm(feat(poison) - target) ** 2
+            loss.backward()
+            poison = (poison - 0.01 * poison.grad).detach()
+            if loss.item() < threshold:
+                print(f"converged at {loss.item()}")
+                final = poison.detach().cpu().numpy()
+                break
+        return final
+
+
+    def best_patch(grads, size, device):
+        grads = grads.to(device)
+        best = None
+        for i in range(0, grads.shape[0], size):
+            patch = grads[i : i + size].sum()
+            if best is None or patch.item() < best:
+                best = patch.item()
+        return best
+
+
+    class Attack:
+        def generate(self, loader, max_iter):
+            for _ in range(max_iter):
+                for x in loader:
+                    loss = self.model(x.to(self.device)).sum()
+                    loss.backward()
+                    if self.summary_writer is not None:
+                        self.summary_writer.add(x.detach().cpu().numpy())
+
+        def fit_with_largest_batch_size(self, batch_size):
+            while True:
+                gc.collect()
+                torch.cuda.empty_cache()
+                try:
+                    self.fit(batch_size)
+                except RuntimeError:
+                    batch_size //= 2
+                else:
+                    break
+    """
+)
+
+
+def test_blocks_that_leave_the_loop_repeated_reads_opt_in_writers_and_retries() -> None:
+    """Reads in a block that ends in `break` run once, when the loop is left; the test above them
+    runs every iteration. A read of what the `if` test just read waits for nothing new. Copies
+    under `if self.summary_writer is not None:` run only when the user turns logging on. A
+    `while True:` whose `try` breaks in its `else` retries until the first success (coqui's
+    `fit_with_largest_batch_size`)."""
+    assert findings(LEAVING) == [
+        (13, 16, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            14,
+            39,
+            "AL100",
+            "information",
+            LEAVES.format("`.item()`"),
+        ),
+        (
+            15,
+            36,
+            "AL100",
+            "information",
+            LEAVES.format("`.cpu()`"),
+        ),
+        (25, 33, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            26,
+            25,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU on every iteration, but the value was read on line 25 just before: no new wait",
+        ),
+        (
+            37,
+            55,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU only on iterations where `self.summary_writer is not None`",
+        ),
+        (
+            42,
+            12,
+            "AL300",
+            "information",
+            RETRY,
+        ),
+    ]
+
+
+SCALED_STEPS = dedent(
+    """\
+    import torch
+
+
+    class Trainer:
+        def train(self, loader):
+            for _ in range(self.gradient_accumulate_every):
+                fake = self.GAN.G(next(loader).cuda(self.rank))
+                disc_loss = self.discriminator(fake).mean()
+                self.D_scaler.scale(disc_loss).backward()
+            self.last_disc_loss = disc_loss.item()
+            self.D_scaler.step(self.GAN.D_opt)
+            self.D_scaler.update()
+
+
+    def train_loop(model, loader, optimizer, device):
+        for x in loader:
+            gen_loss, disc_loss = model(x.to(device))
+            (gen_loss + disc_loss).backward()
+            optimizer.step()
+            if any(torch.isnan(l) for l in (gen_loss, disc_loss)):
+                print("NaN detected")
+    """
+)
+
+
+def test_gradscaler_steps_and_any_over_tensors() -> None:
+    """`self.D_scaler.step(self.GAN.D_opt)` is the function's optimizer step, so a read in it runs
+    once per training step; `any(torch.isnan(l) for l in ...)` takes each tensor's truth on the
+    host (lightweight-gan, stylegan2)."""
+    assert findings(SCALED_STEPS) == [
+        (
+            10,
+            40,
+            "AL100",
+            "warning",
+            "`.item()` in `train`, which takes a training step: the host waits for the GPU on every training step",
+        ),
+        (
+            20,
+            15,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a condition (`torch.isnan(l)`) inside a loop: the host waits for the GPU on every iteration",
+        ),
     ]

@@ -505,11 +505,13 @@ def _is_retry_loop(loop: Node) -> bool:
         return (
             condition is not None
             and text(condition) == "True"
-            and len(statements) == 1
-            and statements[0].type == "try_statement"
             and any(
-                c.type == "else_clause" and re.search(rb"^\s*break\b", c.text or b"", re.M) is not None
-                for c in statements[0].named_children
+                statement.type == "try_statement"
+                and any(
+                    c.type == "else_clause" and re.search(rb"^\s*break\b", c.text or b"", re.M) is not None
+                    for c in statement.named_children
+                )
+                for statement in statements
             )
         )
     if loop.type != "for_statement":

@@ -1256,7 +1256,7 @@ def _in_training_step(ctx: LintContext, node: Node) -> bool:
     return body is not None and bool(_TRAINING_STEP.search(body.text or b""))
 
 
-_OPTIMIZER = re.compile(r"optim|(?:^|_)opt$", re.I)
+_OPTIMIZER = re.compile(r"optim|(?:^|_)opt$|scaler$", re.I)  # (`self.D_scaler.step(opt)`: GradScaler's step)
 _LOOPS_AND_SCOPES = frozenset({"for_statement", "while_statement", "function_definition", "lambda", "class_definition"})
 
 
@@ -1587,6 +1587,10 @@ def _iterates_model_output(ctx: LintContext, iterable: Optional[Node], path: tup
         if not positional or not path or path[0] != 1:
             return False
         iterable = positional[0]
+    if iterable.type in ("tuple", "list") and not path:
+        # `for l in (gen_loss, disc_loss):` each of the model's outputs
+        items = [c for c in iterable.named_children if c.type != "comment"]
+        return bool(items) and all(_model_output(ctx, c, depth + 1) for c in items)
     return _model_output(ctx, iterable, depth + 1)
 
 

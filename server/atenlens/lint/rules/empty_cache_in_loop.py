@@ -44,7 +44,7 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         how = frequency(call)
         if how.loop is None:
             continue
-        often = "" if how.every_iteration else f" (it runs {how.how_often})"
+        often = "" if how.every_iteration else f"; it runs {how.how_often}"
         yield ctx.finding(
             Code.EMPTY_CACHE_IN_LOOP,
             f"`{name}()` inside a loop: frees cached blocks that the next iteration must allocate again{often}",

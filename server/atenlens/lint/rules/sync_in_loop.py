@@ -571,8 +571,8 @@ def _read_just_before(ctx: LintContext, call: Node) -> Optional[int]:
     then `b += n.sum().item()`: the line of the statement right before this one when it read the
     same name or expression with `.item()` (the host already waited for it). Not when the name is
     bound in this statement (`(i.item() for i in row)`: each comprehension reads every element
-    again). (A read of another value right after a read is still reported: it is a second round
-    trip of its own, and removing one of the two gains nothing.)"""
+    again). (A read of another value right after a read is still reported: the labels of real code
+    disagree on it, and it is a host round trip of its own.)"""
     owner = receiver(call)
     if owner is None or owner.type not in ("identifier", "call", "attribute", "subscript"):
         return None
@@ -860,8 +860,17 @@ def _nonfinite_calls(data: bytes) -> Iterator[tuple[int, int]]:
 
 
 def _tensor_truth_test(ctx: LintContext, condition: Node) -> Optional[Node]:
-    """The first part of `condition` whose truth value is taken of a CUDA tensor."""
+    """The first part of `condition` whose truth value is taken of a CUDA tensor (also each
+    element of `any(...)` / `all(...)` over a generator: `any(torch.isnan(l) for l in losses)`)."""
     node = strip_parens(condition)
+    if node.type == "call" and dotted_name(callee(node)) in ("any", "all"):
+        element = node.child_by_field_name("arguments")  # `any(x for x in y)`: the generator itself
+        if element is not None and element.type == "argument_list":
+            positional, keywords = arguments(node)
+            element = positional[0] if len(positional) == 1 and not keywords else None
+        if element is not None and element.type in ("generator_expression", "list_comprehension"):
+            body = element.child_by_field_name("body")
+            return _tensor_truth_test(ctx, body) if body is not None else None
     if node.type == "boolean_operator":
         for side in ("left", "right"):
             part = node.child_by_field_name(side)
