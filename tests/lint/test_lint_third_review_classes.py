@@ -1094,3 +1094,43 @@ def test_gradscaler_steps_and_any_over_tensors() -> None:
             "a CUDA tensor as a condition (`torch.isnan(l)`) inside a loop: the host waits for the GPU on every iteration",
         ),
     ]
+
+
+PINNED_WHERE_POSSIBLE = dedent(
+    """\
+    import numpy as np
+    import torch
+    from lib import PIN_MEMORY, _resize_cache, np_to_pinned_tensor
+
+
+    def upload(n, device, cpu, gpu, ids: np.ndarray, buf):
+        host = torch.zeros(n, dtype=torch.int32, pin_memory=PIN_MEMORY)
+        a = host.to(device, non_blocking=True)
+        b = gpu.copy_(cpu.pin_memory() if PIN_MEMORY else cpu, non_blocking=True)
+        buf[: len(ids)].copy_(np_to_pinned_tensor(ids), non_blocking=True)
+        return a, b
+
+
+    def finalize(output, workspace, c3, counts, m, k, path, device):
+        output.copy_(_resize_cache(workspace, (m, k)), non_blocking=True)
+        output.copy_(c3.view(m, k, -1).sum(dim=1), non_blocking=True)
+        output.copy_(torch.cumsum(counts, dim=0), non_blocking=True)
+        made = torch.tensor([m, k]).to(device, non_blocking=True)
+        loaded = torch.load(path).to(device, non_blocking=True)
+        return made, loaded
+    """
+)
+
+
+def test_al200_pinning_flags_helpers_and_results_of_functions_of_elsewhere() -> None:
+    """Pinned where pinning is possible: `pin_memory=PIN_MEMORY`, `x.pin_memory() if PIN_MEMORY
+    else x`, `np_to_pinned_tensor(ids)` (vLLM). The result of a function of elsewhere, and torch
+    ops or tensor methods on a tensor of unknown origin, are not taken for pageable memory made
+    here; `torch.tensor(...)` and `torch.load(...)` are (reported)."""
+    pageable = (
+        "`non_blocking=True` copy from memory not known to be pinned: from pageable memory the host waits for the"
+        " copy; pin the source (`.pin_memory()`, `DataLoader(pin_memory=True)`)"
+    )
+    assert findings(PINNED_WHERE_POSSIBLE) == [
+        (*row, pageable) for row in [(18, 43, "AL200", "warning"), (19, 41, "AL200", "warning")]
+    ]

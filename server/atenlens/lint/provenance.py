@@ -1626,7 +1626,12 @@ def is_pinned(ctx: LintContext, node: Optional[Node], depth: int = 0) -> bool:
     node = strip_parens(node)
     kind = node.type
     if kind == "call":
-        if method_name(node) == "pin_memory" or is_true(arguments(node)[1].get("pin_memory")):
+        # `pin_memory=True`, or a flag (`pin_memory=PIN_MEMORY`, `pin_memory=self.pin_memory`): the
+        # code pins where pinning is possible, as `module_pins` reads it; a helper spelled so
+        # (`np_to_pinned_tensor(ids)`, `alloc_pinned(n)`)
+        if method_name(node) == "pin_memory" or pins(arguments(node)[1].get("pin_memory")):
+            return True
+        if _PINNED_HELPER.search((dotted_name(callee(node)) or "").split(".")[-1]):
             return True
         if is_device_to_host(node) and is_true(arguments(node)[1].get("non_blocking")):
             return True
@@ -1695,7 +1700,15 @@ def _both_branches_pinned(ctx: LintContext, node: Node, depth: int) -> bool:
             ctx, branch, depth + 1
         )
 
+    if said is None and not negated and _PIN_FLAG.search(text(test)) and is_pinned(ctx, taken, depth + 1):
+        return True  # `cpu.pin_memory() if PIN_MEMORY else cpu`: pinned wherever pinning is possible
     return pinned(taken, not negated) and pinned(other, negated)
+
+
+# A setting that says whether pinned memory may be used (`PIN_MEMORY`, `self.pin_memory`,
+# `is_pin_memory_available()`), and a helper that returns pinned memory
+_PIN_FLAG = re.compile(r"pin_memory|pinned|pin\b", re.I)
+_PINNED_HELPER = re.compile(r"pinned|^pin_|_pin$", re.I)
 
 
 def _loop_element_pinned(ctx: LintContext, iterable: Optional[Node], path: tuple[int, ...], depth: int) -> bool:

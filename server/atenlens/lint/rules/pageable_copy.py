@@ -18,9 +18,13 @@ What it does:
     (no `DataLoader(...)` without `pin_memory=True`, no `pin_memory` parameter or keyword that
     is False): a batch handed in from a loader built elsewhere is almost always pinned, and the
     lint does not guess (so is `torch.stack(batches)` of tensors gathered from elsewhere, and an
-    item taken out of a container or iterator: `batches.pop()`, `queue.get()`, `next(it)`). A
-    tensor made on the CPU in the file (`torch.randn(8)`) is reported
-    either way. A source spelled as host memory's destination or as the device
+    item taken out of a container or iterator: `batches.pop()`, `queue.get()`, `next(it)`, and
+    the result of a function of elsewhere, `_resize_cache(workspace, shape)`, or of torch ops and
+    tensor methods on such a tensor, `c3.sum(1)`, `torch.cumsum(counts, 0)`, `w.to(dtype)`). A
+    tensor made on the CPU in the file (`torch.randn(8)`, `torch.tensor(data)`, `torch.load(f)`)
+    is reported either way. Pinned where pinning is possible: a factory with `pin_memory=` a flag
+    (`pin_memory=PIN_MEMORY`), `x.pin_memory() if PIN_MEMORY else x`, a helper spelled so
+    (`np_to_pinned_tensor(ids)`). A source spelled as host memory's destination or as the device
     (`host_buf.copy_(x)`, `slot["host"].copy_(x)`, `buf.copy_(self.device_out)`) is a download,
     not an upload. Pinned whichever branch runs: `t if t.is_pinned() else t.pin_memory()`; the
     values of a dict built pinned (`for t, pinned in host.items():` of `host = {t: t.pin_memory()
@@ -120,6 +124,10 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         )
 
 
+# torch calls that make a tensor on the host from Python or numpy data, or from a file
+_MADE_ON_THE_HOST = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.frombuffer", "torch.load"})
+
+
 def _of_unknown_origin(ctx: LintContext, node: Optional[Node]) -> bool:
     """Does `node` come from somewhere the linter cannot see into (a parameter, a loop
     variable, an attribute, an item of a container), rather than from a tensor made here?"""
@@ -146,6 +154,18 @@ def _of_unknown_origin(ctx: LintContext, node: Optional[Node]) -> bool:
             continue
         if node.type == "list" and node.named_child_count == 0:
             return True  # `parts = []`, filled by appends: from wherever those come
+        if node.type == "call" and device_of(ctx, node) not in (Device.CPU, Device.HOST):
+            name = dotted_name(callee(node)) or ""
+            if name.split(".")[-1] in TORCH_FACTORIES or name in _MADE_ON_THE_HOST:
+                return False  # made here, on the host
+            if method_name(node) is not None and receiver(node) is not None and not name.startswith("torch."):
+                node = receiver(node)  # `c3.view(m, k).sum(1)`, `w.to(dtype)`: where the tensor is
+                continue
+            if name.startswith(("torch.", "F.")):
+                parts = arguments(node)[0]
+                node = parts[0] if parts else None  # `torch.cumsum(counts, 0)`: where its input is
+                continue
+            return True  # a function of elsewhere (`_resize_cache(workspace, shape)`): its result too
         if node.type != "identifier":
             return False
         binding = ctx.bindings(node).at(text(node), node.start_byte)
