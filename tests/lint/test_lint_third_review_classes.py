@@ -1134,3 +1134,84 @@ def test_al200_pinning_flags_helpers_and_results_of_functions_of_elsewhere() -> 
     assert findings(PINNED_WHERE_POSSIBLE) == [
         (*row, pageable) for row in [(18, 43, "AL200", "warning"), (19, 41, "AL200", "warning")]
     ]
+
+
+JAX_ONLY = dedent(
+    """\
+    import jax
+    import jax.numpy as jnp
+
+
+    class PPO:
+        def update(self, batches, device):
+            cumulative_policy_loss = 0
+            for batch in batches:
+                grad, policy_loss = self._update_policy(self.policy.act, batch)
+                self.policy_optimizer = self.policy_optimizer.step(grad=grad, model=self.policy)
+                cumulative_policy_loss += policy_loss.item()
+            return cumulative_policy_loss
+    """
+)
+
+
+def test_a_jax_file_without_torch_gets_no_findings() -> None:
+    """skrl's JAX agents call `.item()` on JAX arrays; a file that imports JAX (or TensorFlow,
+    Keras, MLX) and neither imports nor uses torch is not PyTorch code: no findings. With
+    `import torch` the same code is linted."""
+    assert findings(JAX_ONLY) == []
+    assert [(f.line, f.code) for f in lint_source_strict(JAX_ONLY + "import torch\n")] == [(11, "AL100")]
+
+
+VLLM_NAMES = dedent(
+    """\
+    from dataclasses import dataclass
+
+    import torch
+    from vllm.forward_context import get_forward_context
+
+
+    @dataclass
+    class LogprobsTensors:
+        token_ids: torch.Tensor
+        logprobs: torch.Tensor
+
+
+    def to_cpu_nonblocking(token_ids, logprobs):
+        return LogprobsTensors(token_ids.to("cpu", non_blocking=True), logprobs=logprobs.to("cpu", non_blocking=True))
+
+
+    def indexer(q: torch.Tensor):
+        ctx = get_forward_context()
+        for chunk in ctx.attn_metadata.chunks:
+            if chunk.num_tokens == 0:
+                q.zero_()
+
+
+    def step_positions(pooled: list, pooling_metadata, step_tag_id: int):
+        out = []
+        for data, token_id_cpu in zip(pooled, pooling_metadata.get_prompt_token_ids_cpu()):
+            idx_cpu = (token_id_cpu == step_tag_id).nonzero(as_tuple=True)[0]
+            out.append(data[idx_cpu.to(data.device)])
+        return out
+
+
+    def train(model, loader, opt, epochs, device):
+        total = 0.0
+        for epoch in range(epochs):
+            for step_in_epoch, data in enumerate(loader):
+                loss = model(data.to(device))
+                loss.backward()
+                opt.step()
+                total += loss.item()
+        return total
+    """
+)
+
+
+def test_constructors_keep_copies_and_names_that_say_where_values_live() -> None:
+    """A non-blocking copy handed to a dataclass keeps it, no read (AL201); `get_forward_context()`
+    is no forward; `*_cpu` names are host copies and a parameter annotated `int` a number (vLLM);
+    `step_in_epoch` counts steps, not epochs (verl)."""
+    assert findings(VLLM_NAMES) == [
+        (39, 26, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration")
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from functools import lru_cache
 from typing import Collection, Optional
 
@@ -95,6 +96,8 @@ def _lint(
         source = source.replace("\r\n", "\n")
     rules = select_rules(select, ignore)
     data = encode_source(source)
+    if _other_framework_only(data):
+        return []  # JAX / TensorFlow code with no torch in it: no PyTorch tensors to speak of
     skip: list[tuple[int, int]] = []
     if prefilter:
         rules = tuple(rule for rule in rules if matches(rule.triggers, data))
@@ -126,6 +129,18 @@ def _lint(
         names: frozenset[str] = frozenset().union(*(rule.calls for rule in rules))
         findings = run(LintContext(text, names))
     return _without_suppressed(sorted(set(findings), key=_position), text)
+
+
+# A file of another array framework (`import jax`, `from tensorflow import ...`) that neither
+# imports nor uses torch: the rules have nothing to say of its arrays
+_OTHER_FRAMEWORK = re.compile(rb"^[ \t]*(?:import|from)[ \t]+(?:jax|flax|tensorflow|keras|mlx)\b", re.M)
+_TORCH_WORD = re.compile(rb"^[ \t]*(?:import|from)[ \t]+torch\b|\btorch\.\w", re.M)
+
+
+def _other_framework_only(data: bytes) -> bool:
+    if b"jax" not in data and b"tensorflow" not in data and b"keras" not in data and b"mlx" not in data:
+        return False  # (substring tests first: most files name none of them)
+    return bool(_OTHER_FRAMEWORK.search(data)) and not _TORCH_WORD.search(data)
 
 
 def _position(finding: Finding) -> tuple[int, int, str, int, int]:

@@ -62,6 +62,8 @@ _THROTTLE_NAME = re.compile(
 _STATE = re.compile(r"(?:^|[._])state$")
 _PER_PROCESS = re.compile(r"rank|process_index|is_main|local_process|world", re.I)
 _EPOCH = re.compile(r"epoch", re.I)
+# a step of an epoch, not an epoch: `for step_in_epoch, batch in enumerate(loader):`
+_WITHIN_EPOCH = re.compile(r"_in_epoch|_of_epoch|per_epoch|epoch_(?:step|iter|batch)", re.I)
 _COLLECTOR = re.compile(r"(?:^|[^\w])(?:\w*_)?collector\b", re.I)
 _BOUND_NAME = re.compile(
     r"^(?:num|max|total|n)_.*(?:step|iter|batch|epoch)|_per_epoch$|^(?:max|total)_?(?:steps|iters)$", re.I
@@ -568,7 +570,10 @@ def _is_epoch_loop(loop: Node) -> bool:
         return False
     target = loop.child_by_field_name("left")
     iterable = loop.child_by_field_name("right")
-    return any(part is not None and bool(_EPOCH.search(text(part))) for part in (target, _iterated(iterable)))
+    return any(
+        part is not None and bool(_EPOCH.search(text(part))) and not _WITHIN_EPOCH.search(text(part))
+        for part in (target, _iterated(iterable))
+    )
 
 
 def _counts_epochs(loop: Node) -> bool:

@@ -290,17 +290,19 @@ MOVES = frozenset({"to", "cuda", "cpu", "pin_memory"})
 # Not a function that builds, loads, finds or evaluates one (`build_model(cfg)`,
 # `init_pose_model(...)`, `from_new_model(...)`, `evaluate_model(m, data)`: a model object or a
 # score) or is named after one (`required_quant_library_for_model(model_id)`: a string).
-_MODEL_WORDS = (
-    r"^(?!_*(?:get|load|build|create|make|init|setup|prepare|from|wrap|unwrap|find|resolve|select|required|"
+_NOT_RUN = (
+    r"(?!_*(?:get|set|load|build|create|make|init|setup|prepare|from|wrap|unwrap|find|resolve|select|required|"
     r"evaluate|eval|inference|infer|is|has|num|count|save|export|convert|register|check|verify)_)"
-    r"(?!.*_(?:for|of|from|to)_)"
+)
+_MODEL_WORDS = (
+    r"^" + _NOT_RUN + r"(?!.*_(?:for|of|from|to)_)"
     r"_*(?:[A-Za-z0-9]+_)*(?:model|net|network|module|forward|criterion|loss|loss_fn|loss_func|lossfn|teacher|"
     r"student|policy|actor|critic|unet|transformer|vae|encoder|decoder|generator|discriminator|backbone|"
     r"classifier|learner|lm_head|q_?func|q_?function|qf|net[gd])\d*$"
 )
 _MODEL_CALLEE = re.compile(
-    r"(?:^|_)forward(?:_|$)|"  # `self._forward_and_gradient(x)`, `forward_backward(batch)`
-    + _MODEL_WORDS,
+    # `self._forward_and_gradient(x)`, `forward_backward(batch)`; not `get_forward_context()`
+    r"^" + _NOT_RUN + r"(?:\w*_)?forward(?:_|$)|" + _MODEL_WORDS,
     re.I,
 )
 # An object spelled as a model: its last word (`self.policy`, `ref_model`), not `module_forward_metadata`.
@@ -386,7 +388,10 @@ _SETTINGS = re.compile(r"(?:^|\.)(?:cfg|config|conf|args|hparams|opts|options|se
 _TEXT_NAME = re.compile(
     r"(?:^|_)(?:name|names|key|keys|str|string|prefix|suffix|path|file|filename|fmt|msg|message|tag|desc|alias)$", re.I
 )
-_COUNTER_NAME = re.compile(r"^(?:num|n)_|_(?:num|size|count|so_far|idx|index)$|^(?:step|idx|epoch|it|iteration)$", re.I)
+_CPU_NAME = re.compile(r"(?:^|_)cpu$", re.I)
+_COUNTER_NAME = re.compile(
+    r"^(?:num|n)_|_(?:num|size|count|so_far|idx|index)$|^(?:step|idx|epoch|it|iteration|i|j|k)$", re.I
+)
 _LOSS_CALLEE = re.compile(r"loss|step|forward|criterion|^_?train", re.I)
 _LOSS_FUNCTION = re.compile(r"loss|entropy|nll|criterion|divergence|mse|bce", re.I)
 _DEVICE_NAME = re.compile(r"(?:^|_)(?:device|dev)(?:$|_)|_device$|^device", re.I)
@@ -684,11 +689,15 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
     ):
         return Device.HOST
     if kind == "identifier":
+        if _CPU_NAME.search(text(node)):
+            return Device.CPU  # `token_ids_cpu`, `idx_cpu`: named as the host copy it is
         binding = _binding(ctx, node)
         while binding is not None and binding.augmented and depth <= MAX_DEPTH:
             # `total += x` keeps the tensor `total` was: the binding before the statement applies
             binding, depth = ctx.bindings(node).at(text(node), binding.start - 1), depth + 1
         if binding is None:
+            if _annotated_numbers(node):
+                return Device.HOST  # `def f(..., step_tag_id: int)`: the annotation says a number
             devices = [device_of(ctx, a, depth + 1) for a in _call_site_arguments(ctx, node)]
             return devices[0] if devices and len(set(devices)) == 1 else Device.UNKNOWN
         found = _binding_device(ctx, binding, depth)
@@ -1021,6 +1030,20 @@ def _returns_python_scalar(ctx: LintContext, name: str) -> bool:
 
 _SCALAR_TYPES = frozenset({"int", "float", "bool", "str"})
 _TYPING_WORDS = frozenset({"None", "Optional", "Union", "typing", "tp", "t"})
+
+
+def _annotated_numbers(name: Node) -> bool:
+    """Is `name` a parameter annotated as Python numbers, strings or containers of them, naming
+    the element type (`step: int`, `ids: list[int]`; not a bare `dict`, whose values may be
+    tensors)?"""
+    kind = _parameter_annotation(name)
+    words = set(re.findall(r"[A-Za-z_]+", kind)) if kind is not None else set()
+    return bool(words & _SCALAR_TYPES) and words <= _SCALAR_TYPES | _TYPING_WORDS | _CONTAINER_WORDS
+
+
+_CONTAINER_WORDS = frozenset(
+    {"dict", "list", "tuple", "set", "Dict", "List", "Tuple", "Set", "Sequence", "Mapping", "Iterable"}
+)
 
 
 def _annotated_host_values(name: Node) -> bool:

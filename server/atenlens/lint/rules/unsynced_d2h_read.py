@@ -13,7 +13,8 @@ What it does:
     does one of these. A copy whose result is used at once (`x.cpu(non_blocking=True).numpy()`,
     `print(x.to("cpu", non_blocking=True))`) is flagged at the copy. Not reads: returning the
     result (`return host`) hands it to the caller; keeping a reference (`cache[k] = host`,
-    `self.buf = host`, `{"x": host}`, `[host]`, `out.append(host)`, `ctx.save_for_backward(host)`, a comprehension's element:
+    `self.buf = host`, `{"x": host}`, `[host]`, `out.append(host)`, `ctx.save_for_backward(host)`,
+    an argument of a class built with it (`LogprobsTensors(host, ...)`), a comprehension's element:
     `tuple(x.to("cpu", non_blocking=True) for x in xs)`) reads nothing yet; keyword
     names (`f(host=1)`) and attribute names (`obj.host`); the tensor's metadata (`host.shape`,
     `host.size(0)`, `host.device`). "After" and "before" are textual order within the function;
@@ -49,7 +50,7 @@ from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding
 from atenlens.lint.provenance import HOST_ATTRIBUTES, VIEW_METHODS, is_device_to_host, is_pinned
 from atenlens.lint.registry import Rule
-from atenlens.lint.syntax import arguments, is_true, method_name, receiver, text
+from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, text
 from atenlens.lint.waits import WAIT_CALLS, alias_calls, is_wait, waiting_function_calls
 
 COPY_METHODS = ("to", "cpu", "copy_")
@@ -143,8 +144,15 @@ def _is_stored(node: Node) -> bool:
         return False
     if parent.type == "assignment" and parent.child_by_field_name("right") == child:
         return True
-    if parent.type == "argument_list" and parent.parent is not None and parent.parent.type == "call":
-        return method_name(parent.parent) in STORING_METHODS
+    if parent.type == "keyword_argument" and parent.child_by_field_name("value") == child:
+        child, parent = parent, parent.parent  # `LogprobsTensors(token_ids=host)`
+    if parent is not None and parent.type == "argument_list" and parent.parent is not None:
+        call = parent.parent
+        if call.type != "call":
+            return False
+        name = (dotted_name(callee(call)) or "").split(".")[-1]
+        # a class built with it keeps it (a dataclass, a NamedTuple, `dist.P2POp(...)`)
+        return method_name(call) in STORING_METHODS or (name[:1].isupper() and not name.isupper())
     return False
 
 
