@@ -1215,3 +1215,43 @@ def test_constructors_keep_copies_and_names_that_say_where_values_live() -> None
     assert findings(VLLM_NAMES) == [
         (39, 26, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration")
     ]
+
+
+MADE_HERE = dedent(
+    """\
+    import torch
+    import torch.nn.functional as F
+
+
+    class Vision:
+        def get_pos_ids(self, grid):
+            return [torch.arange(int(h) * int(w)) for _, h, w in grid.tolist()]
+
+        def rot_pos_emb(self, grid_cpu):
+            pos_ids = torch.cat(self.get_pos_ids(grid_cpu), dim=0)
+            return pos_ids.to(self.device, non_blocking=True)
+
+        def prepare_meta(self, grid_cpu):
+            lengths = torch.repeat_interleave(grid_cpu[:, 1] * grid_cpu[:, 2], grid_cpu[:, 0])
+            cu_seqlens_cpu = F.pad(lengths.cumsum(dim=0, dtype=torch.int32), (1, 0), value=0)
+            return cu_seqlens_cpu.to(self.device, non_blocking=True)
+
+        def set_lora(self, index, lora_a):
+            lora_a = self.slice_lora_a(lora_a)
+            self.lora_a_stacked[index, : lora_a.shape[0]].copy_(lora_a, non_blocking=True)
+    """
+)
+
+
+def test_al200_host_tensors_made_by_a_method_of_the_file_or_torch_functional() -> None:
+    """`torch.cat(self.get_pos_ids(grid))` of a method of the file that builds with `torch.arange`
+    and no `device=`, and `F.pad(...)` of host tensors (`F` is torch's module, not a tensor), are
+    pageable memory made here (vLLM's dots3 vision); a method not in the file
+    (`self.slice_lora_a(w)`) may return the caller's pinned weight: trusted."""
+    pageable = (
+        "`non_blocking=True` copy from memory not known to be pinned: from pageable memory the host waits for the"
+        " copy; pin the source (`.pin_memory()`, `DataLoader(pin_memory=True)`)"
+    )
+    assert findings(MADE_HERE) == [
+        (*row, pageable) for row in [(11, 39, "AL200", "warning"), (16, 46, "AL200", "warning")]
+    ]

@@ -48,6 +48,7 @@ Fix:
 
 from __future__ import annotations
 
+import re
 from typing import Iterator, Optional
 
 from tree_sitter import Node
@@ -70,6 +71,7 @@ from atenlens.lint.provenance import (
     to_device_argument,
 )
 from atenlens.lint.registry import Rule
+from atenlens.lint.source import indented_block
 from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, text
 
 COPY_METHODS = ("to", "cuda", "copy_")
@@ -128,6 +130,25 @@ def check(ctx: LintContext) -> Iterator[Finding]:
 _MADE_ON_THE_HOST = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.frombuffer", "torch.load"})
 
 
+_HOST_FACTORY = re.compile(
+    rb"\btorch\.(?:" + "|".join(sorted(TORCH_FACTORIES)).encode() + rb"|tensor|as_tensor|from_numpy)\("
+)
+
+
+def _makes_host_tensors(ctx: LintContext, call: Node) -> bool:
+    """Is `call` (`helper(...)`, `self.helper(...)`) a function of this file whose body makes tensors
+    with torch factories and never says `device=`: its results are host memory made here?"""
+    name = (dotted_name(callee(call)) or "").split(".")
+    if len(name) > 2 or (len(name) == 2 and name[0] != "self"):
+        return False
+    data = ctx.source.whole_data
+    head = re.search(rb"^[ \t]*def[ \t]+" + re.escape(name[-1].encode()) + rb"[ \t]*\(", data, re.M)
+    if head is None:
+        return False
+    body = indented_block(data, head.start())
+    return _HOST_FACTORY.search(body) is not None and b"device" not in body
+
+
 def _of_unknown_origin(ctx: LintContext, node: Optional[Node]) -> bool:
     """Does `node` come from somewhere the linter cannot see into (a parameter, a loop
     variable, an attribute, an item of a container), rather than from a tensor made here?"""
@@ -158,12 +179,14 @@ def _of_unknown_origin(ctx: LintContext, node: Optional[Node]) -> bool:
             name = dotted_name(callee(node)) or ""
             if name.split(".")[-1] in TORCH_FACTORIES or name in _MADE_ON_THE_HOST:
                 return False  # made here, on the host
-            if method_name(node) is not None and receiver(node) is not None and not name.startswith("torch."):
-                node = receiver(node)  # `c3.view(m, k).sum(1)`, `w.to(dtype)`: where the tensor is
-                continue
             if name.startswith(("torch.", "F.")):
                 parts = arguments(node)[0]
                 node = parts[0] if parts else None  # `torch.cumsum(counts, 0)`: where its input is
+                continue
+            if _makes_host_tensors(ctx, node):
+                return False  # `self.get_pos_ids(grid)` of this file, which builds with `torch.arange(...)`
+            if method_name(node) is not None and receiver(node) is not None:
+                node = receiver(node)  # `c3.view(m, k).sum(1)`, `w.to(dtype)`: where the tensor is
                 continue
             return True  # a function of elsewhere (`_resize_cache(workspace, shape)`): its result too
         if node.type != "identifier":
