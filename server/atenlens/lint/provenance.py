@@ -1142,7 +1142,18 @@ def moved_to_device_later(ctx: LintContext, node: Node) -> bool:
 
 
 def _moved_in_scope(ctx: LintContext, name: str, binding: Optional[Binding], scope: Node) -> bool:
-    for call in ctx.calls_named(("to", "cuda"), scope.start_byte, scope.end_byte):
+    memo = _memo(ctx, "_moved_memo")
+    key = (scope.id, name, binding.site.id if binding is not None and binding.site is not None else None)
+    if key not in memo:
+        memo[key] = _moves_name(ctx, name, binding, scope)
+    return bool(memo[key])
+
+
+def _moves_name(ctx: LintContext, name: str, binding: Optional[Binding], scope: Node) -> bool:
+    moves = _memo(ctx, "_scope_moves_memo")
+    if scope.id not in moves:
+        moves[scope.id] = ctx.calls_named(("to", "cuda"), scope.start_byte, scope.end_byte)
+    for call in moves[scope.id]:
         owner = receiver(call)
         if owner is None or owner.type != "identifier" or text(owner) != name:
             continue
