@@ -1255,3 +1255,52 @@ def test_al200_host_tensors_made_by_a_method_of_the_file_or_torch_functional() -
     assert findings(MADE_HERE) == [
         (*row, pageable) for row in [(11, 39, "AL200", "warning"), (16, 46, "AL200", "warning")]
     ]
+
+
+EVALUATION_HOOKS = dedent(
+    """\
+    import torch
+
+
+    class Diarizer:
+        def test_batch(self, loader, device):
+            for batch in loader:
+                preds = self.model(batch.to(device))
+                self.results.append(preds.argmax(-1).tolist())
+                torch.cuda.empty_cache()
+
+        def test_step(self, batch, batch_idx):
+            logits = self.model(batch["x"])
+            for head in range(self.num_heads):
+                print(logits[head].sum().item())
+
+
+    def test_forward(model, device):
+        for _ in range(100):
+            out = model(torch.randn(2, 8, device=device))
+            assert out.sum().item() > -1e9
+    """
+)
+
+
+def test_evaluation_hooks_spelled_with_test_are_not_unit_tests() -> None:
+    """`test_step` (Lightning) and `test_batch` (NeMo) run on every batch of a test set: their
+    loops are evaluation loops (warnings); a module-level `test_forward` is a unit test."""
+    assert findings(EVALUATION_HOOKS) == [
+        (8, 49, "AL100", "warning", "`.tolist()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            9,
+            12,
+            "AL300",
+            "warning",
+            "`torch.cuda.empty_cache()` inside a loop: frees cached blocks that the next iteration must allocate again",
+        ),
+        (14, 37, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            20,
+            25,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU 100 times (the loop runs 100 times)",
+        ),
+    ]

@@ -127,9 +127,9 @@ def frequency(node: Node) -> Frequency:
     function = _function_name(loop)
     if _memoized(loop):
         return Frequency(loop, False, "once per object (the function's result is cached)")
-    if count is not None and (count <= FEW_ITERATIONS or function.lstrip("_").startswith("test")):
+    if count is not None and (count <= FEW_ITERATIONS or is_test_name(function)):
         return Frequency(loop, False, f"{count} times (the loop runs {count} times)")
-    if function.lstrip("_").startswith("test"):
+    if is_test_name(function):
         return Frequency(
             loop, False, f"on every iteration of a loop in the test `{function}` (a test, not a training step)"
         )
@@ -160,6 +160,16 @@ def _memoized(node: Node) -> bool:
     if holder is None or holder.type != "decorated_definition":
         return False
     return any(_MEMOIZING.search(text(d).lstrip("@").strip()) for d in holder.named_children if d.type == "decorator")
+
+
+# A framework's evaluation hook spelled with `test`, run on every batch of a test set
+# (Lightning's `test_step`, NeMo's `test_batch`), not a unit test
+_EVALUATION_HOOK = re.compile(r"^_*test_(?:step|batch|epoch|dataloader|loop)", re.I)
+
+
+def is_test_name(function: str) -> bool:
+    """Is `function` spelled as a unit test (`test_*`, `_test_*`), not an evaluation hook?"""
+    return function.lstrip("_").startswith("test") and not _EVALUATION_HOOK.match(function)
 
 
 def _function_name(node: Node) -> str:

@@ -50,6 +50,7 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import Binding, scope_for
+from atenlens.lint.frequency import is_test_name
 from atenlens.lint.source import ancestors, indented_block
 from atenlens.lint.syntax import (
     SCOPE_TYPES,
@@ -1313,7 +1314,7 @@ def training_step_function(ctx: LintContext, node: Node) -> Optional[Node]:
 
 def _takes_training_step(function: Node) -> bool:
     name = function.child_by_field_name("name")
-    if name is not None and text(name).lstrip("_").startswith("test"):
+    if name is not None and is_test_name(text(name)):
         return False
     body = function.child_by_field_name("body")
     if body is None or not _TRAINING_STEP_BYTES.search(body.text or b""):
