@@ -50,7 +50,7 @@ from typing import Optional
 
 from tree_sitter import Node
 
-from atenlens.lint.source import ancestors, indented_block
+from atenlens.lint.source import ancestors, definition_text, indented_block
 from atenlens.lint.syntax import SCOPE_TYPES, arguments, callee, dotted_name, repeating_loop, text
 
 FEW_ITERATIONS = 10
@@ -252,10 +252,10 @@ def runs_rarely(node: Node, stop: Node) -> bool:
 def _throttle_between(node: Node, loop: Node) -> Optional[Node]:
     """The throttle (`if step % 100 == 0:`) whose body holds `node`, inside `loop`; not one that
     takes the optimizer step (gradient accumulation, `_accumulation_between`)."""
-    return _throttling_if(node, loop, steps_optimizer=False)
+    return _throttling_if(node, loop, with_step=False)
 
 
-def _throttling_if(node: Node, loop: Node, steps_optimizer: bool) -> Optional[Node]:
+def _throttling_if(node: Node, loop: Node, with_step: bool) -> Optional[Node]:
     """The condition of the innermost `if` between `node` and `loop` whose body holds `node`,
     whose test is a throttle and whose body does (or does not) take an optimizer step."""
     child = node
@@ -270,7 +270,7 @@ def _throttling_if(node: Node, loop: Node, steps_optimizer: bool) -> Optional[No
                 and child == body
                 and condition is not None
                 and is_throttle(condition)
-                and _steps_optimizer(body) == steps_optimizer
+                and steps_optimizer(body) == with_step
             ):
                 return condition
         child = parent
@@ -281,7 +281,7 @@ def _throttling_if(node: Node, loop: Node, steps_optimizer: bool) -> Optional[No
 _OPTIMIZER_STEP = re.compile(rb"\b(?:\w*optim\w*|opt|\w*_opt|\w*scaler)\s*\.\s*step\s*\(", re.I)
 
 
-def _steps_optimizer(body: Node) -> bool:
+def steps_optimizer(body: Node) -> bool:
     """Does this block take an optimizer step? Then `if step % accum_steps == 0:` around it gates
     gradient accumulation (the training step itself), not a log or an evaluation."""
     return bool(_OPTIMIZER_STEP.search(body.text or b""))
@@ -290,7 +290,7 @@ def _steps_optimizer(body: Node) -> bool:
 def _accumulation_between(node: Node, loop: Node) -> Optional[Node]:
     """The condition of `if iiter % accum_grad == 0:` between `node` and its loop when that `if`
     takes the optimizer step: `node` runs once per optimizer step, every training step."""
-    return _throttling_if(node, loop, steps_optimizer=True)
+    return _throttling_if(node, loop, with_step=True)
 
 
 _NONFINITE_TEST = re.compile(r"\b(?:isnan|isinf)\s*\(|^\s*not\b[^\n]*\bisfinite\s*\(")
@@ -668,10 +668,11 @@ _STEP_LOOP = re.compile(
     re.M | re.I,
 )
 _CALLED = re.compile(rb"(?<![\w.])(?:self\.)?([A-Za-z_]\w*)[ \t]*\(")
-_TRAINING_STEP = re.compile(rb"backward\(|\.step\(")
-# a step of gradient descent on the input or the weights (`torch.autograd.grad(loss, [x])`), or a
-# query of the model's logits (`self.get_logits(x)`)
-_GRADIENT_STEP = re.compile(rb"backward\(|autograd\.grad\(|\w*logits\w*\s*\(")
+# A step of gradient descent on the weights or on an input: `loss.backward()`, `optimizer.step()`,
+# `torch.autograd.grad(loss, [x])`
+TRAINING_STEP = re.compile(rb"backward\(|\.step\(|autograd\.grad\(")
+# a query of the model's logits (`self.get_logits(x)`, `self.get_diff_logits_grads_batch(x, y)`)
+_LOGITS_QUERY = re.compile(rb"\w*logits\w*\s*\(")
 
 
 def whole_run_per_iteration(loop: Node, data: bytes) -> Optional[str]:
@@ -690,18 +691,14 @@ def whole_run_per_iteration(loop: Node, data: bytes) -> Optional[str]:
     if (dotted_name(callee(iterable)) or "").split(".")[-1] not in ("range", "trange"):
         return None
     own = body.text or b""
-    if _RUNS_A_MODEL.search(own) or _TRAINING_STEP.search(own):
+    if _RUNS_A_MODEL.search(own) or TRAINING_STEP.search(own):
         return None
-    for match in _CALLED.finditer(own):
-        name = match.group(1)
-        head = re.search(rb"^[ \t]*def[ \t]+" + re.escape(name) + rb"[ \t]*\(", data, re.M)
-        if head is None:
-            continue
-        definition = indented_block(data, head.start())
-        for step_loop in _STEP_LOOP.finditer(definition):
-            steps = indented_block(definition, step_loop.start())
-            if _RUNS_A_MODEL.search(steps) or _GRADIENT_STEP.search(steps):
-                return name.decode()
+    for name in dict.fromkeys(m.group(1).decode() for m in _CALLED.finditer(own)):
+        definition = definition_text(data, name)
+        for step_loop in _STEP_LOOP.finditer(definition or b""):
+            steps = indented_block(definition or b"", step_loop.start())
+            if _RUNS_A_MODEL.search(steps) or TRAINING_STEP.search(steps) or _LOGITS_QUERY.search(steps):
+                return name
     return None
 
 

@@ -50,8 +50,8 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import Binding, scope_for
-from atenlens.lint.frequency import is_test_name
-from atenlens.lint.source import ancestors, indented_block
+from atenlens.lint.frequency import is_test_name, steps_optimizer
+from atenlens.lint.source import ancestors, definition_text, indented_block
 from atenlens.lint.syntax import (
     SCOPE_TYPES,
     arguments,
@@ -1034,17 +1034,10 @@ _TYPING_WORDS = frozenset({"None", "Optional", "Union", "typing", "tp", "t"})
 
 
 def _annotated_numbers(name: Node) -> bool:
-    """Is `name` a parameter annotated as Python numbers, strings or containers of them, naming
-    the element type (`step: int`, `ids: list[int]`; not a bare `dict`, whose values may be
-    tensors)?"""
+    """`_annotated_host_values` naming a number or string type (`step: int`, `ids: list[int]`; not
+    a bare `dict`, whose values may be tensors)."""
     kind = _parameter_annotation(name)
-    words = set(re.findall(r"[A-Za-z_]+", kind)) if kind is not None else set()
-    return bool(words & _SCALAR_TYPES) and words <= _SCALAR_TYPES | _TYPING_WORDS | _CONTAINER_WORDS
-
-
-_CONTAINER_WORDS = frozenset(
-    {"dict", "list", "tuple", "set", "Dict", "List", "Tuple", "Set", "Sequence", "Mapping", "Iterable"}
-)
+    return _annotated_host_values(name) and re.search(r"\b(?:int|float|bool|str)\b", kind or "") is not None
 
 
 def _annotated_host_values(name: Node) -> bool:
@@ -1201,15 +1194,14 @@ def _returns_numbers(ctx: LintContext, call: Node) -> bool:
     memo = _memo(ctx, "_returns_numbers_memo")
     key = (holder.id, name)
     if key not in memo:
-        memo[key] = _method_returns_numbers(_class_text(ctx, holder), name[len("self.") :].encode())
+        memo[key] = _method_returns_numbers(_class_text(ctx, holder), name[len("self.") :])
     return bool(memo[key])
 
 
-def _method_returns_numbers(data: bytes, name: bytes) -> bool:
-    head = re.search(rb"^[ \t]*def[ \t]+" + re.escape(name) + rb"[ \t]*\(", data, re.M)
-    if head is None:
+def _method_returns_numbers(data: bytes, name: str) -> bool:
+    text_ = definition_text(data, name)
+    if text_ is None:
         return False
-    text_ = indented_block(data, head.start())
     returns = [_bracketed(text_, m.end()) for m in re.finditer(rb"^[ \t]*return\b", text_, re.M)]
     if not returns:
         return False
@@ -1319,7 +1311,7 @@ def _takes_training_step(function: Node) -> bool:
     body = function.child_by_field_name("body")
     if body is None or not _TRAINING_STEP_BYTES.search(body.text or b""):
         return False
-    if _INPUT_GRADIENT.search(body.text or b"") and not _OPTIMIZER_STEP_CALL.search(body.text or b""):
+    if _INPUT_GRADIENT.search(body.text or b"") and not steps_optimizer(body):
         # `x.requires_grad_(True)` ... `loss.backward()` ... `x.grad`: the gradient of an input
         # (an attack's, a saliency map's), no optimizer step: not a training step
         return False
@@ -1344,7 +1336,6 @@ def _takes_training_step(function: Node) -> bool:
 
 _TRAINING_STEP_BYTES = re.compile(rb"backward\(|\.step\(")
 _INPUT_GRADIENT = re.compile(rb"requires_grad_\(|requires_grad\s*=\s*True")
-_OPTIMIZER_STEP_CALL = re.compile(rb"\b(?:\w*optim\w*|opt|\w*_opt|\w*scaler)\s*\.\s*step\s*\(", re.I)
 
 
 def _closure_step(call: Node, body: Node) -> bool:
@@ -1354,8 +1345,7 @@ def _closure_step(call: Node, body: Node) -> bool:
     positional, _ = arguments(call)
     if len(positional) != 1 or positional[0].type != "identifier":
         return False
-    name = re.escape(text(positional[0]).encode())
-    return bool(re.search(rb"^[ \t]*def[ \t]+" + name + rb"[ \t]*\(", body.text or b"", re.M))
+    return definition_text(body.text or b"", text(positional[0])) is not None
 
 
 def is_model_call(call: Node) -> bool:
@@ -1453,13 +1443,6 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         if value is None:
             if binding.unpacked_from is not None:  # `loss, logits = model(x)`
                 return _model_output(ctx, binding.unpacked_from, depth + 1)
-            if binding.augmented and not loss_named:
-                # `av /= world_size` updates the tensor bound before the statement in place
-                before = ctx.bindings(node).at(text(node), binding.start - 1)
-                if before is None or before.augmented:
-                    return False
-                earlier = before.value or before.unpacked_from
-                return earlier is not None and _model_output(ctx, earlier, depth + 1)
             return loss_named  # `loss += ...`
         if loss_named and strip_parens(value).type == "call":
             # `loss = chunked_cross_entropy(logits, y)`: a loss computed from model outputs, or by

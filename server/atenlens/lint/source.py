@@ -698,3 +698,10 @@ def indented_block(data: bytes, start: int) -> bytes:
             break
         end = following
     return data[start : end if end >= 0 else len(data)]
+
+
+def definition_text(data: bytes, name: str) -> Optional[bytes]:
+    """The text of the first `def <name>(` in `data` (a whole file or a block), None when there
+    is none. Read off bytes, so the answer does not depend on which definitions were parsed."""
+    head = re.search(rb"^[ \t]*def[ \t]+" + re.escape(name.encode()) + rb"[ \t]*\(", data, re.M)
+    return indented_block(data, head.start()) if head is not None else None

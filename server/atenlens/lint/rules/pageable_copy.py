@@ -71,7 +71,7 @@ from atenlens.lint.provenance import (
     to_device_argument,
 )
 from atenlens.lint.registry import Rule
-from atenlens.lint.source import indented_block
+from atenlens.lint.source import definition_text
 from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, text
 
 COPY_METHODS = ("to", "cuda", "copy_")
@@ -141,12 +141,8 @@ def _makes_host_tensors(ctx: LintContext, call: Node) -> bool:
     name = (dotted_name(callee(call)) or "").split(".")
     if len(name) > 2 or (len(name) == 2 and name[0] != "self"):
         return False
-    data = ctx.source.whole_data
-    head = re.search(rb"^[ \t]*def[ \t]+" + re.escape(name[-1].encode()) + rb"[ \t]*\(", data, re.M)
-    if head is None:
-        return False
-    body = indented_block(data, head.start())
-    return _HOST_FACTORY.search(body) is not None and b"device" not in body
+    body = definition_text(ctx.source.whole_data, name[-1])
+    return body is not None and _HOST_FACTORY.search(body) is not None and b"device" not in body
 
 
 def _of_unknown_origin(ctx: LintContext, node: Optional[Node]) -> bool:

@@ -157,6 +157,7 @@ from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
 from atenlens.lint.frequency import (
+    TRAINING_STEP,
     Frequency,
     chunked_walk,
     frequency,
@@ -306,6 +307,15 @@ def _fstring_prefixes_in_loops(ctx: LintContext) -> Iterator["re.Match[bytes]"]:
                 yield match
 
 
+def _whole_run(ctx: LintContext, loop: Node) -> Optional[str]:
+    """`whole_run_per_iteration` of `loop`, once per loop (several reads in one loop ask it)."""
+    runs = ctx.memo.setdefault("whole-runs", {})
+    assert isinstance(runs, dict)
+    if loop.id not in runs:
+        runs[loop.id] = whole_run_per_iteration(loop, ctx.source.whole_data)
+    return runs[loop.id]
+
+
 def _report(
     ctx: LintContext,
     what: str,
@@ -332,7 +342,7 @@ def _report(
     chunks = chunked_walk(how.loop) if how.every_iteration else None
     if chunks is not None:
         how = Frequency(how.loop, False, f"once per chunk of `{chunks[1]}` rows of `{chunks[0]}`")
-    run = whole_run_per_iteration(how.loop, ctx.source.whole_data) if how.every_iteration and how.loop else None
+    run = _whole_run(ctx, how.loop) if how.every_iteration and how.loop else None
     if run is not None:
         how = Frequency(how.loop, False, f"once per call of `{run}`, which runs a loop of model steps itself")
     return ctx.finding(
@@ -602,9 +612,6 @@ def _read_just_before(ctx: LintContext, call: Node) -> Optional[int]:
     return None
 
 
-_TRAINS = re.compile(rb"backward\(|\.step\(|autograd\.grad\(")
-
-
 def _takes_training_step(loop: Node) -> bool:
     """Does this loop, or a loop around it in the same function, call `backward()` or `.step()`?
     (`for key, value in masks.items():` inside the batch loop of a training step.)"""
@@ -613,7 +620,7 @@ def _takes_training_step(loop: Node) -> bool:
             return False
         if node.type in ("for_statement", "while_statement"):
             body = node.child_by_field_name("body")
-            if body is not None and _TRAINS.search(body.text or b""):
+            if body is not None and TRAINING_STEP.search(body.text or b""):
                 return True
     return False
 
