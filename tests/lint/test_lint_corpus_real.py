@@ -147,7 +147,7 @@ def test_precision_and_recall_on_held_out_code_do_not_fall() -> None:
     assert precision >= 1.0 and recall >= 0.61
     precision, recall = measure(ninth, "corpus_heldout, round 9")
     # 27/29, 14/37 (first run, labels committed before it and not changed after it: 24/37, 12/37)
-    assert precision >= 0.93 and recall >= 0.37
+    assert precision >= 0.92 and recall >= 0.59
     precision, recall = measure(tenth, "corpus_heldout, round 10")
     # 17/25, 13/25 (first run, labels committed before it in b389c0b and not changed after it: 12/21, 10/25)
     assert precision >= 0.68 and recall >= 0.52

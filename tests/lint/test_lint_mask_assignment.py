@@ -70,8 +70,17 @@ def test_mask_assignments_of_device_values_in_a_decoding_loop() -> None:
     torch.tensor(-math.inf).to(lprobs)` (also after `lprobs += ...` in a branch), a mask given as a
     name, a chained mask (`torch.zeros(...).to(t).eq(-1)`) indexing a slice; a Python number, a
     name bound to one, a CPU scalar tensor (cast, or moved to the CPU) take `masked_fill_` and are
-    silent; under `if step % 100 == 0:` the wait is information."""
+    silent; under `if step % 100 == 0:` the wait is information. The buffer made on the CPU and
+    moved to `src_tokens`' device is AL302's."""
     assert findings(DECODING) == [
+        (
+            12,
+            54,
+            "AL302",
+            "warning",
+            "`torch.zeros(...)` is created on the CPU and then copied to the device of `src_tokens`: "
+            "create it there with `device=`",
+        ),
         (
             17,
             12,

@@ -275,8 +275,9 @@ def test_a_loop_word_in_a_docstring_comment_or_string_keeps_no_definition_a_loop
     comment with a quote, a string holding `#`, an f-string with nested quotes. AL302's
     definitions need `torch.<factory>` and a `.to`/`.cuda` attribute right after a closing
     bracket (the move's receiver is the factory's call, maybe in brackets), spaces, comments and
-    backslashes between the tokens allowed (`moved`, `parenthesized`); `moved_elsewhere` moves
-    other tensors and is left out."""
+    backslashes between the tokens allowed (`moved`, `parenthesized`), or of a name an assignment
+    binds (`x = x.to(`); `moved_elsewhere` moves other tensors outside an assignment and is left
+    out. A move written on another line than its factory is reported on the factory's line."""
     data = LOOP_WORDS_SAMPLE.encode()
     (al100,) = select_rules(["AL100"])
     assert al100.definition_triggers is not None
@@ -294,8 +295,8 @@ def test_a_loop_word_in_a_docstring_comment_or_string_keeps_no_definition_a_loop
         (28, 28, "AL100"),
         (33, 28, "AL100"),
         (37, 23, "AL302"),
-        (39, 10, "AL302"),
-        (41, 17, "AL302"),
+        (38, 9, "AL302"),
+        (40, 8, "AL302"),
         (46, 26, "AL302"),
     ]
     assert [(f.line, f.column, f.code) for f in lint_source_strict(LOOP_WORDS_SAMPLE)] == expected

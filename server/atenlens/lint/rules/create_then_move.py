@@ -1,24 +1,38 @@
 """AL302 create-then-move: a tensor created on the CPU and then moved (`torch.randn(...).to(device)`).
 
 What it does:
-    Flags `.to(device)` or `.cuda()` called directly on the result of a torch factory —
+    Flags a move (`.to(...)`, `.cuda()`, `.type_as(other)`) of a tensor that a torch factory —
     `torch.randn`, `rand`, `randint`, `randperm`, `zeros`, `ones`, `empty`, `full`, `arange`,
-    `linspace`, `logspace`, `eye` — that has no `device=` argument of its own. The target must
-    be written as a device: a string, `torch.device(...)`, a call of a function spelled as
-    returning one (`get_model_device(model)`, `get_device()`, `current_device()`), or a name or
-    attribute spelled `device`, `dev` or `*_device` (`x.device`, `self.device`). Not flagged: `.to(dtype)`,
-    `.to(x.dtype)` and `.to(other_tensor)` (a cast, or a target that may not be a device),
-    `.to("cpu")`, `.to("meta")` (no data is copied), `*_like` factories (they inherit the device of their input), a factory with
-    `generator=` (a generator lives on one device: a CPU generator needs the CPU tensor) or
-    `pin_memory=`, and `torch.tensor(data)` / `torch.as_tensor(data)` (the data comes from the
-    host either way: `device=` does the same host fill and copy).
+    `linspace`, `logspace`, `eye` — or a legacy typed constructor given sizes
+    (`torch.FloatTensor(n, d)`) made on the CPU, with no `device=` argument of its own. The move
+    may be called on the factory's call (`torch.zeros(n).to(device)`), after shape, cast, fill
+    and arithmetic steps that stay on the CPU (`(torch.arange(b) * k).unsqueeze(1).to(device)`,
+    `torch.FloatTensor(n, d).uniform_(0, 1).cuda()`), or on the name the statement just before
+    bound to it (`order = torch.arange(b).view(-1)` then `order = order.to(device)`).
 
-    Quick fix, offered only in the simple, safe cases: the factory has no `device=` and no
-    `**kwargs`, and the move is `.cuda()` with no arguments, or `.to(X)` / `.to(device=X)` with
-    nothing else (no dtype, no `non_blocking`, no `copy`). It rewrites
-    `torch.randn(2, 3).to(device)` to `torch.randn(2, 3, device=device)` and
+    The target must be a device: a string, `torch.device(...)`, a call of a function spelled as
+    returning one (`get_model_device(model)`, `get_device()`, `current_device()`), a name or
+    attribute spelled `device`, `dev` or `*_device` (`x.device`, `self.device`), or another
+    tensor (`.to(scores)`, `.type_as(tokens)`: its device and dtype) that the function uses as a
+    tensor (`scores.size(0)`, `scores.device`, ...) and does not know to be on the CPU. Not
+    flagged: `.to(dtype)`, `.to(x.dtype)`, a target that may not be a device or a tensor,
+    `.to("cpu")`, `.to("meta")` (no data is copied), a factory with a size of 0 (nothing to
+    copy), `*_like` factories (they inherit the device of their input), a factory with
+    `generator=` (a generator lives on one device: a CPU generator needs the CPU tensor) or
+    `pin_memory=`, `torch.tensor(data)` / `torch.as_tensor(data)` and a typed constructor given
+    data (`torch.LongTensor(ids)`: the data comes from the host either way: `device=` does the
+    same host fill and copy).
+
+    The finding is on the factory's line when the move is written on another line.
+
+    Quick fix, offered only in the simple, safe cases: the move is called on the factory's call,
+    the factory has no `device=` and no `**kwargs`, and the move is `.cuda()` with no arguments,
+    or `.to(X)` / `.to(device=X)` with nothing else (no dtype, no `non_blocking`, no `copy`). It
+    rewrites `torch.randn(2, 3).to(device)` to `torch.randn(2, 3, device=device)` and
     `torch.zeros(4).cuda()` to `torch.zeros(4, device="cuda")`, keeping the factory's arguments
-    and comments as written.
+    and comments as written. A move to another tensor (`torch.zeros(n).to(scores)`) becomes
+    `torch.zeros(n, dtype=scores.dtype, device=scores.device)` only for `zeros`, `ones` and
+    `empty` given their sizes alone (the others fill by dtype: `randn` has no integer form).
 
 Why it matters:
     The tensor is first filled on the CPU, then copied to the GPU: two allocations, a
@@ -41,8 +55,18 @@ from tree_sitter import Node
 
 from atenlens.codes import Code
 from atenlens.lint.context import LintContext
+from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding, Fix, TextEdit
-from atenlens.lint.provenance import is_clear_device, is_cpu_device, string_value, strip_parens, to_device_argument
+from atenlens.lint.provenance import (
+    Device,
+    device_of,
+    is_clear_device,
+    is_cpu_device,
+    is_dtype,
+    string_value,
+    strip_parens,
+    to_device_argument,
+)
 from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import arguments, callee, dotted_name, has_splat, method_name, receiver, text
 
@@ -51,20 +75,52 @@ from atenlens.lint.syntax import arguments, callee, dotted_name, has_splat, meth
 FACTORIES = frozenset(
     {"randn", "rand", "randint", "randperm", "zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "eye"}
 )
+# Legacy typed constructors: given sizes they allocate on the CPU like `torch.empty`; given data
+# (`torch.LongTensor(ids)`) they copy it from the host, as `torch.tensor` does (left out).
+TYPED_CONSTRUCTORS = frozenset(
+    {"FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor", "ShortTensor"}
+    | {"ByteTensor", "CharTensor", "BoolTensor"}
+)
+# Steps that leave a CPU tensor on the CPU: views, casts, in-place fills, copies, elementwise math.
+_HOST_STEPS = frozenset(
+    {"view", "reshape", "repeat", "unsqueeze", "squeeze", "expand", "flatten", "t", "transpose", "permute"}
+    | {"contiguous", "clone", "float", "double", "half", "long", "int", "bool", "byte", "flip", "roll"}
+    | {"uniform_", "normal_", "fill_", "zero_", "random_", "bernoulli_", "exponential_", "triu", "tril"}
+    | {"triu_", "tril_", "mul", "mul_", "add", "add_", "sub", "sub_", "div", "div_", "neg", "exp", "cumsum"}
+)
+# Factories whose positional arguments are all sizes: a literal 0 among them makes an empty tensor.
+_SIZED = frozenset({"randn", "rand", "zeros", "ones", "empty"})
+# A move to another tensor is rewritten only for these: they make the same values in any dtype.
+_DTYPE_FREE = frozenset({"zeros", "ones", "empty"})
+# What a function does only with a tensor: `scores.size(0)`, `tokens.device`, `x = torch.cat(...)`.
+_TENSOR_USE = (
+    r"\s*\.\s*(?:size|shape|device|dtype|new_\w+|dim|ndim|numel|view|reshape|unsqueeze|squeeze|masked_fill_?"
+    r"|eq|ne|gt|lt|ge|le|sum|mean|argmax|contiguous|transpose|permute|expand|repeat|index_select|gather"
+    r"|scatter_?|float|long|half|clone|detach|type_as)\b|\s*=(?!=)\s*torch\.|\s*:\s*(?:torch\.)?Tensor\b"
+)
 # Trigger bytes (triggers.py), from the checks below: the factory is the attribute `<factory>` of
-# the name `torch`, the move an attribute `to` or `cuda` of the factory's call (maybe in
-# brackets), so right after a closing bracket; between the tokens only spaces, line breaks,
-# backslashes and comments (a comment runs to its line's end: matched one way only, so a banner
-# of `#`s cannot make the search backtrack exponentially). A definition whose only move is of
-# a name (`x.to(device)`) is not kept for this rule.
+# the name `torch`; the move an attribute `to`, `cuda` or `type_as` of a call (maybe in
+# brackets), so right after a closing bracket, or of a name the statement assigns (`x = x.to(`:
+# after `=`); between the tokens only spaces, line breaks, backslashes and comments (a comment
+# runs to its line's end: matched one way only, so a banner of `#`s cannot make the search
+# backtrack exponentially). A definition whose only moves are of names in other statements
+# (`return x.to(device)`) is not kept for this rule.
 _GAP = rb"(?:\s|\\|#[^\n]*(?![^\n]))*"
 FACTORY_CALL = re.compile(
-    rb"torch" + _GAP + rb"\." + _GAP + rb"(?:" + b"|".join(sorted(map(str.encode, FACTORIES))) + rb")\b"
+    rb"torch"
+    + _GAP
+    + rb"\."
+    + _GAP
+    + rb"(?:"
+    + b"|".join(sorted(map(str.encode, FACTORIES | TYPED_CONSTRUCTORS)))
+    + rb")\b"
 )
-MOVE = re.compile(rb"\)" + _GAP + rb"\." + _GAP + rb"(?:to|cuda)\b")
+_MOVES = rb"(?:to|cuda|type_as)\b"
+MOVE = re.compile(rb"\)" + _GAP + rb"\." + _GAP + _MOVES + rb"|=[ \t]*\w+[ \t]*\.[ \t]*" + _MOVES)
 
 
 def _factory(node: Optional[Node]) -> Optional[Node]:
+    """The factory call itself, or None."""
     if node is None:
         return None
     node = strip_parens(node)
@@ -72,22 +128,121 @@ def _factory(node: Optional[Node]) -> Optional[Node]:
         return None
     name = dotted_name(callee(node)) or ""
     parts = name.split(".")
-    if len(parts) == 2 and parts[0] == "torch" and parts[1] in FACTORIES:
+    if len(parts) != 2 or parts[0] != "torch":
+        return None
+    if parts[1] in FACTORIES:
+        return None if _empty(node, parts[1]) else node
+    if parts[1] in TYPED_CONSTRUCTORS and _given_sizes(node):
         return node
     return None
 
 
-def _fix(ctx: LintContext, move: Node, factory: Node) -> Optional[Fix]:
+def _empty(factory: Node, name: str) -> bool:
+    """`torch.empty(0)`, `torch.zeros((0, d))`: nothing to fill or copy."""
+    if name not in _SIZED:
+        return False
+    sizes = arguments(factory)[0]
+    if len(sizes) == 1 and sizes[0].type in ("tuple", "list"):
+        sizes = list(sizes[0].named_children)
+    return any(size.type == "integer" and text(size) == "0" for size in sizes)
+
+
+def _given_sizes(call: Node) -> bool:
+    """`torch.FloatTensor(n, d)`, `torch.FloatTensor(4)`, `torch.LongTensor(x.size())`: sizes, not
+    data (a single name may be a list of values: `torch.LongTensor(ids)` is left out)."""
+    positional, keywords = arguments(call)
+    if keywords or not positional:
+        return False
+    if any(arg.type in ("list", "tuple", "list_comprehension", "generator_expression") for arg in positional):
+        return False
+    if len(positional) > 1:
+        return True
+    (only,) = positional
+    return only.type in ("integer", "binary_operator") or (only.type == "call" and method_name(only) == "size")
+
+
+def _host_made(node: Optional[Node], depth: int = 0) -> Optional[Node]:
+    """The factory whose CPU tensor `node` is: the factory's call, or steps from it that stay on
+    the CPU (`torch.arange(b).view(-1, 1)`, `torch.arange(b) * k`, `.uniform_(0, 1)`)."""
+    if node is None or depth > 12:
+        return None
+    node = strip_parens(node)
+    if node.type == "call":
+        factory = _factory(node)
+        if factory is not None:
+            return factory
+        return _host_made(receiver(node), depth + 1) if method_name(node) in _HOST_STEPS else None
+    if node.type == "binary_operator":
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        for tensor, other in ((left, right), (right, left)):
+            if other is not None and (other.type in ("integer", "float") or dotted_name(other) is not None):
+                found = _host_made(tensor, depth + 1)
+                if found is not None:
+                    return found
+    return None
+
+
+def _bound_just_before(move: Node) -> Optional[Node]:
+    """`order = torch.arange(b).view(-1)` / `order = order.to(device)`: the factory the statement
+    before the move's statement bound to the name the move is called on, when the move's
+    statement binds that name again (the CPU tensor is used for nothing else)."""
+    name = receiver(move)
+    if name is None or name.type != "identifier":
+        return None
+    statement = move
+    while statement.parent is not None and statement.parent.type not in ("block", "module"):
+        statement = statement.parent
+    assignment = statement.named_children[0] if statement.named_child_count else None
+    if (
+        assignment is None
+        or assignment.type != "assignment"
+        or text(assignment.child_by_field_name("left")) != text(name)
+    ):
+        return None
+    before = statement.prev_named_sibling
+    while before is not None and before.type == "comment":
+        before = before.prev_named_sibling
+    if before is None or before.type != "expression_statement" or not before.named_child_count:
+        return None
+    bound = before.named_children[0]
+    if bound.type != "assignment" or text(bound.child_by_field_name("left")) != text(name):
+        return None
+    return _host_made(bound.child_by_field_name("right"))
+
+
+def _tensor_target(ctx: LintContext, move: Node) -> Optional[Node]:
+    """The tensor whose device and dtype the move takes: `.type_as(tokens)`, or `.to(scores)` when
+    the function uses `scores` as a tensor; None when it is on the CPU or not known as a tensor."""
     positional, keywords = arguments(move)
-    if method_name(move) == "cuda":
+    if len(positional) != 1 or "device" in keywords or "dtype" in keywords:
+        return None
+    (target,) = positional
+    name = dotted_name(strip_parens(target))
+    if name is None or is_dtype(target) or device_of(ctx, target) is Device.CPU:
+        return None
+    if method_name(move) == "type_as":
+        return target
+    scope = scope_for(move)
+    used = re.compile(r"(?<![\w.])" + re.escape(name) + "(?:" + _TENSOR_USE + ")")
+    return target if used.search(text(scope)) else None
+
+
+def _fix(ctx: LintContext, move: Node, factory: Node, tensor: Optional[Node]) -> Optional[Fix]:
+    positional, keywords = arguments(move)
+    if tensor is not None:
+        name = (dotted_name(callee(factory)) or "").split(".")[-1]
+        if name not in _DTYPE_FREE or arguments(factory)[1] or has_splat(move) or keywords:
+            return None
+        new_keywords = f"dtype={text(tensor)}.dtype, device={text(tensor)}.device"
+    elif method_name(move) == "cuda":
         if positional or keywords or has_splat(move):
             return None
-        device_text = '"cuda"'
+        new_keywords = 'device="cuda"'
     else:
         device = to_device_argument(move)
         if device is None or has_splat(move) or len(positional) + len(keywords) != 1:
             return None
-        device_text = text(device)
+        new_keywords = f"device={text(device)}"
     args = factory.child_by_field_name("arguments")
     if args is None or args.type != "argument_list" or any(c.type == "ERROR" for c in args.children):
         return None
@@ -100,47 +255,60 @@ def _fix(ctx: LintContext, move: Node, factory: Node) -> Optional[Fix]:
     inner = ctx.source.data[args.start_byte + 1 : args.end_byte - 1].decode("utf-8", errors="surrogatepass")
     stripped = inner.rstrip()
     if not stripped:
-        new_args = f"device={device_text}"
+        new_args = new_keywords
     elif stripped.endswith(","):
-        new_args = f"{stripped} device={device_text}"
+        new_args = f"{stripped} {new_keywords}"
     elif "#" in stripped.splitlines()[-1]:
         return None  # a trailing comment would swallow the new argument
     else:
-        new_args = f"{stripped}, device={device_text}"
+        new_args = f"{stripped}, {new_keywords}"
     factory_head = ctx.source.data[factory.start_byte : args.start_byte].decode("utf-8", errors="surrogatepass")
     line, col = ctx.source.position(move.start_point)
     end_line, end_col = ctx.source.position(move.end_point)
     return Fix(
-        title=f"Create the tensor on the device (`device={device_text}`)",
+        title=f"Create the tensor on the device (`{new_keywords}`)",
         edits=(TextEdit(line, col, end_line, end_col, f"{factory_head}({new_args})"),),
     )
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:
-    for move in ctx.calls("to", "cuda"):
+    for move in ctx.calls("to", "cuda", "type_as"):
         method = method_name(move)
-        if method not in ("to", "cuda"):
+        if method not in ("to", "cuda", "type_as"):
             continue
-        factory = _factory(receiver(move))
+        factory = _host_made(receiver(move))
         if factory is None:
-            continue
+            factory = _bound_just_before(move)
+            if factory is None:
+                continue
         factory_keywords = arguments(factory)[1]
         if "device" in factory_keywords or "generator" in factory_keywords or "pin_memory" in factory_keywords:
             continue  # a generator lives on one device: a CPU generator needs the CPU tensor
-        if method == "to":
+        tensor = None
+        if method == "type_as":
+            tensor = _tensor_target(ctx, move)
+            if tensor is None:
+                continue
+        elif method == "to":
             device = to_device_argument(move)
-            if device is None or is_cpu_device(device) or not is_clear_device(device):
-                continue  # `.to(dtype)`, `.to(other_tensor)`, `.to(x.dtype)`: not (known to be) a move
-            if _is_meta(device):
-                continue  # `.to("meta")` copies nothing: a shape for tracing, no host-device copy
+            if device is None or not is_clear_device(device):
+                tensor = _tensor_target(ctx, move)
+                if tensor is None:
+                    continue  # `.to(dtype)`, `.to(x.dtype)`, a target not known as a device or a tensor
+            elif is_cpu_device(device) or _is_meta(device):
+                continue  # `.to("cpu")`; `.to("meta")` copies nothing: a shape for tracing
         name = dotted_name(callee(factory))
+        where = "the device" if tensor is None else f"the device of `{text(tensor)}`"
         fn = callee(move)
         attr = fn.child_by_field_name("attribute") if fn is not None else None
+        at = attr or move
+        if at.start_point[0] != factory.start_point[0]:
+            at = factory  # the factory is what to change: its line, not the move's
         yield ctx.finding(
             Code.CREATE_THEN_MOVE,
-            f"`{name}(...)` is created on the CPU and then copied to the device: create it there with `device=`",
-            attr or move,
-            fix=_fix(ctx, move, factory),
+            f"`{name}(...)` is created on the CPU and then copied to {where}: create it there with `device=`",
+            at,
+            fix=_fix(ctx, move, factory, tensor),
             end=move,
         )
 
@@ -149,7 +317,7 @@ RULE = Rule(
     code=Code.CREATE_THEN_MOVE,
     name="create-then-move",
     summary="a tensor created on the CPU then moved (`torch.randn(...).to(device)`) instead of created on the device",
-    calls=frozenset({"to", "cuda"}),
+    calls=frozenset({"to", "cuda", "type_as"}),
     check=check,
     doc=__doc__ or "",
     fixable=True,
