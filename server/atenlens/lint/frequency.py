@@ -513,6 +513,9 @@ def _is_retry_loop(loop: Node) -> bool:
     if loop.type == "while_statement":
         condition = loop.child_by_field_name("condition")
         body = loop.child_by_field_name("body")
+        if condition is not None and body is not None and _RETRIES.search(text(condition)):
+            # `while count < self.max_resample_times: ... if enough: break`
+            return bool(_EXITS.search(body.text or b""))
         statements = [c for c in body.named_children if c.type != "comment"] if body is not None else []
         return (
             condition is not None
@@ -570,10 +573,18 @@ def _iterates_state_dict(loop: Node) -> bool:
     return iterable is not None and bool(_STATE_DICT.search(text(iterable)))
 
 
+# A call that runs a whole epoch: `trainer.train_epoch(...)`, `run_one_epoch(...)`, `self._train_epoch(...)`
+_RUNS_AN_EPOCH = re.compile(
+    rb"^(?:[\w.\[\], ]+=\s*)?[\w.]*?\b_?(?:train|run|fit|eval|evaluate|validate|valid|val)_(?:one_|an_)?epoch\s*\("
+)
+
+
 def _is_epoch_loop(loop: Node) -> bool:
     """`for epoch in range(n)`, `for _ in trange(num_epochs)`: the loop's variable or what it
     iterates speaks of epochs (not a keyword argument of a progress bar: `tqdm(loader,
     initial=epoch * steps_per_epoch)` iterates batches)."""
+    if _runs_an_epoch(loop):
+        return True
     if loop.type == "while_statement":
         return _counts_epochs(loop)
     if loop.type != "for_statement":
@@ -607,6 +618,16 @@ def _counts_epochs(loop: Node) -> bool:
         ):
             return True
     return False
+
+
+def _runs_an_epoch(loop: Node) -> bool:
+    """`for split in range(n): trainer.train_epoch(model, loader)`: a statement of the loop's own
+    body runs a whole epoch, so each iteration is (a part of) an epoch."""
+    body = loop.child_by_field_name("body")
+    return any(
+        statement.type == "expression_statement" and _RUNS_AN_EPOCH.search(statement.text or b"") is not None
+        for statement in (body.named_children if body is not None else [])
+    )
 
 
 def _iterated(iterable: Optional[Node]) -> Optional[Node]:

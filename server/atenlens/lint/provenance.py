@@ -258,6 +258,8 @@ HOST_METHODS = frozenset(
         "fillna",
         "get_column",
         "to_list",
+        # numpy and pandas only: no tensor has `astype` (`m.astype(np.float32)` is an array)
+        "astype",
     }
 )
 HOST_ATTRIBUTES = frozenset(
@@ -734,7 +736,14 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
     if kind == "comparison_operator" and _compares_with_string(node):
         return Device.HOST  # `layer_type == "a"`: no tensor is compared with a string
     if kind in ("binary_operator", "comparison_operator"):
-        return _combine([device_of(ctx, c, depth + 1) for c in node.named_children if c.type != "comment"])
+        operands = [c for c in node.named_children if c.type != "comment"]
+        devices = [device_of(ctx, c, depth + 1) for c in operands]
+        made_here = any(strip_parens(c).type == "call" and d is Device.CPU for c, d in zip(operands, devices))
+        if kind == "comparison_operator" and made_here and Device.CUDA not in devices:
+            # `torch.tensor(ids) == token_id`: a tensor made on the CPU right here, compared with a
+            # CUDA tensor, raises (but for a 0-d one), so the other side is a number or on the CPU
+            return Device.CPU
+        return _combine(devices)
     if kind == "unary_operator":
         return device_of(ctx, node.child_by_field_name("argument"), depth + 1)
     if kind == "conditional_expression":
@@ -799,6 +808,8 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
                 return Device.CUDA
         if method in HOST_METHODS:
             return Device.HOST
+        if method == "get" and len(positional) == 2 and _literal(positional[1]):
+            return Device.HOST  # `meta.get("rtf", -1)`: a dict of numbers, by its default
         if method == "cuda":
             return Device.CUDA
         if method in ("cpu", "pin_memory"):
@@ -847,6 +858,14 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
         inner = device_of(ctx, first, depth + 1)
         return inner if inner in (Device.CUDA, Device.CPU) else Device.UNKNOWN
     return Device.UNKNOWN
+
+
+def _literal(node: Node) -> bool:
+    """A number, string or bool written as such (`-1` too)."""
+    node = strip_parens(node)
+    if node.type == "unary_operator":
+        node = node.child_by_field_name("argument") or node
+    return node.type in ("integer", "float", "string", "true", "false")
 
 
 def _annotated_scalar(binding: Binding) -> bool:
@@ -1405,8 +1424,10 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         if _TEXT_NAME.search(text(node)):
             return False
         loss_named = bool(_LOSS_NAME.search(text(node)))
-        if loss_named and _backward_of(node):
-            return True  # `loss = self._process_batch(...)` ... `loss.backward()`: the step's loss
+        if _backward_of(ctx, node):
+            # `loss = self._process_batch(...)` ... `loss.backward()`: the step's loss, whatever its
+            # name (`evaluation_error.backward()`)
+            return True
         binding = _binding(ctx, node)
         if binding is None:
             if _annotated_host_values(node):
@@ -1569,13 +1590,44 @@ def _first_element(node: Node) -> Node:
 _BACKWARD = re.compile(rb"\.backward\(|\bbackward\(")
 
 
-def _backward_of(name: Node) -> bool:
+def _backward_of(ctx: LintContext, name: Node) -> bool:
     """Does the function `name` is read in call `name.backward(` (`loss.backward()`)? Whatever
     it holds is the output of an autograd graph: a loss of the training step."""
     function = next((a for a in ancestors(name) if a.type in SCOPE_TYPES), None)
-    data = function.text if function is not None and function.type == "function_definition" else None
-    pattern = rb"(?<![\w.])" + re.escape(name.text or b"") + rb"\s*\.\s*backward\("
-    return data is not None and re.search(pattern, data) is not None
+    if function is not None and function.type == "module":
+        # a script's training loop at the top level (maybe under `if __name__ == "__main__":`):
+        # the top-level statement that holds the read
+        function = next((a for a in ancestors(name) if a.parent is not None and a.parent.type == "module"), None)
+    elif function is not None and function.type != "function_definition":
+        function = None
+    if function is None:
+        return False
+    memo = _memo(ctx, "_backward_names")
+    names = memo.get(function.id)
+    if names is None:
+        names = memo[function.id] = _names_backward_is_called_on(function.text or b"")
+    return (name.text or b"") in names
+
+
+# `.backward()` / `.backward(retain_graph=True)`, not `fabric.backward(loss)` or
+# `accelerator.backward(loss)`, whose receiver is a framework handed the loss (a literal start:
+# `re` searches it as a string)
+_BACKWARD_CALL = re.compile(rb"\.\s*backward\(\s*(?:\)|\w+\s*=(?!=))")
+# `fabric.backward(err)`, `accelerator.backward(total, ...)`, `torch.autograd.backward(err)`: the
+# name handed over is the loss
+_HANDED_TO_BACKWARD = re.compile(rb"\.\s*backward\(\s*(\w+)\s*[,)]")
+_NAME_BEFORE = re.compile(rb"(?<![\w.])(\w+)\s*$")
+
+
+def _names_backward_is_called_on(data: bytes) -> frozenset[bytes]:
+    """`loss` and `err` in `loss.backward()`, `err .backward(retain_graph=True)` (not attributes:
+    `self.loss.backward()`, nor `fabric` in `fabric.backward(loss)`, where `loss` is)."""
+    found = set(_HANDED_TO_BACKWARD.findall(data))
+    for match in _BACKWARD_CALL.finditer(data):
+        before = _NAME_BEFORE.search(data, max(0, match.start() - 80), match.start())
+        if before is not None:
+            found.add(before.group(1))
+    return frozenset(found)
 
 
 def _iterates_keys(loop: Node, path: tuple[int, ...], name: str) -> bool:

@@ -50,8 +50,9 @@ What it does:
     `state_dict()`, `predict()` or `generate()`), `step["loss"]` of what a call returned,
     a name or attribute spelled with `loss` (not `self.loss`: a module's loss function, or a float
     it keeps), a sum of losses (`sum(F.mse_loss(q, t) for q in q_values)`),
-    a loss function of a model's output, a name spelled with `loss` whose `.backward()` the
-    function calls, `outputs.get("loss")` of what a call returned, the gradient norm that
+    a loss function of a model's output, a name whose `.backward()` the function (or the
+    top-level statement of a script) calls, whatever it is called (`evaluation_error.backward()`),
+    or that it hands to `fabric.backward(...)` / `accelerator.backward(...)`, `outputs.get("loss")` of what a call returned, the gradient norm that
     `clip_grad_norm_(...)` returns, a parameter's `.grad`, the batch of a loop that calls
     `backward()`) in a file that speaks of a device (`cuda`, `device`), in a loop or function
     that takes a training step (`loss.backward()`, `optim.step(loss)`: a library's training loop
@@ -98,20 +99,24 @@ What it does:
     that reads per batch), in an `except` clause (an error path), under `if verbose:` or a debug
     flag (`if args.debug:`, `if self.debug_sync:`), when a
     parameter's optimizer state is created (`if "exp_avg" not in state:`, `len(state) == 0`), in
-    an epoch loop, in a loop over a reinforcement-learning collector (`for data in collector:`:
+    an epoch loop (`for epoch in ...`, or a loop whose body runs `trainer.train_epoch(...)`), in
+    a loop over a reinforcement-learning collector (`for data in collector:`:
     collecting the batch already waited for the environment steps), in a loop that steps an
     environment (`env.step(actions)`: the host environment needs the actions every step), in a retry loop
-    (`for _ in range(max_trials):` that returns or breaks at the first success), in a loop over a few literal values (`range(3)`), in any loop of a
+    (`for _ in range(max_trials):` or `while attempts < max_attempts:` that returns or breaks at
+    the first success), in a loop over a few literal values (`range(3)`), in any loop of a
     `test_*` function, in a function whose result is cached (`@cached_property`), once per chunk in `for start in range(0, len(x), batch_size):` when
     the loop's body runs no model and takes no training step (a search or a metric over an
     existing tensor in chunks), per tensor in a function that saves, loads or converts a checkpoint (or plots, or records
     summaries: `plot_prediction`, `_record_summaries`; or builds or initializes: `__init__`,
     `initialize_model_parallel`; or iterates a state dict: `{k: v.cpu() for k, v in
     model.state_dict().items()}`), a
-    `.cpu()` appended to a list (`outputs.append(logits.cpu())`: collecting results on the host;
-    also `[x.cpu().numpy() for x in outs]`, and a copy bound to a name, maybe through one host
+    `.cpu()` or `.tolist()` appended to a list (`outputs.append(logits.cpu())`,
+    `logs.extend(r.tolist())`: collecting results on the host; also through a constructor or a host
+    function, `rows.append(Row(embedding=p.tolist()))`, `out.append(m.dot(t.cpu().numpy()))`; also
+    `[x.cpu().numpy() for x in outs]`, and a copy bound to a name, maybe through one host
     function, that a loop taking no training step appends: `y = m.dot(t.cpu().numpy())`,
-    `results.append(y)`, or hands to a call that keeps it: `manager.add_samples(y)`,
+    `results.append(y)` or `results += [...]`, or hands to a call that keeps it: `manager.add_samples(y)`,
     `pool.submit(evaluate, y)`; a copy stored under a key in such a loop:
     `results[prop] = out[prop].cpu().numpy() * units`; a copy that a function called per batch
     returns to a loop that collects it: `scores = self._predict_batch(x)`,
@@ -476,11 +481,16 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             how = Frequency(
                 how.loop, False, f"on every iteration, but the value was read on line {again} just before: no new wait"
             )
-        if method == "cpu" and how.every_iteration and _collected(call, how.loop):
+        if (
+            method in ("cpu", "tolist")
+            and how.every_iteration
+            and chunked_walk(how.loop) is None  # (a walk in chunks says so: `_report`)
+            and _collected(call, how.loop)
+        ):
             example = (
-                "`results[key] = t.cpu()`: one copy per result"
+                f"`results[key] = t.{method}()`: one copy per result"
                 if _stored_in_item(_through_host_function(_host_copy(call)))
-                else "`outputs.append(t.cpu())`: one copy per batch"
+                else f"`outputs.append(t.{method}())`: one copy per batch"
             )
             how = Frequency(
                 how.loop, False, f"on every iteration, collecting results on the host ({example}, as intended)"
@@ -642,6 +652,10 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
             return loop is None or not _takes_training_step(loop)
     node = _through_host_function(node)
     parent = node.parent
+    outer = parent.parent if parent is not None and parent.type == "argument_list" else None
+    if outer is not None and method_name(outer) in ("append", "extend"):
+        # `rows.append(Row(embedding=p.tolist()))`, `out.append(csc_matrix.dot(t.cpu().numpy(), m))`
+        return loop is None or not _takes_training_step(loop)
     if _stored_in_item(node) and loop is not None:
         return not _takes_training_step(loop)
     if parent is not None and parent.type == "list_comprehension" and parent.named_children[0] == node:
@@ -667,7 +681,7 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
 
 # `name = call(...)` / `a, b = call(...)` on one line: a host step whose result the loop may keep
 _HOST_STEP = re.compile(rb"^[ \t]*(\w+(?:[ \t]*,[ \t]*\w+)*)[ \t]*=[ \t]*[\w.]+\(([^\n]*)$", re.M)
-_KEEPS = rb"\.(?:append|extend|add_\w+|submit|write\w*|save\w*|imwrite|dump)\((?:\s*|[^\n]*?\b)"
+_KEEPS = rb"(?:\.(?:append|extend|add_\w+|submit|write\w*|save\w*|imwrite|dump)\(|\w[ \t]*\+=[ \t]*\[)(?:\s*|[^\n]*?\b)"
 
 
 def _kept(data: bytes, start: int, name: bytes) -> bool:
@@ -678,10 +692,15 @@ def _through_host_function(node: Node) -> Node:
     """`csc_matrix.dot(t.cpu().numpy(), m)`: the call of a host function (a method of something
     other than torch or `self`) that the host copy is handed to, else the copy itself."""
     parent = node.parent
+    if parent is not None and parent.type == "keyword_argument":
+        parent = parent.parent  # `Response(index=i, embedding=pred.tolist())`
     outer = parent.parent if parent is not None and parent.type == "argument_list" else None
-    if outer is None or method_name(outer) is None or receiver(outer) is None:
+    if outer is None:
         return node
-    if (dotted_name(callee(outer)) or "").startswith(("torch.", "self.")):
+    name = dotted_name(callee(outer)) or ""
+    if method_name(outer) is None and not name[:1].isupper():
+        return node  # (a method of a host object, or a class: `csc_matrix.dot(...)`, `Row(...)`)
+    if name.startswith(("torch.", "self.")) or method_name(outer) in ("append", "extend"):
         return node
     return outer
 

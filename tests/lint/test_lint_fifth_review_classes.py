@@ -1,0 +1,262 @@
+"""Classes of error found by the fifth whole-tree review (tests/lint/corpus_real/WHOLE_TREES.md
+"Fifth review") and by held-out round 11 (tests/lint/corpus_heldout/README.md), each with a small
+program and the exact findings: line, column (0-based), code, severity and message. Each program
+is also linted without the prefilter (every definition parsed), which must give the same findings."""
+
+from __future__ import annotations
+
+from textwrap import dedent
+
+from atenlens.lint.engine import lint_source_strict
+
+Row = tuple[int, int, str, str, str]
+
+
+def findings(source: str) -> list[Row]:
+    found = [(f.line, f.column, f.code, f.severity, f.message) for f in lint_source_strict(source)]
+    unfiltered = [
+        (f.line, f.column, f.code, f.severity, f.message) for f in lint_source_strict(source, prefilter=False)
+    ]
+    assert found == unfiltered
+    return found
+
+
+RESULTS_KEPT = dedent(
+    """\
+    import torch
+    from scipy.sparse import csc_matrix
+
+
+    class Engine:
+        def embed(self, batches):
+            rows = []
+            for i, inputs in enumerate(batches):
+                out = self.model(**inputs).to("cuda")
+                rows.append(Row(index=i, embedding=out.tolist()))
+            return rows
+
+        def log_rewards(self, rewards_per_func):
+            rewards = rewards_per_func.to(self.device)
+            for i, name in enumerate(self.reward_names):
+                self.logs[name].extend(rewards[:, i].tolist())
+            return rewards.sum(1)
+
+        def explain(self, loader, reducing_matrix):
+            found = []
+            for data in loader:
+                masks = self.model.forward_masks(data.to(self.device))
+                found.append(csc_matrix.dot(masks.cpu().detach().numpy(), reducing_matrix))
+            return found
+
+        def punctuate(self, sentences):
+            marks = []
+            for ids in sentences:
+                y = self.model(torch.from_numpy(ids)[None].to(self.device))
+                marks_np = y.argmax(-1).cpu().numpy()
+                marks += [int(x) for x in marks_np]
+            return marks
+
+        def train(self, loader, opt):
+            history = []
+            for batch in loader:
+                loss = self.model(batch.to(self.device))
+                loss.backward()
+                opt.step()
+                history.extend(loss.detach().tolist())
+            return history
+    """
+)
+
+
+def test_results_kept_through_tolist_a_constructor_a_host_function_or_list_addition_are_information() -> None:
+    """Results copied to the host and kept, in loops that take no training step, are information:
+    `.tolist()` handed to a constructor whose object is appended, `.extend(t.tolist())`, a copy
+    handed to a host function straight inside `append`, `marks += [...]` of a host copy. A loss
+    history kept per training step is a wait per step (a warning)."""
+    assert findings(RESULTS_KEPT) == [
+        (
+            10,
+            51,
+            "AL100",
+            "information",
+            "`.tolist()` inside a loop: the host waits for the GPU on every iteration, collecting results on the host "
+            "(`outputs.append(t.tolist())`: one copy per batch, as intended)",
+        ),
+        (
+            16,
+            49,
+            "AL100",
+            "information",
+            "`.tolist()` inside a loop: the host waits for the GPU on every iteration, collecting results on the host "
+            "(`outputs.append(t.tolist())`: one copy per batch, as intended)",
+        ),
+        (
+            23,
+            46,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU on every iteration, collecting results on the host "
+            "(`outputs.append(t.cpu())`: one copy per batch, as intended)",
+        ),
+        (
+            30,
+            36,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU on every iteration, collecting results on the host "
+            "(`outputs.append(t.cpu())`: one copy per batch, as intended)",
+        ),
+        (40, 41, "AL100", "warning", "`.tolist()` inside a loop: the host waits for the GPU on every iteration"),
+    ]
+
+
+HOST_VALUES = dedent(
+    """\
+    import time
+
+    import numpy as np
+    import torch
+
+
+    def encode(input_ids, grid, image_token_id, device="cuda"):
+        starts = []
+        for i in range(len(grid)):
+            pos = torch.where(torch.tensor(input_ids) == image_token_id)
+            starts.append(pos[0][i])
+        return starts
+
+
+    def rows_of(dataset, device):
+        table = dataset.inter_matrix(form="csr").astype(np.float32)
+        counts = []
+        for i in range(table.shape[0]):
+            _, cols = table[i].nonzero()
+            counts.append(len(cols))
+        return counts
+
+
+    def run(model, batches, device="cuda"):
+        stats = {}
+        for batch in batches:
+            t1 = time.perf_counter()
+            meta = model.inference(**batch)[1]
+            t2 = time.perf_counter()
+            seconds = meta.get("batch_data_time", -1)
+            stats["rtf"] = f"{(t2 - t1) / seconds:0.3f}"
+        return stats
+    """
+)
+
+
+def test_values_made_on_the_host_are_not_read_as_cuda_tensors() -> None:
+    """`torch.tensor(ids) == k` compares a CPU tensor (a CUDA operand would raise), `.astype(...)`
+    is numpy's (a scipy matrix's rows have `nonzero` too), and `meta.get(key, -1)` is a dict of
+    numbers by its default: no finding."""
+    assert findings(HOST_VALUES) == []
+
+
+EPOCHS_AND_RETRIES = dedent(
+    """\
+    import torch
+
+
+    def main(trainer, model, loader):
+        for epoch in range(trainer.start_epoch, trainer.max_epoch):
+            for split in range(loader.num_splits):
+                trainer.train_epoch(model=model, loader=loader.build(epoch, split))
+                torch.cuda.empty_cache()
+
+
+    def sample_until_valid(model, batch, device, max_attempts=5):
+        attempts = 0
+        while attempts < max_attempts:
+            scores = model(batch.to(device))
+            valid = scores[scores > 0]
+            if len(valid) > 0:
+                break
+            attempts += 1
+        return valid
+    """
+)
+
+
+def test_a_loop_running_an_epoch_and_a_while_loop_of_attempts_are_not_per_step() -> None:
+    """A loop whose body runs `trainer.train_epoch(...)` is an epoch loop (its `empty_cache()` is
+    information), and `while attempts < max_attempts: ... break` a retry loop."""
+    assert findings(EPOCHS_AND_RETRIES) == [
+        (
+            8,
+            12,
+            "AL300",
+            "information",
+            "`torch.cuda.empty_cache()` inside a loop: frees cached blocks that the next iteration must allocate "
+            "again; it runs once per epoch",
+        ),
+        (
+            15,
+            16,
+            "AL100",
+            "information",
+            "`scores[scores > 0]` (a boolean mask: the result's shape depends on the data) inside a loop: the host "
+            "waits for the GPU once per attempt of a retry loop (it stops at the first success)",
+        ),
+    ]
+
+
+LOSSES_BY_BACKWARD = dedent(
+    """\
+    import torch
+    import torch.nn.functional as F
+
+
+    def fast_adapt(model, batch, device):
+        data, labels = batch
+        logits = model(data.to(device))
+        return F.cross_entropy(logits, labels.to(device)), (logits.argmax(1) == labels).float().mean()
+
+
+    def meta_train(maml, tasks, opt, device):
+        total = 0.0
+        for task in tasks:
+            evaluation_error, evaluation_accuracy = fast_adapt(maml.clone(), task, device)
+            evaluation_error.backward()
+            total += evaluation_error.item()
+        opt.step()
+        return total
+
+
+    def fabric_loop(fabric, model, loader, opt):
+        for batch in loader:
+            total = model.compute(batch)
+            fabric.backward(total)
+            opt.step()
+            if fabric.global_rank == 0:
+                print(total.item())
+
+
+    if __name__ == "__main__":
+        device = torch.device("cuda")
+        model = torch.nn.Linear(3, 3).to(device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        n_loss = 0.0
+        for epoch in range(10):
+            for batch in loader:
+                loss, acc = fast_adapt(model, batch, device=device)
+                n_loss += loss.item()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    """
+)
+
+
+def test_what_backward_is_called_on_or_handed_is_the_steps_loss_at_any_level() -> None:
+    """A name `.backward()` is called on is the step's loss whatever it is called
+    (`evaluation_error`), so is the name handed to `fabric.backward(total)` (but not `fabric`:
+    `fabric.global_rank == 0` is no tensor), and a script's training loop at the top level under
+    `if __name__ == "__main__":` is read as one in a function."""
+    assert findings(LOSSES_BY_BACKWARD) == [
+        (16, 34, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (27, 24, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (38, 27, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+    ]
