@@ -260,3 +260,59 @@ def test_what_backward_is_called_on_or_handed_is_the_steps_loss_at_any_level() -
         (27, 24, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
         (38, 27, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
     ]
+
+
+METRICS_AND_TYPED = dedent(
+    """\
+    import torch
+
+
+    class Engine:
+        def forward_backward(self, imgs, pids):
+            imgs, pids = imgs.cuda(), pids.cuda()
+            outputs = self.model(imgs)
+            loss = self.criterion(outputs, pids)
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            return {"loss": loss.item(), "acc": metrics.accuracy(outputs, pids)[0].item()}
+
+
+    class Beam:
+        def __init__(self, beam_size, bos, device):
+            self.beam_size = beam_size
+            self.scores = [torch.Tensor([0.0] * beam_size).to(device)]
+            self.outputs = [torch.Tensor(self.beam_size).long().fill_(bos).to(device)]
+    """
+)
+
+
+def test_a_metric_of_a_model_output_and_a_sized_legacy_constructor() -> None:
+    """A module's loss or metric function of a model's output is a tensor on its device
+    (`metrics.accuracy(outputs, pids)[0].item()` waits as `loss.item()` does), and the legacy
+    `torch.Tensor(self.beam_size)` is given a size (AL302), `torch.Tensor([0.0] * n)` data (not)."""
+    assert findings(METRICS_AND_TYPED) == [
+        (
+            12,
+            29,
+            "AL100",
+            "warning",
+            "`.item()` in `forward_backward`, which takes a training step: the host waits for the GPU on every "
+            "training step",
+        ),
+        (
+            12,
+            79,
+            "AL100",
+            "warning",
+            "`.item()` in `forward_backward`, which takes a training step: the host waits for the GPU on every "
+            "training step",
+        ),
+        (
+            19,
+            71,
+            "AL302",
+            "warning",
+            "`torch.Tensor(...)` is created on the CPU and then copied to the device: create it there with `device=`",
+        ),
+    ]

@@ -396,7 +396,9 @@ _COUNTER_NAME = re.compile(
     r"^(?:num|n)_|_(?:num|size|count|so_far|idx|index)$|^(?:step|idx|epoch|it|iteration|i|j|k)$", re.I
 )
 _LOSS_CALLEE = re.compile(r"loss|step|forward|criterion|^_?train", re.I)
-_LOSS_FUNCTION = re.compile(r"loss|entropy|nll|criterion|divergence|mse|bce", re.I)
+# A loss or a metric function: of a model's output it computes a tensor on the output's device
+# (`metrics.accuracy(outputs, pids)[0]`, timm's `accuracy(output, target, topk=(1, 5))`)
+_LOSS_FUNCTION = re.compile(r"loss|entropy|nll|criterion|divergence|mse|bce|accuracy", re.I)
 _DEVICE_NAME = re.compile(r"(?:^|_)(?:device|dev)(?:$|_)|_device$|^device", re.I)
 _DEVICE_GETTER = re.compile(r"^_?get_(?:\w+_)?device$|^current_device$")
 _MENTIONS_DEVICE = re.compile(rb"\b(?:cuda|device)\b")
@@ -1027,7 +1029,28 @@ _HOST_ANNOTATION = re.compile(
 def _returns_python_value(ctx: LintContext, call: Node) -> bool:
     """Does `call` return a Python number, not a tensor: a function of this file annotated so
     (`-> int`), or a method that returns sums of host reads (`_returns_numbers`)?"""
-    return _returns_python_scalar(ctx, dotted_name(callee(call)) or "") or _returns_numbers(ctx, call)
+    name = dotted_name(callee(call)) or ""
+    return _returns_python_scalar(ctx, name) or _returns_numbers(ctx, call) or _returns_host_reads(ctx, name)
+
+
+# `return [float(c.sum().cpu()) for k in topk]`, `return acc.item()`, `return 0.0`: a host value
+_HOST_RETURN = re.compile(
+    rb"[ \t]*\[?[ \t]*(?:(?:float|int|bool|round)\(|-?\d)|[^\n]*\.(?:item|tolist)\(\)[ \t]*(?:#[^\n]*)?$"
+)
+
+
+def _returns_host_reads(ctx: LintContext, name: str) -> bool:
+    """Is `name` a module-level function of this file whose every `return` gives a host value
+    (`return [float(correct[:k].sum().cpu()) for k in topk]`, `return acc.item()`)? Read off the
+    whole file's bytes, so the answer does not depend on which definitions were parsed."""
+    if not name or "." in name:
+        return False
+    memo = _memo(ctx, "_host_reads_memo")
+    if name not in memo:
+        found = definition_text(ctx.source.whole_data, name)
+        returns = [m.end() for m in re.finditer(rb"^[ \t]*return\b", found or b"", re.M)]
+        memo[name] = bool(returns) and all(_HOST_RETURN.match(found or b"", at) for at in returns)
+    return bool(memo[name])
 
 
 def _returns_python_scalar(ctx: LintContext, name: str) -> bool:
@@ -1537,6 +1560,12 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             owner = receiver(node)
             if method not in MODULE_METHODS and not method.lstrip("_").startswith("get_") and _spelled_model(owner):
                 return True  # `self.policy.evaluate_actions(obs, actions)`: a model's own method
+            if _LOSS_FUNCTION.search(method):
+                # `metrics.accuracy(outputs, pids)`: a loss or metric function of a module, given a
+                # model's output
+                positional, keywords = arguments(node)
+                if any(_model_output(ctx, a, depth + 1) for a in [*positional, *keywords.values()]):
+                    return True
             return _model_output(ctx, owner, depth + 1)
         if name == "sum":
             # `0.5 * sum(F.mse_loss(q, target) for q in q_values)`: a loss summed over terms
@@ -1547,7 +1576,7 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         if name == "self" or bool(name) and bool(_MODEL_CALLEE.search(name.split(".")[-1])):
             return not _class_name(name.split(".")[-1])
         if _LOSS_FUNCTION.search(name.split(".")[-1]):
-            # `chunked_cross_entropy(logits, targets)`: a loss of a model's output
+            # `chunked_cross_entropy(logits, targets)`: a loss (or accuracy) of a model's output
             positional, keywords = arguments(node)
             return any(_model_output(ctx, a, depth + 1) for a in [*positional, *keywords.values()])
         return False

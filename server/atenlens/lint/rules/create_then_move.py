@@ -4,7 +4,8 @@ What it does:
     Flags a move (`.to(...)`, `.cuda()`, `.type_as(other)`) of a tensor that a torch factory —
     `torch.randn`, `rand`, `randint`, `randperm`, `zeros`, `ones`, `empty`, `full`, `arange`,
     `linspace`, `logspace`, `eye` — or a legacy typed constructor given sizes
-    (`torch.FloatTensor(n, d)`) made on the CPU, with no `device=` argument of its own. The move
+    (`torch.FloatTensor(n, d)`, `torch.Tensor(self.beam_size)`: one argument counts as a size
+    when it is a number, arithmetic, `x.size()` or a name spelled as a size) made on the CPU, with no `device=` argument of its own. The move
     may be called on the factory's call (`torch.zeros(n).to(device)`), after shape, cast, fill
     and arithmetic steps that stay on the CPU (`(torch.arange(b) * k).unsqueeze(1).to(device)`,
     `torch.FloatTensor(n, d).uniform_(0, 1).cuda()`), or on the name the statement just before
@@ -78,7 +79,7 @@ FACTORIES = frozenset(
 # Legacy typed constructors: given sizes they allocate on the CPU like `torch.empty`; given data
 # (`torch.LongTensor(ids)`) they copy it from the host, as `torch.tensor` does (left out).
 TYPED_CONSTRUCTORS = frozenset(
-    {"FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor", "ShortTensor"}
+    {"Tensor", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor", "ShortTensor"}
     | {"ByteTensor", "CharTensor", "BoolTensor"}
 )
 # Steps that leave a CPU tensor on the CPU: views, casts, in-place fills, copies, elementwise math.
@@ -158,7 +159,16 @@ def _given_sizes(call: Node) -> bool:
     if len(positional) > 1:
         return True
     (only,) = positional
-    return only.type in ("integer", "binary_operator") or (only.type == "call" and method_name(only) == "size")
+    if only.type == "binary_operator":
+        # `n * k` and `x.size() + (n,)` are sizes, `[0.0] * n` a list of data
+        return not any(c.type in ("list", "list_comprehension") for c in only.named_children)
+    if only.type == "integer" or (only.type == "call" and method_name(only) == "size"):
+        return True
+    name = dotted_name(only)  # `torch.Tensor(self.beam_size)`, `torch.LongTensor(num_rows)`: spelled as a size
+    return name is not None and _SIZE_NAME.search(name.split(".")[-1]) is not None
+
+
+_SIZE_NAME = re.compile(r"size|^n_|^num_|_len$|^length$|_count$|^dim$", re.I)
 
 
 def _host_made(node: Optional[Node], depth: int = 0) -> Optional[Node]:
