@@ -316,3 +316,148 @@ def test_a_metric_of_a_model_output_and_a_sized_legacy_constructor() -> None:
             "`torch.Tensor(...)` is created on the CPU and then copied to the device: create it there with `device=`",
         ),
     ]
+
+
+DEVICES_MODULES_AND_COPIES = dedent(
+    """\
+    import torch
+
+
+    def reference_check(plan):
+        work_device = torch.device("cpu")
+        slots = plan.slots.to(device=work_device, dtype=torch.int64)
+        kept = []
+        for k in range(slots.shape[0]):
+            kept.append(int(slots[k].item()))
+        return kept, torch.zeros(3).to(work_device)
+
+
+    def roundtrip(device, steps):
+        transformer = torch.nn.ModuleDict({"proj": torch.nn.Linear(8, 8)}).to(device)
+        for _ in range(steps):
+            transformer.cpu()
+            transformer.to(device)
+
+
+    def upscale_tiled(self, img, tile):
+        output = torch.empty((1, 3, img.shape[2] * 4, img.shape[3] * 4), device="cpu")
+        img = img.to(self.device)
+        for y in range(0, img.shape[2], tile):
+            out_tile = self.net(img[..., y : y + tile]).float()
+            output[..., y * 4 : (y + tile) * 4].copy_(out_tile.cpu())
+        return output
+
+
+    def pipe_frames(queue, buffer, write):
+        copy_stream = torch.cuda.Stream()
+        while (item := queue.get()) is not None:
+            chunk, ready = item
+            copy_stream.wait_event(ready)
+            with torch.cuda.stream(copy_stream):
+                buffer[: chunk.shape[0]].copy_(chunk, non_blocking=True)
+            copy_stream.synchronize()
+            write(buffer.numpy().tobytes())
+
+
+    def strip(self, locs):
+        if not locs:
+            self.out_cache_loc = torch.zeros(0, dtype=torch.int64).to(self.device, non_blocking=True)
+        else:
+            self.out_cache_loc = torch.cat(locs)
+    """
+)
+
+
+def test_cpu_device_names_module_moves_host_buffers_and_completed_copies() -> None:
+    """A name bound to the CPU (`work_device = torch.device("cpu")`) moves nothing to the GPU (AL100,
+    AL302); a module's `.cpu()` reads no value; a tile copied into a host buffer with `copy_` is a
+    result kept (information); a stream's synchronize after a `non_blocking` copy in the same
+    loop is what makes the copy safe to use (information); an empty tensor copies nothing (AL200)."""
+    assert findings(DEVICES_MODULES_AND_COPIES) == [
+        (
+            25,
+            59,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU on every iteration, collecting results on the host "
+            "(`outputs.append(t.cpu())`: one copy per batch, as intended)",
+        ),
+        (
+            36,
+            8,
+            "AL101",
+            "information",
+            "`copy_stream.synchronize()` inside a loop: the host waits for the GPU on every iteration, on purpose: it "
+            "completes the `non_blocking` copy of line 35 before the host uses its buffers",
+        ),
+    ]
+
+
+SETUP_UNPACKED_AND_CHUNKS = dedent(
+    """\
+    import torch
+
+
+    class SimModel(torch.nn.Module):
+        def setup_from_system_idx(self, system_idx):
+            self.system_idx = system_idx.to(device=self._device, dtype=torch.long)
+            self.counts = []
+            for idx in range(self.n_systems):
+                self.counts.append(int((self.system_idx == idx).sum().item()))
+
+
+    def build_layout(streams, device):
+        text, cond, audio = [
+            indices.to(device=device, dtype=torch.long).tolist() for indices in streams.as_index_tuple()
+        ]
+        return text, cond, audio
+
+
+    def mlp_in_chunks(self, x):
+        out = torch.empty_like(x)
+        for start in range(0, x.shape[0], 4096):
+            out[start : start + 4096].copy_(self.fc2(self.fc1(x[start : start + 4096])))
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+        return out
+    """
+)
+
+
+def test_setup_methods_unpacked_comprehensions_and_a_synchronize_before_empty_cache() -> None:
+    """A `setup_*` method runs once per call (information); a comprehension unpacked into three names
+    runs three times; a synchronize followed at once by `empty_cache()` bounds a chunked loop's
+    peak memory on purpose (AL101 information; the `empty_cache()` per chunk stays AL300's warning)."""
+    assert findings(SETUP_UNPACKED_AND_CHUNKS) == [
+        (
+            9,
+            66,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU per item in `setup_from_system_idx` (once per call, "
+            "not per training step)",
+        ),
+        (
+            14,
+            52,
+            "AL100",
+            "information",
+            "`.tolist()` inside a loop: the host waits for the GPU 3 times (the loop runs 3 times)",
+        ),
+        (
+            23,
+            8,
+            "AL101",
+            "information",
+            "`torch.cuda.synchronize()` inside a loop: the host waits for all GPU work on every iteration, on purpose: "
+            "`empty_cache()` right after it returns the memory of the finished work (a chunked loop that bounds its "
+            "peak memory)",
+        ),
+        (
+            24,
+            8,
+            "AL300",
+            "warning",
+            "`torch.cuda.empty_cache()` inside a loop: frees cached blocks that the next iteration must allocate again",
+        ),
+    ]

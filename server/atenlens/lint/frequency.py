@@ -70,7 +70,7 @@ _BOUND_NAME = re.compile(
 )
 _RARE_FUNCTION = re.compile(
     r"save|checkpoint|^_?load|_load_|export|convert|merge|state_dict|consolidate|plot|summar|prune|input_example|"
-    r"^_*init(?:_|$)|initiali[sz]e",
+    r"^_*init(?:_|$)|initiali[sz]e|^_*set_?up(?:_|$)",
     re.I,
 )
 
@@ -481,6 +481,15 @@ def is_counter_bound(node: Node) -> bool:
 
 
 def _literal_iterations(loop: Node) -> Optional[int]:
+    if loop.type in ("list_comprehension", "generator_expression"):
+        # `text, cond, audio = [f(x) for x in streams]`: as many elements as names it unpacks into
+        parent = loop.parent
+        left = parent.child_by_field_name("left") if parent is not None and parent.type == "assignment" else None
+        if left is not None and left.type in ("pattern_list", "tuple_pattern", "list_pattern"):
+            names = [c for c in left.named_children if c.type != "comment"]
+            if all(c.type == "identifier" for c in names):
+                return len(names)
+        return None
     if loop.type != "for_statement":
         return None
     iterable = loop.child_by_field_name("right")

@@ -981,11 +981,75 @@ def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple
     return Device.UNKNOWN
 
 
+# Factories whose positional arguments are all sizes: a literal 0 among them makes an empty tensor.
+_SIZED = frozenset({"randn", "rand", "zeros", "ones", "empty"})
+
+
+def makes_an_empty_tensor(factory: Node) -> bool:
+    """`torch.empty(0)`, `torch.zeros((0, d))`, `torch.zeros(0, dtype=torch.int64)`: nothing to
+    fill or copy."""
+    factory = strip_parens(factory)
+    if factory.type != "call" or (dotted_name(callee(factory)) or "").split(".")[-1] not in _SIZED:
+        return False
+    if not (dotted_name(callee(factory)) or "").startswith("torch."):
+        return False
+    sizes = arguments(factory)[0]
+    if len(sizes) == 1 and sizes[0].type in ("tuple", "list"):
+        sizes = list(sizes[0].named_children)
+    return any(size.type == "integer" and text(size) == "0" for size in sizes)
+
+
+# Names of modules (not of what they compute: `loss`, `logits`)
+_MODULE_OBJECT = re.compile(
+    r"(?:^|_)(?:model|net|network|module|transformer|encoder|decoder|backbone|unet|vae|policy|actor|critic)\d*$",
+    re.I,
+)
+
+
+def is_module(ctx: LintContext, node: Optional[Node]) -> bool:
+    """`model`, `self.policy`, or a name bound to `torch.nn.Linear(...)` / `nn.ModuleDict(...)`
+    (maybe moved: `.to(device)`): a module, whose `.cpu()` moves parameters and reads nothing."""
+    if node is None:
+        return False
+    node = strip_parens(node)
+    name = dotted_name(node)
+    if name is not None and name != "self" and _MODULE_OBJECT.search(name.split(".")[-1]):
+        return True
+    binding = _binding(ctx, node) if node.type == "identifier" else None
+    value = binding.value if binding is not None and not binding.augmented else None
+    while (
+        value is not None and strip_parens(value).type == "call" and method_name(strip_parens(value)) in ("to", "cuda")
+    ):
+        value = receiver(strip_parens(value))
+    if value is None or strip_parens(value).type != "call":
+        return False
+    parts = (dotted_name(callee(strip_parens(value))) or "").split(".")
+    return len(parts) >= 2 and parts[-2] == "nn" and _class_name(parts[-1])
+
+
+def names_the_cpu(ctx: LintContext, device: Node) -> bool:
+    """`"cpu"`, `torch.device("cpu")`, or a name the function binds to it (`_bound_to_cpu`)."""
+    device = strip_parens(device)
+    return is_cpu_device(device) or (device.type == "identifier" and _bound_to_cpu(ctx, device))
+
+
+def _bound_to_cpu(ctx: LintContext, device: Node) -> bool:
+    """`work_device = torch.device("cpu")`, in every branch that binds it (a parameter is not)."""
+    binding = _binding(ctx, device)
+    if binding is None or binding.value is None or binding.augmented or not is_cpu_device(binding.value):
+        return False
+    others = ctx.bindings(device).branch_alternatives(text(device), device.start_byte, binding)
+    return all(b.value is not None and is_cpu_device(b.value) for b in others)
+
+
 def _cpu_by_default(ctx: LintContext, device: Node) -> bool:
     """`def resample(data, device=torch.device("cpu")): data.to(device)`: a parameter whose default
-    is the CPU, which no call of the function in a loop of this file sets otherwise."""
-    if device.type != "identifier" or _binding(ctx, device) is not None:
+    is the CPU, which no call of the function in a loop of this file sets otherwise; or a name
+    bound to the CPU (`_bound_to_cpu`)."""
+    if device.type != "identifier":
         return False
+    if _binding(ctx, device) is not None:
+        return _bound_to_cpu(ctx, device)
     function = next((a for a in ancestors(device) if a.type in ("function_definition", "lambda")), None)
     parameters = function.child_by_field_name("parameters") if function is not None else None
     for parameter in parameters.named_children if parameters is not None else []:

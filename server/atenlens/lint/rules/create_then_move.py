@@ -62,8 +62,9 @@ from atenlens.lint.provenance import (
     Device,
     device_of,
     is_clear_device,
-    is_cpu_device,
     is_dtype,
+    makes_an_empty_tensor,
+    names_the_cpu,
     string_value,
     strip_parens,
     to_device_argument,
@@ -89,8 +90,6 @@ _HOST_STEPS = frozenset(
     | {"uniform_", "normal_", "fill_", "zero_", "random_", "bernoulli_", "exponential_", "triu", "tril"}
     | {"triu_", "tril_", "mul", "mul_", "add", "add_", "sub", "sub_", "div", "div_", "neg", "exp", "cumsum"}
 )
-# Factories whose positional arguments are all sizes: a literal 0 among them makes an empty tensor.
-_SIZED = frozenset({"randn", "rand", "zeros", "ones", "empty"})
 # A move to another tensor is rewritten only for these: they make the same values in any dtype.
 _DTYPE_FREE = frozenset({"zeros", "ones", "empty"})
 # What a function does only with a tensor: `scores.size(0)`, `tokens.device`, `x = torch.cat(...)`.
@@ -132,20 +131,10 @@ def _factory(node: Optional[Node]) -> Optional[Node]:
     if len(parts) != 2 or parts[0] != "torch":
         return None
     if parts[1] in FACTORIES:
-        return None if _empty(node, parts[1]) else node
+        return None if makes_an_empty_tensor(node) else node
     if parts[1] in TYPED_CONSTRUCTORS and _given_sizes(node):
         return node
     return None
-
-
-def _empty(factory: Node, name: str) -> bool:
-    """`torch.empty(0)`, `torch.zeros((0, d))`: nothing to fill or copy."""
-    if name not in _SIZED:
-        return False
-    sizes = arguments(factory)[0]
-    if len(sizes) == 1 and sizes[0].type in ("tuple", "list"):
-        sizes = list(sizes[0].named_children)
-    return any(size.type == "integer" and text(size) == "0" for size in sizes)
 
 
 def _given_sizes(call: Node) -> bool:
@@ -305,7 +294,7 @@ def check(ctx: LintContext) -> Iterator[Finding]:
                 tensor = _tensor_target(ctx, move)
                 if tensor is None:
                     continue  # `.to(dtype)`, `.to(x.dtype)`, a target not known as a device or a tensor
-            elif is_cpu_device(device) or _is_meta(device):
+            elif names_the_cpu(ctx, device) or _is_meta(device):
                 continue  # `.to("cpu")`; `.to("meta")` copies nothing: a shape for tracing
         name = dotted_name(callee(factory))
         where = "the device" if tensor is None else f"the device of `{text(tensor)}`"

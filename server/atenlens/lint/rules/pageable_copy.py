@@ -28,7 +28,7 @@ What it does:
     (`host_buf.copy_(x)`, `slot["host"].copy_(x)`, `buf.copy_(self.device_out)`) is a download,
     not an upload. Pinned whichever branch runs: `t if t.is_pinned() else t.pin_memory()`; the
     values of a dict built pinned (`for t, pinned in host.items():` of `host = {t: t.pin_memory()
-    for t in ts}`).
+    for t in ts}`). An empty tensor (`torch.zeros(0, dtype=torch.int64)`) copies nothing.
 
 Why it matters:
     A host-to-device copy can run asynchronously only from page-locked memory. From ordinary
@@ -63,6 +63,7 @@ from atenlens.lint.provenance import (
     device_of,
     is_device_to_host,
     is_pinned,
+    makes_an_empty_tensor,
     module_may_page,
     module_pins,
     spelled_device,
@@ -113,6 +114,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
                 continue  # a copy into host memory: device-to-host (AL201's concern), not an upload
         if is_pinned(ctx, source) or device_of(ctx, source) is Device.CUDA:
             continue  # from pinned memory the copy is asynchronous; from the device it is no upload
+        if makes_an_empty_tensor(source):
+            continue  # `torch.zeros(0).to(device, non_blocking=True)`: nothing is copied
         if _of_unknown_origin(ctx, source) and (module_pins(ctx) or not module_may_page(ctx)):
             # handed in from elsewhere: trusted where this file pins host memory itself (its pinned
             # tensors are handed in, kept, taken out) or makes no batch that may be pageable

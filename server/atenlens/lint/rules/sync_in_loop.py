@@ -181,6 +181,7 @@ from atenlens.lint.provenance import (
     device_of,
     is_cpu_device,
     is_dtype,
+    is_module,
     likely_device,
     maybe_device,
     strip_parens,
@@ -457,6 +458,8 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             continue
         if method == "cpu" and is_true(arguments(call)[1].get("non_blocking")):
             continue
+        if method == "cpu" and is_module(ctx, receiver(call)):
+            continue  # `transformer.cpu()`: a module's parameters move; no value is read
         if not likely_device(ctx, receiver(call)):
             continue
         fn = callee(call)
@@ -647,7 +650,8 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
     node = _host_copy(call)
     parent = node.parent
     if parent is not None and parent.type == "argument_list" and parent.parent is not None:
-        if method_name(parent.parent) in ("append", "extend"):
+        # (`out[..., y:y + t].copy_(tile.cpu())`: into a host buffer that keeps the result)
+        if method_name(parent.parent) in ("append", "extend", "copy_"):
             # (a loss history kept in a loop that takes a training step is a wait per step)
             return loop is None or not _takes_training_step(loop)
     node = _through_host_function(node)

@@ -14,7 +14,11 @@ What it does:
     Under `if step % N == 0:` and the like, in an epoch loop or in a loop over a few literal
     values it is information, with a message that says how often (see AL100); so is a
     synchronize in the body of a `try` that has an `except`: it is there so that an
-    asynchronous error (an out-of-memory, a failed collective) is raised inside the `try`.
+    asynchronous error (an out-of-memory, a failed collective) is raised inside the `try`. A
+    synchronize after a `non_blocking=True` copy earlier in the loop's body is information too:
+    it is what makes the copy's result (device to host) or its pinned source (a staging buffer
+    the next iteration refills) safe to use, as AL201 asks; and so is one followed at once by
+    `empty_cache()`, a pair that bounds the peak memory of a chunked loop.
 
 Why it matters:
     A device synchronize makes the host wait until every kernel queued on the GPU has finished.
@@ -33,6 +37,7 @@ Fix:
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left, bisect_right
 from typing import Iterator, Optional
 
@@ -78,6 +83,26 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             continue
         name = text(callee(call))
         waited = "all GPU work" if is_device_synchronize(ctx, call) else "the GPU"
+        copy_row = _async_copy_before(call, how.loop)
+        if copy_row is not None:
+            yield ctx.finding(
+                Code.SYNC_API,
+                f"`{name}()` inside a loop: the host waits for {waited} {how.how_often}, on purpose: it "
+                f"completes the `non_blocking` copy of line {copy_row} before the host uses its buffers",
+                call,
+                severity="information",
+            )
+            continue
+        if _frees_memory_next(call):
+            yield ctx.finding(
+                Code.SYNC_API,
+                f"`{name}()` inside a loop: the host waits for {waited} {how.how_often}, on purpose: "
+                "`empty_cache()` right after it returns the memory of the finished work (a chunked "
+                "loop that bounds its peak memory)",
+                call,
+                severity="information",
+            )
+            continue
         if _guarded_by_try(call, how.loop):
             yield ctx.finding(
                 Code.SYNC_API,
@@ -93,6 +118,33 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             call,
             severity="warning" if how.every_iteration else "information",
         )
+
+
+def _async_copy_before(call: Node, loop: Node) -> Optional[int]:
+    """The line of the last `non_blocking=True` copy in `loop`'s body before `call`: a synchronize
+    after one is what makes its result (a device-to-host copy) or its pinned source (a staging
+    buffer the next iteration refills) safe to use, as AL201 asks."""
+    body = loop.child_by_field_name("body")
+    if body is None or body.text is None:
+        return None
+    before = body.text[: max(0, call.start_byte - body.start_byte)]
+    at = before.rfind(b"non_blocking")
+    if at < 0 or not _NON_BLOCKING_TRUE.match(before, at):
+        return None
+    return body.start_point[0] + before.count(b"\n", 0, at) + 1
+
+
+_NON_BLOCKING_TRUE = re.compile(rb"non_blocking\s*=\s*True\b")
+
+
+def _frees_memory_next(call: Node) -> bool:
+    """Is the statement after the synchronize's `torch.cuda.empty_cache()` (or `torch.mps.`)? The
+    cache can only give back blocks whose kernels have finished: the pair bounds peak memory."""
+    statement = _statement(call)
+    after = statement.next_named_sibling if statement is not None else None
+    while after is not None and after.type == "comment":
+        after = after.next_named_sibling
+    return after is not None and after.type == "expression_statement" and b"empty_cache(" in (after.text or b"")
 
 
 def _guarded_by_try(call: Node, loop: Node) -> bool:
