@@ -51,7 +51,6 @@ def test_fixes_rewrite_the_simple_cases_to_create_on_the_device() -> None:
         True,
         True,  # `torch.zeros(...).to(src_tokens)`: dtype and device of `src_tokens`
         False,  # a chain of CPU steps before `.type_as(tokens)`
-        False,  # moved through a name on the next line
         False,  # a legacy typed constructor
         False,  # `torch.randn(...).to(src_tokens)`: randn has no integer dtype
     ]
@@ -73,7 +72,7 @@ def test_fixes_rewrite_the_simple_cases_to_create_on_the_device() -> None:
         "    ).to(device)",
     ]
     assert result.splitlines()[22] == "    d = torch.eye(3, device=get_model_device(model))"
-    assert [f.line for f in lint_source(result, select=["AL302"])] == [9, 10, 11, 12, 30, 31, 33, 34]
+    assert [f.line for f in lint_source(result, select=["AL302"])] == [9, 10, 11, 12, 30, 31, 32]
 
 
 def test_a_fixed_file_no_longer_has_the_fixed_findings() -> None:

@@ -275,9 +275,9 @@ def test_a_loop_word_in_a_docstring_comment_or_string_keeps_no_definition_a_loop
     comment with a quote, a string holding `#`, an f-string with nested quotes. AL302's
     definitions need `torch.<factory>` and a `.to`/`.cuda` attribute right after a closing
     bracket (the move's receiver is the factory's call, maybe in brackets), spaces, comments and
-    backslashes between the tokens allowed (`moved`, `parenthesized`), or of a name an assignment
-    binds (`x = x.to(`); `moved_elsewhere` moves other tensors outside an assignment and is left
-    out. A move written on another line than its factory is reported on the factory's line."""
+    backslashes between the tokens allowed (`moved`, `parenthesized`); `moved_elsewhere` moves
+    other tensors and is left out. A move written on another line than its factory is reported
+    on the factory's line."""
     data = LOOP_WORDS_SAMPLE.encode()
     (al100,) = select_rules(["AL100"])
     assert al100.definition_triggers is not None

@@ -90,6 +90,7 @@ class LintContext:
     # file-wide answers cached by the modules that compute them (provenance.py, waits.py); unset
     # until first asked
     _mentions_device: bool
+    _calls_backward: bool
     _device_attributes: frozenset[str]
     _may_page: bool
     _sync_aliases: frozenset[str]

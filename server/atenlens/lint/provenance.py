@@ -1093,8 +1093,7 @@ _HOST_ANNOTATION = re.compile(
 def _returns_python_value(ctx: LintContext, call: Node) -> bool:
     """Does `call` return a Python number, not a tensor: a function of this file annotated so
     (`-> int`), or a method that returns sums of host reads (`_returns_numbers`)?"""
-    name = dotted_name(callee(call)) or ""
-    return _returns_python_scalar(ctx, name) or _returns_numbers(ctx, call) or _returns_host_reads(ctx, name)
+    return _returns_python_scalar(ctx, dotted_name(callee(call)) or "") or _returns_numbers(ctx, call)
 
 
 # `return [float(c.sum().cpu()) for k in topk]`, `return acc.item()`, `return 0.0`: a host value
@@ -1639,8 +1638,9 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             return bool(positional) and _model_output(ctx, _first_element(positional[0]), depth + 1)
         if name == "self" or bool(name) and bool(_MODEL_CALLEE.search(name.split(".")[-1])):
             return not _class_name(name.split(".")[-1])
-        if _LOSS_FUNCTION.search(name.split(".")[-1]):
+        if _LOSS_FUNCTION.search(name.split(".")[-1]) and not _returns_host_reads(ctx, name):
             # `chunked_cross_entropy(logits, targets)`: a loss (or accuracy) of a model's output
+            # (not the file's own `accuracy` that returns `[float(...) for k in topk]`)
             positional, keywords = arguments(node)
             return any(_model_output(ctx, a, depth + 1) for a in [*positional, *keywords.values()])
         return False
@@ -1686,6 +1686,8 @@ _BACKWARD = re.compile(rb"\.backward\(|\bbackward\(")
 def _backward_of(ctx: LintContext, name: Node) -> bool:
     """Does the function `name` is read in call `name.backward(` (`loss.backward()`)? Whatever
     it holds is the output of an autograd graph: a loss of the training step."""
+    if not _file_calls_backward(ctx):
+        return False
     function = next((a for a in ancestors(name) if a.type in SCOPE_TYPES), None)
     if function is not None and function.type == "module":
         # a script's training loop at the top level (maybe under `if __name__ == "__main__":`):
@@ -1705,6 +1707,13 @@ def _backward_of(ctx: LintContext, name: Node) -> bool:
 # `.backward()` / `.backward(retain_graph=True)`, not `fabric.backward(loss)` or
 # `accelerator.backward(loss)`, whose receiver is a framework handed the loss (a literal start:
 # `re` searches it as a string)
+def _file_calls_backward(ctx: LintContext) -> bool:
+    cached = getattr(ctx, "_calls_backward", None)
+    if cached is None:
+        cached = ctx._calls_backward = b"backward(" in ctx.source.whole_data
+    return bool(cached)
+
+
 _BACKWARD_CALL = re.compile(rb"\.\s*backward\(\s*(?:\)|\w+\s*=(?!=))")
 # `fabric.backward(err)`, `accelerator.backward(total, ...)`, `torch.autograd.backward(err)`: the
 # name handed over is the loss
