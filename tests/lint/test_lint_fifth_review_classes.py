@@ -461,3 +461,50 @@ def test_setup_methods_unpacked_comprehensions_and_a_synchronize_before_empty_ca
             "`torch.cuda.empty_cache()` inside a loop: frees cached blocks that the next iteration must allocate again",
         ),
     ]
+
+
+HOST_PATHS = dedent(
+    """\
+    import torch
+
+
+    def fast_topk(logits, starts, topk):
+        starts = starts.to(device=logits.device)
+        if logits.is_cuda:
+            return torch.topk(logits, topk).indices
+        out = torch.full((logits.shape[0], topk), -1, device=logits.device)
+        for row in range(logits.shape[0]):
+            out[row, :1] = int(starts[row])
+        return out
+
+
+    def pages(index_groups, capacity):
+        out = []
+        for indices in index_groups:
+            indices = indices.to("cuda")
+            valid = (indices >= 0).all() & (indices < capacity).all()
+            if indices.is_cuda:
+                torch._assert_async(valid, "bad")
+            elif not valid.item():
+                raise ValueError("bad")
+            out.append(indices)
+        return out
+
+
+    def only_on_gpu(model, loader):
+        if not torch.cuda.is_available():
+            return None
+        for x in loader:
+            loss = model(x.cuda()).sum()
+            print(loss.item())
+    """
+)
+
+
+def test_code_that_runs_only_off_cuda_reads_no_device_tensor() -> None:
+    """Code that runs only off CUDA is no device read: after `if logits.is_cuda: return ...` (a
+    fast path for CUDA, a reference for the rest) and in the `elif` of `if indices.is_cuda:`; after
+    `if not torch.cuda.is_available(): return` the loop runs on the GPU and is reported."""
+    assert findings(HOST_PATHS) == [
+        (32, 19, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration")
+    ]

@@ -91,6 +91,7 @@ class LintContext:
     # until first asked
     _mentions_device: bool
     _calls_backward: bool
+    _host_loss_functions: frozenset[str]
     _device_attributes: frozenset[str]
     _may_page: bool
     _sync_aliases: frozenset[str]

@@ -21,6 +21,7 @@ from tree_sitter import Node
 from atenlens.lint.context import LintContext
 from atenlens.lint.provenance import (
     device_attributes,
+    host_loss_functions,
     module_may_page,
     module_mentions_device,
     pins_within,
@@ -42,6 +43,7 @@ FACTS: tuple[Fact, ...] = (
     Fact("may-page", module_may_page),  # a DataLoader that may not pin
     Fact("torch-aliases", torch_aliases),  # `import torch as th`
     Fact("device-attributes", device_attributes),  # `self.x = torch.ones(1, device=d)` in any method
+    Fact("host-loss-functions", host_loss_functions),  # `def accuracy(...): return [float(...) ...]`
 )
 # Facts summed up from each top-level statement's share, which is kept with the statement's text
 # from one lint to the next: `pins-host-memory` (a pinned DataLoader or buffer: any statement's)
@@ -50,7 +52,7 @@ PER_STATEMENT_FACTS = ("pins-host-memory", "waiting-functions")
 # Facts that are sets of function names, read by a rule only at a call of one of them
 # (`sync_all()` waits): when such a fact changes, only the definitions that write a name that
 # came or went can find something else (lint/incremental.py lints those again).
-NAME_SET_FACTS = frozenset({"waiting-functions"})
+NAME_SET_FACTS = frozenset({"waiting-functions", "host-loss-functions"})
 
 
 @dataclass

@@ -1100,20 +1100,28 @@ def _returns_python_value(ctx: LintContext, call: Node) -> bool:
 _HOST_RETURN = re.compile(
     rb"[ \t]*\[?[ \t]*(?:(?:float|int|bool|round)\(|-?\d)|[^\n]*\.(?:item|tolist)\(\)[ \t]*(?:#[^\n]*)?$"
 )
+_LOSS_FUNCTION_DEF = re.compile(
+    rb"def[ \t]+(\w*(?:loss|entropy|nll|criterion|divergence|mse|bce|accuracy)\w*)[ \t]*\(", re.I
+)
 
 
-def _returns_host_reads(ctx: LintContext, name: str) -> bool:
-    """Is `name` a module-level function of this file whose every `return` gives a host value
-    (`return [float(correct[:k].sum().cpu()) for k in topk]`, `return acc.item()`)? Read off the
-    whole file's bytes, so the answer does not depend on which definitions were parsed."""
-    if not name or "." in name:
-        return False
-    memo = _memo(ctx, "_host_reads_memo")
-    if name not in memo:
-        found = definition_text(ctx.source.whole_data, name)
-        returns = [m.end() for m in re.finditer(rb"^[ \t]*return\b", found or b"", re.M)]
-        memo[name] = bool(returns) and all(_HOST_RETURN.match(found or b"", at) for at in returns)
-    return bool(memo[name])
+def host_loss_functions(ctx: LintContext) -> frozenset[str]:
+    """The functions of this file spelled as a loss or a metric (`def accuracy(...)`) whose every
+    `return` gives a host value (`return [float(correct[:k].sum().cpu()) for k in topk]`, `return
+    acc.item()`): their calls are no device tensors. A module-wide fact (lint/facts.py): read off
+    the whole file's bytes, so the answer does not depend on which definitions were parsed, and an
+    edit that changes it lints the callers again."""
+    cached = getattr(ctx, "_host_loss_functions", None)
+    if cached is None:
+        data = ctx.source.whole_data
+        found = set()
+        for name in dict.fromkeys(m.group(1).decode() for m in _LOSS_FUNCTION_DEF.finditer(data)):
+            body = definition_text(data, name)
+            returns = [m.end() for m in re.finditer(rb"^[ \t]*return\b", body or b"", re.M)]
+            if returns and all(_HOST_RETURN.match(body or b"", at) for at in returns):
+                found.add(name)
+        cached = ctx._host_loss_functions = frozenset(found)
+    return cached
 
 
 def _returns_python_scalar(ctx: LintContext, name: str) -> bool:
@@ -1172,6 +1180,9 @@ def likely_device(ctx: LintContext, node: Optional[Node]) -> bool:
     the loop of a training step (one that calls `backward(` or an optimizer's `step(`: a library's
     training loop gets its device from the caller and need not name one)?"""
     device = device_of(ctx, node)
+    start = host_path_start(ctx, node) if node is not None else None
+    if start is not None and not (device is Device.CUDA and node is not None and _moved_there(ctx, node, start)):
+        return False
     if device is Device.CUDA:
         return True
     if device is not Device.UNKNOWN:
@@ -1185,6 +1196,85 @@ def likely_device(ctx: LintContext, node: Optional[Node]) -> bool:
     if node is not None and (moved_to_device_later(ctx, node) or converted_with_numpy(node)):
         return False
     return _model_output(ctx, node, 0)
+
+
+# A test that a tensor (or the machine) is on CUDA: `x.is_cuda`, `x.device.type == "cuda"`,
+# `torch.cuda.is_available()`; and its opposites
+_CUDA_TEST = re.compile(
+    rb"^(?:[\w.]+\.is_cuda|[\w.]+\.device\.type\s*==\s*['\"]cuda['\"]|(?:torch\.)?cuda\.is_available\(\))$"
+)
+_HOST_TEST = re.compile(
+    rb"^(?:not\s+[\w.]+\.is_cuda|[\w.]+\.is_cpu|[\w.]+\.device\.type\s*(?:==\s*['\"]cpu|!=\s*['\"]cuda)['\"]"
+    rb"|not\s+(?:torch\.)?cuda\.is_available\(\))$"
+)
+_SPEAKS_OF_CUDA = re.compile(rb"is_cuda|is_cpu|device\.type|is_available\(")
+
+
+def _moved_there(ctx: LintContext, node: Node, start: int) -> bool:
+    """`v_on_cuda = v.cuda()` inside `if v.device.type == "cpu":`: the value read is bound to a
+    device tensor on the host path itself (its name's binding is a `.cuda()` / `.to(...)` there)."""
+    root = strip_parens(node)
+    while root.type in ("attribute", "subscript", "call"):
+        inner = root.child_by_field_name("object") or root.child_by_field_name("value") or receiver(root)
+        if inner is None:
+            return False
+        root = strip_parens(inner)
+    binding = _binding(ctx, root) if root.type == "identifier" else None
+    value = strip_parens(binding.value) if binding is not None and binding.value is not None else None
+    if value is None or binding is None or binding.site is None or binding.site.start_byte < start:
+        return False
+    return value.type == "call" and method_name(value) in ("cuda", "to")
+
+
+def host_path_start(ctx: LintContext, node: Node) -> Optional[int]:
+    """Where the code that holds `node` starts to run only when its tensors are not on CUDA: the
+    `elif`/`else` of `if x.is_cuda:` (or the body of `if not x.is_cuda:`, `if x.device.type ==
+    "cpu":`), or what follows an `if x.is_cuda: ... return` of its function (a fast path for CUDA,
+    a reference for the rest); None when it is not so."""
+    function = next((a for a in ancestors(node) if a.type in ("function_definition", "lambda", "module")), None)
+    if function is None or function.type != "function_definition":
+        return None
+    memo = _memo(ctx, "_speaks_of_cuda")
+    if function.id not in memo:
+        memo[function.id] = _SPEAKS_OF_CUDA.search(function.text or b"") is not None
+    if not memo[function.id]:
+        return None
+    child = node
+    for parent in ancestors(node):
+        if parent == function:
+            return None
+        if parent.type in ("elif_clause", "else_clause") and parent.parent is not None:
+            tests = [parent.parent.child_by_field_name("condition")]
+            tests += [
+                c.child_by_field_name("condition") for c in parent.parent.named_children if c.type == "elif_clause"
+            ]
+            earlier = [t for t in tests if t is not None and t.start_byte < parent.start_byte]
+            if any(_CUDA_TEST.match(t.text or b"") for t in earlier):
+                return parent.start_byte
+        if parent.type == "if_statement" and child == parent.child_by_field_name("consequence"):
+            condition = parent.child_by_field_name("condition")
+            if condition is not None and _HOST_TEST.match(condition.text or b""):
+                return child.start_byte
+        if parent.type == "block":
+            before = child.prev_named_sibling
+            while before is not None:
+                if before.type == "if_statement" and _exits_on_cuda(before):
+                    return before.end_byte
+                before = before.prev_named_sibling
+        child = parent
+    return None
+
+
+def _exits_on_cuda(statement: Node) -> bool:
+    """`if x.is_cuda: ... return ...` (no `else`): the code after it runs off CUDA only."""
+    condition = statement.child_by_field_name("condition")
+    body = statement.child_by_field_name("consequence")
+    if condition is None or body is None or not _CUDA_TEST.match(condition.text or b""):
+        return False
+    if any(c.type in ("elif_clause", "else_clause") for c in statement.named_children):
+        return False
+    last = body.named_children[-1] if body.named_child_count else None
+    return last is not None and last.type in ("return_statement", "raise_statement")
 
 
 def converted_with_numpy(node: Node) -> bool:
@@ -1471,6 +1561,7 @@ def maybe_device(ctx: LintContext, node: Optional[Node]) -> bool:
     `.nonzero()`): not provably on the host, in a file that speaks of a device."""
     return likely_device(ctx, node) or (
         device_of(ctx, node) is Device.UNKNOWN
+        and not (node is not None and host_path_start(ctx, node) is not None)
         and module_mentions_device(ctx)
         and not (node is not None and in_collate_function(node))  # host tensors there unless proven
         and not (node is not None and (moved_to_device_later(ctx, node) or converted_with_numpy(node)))
@@ -1638,7 +1729,7 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             return bool(positional) and _model_output(ctx, _first_element(positional[0]), depth + 1)
         if name == "self" or bool(name) and bool(_MODEL_CALLEE.search(name.split(".")[-1])):
             return not _class_name(name.split(".")[-1])
-        if _LOSS_FUNCTION.search(name.split(".")[-1]) and not _returns_host_reads(ctx, name):
+        if _LOSS_FUNCTION.search(name.split(".")[-1]) and name not in host_loss_functions(ctx):
             # `chunked_cross_entropy(logits, targets)`: a loss (or accuracy) of a model's output
             # (not the file's own `accuracy` that returns `[float(...) for k in topk]`)
             positional, keywords = arguments(node)

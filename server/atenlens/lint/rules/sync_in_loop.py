@@ -38,6 +38,10 @@ What it does:
     batch (tests/lint/corpus_heldout), one has such a name, and the value it reads
     (`runner.batch_metrics`, handed in by the framework) has no device the file shows; the
     others are spelled `accumulate`, `update` and `__call__`, which are no evidence of a loop.
+    Code that runs only off CUDA reads no device tensor: the `elif`/`else` of `if x.is_cuda:`
+    (or of `x.device.type == "cuda"`, `torch.cuda.is_available()`), the body of `if not
+    x.is_cuda:`, and what follows `if x.is_cuda: ... return` in its function (a fast path for
+    CUDA, a reference for the rest).
     Only tensors with evidence of being on the GPU are reported (provenance.py): made or moved
     there (`.cuda()`, `.to(device)`, `device=`; an attribute `self.x` that every assignment in
     the file makes so, in any method), computed from such a tensor (also its rows, both
