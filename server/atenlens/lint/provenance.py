@@ -989,9 +989,10 @@ def makes_an_empty_tensor(factory: Node) -> bool:
     """`torch.empty(0)`, `torch.zeros((0, d))`, `torch.zeros(0, dtype=torch.int64)`: nothing to
     fill or copy."""
     factory = strip_parens(factory)
-    if factory.type != "call" or (dotted_name(callee(factory)) or "").split(".")[-1] not in _SIZED:
+    if factory.type != "call":
         return False
-    if not (dotted_name(callee(factory)) or "").startswith("torch."):
+    parts = (dotted_name(callee(factory)) or "").split(".")
+    if parts[0] != "torch" or parts[-1] not in _SIZED:
         return False
     sizes = arguments(factory)[0]
     if len(sizes) == 1 and sizes[0].type in ("tuple", "list"):
@@ -1016,14 +1017,13 @@ def is_module(ctx: LintContext, node: Optional[Node]) -> bool:
     if name is not None and name != "self" and _MODULE_OBJECT.search(name.split(".")[-1]):
         return True
     binding = _binding(ctx, node) if node.type == "identifier" else None
-    value = binding.value if binding is not None and not binding.augmented else None
-    while (
-        value is not None and strip_parens(value).type == "call" and method_name(strip_parens(value)) in ("to", "cuda")
-    ):
-        value = receiver(strip_parens(value))
-    if value is None or strip_parens(value).type != "call":
+    value = strip_parens(binding.value) if binding is not None and binding.value is not None else None
+    while value is not None and value.type == "call" and method_name(value) in ("to", "cuda"):
+        inner = receiver(value)  # `nn.Linear(8, 8).to(device)`: the module moved
+        value = strip_parens(inner) if inner is not None else None
+    if value is None or value.type != "call" or binding is None or binding.augmented:
         return False
-    parts = (dotted_name(callee(strip_parens(value))) or "").split(".")
+    parts = (dotted_name(callee(value)) or "").split(".")
     return len(parts) >= 2 and parts[-2] == "nn" and _class_name(parts[-1])
 
 
@@ -1180,13 +1180,13 @@ def likely_device(ctx: LintContext, node: Optional[Node]) -> bool:
     the loop of a training step (one that calls `backward(` or an optimizer's `step(`: a library's
     training loop gets its device from the caller and need not name one)?"""
     device = device_of(ctx, node)
+    if device is not Device.CUDA and device is not Device.UNKNOWN:
+        return False
     start = host_path_start(ctx, node) if node is not None else None
     if start is not None and not (device is Device.CUDA and node is not None and _moved_there(ctx, node, start)):
         return False
     if device is Device.CUDA:
         return True
-    if device is not Device.UNKNOWN:
-        return False
     if not module_mentions_device(ctx) and (
         node is None or not (_in_training_step(ctx, node) or _in_training_class(ctx, node))
     ):
@@ -1210,15 +1210,22 @@ _HOST_TEST = re.compile(
 _SPEAKS_OF_CUDA = re.compile(rb"is_cuda|is_cpu|device\.type|is_available\(")
 
 
+def _named_root(node: Node) -> Node:
+    """The name a value is read from through subscripts and attributes (`labels` of
+    `labels[i].data`); the expression itself when it is no such chain."""
+    root = strip_parens(node)
+    while root.type in ("subscript", "attribute"):
+        inner = root.child_by_field_name("value" if root.type == "subscript" else "object")
+        if inner is None:
+            return root
+        root = strip_parens(inner)
+    return root
+
+
 def _moved_there(ctx: LintContext, node: Node, start: int) -> bool:
     """`v_on_cuda = v.cuda()` inside `if v.device.type == "cpu":`: the value read is bound to a
     device tensor on the host path itself (its name's binding is a `.cuda()` / `.to(...)` there)."""
-    root = strip_parens(node)
-    while root.type in ("attribute", "subscript", "call"):
-        inner = root.child_by_field_name("object") or root.child_by_field_name("value") or receiver(root)
-        if inner is None:
-            return False
-        root = strip_parens(inner)
+    root = _named_root(node)
     binding = _binding(ctx, root) if root.type == "identifier" else None
     value = strip_parens(binding.value) if binding is not None and binding.value is not None else None
     if value is None or binding is None or binding.site is None or binding.site.start_byte < start:
@@ -1230,7 +1237,15 @@ def host_path_start(ctx: LintContext, node: Node) -> Optional[int]:
     """Where the code that holds `node` starts to run only when its tensors are not on CUDA: the
     `elif`/`else` of `if x.is_cuda:` (or the body of `if not x.is_cuda:`, `if x.device.type ==
     "cpu":`), or what follows an `if x.is_cuda: ... return` of its function (a fast path for CUDA,
-    a reference for the rest); None when it is not so."""
+    a reference for the rest); None when it is not so. Asked by `likely_device` and again by
+    `maybe_device`: remembered per node."""
+    memo = _memo(ctx, "_host_path_memo")
+    if node.id not in memo:
+        memo[node.id] = _host_path_start(ctx, node)
+    return memo[node.id]
+
+
+def _host_path_start(ctx: LintContext, node: Node) -> Optional[int]:
     function = next((a for a in ancestors(node) if a.type in ("function_definition", "lambda", "module")), None)
     if function is None or function.type != "function_definition":
         return None
@@ -1308,11 +1323,7 @@ def moved_to_device_later(ctx: LintContext, node: Node) -> bool:
     if root.type in ("comparison_operator", "binary_operator"):
         # `labels[i][j] != pad_id`, `labels[i] == eos_id`: a comparison of the value
         return any(moved_to_device_later(ctx, c) for c in root.named_children)
-    while root.type in ("subscript", "attribute"):
-        inner = root.child_by_field_name("value" if root.type == "subscript" else "object")
-        if inner is None:
-            return False
-        root = strip_parens(inner)
+    root = _named_root(root)
     if root.type != "identifier":
         return False
     name = text(root)
@@ -1714,12 +1725,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             owner = receiver(node)
             if method not in MODULE_METHODS and not method.lstrip("_").startswith("get_") and _spelled_model(owner):
                 return True  # `self.policy.evaluate_actions(obs, actions)`: a model's own method
-            if _LOSS_FUNCTION.search(method):
-                # `metrics.accuracy(outputs, pids)`: a loss or metric function of a module, given a
-                # model's output
-                positional, keywords = arguments(node)
-                if any(_model_output(ctx, a, depth + 1) for a in [*positional, *keywords.values()]):
-                    return True
+            if _LOSS_FUNCTION.search(method) and _given_a_model_output(ctx, node, depth):
+                return True  # `metrics.accuracy(outputs, pids)`: a module's loss or metric function
             return _model_output(ctx, owner, depth + 1)
         if name == "sum":
             # `0.5 * sum(F.mse_loss(q, target) for q in q_values)`: a loss summed over terms
@@ -1732,10 +1739,16 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         if _LOSS_FUNCTION.search(name.split(".")[-1]) and name not in host_loss_functions(ctx):
             # `chunked_cross_entropy(logits, targets)`: a loss (or accuracy) of a model's output
             # (not the file's own `accuracy` that returns `[float(...) for k in topk]`)
-            positional, keywords = arguments(node)
-            return any(_model_output(ctx, a, depth + 1) for a in [*positional, *keywords.values()])
+            return _given_a_model_output(ctx, node, depth)
         return False
     return False
+
+
+def _given_a_model_output(ctx: LintContext, call: Node, depth: int) -> bool:
+    """Is one of `call`'s arguments a model's output (a loss or metric function computes a tensor
+    where its inputs are)?"""
+    positional, keywords = arguments(call)
+    return any(_model_output(ctx, a, depth + 1) for a in [*positional, *keywords.values()])
 
 
 def _returned_by_a_call(ctx: LintContext, value: Optional[Node]) -> bool:
@@ -1795,16 +1808,17 @@ def _backward_of(ctx: LintContext, name: Node) -> bool:
     return (name.text or b"") in names
 
 
-# `.backward()` / `.backward(retain_graph=True)`, not `fabric.backward(loss)` or
-# `accelerator.backward(loss)`, whose receiver is a framework handed the loss (a literal start:
-# `re` searches it as a string)
 def _file_calls_backward(ctx: LintContext) -> bool:
+    """A byte search of the file, once: most files call no `backward(` at all."""
     cached = getattr(ctx, "_calls_backward", None)
     if cached is None:
         cached = ctx._calls_backward = b"backward(" in ctx.source.whole_data
     return bool(cached)
 
 
+# `.backward()` / `.backward(retain_graph=True)`, not `fabric.backward(loss)` or
+# `accelerator.backward(loss)`, whose receiver is a framework handed the loss (a literal start:
+# `re` searches it as a string)
 _BACKWARD_CALL = re.compile(rb"\.\s*backward\(\s*(?:\)|\w+\s*=(?!=))")
 # `fabric.backward(err)`, `accelerator.backward(total, ...)`, `torch.autograd.backward(err)`: the
 # name handed over is the loss

@@ -651,18 +651,13 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
     when the loop takes no training step, or stored under a key, maybe through one host function
     (`results[prop] = t.cpu().numpy()`, `masks[k] = csc_matrix.dot(v.cpu().numpy(), m)`), in a
     loop that takes none? The usual way to keep evaluation results."""
-    node = _host_copy(call)
-    parent = node.parent
-    if parent is not None and parent.type == "argument_list" and parent.parent is not None:
-        # (`out[..., y:y + t].copy_(tile.cpu())`: into a host buffer that keeps the result)
-        if method_name(parent.parent) in ("append", "extend", "copy_"):
-            # (a loss history kept in a loop that takes a training step is a wait per step)
-            return loop is None or not _takes_training_step(loop)
-    node = _through_host_function(node)
+    node = _through_host_function(_host_copy(call))
     parent = node.parent
     outer = parent.parent if parent is not None and parent.type == "argument_list" else None
-    if outer is not None and method_name(outer) in ("append", "extend"):
-        # `rows.append(Row(embedding=p.tolist()))`, `out.append(csc_matrix.dot(t.cpu().numpy(), m))`
+    if outer is not None and method_name(outer) in _KEEPING_METHODS:
+        # `outputs.append(t.cpu())`, `rows.append(Row(embedding=p.tolist()))`,
+        # `out.append(csc_matrix.dot(t.cpu().numpy(), m))`, `out[..., y:y + t].copy_(tile.cpu())`
+        # (a loss history kept in a loop that takes a training step is a wait per step)
         return loop is None or not _takes_training_step(loop)
     if _stored_in_item(node) and loop is not None:
         return not _takes_training_step(loop)
@@ -708,9 +703,13 @@ def _through_host_function(node: Node) -> Node:
     name = dotted_name(callee(outer)) or ""
     if method_name(outer) is None and not name[:1].isupper():
         return node  # (a method of a host object, or a class: `csc_matrix.dot(...)`, `Row(...)`)
-    if name.startswith(("torch.", "self.")) or method_name(outer) in ("append", "extend"):
+    if name.startswith(("torch.", "self.")) or method_name(outer) in _KEEPING_METHODS:
         return node
     return outer
+
+
+# Methods that keep what they are handed: a list's, or a host buffer's `copy_`
+_KEEPING_METHODS = ("append", "extend", "copy_")
 
 
 def _host_copy(call: Node) -> Node:

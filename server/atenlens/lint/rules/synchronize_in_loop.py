@@ -83,31 +83,12 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             continue
         name = text(callee(call))
         waited = "all GPU work" if is_device_synchronize(ctx, call) else "the GPU"
-        copy_row = _async_copy_before(call, how.loop)
-        if copy_row is not None:
+        purpose = _on_purpose(call, how.loop)
+        if purpose is not None:
+            where, reason = purpose
             yield ctx.finding(
                 Code.SYNC_API,
-                f"`{name}()` inside a loop: the host waits for {waited} {how.how_often}, on purpose: it "
-                f"completes the `non_blocking` copy of line {copy_row} before the host uses its buffers",
-                call,
-                severity="information",
-            )
-            continue
-        if _frees_memory_next(call):
-            yield ctx.finding(
-                Code.SYNC_API,
-                f"`{name}()` inside a loop: the host waits for {waited} {how.how_often}, on purpose: "
-                "`empty_cache()` right after it returns the memory of the finished work (a chunked "
-                "loop that bounds its peak memory)",
-                call,
-                severity="information",
-            )
-            continue
-        if _guarded_by_try(call, how.loop):
-            yield ctx.finding(
-                Code.SYNC_API,
-                f"`{name}()` inside a `try` in a loop: the host waits for {waited} {how.how_often}, "
-                "on purpose: an asynchronous CUDA error is raised here, inside the `try`",
+                f"`{name}()` {where}: the host waits for {waited} {how.how_often}, on purpose: {reason}",
                 call,
                 severity="information",
             )
@@ -118,6 +99,24 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             call,
             severity="warning" if how.every_iteration else "information",
         )
+
+
+def _on_purpose(call: Node, loop: Node) -> Optional[tuple[str, str]]:
+    """Where the synchronize is and why it is there on purpose (information), or None."""
+    copy_row = _async_copy_before(call, loop)
+    if copy_row is not None:
+        return (
+            "inside a loop",
+            f"it completes the `non_blocking` copy of line {copy_row} before the host uses its buffers",
+        )
+    if _frees_memory_next(call):
+        return "inside a loop", (
+            "`empty_cache()` right after it returns the memory of the finished work (a chunked loop that bounds "
+            "its peak memory)"
+        )
+    if _guarded_by_try(call, loop):
+        return "inside a `try` in a loop", "an asynchronous CUDA error is raised here, inside the `try`"
+    return None
 
 
 def _async_copy_before(call: Node, loop: Node) -> Optional[int]:
