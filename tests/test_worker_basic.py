@@ -105,3 +105,16 @@ def test_many_traces_leak_no_descriptors_and_no_memory(worker):
     wait_until(idle, "the worker did not finish with its child")
     assert open_descriptors() == descriptors
     assert resident_kb() - memory < 1024  # the traces ran in children; the worker did not grow
+
+
+@pytest.mark.parametrize(
+    ("budget", "killed_after"),
+    [(1, 6.0), (15, 20.0), (30, 40.0), (120, 150.0), (600, 630.0), (float("inf"), 24 * 3600.0 + 30.0)],
+)
+def test_the_hard_kill_leaves_a_long_trace_time_to_write_its_report(budget, killed_after):
+    """A trace stopped by its budget still has to turn up to 20,000 events into a report; the
+    kill for code that ignores the budget comes a third of the budget later (5 s to 30 s)."""
+    from atenlens.report import TraceRequest
+    from atenlens.worker.limits import hard_timeout
+
+    assert hard_timeout(TraceRequest(file=TINY, qualname="linear_step", timeout_seconds=budget)) == killed_after
