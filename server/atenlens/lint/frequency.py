@@ -111,6 +111,14 @@ def frequency(node: Node) -> Frequency:
         return Frequency(None, False, "once (the loop runs once)")
     if _is_epoch_loop(loop):
         return Frequency(loop, False, "once per epoch")
+    inner = _inner_training_loop(loop)
+    if inner is not None:
+        return Frequency(
+            loop,
+            False,
+            f"once per pass of the training loop on line {inner.start_point[0] + 1} "
+            "(each iteration of this loop runs that loop's training steps, then this)",
+        )
     if _is_retry_loop(loop):
         return Frequency(loop, False, "once per attempt of a retry loop (it stops at the first success)")
     if _is_collector_loop(loop):
@@ -262,6 +270,11 @@ def _throttling_if(node: Node, loop: Node, with_step: bool) -> Optional[Node]:
     for parent in ancestors(node):
         if parent == loop or parent.type in SCOPE_TYPES:
             return None
+        if parent.type == "boolean_operator" and not with_step and child == parent.child_by_field_name("right"):
+            # `if i == 0 and finish.any():`: `and` evaluates its right side only when the left holds
+            left = parent.child_by_field_name("left")
+            if left is not None and text(parent.child_by_field_name("operator")) == "and" and is_throttle(left):
+                return left
         if parent.type in ("if_statement", "elif_clause"):
             condition = parent.child_by_field_name("condition")
             body = parent.child_by_field_name("consequence")
@@ -493,11 +506,33 @@ def _literal_iterations(loop: Node) -> Optional[int]:
     if loop.type != "for_statement":
         return None
     iterable = loop.child_by_field_name("right")
-    if iterable is None:
-        return None
+    return _literal_length(iterable) if iterable is not None else None
+
+
+# Iterate their argument once, element by element: `enumerate((33, 44, 55))` runs 3 times
+_SAME_LENGTH = ("enumerate", "reversed", "sorted", "list", "tuple")
+
+
+def _literal_length(iterable: Node) -> Optional[int]:
+    """How many elements a literal iterable has: a list or tuple display, `range` of integer
+    literals, and those through `enumerate`/`reversed`/`sorted` or `zip` (the shortest)."""
+    if iterable.type == "parenthesized_expression" and iterable.named_child_count == 1:
+        return _literal_length(iterable.named_children[0])
     if iterable.type in ("list", "tuple"):
-        return len([c for c in iterable.named_children if c.type != "comment"])
-    if iterable.type == "call" and dotted_name(callee(iterable)) == "range":
+        elements = [c for c in iterable.named_children if c.type != "comment"]
+        return None if any(c.type == "list_splat" for c in elements) else len(elements)
+    name = dotted_name(callee(iterable)) if iterable.type == "call" else None
+    if name in _SAME_LENGTH or name == "zip":
+        positional, _ = arguments(iterable)
+        if name == "enumerate":
+            positional = positional[:1]  # its second argument is where the count starts
+        if not positional or (name != "zip" and len(positional) != 1):
+            return None
+        lengths = [_literal_length(p) for p in positional]
+        known = [n for n in lengths if n is not None]
+        # zip stops at its shortest argument: one literal bounds it, whatever the others hold
+        return min(known) if known and (name == "zip" or len(known) == len(lengths)) else None
+    if name == "range":
         positional, _ = arguments(iterable)
         if not positional or not all(p.type == "integer" for p in positional):
             return None
@@ -604,6 +639,41 @@ def _is_epoch_loop(loop: Node) -> bool:
         part is not None and bool(_EPOCH.search(text(part))) and not _WITHIN_EPOCH.search(text(part))
         for part in (target, _iterated(iterable))
     )
+
+
+def _inner_training_loop(loop: Node) -> Optional[Node]:
+    """The loop inside `loop` that takes the training steps when `loop` itself takes none: `for
+    update in range(num_updates): for epoch in range(k): for mb in minibatches: loss.backward();
+    optimizer.step()`, then `writer.add_scalar("loss", loss.item())` once per update."""
+    body = loop.child_by_field_name("body")
+    if body is None or not _counts_passes(loop):
+        return None
+    inner: list[Node] = []
+    stack = list(body.named_children)
+    while stack:
+        node = stack.pop()
+        if node.type in ("for_statement", "while_statement"):
+            inner.append(node)
+        elif node.type not in SCOPE_TYPES:
+            stack.extend(node.named_children)
+    training = [n for n in inner if TRAINING_STEP.search(n.text or b"")]
+    if not training:
+        return None
+    own = body.text or b""
+    for n in sorted(inner, key=lambda n: n.start_byte, reverse=True):  # the loop's own code, less its loops
+        start, end = n.start_byte - body.start_byte, n.end_byte - body.start_byte
+        own = own[:start] + own[end:]
+    return None if TRAINING_STEP.search(own) else min(training, key=lambda n: n.start_byte)
+
+
+def _counts_passes(loop: Node) -> bool:
+    """`for update in range(num_updates)`, `while step < total:`: a loop that counts, not one over
+    data (`for k, batch in enumerate(true_batches):` with a truncated-BPTT loop inside takes one
+    training step per batch)."""
+    if loop.type == "while_statement":
+        return True
+    iterated = _iterated(loop.child_by_field_name("right"))
+    return iterated is not None and iterated.type == "call" and dotted_name(callee(iterated)) in ("range", "trange")
 
 
 def _counts_epochs(loop: Node) -> bool:

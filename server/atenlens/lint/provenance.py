@@ -974,8 +974,19 @@ def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple
             return _tensor_rows(ctx, iterable, depth) if not path else Device.UNKNOWN
         return _loop_element_device(ctx, binding.value, path, depth + 1)
     if iterable.type in ("list", "tuple"):
-        items = [device_of(ctx, c, depth + 1) for c in iterable.named_children if c.type != "comment"]
-        return items[0] if items and len(set(items)) == 1 and not path else Device.UNKNOWN
+        elements = [c for c in iterable.named_children if c.type != "comment"]
+        if len(path) == 1:
+            # `for head_groups, ffn_heads in ((1, 1), (2, 4)):` the same part of each literal row
+            literal_rows = [[x for x in strip_parens(c).named_children if x.type != "comment"] for c in elements]
+            if not all(strip_parens(c).type in ("tuple", "list") for c in elements) or any(
+                path[0] >= len(row) for row in literal_rows
+            ):
+                return Device.UNKNOWN
+            elements = [row[path[0]] for row in literal_rows]
+        elif path:
+            return Device.UNKNOWN
+        items = [device_of(ctx, c, depth + 1) for c in elements]
+        return items[0] if items and len(set(items)) == 1 else Device.UNKNOWN
     if iterable.type in ("subscript", "attribute", "binary_operator", "comparison_operator"):
         return _tensor_rows(ctx, iterable, depth)  # `for row in scores[mask]:` rows of a tensor
     return Device.UNKNOWN
@@ -1638,6 +1649,11 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
                 and not _COUNTER_NAME.search(text(node))
             )
             return training or _iterates_model_output(ctx, iterable, binding.path, depth)
+        if binding.augmented and loss_named and binding.site is not None:
+            statement = binding.site.parent
+            added = statement.child_by_field_name("right") if statement is not None else None
+            if added is not None and device_of(ctx, added, depth + 1) is Device.HOST:
+                return False  # `tr_loss += loss.item()`: a sum of numbers
         if binding.augmented and not loss_named and binding.site is not None:
             # `lprobs += probs`: the tensor bound before the statement, updated in place (read at
             # the statement's target, where the binding before applies)
@@ -1740,8 +1756,33 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             # `chunked_cross_entropy(logits, targets)`: a loss (or accuracy) of a model's output
             # (not the file's own `accuracy` that returns `[float(...) for k in topk]`)
             return _given_a_model_output(ctx, node, depth)
-        return False
+        return _aliases_a_model(ctx, callee(node))
     return False
+
+
+# Functions that hand back (a copy of) what they are given: `default(a, b)`, `unwrap_model(m)`
+_RETURNS_AN_ARGUMENT = re.compile(r"(?:^|\.)(?:default|unwrap\w*|deepcopy|first|coalesce)$")
+
+
+def _aliases_a_model(ctx: LintContext, function: Optional[Node]) -> bool:
+    """Is `function` a local name bound to a model: `eval_model = self.model`, `net = self.ema if
+    use_ema else self.model`, `eval_model = default(self.ema_model, self.model)`? (Spelled alone,
+    `eval_model(m, data)` is a function that evaluates one and returns a score.)"""
+    if function is None or function.type != "identifier":
+        return False
+    binding = _binding(ctx, function)
+    value = strip_parens(binding.value) if binding is not None and binding.value is not None else None
+    if value is None:
+        return False
+    if value.type == "call":
+        if not _RETURNS_AN_ARGUMENT.search(dotted_name(callee(value)) or ""):
+            return False  # (`getattr(device_module, "memory_reserved")` is a function of a module)
+        candidates = arguments(value)[0]  # `default(self.ema_model, self.model)`, `unwrap(model)`
+    elif value.type in ("conditional_expression", "boolean_operator"):
+        candidates = list(value.named_children)
+    else:
+        candidates = [value]
+    return any(c.type in ("identifier", "attribute") and _spelled_model(c) for c in candidates)
 
 
 def _given_a_model_output(ctx: LintContext, call: Node, depth: int) -> bool:

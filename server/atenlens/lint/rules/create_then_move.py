@@ -70,6 +70,7 @@ from atenlens.lint.provenance import (
     to_device_argument,
 )
 from atenlens.lint.registry import Rule
+from atenlens.lint.source import ancestors
 from atenlens.lint.syntax import arguments, callee, dotted_name, has_splat, method_name, receiver, text
 
 # Not `torch.tensor` / `torch.as_tensor`: their data comes from the host either way, and
@@ -156,7 +157,16 @@ def _given_sizes(call: Node) -> bool:
     if only.type == "integer" or (only.type == "call" and method_name(only) == "size"):
         return True
     name = dotted_name(only)  # `torch.Tensor(self.beam_size)`, `torch.LongTensor(num_rows)`: spelled as a size
-    return name is not None and _SIZE_NAME.search(name.split(".")[-1]) is not None
+    return name is not None and _SIZE_NAME.search(name.split(".")[-1]) is not None and not _a_list(only, name)
+
+
+def _a_list(node: Node, name: str) -> bool:
+    """Is `name` a list in the function around `node` (`lens = []`, `lens.append(n)`): the lengths
+    of a batch's items are data, whatever the spelling (`torch.LongTensor(reference_mel_len)`)?"""
+    scope = next((a for a in ancestors(node) if a.type == "function_definition"), None)
+    source = (scope.text if scope is not None else None) or b""
+    word = re.escape(name.encode())
+    return re.search(rb"(?<![\w.])" + word + rb"\s*(?:=\s*\[|\.(?:append|extend)\()", source) is not None
 
 
 _SIZE_NAME = re.compile(r"size|^n_|^num_|_len$|^length$|_count$|^dim$", re.I)

@@ -7,7 +7,8 @@ What it does:
     `.item()`, `.tolist()`, a blocking `.cpu()`; `float(t)`, `int(t)`, `bool(t)`, `str(t)`;
     a tensor as a condition (`if torch.isnan(loss) or torch.isinf(loss):`, `if mask.any():`,
     `while t:`, `x if t else y`, `[i for i, k in enumerate(mask) if k]`, `assert t`); printing or formatting it (`print(loss)`, `f"{loss}"`,
-    `"loss=%.4f" % loss`); and
+    `"loss=%.4f" % loss`), logging it with TensorBoard's `writer.add_scalar(tag, loss, step)`
+    (the writer copies it to the host as a number); and
     operations whose output shape depends on the data (`.nonzero()`, `torch.nonzero`,
     `.unique()`, `torch.where(mask)` with one argument, `torch.masked_select`, `.argwhere()`,
     reading `x[mask]` with a boolean mask); a boolean-mask assignment whose value is a tensor on
@@ -203,7 +204,7 @@ DATA_DEPENDENT_FUNCTIONS = frozenset(
     {"torch.nonzero", "torch.unique", "torch.argwhere", "torch.masked_select", "torch.unique_consecutive"}
 )
 SCALER_NAME = re.compile(r"(?:^|_)scaler$", re.I)
-CALLS = frozenset(SYNC_METHODS + CONVERSIONS + DATA_DEPENDENT_METHODS + ("where", "print", "step"))
+CALLS = frozenset(SYNC_METHODS + CONVERSIONS + DATA_DEPENDENT_METHODS + ("where", "print", "step", "add_scalar"))
 _KEYWORDS = re.compile(rb"\b(if|elif|while|assert)\b")
 _FSTRING = re.compile(rb"\b[fFrR]{0,2}[fF][rR]?(?=[\"'])")
 _SUBSCRIPT = re.compile(rb"[\w)\]]\s*(\[)")
@@ -230,6 +231,7 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     yield from _method_reads(ctx)
     yield from _conversions(ctx)
     yield from _prints(ctx)
+    yield from _logged_scalars(ctx)
     yield from _data_dependent(ctx)
     yield from _conditions(ctx)
     yield from _nonfinite_checks(ctx)
@@ -663,6 +665,9 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
         return not _takes_training_step(loop)
     if parent is not None and parent.type == "list_comprehension" and parent.named_children[0] == node:
         return True
+    if parent is not None and parent.type == "pair" and parent.child_by_field_name("value") == node:
+        # `outputs.append({k: v.cpu() for k, v in out.items()})`: a dict of copies
+        return parent.parent is not None and parent.parent.type == "dictionary_comprehension"
     if parent is None or parent.type != "assignment" or parent.child_by_field_name("right") != node:
         return False
     target = parent.child_by_field_name("left")
@@ -785,6 +790,21 @@ def _prints(ctx: LintContext) -> Iterator[Finding]:
         if shown is None:
             continue
         finding = _report(ctx, f"printing a CUDA tensor (`{_short(shown)}`)", call)
+        if finding is not None:
+            yield finding
+
+
+def _logged_scalars(ctx: LintContext) -> Iterator[Finding]:
+    """`writer.add_scalar("loss", loss, step)` of a CUDA tensor: TensorBoard's SummaryWriter turns
+    the value into a number on the host (`make_np`: `.cpu().numpy()`), a wait like `.item()`."""
+    for call in ctx.calls_in_loops("add_scalar"):
+        if method_name(call) != "add_scalar" or not ctx.in_loop(call):
+            continue
+        positional, keywords = arguments(call)
+        value = positional[1] if len(positional) > 1 else keywords.get("scalar_value")
+        if value is None or not likely_device(ctx, value):
+            continue
+        finding = _report(ctx, f"logging a CUDA tensor (`{_short(value)}`) with `add_scalar`", call)
         if finding is not None:
             yield finding
 

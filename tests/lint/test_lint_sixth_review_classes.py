@@ -1,0 +1,271 @@
+"""Classes of error found by the sixth whole-tree review (tests/lint/corpus_real/WHOLE_TREES.md
+"Sixth review") and left from the fifth, each with a small program and the exact findings: line,
+column (0-based), code, severity and message. Each program is also linted without the prefilter
+(every definition parsed), which must give the same findings."""
+
+from __future__ import annotations
+
+from textwrap import dedent
+
+from atenlens.lint.engine import lint_source_strict
+
+Row = tuple[int, int, str, str, str]
+
+
+def findings(source: str) -> list[Row]:
+    found = [(f.line, f.column, f.code, f.severity, f.message) for f in lint_source_strict(source)]
+    unfiltered = [
+        (f.line, f.column, f.code, f.severity, f.message) for f in lint_source_strict(source, prefilter=False)
+    ]
+    assert found == unfiltered
+    return found
+
+
+SHORT_CIRCUIT = dedent(
+    """\
+    import torch
+
+
+    def generate(model, input_ids, max_new_tokens, eos):
+        finish = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        for i in range(max_new_tokens):
+            logits = model(input_ids)
+            idx_next = torch.multinomial(logits.softmax(-1), 1)
+            finish.logical_or_(idx_next.eq(eos).any(1))
+            if i == 0 and finish.any():
+                break
+            if finish.all() and i > 0:
+                break
+            input_ids = torch.cat([input_ids, idx_next], 1)
+        return input_ids
+    """
+)
+
+
+def test_a_read_after_a_throttle_in_an_and_runs_only_when_the_throttle_holds() -> None:
+    """`if i == 0 and finish.any():` reads on the first iteration only (`and` short-circuits); the
+    read written first, `finish.all() and i > 0`, runs every iteration."""
+    assert findings(SHORT_CIRCUIT) == [
+        (
+            10,
+            22,
+            "AL100",
+            "information",
+            "a CUDA tensor as a condition (`finish.any()`) inside a loop: the host waits for the GPU only on "
+            "iterations where `i == 0`",
+        ),
+        (
+            12,
+            11,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a condition (`finish.all()`) inside a loop: the host waits for the GPU on every "
+            "iteration",
+        ),
+    ]
+
+
+LITERAL_LOOPS = dedent(
+    """\
+    import torch
+
+
+    def replay(graph, static_in, static_out, make, reference, failures):
+        for i, seed in enumerate((33, 44, 55)):
+            static_in.copy_(make(seed))
+            graph.replay()
+            torch.cuda.synchronize()
+        for seed, name in zip([1, 2], names_from_elsewhere()):
+            graph.replay()
+            torch.cuda.synchronize()
+        for seed in sorted(seeds_from_elsewhere()):
+            graph.replay()
+            torch.cuda.synchronize()
+    """
+)
+
+
+def test_a_loop_over_a_literal_through_enumerate_or_zip_runs_as_often_as_the_literal_has_items() -> None:
+    assert findings(LITERAL_LOOPS) == [
+        (
+            8,
+            8,
+            "AL101",
+            "information",
+            "`torch.cuda.synchronize()` inside a loop: the host waits for all GPU work 3 times (the loop runs 3 times)",
+        ),
+        (
+            11,
+            8,
+            "AL101",
+            "information",
+            "`torch.cuda.synchronize()` inside a loop: the host waits for all GPU work 2 times (the loop runs 2 times)",
+        ),
+        (
+            14,
+            8,
+            "AL101",
+            "warning",
+            "`torch.cuda.synchronize()` inside a loop: the host waits for all GPU work on every iteration",
+        ),
+    ]
+
+
+MODEL_ALIAS = dedent(
+    """\
+    import torch
+
+
+    class Trainer:
+        def evaluate(self):
+            eval_model = self.ema_model if self.use_ema else self.model
+            total = 0.0
+            for batch in self.test_dataloader:
+                test_loss, breakdown = eval_model(**batch.to(self.device))
+                total += test_loss.item()
+            return total
+
+        def evaluate_default(self):
+            eval_model = default(self.ema_model, self.model)
+            for batch in self.test_dataloader:
+                print(eval_model(batch.to(self.device)).item())
+
+        def memory(self, ids):
+            memory_reserved = getattr(self.device_module, "memory_reserved", None)
+            return {i: int(memory_reserved(i)) for i in ids}
+    """
+)
+
+
+def test_a_local_name_bound_to_a_model_is_called_as_one() -> None:
+    """`eval_model = self.ema_model if ... else self.model`: its output is the model's (spelled
+    alone, `eval_model(m, data)` evaluates one and returns a score); `getattr(module, ...)` of a
+    module is not a model."""
+    assert findings(MODEL_ALIAS) == [
+        (
+            10,
+            31,
+            "AL100",
+            "warning",
+            "`.item()` inside a loop: the host waits for the GPU on every iteration",
+        ),
+        (
+            16,
+            52,
+            "AL100",
+            "warning",
+            "`.item()` inside a loop: the host waits for the GPU on every iteration",
+        ),
+    ]
+
+
+HOST_ROWS_AND_LISTS = dedent(
+    """\
+    import torch
+    from torch import nn
+
+    if __name__ == "__main__":
+        for head_groups, ffn_heads in ((1, 1), (2, 4), (4, 2)):
+            model = nn.Linear(32, 10).cuda()
+            logits = model(torch.randn(2, 32, device="cuda"))
+            logits.sum().backward()
+            label = "shared" if head_groups == 1 else f"{head_groups} groups"
+            print(f"ok ({label}, ffn_heads = {ffn_heads})")
+
+
+    class Model:
+        def execute(self, requests):
+            reference_mel_len = []
+            for request in requests:
+                reference_mel_len.append(request.shape[1])
+            lens = torch.LongTensor(reference_mel_len).to(self.device)
+            sizes = torch.LongTensor(self.max_len).to(self.device)
+            return lens, sizes
+    """
+)
+
+
+def test_rows_of_a_literal_are_numbers_and_a_list_spelled_as_a_length_is_data() -> None:
+    """The parts of `for a, b in ((1, 1), (2, 4)):` are ints even in a loop that calls
+    `.backward()`; `torch.LongTensor(lens)` of a list the function appends to copies data (no
+    fix to offer), while `torch.LongTensor(self.max_len)` allocates by size on the CPU."""
+    assert findings(HOST_ROWS_AND_LISTS) == [
+        (
+            19,
+            47,
+            "AL302",
+            "warning",
+            "`torch.LongTensor(...)` is created on the CPU and then copied to the device: create it there with "
+            "`device=`",
+        ),
+    ]
+
+
+LOGGING_AND_PASSES = dedent(
+    """\
+    import torch
+
+
+    def train(agent, envs, optimizer, writer, num_updates, update_epochs, minibatches, device):
+        tr_loss = 0.0
+        for update in range(1, num_updates + 1):
+            for epoch in range(update_epochs):
+                for mb in minibatches:
+                    loss = agent.loss(mb.to(device))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    tr_loss += loss.item()
+                    writer.add_scalar("losses/step", loss, update)
+            writer.add_scalar("losses/value_loss", loss.item(), update)
+            writer.add_scalar("losses/running", tr_loss / update, update)
+
+
+    def generate(self, style_list, cond_list):
+        gen = self.generator
+        outputs = []
+        for style, cond in zip(style_list, cond_list):
+            output = gen(style.to(self.device), cond)
+            outputs.append({k: v.cpu() for k, v in output.items()})
+        return outputs
+    """
+)
+
+
+def test_tensorboard_logging_and_reads_once_per_pass_of_an_inner_training_loop() -> None:
+    """`writer.add_scalar(tag, loss, step)` copies a CUDA loss to the host each step; a read in a
+    counting loop after the inner loop that takes the training steps runs once per pass of it; a
+    loss-named sum of `.item()` reads is a number; a dict of copies appended is a result kept."""
+    assert findings(LOGGING_AND_PASSES) == [
+        (
+            13,
+            32,
+            "AL100",
+            "warning",
+            "`.item()` inside a loop: the host waits for the GPU on every iteration",
+        ),
+        (
+            14,
+            16,
+            "AL100",
+            "warning",
+            "logging a CUDA tensor (`loss`) with `add_scalar` inside a loop: the host waits for the GPU on every "
+            "iteration",
+        ),
+        (
+            15,
+            52,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU once per pass of the training loop on line 7 "
+            "(each iteration of this loop runs that loop's training steps, then this)",
+        ),
+        (
+            24,
+            29,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU on every iteration, collecting results on the host "
+            "(`outputs.append(t.cpu())`: one copy per batch, as intended)",
+        ),
+    ]
