@@ -29,6 +29,7 @@ ROUND_8 = ("allennlp__", "espnet__", "k_diffusion__", "pythae__", "pytorch_wided
 ROUND_9 = ("opennmt_py__", "open_flamingo__", "stanza__", "fairseq__", "simpletransformers__")
 ROUND_10 = ("stylegan2_pytorch__", "lightweight_gan__", "dalle_pytorch__", "nerfstudio__", "trainer__")
 ROUND_11 = ("lerobot__", "torchreid__", "parlai__", "pytorch_pfn_extras__", "learn2learn__")
+ROUND_12 = ("sockeye__", "torchbearer__", "colbert_ai__", "momentfm__", "uni2ts__")
 
 
 def labels(path: Path) -> dict[tuple[int, str], str]:
@@ -129,10 +130,12 @@ def test_precision_and_recall_on_held_out_code_do_not_fall() -> None:
     ninth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_9)]
     tenth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_10)]
     eleventh = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_11)]
-    later = fourth + fifth + sixth + seventh + eighth + ninth + tenth + eleventh
+    twelfth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_12)]
+    later = fourth + fifth + sixth + seventh + eighth + ninth + tenth + eleventh + twelfth
     first = [p for p in HELD_OUT_FILES if p not in later]
     assert len(first) == 56 and len(fourth) == 12 and len(fifth) == 3 and len(sixth) == 5 and len(seventh) == 7
     assert len(eighth) == 14 and len(ninth) == 14 and len(tenth) == 13 and len(eleventh) == 13
+    assert len(twelfth) == 16
     precision, recall = measure(first, "corpus_heldout, rounds 1-3")
     assert precision >= 1.0 and recall >= 0.86  # 45/45, 26/30
     precision, recall = measure(fourth, "corpus_heldout, round 4")
@@ -157,11 +160,15 @@ def test_precision_and_recall_on_held_out_code_do_not_fall() -> None:
     precision, recall = measure(eleventh, "corpus_heldout, round 11")
     # 26/28, 25/36 (first run, labels committed before it in c57569a and not changed after it: 16/19, 16/36)
     assert precision >= 0.92 and recall >= 0.69
+    precision, recall = measure(twelfth, "corpus_heldout, round 12")
+    # 7/7, 7/20 (first run, labels committed before it in 08d7422 and not changed after it: the same)
+    assert precision >= 1.0 and recall >= 0.35
     precision, recall = measure(HELD_OUT_FILES, "corpus_heldout, all")
-    # 213/226, 154/223; 194/207, 136/223 with round 11's first run (rounds 1-10 alone: 178/188, 120/187; with round 10's first
-    # run: 173/184, 117/187; rounds 1-9 alone before round 10: 161/163, 107/162; first run of round 9:
-    # 156/171, 105/162; rounds 1-8 alone: 134/134, 93/125)
-    assert precision >= 0.94 and recall >= 0.69
+    # 220/233, 161/243 with round 12's first run (rounds 1-11 alone: 213/226, 154/223; with round 11's first
+    # run: 194/207, 136/223; rounds 1-10 alone: 178/188, 120/187; with round 10's first run: 173/184, 117/187;
+    # rounds 1-9 alone before round 10: 161/163, 107/162; first run of round 9: 156/171, 105/162; rounds 1-8
+    # alone: 134/134, 93/125)
+    assert precision >= 0.94 and recall >= 0.66
 
 
 def test_every_fix_offered_on_real_code_parses_and_removes_its_finding() -> None:
