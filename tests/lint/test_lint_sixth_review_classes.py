@@ -269,3 +269,98 @@ def test_tensorboard_logging_and_reads_once_per_pass_of_an_inner_training_loop()
             "(`outputs.append(t.cpu())`: one copy per batch, as intended)",
         ),
     ]
+
+
+LOSSES_AND_HOST_VALUES = dedent(
+    """\
+    import numpy as np
+    import torch
+
+
+    class Trainer:
+        def step(self, batch):
+            loss_values, num_samples = self._forward_backward(batch)
+            for loss_func, loss_value, n in zip(self.loss_functions, loss_values, num_samples):
+                loss_func.metric.update(loss_value.item(), n.item())
+
+        def evaluate(self, data_iter):
+            for batch in data_iter:
+                outputs = self.model(batch.load(device=self.device))
+                losses = [loss_function(outputs, batch.labels) for loss_function in self.loss_functions]
+                for metric, (loss_value, n) in zip(self.metrics, losses):
+                    metric.update(loss_value.item(), n)
+
+        def learn(self, batch):
+            loss_scales = self._segment_loss_scales(np.array([False, True]), 2)
+            for start in range(0, 8, 4):
+                loss = self.actor(batch.to(self.device)).mean() * float(loss_scales[start // 4])
+                loss.backward()
+                self.optimizer.step()
+
+
+    def fit(w, iters):
+        w = w.to("cuda")
+        p = torch.nn.Parameter(w.clone())
+        opt = torch.optim.AdamW([p], lr=1e-3)
+
+        def _step():
+            opt.zero_grad()
+            loss = (p - w).abs().mean()
+            loss.backward()
+            opt.step()
+            return np.round(loss.item(), 10)
+
+        for i in range(iters):
+            loss_out = _step()
+            print(i, loss_out)
+        return p
+    """
+)
+
+
+def test_losses_through_zip_and_host_values_spelled_as_losses() -> None:
+    """The rows of `zip(self.loss_functions, loss_values)` and of a list of losses computed per
+    batch are losses; `loss_scales` (plural) from a method is no loss, and what a nested function
+    returns as `np.round(loss.item(), 10)` is a number (its own `.item()` is the step's read)."""
+    assert findings(LOSSES_AND_HOST_VALUES) == [
+        (9, 47, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (9, 57, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (16, 41, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            36,
+            29,
+            "AL100",
+            "warning",
+            "`.item()` in `_step`, which takes a training step: the host waits for the GPU on every training step",
+        ),
+    ]
+
+
+PINNED_IN_PLACE_AND_SLICES = dedent(
+    """\
+    import torch
+
+    device = torch.device("cuda")
+    obs = torch.zeros((128, 8, 4, 84, 84))
+    cudart = torch.cuda.cudart()
+    cudart.cudaHostRegister(obs.data_ptr(), obs.numel() * obs.element_size(), 0)
+    for update in range(100):
+        gpu_obs = obs.to(device, non_blocking=True)
+
+
+    def freqs(dim, device):
+        return torch.arange(0, dim, 4)[: (dim // 4)].float().to(device)
+    """
+)
+
+
+def test_memory_registered_with_cuda_is_pinned_and_a_slice_of_a_cpu_factory_is_on_the_cpu() -> None:
+    assert findings(PINNED_IN_PLACE_AND_SLICES) == [
+        (
+            12,
+            57,
+            "AL302",
+            "warning",
+            "`torch.arange(...)` is created on the CPU and then copied to the device: create it there with `device=`",
+        ),
+    ]

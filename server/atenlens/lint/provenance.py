@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import re
 from enum import Enum
-from typing import Optional
+from typing import Iterator, Optional
 
 from tree_sitter import Node
 
@@ -300,7 +300,7 @@ _NOT_RUN = (
 _MODEL_WORDS = (
     r"^" + _NOT_RUN + r"(?!.*_(?:for|of|from|to)_)"
     r"_*(?:[A-Za-z0-9]+_)*(?:model|net|network|module|forward|criterion|loss|loss_fn|loss_func|lossfn|teacher|"
-    r"student|policy|actor|critic|unet|transformer|vae|encoder|decoder|generator|discriminator|backbone|"
+    r"student|policy|actor|critic|unet|transformer|vae|encoder|decoder|generator|discriminator|backbone|loss_function|"
     r"classifier|learner|lm_head|q_?func|q_?function|qf|net[gd])\d*$"
 )
 _MODEL_CALLEE = re.compile(
@@ -377,7 +377,7 @@ _CODER_METHOD = re.compile(r"^_?(?:en|de)code(?:r|_step|_batch)?$|^_?embed", re.
 # A loss by its name (`loss`, `val_loss`, `loss_mean`), not a setting of one (`loss_weight`,
 # `loss_theta_min`, `category_loss_weight`, `loss_fn`): the name's last word decides.
 _LOSS_NAME = re.compile(
-    r"loss(?!\w*_(?:weights?|weighting|coef|coeff|scale|factor|ratio|min|max|threshold|thr|eps|k|type|fn|func|name|names)$)",
+    r"loss(?!\w*_(?:weights?|weighting|coefs?|coeffs?|scales?|factors?|ratios?|min|max|threshold|thr|eps|k|type|fn|func|name|names)$)",
     re.I,
 )
 # `clip_grad_norm_` / `clip_grad_norm` (torch.nn.utils, a wrapped model's, an accelerator's): the
@@ -1104,7 +1104,41 @@ _HOST_ANNOTATION = re.compile(
 def _returns_python_value(ctx: LintContext, call: Node) -> bool:
     """Does `call` return a Python number, not a tensor: a function of this file annotated so
     (`-> int`), or a method that returns sums of host reads (`_returns_numbers`)?"""
-    return _returns_python_scalar(ctx, dotted_name(callee(call)) or "") or _returns_numbers(ctx, call)
+    return (
+        _returns_python_scalar(ctx, dotted_name(callee(call)) or "")
+        or _returns_numbers(ctx, call)
+        or _nested_function_returns_host(ctx, call)
+    )
+
+
+def _nested_function_returns_host(ctx: LintContext, call: Node) -> bool:
+    """Is `call` of a function defined in the same function, every `return` of which gives a host
+    value (`def _step(): ...; return np.round(loss.item(), 10)`, then `loss_out = _step()`)? Its
+    text is in the definition being linted, so nothing outside it is read."""
+    function = callee(call)
+    if function is None or function.type != "identifier":
+        return False
+    scope = next((a for a in ancestors(call) if a.type == "function_definition"), None)
+    body = scope.child_by_field_name("body") if scope is not None else None
+    name = text(function)
+    for statement in body.named_children if body is not None else []:
+        inner = statement.child_by_field_name("definition") if statement.type == "decorated_definition" else statement
+        if inner is None or inner.type != "function_definition" or text(inner.child_by_field_name("name")) != name:
+            continue
+        returned = [r.named_children[0] for r in _returns_of(inner) if r.named_children]
+        return bool(returned) and all(device_of(ctx, r, MAX_DEPTH - 3) is Device.HOST for r in returned)
+    return False
+
+
+def _returns_of(function: Node) -> Iterator[Node]:
+    """The `return` statements of `function` itself (not of functions or lambdas inside it)."""
+    stack = list(function.named_children)
+    while stack:
+        node = stack.pop()
+        if node.type == "return_statement":
+            yield node
+        elif node.type not in ("function_definition", "lambda", "class_definition"):
+            stack.extend(node.named_children)
 
 
 # `return [float(c.sum().cpu()) for k in topk]`, `return acc.item()`, `return 0.0`: a host value
@@ -1905,6 +1939,19 @@ def _iterates_model_output(ctx: LintContext, iterable: Optional[Node], path: tup
         if not positional or not path or path[0] != 1:
             return False
         iterable = positional[0]
+        path = path[1:]
+    if iterable.type == "call" and dotted_name(callee(iterable)) == "zip":
+        # `for loss_func, loss_value in zip(self.loss_functions, loss_values):` the second's rows
+        positional, _ = arguments(iterable)
+        if not path or path[0] >= len(positional):
+            return False
+        return _iterates_model_output(ctx, positional[path[0]], path[1:], depth + 1)
+    if iterable.type == "identifier":
+        binding = _binding(ctx, iterable)
+        built = strip_parens(binding.value) if binding is not None and binding.value is not None else None
+        if built is not None and built.type == "list_comprehension" and built.named_children[0].type == "call":
+            # `outs = [loss_function(outputs, y) for loss_function in self.loss_functions]`: each row
+            return _model_output(ctx, built.named_children[0], depth + 1)
     if iterable.type in ("tuple", "list") and not path:
         # `for l in (gen_loss, disc_loss):` each of the model's outputs
         items = [c for c in iterable.named_children if c.type != "comment"]

@@ -183,6 +183,10 @@ def _host_made(node: Optional[Node], depth: int = 0) -> Optional[Node]:
         if factory is not None:
             return factory
         return _host_made(receiver(node), depth + 1) if method_name(node) in _HOST_STEPS else None
+    if node.type == "subscript" and all(
+        i.type in ("slice", "integer", "ellipsis") for i in node.children_by_field_name("subscript")
+    ):
+        return _host_made(node.child_by_field_name("value"), depth + 1)  # `torch.arange(0, d, 4)[: d // 4]`: a view
     if node.type == "binary_operator":
         left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
         for tensor, other in ((left, right), (right, left)):

@@ -28,7 +28,9 @@ What it does:
     (`host_buf.copy_(x)`, `slot["host"].copy_(x)`, `buf.copy_(self.device_out)`) is a download,
     not an upload. Pinned whichever branch runs: `t if t.is_pinned() else t.pin_memory()`; the
     values of a dict built pinned (`for t, pinned in host.items():` of `host = {t: t.pin_memory()
-    for t in ts}`). An empty tensor (`torch.zeros(0, dtype=torch.int64)`) copies nothing.
+    for t in ts}`). An empty tensor (`torch.zeros(0, dtype=torch.int64)`) copies nothing. A file
+    that page-locks memory in place with `cudaHostRegister` (through `torch.cuda.cudart()`) is
+    trusted with all its copies.
 
 Why it matters:
     A host-to-device copy can run asynchronously only from page-locked memory. From ordinary
@@ -97,6 +99,8 @@ def host_to_device_source(call: Node) -> tuple[bool, Optional[Node]]:
 
 
 def check(ctx: LintContext) -> Iterator[Finding]:
+    if ctx.source.data.find(b"cudaHostRegister") != -1:
+        return  # the file page-locks its buffers in place (`cudart().cudaHostRegister(x.data_ptr(), ...)`)
     for call in ctx.calls(*COPY_METHODS):
         if not ctx.writes_in_arguments(call, b"non_blocking"):
             continue

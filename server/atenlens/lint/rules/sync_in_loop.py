@@ -666,8 +666,19 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
     if parent is not None and parent.type == "list_comprehension" and parent.named_children[0] == node:
         return True
     if parent is not None and parent.type == "pair" and parent.child_by_field_name("value") == node:
-        # `outputs.append({k: v.cpu() for k, v in out.items()})`: a dict of copies
-        return parent.parent is not None and parent.parent.type == "dictionary_comprehension"
+        # a dict of copies, kept: appended (`outputs.append({k: v.cpu() for k, v in out.items()})`),
+        # bound or returned (`embeddings = {s: e[i].tolist() for i, s in ...}`); not handed to a
+        # logger (`trainer.log({k: v.cpu().item() for ...})`) or built in a training loop
+        built = parent.parent
+        holder = built.parent if built is not None and built.type == "dictionary_comprehension" else None
+        keeper = holder.parent if holder is not None and holder.type == "argument_list" else None
+        kept = holder is not None and (
+            holder.type in ("assignment", "return_statement")
+            or (keeper is not None and method_name(keeper) in _KEEPING_METHODS)
+        )
+        return kept and not any(
+            a.type in ("for_statement", "while_statement") and _takes_training_step(a) for a in ancestors(node)
+        )
     if parent is None or parent.type != "assignment" or parent.child_by_field_name("right") != node:
         return False
     target = parent.child_by_field_name("left")
