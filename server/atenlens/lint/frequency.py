@@ -70,7 +70,7 @@ _BOUND_NAME = re.compile(
 )
 _RARE_FUNCTION = re.compile(
     r"save|checkpoint|^_?load|_load_|export|convert|merge|state_dict|consolidate|plot|summar|prune|input_example|"
-    r"^_*init(?:_|$)|initiali[sz]e|^_*set_?up(?:_|$)",
+    r"^_*init(?:_|$)|initiali[sz]e|^_*set_?up(?:_|$)|^__(?:str|repr|format)__$|^extra_repr$",
     re.I,
 )
 
@@ -149,7 +149,7 @@ def frequency(node: Node) -> Frequency:
     # (with no loop around it, the throttle may be in the function: `def batch_end(...): if
     # batch % interval == 0: for k, v in metrics.items(): v.tolist()`, a callback run per batch)
     outer = _throttle_between(loop, repeating if repeating is not None else loop)
-    if outer is not None and not (repeating is not None and _runs_a_model(loop)):
+    if outer is not None and not (repeating is not None and runs_a_model(loop)):
         # `if step % 100 == 0: for name, v in losses.items(): v.item()`: the inner loop runs on
         # the logging iterations only (but `if epoch % validate_every == 0: for x, y in loader:
         # self._eval_step(x, y)`: a validation pass every N epochs runs a model on each batch)
@@ -725,7 +725,7 @@ _RUNS_A_MODEL = re.compile(
 )
 
 
-def _runs_a_model(loop: Node) -> bool:
+def runs_a_model(loop: Node) -> bool:
     """Does the loop's body call something spelled as a model, a forward or a step?"""
     body = loop.child_by_field_name("body")
     return body is not None and bool(_RUNS_A_MODEL.search(body.text or b""))

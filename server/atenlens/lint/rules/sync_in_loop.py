@@ -173,6 +173,7 @@ from atenlens.lint.frequency import (
     frequency,
     is_counter_bound,
     is_throttle,
+    runs_a_model,
     runs_rarely,
     whole_run_per_iteration,
 )
@@ -340,10 +341,11 @@ def _report(
     if how.loop is None or _on_host_branch(node):
         return None
     if how.every_iteration and _stopping_test(node, how.loop):
+        kind = (
+            "the `while` loop's stopping test" if how.loop.type == "while_statement" else "the test that ends the loop"
+        )
         how = Frequency(
-            how.loop,
-            False,
-            "on every iteration, as the `while` loop's stopping test (a convergence check needs the value on the host)",
+            how.loop, False, f"on every iteration, as {kind} (a convergence check needs the value on the host)"
         )
     if how.every_iteration and how.loop is not None and _stop_flag(node, how.loop):
         how = Frequency(
@@ -386,14 +388,42 @@ def _on_host_branch(node: Node) -> bool:
     return False
 
 
+# A loop that decodes: its stopping test runs once per token
+_DECODES = re.compile(rb"token|logits|decod|generat|sampl|beam|eos|predict", re.I)
+
+
+def _breaks(block: Node) -> bool:
+    """Does `block` (an `else` clause) leave its loop: a `break` in it, not in a loop inside it?"""
+    stack = [block]
+    while stack:
+        current = stack.pop()
+        if current.type == "break_statement":
+            return True
+        if current.type not in ("for_statement", "while_statement", "function_definition", "class_definition"):
+            stack.extend(current.named_children)
+    return False
+
+
 def _stopping_test(node: Node, loop: Node) -> bool:
     """Is `node` the test that ends a `while` loop: in its condition, in the condition of an
     `if ...: break` in it, or assigned to a name such a test reads (`err = ....item()` then
     `if err < tol: break`)? Iterating until a value converges needs that value on the host."""
-    if loop.type != "while_statement":
+    if loop.type == "for_statement":
+        # `for i in range(iters): ... if err < best: best = err else: break`: a numerical loop that
+        # stops when it no longer improves (an `else` that leaves the loop, maybe after a patience
+        # count); not a loop that runs a model or decodes tokens. (A plain `if err < tol: break` in
+        # a `for` loop stays a warning: a Sinkhorn step in every forward, a search per query.)
+        body = loop.child_by_field_name("body")
+        function = next((a for a in ancestors(loop) if a.type == "function_definition"), None)
+        title = function.child_by_field_name("name") if function is not None else None
+        if body is None or runs_a_model(loop) or any(_DECODES.search(n.text or b"") for n in (body, title) if n):
+            return False
+        tests: list[Optional[Node]] = []
+    elif loop.type == "while_statement":
+        condition = loop.child_by_field_name("condition")
+        tests = [condition] if condition is not None else []
+    else:
         return False
-    condition = loop.child_by_field_name("condition")
-    tests = [condition] if condition is not None else []
     body = loop.child_by_field_name("body")
     stack = list(body.named_children) if body is not None else []
     while stack:
@@ -403,17 +433,21 @@ def _stopping_test(node: Node, loop: Node) -> bool:
         if current.type in ("if_statement", "elif_clause"):
             consequence = current.child_by_field_name("consequence")
             condition = current.child_by_field_name("condition")
+            alternative = current.child_by_field_name("alternative")
             if (
                 condition is not None
                 and consequence is not None
+                and loop.type == "while_statement"
                 and any(c.type == "break_statement" for c in consequence.named_children)
             ):
                 tests.append(condition)
+            elif condition is not None and alternative is not None and _breaks(alternative):
+                tests.append(condition)  # `if improved.any(): ... else: patience -= 1; if ...: break`
         stack.extend(current.named_children)
     # `while pos < max_tokens - 1:` / `while t.sum().item() > 0:` count towards a bound: a counter
-    # kept as a tensor, not a convergence test
-    tests = [t for t in tests if t is not None and not _counts_to_bound(t)]
-    if any(t.start_byte <= node.start_byte and node.end_byte <= t.end_byte for t in tests):
+    # kept as a tensor, not a convergence test (a `for` loop counts by itself)
+    found = [t for t in tests if t is not None and (loop.type == "for_statement" or not _counts_to_bound(t))]
+    if any(t.start_byte <= node.start_byte and node.end_byte <= t.end_byte for t in found):
         return True
     for parent in ancestors(node):
         if parent == loop:
@@ -422,7 +456,7 @@ def _stopping_test(node: Node, loop: Node) -> bool:
             left = parent.child_by_field_name("left")
             if left is not None and left.type == "identifier":
                 name = re.compile(rf"\b{re.escape(text(left))}\b")
-                return any(name.search(text(t)) for t in tests)
+                return any(name.search(text(t)) for t in found)
     return False
 
 
@@ -616,6 +650,13 @@ def _read_just_before(ctx: LintContext, call: Node) -> Optional[int]:
     while previous is not None and previous.type == "comment":
         previous = previous.prev_named_sibling
     spelled = re.compile(rb"(?<![\w.])" + re.escape(text(owner).encode()) + rb"\s*\.\s*item\s*\(")
+    block = statement.parent
+    if previous is None and block is not None and block.parent is not None and block.parent.type == "with_statement":
+        # `train_err += loss.item()`, then `with torch.no_grad(): avg_loss += loss.item()`
+        previous = block.parent.prev_named_sibling
+        while previous is not None and previous.type == "comment":
+            previous = previous.prev_named_sibling
+        return previous.start_point[0] + 1 if previous is not None and spelled.search(previous.text or b"") else None
     if previous is None and statement.parent is not None:
         # `if best is None or g.item() < best: best = g.item()`: the test right above read it
         test = statement.parent.parent
@@ -737,6 +778,14 @@ def _host_copy(call: Node) -> Node:
         attribute = node.parent
         if attribute is not None and attribute.type == "subscript" and attribute.child_by_field_name("value") == node:
             node = attribute  # `t.cpu().numpy()[:n]`: a part of the copy
+            continue
+        if (
+            attribute is not None
+            and attribute.type == "binary_operator"
+            and attribute.child_by_field_name("left") == node
+            and (attribute.child_by_field_name("right") or node).type in ("integer", "float")
+        ):
+            node = attribute  # `out.cpu().numpy() / 100`: the copy, scaled on the host
             continue
         if attribute is None or attribute.type != "attribute":
             return node

@@ -47,6 +47,8 @@ What it does:
        not `print(t, time.time() - t0)` or
        `"{} {}".format(t, time.time() - t0)`, which format after the clock read, nor an
        assignment's target, evaluated after its value).
+    In a unit test (`test_*`) the finding is information: a figure the test prints, not a
+    benchmark.
 
 Why it matters:
     CUDA kernels are launched asynchronously. Without a synchronize before the second clock
@@ -76,6 +78,7 @@ from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding
+from atenlens.lint.frequency import is_test_name
 from atenlens.lint.provenance import is_model_call, likely_device, strip_parens
 from atenlens.lint.registry import Rule
 from atenlens.lint.source import ancestors
@@ -168,12 +171,22 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         reported.add(second.id)
         name = dotted_name(callee(second))
         line = ctx.source.position(first.start_point)[0]
+        test = _test_function(second)
         yield ctx.finding(
             Code.UNSYNCED_TIMING,
             f"`{name}()` read with no synchronize since the clock read on line {line}: CUDA work is "
-            "asynchronous, so the interval measures its launch, not its run time",
+            "asynchronous, so the interval measures its launch, not its run time"
+            + (f" (in the test `{test}`: a figure it prints, not a benchmark)" if test else ""),
             second,
+            severity="information" if test else "warning",
         )
+
+
+def _test_function(node: Node) -> Optional[str]:
+    """The name of the unit test (`test_*`) that `node` is in, if any."""
+    function = next((a for a in ancestors(node) if a.type == "function_definition"), None)
+    title = function.child_by_field_name("name") if function is not None else None
+    return text(title) if title is not None and is_test_name(text(title)) else None
 
 
 _CONVERSIONS = frozenset({"float", "int", "bool", "str"})
