@@ -364,3 +364,160 @@ def test_memory_registered_with_cuda_is_pinned_and_a_slice_of_a_cpu_factory_is_o
             "`torch.arange(...)` is created on the CPU and then copied to the device: create it there with `device=`",
         ),
     ]
+
+
+HOW_OFTEN = dedent(
+    """\
+    import time
+
+    import torch
+
+
+    def grid_search(observed, steps=100, patience=5):
+        observed = observed.to("cuda")
+        best_error = torch.full(observed.shape[:1], float("inf"), device="cuda")
+        no_improve = 0
+        for i in range(steps):
+            err = (observed - observed * (1 - i / steps)).abs().sum(dim=-1)
+            improved = err < best_error
+            if torch.any(improved):
+                best_error = torch.where(improved, err, best_error)
+                no_improve = 0
+            else:
+                no_improve += 1
+                if no_improve >= patience:
+                    break
+        return best_error
+
+
+    def train(model, loader, optim, logger, save_gap=50000):
+        total_step, last_log = 0, -save_gap
+        for x in loader:
+            loss = model(x.cuda()).mean()
+            optim.zero_grad()
+            loss.backward()
+            optim.step()
+            total_step += x.shape[0]
+            train_err = loss.item()
+            with torch.no_grad():
+                avg_loss = loss.item()
+            nan_mask = torch.isnan(loss)
+            if nan_mask.any():
+                logger.warning(f"{nan_mask.sum().item()} NaN values")
+            if total_step - last_log >= save_gap:
+                last_log = total_step
+                print(f"loss {loss.item():.3f}")
+
+
+    def test_forward_time(model):
+        x = torch.randn(4, 8, device="cuda")
+        t1 = time.time()
+        out = model(x)
+        print(out.shape, time.time() - t1)
+    """
+)
+
+
+def test_convergence_retries_logs_and_timings_that_do_not_run_every_step() -> None:
+    """An early stop when the search no longer improves is a convergence check; a second read
+    inside `with` adds no wait; the body of a test of a named NaN mask runs only on NaN; a log
+    throttled by `total_step - last_log >= gap` runs once per gap; AL301 in a unit test is
+    information."""
+    assert findings(HOW_OFTEN) == [
+        (
+            13,
+            11,
+            "AL100",
+            "information",
+            "a CUDA tensor as a condition (`torch.any(improved)`) inside a loop: the host waits for the GPU on "
+            "every iteration, as the test that ends the loop (a convergence check needs the value on the host)",
+        ),
+        (31, 25, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            33,
+            28,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU on every iteration, but the value was read on "
+            "line 31 just before: no new wait",
+        ),
+        (
+            35,
+            11,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a condition (`nan_mask.any()`) inside a loop: the host waits for the GPU on every "
+            "iteration",
+        ),
+        (
+            39,
+            31,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU only on iterations where "
+            "`total_step - last_log >= save_gap`",
+        ),
+        (
+            46,
+            21,
+            "AL301",
+            "information",
+            "`time.time()` read with no synchronize since the clock read on line 44: CUDA work is asynchronous, "
+            "so the interval measures its launch, not its run time (in the test `test_forward_time`: a figure it "
+            "prints, not a benchmark)",
+        ),
+    ]
+
+
+RESULTS_AND_OBJECTS = dedent(
+    """\
+    import numpy as np
+    import torch
+
+
+    def embed(model, loader, files, dims, device="cuda"):
+        pred_arr = np.empty((len(files), dims))
+        text, start = [], 0
+        for batch in loader:
+            pred = model(batch.to(device)).cpu().numpy()
+            pred_arr[start:start + pred.shape[0]] = pred
+            start += pred.shape[0]
+            text.append(model(batch.to(device)).cpu().to(torch.float32))
+        return pred_arr, text
+
+
+    class PPO:
+        def __init__(self, model, rnd_cfg=None, device="cuda"):
+            self.model = model
+            self.rnd = RandomNetworkDistillation(device=device, **rnd_cfg) if rnd_cfg else None
+
+        def update(self, batches):
+            for x in batches:
+                loss = self.model(x).mean()
+                loss.backward()
+                if self.rnd:
+                    self.rnd.optimizer.step()
+
+        def __str__(self):
+            return ", ".join(f"{loss}" for loss in self.model.losses)
+    """
+)
+
+
+def test_results_kept_in_a_slice_or_after_a_cast_and_objects_built_with_a_device() -> None:
+    """A batch's rows stored into a slice of a result array, a copy cast on the host and appended:
+    results kept; a module built with `device=` is an object, not a tensor, as a condition; a
+    `__str__` runs once per call."""
+    kept = "on every iteration, collecting results on the host (`outputs.append(t.cpu())`: one copy per batch, as intended)"
+    assert findings(RESULTS_AND_OBJECTS) == [
+        (9, 39, "AL100", "information", f"`.cpu()` inside a loop: the host waits for the GPU {kept}"),
+        (12, 44, "AL100", "information", f"`.cpu()` inside a loop: the host waits for the GPU {kept}"),
+        (
+            29,
+            27,
+            "AL100",
+            "information",
+            "formatting a CUDA tensor (`{loss}`) inside a loop: the host waits for the GPU per item in `__str__` "
+            "(once per call, not per training step)",
+        ),
+    ]

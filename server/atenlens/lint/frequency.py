@@ -321,12 +321,28 @@ def on_nonfinite_path(node: Node, loop: Node) -> bool:
         if parent.type == "if_statement":
             condition = parent.child_by_field_name("condition")
             said = text(condition) if condition is not None else ""
-            if child == parent.child_by_field_name("consequence") and _NONFINITE_TEST.search(said):
+            if child == parent.child_by_field_name("consequence") and (
+                _NONFINITE_TEST.search(said) or _names_a_nonfinite_mask(said, loop)
+            ):
                 return True
             if child.type == "else_clause" and _FINITE_TEST.search(said) and not said.lstrip().startswith("not"):
                 return True
         child = parent
     return False
+
+
+def _names_a_nonfinite_mask(condition: str, loop: Node) -> bool:
+    """`nan_mask = torch.isnan(emb)`, then `if nan_mask.any():` in the same loop: the test of a
+    mask of non-finite values, under its name."""
+    name = re.match(r"\s*(?:not\s+)?([A-Za-z_]\w*)\s*(?:\.\s*(?:any|sum)\s*\(|$|\s*\))", condition)
+    if name is None or condition.lstrip().startswith("not"):
+        return False
+    bound = (
+        rb"\b"
+        + re.escape(name.group(1).encode())
+        + rb"\s*=\s*(?:[\w.]*\b(?:isnan|isinf)\s*\(|~\s*torch\.isfinite\s*\()"
+    )
+    return re.search(bound, loop.text or b"") is not None
 
 
 def is_throttle(condition: Node) -> bool:
@@ -353,7 +369,7 @@ def is_throttle(condition: Node) -> bool:
         if _creates_state(condition):
             return True
         operators = [text(c) for c in condition.children if not c.is_named]
-        if len(operators) == 1 and operators[0] in ("==", ">=", ">") and _counter_reset_in_body(condition):
+        if len(operators) == 1 and operators[0] in ("==", ">=", ">", "<", "<=") and _counter_reset_in_body(condition):
             return True
         return bool(operators) and all(op == "==" for op in operators) and _counter_at_bound(condition)
     if kind in ("identifier", "attribute", "call"):
@@ -383,13 +399,38 @@ def _counter_reset_in_body(comparison: Node) -> bool:
     `if` it tests sets back to zero, so the body runs once every k iterations."""
     left = comparison.named_children[0] if comparison.named_children else None
     statement = comparison.parent
-    if left is None or left.type not in ("identifier", "attribute") or statement is None:
+    if left is None or left.type not in ("identifier", "attribute", "binary_operator") or statement is None:
         return False
     if statement.type not in ("if_statement", "elif_clause"):
         return False
     body = statement.child_by_field_name("consequence")
+    if body is not None and _moves_up_last_time(comparison, body):
+        return True
+    if left.type == "binary_operator":
+        return False
     reset = re.compile(rb"^[ \t]*" + re.escape(text(left).encode()) + rb"[ \t]*=[ \t]*0[ \t]*(?:#.*)?$", re.M)
     return body is not None and bool(reset.search(body.text or b""))
+
+
+def _moves_up_last_time(comparison: Node, body: Node) -> bool:
+    """`if t_env - self.log_stats_t >= interval: ...; self.log_stats_t = t_env`, `if last + gap <
+    step: last = step`: the body sets one name of the test to another (the time of the last log
+    moved up to now), so it runs once per interval."""
+    names = set()
+    stack = [comparison]
+    while stack:
+        node = stack.pop()
+        if node.type in ("identifier", "attribute"):
+            names.add(text(node))
+        stack.extend(node.named_children)
+    for match in _NAME_SET_TO_NAME.finditer(body.text or b""):
+        target, value = match.group(1).decode(), match.group(2).decode()
+        if target != value and target in names and value in names:
+            return True
+    return False
+
+
+_NAME_SET_TO_NAME = re.compile(rb"^[ \t]*([A-Za-z_][\w.]*)[ \t]*=[ \t]*([A-Za-z_][\w.]*)[ \t]*(?:#.*)?$", re.M)
 
 
 def _counter_at_bound(comparison: Node) -> bool:

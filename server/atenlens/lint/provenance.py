@@ -649,6 +649,11 @@ _ON_DEVICE_TEXT = re.compile(
 )
 
 
+# An object of a class of the user's or a library's (`RandomNetworkDistillation(device=device)`):
+# given a device, but no tensor (torch's and `nn.`'s classes are left to the other rules)
+_OBJECT_BUILT = re.compile(rb"(?!torch\.|nn\.)(?:[A-Za-z_]\w*\.)*[A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*\(")
+
+
 def device_attributes(ctx: LintContext) -> frozenset[str]:
     """The attributes `self.X` that every assignment in the file (but `= None`) makes or moves to
     the device, by the assignment's first line: `self.ent_coef_tensor = torch.tensor(c,
@@ -663,7 +668,11 @@ def device_attributes(ctx: LintContext) -> frozenset[str]:
             name, value = match.group(1), match.group(2).strip()
             if value in (b"None", b""):
                 continue
-            made_there = (b"cuda" in value or b"device" in value) and bool(_ON_DEVICE_TEXT.search(value))
+            made_there = (
+                (b"cuda" in value or b"device" in value)
+                and bool(_ON_DEVICE_TEXT.search(value))
+                and not _OBJECT_BUILT.match(value)
+            )
             on_device[name] = on_device.get(name, True) and made_there
         cached = frozenset(n.decode() for n, ok in on_device.items() if ok)
         ctx._device_attributes = cached

@@ -741,7 +741,11 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
 
 # `name = call(...)` / `a, b = call(...)` on one line: a host step whose result the loop may keep
 _HOST_STEP = re.compile(rb"^[ \t]*(\w+(?:[ \t]*,[ \t]*\w+)*)[ \t]*=[ \t]*[\w.]+\(([^\n]*)$", re.M)
-_KEEPS = rb"(?:\.(?:append|extend|add_\w+|submit|write\w*|save\w*|imwrite|dump)\(|\w[ \t]*\+=[ \t]*\[)(?:\s*|[^\n]*?\b)"
+# (also stored into a slice of a result array: `pred_arr[start:start + n] = pred`)
+_KEEPS = (
+    rb"(?:\.(?:append|extend|add_\w+|submit|write\w*|save\w*|imwrite|dump)\(|\w[ \t]*\+=[ \t]*\["
+    rb"|\w\[[^\n=\]]*:[^\n=]*\][ \t]*=(?!=))(?:\s*|[^\n]*?\b)"
+)
 
 
 def _kept(data: bytes, start: int, name: bytes) -> bool:
@@ -794,12 +798,39 @@ def _host_copy(call: Node) -> Node:
             node = attribute  # `t.cpu().data.numpy()`
         elif outer is not None and outer.type == "call" and (method_name(outer) or "") in _HOST_CHAIN:
             node = outer
+        elif outer is not None and outer.type == "call" and _cast_only(outer):
+            node = outer  # `t.cpu().to(torch.float32)`: a cast of the host copy
         else:
             return node
 
 
 # Calls on a host copy that keep it a host value of the same data.
-_HOST_CHAIN = ("numpy", "detach", "float", "item", "squeeze", "tolist", "astype", "copy")
+_HOST_CHAIN = (
+    "numpy",
+    "detach",
+    "float",
+    "item",
+    "squeeze",
+    "tolist",
+    "astype",
+    "copy",
+    "reshape",
+    "view",
+    "flatten",
+) + ("transpose", "permute", "unsqueeze", "contiguous", "clone", "half", "double", "long", "int")
+
+
+def _cast_only(call: Node) -> bool:
+    """`.to(torch.float32)` / `.to(dtype=torch.float16)`: a dtype cast, no move."""
+    if method_name(call) != "to":
+        return False
+    positional, keywords = arguments(call)
+    given = [*positional, *(v for k, v in keywords.items() if k == "dtype")]
+    return (
+        bool(given)
+        and set(keywords) <= {"dtype"}
+        and all((dotted_name(g) or "").startswith("torch.") and "device" not in text(g) for g in given)
+    )
 
 
 def _stored_in_item(node: Node) -> bool:
