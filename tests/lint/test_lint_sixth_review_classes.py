@@ -521,3 +521,38 @@ def test_results_kept_in_a_slice_or_after_a_cast_and_objects_built_with_a_device
             "(once per call, not per training step)",
         ),
     ]
+
+
+LIGHTNING = dedent(
+    """\
+    import torch
+
+
+    class Module(LightningModule):
+        def training_step(self, batch, batch_idx):
+            loss = self.task.loss(self(batch["input"]), batch["target"])
+            self.log_dict({"train_loss": loss.item()})
+            if self.log_images and self.log_train_images:
+                self.log_train_images = False
+                self.logger.add_image("mel", loss.detach().cpu().numpy(), self.global_step)
+            return loss
+
+        def helper_step(self, batch, batch_idx):
+            return self(batch).item()
+    """
+)
+
+
+def test_a_lightning_training_step_runs_every_batch_and_a_one_shot_flag_once() -> None:
+    """Lightning calls `training_step(self, batch, batch_idx)` for every batch and runs the
+    backward of the loss it returns; a block that turns off a flag its test needs runs once."""
+    assert findings(LIGHTNING) == [
+        (
+            7,
+            42,
+            "AL100",
+            "warning",
+            "`.item()` in `training_step`, which takes a training step: the host waits for the GPU on every "
+            "training step",
+        ),
+    ]

@@ -347,6 +347,8 @@ def _names_a_nonfinite_mask(condition: str, loop: Node) -> bool:
 
 def is_throttle(condition: Node) -> bool:
     """Does this condition hold on a few iterations only (`step % N == 0`, `i == 0`, `should_log`)?"""
+    if _one_shot(condition):
+        return True
     while condition.type == "parenthesized_expression" and condition.named_child_count == 1:
         condition = condition.named_children[0]
     kind = condition.type
@@ -410,6 +412,28 @@ def _counter_reset_in_body(comparison: Node) -> bool:
         return False
     reset = re.compile(rb"^[ \t]*" + re.escape(text(left).encode()) + rb"[ \t]*=[ \t]*0[ \t]*(?:#.*)?$", re.M)
     return body is not None and bool(reset.search(body.text or b""))
+
+
+def _one_shot(condition: Node) -> bool:
+    """`if self.log_images and self.log_train_images: self.log_train_images = False; ...`: the
+    body turns off a flag its test needs, so it runs once (until something sets it again)."""
+    statement = condition.parent
+    if statement is None or statement.type not in ("if_statement", "elif_clause"):
+        return False
+    body = statement.child_by_field_name("consequence")
+    if body is None or not _LATCH.search(body.text or b""):
+        return False
+    names = set()
+    stack = [condition]
+    while stack:
+        node = stack.pop()
+        if node.type in ("identifier", "attribute"):
+            names.add(text(node))
+        stack.extend(node.named_children)
+    return any(m.group(1).decode() in names for m in _LATCH.finditer(body.text or b""))
+
+
+_LATCH = re.compile(rb"^[ \t]*([A-Za-z_][\w.]*)[ \t]*=[ \t]*(?:False|None)[ \t]*(?:#.*)?$", re.M)
 
 
 def _moves_up_last_time(comparison: Node, body: Node) -> bool:

@@ -1530,7 +1530,7 @@ _TRAINING_STEP = re.compile(rb"\bbackward\(|\boptim\w*\.step\(")
 # Trigger bytes of `_in_training_step` and `training_step_function`, beside DEVICE_EVIDENCE
 # (triggers.py): the bytes both need (`_TRAINING_STEP` in a loop's body, `_TRAINING_STEP_BYTES`
 # in a function's), so a file without them can have no training step.
-TRAINING_STEP_EVIDENCE = (b"backward(", b".step(")
+TRAINING_STEP_EVIDENCE = (b"backward(", b".step(", b"def training_step(")
 
 
 def _in_training_step(ctx: LintContext, node: Node) -> bool:
@@ -1545,6 +1545,10 @@ def _in_training_step(ctx: LintContext, node: Node) -> bool:
 
 _OPTIMIZER = re.compile(r"optim|(?:^|_)opt$|scaler$", re.I)  # (`self.D_scaler.step(opt)`: GradScaler's step)
 _LOOPS_AND_SCOPES = frozenset({"for_statement", "while_statement", "function_definition", "lambda", "class_definition"})
+
+
+# A LightningModule's hook: `(self, batch, batch_idx)`
+_LIGHTNING_STEP = re.compile(r"^\(\s*self\s*,\s*batch\b")
 
 
 def training_step_function(ctx: LintContext, node: Node) -> Optional[Node]:
@@ -1568,6 +1572,14 @@ def _takes_training_step(function: Node) -> bool:
     name = function.child_by_field_name("name")
     if name is not None and is_test_name(text(name)):
         return False
+    if (
+        name is not None
+        and text(name) == "training_step"
+        and _LIGHTNING_STEP.search(text(function.child_by_field_name("parameters") or name))
+    ):
+        # `def training_step(self, batch, batch_idx):` Lightning calls it for every batch and runs the
+        # backward of the loss it returns
+        return True
     body = function.child_by_field_name("body")
     if body is None or not _TRAINING_STEP_BYTES.search(body.text or b""):
         return False
