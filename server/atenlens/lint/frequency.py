@@ -69,7 +69,7 @@ _BOUND_NAME = re.compile(
     r"^(?:num|max|total|n)_.*(?:step|iter|batch|epoch)|_per_epoch$|^(?:max|total)_?(?:steps|iters)$", re.I
 )
 _RARE_FUNCTION = re.compile(
-    r"save|checkpoint|^_?load|_load_|export|convert|merge|state_dict|consolidate|plot|summar|prune|input_example|"
+    r"save|checkpoint|^_?load|_load_|export|convert|merge(?!d_)|state_dict|consolidate|plot|summar|prune|input_example|"
     r"^_*init(?:_|$)|initiali[sz]e|^_*set_?up(?:_|$)|^__(?:str|repr|format)__$|^extra_repr$",
     re.I,
 )
@@ -141,6 +141,10 @@ def frequency(node: Node) -> Frequency:
         return Frequency(
             loop, False, f"on every iteration of a loop in the test `{function}` (a test, not a training step)"
         )
+    if _CHECK_FUNCTION.match(function):
+        # `debug_check_classes()`, `sanity_check(...)`: a check run by hand, in a test or under a
+        # debug flag (not `check_*`: `_check_for_inf_or_nan(grads)` runs every optimizer step)
+        return Frequency(loop, False, f"on every iteration of a loop in the check `{function}` (not a training step)")
     if _RARE_FUNCTION.search(function):
         return Frequency(loop, False, f"per item in `{function}` (once per call, not per training step)")
     if _iterates_state_dict(loop):
@@ -157,6 +161,7 @@ def frequency(node: Node) -> Frequency:
     return Frequency(loop, True, "on every iteration")
 
 
+_CHECK_FUNCTION = re.compile(r"_*(?:debug|sanity)_", re.I)
 _MEMOIZING = re.compile(r"(?:^|\.)(?:cached_property|cache|lru_cache)\b")
 
 

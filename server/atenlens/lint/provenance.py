@@ -644,6 +644,7 @@ def device_of(ctx: LintContext, node: Optional[Node], depth: int = 0) -> Device:
 
 
 _SELF_ASSIGNMENT = re.compile(rb"self\.(\w+)[ \t]*=(?!=)[ \t]*([^\n]*)")  # (no `\b`: a literal start scans fast)
+_BUFFER_REGISTERED = re.compile(rb"register_buffer\([ \t]*[\"'](\w+)[\"'][ \t]*,[ \t]*([^\n]*)")
 _ON_DEVICE_TEXT = re.compile(
     rb"\.cuda\(|\bdevice[ \t]*=(?!=)[ \t]*(?!None\b|[\"']cpu)[\w.\"']|\.to\([ \t]*(?:self\.)?(?:\w+_)?device\b"
 )
@@ -664,8 +665,11 @@ def device_attributes(ctx: LintContext) -> frozenset[str]:
     if cached is None:
         on_device: dict[bytes, bool] = {}
         data = ctx.source.whole_data if module_mentions_device(ctx) else b""
-        for match in _SELF_ASSIGNMENT.finditer(data):
-            name, value = match.group(1), match.group(2).strip()
+        assignments = [(m.group(1), m.group(2).strip()) for m in _SELF_ASSIGNMENT.finditer(data)]
+        # `self.register_buffer("steps", torch.Tensor([0]))` binds `self.steps` too (on the CPU
+        # until the module is moved: not made on the device by that line)
+        assignments += [(m.group(1), m.group(2).strip()) for m in _BUFFER_REGISTERED.finditer(data)]
+        for name, value in assignments:
             if value in (b"None", b""):
                 continue
             made_there = (

@@ -499,6 +499,8 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             continue
         if method == "cpu" and is_true(arguments(call)[1].get("non_blocking")):
             continue
+        if method == "item" and any(arguments(call)):
+            continue  # `dropdown.model().item(i)`: Qt's, a list's; `Tensor.item()` takes no argument
         if method == "cpu" and is_module(ctx, receiver(call)):
             continue  # `transformer.cpu()`: a module's parameters move; no value is read
         if not likely_device(ctx, receiver(call)):
@@ -507,6 +509,9 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
         attr = fn.child_by_field_name("attribute") if fn is not None else None
         if caller is not None:
             how, where, site = caller
+            again = _read_just_before(ctx, call) if method == "item" and how.every_iteration else None
+            if again is not None:
+                how = Frequency(how.loop, False, f"{how.how_often}, but {again}: no new wait")
             if method == "cpu" and site is not None and _returned(call) and _collected(site, how.loop):
                 # `scores = self._predict_batch(X)`, `list_y_score.append(scores)`: the function
                 # hands its host copy to a loop that collects the results on the host
@@ -522,9 +527,7 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
         how = frequency(call)
         again = _read_just_before(ctx, call) if method == "item" and how.every_iteration else None
         if again is not None:
-            how = Frequency(
-                how.loop, False, f"on every iteration, but the value was read on line {again} just before: no new wait"
-            )
+            how = Frequency(how.loop, False, f"on every iteration, but {again}: no new wait")
         if (
             method in ("cpu", "tolist")
             and how.every_iteration
@@ -630,19 +633,46 @@ def _returned(call: Node) -> bool:
     return bool(returned.search(function.text or b"", parent.end_byte - function.start_byte))
 
 
-def _read_just_before(ctx: LintContext, call: Node) -> Optional[int]:
-    """`state.output = loss.item()` then `losses.append(loss.item())`, or `a += n.sum().item()`
-    then `b += n.sum().item()`: the line of the statement right before this one when it read the
-    same name or expression with `.item()` (the host already waited for it). Not when the name is
-    bound in this statement (`(i.item() for i in row)`: each comprehension reads every element
-    again). (A read of another value right after a read is still reported: the labels of real code
-    disagree on it, and it is a host round trip of its own.)"""
+def _read_earlier_in_statement(call: Node, statement: Node) -> Optional[int]:
+    """`self.log(total=loss.item(), recon=parts.recon.item())`: the line of an `.item()` of the
+    same statement evaluated before this one, when this one reads a value already computed (a
+    name, an attribute, an item: nothing queued on the GPU in between, so no new wait)."""
+    owner = receiver(call)
+    if owner is None or any(n.type == "call" for n in _walk(owner)):
+        return None
+    earlier = [
+        n
+        for n in _walk(statement)
+        if n.type == "call" and n.end_byte <= call.start_byte and method_name(n) == "item" and not arguments(n)[0]
+    ]
+    return min(earlier, key=lambda n: n.start_byte).start_point[0] + 1 if earlier else None
+
+
+def _walk(node: Node) -> Iterator[Node]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(current.named_children)
+
+
+def _read_just_before(ctx: LintContext, call: Node) -> Optional[str]:
+    """Why this `.item()` adds no wait, if it adds none: an `.item()` earlier in the same statement
+    already waited and this one reads a value computed before it (`self.log(total=loss.item(),
+    recon=parts.recon.item())`), or the statement right before read the same name or expression
+    (`state.output = loss.item()` then `losses.append(loss.item())`, or `a += n.sum().item()` then
+    `b += n.sum().item()`). Not when the name is bound in this statement (`(i.item() for i in
+    row)`: each comprehension reads every element again). (A read of another value in the
+    statement after a read is still reported: the labels of real code disagree on it.)"""
     owner = receiver(call)
     if owner is None or owner.type not in ("identifier", "call", "attribute", "subscript"):
         return None
     statement = call
     while statement.parent is not None and statement.parent.type != "block":
         statement = statement.parent
+    earlier = _read_earlier_in_statement(call, statement)
+    if earlier is not None:
+        return f"an earlier read of this statement (line {earlier}) already waited"
     if owner.type == "identifier":
         binding = ctx.bindings(owner).at(text(owner), owner.start_byte)
         if binding is not None and statement.start_byte <= binding.at <= statement.end_byte:
@@ -657,20 +687,28 @@ def _read_just_before(ctx: LintContext, call: Node) -> Optional[int]:
         previous = block.parent.prev_named_sibling
         while previous is not None and previous.type == "comment":
             previous = previous.prev_named_sibling
-        return previous.start_point[0] + 1 if previous is not None and spelled.search(previous.text or b"") else None
+        return (
+            _read_on(previous.start_point[0] + 1)
+            if previous is not None and spelled.search(previous.text or b"")
+            else None
+        )
     if previous is None and statement.parent is not None:
         # `if best is None or g.item() < best: best = g.item()`: the test right above read it
         test = statement.parent.parent
         if test is not None and test.type in ("if_statement", "elif_clause", "while_statement"):
             condition = test.child_by_field_name("condition")
             if condition is not None and spelled.search(condition.text or b""):
-                return condition.start_point[0] + 1
+                return _read_on(condition.start_point[0] + 1)
         return None
     if previous is None or statement.parent is None:
         return None
     if spelled.search(previous.text or b""):
-        return previous.start_point[0] + 1
+        return _read_on(previous.start_point[0] + 1)
     return None
+
+
+def _read_on(line: int) -> str:
+    return f"the value was read on line {line} just before"
 
 
 def _takes_training_step(loop: Node) -> bool:
@@ -707,6 +745,11 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
         return not _takes_training_step(loop)
     if parent is not None and parent.type == "list_comprehension" and parent.named_children[0] == node:
         return True
+    if parent is not None and parent.type == "list" and parent.parent is not None:
+        # `latent += [z.cpu()]`: appended, as `latent.append(z.cpu())`
+        extended = parent.parent
+        if extended.type == "augmented_assignment" and text(extended.child_by_field_name("operator")) == "+=":
+            return loop is None or not _takes_training_step(loop)
     if parent is not None and parent.type == "pair" and parent.child_by_field_name("value") == node:
         # a dict of copies, kept: appended (`outputs.append({k: v.cpu() for k, v in out.items()})`),
         # bound or returned (`embeddings = {s: e[i].tolist() for i, s in ...}`); not handed to a
@@ -784,13 +827,10 @@ def _host_copy(call: Node) -> Node:
         if attribute is not None and attribute.type == "subscript" and attribute.child_by_field_name("value") == node:
             node = attribute  # `t.cpu().numpy()[:n]`: a part of the copy
             continue
-        if (
-            attribute is not None
-            and attribute.type == "binary_operator"
-            and attribute.child_by_field_name("left") == node
-            and (attribute.child_by_field_name("right") or node).type in ("integer", "float")
-        ):
-            node = attribute  # `out.cpu().numpy() / 100`: the copy, scaled on the host
+        if attribute is not None and attribute.type in ("binary_operator", "parenthesized_expression"):
+            # `out.cpu().numpy() / 100`, `(library * mu.cpu()).numpy()`: host arithmetic on the copy
+            # (a CUDA operand would raise: the other side is on the host too)
+            node = attribute
             continue
         if attribute is None or attribute.type != "attribute":
             return node
@@ -920,6 +960,8 @@ def _data_dependent(ctx: LintContext) -> Iterator[Finding]:
             continue
         if subject is None or not maybe_device(ctx, subject) or converted_with_numpy(call):
             continue  # (`torch.where(m)[0].numpy()`: a CUDA result would raise there, so it is on the host)
+        if method == "unique" and label.startswith("`.") and not likely_device(ctx, subject):
+            continue  # a pandas column's `.unique()` too (`adata.obs[key].unique()`): evidence needed
         finding = _report(ctx, f"{label} (its output's shape depends on the data)", call)
         if finding is not None:
             yield finding
