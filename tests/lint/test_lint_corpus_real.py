@@ -31,6 +31,7 @@ ROUND_10 = ("stylegan2_pytorch__", "lightweight_gan__", "dalle_pytorch__", "nerf
 ROUND_11 = ("lerobot__", "torchreid__", "parlai__", "pytorch_pfn_extras__", "learn2learn__")
 ROUND_12 = ("sockeye__", "torchbearer__", "colbert_ai__", "momentfm__", "uni2ts__")
 ROUND_13 = ("pytorch_adapt__", "lightning_flash__", "pytorch_fid__", "torchdyn__", "piq__")
+ROUND_14 = ("soundstorm_pytorch__", "voicebox_pytorch__", "magvit2_pytorch__", "x_clip__", "taming_transformers__")
 
 
 def labels(path: Path) -> dict[tuple[int, str], str]:
@@ -133,11 +134,12 @@ def test_precision_and_recall_on_held_out_code_do_not_fall() -> None:
     eleventh = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_11)]
     twelfth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_12)]
     thirteenth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_13)]
-    later = fourth + fifth + sixth + seventh + eighth + ninth + tenth + eleventh + twelfth + thirteenth
+    fourteenth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_14)]
+    later = fourth + fifth + sixth + seventh + eighth + ninth + tenth + eleventh + twelfth + thirteenth + fourteenth
     first = [p for p in HELD_OUT_FILES if p not in later]
     assert len(first) == 56 and len(fourth) == 12 and len(fifth) == 3 and len(sixth) == 5 and len(seventh) == 7
     assert len(eighth) == 14 and len(ninth) == 14 and len(tenth) == 13 and len(eleventh) == 13
-    assert len(twelfth) == 16 and len(thirteenth) == 14
+    assert len(twelfth) == 16 and len(thirteenth) == 14 and len(fourteenth) == 14
     precision, recall = measure(first, "corpus_heldout, rounds 1-3")
     assert precision >= 1.0 and recall >= 0.86  # 45/45, 26/30
     precision, recall = measure(fourth, "corpus_heldout, round 4")
