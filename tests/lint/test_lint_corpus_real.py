@@ -31,6 +31,7 @@ ROUND_10 = ("stylegan2_pytorch__", "lightweight_gan__", "dalle_pytorch__", "nerf
 ROUND_11 = ("lerobot__", "torchreid__", "parlai__", "pytorch_pfn_extras__", "learn2learn__")
 ROUND_12 = ("sockeye__", "torchbearer__", "colbert_ai__", "momentfm__", "uni2ts__")
 ROUND_13 = ("pytorch_adapt__", "lightning_flash__", "pytorch_fid__", "torchdyn__", "piq__")
+ROUND_14 = ("soundstorm_pytorch__", "voicebox_pytorch__", "magvit2_pytorch__", "x_clip__", "taming_transformers__")
 
 
 def labels(path: Path) -> dict[tuple[int, str], str]:
@@ -133,11 +134,12 @@ def test_precision_and_recall_on_held_out_code_do_not_fall() -> None:
     eleventh = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_11)]
     twelfth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_12)]
     thirteenth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_13)]
-    later = fourth + fifth + sixth + seventh + eighth + ninth + tenth + eleventh + twelfth + thirteenth
+    fourteenth = [p for p in HELD_OUT_FILES if p.name.startswith(ROUND_14)]
+    later = fourth + fifth + sixth + seventh + eighth + ninth + tenth + eleventh + twelfth + thirteenth + fourteenth
     first = [p for p in HELD_OUT_FILES if p not in later]
     assert len(first) == 56 and len(fourth) == 12 and len(fifth) == 3 and len(sixth) == 5 and len(seventh) == 7
     assert len(eighth) == 14 and len(ninth) == 14 and len(tenth) == 13 and len(eleventh) == 13
-    assert len(twelfth) == 16 and len(thirteenth) == 14
+    assert len(twelfth) == 16 and len(thirteenth) == 14 and len(fourteenth) == 14
     precision, recall = measure(first, "corpus_heldout, rounds 1-3")
     assert precision >= 1.0 and recall >= 0.86  # 45/45, 26/30
     precision, recall = measure(fourth, "corpus_heldout, round 4")
@@ -168,12 +170,16 @@ def test_precision_and_recall_on_held_out_code_do_not_fall() -> None:
     precision, recall = measure(thirteenth, "corpus_heldout, round 13")
     # 5/6, 4/38 (first run, labels committed before it in cd97702 and not changed after it: 3/5, 3/38)
     assert precision >= 0.83 and recall >= 0.1
+    precision, recall = measure(fourteenth, "corpus_heldout, round 14")
+    # 6/17, 4/17 (first run, labels committed before it in 29540ac and not changed after it)
+    assert precision >= 0.35 and recall >= 0.23
     precision, recall = measure(HELD_OUT_FILES, "corpus_heldout, all")
-    # 233/247, 167/281; 231/246, 166/281 with round 13's first run (rounds 1-12 alone: 228/241, 163/243; 220/233, 161/243 with round
+    # 239/264, 171/298 with round 14's first run (rounds 1-13 alone: 233/247, 167/281; 231/246, 166/281 with
+    # round 13's first run; rounds 1-12 alone: 228/241, 163/243; 220/233, 161/243 with round
     # 12's first run; rounds 1-11 alone: 213/226, 154/223; with round 11's first run: 194/207, 136/223; rounds 1-10
     # alone: 178/188, 120/187; with round 10's first run: 173/184, 117/187; rounds 1-9 alone before round 10:
     # 161/163, 107/162; first run of round 9: 156/171, 105/162; rounds 1-8 alone: 134/134, 93/125)
-    assert precision >= 0.94 and recall >= 0.59
+    assert precision >= 0.90 and recall >= 0.57
 
 
 def test_every_fix_offered_on_real_code_parses_and_removes_its_finding() -> None:
