@@ -1920,9 +1920,9 @@ def _file_calls_backward(ctx: LintContext) -> bool:
 # `accelerator.backward(loss)`, whose receiver is a framework handed the loss (a literal start:
 # `re` searches it as a string)
 _BACKWARD_CALL = re.compile(rb"\.\s*backward\(\s*(?:\)|\w+\s*=(?!=))")
-# `fabric.backward(err)`, `accelerator.backward(total, ...)`, `torch.autograd.backward(err)`: the
-# name handed over is the loss
-_HANDED_TO_BACKWARD = re.compile(rb"\.\s*backward\(\s*(\w+)\s*[,)]")
+# `fabric.backward(err)`, `accelerator.backward(total, ...)`, `torch.autograd.backward(err)`,
+# `accelerator.backward(loss / self.grad_accum_every)`: the name handed over is the loss
+_HANDED_TO_BACKWARD = re.compile(rb"\.\s*backward\(\s*(\w+)\s*(?:[,)]|[/*][^,()\n]*[,)])")
 _NAME_BEFORE = re.compile(rb"(?<![\w.])(\w+)\s*$")
 
 
