@@ -625,3 +625,58 @@ def test_reads_after_a_read_in_one_statement_buffers_and_results_kept() -> None:
         (26, 21, "AL100", "information", f"`.cpu()` inside a loop: the host waits for the GPU {kept}"),
         (27, 52, "AL100", "information", f"`.cpu()` inside a loop: the host waits for the GPU {kept}"),
     ]
+
+
+FITS_AND_ROLLOUTS = dedent(
+    """\
+    import torch
+
+
+    class Mahalanobis:
+        def fit_features(self, z, y, device):
+            z, y = z.to(device), y.to(device)
+            for c in y.unique():
+                assert (y == c).sum() != 0
+                self.mu[c] = z[y == c].mean(dim=0)
+            return self
+
+
+    def evaluate(vecenv, policy, device):
+        while True:
+            o, r, d = vecenv.recv()
+            action = policy(torch.as_tensor(o).to(device)).argmax(-1).cpu().numpy()
+            vecenv.send(action)
+    """
+)
+
+
+def test_a_per_class_fit_and_a_rollout_through_send_and_recv_are_not_per_step_waits() -> None:
+    """A detector's `fit_*` loop over its classes runs once per fit (the names of `z, y =
+    z.to(device), y.to(device)` each take their own part); `vecenv.send(action)` steps the
+    environment, which needs the actions on the host."""
+    assert findings(FITS_AND_ROLLOUTS) == [
+        (
+            8,
+            19,
+            "AL100",
+            "information",
+            "a CUDA tensor as a condition (`(y == c).sum() != 0`) inside a loop: the host waits for the GPU per "
+            "item in `fit_features` (once per fit, not per training step)",
+        ),
+        (
+            9,
+            25,
+            "AL100",
+            "information",
+            "`z[y == c]` (a boolean mask: the result's shape depends on the data) inside a loop: the host waits "
+            "for the GPU per item in `fit_features` (once per fit, not per training step)",
+        ),
+        (
+            16,
+            66,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU once per environment step (the environment runs "
+            "on the host and waits for its inputs)",
+        ),
+    ]

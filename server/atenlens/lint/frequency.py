@@ -147,6 +147,20 @@ def frequency(node: Node) -> Frequency:
         return Frequency(loop, False, f"on every iteration of a loop in the check `{function}` (not a training step)")
     if _RARE_FUNCTION.search(function):
         return Frequency(loop, False, f"per item in `{function}` (once per call, not per training step)")
+    if (
+        _FIT.match(function)
+        and loop.type == "for_statement"
+        and (_counts_passes(loop) or _PER_CLASS.search(text(loop.child_by_field_name("right") or loop)))
+        and not _STEP_WORDS.search(
+            text(loop.child_by_field_name("left") or loop) + text(loop.child_by_field_name("right") or loop)
+        )
+        and not runs_a_model(loop)
+        and not TRAINING_STEP.search(loop.text or b"")
+    ):
+        # `def fit_features(self, z, y): for c in range(n_classes): ...`: a detector's one-time fit
+        # over features already computed (a `fit` whose loop goes over batches trains, maybe through
+        # a client: `self.training_client.train_batch(data)`)
+        return Frequency(loop, False, f"per item in `{function}` (once per fit, not per training step)")
     if _iterates_state_dict(loop):
         return Frequency(loop, False, "per tensor of a state dict (a checkpoint's copy, not per training step)")
     repeating = repeating_loop(loop)
@@ -161,6 +175,9 @@ def frequency(node: Node) -> Frequency:
     return Frequency(loop, True, "on every iteration")
 
 
+_FIT = re.compile(r"_*fit(?:_|$)")
+_STEP_WORDS = re.compile(r"batch|step|iter|epoch|update", re.I)
+_PER_CLASS = re.compile(r"class|label|categor|\.unique\(\)$", re.I)  # `for c in y.unique():`, `for c in classes:`
 _CHECK_FUNCTION = re.compile(r"_*(?:debug|sanity)_", re.I)
 _MEMOIZING = re.compile(r"(?:^|\.)(?:cached_property|cache|lru_cache)\b")
 
@@ -662,7 +679,7 @@ def _is_collector_loop(loop: Node) -> bool:
 
 
 # `env.step(a)`, `self.vec_env.step(a)`, or the agent's own wrapper `self.env_step(a)`
-_ENV_STEP = re.compile(rb"\b(?:\w+_)?envs?\.step\(|\benv_step\(")
+_ENV_STEP = re.compile(rb"\b\w*envs?\.(?:step|send|recv)\(|\benv_step\(")  # (pufferlib: `vecenv.send(a)`)
 
 
 def _steps_environment(loop: Node) -> bool:

@@ -797,12 +797,27 @@ PYTHON_RESULT_FUNCTIONS = frozenset(
 )
 
 
+def _unpacked_part(binding: Binding) -> Optional[Node]:
+    """`a, b = x, y.clone()`: the element of a literal tuple or list that the name takes (None when
+    what was unpacked is no literal of the same length, or the name is nested deeper)."""
+    value = strip_parens(binding.unpacked_from) if binding.unpacked_from is not None else None
+    if value is None or value.type not in ("expression_list", "tuple", "list") or len(binding.path) != 1:
+        return None
+    parts = [c for c in value.named_children if c.type != "comment"]
+    if any(p.type in ("list_splat", "parenthesized_list_splat") for p in parts) or binding.path[0] >= len(parts):
+        return None
+    return parts[binding.path[0]]
+
+
 def _binding_device(ctx: LintContext, binding: Binding, depth: int) -> Device:
     if _annotated_scalar(binding):
         return Device.HOST
     if binding.loop is not None:
         return _loop_element_device(ctx, binding.loop.child_by_field_name("right"), binding.path, depth + 1)
     if binding.value is None and binding.unpacked_from is not None:
+        part = _unpacked_part(binding)
+        if part is not None:
+            return device_of(ctx, part, depth + 1)  # `z, y = z.to(device), y.to(device)`: its own part
         # `values, idx = torch.topk(scores, k)`: each part on the device of what was unpacked
         whole = device_of(ctx, binding.unpacked_from, depth + 1)
         return whole if whole in (Device.CUDA, Device.CPU) else Device.UNKNOWN
@@ -1726,7 +1741,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             return _in_training_loop(node)  # `batch = next(iterator)` inside a training loop
         if value is None:
             if binding.unpacked_from is not None:  # `loss, logits = model(x)`
-                return _model_output(ctx, binding.unpacked_from, depth + 1)
+                part = _unpacked_part(binding)  # (`a, b = model(x), y`: its own part)
+                return _model_output(ctx, part if part is not None else binding.unpacked_from, depth + 1)
             return loss_named  # `loss += ...`
         if loss_named and strip_parens(value).type == "call":
             # `loss = chunked_cross_entropy(logits, y)`: a loss computed from model outputs, or by
