@@ -680,3 +680,57 @@ def test_a_per_class_fit_and_a_rollout_through_send_and_recv_are_not_per_step_wa
             "on the host and waits for its inputs)",
         ),
     ]
+
+
+NINTH_REVIEW = dedent(
+    """\
+    import torch
+    import torch.distributed as dist
+    from sklearn.metrics import log_loss
+    from torch.cuda import empty_cache
+
+
+    def find_temperature(raw_logits, y_true, to_probs, temperatures, device):
+        best_log_loss = float("inf")
+        for t in temperatures:
+            current_log_loss = log_loss(y_true=y_true, y_pred=to_probs(raw_logits.to(device), t))
+            if current_log_loss < best_log_loss:
+                best_log_loss = current_log_loss
+
+
+    def train(model, loader, optimizer, device, should_skip_batch):
+        for batch in loader:
+            skip_t = torch.tensor([int(should_skip_batch(batch))], device=device)
+            dist.all_reduce(skip_t, op=dist.ReduceOp.MAX)
+            should_skip = bool(skip_t.item())
+            if should_skip:
+                continue
+            loss = model(batch.to(device)).sum()
+            loss.backward()
+            optimizer.step()
+            empty_cache()
+    """
+)
+
+
+def test_host_library_functions_skip_flags_and_a_bare_empty_cache() -> None:
+    """A function imported from scikit-learn returns host values, whatever its name; a flag all-
+    reduced so that ranks skip a batch together is read on purpose; `empty_cache()` imported from
+    `torch.cuda` is the allocator's."""
+    assert findings(NINTH_REVIEW) == [
+        (
+            19,
+            34,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU on every iteration, as a flag all-reduced across "
+            "ranks to stop together (every rank needs it on the host)",
+        ),
+        (
+            25,
+            8,
+            "AL300",
+            "warning",
+            "`empty_cache()` inside a loop: frees cached blocks that the next iteration must allocate again",
+        ),
+    ]

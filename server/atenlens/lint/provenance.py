@@ -514,6 +514,31 @@ def torch_aliases(ctx: LintContext) -> frozenset[str]:
     return cached
 
 
+# `from sklearn.metrics import log_loss, roc_auc_score`: functions of host libraries, whose
+# results are Python or numpy values
+_HOST_IMPORT = re.compile(
+    rb"^from[ \t]+(?:sklearn|scipy|numpy|pandas|math|statistics)(?:\.[\w.]+)?[ \t]+import[ \t]+"
+    rb"(?:\(([\w \t,\n]+)\)|([\w \t,]+))",
+    re.M,
+)
+
+
+def host_imported_functions(ctx: LintContext) -> frozenset[str]:
+    """The names this file imports from host libraries (`log_loss` of `from sklearn.metrics import
+    log_loss`); module-level text, kept in every parse."""
+    cached = ctx.memo.get("host-imported-functions")
+    if cached is None:
+        found = set()
+        for match in _HOST_IMPORT.finditer(ctx.source.data):
+            for part in (match.group(1) or match.group(2)).split(b","):
+                words = part.split()
+                if words:
+                    found.add(words[-1].decode(errors="replace"))  # (`x as y`: the name is `y`)
+        cached = ctx.memo["host-imported-functions"] = frozenset(found)
+    assert isinstance(cached, frozenset)
+    return cached
+
+
 def torch_name(ctx: LintContext, node: Optional[Node]) -> str:
     """`dotted_name`, with an alias of torch spelled `torch` (`th.mean` -> `torch.mean`); "" for
     anything that is no name chain."""
@@ -830,6 +855,8 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
     positional, keywords = arguments(call)
     if name in HOST_BUILTINS or name.split(".")[0] in HOST_MODULES or name in PYTHON_RESULT_FUNCTIONS:
         return Device.HOST
+    if name in host_imported_functions(ctx):
+        return Device.HOST  # `log_loss(y_true, probas)` of `from sklearn.metrics import log_loss`
     if method is not None and name.split(".")[0] != "torch":
         if name == "self." + method and _CODER_METHOD.search(method):
             # `output, hidden = self.decode(indices, hidden)`: a model's own encoder or decoder (not
@@ -1132,8 +1159,10 @@ _HOST_ANNOTATION = re.compile(
 def _returns_python_value(ctx: LintContext, call: Node) -> bool:
     """Does `call` return a Python number, not a tensor: a function of this file annotated so
     (`-> int`), or a method that returns sums of host reads (`_returns_numbers`)?"""
+    name = dotted_name(callee(call)) or ""
     return (
-        _returns_python_scalar(ctx, dotted_name(callee(call)) or "")
+        _returns_python_scalar(ctx, name)
+        or name in host_imported_functions(ctx)
         or _returns_numbers(ctx, call)
         or _nested_function_returns_host(ctx, call)
     )
@@ -1797,7 +1826,7 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
     if kind == "call":
         name = torch_name(ctx, callee(node))
         method = method_name(node)
-        if name in HOST_BUILTINS or name.split(".")[0] in HOST_MODULES:
+        if name in HOST_BUILTINS or name.split(".")[0] in HOST_MODULES or name in host_imported_functions(ctx):
             return False
         if _returns_python_value(ctx, node):
             return False  # `_clamp_block_m(4, n)` of `def _clamp_block_m(m: int, n: int) -> int:`

@@ -1,7 +1,8 @@
 """AL300 empty-cache-in-loop: `torch.cuda.empty_cache()` inside a loop.
 
 What it does:
-    Flags `torch.cuda.empty_cache()` (or `cuda.empty_cache()`) when the call runs once per
+    Flags `torch.cuda.empty_cache()` (or `cuda.empty_cache()`, or `empty_cache()` after `from
+    torch.cuda import empty_cache`) when the call runs once per
     iteration of a loop or comprehension (same notion of "per iteration" as AL100). Under
     `if step % N == 0:` and the like, in an epoch loop or a loop over a few literal values it is
     information, with a message that says how often (see AL100).
@@ -23,6 +24,7 @@ Fix:
 
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 from atenlens.codes import Code
@@ -36,10 +38,15 @@ from atenlens.lint.triggers import LOOP
 EMPTY_CACHE_NAMES = frozenset({"torch.cuda.empty_cache", "cuda.empty_cache"})
 
 
+# `from torch.cuda import empty_cache` (also in parentheses, among other names)
+_IMPORTED_BARE = re.compile(rb"from[ \t]+torch\.cuda[ \t]+import[ \t]+\(?[\w \t,\n]*\bempty_cache\b")
+
+
 def check(ctx: LintContext) -> Iterator[Finding]:
+    bare = _IMPORTED_BARE.search(ctx.source.data) is not None
     for call in ctx.calls("empty_cache"):
         name = dotted_name(callee(call))
-        if name not in EMPTY_CACHE_NAMES:
+        if name not in EMPTY_CACHE_NAMES and not (bare and name == "empty_cache"):
             continue
         how = frequency(call)
         if how.loop is None:

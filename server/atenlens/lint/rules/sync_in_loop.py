@@ -127,8 +127,9 @@ What it does:
     `results[prop] = out[prop].cpu().numpy() * units`; a copy that a function called per batch
     returns to a loop that collects it: `scores = self._predict_batch(x)`,
     `results.append(scores)`), a flag all-reduced across ranks in the loop and tested to leave it
-    (`dist.all_reduce(done)`, then `if done.item() > 0: break`: ranks with uneven data agree to
-    stop together, and the host needs the flag), a
+    or skip a batch (`dist.all_reduce(done)`, then `if done.item() > 0: break`, or `skip =
+    bool(flag.item())`, then `if skip: continue`: ranks with uneven data agree to stop or skip
+    together, and the host needs the flag), a
     second `.item()` of the same name in the statement right after the first (no new wait; not of
     a comprehension's own variable, read anew), and
     as the test that ends a `while` loop (`err = ....item()` then `if err < tol: break`: a
@@ -462,23 +463,23 @@ def _stopping_test(node: Node, loop: Node) -> bool:
 
 
 def _stop_flag(node: Node, loop: Node) -> bool:
-    """Is `node` in the test of an `if ...: break` (or `return`) on a value the loop all-reduced
-    before it (`dist.all_reduce(done)`, then `if done.item() > 0: break`)? Ranks with uneven data
-    agree this way to leave the loop together; the host needs the flag to leave it."""
-    test = next((a for a in ancestors(node) if a.type in ("if_statement", "elif_clause", "block")), None)
-    if test is None or test.type == "block":
-        return False
-    condition = test.child_by_field_name("condition")
-    consequence = test.child_by_field_name("consequence")
+    """Is `node` a read of a value the loop all-reduced before it (`dist.all_reduce(done)`, then
+    `if done.item() > 0: break`, or `skip = bool(flag.item())`, then `if skip: continue`), in a
+    loop that leaves or skips on it? Ranks with uneven data agree this way to stop (or skip a
+    batch) together; the host needs the flag to do it."""
     body = loop.child_by_field_name("body")
-    if condition is None or consequence is None or body is None:
+    if body is None:
         return False
-    if not (condition.start_byte <= node.start_byte and node.end_byte <= condition.end_byte):
+    after = (body.text or b"")[max(node.end_byte - body.start_byte, 0) :]
+    if not re.search(rb"\b(?:break|continue|return)\b", after):
         return False
-    if not re.search(rb"\b(?:break|return)\b", consequence.text or b""):
-        return False
-    before = (body.text or b"")[: max(test.start_byte - body.start_byte, 0)]
-    names = set(re.findall(rb"[A-Za-z_]\w*", condition.text or b""))
+    statement = node
+    while statement.parent is not None and statement.parent.type not in ("block", "module"):
+        statement = statement.parent
+    if statement.type in ("if_statement", "while_statement"):
+        statement = statement.child_by_field_name("condition") or statement
+    before = (body.text or b"")[: max(statement.start_byte - body.start_byte, 0)]
+    names = set(re.findall(rb"[A-Za-z_]\w*", statement.text or b""))
     return any(re.search(rb"\ball_reduce\(\s*" + re.escape(name) + rb"\s*[,)]", before) for name in names)
 
 
