@@ -436,6 +436,18 @@ def _counter_reset_in_body(comparison: Node) -> bool:
     return body is not None and bool(reset.search(body.text or b""))
 
 
+def _names_in(node: Node) -> set[str]:
+    """The names and attribute chains written in `node` (`t_env`, `self.log_stats_t`, `self`)."""
+    names = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current.type in ("identifier", "attribute"):
+            names.add(text(current))
+        stack.extend(current.named_children)
+    return names
+
+
 def _one_shot(condition: Node) -> bool:
     """`if self.log_images and self.log_train_images: self.log_train_images = False; ...`: the
     body turns off a flag its test needs, so it runs once (until something sets it again)."""
@@ -445,13 +457,7 @@ def _one_shot(condition: Node) -> bool:
     body = statement.child_by_field_name("consequence")
     if body is None or not _LATCH.search(body.text or b""):
         return False
-    names = set()
-    stack = [condition]
-    while stack:
-        node = stack.pop()
-        if node.type in ("identifier", "attribute"):
-            names.add(text(node))
-        stack.extend(node.named_children)
+    names = _names_in(condition)
     return any(m.group(1).decode() in names for m in _LATCH.finditer(body.text or b""))
 
 
@@ -462,13 +468,7 @@ def _moves_up_last_time(comparison: Node, body: Node) -> bool:
     """`if t_env - self.log_stats_t >= interval: ...; self.log_stats_t = t_env`, `if last + gap <
     step: last = step`: the body sets one name of the test to another (the time of the last log
     moved up to now), so it runs once per interval."""
-    names = set()
-    stack = [comparison]
-    while stack:
-        node = stack.pop()
-        if node.type in ("identifier", "attribute"):
-            names.add(text(node))
-        stack.extend(node.named_children)
+    names = _names_in(comparison)
     for match in _NAME_SET_TO_NAME.finditer(body.text or b""):
         target, value = match.group(1).decode(), match.group(2).decode()
         if target != value and target in names and value in names:
