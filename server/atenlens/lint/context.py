@@ -92,6 +92,8 @@ class LintContext:
     _mentions_device: bool
     _calls_backward: bool
     _host_loss_functions: frozenset[str]
+    _host_imported: frozenset[str]
+    _torch_cuda_imports: frozenset[str]
     _device_attributes: frozenset[str]
     _may_page: bool
     _sync_aliases: frozenset[str]

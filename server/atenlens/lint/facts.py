@@ -21,6 +21,7 @@ from tree_sitter import Node
 from atenlens.lint.context import LintContext
 from atenlens.lint.provenance import (
     device_attributes,
+    host_imported_functions,
     host_loss_functions,
     module_may_page,
     module_mentions_device,
@@ -44,6 +45,7 @@ FACTS: tuple[Fact, ...] = (
     Fact("torch-aliases", torch_aliases),  # `import torch as th`
     Fact("device-attributes", device_attributes),  # `self.x = torch.ones(1, device=d)` in any method
     Fact("host-loss-functions", host_loss_functions),  # `def accuracy(...): return [float(...) ...]`
+    Fact("host-imported-functions", host_imported_functions),  # `from sklearn.metrics import log_loss`
 )
 # Facts summed up from each top-level statement's share, which is kept with the statement's text
 # from one lint to the next: `pins-host-memory` (a pinned DataLoader or buffer: any statement's)
@@ -52,7 +54,7 @@ PER_STATEMENT_FACTS = ("pins-host-memory", "waiting-functions")
 # Facts that are sets of function names, read by a rule only at a call of one of them
 # (`sync_all()` waits): when such a fact changes, only the definitions that write a name that
 # came or went can find something else (lint/incremental.py lints those again).
-NAME_SET_FACTS = frozenset({"waiting-functions", "host-loss-functions"})
+NAME_SET_FACTS = frozenset({"waiting-functions", "host-loss-functions", "host-imported-functions"})
 
 
 @dataclass

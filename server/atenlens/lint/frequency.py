@@ -132,7 +132,7 @@ def frequency(node: Node) -> Frequency:
     loaded = _loads_each_iteration(loop)
     if loaded is not None:
         return Frequency(loop, False, f"once per `{loaded}(...)`, as each iteration loads a model or a file")
-    function = _function_name(loop)
+    function = function_name(loop)
     if _memoized(loop):
         return Frequency(loop, False, "once per object (the function's result is cached)")
     if count is not None and (count <= FEW_ITERATIONS or is_test_name(function)):
@@ -147,19 +147,7 @@ def frequency(node: Node) -> Frequency:
         return Frequency(loop, False, f"on every iteration of a loop in the check `{function}` (not a training step)")
     if _RARE_FUNCTION.search(function):
         return Frequency(loop, False, f"per item in `{function}` (once per call, not per training step)")
-    if (
-        _FIT.match(function)
-        and loop.type == "for_statement"
-        and (_counts_passes(loop) or _PER_CLASS.search(text(loop.child_by_field_name("right") or loop)))
-        and not _STEP_WORDS.search(
-            text(loop.child_by_field_name("left") or loop) + text(loop.child_by_field_name("right") or loop)
-        )
-        and not runs_a_model(loop)
-        and not TRAINING_STEP.search(loop.text or b"")
-    ):
-        # `def fit_features(self, z, y): for c in range(n_classes): ...`: a detector's one-time fit
-        # over features already computed (a `fit` whose loop goes over batches trains, maybe through
-        # a client: `self.training_client.train_batch(data)`)
+    if _FIT.match(function) and _fits_per_class(loop):
         return Frequency(loop, False, f"per item in `{function}` (once per fit, not per training step)")
     if _iterates_state_dict(loop):
         return Frequency(loop, False, "per tensor of a state dict (a checkpoint's copy, not per training step)")
@@ -202,7 +190,7 @@ def is_test_name(function: str) -> bool:
     return function.lstrip("_").startswith("test") and not _EVALUATION_HOOK.match(function)
 
 
-def _function_name(node: Node) -> str:
+def function_name(node: Node) -> str:
     for parent in ancestors(node):
         if parent.type == "function_definition":
             name = parent.child_by_field_name("name")
@@ -356,9 +344,9 @@ def on_nonfinite_path(node: Node, loop: Node) -> bool:
 def _names_a_nonfinite_mask(condition: str, loop: Node) -> bool:
     """`nan_mask = torch.isnan(emb)`, then `if nan_mask.any():` in the same loop: the test of a
     mask of non-finite values, under its name."""
-    name = re.match(r"\s*(?:not\s+)?([A-Za-z_]\w*)\s*(?:\.\s*(?:any|sum)\s*\(|$|\s*\))", condition)
-    if name is None or condition.lstrip().startswith("not"):
-        return False
+    name = re.match(r"\s*([A-Za-z_]\w*)\s*(?:\.\s*(?:any|sum)\s*\(|$)", condition)
+    if name is None:
+        return False  # (`not nan_mask.any()`: the path where all is finite)
     bound = (
         rb"\b"
         + re.escape(name.group(1).encode())
@@ -455,10 +443,8 @@ def _one_shot(condition: Node) -> bool:
     if statement is None or statement.type not in ("if_statement", "elif_clause"):
         return False
     body = statement.child_by_field_name("consequence")
-    if body is None or not _LATCH.search(body.text or b""):
-        return False
-    names = _names_in(condition)
-    return any(m.group(1).decode() in names for m in _LATCH.finditer(body.text or b""))
+    latched = [m.group(1).decode() for m in _LATCH.finditer(body.text or b"")] if body is not None else []
+    return bool(latched) and not _names_in(condition).isdisjoint(latched)
 
 
 _LATCH = re.compile(rb"^[ \t]*([A-Za-z_][\w.]*)[ \t]*=[ \t]*(?:False|None)[ \t]*(?:#.*)?$", re.M)
@@ -751,6 +737,22 @@ def _inner_training_loop(loop: Node) -> Optional[Node]:
         start, end = n.start_byte - body.start_byte, n.end_byte - body.start_byte
         own = own[:start] + own[end:]
     return None if TRAINING_STEP.search(own) else min(training, key=lambda n: n.start_byte)
+
+
+def _fits_per_class(loop: Node) -> bool:
+    """`for c in range(n_classes):` / `for c in y.unique():` of a `fit_*` function: a detector's
+    one-time fit over features already computed, no model run and no step taken in it (a `fit`
+    whose loop goes over batches trains, maybe through a client: `self.training_client.train_batch
+    (data)`)."""
+    if loop.type != "for_statement":
+        return False
+    target, iterable = text(loop.child_by_field_name("left") or loop), text(loop.child_by_field_name("right") or loop)
+    return (
+        (_counts_passes(loop) or _PER_CLASS.search(iterable) is not None)
+        and not _STEP_WORDS.search(target + iterable)
+        and not runs_a_model(loop)
+        and not TRAINING_STEP.search(loop.text or b"")
+    )
 
 
 def _counts_passes(loop: Node) -> bool:

@@ -51,7 +51,7 @@ from tree_sitter import Node
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import Binding, scope_for
 from atenlens.lint.frequency import is_test_name, steps_optimizer
-from atenlens.lint.source import ancestors, definition_text, indented_block
+from atenlens.lint.source import ancestors, definition_text, indented_block, names_imported_from
 from atenlens.lint.syntax import (
     SCOPE_TYPES,
     arguments,
@@ -516,26 +516,15 @@ def torch_aliases(ctx: LintContext) -> frozenset[str]:
 
 # `from sklearn.metrics import log_loss, roc_auc_score`: functions of host libraries, whose
 # results are Python or numpy values
-_HOST_IMPORT = re.compile(
-    rb"^from[ \t]+(?:sklearn|scipy|numpy|pandas|math|statistics)(?:\.[\w.]+)?[ \t]+import[ \t]+"
-    rb"(?:\(([\w \t,\n]+)\)|([\w \t,]+))",
-    re.M,
-)
+_HOST_LIBRARIES = rb"(?:sklearn|scipy|numpy|pandas|math|statistics)(?:\.[\w.]+)?"
 
 
 def host_imported_functions(ctx: LintContext) -> frozenset[str]:
     """The names this file imports from host libraries (`log_loss` of `from sklearn.metrics import
-    log_loss`); module-level text, kept in every parse."""
-    cached = ctx.memo.get("host-imported-functions")
+    log_loss`): a module-wide fact (lint/facts.py), as `torch_aliases` is."""
+    cached = getattr(ctx, "_host_imported", None)
     if cached is None:
-        found = set()
-        for match in _HOST_IMPORT.finditer(ctx.source.data):
-            for part in (match.group(1) or match.group(2)).split(b","):
-                words = part.split()
-                if words:
-                    found.add(words[-1].decode(errors="replace"))  # (`x as y`: the name is `y`)
-        cached = ctx.memo["host-imported-functions"] = frozenset(found)
-    assert isinstance(cached, frozenset)
+        cached = ctx._host_imported = names_imported_from(ctx.source.whole_data, _HOST_LIBRARIES)
     return cached
 
 
@@ -1183,6 +1172,8 @@ def _nested_function_returns_host(ctx: LintContext, call: Node) -> bool:
         if inner is None or inner.type != "function_definition" or text(inner.child_by_field_name("name")) != name:
             continue
         returned = [r.named_children[0] for r in _returns_of(inner) if r.named_children]
+        # (followed a few bindings deep only: a helper that returns its own call, or one calling
+        # this function, would otherwise come back here until the depth runs out)
         return bool(returned) and all(device_of(ctx, r, MAX_DEPTH - 3) is Device.HOST for r in returned)
     return False
 
@@ -1826,7 +1817,7 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
     if kind == "call":
         name = torch_name(ctx, callee(node))
         method = method_name(node)
-        if name in HOST_BUILTINS or name.split(".")[0] in HOST_MODULES or name in host_imported_functions(ctx):
+        if name in HOST_BUILTINS or name.split(".")[0] in HOST_MODULES:
             return False
         if _returns_python_value(ctx, node):
             return False  # `_clamp_block_m(4, n)` of `def _clamp_block_m(m: int, n: int) -> int:`

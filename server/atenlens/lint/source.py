@@ -705,3 +705,21 @@ def definition_text(data: bytes, name: str) -> Optional[bytes]:
     is none. Read off bytes, so the answer does not depend on which definitions were parsed."""
     head = re.search(rb"^[ \t]*def[ \t]+" + re.escape(name.encode()) + rb"[ \t]*\(", data, re.M)
     return indented_block(data, head.start()) if head is not None else None
+
+
+def names_imported_from(data: bytes, modules: bytes) -> frozenset[str]:
+    """The names that module-level `from <module> import a, b as c` statements bind, for modules
+    matching the regular expression `modules` (`rb"torch\\.cuda"`): `{"a", "c"}`. Read off bytes
+    (top-level imports are in every parse)."""
+    # (a literal start, `from`, and the line start checked after: `re` then searches for the word
+    # instead of trying `^` at every byte, a tenth of the time on a large file)
+    statement = re.compile(rb"from[ \t]+(?:" + modules + rb")[ \t]+import[ \t]+(?:\(([\w \t,\n]+)\)|([\w \t,]+))")
+    found = set()
+    for match in statement.finditer(data):
+        if match.start() > 0 and data[match.start() - 1] != 0x0A:
+            continue  # (not at a line's start: indented, or in the middle of a line)
+        for part in (match.group(1) or match.group(2)).split(b","):
+            words = part.split()
+            if words:
+                found.add(words[-1].decode(errors="replace"))  # (`x as y`: the name bound is `y`)
+    return frozenset(found)

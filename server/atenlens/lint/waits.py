@@ -21,6 +21,7 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.provenance import is_device_to_host
+from atenlens.lint.source import names_imported_from
 from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, text
 
 DEVICE_SYNCHRONIZE = frozenset(
@@ -58,7 +59,8 @@ FUNCTION_DEPTH = 3  # helpers calling helpers that synchronize
 
 # the user's source imports names from torch.cuda (bytes searched in the linted file; nothing is imported).
 # Joined at run time: the compiled module then holds no constant that reads as an import of torch.
-_IMPORTS_FROM_TORCH_CUDA = re.compile(rb"[ \t]+".join((b"from", rb"torch\.cuda", b"import")))
+_TORCH_CUDA = rb"torch\.cuda"
+_IMPORTS_FROM_TORCH_CUDA = re.compile(rb"[ \t]+".join((b"from", _TORCH_CUDA, b"import")))
 
 
 def is_clock_read(call: Node) -> bool:
@@ -96,6 +98,14 @@ def _imports_bare_synchronize(ctx: LintContext) -> bool:
         or b"synchronize," in ctx.source.data
         and _IMPORTS_FROM_TORCH_CUDA.search(ctx.source.data) is not None
     )
+
+
+def torch_cuda_imports(ctx: LintContext) -> frozenset[str]:
+    """The names the file imports from `torch.cuda` to call bare (`empty_cache`)."""
+    cached = getattr(ctx, "_torch_cuda_imports", None)
+    if cached is None:
+        cached = ctx._torch_cuda_imports = names_imported_from(ctx.source.whole_data, _TORCH_CUDA)
+    return cached
 
 
 def alias_calls(ctx: LintContext) -> list[Node]:

@@ -59,6 +59,7 @@ from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding, Fix, TextEdit
 from atenlens.lint.provenance import (
+    VIEW_METHODS,
     Device,
     device_of,
     is_clear_device,
@@ -85,9 +86,8 @@ TYPED_CONSTRUCTORS = frozenset(
     | {"ByteTensor", "CharTensor", "BoolTensor"}
 )
 # Steps that leave a CPU tensor on the CPU: views, casts, in-place fills, copies, elementwise math.
-_HOST_STEPS = frozenset(
-    {"view", "reshape", "repeat", "unsqueeze", "squeeze", "expand", "flatten", "t", "transpose", "permute"}
-    | {"contiguous", "clone", "float", "double", "half", "long", "int", "bool", "byte", "flip", "roll"}
+_HOST_STEPS = VIEW_METHODS | (
+    {"repeat", "clone", "float", "double", "half", "long", "int", "bool", "byte", "flip", "roll"}
     | {"uniform_", "normal_", "fill_", "zero_", "random_", "bernoulli_", "exponential_", "triu", "tril"}
     | {"triu_", "tril_", "mul", "mul_", "add", "add_", "sub", "sub_", "div", "div_", "neg", "exp", "cumsum"}
 )

@@ -24,7 +24,6 @@ Fix:
 
 from __future__ import annotations
 
-import re
 from typing import Iterator
 
 from atenlens.codes import Code
@@ -34,16 +33,13 @@ from atenlens.lint.frequency import frequency
 from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import callee, dotted_name
 from atenlens.lint.triggers import LOOP
+from atenlens.lint.waits import torch_cuda_imports
 
 EMPTY_CACHE_NAMES = frozenset({"torch.cuda.empty_cache", "cuda.empty_cache"})
 
 
-# `from torch.cuda import empty_cache` (also in parentheses, among other names)
-_IMPORTED_BARE = re.compile(rb"from[ \t]+torch\.cuda[ \t]+import[ \t]+\(?[\w \t,\n]*\bempty_cache\b")
-
-
 def check(ctx: LintContext) -> Iterator[Finding]:
-    bare = _IMPORTED_BARE.search(ctx.source.data) is not None
+    bare = "empty_cache" in torch_cuda_imports(ctx)  # `from torch.cuda import empty_cache`
     for call in ctx.calls("empty_cache"):
         name = dotted_name(callee(call))
         if name not in EMPTY_CACHE_NAMES and not (bare and name == "empty_cache"):

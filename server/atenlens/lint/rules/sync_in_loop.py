@@ -184,6 +184,7 @@ from atenlens.lint.provenance import (
     HOST_MODULES,
     PYTHON_RESULT_FUNCTIONS,
     TRAINING_STEP_EVIDENCE,
+    VIEW_METHODS,
     Device,
     converted_with_numpy,
     device_of,
@@ -409,25 +410,22 @@ def _breaks(block: Node) -> bool:
 def _stopping_test(node: Node, loop: Node) -> bool:
     """Is `node` the test that ends a `while` loop: in its condition, in the condition of an
     `if ...: break` in it, or assigned to a name such a test reads (`err = ....item()` then
-    `if err < tol: break`)? Iterating until a value converges needs that value on the host."""
-    if loop.type == "for_statement":
-        # `for i in range(iters): ... if err < best: best = err else: break`: a numerical loop that
-        # stops when it no longer improves (an `else` that leaves the loop, maybe after a patience
-        # count); not a loop that runs a model or decodes tokens. (A plain `if err < tol: break` in
-        # a `for` loop stays a warning: a Sinkhorn step in every forward, a search per query.)
-        body = loop.child_by_field_name("body")
-        function = next((a for a in ancestors(loop) if a.type == "function_definition"), None)
-        title = function.child_by_field_name("name") if function is not None else None
-        if body is None or runs_a_model(loop) or any(_DECODES.search(n.text or b"") for n in (body, title) if n):
-            return False
-        tests: list[Optional[Node]] = []
-    elif loop.type == "while_statement":
-        condition = loop.child_by_field_name("condition")
-        tests = [condition] if condition is not None else []
-    else:
-        return False
+    `if err < tol: break`)? Iterating until a value converges needs that value on the host. In a
+    `for` loop, only a test whose `else` leaves the loop, maybe after a patience count (`if err <
+    best: best = err else: break`: a numerical loop that stops when it no longer improves), and
+    not in a loop that runs a model or decodes tokens. (A plain `if err < tol: break` in a `for`
+    loop stays a warning: a Sinkhorn step in every forward, a search per query.)"""
     body = loop.child_by_field_name("body")
-    stack = list(body.named_children) if body is not None else []
+    if body is None or loop.type not in ("for_statement", "while_statement"):
+        return False
+    tests: list[Optional[Node]] = []
+    if loop.type == "for_statement":
+        title = next((a.child_by_field_name("name") for a in ancestors(loop) if a.type == "function_definition"), None)
+        if runs_a_model(loop) or any(_DECODES.search(n.text or b"") for n in (body, title) if n is not None):
+            return False
+    else:
+        tests.append(loop.child_by_field_name("condition"))
+    stack = list(body.named_children)
     while stack:
         current = stack.pop()
         if current.type in ("for_statement", "while_statement", "function_definition", "class_definition"):
@@ -473,9 +471,7 @@ def _stop_flag(node: Node, loop: Node) -> bool:
     after = (body.text or b"")[max(node.end_byte - body.start_byte, 0) :]
     if not re.search(rb"\b(?:break|continue|return)\b", after):
         return False
-    statement = node
-    while statement.parent is not None and statement.parent.type not in ("block", "module"):
-        statement = statement.parent
+    statement = _statement_of(node)
     if statement.type in ("if_statement", "while_statement"):
         statement = statement.child_by_field_name("condition") or statement
     before = (body.text or b"")[: max(statement.start_byte - body.start_byte, 0)]
@@ -508,29 +504,25 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             continue
         fn = callee(call)
         attr = fn.child_by_field_name("attribute") if fn is not None else None
-        if caller is not None:
-            how, where, site = caller
-            again = _read_just_before(ctx, call) if method == "item" and how.every_iteration else None
-            if again is not None:
-                how = Frequency(how.loop, False, f"{how.how_often}, but {again}: no new wait")
-            if method == "cpu" and site is not None and _returned(call) and _collected(site, how.loop):
-                # `scores = self._predict_batch(X)`, `list_y_score.append(scores)`: the function
-                # hands its host copy to a loop that collects the results on the host
-                how = Frequency(
-                    how.loop,
-                    False,
-                    "on every iteration, collecting results on the host (one copy per batch, as intended)",
-                )
-            finding = _report(ctx, f"`.{method}()`", attr or call, end=call, how=how, where=where)
-            if finding is not None:
-                yield finding
-            continue
-        how = frequency(call)
+        how, where, site = caller if caller is not None else (frequency(call), "inside a loop", None)
         again = _read_just_before(ctx, call) if method == "item" and how.every_iteration else None
         if again is not None:
-            how = Frequency(how.loop, False, f"on every iteration, but {again}: no new wait")
+            how = Frequency(how.loop, False, f"{how.how_often}, but {again}: no new wait")
         if (
-            method in ("cpu", "tolist")
+            caller is not None
+            and method == "cpu"
+            and site is not None
+            and _returned(call)
+            and _collected(site, how.loop)
+        ):
+            # `scores = self._predict_batch(X)`, `list_y_score.append(scores)`: the function hands
+            # its host copy to a loop that collects the results on the host
+            how = Frequency(
+                how.loop, False, "on every iteration, collecting results on the host (one copy per batch, as intended)"
+            )
+        elif (
+            caller is None
+            and method in ("cpu", "tolist")
             and how.every_iteration
             and chunked_walk(how.loop) is None  # (a walk in chunks says so: `_report`)
             and _collected(call, how.loop)
@@ -543,7 +535,7 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             how = Frequency(
                 how.loop, False, f"on every iteration, collecting results on the host ({example}, as intended)"
             )
-        finding = _report(ctx, f"`.{method}()`", attr or call, end=call, how=how)
+        finding = _report(ctx, f"`.{method}()`", attr or call, end=call, how=how, where=where)
         if finding is not None:
             yield finding
 
@@ -668,9 +660,7 @@ def _read_just_before(ctx: LintContext, call: Node) -> Optional[str]:
     owner = receiver(call)
     if owner is None or owner.type not in ("identifier", "call", "attribute", "subscript"):
         return None
-    statement = call
-    while statement.parent is not None and statement.parent.type != "block":
-        statement = statement.parent
+    statement = _statement_of(call)
     earlier = _read_earlier_in_statement(call, statement)
     if earlier is not None:
         return f"an earlier read of this statement (line {earlier}) already waited"
@@ -678,38 +668,34 @@ def _read_just_before(ctx: LintContext, call: Node) -> Optional[str]:
         binding = ctx.bindings(owner).at(text(owner), owner.start_byte)
         if binding is not None and statement.start_byte <= binding.at <= statement.end_byte:
             return None
-    previous = statement.prev_named_sibling
-    while previous is not None and previous.type == "comment":
-        previous = previous.prev_named_sibling
     spelled = re.compile(rb"(?<![\w.])" + re.escape(text(owner).encode()) + rb"\s*\.\s*item\s*\(")
-    block = statement.parent
-    if previous is None and block is not None and block.parent is not None and block.parent.type == "with_statement":
+    previous = _previous_statement(statement)
+    holder = statement.parent.parent if statement.parent is not None else None
+    if previous is None and holder is not None and holder.type == "with_statement":
         # `train_err += loss.item()`, then `with torch.no_grad(): avg_loss += loss.item()`
-        previous = block.parent.prev_named_sibling
-        while previous is not None and previous.type == "comment":
-            previous = previous.prev_named_sibling
-        return (
-            _read_on(previous.start_point[0] + 1)
-            if previous is not None and spelled.search(previous.text or b"")
-            else None
-        )
-    if previous is None and statement.parent is not None:
+        previous = _previous_statement(holder)
+    elif previous is None and holder is not None and holder.type in ("if_statement", "elif_clause", "while_statement"):
         # `if best is None or g.item() < best: best = g.item()`: the test right above read it
-        test = statement.parent.parent
-        if test is not None and test.type in ("if_statement", "elif_clause", "while_statement"):
-            condition = test.child_by_field_name("condition")
-            if condition is not None and spelled.search(condition.text or b""):
-                return _read_on(condition.start_point[0] + 1)
-        return None
-    if previous is None or statement.parent is None:
-        return None
-    if spelled.search(previous.text or b""):
-        return _read_on(previous.start_point[0] + 1)
+        previous = holder.child_by_field_name("condition")
+    if previous is not None and spelled.search(previous.text or b""):
+        return f"the value was read on line {previous.start_point[0] + 1} just before"
     return None
 
 
-def _read_on(line: int) -> str:
-    return f"the value was read on line {line} just before"
+def _statement_of(node: Node) -> Node:
+    """The statement of its block that holds `node`."""
+    statement = node
+    while statement.parent is not None and statement.parent.type not in ("block", "module"):
+        statement = statement.parent
+    return statement
+
+
+def _previous_statement(statement: Node) -> Optional[Node]:
+    """The statement before `statement` in its block, comments skipped."""
+    previous = statement.prev_named_sibling
+    while previous is not None and previous.type == "comment":
+        previous = previous.prev_named_sibling
+    return previous
 
 
 def _takes_training_step(loop: Node) -> bool:
@@ -762,9 +748,7 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
             holder.type in ("assignment", "return_statement")
             or (keeper is not None and method_name(keeper) in _KEEPING_METHODS)
         )
-        return kept and not any(
-            a.type in ("for_statement", "while_statement") and _takes_training_step(a) for a in ancestors(node)
-        )
+        return kept and (loop is None or not _takes_training_step(loop))
     if parent is None or parent.type != "assignment" or parent.child_by_field_name("right") != node:
         return False
     target = parent.child_by_field_name("left")
@@ -846,20 +830,20 @@ def _host_copy(call: Node) -> Node:
             return node
 
 
-# Calls on a host copy that keep it a host value of the same data.
-_HOST_CHAIN = (
+# Calls on a host copy that keep it a host value of the same data: views, casts, conversions.
+_HOST_CHAIN = VIEW_METHODS | {
     "numpy",
-    "detach",
     "float",
+    "half",
+    "double",
+    "long",
+    "int",
     "item",
-    "squeeze",
     "tolist",
     "astype",
     "copy",
-    "reshape",
-    "view",
-    "flatten",
-) + ("transpose", "permute", "unsqueeze", "contiguous", "clone", "half", "double", "long", "int")
+    "clone",
+}
 
 
 def _cast_only(call: Node) -> bool:
@@ -949,6 +933,7 @@ def _data_dependent(ctx: LintContext) -> Iterator[Finding]:
         name = dotted_name(callee(call)) or ""
         method = method_name(call)
         positional, keywords = arguments(call)
+        device_test = maybe_device  # an operation only a tensor has: no evidence needed
         if name in DATA_DEPENDENT_FUNCTIONS or (name == "torch.where" and len(positional) == 1 and not keywords):
             subject = positional[0] if positional else keywords.get("input")
             label = f"`{name}(...)`"
@@ -957,12 +942,12 @@ def _data_dependent(ctx: LintContext) -> Iterator[Finding]:
                 continue  # `np.unique(symbols)`: numpy's, on the host
             subject = receiver(call)
             label = f"`.{method}()`"
+            if method == "unique":
+                device_test = likely_device  # a pandas column's too (`adata.obs[key].unique()`)
         else:
             continue
-        if subject is None or not maybe_device(ctx, subject) or converted_with_numpy(call):
+        if subject is None or not device_test(ctx, subject) or converted_with_numpy(call):
             continue  # (`torch.where(m)[0].numpy()`: a CUDA result would raise there, so it is on the host)
-        if method == "unique" and label.startswith("`.") and not likely_device(ctx, subject):
-            continue  # a pandas column's `.unique()` too (`adata.obs[key].unique()`): evidence needed
         finding = _report(ctx, f"{label} (its output's shape depends on the data)", call)
         if finding is not None:
             yield finding

@@ -78,7 +78,7 @@ from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding
-from atenlens.lint.frequency import is_test_name
+from atenlens.lint.frequency import function_name, is_test_name
 from atenlens.lint.provenance import is_model_call, likely_device, strip_parens
 from atenlens.lint.registry import Rule
 from atenlens.lint.source import ancestors
@@ -171,7 +171,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         reported.add(second.id)
         name = dotted_name(callee(second))
         line = ctx.source.position(first.start_point)[0]
-        test = _test_function(second)
+        function = function_name(second)
+        test = function if is_test_name(function) else None
         yield ctx.finding(
             Code.UNSYNCED_TIMING,
             f"`{name}()` read with no synchronize since the clock read on line {line}: CUDA work is "
@@ -180,13 +181,6 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             second,
             severity="information" if test else "warning",
         )
-
-
-def _test_function(node: Node) -> Optional[str]:
-    """The name of the unit test (`test_*`) that `node` is in, if any."""
-    function = next((a for a in ancestors(node) if a.type == "function_definition"), None)
-    title = function.child_by_field_name("name") if function is not None else None
-    return text(title) if title is not None and is_test_name(text(title)) else None
 
 
 _CONVERSIONS = frozenset({"float", "int", "bool", "str"})
