@@ -7,19 +7,7 @@ from __future__ import annotations
 
 from textwrap import dedent
 
-from atenlens.lint.engine import lint_source_strict
-
-Row = tuple[int, int, str, str, str]
-
-
-def findings(source: str) -> list[Row]:
-    found = [(f.line, f.column, f.code, f.severity, f.message) for f in lint_source_strict(source)]
-    unfiltered = [
-        (f.line, f.column, f.code, f.severity, f.message) for f in lint_source_strict(source, prefilter=False)
-    ]
-    assert found == unfiltered
-    return found
-
+from class_findings import findings
 
 GRAD_NORM = dedent(
     """\
