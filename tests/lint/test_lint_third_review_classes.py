@@ -992,7 +992,8 @@ LEAVING = dedent(
 
 def test_blocks_that_leave_the_loop_repeated_reads_opt_in_writers_and_retries() -> None:
     """Reads in a block that ends in `break` run once, when the loop is left; the test above them
-    runs every iteration. A read of what the `if` test just read waits for nothing new. Copies
+    runs every iteration (a walk over `grads.shape[0]` in chunks of `size`: once per chunk). A read
+    of what the `if` test just read waits for nothing new. Copies
     under `if self.summary_writer is not None:` run only when the user turns logging on. A
     `while True:` whose `try` breaks in its `else` retries until the first success (coqui's
     `fit_with_largest_batch_size`)."""
@@ -1012,7 +1013,13 @@ def test_blocks_that_leave_the_loop_repeated_reads_opt_in_writers_and_retries() 
             "information",
             LEAVES.format("`.cpu()`"),
         ),
-        (25, 33, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            25,
+            33,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU once per chunk of `size` rows of `grads`",
+        ),
         (
             26,
             25,

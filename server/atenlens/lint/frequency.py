@@ -186,8 +186,12 @@ _EVALUATION_HOOK = re.compile(r"^_*test_(?:step|batch|epoch|dataloader|loop)", r
 
 
 def is_test_name(function: str) -> bool:
-    """Is `function` spelled as a unit test (`test_*`, `_test_*`), not an evaluation hook?"""
-    return function.lstrip("_").startswith("test") and not _EVALUATION_HOOK.match(function)
+    """Is `function` spelled as a unit test (`test_*`, `_test_*`, `testSomething`), not an
+    evaluation hook? The bare word `test` is not: `def test(model, device, test_loader)` is the
+    evaluation pass of a training script (PyTorch's examples), and a test suite names its tests
+    after what they test."""
+    bare = function.lstrip("_")
+    return bare.startswith("test") and bare != "test" and not _EVALUATION_HOOK.match(function)
 
 
 def function_name(node: Node) -> str:
@@ -841,13 +845,34 @@ def chunked_walk(loop: Optional[Node]) -> Optional[tuple[str, str]]:
     positional, _ = arguments(iterable)
     if len(positional) != 3 or positional[2].type not in ("identifier", "attribute"):
         return None
-    stop = positional[1]
-    if stop.type != "call" or dotted_name(callee(stop)) != "len":
+    measured = _rows_of(positional[1], loop)
+    if measured is None or _RUNS_A_MODEL.search(body.text or b""):
         return None
-    measured, _ = arguments(stop)
-    if len(measured) != 1 or _RUNS_A_MODEL.search(body.text or b""):
-        return None
-    return text(measured[0]), text(positional[2])
+    return measured, text(positional[2])
+
+
+# How many rows a tensor has: `len(x)`, `x.size(0)`, `x.shape[0]`, `x.size()[0]`
+_ROW_COUNT = re.compile(r"len\((?P<a>[\w.]+)\)|(?P<b>[\w.]+?)\.(?:size\(0\)|shape\[0\]|size\(\)\[0\])")
+
+
+def _rows_of(stop: Node, loop: Node) -> Optional[str]:
+    """The tensor whose rows `stop` counts (`len(x)`, `x.size(0)`, `x.shape[0]`, or a name the
+    function set to one of them before the loop: `n_test = test_targets.size(0)`); None otherwise."""
+    written = text(stop)
+    if stop.type == "identifier":
+        function = next((a for a in ancestors(loop) if a.type == "function_definition"), None)
+        if function is None:
+            return None
+        values = re.findall(
+            r"^[ \t]*" + re.escape(written) + r"[ \t]*=(?!=)[ \t]*([^\n]*?)[ \t]*(?:#[^\n]*)?$",
+            (function.text or b"")[: loop.start_byte - function.start_byte].decode("utf-8", "replace"),
+            re.M,
+        )
+        if len(values) != 1:
+            return None
+        written = values[0]
+    match = _ROW_COUNT.fullmatch(written)
+    return None if match is None else match.group("a") or match.group("b")
 
 
 # `for i in range(self.steps):`, `for it in trange(n_iter):`, `while it < self.steps:`: a loop over

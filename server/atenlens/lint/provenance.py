@@ -1478,19 +1478,29 @@ def in_collate_function(node: Node) -> bool:
 
 _NUMBER = rb"-?(?:\d[\d_]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 # What keeps a Python number a number when added to it: a host read, a count, another number.
-_NUMBER_UPDATE = re.compile(rb"^(?:.*\.item\(\)[ \t]*|len\(.*\)[ \t]*|" + _NUMBER + rb"[ \t]*)(?:#.*)?$")
+_NUMBER_UPDATE = re.compile(
+    rb"^(?:.*\.item\(\)[ \t]*|len\(.*\)[ \t]*|[\w.]+\.(?:numel\(\)|size\(\d*\)|shape\[\d+\])[ \t]*|"
+    + _NUMBER
+    + rb"[ \t]*)(?:#.*)?$"
+)
 
 
 def _returns_numbers(ctx: LintContext, call: Node) -> bool:
-    """Is `call` `self.NAME(...)` of a method of this class that returns only names it starts as
-    a number and updates only with host reads (`epoch_loss = 0`, `epoch_loss += loss.item()`,
-    `epoch_loss /= len(loader)`, `return epoch_loss`): a float, not the step's loss tensor? Read
-    from the class's whole text, so the answer does not depend on which methods are parsed."""
+    """Is `call` `self.NAME(...)` of a method of this class, or `NAME(...)` of a function of this
+    file, that returns only names it starts as a number and updates only with host reads
+    (`epoch_loss = 0`, `epoch_loss += loss.item()`, `epoch_loss /= len(loader)`, `return
+    epoch_loss`), or a NumPy or Python number (`return np.mean(losses)`): a float, not the step's
+    loss tensor? Read from the class's or the file's whole text, so the answer does not depend
+    on which definitions are parsed."""
     name = dotted_name(callee(call)) or ""
+    memo = _memo(ctx, "_returns_numbers_memo")
+    if name.isidentifier():
+        if name not in memo:
+            memo[name] = _method_returns_numbers(ctx.source.whole_data, name)
+        return bool(memo[name])
     holder = next((a for a in ancestors(call) if a.type == "class_definition"), None)
     if not name.startswith("self.") or name.count(".") != 1 or holder is None:
         return False
-    memo = _memo(ctx, "_returns_numbers_memo")
     key = (holder.id, name)
     if key not in memo:
         memo[key] = _method_returns_numbers(_class_text(ctx, holder), name[len("self.") :])
@@ -1505,20 +1515,42 @@ def _method_returns_numbers(data: bytes, name: str) -> bool:
     if not returns:
         return False
     for returned in returns:
+        if _HOST_NUMBER_CALL.fullmatch(returned.split(b"#")[0].strip()):
+            continue  # `return np.mean(losses)`
         parts = [p.strip() for p in returned.strip().strip(b"()[]").split(b",") if p.strip()]
         if not parts:
             return False
         for part in parts:
             if not re.fullmatch(rb"[A-Za-z_]\w*", part):
                 return False
-            word = re.escape(part)
-            starts = re.findall(rb"^[ \t]*" + word + rb"[ \t]*=(?!=)[ \t]*(.*)$", text_, re.M)
-            updates = re.findall(rb"^[ \t]*" + word + rb"[ \t]*(?:[-+*/%]|//)=[ \t]*(.*)$", text_, re.M)
+            starts, updates = _assignments(text_, part)
             if not starts or not all(re.fullmatch(_NUMBER + rb"[ \t]*(?:#.*)?", v.strip()) for v in starts):
                 return False
-            if not all(_NUMBER_UPDATE.match(v.strip()) for v in updates):
+            if not all(_NUMBER_UPDATE.match(v.strip()) or _host_read_name(text_, v.strip()) for v in updates):
                 return False
     return True
+
+
+# A call that gives a NumPy or Python number: `np.mean(losses)`, `float(total)`, `statistics.mean(xs)`
+_HOST_NUMBER_CALL = re.compile(rb"(?:np|numpy|math|statistics)\.\w+\(.*\)|(?:float|int|round)\(.*\)", re.S)
+
+
+def _assignments(text_: bytes, word: bytes) -> tuple[list[bytes], list[bytes]]:
+    """The values `word = ...` is given in `text_`, and those of its updates (`word += ...`)."""
+    name = re.escape(word)
+    starts = re.findall(rb"^[ \t]*" + name + rb"[ \t]*=(?!=)[ \t]*(.*)$", text_, re.M)
+    updates = re.findall(rb"^[ \t]*" + name + rb"[ \t]*(?:[-+*/%]|//)=[ \t]*(.*)$", text_, re.M)
+    return starts, updates
+
+
+def _host_read_name(text_: bytes, value: bytes) -> bool:
+    """Is `value` a name that `text_` binds only to host reads (`chunk_loss = (a - b).pow(2).sum()
+    .item()`), so `loss += chunk_loss` keeps `loss` a Python number?"""
+    word = value.split(b"#")[0].strip()
+    if not re.fullmatch(rb"[A-Za-z_]\w*", word):
+        return False
+    starts, updates = _assignments(text_, word)
+    return bool(starts) and not updates and all(_NUMBER_UPDATE.match(v.strip()) for v in starts)
 
 
 def _class_text(ctx: LintContext, holder: Node) -> bytes:
@@ -1557,12 +1589,22 @@ def _in_training_class(ctx: LintContext, node: Node) -> bool:
     and evaluation loops run the same model, on the device the caller chose. A byte scan of the
     class's whole text, so the answer does not depend on which of its methods are parsed."""
     holder = next((a for a in ancestors(node) if a.type == "class_definition"), None)
-    if holder is None:
+    if holder is None or _unit_test_class(holder):
         return False
     memo = _memo(ctx, "_training_class_memo")
     if holder.id not in memo:
         memo[holder.id] = bool(_TRAINING_STEP.search(_class_text(ctx, holder)))
     return memo[holder.id]
+
+
+def _unit_test_class(holder: Node) -> bool:
+    """`class CompareTest(unittest.TestCase)`: its methods test on the tensors they make, on the
+    CPU unless the file names a device; another test's `loss.backward()` makes none of them a
+    training loop on the caller's GPU."""
+    bases = holder.child_by_field_name("superclasses")
+    return bases is not None and any(
+        (dotted_name(b) or "").split(".")[-1] in ("TestCase", "IsolatedAsyncioTestCase") for b in bases.named_children
+    )
 
 
 _TRAINING_STEP = re.compile(rb"\bbackward\(|\boptim\w*\.step\(")

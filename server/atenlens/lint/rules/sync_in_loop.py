@@ -64,7 +64,8 @@ What it does:
     that takes a training step (`loss.backward()`, `optim.step(loss)`: a library's training loop
     gets its device from the caller and need not name one) or in a class one of whose methods
     takes one (`self._optimizers_step(output)` in the loop, the `.backward()` in that method: the
-    class's training and evaluation loops run the same model). An in-place update (`lprobs +=
+    class's training and evaluation loops run the same model; not a `unittest.TestCase`, whose
+    tests make their own tensors, on the CPU in a file that names no device). An in-place update (`lprobs +=
     probs`, `av_kls /= world_size`) keeps the tensor the name held. A name rebound in one branch of an
     if/else is read in a later branch as it was before the `if`; `if not isinstance(norm,
     torch.Tensor): norm = torch.tensor(norm)` converts only what was no tensor, so a tensor keeps
@@ -87,8 +88,10 @@ What it does:
     proven on the GPU, a field of settings (`self.cfg.losses`,
     `args.loss_weight`), a training loop's counters (`for (batch_num, num_samples), batch in
     batches:`), a loss that a
-    method of the class returns as a Python number (`epoch_loss = self.train_step(epoch)` where
-    `train_step` starts `epoch_loss = 0`, adds `loss.item()` and returns it), code on the path
+    method of the class or a function of the file returns as a Python number (`epoch_loss =
+    self.train_step(epoch)` where `train_step` starts `epoch_loss = 0`, adds `loss.item()` or a
+    name bound to one and returns it; `train_loss = train(...)` where `train` returns
+    `np.mean(losses)`), code on the path
     taken when a value is not finite (the body of `if torch.isnan(x):` or `if not
     torch.isfinite(x):`, the `else` of `if torch.isfinite(x):`: it runs when the check fails,
     after the check waited), the keys of
@@ -111,8 +114,10 @@ What it does:
     environment (`env.step(actions)`: the host environment needs the actions every step), in a retry loop
     (`for _ in range(max_trials):` or `while attempts < max_attempts:` that returns or breaks at
     the first success), in a loop over a few literal values (`range(3)`), in any loop of a
-    `test_*` function, in a function whose result is cached (`@cached_property`), once per chunk in `for start in range(0, len(x), batch_size):` when
-    the loop's body runs no model and takes no training step (a search or a metric over an
+    `test_*` function (not the evaluation pass `def test(model, device, test_loader)`), in a
+    function whose result is cached (`@cached_property`), once per chunk in `for start in
+    range(0, len(x), batch_size):` (or `x.size(0)`, `x.shape[0]`, or a name the function set to
+    one of them: `n = x.size(0)`) when the loop's body runs no model and takes no training step (a search or a metric over an
     existing tensor in chunks), per tensor in a function that saves, loads or converts a checkpoint (or plots, or records
     summaries: `plot_prediction`, `_record_summaries`; or builds or initializes: `__init__`,
     `initialize_model_parallel`; or iterates a state dict: `{k: v.cpu() for k, v in

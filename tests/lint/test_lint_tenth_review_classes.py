@@ -1,0 +1,216 @@
+"""Classes of error found by the tenth whole-tree review (tests/lint/corpus_real/WHOLE_TREES.md
+"Tenth review"), each with a small program and the exact findings: line, column (0-based), code,
+severity and message. Each program is also linted without the prefilter (every definition
+parsed), which must give the same findings."""
+
+from __future__ import annotations
+
+from textwrap import dedent
+
+from class_findings import findings
+
+EVALUATION_PASS = dedent(
+    """\
+    import torch
+
+
+    def train(model, loader, optimizer, device):
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+
+
+    def test(model, device, test_loader):
+        correct = 0
+        with torch.no_grad():
+            for x, y in test_loader:
+                x, y = x.to(device), y.to(device)
+                pred = model(x).argmax(dim=1)
+                correct += pred.eq(y).sum().item()
+        return correct / len(test_loader.dataset)
+
+
+    def test_accuracy_is_stable(model, device, test_loader):
+        for x, y in test_loader:
+            x = x.to(device)
+            assert model(x).argmax(dim=1).eq(y.to(device)).all().item()
+    """
+)
+
+
+def test_a_function_named_test_is_an_evaluation_pass_and_test_something_a_unit_test() -> None:
+    """`def test(model, device, test_loader)` is the evaluation pass of a training script (PyTorch's
+    examples): its per-batch read is a warning, as in `evaluate`; `test_accuracy_is_stable` is a
+    unit test, reported at information level."""
+    assert findings(EVALUATION_PASS) == [
+        (18, 40, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            25,
+            61,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU on every iteration of a loop in the test "
+            "`test_accuracy_is_stable` (a test, not a training step)",
+        ),
+    ]
+
+
+UNIT_TEST_CLASS = dedent(
+    """\
+    import unittest
+
+    import torch
+    import torch.nn as nn
+
+
+    class CompareTest(unittest.TestCase):
+        def _train_steps(self, model, optimizer, x, y):
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+
+        def _compare(self):
+            model = nn.Linear(4, 2)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            self._train_steps(model, optimizer, torch.randn(8, 4), torch.randn(8, 2))
+            for p in model.parameters():
+                if p.grad.norm() < 1e-4:
+                    continue
+                self.assertTrue(torch.isfinite(p).all())
+
+        def test_compare(self):
+            self._compare()
+
+
+    class Trainer:
+        def fit(self, model, optimizer, batches):
+            for x, y in batches:
+                loss = nn.functional.mse_loss(model(x), y)
+                loss.backward()
+                optimizer.step()
+                if loss < 1e-4:
+                    break
+    """
+)
+
+
+def test_a_unit_test_class_in_a_file_that_names_no_device_runs_on_the_cpu() -> None:
+    """In a `unittest.TestCase` of a file that names no device, another method's `loss.backward()`
+    does not make the tensors a test makes into a training loop's tensors on the caller's GPU; a
+    plain class that trains the same way still gets that benefit of the doubt."""
+    assert findings(UNIT_TEST_CLASS) == [
+        (
+            32,
+            15,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a condition (`loss < 1e-4`) inside a loop: the host waits for the GPU on every iteration",
+        ),
+    ]
+    with_device = UNIT_TEST_CLASS.replace("torch.randn(8, 4)", 'torch.randn(8, 4, device="cuda")')
+    assert [row[:3] for row in findings(with_device)][:1] == [(18, 15, "AL100")]
+
+
+RETURNED_NUMBERS = dedent(
+    """\
+    import numpy as np
+    import torch
+
+
+    def train(model, loader, optimizer, device):
+        losses = []
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        return np.mean(losses)
+
+
+    def launch(model, loader, optimizer, device, epochs):
+        for epoch in range(epochs):
+            train_loss = train(model, loader, optimizer, device)
+            print(f"epoch {epoch}: train loss {train_loss:.3f}")
+
+
+    class Search:
+        def _compute_loss(self, a, b, device):
+            loss = 0.0
+            for ca, cb in zip(torch.split(a, 1024), torch.split(b, 1024)):
+                chunk_loss = (ca.to(device) - cb.to(device)).pow(2).sum().item()
+                loss += chunk_loss
+            loss /= a.numel()
+            return loss
+
+        def search(self, x, ref, module, device):
+            best_error = float("inf")
+            best = None
+            for ratio in range(20):
+                out = module(x * ratio / 20)
+                loss = self._compute_loss(ref, out, device)
+                if loss < best_error:
+                    best_error = loss
+                    best = ratio
+            return best
+    """
+)
+
+
+def test_functions_that_return_numpy_or_python_numbers_give_no_loss_tensor() -> None:
+    """`train_loss = train(...)` of a function that returns `np.mean(losses)`, and a method whose
+    loss starts as `0.0`, grows by a name bound to `.item()` and is divided by `a.numel()`, return
+    numbers: formatting or comparing them waits for nothing (only the reads inside are reported)."""
+    assert findings(RETURNED_NUMBERS) == [
+        (12, 27, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (26, 70, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+    ]
+
+
+CHUNKED_BY_SIZE = dedent(
+    """\
+    import torch
+
+
+    @torch.no_grad()
+    def knn_accuracy(train_features, train_targets, test_features, test_targets, k=20):
+        n_test = test_targets.size(0)
+        chunk_size = max(1, 5_000_000 // train_targets.size(0))
+        one_hot = torch.zeros(k, 10, device=train_features.device)
+        top1, top5 = 0.0, 0.0
+        for idx in range(0, n_test, chunk_size):
+            features = test_features[idx : idx + chunk_size]
+            similarity = torch.mm(features, train_features.t())
+            _, indices = similarity.topk(k)
+            correct = (train_targets[indices[:, 0]] + one_hot.sum().long()).eq(test_targets[idx : idx + chunk_size])
+            top1 = top1 + correct.sum().item()
+        for start in range(0, test_features.shape[0], chunk_size):
+            block = test_features[start : start + chunk_size] @ train_features.t() + one_hot.sum()
+            top5 = top5 + block.max().item()
+        return top1, top5
+    """
+)
+
+
+def test_a_walk_in_chunks_counts_rows_with_size_shape_or_a_name_set_to_them() -> None:
+    """`range(0, n_test, chunk_size)` with `n_test = test_targets.size(0)`, and `range(0,
+    x.shape[0], chunk_size)`, walk a tensor in chunks as `range(0, len(x), chunk_size)` does: one
+    read per chunk of a metric, information."""
+    assert findings(CHUNKED_BY_SIZE) == [
+        (
+            15,
+            36,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU once per chunk of `chunk_size` rows of `test_targets`",
+        ),
+        (
+            18,
+            34,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU once per chunk of `chunk_size` rows of `test_features`",
+        ),
+    ]
