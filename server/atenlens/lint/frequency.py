@@ -826,7 +826,8 @@ def runs_a_model(loop: Node) -> bool:
 
 def chunked_walk(loop: Optional[Node]) -> Optional[tuple[str, str]]:
     """(`embeddings`, `batch_size`) for `for start in range(0, len(embeddings), batch_size):` (or
-    `trange(...)`, `tqdm(range(...))`) whose body runs no model and takes no training step: tensor
+    `trange(...)`, `tqdm(range(...))`) whose body runs no model, takes no training step and moves
+    nothing to the device: tensor
     work over an existing tensor in chunks, usually a search or a metric whose result is wanted on
     the host, which reads once per chunk of rows rather than once per item; None otherwise."""
     if loop is None or loop.type != "for_statement":
@@ -846,11 +847,14 @@ def chunked_walk(loop: Optional[Node]) -> Optional[tuple[str, str]]:
     if len(positional) != 3 or positional[2].type not in ("identifier", "attribute"):
         return None
     measured = _rows_of(positional[1], loop)
-    if measured is None or _RUNS_A_MODEL.search(body.text or b""):
+    if measured is None or _RUNS_A_MODEL.search(body.text or b"") or _MOVES_TO_DEVICE.search(body.text or b""):
         return None
     return measured, text(positional[2])
 
 
+# A chunk moved to the device in the loop (`z[i : i + bs].to(device)`): batches streamed through
+# the GPU, an inference loop rather than work over a tensor already there
+_MOVES_TO_DEVICE = re.compile(rb"\.(?:to|cuda)\(")
 # How many rows a tensor has: `len(x)`, `x.size(0)`, `x.shape[0]`, `x.size()[0]`
 _ROW_COUNT = re.compile(r"len\((?P<a>[\w.]+)\)|(?P<b>[\w.]+?)\.(?:size\(0\)|shape\[0\]|size\(\)\[0\])")
 

@@ -117,7 +117,7 @@ What it does:
     `test_*` function (not the evaluation pass `def test(model, device, test_loader)`), in a
     function whose result is cached (`@cached_property`), once per chunk in `for start in
     range(0, len(x), batch_size):` (or `x.size(0)`, `x.shape[0]`, or a name the function set to
-    one of them: `n = x.size(0)`) when the loop's body runs no model and takes no training step (a search or a metric over an
+    one of them: `n = x.size(0)`) when the loop's body runs no model, moves no chunk to the device and takes no training step (a search or a metric over an
     existing tensor in chunks), per tensor in a function that saves, loads or converts a checkpoint (or plots, or records
     summaries: `plot_prediction`, `_record_summaries`; or builds or initializes: `__init__`,
     `initialize_model_parallel`; or iterates a state dict: `{k: v.cpu() for k, v in
