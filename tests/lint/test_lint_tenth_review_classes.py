@@ -214,3 +214,44 @@ def test_a_walk_in_chunks_counts_rows_with_size_shape_or_a_name_set_to_them() ->
             "`.item()` inside a loop: the host waits for the GPU once per chunk of `chunk_size` rows of `test_features`",
         ),
     ]
+
+
+WRITTEN_OUT = dedent(
+    """\
+    import numpy as np
+    import torch
+
+
+    @torch.no_grad()
+    def eval_fn(model, val_dl, eval_dir, save_mels, device="cuda"):
+        for i, batch in enumerate(val_dl):
+            x = batch["wavs"].to(device)
+            pred = model(x)
+            save_mels(eval_dir / f"{i:03}.png", cond_mel=x[0].cpu().numpy(), pred_mel=pred[0].cpu().numpy())
+            np.save(eval_dir / f"{i:03}.npy", pred.cpu().numpy())
+
+
+    def train(model, loader, optimizer, save_curve, device="cuda"):
+        for x in loader:
+            loss = model(x.to(device)).mean()
+            loss.backward()
+            optimizer.step()
+            save_curve(loss.cpu())
+    """
+)
+
+
+def test_a_copy_handed_to_a_function_that_writes_it_is_a_result_kept() -> None:
+    """`save_mels(path, pred_mel=pred[0].cpu().numpy())` and `np.save(path, pred.cpu().numpy())`
+    write each result out, as intended: information. In a loop that takes a training step the
+    copy is still a wait per step."""
+    written = (
+        "`.cpu()` inside a loop: the host waits for the GPU on every iteration, collecting results on the host "
+        "(`save(path, t.cpu())`: one copy per result written, as intended)"
+    )
+    assert findings(WRITTEN_OUT) == [
+        (10, 58, "AL100", "information", written),
+        (10, 90, "AL100", "information", written),
+        (11, 47, "AL100", "information", written),
+        (19, 24, "AL100", "warning", "`.cpu()` inside a loop: the host waits for the GPU on every iteration"),
+    ]

@@ -122,7 +122,8 @@ What it does:
     summaries: `plot_prediction`, `_record_summaries`; or builds or initializes: `__init__`,
     `initialize_model_parallel`; or iterates a state dict: `{k: v.cpu() for k, v in
     model.state_dict().items()}`), a
-    `.cpu()` or `.tolist()` appended to a list (`outputs.append(logits.cpu())`,
+    `.cpu()` or `.tolist()` appended to a list (`outputs.append(logits.cpu())`, or written out:
+    `save_mels(path, mel=m.cpu().numpy())`, `np.save(path, t.cpu().numpy())`,
     `logs.extend(r.tolist())`: collecting results on the host; also through a constructor or a host
     function, `rows.append(Row(embedding=p.tolist()))`, `out.append(m.dot(t.cpu().numpy()))`; also
     `[x.cpu().numpy() for x in outs]`, and a copy bound to a name, maybe through one host
@@ -532,11 +533,13 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             and chunked_walk(how.loop) is None  # (a walk in chunks says so: `_report`)
             and _collected(call, how.loop)
         ):
-            example = (
-                f"`results[key] = t.{method}()`: one copy per result"
-                if _stored_in_item(_through_host_function(_host_copy(call)))
-                else f"`outputs.append(t.{method}())`: one copy per batch"
-            )
+            kept = _through_host_function(_host_copy(call))
+            if _written_out(kept):
+                example = f"`save(path, t.{method}())`: one copy per result written"
+            elif _stored_in_item(kept):
+                example = f"`results[key] = t.{method}()`: one copy per result"
+            else:
+                example = f"`outputs.append(t.{method}())`: one copy per batch"
             how = Frequency(
                 how.loop, False, f"on every iteration, collecting results on the host ({example}, as intended)"
             )
@@ -703,6 +706,16 @@ def _previous_statement(statement: Node) -> Optional[Node]:
     return previous
 
 
+def _written_out(node: Node) -> bool:
+    """Is `node` an argument of a call that writes it to a file or a figure (`save_mels(path,
+    pred_mel=mel.cpu().numpy())`, `np.save(path, t.cpu().numpy())`)?"""
+    argument = node.parent.parent if node.parent is not None and node.parent.type == "keyword_argument" else node.parent
+    writer = argument.parent if argument is not None and argument.type == "argument_list" else None
+    if writer is None and node.type == "call":
+        writer = node  # (`_through_host_function` stops at a host writer: `np.save(path, t.cpu().numpy())`)
+    return writer is not None and bool(_WRITER.search((dotted_name(callee(writer)) or "").split(".")[-1]))
+
+
 def _takes_training_step(loop: Node) -> bool:
     """Does this loop, or a loop around it in the same function, call `backward()` or `.step()`?
     (`for key, value in masks.items():` inside the batch loop of a training step.)"""
@@ -728,6 +741,8 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
     node = _through_host_function(_host_copy(call))
     parent = node.parent
     outer = parent.parent if parent is not None and parent.type == "argument_list" else None
+    if _written_out(node):
+        return loop is None or not _takes_training_step(loop)
     if outer is not None and method_name(outer) in _KEEPING_METHODS:
         # `outputs.append(t.cpu())`, `rows.append(Row(embedding=p.tolist()))`,
         # `out.append(csc_matrix.dot(t.cpu().numpy(), m))`, `out[..., y:y + t].copy_(tile.cpu())`
@@ -778,6 +793,7 @@ _HOST_STEP = re.compile(rb"^[ \t]*(\w+(?:[ \t]*,[ \t]*\w+)*)[ \t]*=[ \t]*[\w.]+\
 # (also stored into a slice of a result array: `pred_arr[start:start + n] = pred`)
 _KEEPS = (
     rb"(?:\.(?:append|extend|add_\w+|submit|write\w*|save\w*|imwrite|dump)\(|\w[ \t]*\+=[ \t]*\["
+    rb"|(?<![\w.])_*(?:save|write|dump|plot)\w*\("
     rb"|\w\[[^\n=\]]*:[^\n=]*\][ \t]*=(?!=))(?:\s*|[^\n]*?\b)"
 )
 
@@ -805,6 +821,9 @@ def _through_host_function(node: Node) -> Node:
 
 # Methods that keep what they are handed: a list's, or a host buffer's `copy_`
 _KEEPING_METHODS = ("append", "extend", "copy_")
+# A call that writes what it is given to a file or a figure: `save_mels`, `np.save`, `imwrite`,
+# `write_labels`, `plot_sample`
+_WRITER = re.compile(r"^_*(?:save|write|dump|imwrite|imsave|plot)(?:_|$)|^_*(?:save|write|dump|plot)[a-z]")
 
 
 def _host_copy(call: Node) -> Node:
