@@ -255,3 +255,55 @@ def test_a_copy_handed_to_a_function_that_writes_it_is_a_result_kept() -> None:
         (11, 47, "AL100", "information", written),
         (19, 24, "AL100", "warning", "`.cpu()` inside a loop: the host waits for the GPU on every iteration"),
     ]
+
+
+KEPT_IN_LITERALS = dedent(
+    """\
+    import torch
+
+
+    def validate(model, loader, device, save_results):
+        results = []
+        for graphs, targets in loader:
+            graphs = [g.to(device) for g in graphs]
+            prediction = model(graphs)
+            for jj, g in enumerate(graphs):
+                tmp = {
+                    "id": jj,
+                    "energy": {"prediction": prediction["e"][jj].cpu().detach().tolist()},
+                }
+                results.append(tmp)
+        return results
+
+
+    def quantize_layers(named_linears, quantize, device):
+        for name, linear_layer in named_linears.items():
+            linear_layer = linear_layer.to(device).half()
+            linear_layer.weight.data = quantize(linear_layer.weight.data)
+            linear_layer.cpu()
+
+
+    def sync_found_inf(found_inf_per_device, all_reduce):
+        for v in found_inf_per_device.values():
+            v_on_cuda = v.cuda()
+            all_reduce(v_on_cuda)
+            v_on_cuda.cpu()
+    """
+)
+
+
+def test_copies_in_a_kept_dict_literal_and_a_layer_moved_to_the_host() -> None:
+    """A copy inside a (nested) dict literal that the loop appends is a result kept; `linear_layer
+    .cpu()` as a statement moves a module's parameters (no value read); `v_on_cuda.cpu()` as a
+    statement still copies a tensor and drops it: a wait for nothing, every iteration."""
+    assert findings(KEPT_IN_LITERALS) == [
+        (
+            12,
+            61,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU on every iteration, collecting results on the host "
+            "(`outputs.append(t.cpu())`: one copy per batch, as intended)",
+        ),
+        (29, 18, "AL100", "warning", "`.cpu()` inside a loop: the host waits for the GPU on every iteration"),
+    ]

@@ -73,6 +73,7 @@ What it does:
     another name (`import torch as th`) is read as torch. The data-dependent
     operations, which only a tensor has, are reported for any tensor not known to be on the
     host in such a file.
+    A module moved to the host (`model.cpu()`, `linear_layer.cpu()` as a statement) reads no value.
     Tensors made on the CPU (`torch.linspace(0, 1, 5)`, `.cpu()` results, a `DataLoader`'s
     batches, also of a parameter annotated `DataLoader`, and their fields), numpy arrays and
     data frames (`np.unique(a)`, `frame[col].dropna().unique()`), Python values and tensor
@@ -122,7 +123,8 @@ What it does:
     summaries: `plot_prediction`, `_record_summaries`; or builds or initializes: `__init__`,
     `initialize_model_parallel`; or iterates a state dict: `{k: v.cpu() for k, v in
     model.state_dict().items()}`), a
-    `.cpu()` or `.tolist()` appended to a list (`outputs.append(logits.cpu())`, or written out:
+    `.cpu()` or `.tolist()` appended to a list (`outputs.append(logits.cpu())`, also inside a
+    dict literal the loop appends: `results.append({"energy": {"pred": p.cpu().tolist()}})`; or written out:
     `save_mels(path, mel=m.cpu().numpy())`, `np.save(path, t.cpu().numpy())`,
     `logs.extend(r.tolist())`: collecting results on the host; also through a constructor or a host
     function, `rows.append(Row(embedding=p.tolist()))`, `out.append(m.dot(t.cpu().numpy()))`; also
@@ -504,8 +506,8 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             continue
         if method == "item" and any(arguments(call)):
             continue  # `dropdown.model().item(i)`: Qt's, a list's; `Tensor.item()` takes no argument
-        if method == "cpu" and is_module(ctx, receiver(call)):
-            continue  # `transformer.cpu()`: a module's parameters move; no value is read
+        if method == "cpu" and (is_module(ctx, receiver(call)) or _layer_moved(call)):
+            continue  # `transformer.cpu()`, `linear_layer.cpu()`: a module's parameters move; no value is read
         if not likely_device(ctx, receiver(call)):
             continue
         fn = callee(call)
@@ -706,6 +708,35 @@ def _previous_statement(statement: Node) -> Optional[Node]:
     return previous
 
 
+# A name spelled as a layer of a model (`linear_layer`, `block`, `self.layers[i]`)
+_LAYER_NAME = re.compile(r"(?:^|_)(?:layer|block|linear|conv)s?\d*$", re.I)
+
+
+def _layer_moved(call: Node) -> bool:
+    """`linear_layer.cpu()` as a statement of its own: a module moved in place (a tensor's copy
+    would be lost; fairscale's `v_on_cuda.cpu()` is such a copy, a wait for nothing)."""
+    owner = receiver(call)
+    while owner is not None and owner.type == "subscript":
+        owner = owner.child_by_field_name("value")
+    name = (dotted_name(owner) or "").split(".")[-1] if owner is not None else ""
+    return call.parent is not None and call.parent.type == "expression_statement" and bool(_LAYER_NAME.search(name))
+
+
+def _in_literal(node: Node) -> Node:
+    """The outermost dict, list or tuple literal that holds `node` as a value, maybe nested
+    (`{"energy": {"prediction": t.cpu().tolist()}}`); `node` itself when it is in none."""
+    while node.parent is not None:
+        parent = node.parent
+        if parent.type == "pair" and parent.child_by_field_name("value") == node:
+            parent = parent.parent
+            if parent is None or parent.type != "dictionary":
+                break
+        elif parent.type not in ("list", "tuple"):
+            break
+        node = parent
+    return node
+
+
 def _written_out(node: Node) -> bool:
     """Is `node` an argument of a call that writes it to a file or a figure (`save_mels(path,
     pred_mel=mel.cpu().numpy())`, `np.save(path, t.cpu().numpy())`)?"""
@@ -739,6 +770,10 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
     (`results[prop] = t.cpu().numpy()`, `masks[k] = csc_matrix.dot(v.cpu().numpy(), m)`), in a
     loop that takes none? The usual way to keep evaluation results."""
     node = _through_host_function(_host_copy(call))
+    if node.parent is not None and node.parent.type == "pair":
+        literal = _in_literal(node)
+        if literal.type == "dictionary":
+            node = literal  # `tmp = {"id": i, "energy": {"prediction": p.cpu().tolist()}}`, kept below
     parent = node.parent
     outer = parent.parent if parent is not None and parent.type == "argument_list" else None
     if _written_out(node):
