@@ -307,3 +307,41 @@ def test_copies_in_a_kept_dict_literal_and_a_layer_moved_to_the_host() -> None:
         ),
         (29, 18, "AL100", "warning", "`.cpu()` inside a loop: the host waits for the GPU on every iteration"),
     ]
+
+
+MASKS_IN_ANY_POSITION = dedent(
+    """\
+    import torch
+
+
+    def nms(prediction, conf_thres=0.25):
+        xc = prediction[:, 4:].amax(1) > conf_thres
+        xinds = torch.arange(prediction.shape[-1], device=prediction.device).expand(prediction.shape[0], -1)
+        output = []
+        for xi, xk in enumerate(xinds):
+            output.append(xk[xc[xi]])
+        return output
+
+
+    def point_prompt(results, labels, device="cuda"):
+        out = []
+        for masks in results:
+            masks = masks.to(device)
+            labels = torch.as_tensor(labels, device=device)
+            pos = masks[:, labels == 1].any(1)
+            out.append(masks[0, ~pos])
+        return out
+    """
+)
+
+
+def test_a_row_of_a_mask_and_a_mask_in_a_later_index_position_are_masks() -> None:
+    """`xk[xc[xi]]` with `xc = scores > conf_thres` (a row of a mask is a mask), `masks[:, labels ==
+    1]` and `masks[0, ~pos]` (a mask after other indices) are boolean-mask reads as `x[mask]` is:
+    the result's shape depends on the data."""
+    shape = "(a boolean mask: the result's shape depends on the data) inside a loop: the host waits for the GPU on every iteration"
+    assert findings(MASKS_IN_ANY_POSITION) == [
+        (9, 22, "AL100", "warning", f"`xk[xc[xi]]` {shape}"),
+        (18, 14, "AL100", "warning", f"`masks[:, labels == 1]` {shape}"),
+        (19, 19, "AL100", "warning", f"`masks[0, ~pos]` {shape}"),
+    ]

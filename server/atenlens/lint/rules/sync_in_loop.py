@@ -11,7 +11,8 @@ What it does:
     (the writer copies it to the host as a number); and
     operations whose output shape depends on the data (`.nonzero()`, `torch.nonzero`,
     `.unique()`, `torch.where(mask)` with one argument, `torch.masked_select`, `.argwhere()`,
-    reading `x[mask]` with a boolean mask); a boolean-mask assignment whose value is a tensor on
+    reading `x[mask]` with a boolean mask, in any index position (`x[:, labels == 1]`), or with a
+    row of one (`x[keep[i]]`)); a boolean-mask assignment whose value is a tensor on
     the device (`lprobs[lprobs != lprobs] = torch.tensor(-math.inf).to(lprobs)`, a value moved with
     `.to(t)` / `.type_as(t)` next to the target or another tensor not known to be on the host, or
     one likely on the device, into a target the masked read would report: `index_put_` takes the
@@ -1246,15 +1247,15 @@ def _masked_reads(ctx: LintContext) -> Iterator[Finding]:
         node = bracket.parent if bracket is not None and bracket.type == "[" else None
         if node is None or node.type != "subscript":
             continue
-        index = node.child_by_field_name("subscript")
+        index = _mask_index(ctx, node)
         if _is_store(node):
             finding = _store_into_host(ctx, node)
-            if finding is None and index is not None and _is_mask(ctx, index):
+            if finding is None and index is not None:
                 finding = _masked_assignment(ctx, node, index)
             if finding is not None:
                 yield finding
             continue
-        if index is None or not _is_mask(ctx, index):
+        if index is None:
             continue
         value = node.child_by_field_name("value")
         if not likely_device(ctx, value):
@@ -1327,10 +1328,25 @@ def _is_store(subscript: Node) -> bool:
     return parent is not None and parent.type == "assignment" and parent.child_by_field_name("left") == subscript
 
 
+def _mask_index(ctx: LintContext, subscript: Node) -> Optional[Node]:
+    """The boolean mask among the indices of `subscript`, in any position (`x[mask]`, `x[:,
+    labels == 1]`, `x[i, ~keep]`); None when there is none."""
+    return next((i for i in subscript.children_by_field_name("subscript") if _is_mask(ctx, i)), None)
+
+
 def _is_mask(ctx: LintContext, index: Node, depth: int = 0) -> bool:
     index = strip_parens(index)
     if depth > 6:
         return False
+    if index.type == "subscript":
+        # `xc[xi]` of `xc = scores > conf_thres`: a row of a mask is a mask
+        value = index.child_by_field_name("value")
+        positions = index.children_by_field_name("subscript")
+        return (
+            value is not None
+            and all(p.type in ("identifier", "integer") for p in positions)
+            and _is_mask(ctx, value, depth + 1)
+        )
     if index.type == "comparison_operator":
         operators = [text(c) for c in index.children if not c.is_named]
         return (
