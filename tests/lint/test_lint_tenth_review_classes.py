@@ -345,3 +345,143 @@ def test_a_row_of_a_mask_and_a_mask_in_a_later_index_position_are_masks() -> Non
         (18, 14, "AL100", "warning", f"`masks[:, labels == 1]` {shape}"),
         (19, 19, "AL100", "warning", f"`masks[0, ~pos]` {shape}"),
     ]
+
+
+NONFINITE_CHECKS = dedent(
+    """\
+    import numpy as np
+    import torch
+
+
+    def check_nan_in_transition(observations: dict, actions, device="cuda"):
+        for key, tensor in observations.items():
+            if torch.isnan(tensor).any():
+                return True
+        for convolved in observations.values():
+            if not np.isfinite(convolved).all():
+                return True
+        return False
+
+
+    def test_observations_are_finite(observations):
+        for tensor in observations.values():
+            assert torch.isfinite(tensor).all()
+    """
+)
+
+
+def test_a_nan_check_in_a_loop_is_a_tensor_operation_not_provably_on_the_host() -> None:
+    """`if torch.isnan(tensor).any():` per observation, in a file that speaks of a device: only a
+    tensor has the check, as `.nonzero()`, so it is reported unless the tensor is provably on the
+    host; NumPy's `np.isfinite(a).all()` is not, nor a unit test's check (CPU tensors, usually)."""
+    assert findings(NONFINITE_CHECKS) == [
+        (
+            7,
+            11,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a condition (`torch.isnan(tensor).any()`) inside a loop: the host waits for the GPU on "
+            "every iteration",
+        ),
+    ]
+
+
+LITERAL_BOUND_LOOPS = dedent(
+    """\
+    import numpy as np
+    import torch
+
+
+    def split_masks(data, graph, device="cuda"):
+        masks = ["train_mask", "val_mask", "test_mask"]
+        out = []
+        for mask in masks:
+            out.append(torch.nonzero(data[mask].to(device)).squeeze())
+        return out
+
+
+    def body(model, img, device="cuda"):
+        scale_search = [0.5]
+        multiplier = [x * 368 / img.shape[0] for x in scale_search]
+        heatmap = np.zeros(img.shape[:2])
+        for m in range(len(multiplier)):
+            out = model(torch.from_numpy(img * multiplier[m]).to(device))
+            heatmap += out.cpu().numpy()[0, 0]
+        return heatmap
+
+
+    def predict(model, results, device="cuda"):
+        if not isinstance(results, list):
+            results = [results]
+        for result in results:
+            if model(result.to(device)).sum() == 0:
+                continue
+
+
+    def read_edges(edges, device):
+        adj = []
+        for edge in edges:
+            adj.append(torch.from_numpy(np.vstack((edge.nonzero()[0], edge.nonzero()[1]))))
+        return [a.to(device) for a in adj]
+    """
+)
+
+
+def test_loops_over_a_name_bound_to_a_literal_and_numpy_arguments() -> None:
+    """`masks = [...three keys...]; for mask in masks:` runs 3 times (information), as the literal
+    written in the `for` does; `range(len(multiplier))` of a comprehension over `[0.5]` runs once
+    (silent); a name bound to a literal only in a branch (`results = [results]`) is not known; a
+    `.nonzero()` handed to `np.vstack` is NumPy's (a CUDA tensor would raise there)."""
+    assert findings(LITERAL_BOUND_LOOPS) == [
+        (
+            9,
+            19,
+            "AL100",
+            "information",
+            "`torch.nonzero(...)` (its output's shape depends on the data) inside a loop: the host waits for the GPU "
+            "3 times (the loop runs 3 times)",
+        ),
+        (
+            27,
+            11,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a condition (`model(result.to(device)).sum() == 0`) inside a loop: the host waits for "
+            "the GPU on every iteration",
+        ),
+    ]
+
+
+THROTTLE_FLAG = dedent(
+    """\
+    import torch
+
+
+    def train(model, loader, optimizer, steps, device="cuda"):
+        for batch in loader:
+            apply_penalty = steps > 5000 and steps % 32 == 0
+            loss = model(batch.to(device)).mean()
+            if apply_penalty:
+                penalty = loss.pow(2)
+                if not torch.isnan(penalty):
+                    loss = loss + penalty
+            loss.backward()
+            optimizer.step()
+            steps += 1
+    """
+)
+
+
+def test_a_flag_bound_to_a_modulo_test_is_a_throttle() -> None:
+    """`apply_penalty = steps > 5000 and steps % 32 == 0`, then `if apply_penalty:`: the block runs
+    on every 32nd step, as under `if steps % 32 == 0:` written in place."""
+    assert findings(THROTTLE_FLAG) == [
+        (
+            10,
+            19,
+            "AL100",
+            "information",
+            "a CUDA tensor as a condition (`torch.isnan(penalty)`) inside a loop: the host waits for the GPU only on "
+            "iterations where `apply_penalty`",
+        ),
+    ]

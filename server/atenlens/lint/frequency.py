@@ -21,7 +21,9 @@ often (`Frequency.how_often`).
 - Once per epoch: the repeating loop's variable or iterable is spelled with `epoch`.
 - Once per environment step: the loop's body steps an environment (`env.step(actions)`,
   `self.env.step(...)`): the host environment needs the actions, so each step waits anyway.
-- Few: `for ... in range(K)` / over a literal list or tuple of K items with K <= 10 (K <= 1 is once);
+- Few: `for ... in range(K)` / over a literal list or tuple of K items with K <= 10 (K <= 1 is once),
+  written in the loop or bound once to a name of the function outside any branch (`masks = [...]`,
+  `range(len(masks))`, a comprehension over such a list);
   in a test (a function named `test_*` or `_test_*`) a loop over any literal `range(K)`.
 - Once: an `assert`'s message and a `raise` statement run only when a check fails.
 - Once per chunk (AL100 only, `chunked_walk`): `for start in range(0, len(x), batch_size):` whose
@@ -390,8 +392,38 @@ def is_throttle(condition: Node) -> bool:
         return bool(operators) and all(op == "==" for op in operators) and _counter_at_bound(condition)
     if kind in ("identifier", "attribute", "call"):
         name = dotted_name(callee(condition) if kind == "call" else condition) or ""
-        return bool(_THROTTLE_NAME.search(name.split(".")[-1]))
+        if _THROTTLE_NAME.search(name.split(".")[-1]):
+            return True
+        if kind == "identifier":
+            # `apply_path_penalty = self.steps > 5000 and self.steps % 32 == 0`, then `if apply_path_penalty:`
+            value = _bound_once(condition)
+            return value is not None and value.type != "identifier" and is_throttle(value)
     return False
+
+
+def _bound_once(name: Node) -> Optional[Node]:
+    """The value that the function around `name` binds it to, when it binds it once, with `=`,
+    before `name` is read, and `name` is no parameter; None otherwise."""
+    function = next((a for a in ancestors(name) if a.type == "function_definition"), None)
+    body = function.child_by_field_name("body") if function is not None else None
+    if function is None or body is None or text(name) in _parameter_names(function):
+        return None
+    word = text(name)
+    found: list[Node] = []
+    stack = list(body.named_children)
+    while stack:
+        node = stack.pop()
+        if node.type in SCOPE_TYPES:
+            continue
+        if node.type in ("assignment", "augmented_assignment", "for_statement", "named_expression"):
+            left = node.child_by_field_name("left") or node.child_by_field_name("name")
+            if left is not None and word in text(left).replace("(", " ").replace(",", " ").split():
+                found.append(node)
+        stack.extend(node.named_children)
+    if len(found) != 1 or found[0].type != "assignment" or found[0].end_byte > name.start_byte:
+        return None
+    left = found[0].child_by_field_name("left")
+    return found[0].child_by_field_name("right") if left is not None and left.type == "identifier" else None
 
 
 # An optional writer of logs (`self.summary_writer`, `tb_writer`, `self.wandb_run`), None unless
@@ -586,6 +618,38 @@ def _literal_iterations(loop: Node) -> Optional[int]:
     return _literal_length(iterable) if iterable is not None else None
 
 
+_GROWS = rb"(?:\.(?:append|extend|insert)\(|[ \t]*(?:\+=|\*=))"
+
+
+def _bound_literal(name: Node) -> Optional[Node]:
+    """The list or tuple display that the function around `name` binds it to, once, before it is
+    read and never grown (`masks = ["train_mask", "val_mask", "test_mask"]`, `scale_search =
+    [0.5]`); None otherwise."""
+    value = _bound_once(name)
+    statement = value.parent.parent if value is not None and value.parent is not None else None
+    function = next((a for a in ancestors(name) if a.type == "function_definition"), None)
+    body = function.child_by_field_name("body") if function is not None else None
+    if value is None or statement is None or body is None or statement.parent != body:
+        return None  # (not in a branch: `if not isinstance(xs, list): xs = [xs]`)
+    if value.type not in ("list", "tuple", "list_comprehension"):
+        return None
+    if re.search(rb"\b" + re.escape(text(name).encode()) + _GROWS, body.text or b""):
+        return None  # grown later: `masks.append(...)`
+    return value
+
+
+def _parameter_names(function: Node) -> set[str]:
+    parameters = function.child_by_field_name("parameters")
+    names = set()
+    for parameter in parameters.named_children if parameters is not None else []:
+        named = parameter if parameter.type == "identifier" else parameter.child_by_field_name("name")
+        if named is None and parameter.named_children:
+            named = parameter.named_children[0]
+        if named is not None and named.type == "identifier":
+            names.add(text(named))
+    return names
+
+
 # Iterate their argument once, element by element: `enumerate((33, 44, 55))` runs 3 times
 _SAME_LENGTH = ("enumerate", "reversed", "sorted", "list", "tuple")
 
@@ -598,6 +662,18 @@ def _literal_length(iterable: Node) -> Optional[int]:
     if iterable.type in ("list", "tuple"):
         elements = [c for c in iterable.named_children if c.type != "comment"]
         return None if any(c.type == "list_splat" for c in elements) else len(elements)
+    if iterable.type == "identifier":
+        literal = _bound_literal(iterable)  # `masks = [...]` ... `for mask in masks:`
+        return _literal_length(literal) if literal is not None else None
+    if iterable.type == "list_comprehension":
+        # `[x * 368 / h for x in scale_search]`: one element per element of a literal
+        clauses = [c for c in iterable.named_children if c.type in ("for_in_clause", "if_clause")]
+        right = (
+            clauses[0].child_by_field_name("right")
+            if len(clauses) == 1 and clauses[0].type == "for_in_clause"
+            else None
+        )
+        return _literal_length(right) if right is not None else None
     name = dotted_name(callee(iterable)) if iterable.type == "call" else None
     if name in _SAME_LENGTH or name == "zip":
         positional, _ = arguments(iterable)
@@ -611,6 +687,9 @@ def _literal_length(iterable: Node) -> Optional[int]:
         return min(known) if known and (name == "zip" or len(known) == len(lengths)) else None
     if name == "range":
         positional, _ = arguments(iterable)
+        if len(positional) == 1 and positional[0].type == "call" and dotted_name(callee(positional[0])) == "len":
+            measured, _ = arguments(positional[0])  # `range(len(multiplier))` of a literal list
+            return _literal_length(measured[0]) if len(measured) == 1 else None
         if not positional or not all(p.type == "integer" for p in positional):
             return None
         try:

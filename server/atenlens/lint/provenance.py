@@ -1394,6 +1394,8 @@ def converted_with_numpy(node: Node) -> bool:
         if parent.type == "subscript" and parent.child_by_field_name("value") == current:
             current = parent
             continue
+        if _numpy_argument(current):
+            return True  # `np.vstack((edge.nonzero()[0], edge.nonzero()[1]))`: numpy refuses a CUDA tensor
         call = parent.parent if parent.type == "attribute" else None
         if call is None or call.type != "call" or parent.child_by_field_name("object") != current:
             return False
@@ -1404,6 +1406,18 @@ def converted_with_numpy(node: Node) -> bool:
             return False
         current = call
     return False
+
+
+def _numpy_argument(node: Node) -> bool:
+    """Is `node` an argument of a NumPy function, maybe inside a tuple or list display
+    (`np.vstack((a, b))`, `np.isin(x, ids)`)?"""
+    current = node
+    while current.parent is not None and current.parent.type in ("tuple", "list"):
+        current = current.parent
+    arguments_ = current.parent
+    call = arguments_.parent if arguments_ is not None and arguments_.type == "argument_list" else None
+    name = (dotted_name(callee(call)) or "") if call is not None and call.type == "call" else ""
+    return name.split(".")[0] in ("np", "numpy")
 
 
 def moved_to_device_later(ctx: LintContext, node: Node) -> bool:

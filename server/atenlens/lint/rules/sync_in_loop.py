@@ -73,7 +73,10 @@ What it does:
     its device. torch imported under
     another name (`import torch as th`) is read as torch. The data-dependent
     operations, which only a tensor has, are reported for any tensor not known to be on the
-    host in such a file.
+    host in such a file, and so are NaN and infinity checks as conditions (`if
+    torch.isnan(tensor).any():`, not NumPy's `np.isfinite(a).all()`, not in a unit test). A value
+    handed to a NumPy function (`np.vstack((e.nonzero()[0], e.nonzero()[1]))`) is on the host: a
+    CUDA tensor would raise there.
     A module moved to the host (`model.cpu()`, `linear_layer.cpu()` as a statement) reads no value.
     Tensors made on the CPU (`torch.linspace(0, 1, 5)`, `.cpu()` results, a `DataLoader`'s
     batches, also of a parameter annotated `DataLoader`, and their fields), numpy arrays and
@@ -100,7 +103,8 @@ What it does:
     `d.items()` or of a loop that indexes what it iterates (`for k in output: output[k]`), nor code in the branch taken without a GPU (the `else` of
     `if x.device.type == "cuda":`, `if x.is_cuda:`, `if torch.cuda.is_available():`).
     Deliberate or cheap reads are information, with a message that says how often: under
-    `if step % N == 0:` or `if i == 0:` (also combined: `if is_master and (step % N == 0 or
+    `if step % N == 0:` or `if i == 0:` (also through a flag the function binds once to such a
+    test: `apply_penalty = steps % 32 == 0`, `if apply_penalty:`; also combined: `if is_master and (step % N == 0 or
     count == num_batches_per_epoch):`, and in a loop over the loss terms inside such a test, also
     when the test is in a callback with no loop around it; also after an early exit that only such
     iterations pass: `if not should_log: return`; not when the `if` takes the optimizer
@@ -115,7 +119,8 @@ What it does:
     collecting the batch already waited for the environment steps), in a loop that steps an
     environment (`env.step(actions)`: the host environment needs the actions every step), in a retry loop
     (`for _ in range(max_trials):` or `while attempts < max_attempts:` that returns or breaks at
-    the first success), in a loop over a few literal values (`range(3)`), in any loop of a
+    the first success), in a loop over a few literal values (`range(3)`; also a name the function binds once, outside any branch, to such
+    a list: `masks = ["train", "val", "test"]`, and `range(len(...))` of one), in any loop of a
     `test_*` function (not the evaluation pass `def test(model, device, test_loader)`), in a
     function whose result is cached (`@cached_property`), once per chunk in `for start in
     range(0, len(x), batch_size):` (or `x.size(0)`, `x.shape[0]`, or a name the function set to
@@ -182,7 +187,9 @@ from atenlens.lint.frequency import (
     Frequency,
     chunked_walk,
     frequency,
+    function_name,
     is_counter_bound,
+    is_test_name,
     is_throttle,
     runs_a_model,
     runs_rarely,
@@ -727,12 +734,12 @@ def _in_literal(node: Node) -> Node:
     """The outermost dict, list or tuple literal that holds `node` as a value, maybe nested
     (`{"energy": {"prediction": t.cpu().tolist()}}`); `node` itself when it is in none."""
     while node.parent is not None:
-        parent = node.parent
-        if parent.type == "pair" and parent.child_by_field_name("value") == node:
+        parent: Optional[Node] = node.parent
+        if parent is not None and parent.type == "pair" and parent.child_by_field_name("value") == node:
             parent = parent.parent
             if parent is None or parent.type != "dictionary":
                 break
-        elif parent.type not in ("list", "tuple"):
+        elif parent is None or parent.type not in ("list", "tuple"):
             break
         node = parent
     return node
@@ -1128,9 +1135,34 @@ def _tensor_truth_test(ctx: LintContext, condition: Node) -> Optional[Node]:
             return None
         if node.type == "comparison_operator" and any(is_dtype(c) for c in node.named_children):
             return None
-        if likely_device(ctx, node) and _is_tensor_valued(ctx, node):
+        if _is_tensor_valued(ctx, node) and (
+            likely_device(ctx, node)
+            or (_nonfinite_test(node) and not is_test_name(function_name(node)) and maybe_device(ctx, node))
+        ):
             return node
     return None
+
+
+_NONFINITE_NAMES = frozenset({"isnan", "isinf", "isfinite", "isposinf", "isneginf"})
+
+
+def _nonfinite_test(node: Node) -> bool:
+    """`torch.isnan(x).any()`, `x.isinf().any()`, `torch.isfinite(x).all()`: a check that only a
+    tensor has (as `.nonzero()` is), tested on the device where the tensor is not provably on the
+    host in a file that speaks of a device."""
+    while node.type == "call":
+        dotted = dotted_name(callee(node)) or ""
+        if dotted.split(".")[0] in HOST_MODULES:
+            return False  # `np.isfinite(a).all()`: numpy's, on the host
+        if (dotted.split(".")[-1] or (method_name(node) or "")) in _NONFINITE_NAMES:
+            return dotted.startswith("torch.") or method_name(node) is not None
+        if method_name(node) not in ("any", "all"):
+            return False
+        inner = receiver(node)
+        if inner is None:
+            return False
+        node = strip_parens(inner)
+    return False
 
 
 TENSOR_PREDICATES = frozenset(
