@@ -485,3 +485,60 @@ def test_a_flag_bound_to_a_modulo_test_is_a_throttle() -> None:
             "iterations where `apply_penalty`",
         ),
     ]
+
+
+FIRST_AND_LAST_STEPS = dedent(
+    """\
+    import numpy as np
+    import torch
+
+
+    def tune(model, batches, config, device="cuda"):
+        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+        log_every = max(1, config.steps // 10)
+        history = []
+        for step in range(1, config.steps + 1):
+            kl = model(batches[step % len(batches)].to(device)).mean()
+            kl.backward()
+            optimizer.step()
+            if step == 1 or step % log_every == 0 or step == config.steps:
+                history.append(float(kl.detach()))
+            mean_loss = np.mean(history)
+            if mean_loss < 0.1:
+                break
+        return history
+
+
+    def torch_sync(device=None):
+        if device is None:
+            for idx in range(torch.cuda.device_count()):
+                torch.cuda.synchronize(idx)
+        else:
+            torch.cuda.synchronize(device)
+    """
+)
+
+
+def test_first_and_last_steps_a_numpy_mean_and_a_barrier_across_devices() -> None:
+    """`step == 1 or step % log_every == 0 or step == config.steps` in `for step in range(1,
+    config.steps + 1)` holds on a few steps (the last one by the range's own bound); `mean_loss =
+    np.mean(history)` is a NumPy number, whatever its name; `torch.cuda.synchronize(idx)` for each
+    device of `range(torch.cuda.device_count())` waits once for each device: one barrier."""
+    assert findings(FIRST_AND_LAST_STEPS) == [
+        (
+            14,
+            27,
+            "AL100",
+            "information",
+            "`float()` of a CUDA tensor inside a loop: the host waits for the GPU only on iterations where `step == 1 "
+            "or step % log_every == 0 or step == config.steps`",
+        ),
+        (
+            24,
+            12,
+            "AL101",
+            "information",
+            "`torch.cuda.synchronize()` inside a loop over the devices: the host waits for all GPU work on every "
+            "iteration, on purpose: each iteration waits for another device: one barrier across them",
+        ),
+    ]

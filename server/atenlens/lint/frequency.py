@@ -53,7 +53,7 @@ from typing import Optional
 from tree_sitter import Node
 
 from atenlens.lint.source import ancestors, definition_text, indented_block
-from atenlens.lint.syntax import SCOPE_TYPES, arguments, callee, dotted_name, repeating_loop, text
+from atenlens.lint.syntax import SCOPE_TYPES, arguments, callee, dotted_name, repeating_loop, strip_parens, text
 
 FEW_ITERATIONS = 10
 _THROTTLE_NAME = re.compile(
@@ -509,7 +509,28 @@ def _counter_at_bound(comparison: Node) -> bool:
     if any(_PER_PROCESS.search(text(n)) for n in names):
         return False
     bounds = [s for s in sides if s not in names or len(names) > 1]
-    return bool(names) and any(is_counter_bound(s) for s in bounds)
+    return bool(names) and (any(is_counter_bound(s) for s in bounds) or _compares_with_range_end(comparison))
+
+
+def _compares_with_range_end(comparison: Node) -> bool:
+    """`step == config.steps` in `for step in range(1, config.steps + 1):`: the loop's variable
+    against what its `range` is written with, its last (or first) iteration."""
+    loop = next((a for a in ancestors(comparison) if a.type == "for_statement"), None)
+    target = loop.child_by_field_name("left") if loop is not None else None
+    iterable = loop.child_by_field_name("right") if loop is not None else None
+    if target is None or iterable is None or target.type != "identifier" or iterable.type != "call":
+        return False
+    if (dotted_name(callee(iterable)) or "").split(".")[-1] not in ("range", "trange"):
+        return False
+    sides = [strip_parens(s) for s in comparison.named_children]
+    if len(sides) != 2 or text(target) not in (text(sides[0]), text(sides[1])):
+        return False
+    other = sides[1] if text(sides[0]) == text(target) else sides[0]
+    positional, _ = arguments(iterable)
+    written = [text(p) for p in positional]
+    return other.type in ("identifier", "attribute") and any(
+        re.search(r"(?<![\w.])" + re.escape(text(other)) + r"(?!\w)", w) for w in written
+    )
 
 
 def _skips_unless_throttled(condition: Node) -> bool:

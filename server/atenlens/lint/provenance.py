@@ -61,6 +61,7 @@ from atenlens.lint.syntax import (
     method_name,
     receiver,
     repeating_loop,
+    strip_parens,
     text,
 )
 
@@ -407,12 +408,6 @@ _MENTIONS_DEVICE = re.compile(rb"\b(?:cuda|device)\b")
 # `cuda` or `dev` (`.cuda()`, `device=`, `torch.device(...)`, names spelled `dev`/`*_device`)
 # except `.to("<string>")`; the model-output guess needs `cuda` or `device` in the file.
 DEVICE_EVIDENCE = (b"cuda", b"dev", re.compile(rb"to\s*\((?:\s|#[^\n]*)*[rRbBuUfF]{0,2}['\"]"))
-
-
-def strip_parens(node: Node) -> Node:
-    while node.type == "parenthesized_expression" and node.named_child_count == 1:
-        node = node.named_children[0]
-    return node
 
 
 def string_value(node: Node) -> str:
@@ -1824,8 +1819,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             # `loss = chunked_cross_entropy(logits, y)`: a loss computed from model outputs, or by
             # a function spelled like a loss or a step; not `val_loss = evaluate(...)` (a float).
             call = strip_parens(value)
-            if _returns_python_value(ctx, call):
-                return False  # `epoch_loss = self.train_step(epoch)`: a sum of `.item()` reads
+            if _returns_python_value(ctx, call) or (dotted_name(callee(call)) or "").split(".")[0] in HOST_MODULES:
+                return False  # `epoch_loss = self.train_step(epoch)`: a sum of `.item()` reads; `np.mean(losses)`
             name = (dotted_name(callee(call)) or "").split(".")[-1]
             if _LOSS_CALLEE.search(name):
                 return True

@@ -60,6 +60,13 @@ def dotted_name(node: Optional[Node]) -> Optional[str]:
     return ".".join(reversed(parts))
 
 
+def strip_parens(node: Node) -> Node:
+    """`x` of `((x))`."""
+    while node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    return node
+
+
 def callee(call: Node) -> Optional[Node]:
     return call.child_by_field_name("function")
 

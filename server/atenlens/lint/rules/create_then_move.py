@@ -67,12 +67,11 @@ from atenlens.lint.provenance import (
     makes_an_empty_tensor,
     names_the_cpu,
     string_value,
-    strip_parens,
     to_device_argument,
 )
 from atenlens.lint.registry import Rule
 from atenlens.lint.source import ancestors
-from atenlens.lint.syntax import arguments, callee, dotted_name, has_splat, method_name, receiver, text
+from atenlens.lint.syntax import arguments, callee, dotted_name, has_splat, method_name, receiver, strip_parens, text
 
 # Not `torch.tensor` / `torch.as_tensor`: their data comes from the host either way, and
 # `device=` does the same host fill and copy, so there is nothing to gain.

@@ -70,12 +70,11 @@ from atenlens.lint.provenance import (
     module_pins,
     spelled_device,
     spelled_host,
-    strip_parens,
     to_device_argument,
 )
 from atenlens.lint.registry import Rule
 from atenlens.lint.source import definition_text
-from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, text
+from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, strip_parens, text
 
 COPY_METHODS = ("to", "cuda", "copy_")
 # Methods that take an item out of a container (a list, a deque, a queue) or make a contiguous view.

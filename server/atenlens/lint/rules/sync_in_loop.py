@@ -209,12 +209,21 @@ from atenlens.lint.provenance import (
     is_module,
     likely_device,
     maybe_device,
-    strip_parens,
     training_step_function,
 )
 from atenlens.lint.registry import Rule
 from atenlens.lint.source import ancestors
-from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, repeating_loop, text
+from atenlens.lint.syntax import (
+    arguments,
+    callee,
+    dotted_name,
+    is_true,
+    method_name,
+    receiver,
+    repeating_loop,
+    strip_parens,
+    text,
+)
 from atenlens.lint.triggers import CODE_LOOP, LOOP, Caseless
 
 SYNC_METHODS = ("item", "tolist", "cpu")

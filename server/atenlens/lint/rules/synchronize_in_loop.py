@@ -18,7 +18,9 @@ What it does:
     synchronize after a `non_blocking=True` copy earlier in the loop's body is information too:
     it is what makes the copy's result (device to host) or its pinned source (a staging buffer
     the next iteration refills) safe to use, as AL201 asks; and so is one followed at once by
-    `empty_cache()`, a pair that bounds the peak memory of a chunked loop.
+    `empty_cache()`, a pair that bounds the peak memory of a chunked loop; and one that waits for
+    the loop's own device in a loop over the GPUs (`for idx in range(torch.cuda.device_count()):
+    torch.cuda.synchronize(idx)`: one barrier across the devices).
 
 Why it matters:
     A device synchronize makes the host wait until every kernel queued on the GPU has finished.
@@ -48,7 +50,7 @@ from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
 from atenlens.lint.frequency import frequency
 from atenlens.lint.registry import Rule
-from atenlens.lint.syntax import callee, method_name, text
+from atenlens.lint.syntax import arguments, callee, method_name, text
 from atenlens.lint.triggers import LOOP
 from atenlens.lint.waits import (
     CLOCK_FUNCTIONS,
@@ -116,7 +118,27 @@ def _on_purpose(call: Node, loop: Node) -> Optional[tuple[str, str]]:
         )
     if _guarded_by_try(call, loop):
         return "inside a `try` in a loop", "an asynchronous CUDA error is raised here, inside the `try`"
+    if _one_device_each(call, loop):
+        return "inside a loop over the devices", "each iteration waits for another device: one barrier across them"
     return None
+
+
+# What a loop over the GPUs iterates: `range(torch.cuda.device_count())`, `devices`, `self.gpu_ids`
+_DEVICES = re.compile(r"device_count\(|(?:^|[._])(?:devices|device_ids|gpus|gpu_ids)\b")
+
+
+def _one_device_each(call: Node, loop: Node) -> bool:
+    """`for idx in range(torch.cuda.device_count()): torch.cuda.synchronize(idx)`: the loop's
+    variable names the device waited for, so each iteration waits for a device whose work was
+    queued before the loop; together, one barrier per call."""
+    target = loop.child_by_field_name("left")
+    iterable = loop.child_by_field_name("right")
+    positional, keywords = arguments(call)
+    device = keywords.get("device") or (positional[0] if positional else None)
+    if loop.type != "for_statement" or target is None or iterable is None or device is None:
+        return False
+    named = {text(n) for n in ([target] if target.type == "identifier" else target.named_children)}
+    return text(device) in named and bool(_DEVICES.search(text(iterable)))
 
 
 def _async_copy_before(call: Node, loop: Node) -> Optional[int]:

@@ -79,10 +79,10 @@ from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding
 from atenlens.lint.frequency import function_name, is_test_name
-from atenlens.lint.provenance import is_model_call, likely_device, strip_parens
+from atenlens.lint.provenance import is_model_call, likely_device
 from atenlens.lint.registry import Rule
 from atenlens.lint.source import ancestors
-from atenlens.lint.syntax import arguments, callee, dotted_name, method_name, receiver, text
+from atenlens.lint.syntax import arguments, callee, dotted_name, method_name, receiver, strip_parens, text
 from atenlens.lint.waits import (
     CLOCK_FUNCTIONS,
     WAIT_CALLS,
