@@ -542,3 +542,49 @@ def test_first_and_last_steps_a_numpy_mean_and_a_barrier_across_devices() -> Non
             "iteration, on purpose: each iteration waits for another device: one barrier across them",
         ),
     ]
+
+
+KEPT_UNDER_NAMES = dedent(
+    """\
+    import torch
+
+
+    def embeddings(model, num_nodes, names, device="cuda"):
+        results = {}
+        for i in range(num_nodes):
+            emb = model(torch.tensor([i], device=device))
+            results[names[i]] = emb.cpu().detach().numpy()
+        return results
+
+
+    def predict(model, loader, device="cuda"):
+        stresses = []
+        for batch in loader:
+            result = model(batch.to(device))
+            stresses.extend(list(result["stresses"].cpu().detach().numpy()))
+        return stresses
+    """
+)
+
+
+def test_results_kept_under_a_key_read_from_a_list_or_extended_through_list() -> None:
+    """`results[names[i]] = emb.cpu().numpy()` keeps a result under a key, as `results[i] = ...`
+    does; `stresses.extend(list(t.cpu().numpy()))` appends its rows, as `.extend(t.cpu())` does."""
+    assert findings(KEPT_UNDER_NAMES) == [
+        (
+            8,
+            32,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU on every iteration, collecting results on the host "
+            "(`results[key] = t.cpu()`: one copy per result, as intended)",
+        ),
+        (
+            16,
+            48,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU on every iteration, collecting results on the host "
+            "(`outputs.append(t.cpu())`: one copy per batch, as intended)",
+        ),
+    ]

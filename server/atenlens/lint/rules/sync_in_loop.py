@@ -864,8 +864,10 @@ def _through_host_function(node: Node) -> Node:
     if outer is None:
         return node
     name = dotted_name(callee(outer)) or ""
-    if method_name(outer) is None and not name[:1].isupper():
-        return node  # (a method of a host object, or a class: `csc_matrix.dot(...)`, `Row(...)`)
+    if method_name(outer) is None and not name[:1].isupper() and name not in ("list", "tuple"):
+        return (
+            node  # (a method of a host object, a class or a container: `csc_matrix.dot(...)`, `Row(...)`, `list(...)`)
+        )
     if name.startswith(("torch.", "self.")) or method_name(outer) in _KEEPING_METHODS:
         return node
     return outer
@@ -953,7 +955,10 @@ def _stored_in_item(node: Node) -> bool:
         return False
     key = keys[0]
     # (a slice: `sizes[begin:end] = t.cpu().numpy()` fills a batch's rows of a result array)
-    return key.type in ("string", "identifier", "slice") or (key.type == "call" and method_name(key) == "format")
+    # (a key read from a list of names: `results[names[i]] = emb.cpu().numpy()`)
+    return key.type in ("string", "identifier", "slice", "subscript", "attribute") or (
+        key.type == "call" and method_name(key) == "format"
+    )
 
 
 def _single_argument(call: Node) -> Optional[Node]:
