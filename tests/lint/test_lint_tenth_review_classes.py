@@ -588,3 +588,84 @@ def test_results_kept_under_a_key_read_from_a_list_or_extended_through_list() ->
             "(`outputs.append(t.cpu())`: one copy per batch, as intended)",
         ),
     ]
+
+
+LAYER_BY_LAYER = dedent(
+    """\
+    import gc
+
+    import torch
+
+
+    def quantize_model(model, hidden_states):
+        for module in model.modules:
+            module.load()
+            module.quantize(hidden_states)
+            torch.cuda.synchronize()
+            gc.collect()
+            torch.cuda.empty_cache()
+            error = torch.zeros((), device="cuda")
+            for x in hidden_states:
+                error += module.forward(x.to("cuda")).float().norm()
+            print(f"error: {error.item() / len(hidden_states):.6f}")
+            module.unload()
+
+
+    def probe(model, batches):
+        for x in batches:
+            layer_logits = model(x.cuda())
+            print(layer_logits.cpu())
+
+
+    def sync_all(devices_by_key, ordered_keys, batches):
+        for key in ordered_keys:
+            dev = devices_by_key[key]
+            with torch.cuda.device(dev.index):
+                torch.cuda.synchronize()
+        for batch in batches:
+            torch.cuda.synchronize(batch.device)
+    """
+)
+
+
+def test_a_layer_by_layer_pass_and_a_barrier_through_a_device_context() -> None:
+    """A loop whose own body loads, quantizes or offloads a module (`module.load()`,
+    `module.unload()`) does a whole layer's work per iteration: its synchronize, `empty_cache()`
+    and read are once per layer, information (a tensor merely named `layer_logits` is no layer);
+    `with torch.cuda.device(dev.index): torch.cuda.synchronize()` over a table of devices waits
+    for each device once; `torch.cuda.synchronize(batch.device)` per batch waits every time."""
+    layer = "once per layer of a layer-by-layer pass (`module.load(...)` loads, quantizes or offloads each)"
+    assert findings(LAYER_BY_LAYER) == [
+        (
+            10,
+            8,
+            "AL101",
+            "information",
+            f"`torch.cuda.synchronize()` inside a loop: the host waits for all GPU work {layer}",
+        ),
+        (
+            12,
+            8,
+            "AL300",
+            "information",
+            f"`torch.cuda.empty_cache()` inside a loop: frees cached blocks that the next iteration must allocate "
+            f"again; it runs {layer}",
+        ),
+        (16, 30, "AL100", "information", f"`.item()` inside a loop: the host waits for the GPU {layer}"),
+        (23, 27, "AL100", "warning", "`.cpu()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            30,
+            12,
+            "AL101",
+            "information",
+            "`torch.cuda.synchronize()` inside a loop over the devices: the host waits for all GPU work on every "
+            "iteration, on purpose: each iteration waits for another device: one barrier across them",
+        ),
+        (
+            32,
+            8,
+            "AL101",
+            "warning",
+            "`torch.cuda.synchronize()` inside a loop: the host waits for all GPU work on every iteration",
+        ),
+    ]

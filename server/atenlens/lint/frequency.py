@@ -25,6 +25,9 @@ often (`Frequency.how_often`).
   written in the loop or bound once to a name of the function outside any branch (`masks = [...]`,
   `range(len(masks))`, a comprehension over such a list);
   in a test (a function named `test_*` or `_test_*`) a loop over any literal `range(K)`.
+- Once per layer: the loop's own body loads, quantizes or offloads a model's layer
+  (`module.load()`, `module.quantize(x)`, `gptq.fasterquant(...)`, `layer.cpu()`,
+  `block.to("cpu")`): a quantizer's or an offloader's layer-by-layer pass, minutes per iteration.
 - Once: an `assert`'s message and a `raise` statement run only when a check fails.
 - Once per chunk (AL100 only, `chunked_walk`): `for start in range(0, len(x), batch_size):` whose
   body runs no model and takes no training step: tensor work over an existing tensor in chunks (a
@@ -134,6 +137,11 @@ def frequency(node: Node) -> Frequency:
     loaded = _loads_each_iteration(loop)
     if loaded is not None:
         return Frequency(loop, False, f"once per `{loaded}(...)`, as each iteration loads a model or a file")
+    layer = _processes_each_layer(loop)
+    if layer is not None:
+        return Frequency(
+            loop, False, f"once per layer of a layer-by-layer pass (`{layer}(...)` loads, quantizes or offloads each)"
+        )
     function = function_name(loop)
     if _memoized(loop):
         return Frequency(loop, False, "once per object (the function's result is cached)")
@@ -1022,6 +1030,31 @@ def whole_run_per_iteration(loop: Node, data: bytes) -> Optional[str]:
 
 # `AutoModel.from_pretrained(name)`, `load_model(path)`, `torch.load(f)`: loading a model or a file
 _LOADS = re.compile(rb"\b(from_pretrained|load_model\w*|load_checkpoint|torch\.load|build_model)\s*\(")
+
+
+# A module loaded, quantized or moved off the device by the loop's own body: `module.load()`,
+# `module.quantize(states)`, `gptq.fasterquant(...)`, `layer.cpu()`, `block.to("cpu")`
+_LAYER_PASS = re.compile(
+    rb"\b((?:\w*(?:module|layer|block)|gptq|quantizer)\.(?:load|unload|quantize\w*|fasterquant|offload\w*|cpu)"
+    rb"|\w*(?:module|layer|block)\.to)\s*\((?:\s*[\"']cpu[\"']\s*\)|(?<!\.to\())",
+    re.I,
+)
+
+
+def _processes_each_layer(loop: Node) -> Optional[str]:
+    """`while True: module = model.modules[i]; module.load(); module.quantize(x); ...
+    module.unload()`: the call by which the loop's own body loads, quantizes or offloads a model's
+    layer, so each iteration is a whole layer's work (minutes, in a quantizer) and a wait or an
+    `empty_cache()` there is paid once per layer, on purpose; None otherwise."""
+    body = loop.child_by_field_name("body")
+    if body is None:
+        return None
+    for match in _LAYER_PASS.finditer(body.text or b""):
+        at = body.start_byte + match.start(1)
+        node = body.descendant_for_byte_range(at, at)
+        if node is not None and repeating_loop(node) == loop:
+            return match.group(1).decode()
+    return None
 
 
 def _loads_each_iteration(loop: Node) -> Optional[str]:

@@ -4,8 +4,9 @@ What it does:
     Flags `torch.cuda.empty_cache()` (or `cuda.empty_cache()`, or `empty_cache()` after `from
     torch.cuda import empty_cache`) when the call runs once per
     iteration of a loop or comprehension (same notion of "per iteration" as AL100). Under
-    `if step % N == 0:` and the like, in an epoch loop or a loop over a few literal values it is
-    information, with a message that says how often (see AL100).
+    `if step % N == 0:` and the like, in an epoch loop, a loop over a few literal values or a
+    layer-by-layer pass (a quantizer freeing each layer's memory) it is information, with a
+    message that says how often (see AL100).
 
 Why it matters:
     `empty_cache()` returns the caching allocator's free blocks to the driver. The next

@@ -115,7 +115,9 @@ What it does:
     flag (`if args.debug:`, `if self.debug_sync:`), when a
     parameter's optimizer state is created (`if "exp_avg" not in state:`, `len(state) == 0`), in
     an epoch loop (`for epoch in ...`, or a loop whose body runs `trainer.train_epoch(...)`), in
-    a loop over a reinforcement-learning collector (`for data in collector:`:
+    a layer-by-layer pass (the loop's own body loads, quantizes or offloads a model's layer:
+    `module.load()`, `module.quantize(x)`, `layer.cpu()`; once per layer, as for AL101 and
+    AL300), in a loop over a reinforcement-learning collector (`for data in collector:`:
     collecting the batch already waited for the environment steps), in a loop that steps an
     environment (`env.step(actions)`: the host environment needs the actions every step), in a retry loop
     (`for _ in range(max_trials):` or `while attempts < max_attempts:` that returns or breaks at

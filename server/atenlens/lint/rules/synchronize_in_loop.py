@@ -20,7 +20,8 @@ What it does:
     the next iteration refills) safe to use, as AL201 asks; and so is one followed at once by
     `empty_cache()`, a pair that bounds the peak memory of a chunked loop; and one that waits for
     the loop's own device in a loop over the GPUs (`for idx in range(torch.cuda.device_count()):
-    torch.cuda.synchronize(idx)`: one barrier across the devices).
+    torch.cuda.synchronize(idx)`, or under `with torch.cuda.device(dev):` for each device of a
+    table: one barrier across the devices), or in a layer-by-layer pass (see AL100).
 
 Why it matters:
     A device synchronize makes the host wait until every kernel queued on the GPU has finished.
@@ -123,22 +124,58 @@ def _on_purpose(call: Node, loop: Node) -> Optional[tuple[str, str]]:
     return None
 
 
-# What a loop over the GPUs iterates: `range(torch.cuda.device_count())`, `devices`, `self.gpu_ids`
-_DEVICES = re.compile(r"device_count\(|(?:^|[._])(?:devices|device_ids|gpus|gpu_ids)\b")
-
-
 def _one_device_each(call: Node, loop: Node) -> bool:
-    """`for idx in range(torch.cuda.device_count()): torch.cuda.synchronize(idx)`: the loop's
-    variable names the device waited for, so each iteration waits for a device whose work was
-    queued before the loop; together, one barrier per call."""
+    """`for idx in range(torch.cuda.device_count()): torch.cuda.synchronize(idx)`, `dev =
+    devices[key]` then `with torch.cuda.device(dev.index): torch.cuda.synchronize()`: the device
+    waited for is named by the loop's variable (or a name the loop's body derives from it), so
+    each iteration waits for another device, whose work was queued before the loop: together,
+    one barrier per call."""
     target = loop.child_by_field_name("left")
+    body = loop.child_by_field_name("body")
     iterable = loop.child_by_field_name("right")
-    positional, keywords = arguments(call)
-    device = keywords.get("device") or (positional[0] if positional else None)
-    if loop.type != "for_statement" or target is None or iterable is None or device is None:
+    if loop.type != "for_statement" or target is None or body is None or iterable is None:
         return False
-    named = {text(n) for n in ([target] if target.type == "identifier" else target.named_children)}
-    return text(device) in named and bool(_DEVICES.search(text(iterable)))
+    if not _OVER_DEVICES.search(text(iterable)):
+        return False  # (`for batch in loader: synchronize(batch.device)` waits for one device each time)
+    derived = {text(n) for n in ([target] if target.type == "identifier" else target.named_children)}
+    for statement in body.named_children:  # `device = torch.device(f"cuda:{device_id}")`
+        if statement.start_byte >= call.start_byte:
+            break
+        assignment = statement.named_children[0] if statement.type == "expression_statement" else None
+        left = (
+            assignment.child_by_field_name("left")
+            if assignment is not None and assignment.type == "assignment"
+            else None
+        )
+        right = assignment.child_by_field_name("right") if assignment is not None else None
+        if left is not None and left.type == "identifier" and right is not None and _mentions(right, derived):
+            derived.add(text(left))
+    positional, keywords = arguments(call)
+    device = keywords.get("device") or (positional[0] if positional else _device_context(call, loop))
+    return device is not None and not text(device).endswith(".device") and _mentions(device, derived)
+
+
+# What a loop over devices iterates: `range(torch.cuda.device_count())`, `range(dev_count)`,
+# `self.devices`, `gpu_ids`, the keys of a table of devices
+_OVER_DEVICES = re.compile(r"dev|gpu|cuda|^range\(|_keys\b", re.I)
+
+
+def _mentions(node: Node, names: set[str]) -> bool:
+    return any(re.search(r"(?<![\w.])" + re.escape(name) + r"\b", text(node)) for name in names)
+
+
+def _device_context(call: Node, loop: Node) -> Optional[Node]:
+    """The device of a `with torch.cuda.device(d):` between `loop` and `call`, if any."""
+    parent = call.parent
+    while parent is not None and parent != loop:
+        if parent.type == "with_statement":
+            for item in parent.named_children[0].named_children if parent.named_children else []:
+                value = item.child_by_field_name("value") or (item.named_children[0] if item.named_children else None)
+                if value is not None and value.type == "call" and method_name(value) == "device":
+                    positional, _ = arguments(value)
+                    return positional[0] if positional else None
+        parent = parent.parent
+    return None
 
 
 def _async_copy_before(call: Node, loop: Node) -> Optional[int]:
