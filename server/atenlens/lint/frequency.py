@@ -1046,25 +1046,22 @@ def _processes_each_layer(loop: Node) -> Optional[str]:
     module.unload()`: the call by which the loop's own body loads, quantizes or offloads a model's
     layer, so each iteration is a whole layer's work (minutes, in a quantizer) and a wait or an
     `empty_cache()` there is paid once per layer, on purpose; None otherwise."""
-    body = loop.child_by_field_name("body")
-    if body is None:
-        return None
-    for match in _LAYER_PASS.finditer(body.text or b""):
-        at = body.start_byte + match.start(1)
-        node = body.descendant_for_byte_range(at, at)
-        if node is not None and repeating_loop(node) == loop:
-            return match.group(1).decode()
-    return None
+    return _own_call(loop, _LAYER_PASS)
 
 
 def _loads_each_iteration(loop: Node) -> Optional[str]:
     """`for model_id in model_ids: model = AutoModel.from_pretrained(model_id)...`: the name of the
     loader the loop's own body calls (not a nested loop's), so that each iteration loads a model
     or a file and a wait there is small beside it."""
+    return _own_call(loop, _LOADS)
+
+
+def _own_call(loop: Node, pattern: "re.Pattern[bytes]") -> Optional[str]:
+    """Group 1 of the first match of `pattern` in the loop's own body (not a nested loop's)."""
     body = loop.child_by_field_name("body")
     if body is None:
         return None
-    for match in _LOADS.finditer(body.text or b""):
+    for match in pattern.finditer(body.text or b""):
         at = body.start_byte + match.start(1)
         node = body.descendant_for_byte_range(at, at)
         if node is not None and repeating_loop(node) == loop:
