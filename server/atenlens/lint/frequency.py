@@ -954,7 +954,7 @@ def chunked_walk(loop: Optional[Node]) -> Optional[tuple[str, str]]:
     positional, _ = arguments(iterable)
     if len(positional) != 3 or positional[2].type not in ("identifier", "attribute"):
         return None
-    measured = _rows_of(positional[1], loop)
+    measured = _rows_of(positional[1])
     if measured is None or _RUNS_A_MODEL.search(body.text or b"") or _MOVES_TO_DEVICE.search(body.text or b""):
         return None
     return measured, text(positional[2])
@@ -967,23 +967,15 @@ _MOVES_TO_DEVICE = re.compile(rb"\.(?:to|cuda)\(")
 _ROW_COUNT = re.compile(r"len\((?P<a>[\w.]+)\)|(?P<b>[\w.]+?)\.(?:size\(0\)|shape\[0\]|size\(\)\[0\])")
 
 
-def _rows_of(stop: Node, loop: Node) -> Optional[str]:
+def _rows_of(stop: Node) -> Optional[str]:
     """The tensor whose rows `stop` counts (`len(x)`, `x.size(0)`, `x.shape[0]`, or a name the
     function set to one of them before the loop: `n_test = test_targets.size(0)`); None otherwise."""
-    written = text(stop)
     if stop.type == "identifier":
-        function = next((a for a in ancestors(loop) if a.type == "function_definition"), None)
-        if function is None:
+        bound = _bound_once(stop)
+        if bound is None:
             return None
-        values = re.findall(
-            r"^[ \t]*" + re.escape(written) + r"[ \t]*=(?!=)[ \t]*([^\n]*?)[ \t]*(?:#[^\n]*)?$",
-            (function.text or b"")[: loop.start_byte - function.start_byte].decode("utf-8", "replace"),
-            re.M,
-        )
-        if len(values) != 1:
-            return None
-        written = values[0]
-    match = _ROW_COUNT.fullmatch(written)
+        stop = bound
+    match = _ROW_COUNT.fullmatch(" ".join(text(stop).split()))
     return None if match is None else match.group("a") or match.group("b")
 
 

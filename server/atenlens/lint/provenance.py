@@ -1524,7 +1524,7 @@ def _method_returns_numbers(data: bytes, name: str) -> bool:
     if not returns:
         return False
     for returned in returns:
-        if _HOST_NUMBER_CALL.fullmatch(returned.split(b"#")[0].strip()):
+        if _host_number_call(returned.split(b"#")[0].strip()):
             continue  # `return np.mean(losses)`
         parts = [p.strip() for p in returned.strip().strip(b"()[]").split(b",") if p.strip()]
         if not parts:
@@ -1540,8 +1540,21 @@ def _method_returns_numbers(data: bytes, name: str) -> bool:
     return True
 
 
-# A call that gives a NumPy or Python number: `np.mean(losses)`, `float(total)`, `statistics.mean(xs)`
-_HOST_NUMBER_CALL = re.compile(rb"(?:np|numpy|math|statistics)\.\w+\(.*\)|(?:float|int|round)\(.*\)", re.S)
+# The callee of a call that gives a NumPy or Python number: `np.mean`, `float`, `statistics.mean`
+_HOST_NUMBER_CALLEE = re.compile(rb"(?:np|numpy|math|statistics)\.\w+\(|(?:float|int|round)\(")
+
+
+def _host_number_call(expression: bytes) -> bool:
+    """Is `expression` one such call, whole (`np.mean(losses)`; not `float(a) + t`)?"""
+    start = _HOST_NUMBER_CALLEE.match(expression)
+    if start is None:
+        return False
+    depth = 1
+    for at in range(start.end(), len(expression)):
+        depth += {40: 1, 41: -1}.get(expression[at], 0)  # ( and )
+        if depth == 0:
+            return at == len(expression) - 1
+    return False
 
 
 def _assignments(text_: bytes, word: bytes) -> tuple[list[bytes], list[bytes]]:
