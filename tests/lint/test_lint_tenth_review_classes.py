@@ -669,3 +669,52 @@ def test_a_layer_by_layer_pass_and_a_barrier_through_a_device_context() -> None:
             "`torch.cuda.synchronize()` inside a loop: the host waits for all GPU work on every iteration",
         ),
     ]
+
+
+NUMBER_ATTRIBUTES = dedent(
+    """\
+    import numpy as np
+    import torch
+
+
+    class Trainer:
+        def __init__(self, model, optimizer, device="cuda"):
+            self.model, self.optimizer, self.device = model, optimizer, device
+            self.best_loss = float("inf")
+
+        def fit(self, loader, epochs):
+            for epoch in range(epochs):
+                collector = []
+                for x, y in loader:
+                    loss = torch.nn.functional.mse_loss(self.model(x.to(self.device)), y.to(self.device))
+                    loss.backward()
+                    self.optimizer.step()
+                    collector.append(loss.item())
+                mean_train_loss = np.mean(collector)
+                mean_loss = mean_train_loss
+                if mean_loss < self.best_loss:
+                    self.best_loss = mean_loss
+                if self.last_loss < 1.0:
+                    break
+
+        def step(self, x, y):
+            self.last_loss = torch.nn.functional.mse_loss(self.model(x.to(self.device)), y.to(self.device))
+    """
+)
+
+
+def test_an_attribute_spelled_loss_that_the_class_only_sets_to_numbers_is_a_number() -> None:
+    """`self.best_loss` set to `float("inf")` and to `mean_loss`, itself bound only to a name bound
+    to `np.mean(...)`, holds a number: the epoch's comparison waits for nothing; `self.last_loss`,
+    set to a loss tensor, still does."""
+    assert findings(NUMBER_ATTRIBUTES) == [
+        (17, 38, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            22,
+            15,
+            "AL100",
+            "information",
+            "a CUDA tensor as a condition (`self.last_loss < 1.0`) inside a loop: the host waits for the GPU once per "
+            "epoch",
+        ),
+    ]

@@ -1575,6 +1575,36 @@ def _host_read_name(text_: bytes, value: bytes) -> bool:
     return bool(starts) and not updates and all(_NUMBER_UPDATE.match(v.strip()) for v in starts)
 
 
+def _number_attribute(ctx: LintContext, node: Node, attr: str) -> bool:
+    """Does every assignment of `self.<attr>` in the class give it a Python or NumPy number: a
+    literal, `float("inf")`, `np.mean(...)`, `.item()`, or a name that the class binds only so
+    (`mean_loss = np.mean(losses)`, then `self.best_loss = mean_loss`)? Read from the class's
+    whole text, so the answer does not depend on which methods are parsed."""
+    holder = next((a for a in ancestors(node) if a.type == "class_definition"), None)
+    if holder is None:
+        return False
+    memo = _memo(ctx, "_number_attribute_memo")
+    key = (holder.id, attr)
+    if key not in memo:
+        data = _class_text(ctx, holder)
+        values = re.findall(rb"self\." + re.escape(attr.encode()) + rb"[ \t]*=(?!=)[ \t]*([^\n#]*)", data)
+        memo[key] = bool(values) and all(_number_value(data, v.strip(), names=2) for v in values)
+    return bool(memo[key])
+
+
+def _number_value(data: bytes, value: bytes, names: int) -> bool:
+    """Is `value` (the text of an assigned value) a Python or NumPy number, or (up to `names`
+    names deep) a name that `data` binds only to such values?"""
+    if re.fullmatch(_NUMBER, value) or _host_number_call(value) or re.fullmatch(rb"(?:math|np|numpy)\.inf", value):
+        return True
+    if re.fullmatch(rb".*\.item\(\)", value):
+        return True
+    if names and re.fullmatch(rb"[A-Za-z_]\w*", value) and value not in (b"None", b"True", b"False"):
+        bound = re.findall(rb"(?<![\w.])" + value + rb"[ \t]*=(?!=)[ \t]*([^\n#]*)", data)
+        return bool(bound) and all(_number_value(data, b.strip(), names=names - 1) for b in bound)
+    return False
+
+
 def _class_text(ctx: LintContext, holder: Node) -> bytes:
     """The whole text of a class, with the methods left out of the parse (the class node of a
     pruned parse may end before them)."""
@@ -1849,6 +1879,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         owner = node.child_by_field_name("object")
         if attr == "loss" and owner is not None and text(owner) == "self":
             return False  # `self.loss`: the module's loss function, or a value it keeps (a float)
+        if owner is not None and text(owner) == "self" and _number_attribute(ctx, node, attr):
+            return False  # `self.best_loss = float("inf")` ... `self.best_loss = mean_loss` (np.mean)
         if owner is not None and _SETTINGS.search(text(owner)):
             return False  # `self.cfg.losses`, `args.loss_weight`: settings, no tensor
         if _LOSS_NAME.search(attr) or attr == "grad" or attr == "logits":

@@ -56,7 +56,8 @@ What it does:
     a method of a model (`self.policy.evaluate_actions(obs, actions)`; not `parameters()`,
     `state_dict()`, `predict()` or `generate()`), `step["loss"]` of what a call returned,
     a name or attribute spelled with `loss` (not `self.loss`: a module's loss function, or a float
-    it keeps), a sum of losses (`sum(F.mse_loss(q, t) for q in q_values)`),
+    it keeps; not an attribute the class only sets to numbers: `self.best_loss = float("inf")`,
+    `self.best_loss = mean_loss` with `mean_loss = np.mean(losses)`), a sum of losses (`sum(F.mse_loss(q, t) for q in q_values)`),
     a loss function of a model's output, a name whose `.backward()` the function (or the
     top-level statement of a script) calls, whatever it is called (`evaluation_error.backward()`),
     or that it hands to `fabric.backward(...)` / `accelerator.backward(...)`, `outputs.get("loss")` of what a call returned, the gradient norm that
