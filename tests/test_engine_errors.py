@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from atenlens.report import Code
@@ -91,6 +92,42 @@ def test_running_past_the_budget_is_a_timeout_at_the_executing_line(tmp_path: Pa
     assert diagnostic.code == Code.TIMEOUT and diagnostic.kind == "timeout"
     assert diagnostic.line in (line_of(path, "while True:"), line_of(path, "x = x + 1"))
     assert len(ops(report)) > 1  # events so far are kept
+    assert {e.name for e in ops(report)[1:]} == {"aten.add.Tensor"}
+
+
+SWALLOWS = """
+import time
+
+import torch
+
+
+def swallows_the_first_timeout():
+    x = torch.ones(2)
+    started = time.monotonic()
+    swallowed = 0
+    while time.monotonic() - started < 20:  # (a safety: without a second timeout this returns)
+        try:
+            while time.monotonic() - started < 20:
+                x = x + 1
+        except BaseException:
+            swallowed += 1  # once, as a weakref callback or a library's `except BaseException:` would
+            if swallowed > 1:
+                raise
+    return x
+"""
+
+
+def test_a_timeout_that_the_code_swallows_is_raised_again(tmp_path: Path) -> None:
+    """Where the budget's signal lands may swallow it (a weakref callback, a `__del__`, a library's
+    `except BaseException:`); the timeout comes again a second later, so the trace still ends as a
+    timeout with its events, not at the worker's hard kill with none."""
+    path = write(tmp_path, "swallows.py", SWALLOWS)
+    started = time.monotonic()
+    report = trace(path, "swallows_the_first_timeout", timeout=3.0)
+    assert report.status == "timeout"
+    assert time.monotonic() - started < 15
+    [diagnostic] = report.diagnostics
+    assert diagnostic.code == Code.TIMEOUT
     assert {e.name for e in ops(report)[1:]} == {"aten.add.Tensor"}
 
 

@@ -69,6 +69,9 @@ _PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 MAX_GENERATOR_ITEMS = 100
 
 
+TIMEOUT_RETRY_SECONDS = 1.0  # after the budget, the timeout is raised again this often (`_time_budget`)
+
+
 class TraceTimeout(BaseException):
     """Raised in the main thread when the time budget runs out. A BaseException so that the user's
     `except Exception:` cannot swallow it."""
@@ -624,8 +627,12 @@ def _quiet_torch_logs() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _time_budget(deadline: float) -> Iterator[None]:
-    """Raise TraceTimeout in the main thread at `deadline` (a soft limit: the worker's hard limit
-    kills the process if the code never returns to Python). No-op outside the main thread."""
+    """Raise TraceTimeout in the main thread at `deadline`, and again every second after it until
+    the block is left (a soft limit: the worker's hard limit kills the process if the code never
+    returns to Python). Again, because where the signal lands may swallow the first one: a weakref
+    callback or a `__del__` (Python prints "Exception ignored" and goes on), or a library's `except
+    BaseException:`; a spinning loop then ran on until the hard kill, and its events were lost.
+    No-op outside the main thread."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -634,7 +641,7 @@ def _time_budget(deadline: float) -> Iterator[None]:
         raise TraceTimeout()
 
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, max(deadline - time.perf_counter(), 0.001))
+    signal.setitimer(signal.ITIMER_REAL, max(deadline - time.perf_counter(), 0.001), TIMEOUT_RETRY_SECONDS)
     try:
         yield
     finally:
