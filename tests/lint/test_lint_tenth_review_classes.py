@@ -718,3 +718,36 @@ def test_an_attribute_spelled_loss_that_the_class_only_sets_to_numbers_is_a_numb
             "epoch",
         ),
     ]
+
+
+ATTRIBUTE_GROWN_BY_TENSORS = dedent(
+    """\
+    import torch
+
+
+    class Trainer:
+        def __init__(self, model, device="cuda"):
+            self.model, self.device = model, device
+            self.total_loss = 0.0
+            self.logged_loss = 0.0
+
+        def fit(self, loader):
+            for x in loader:
+                loss = self.model(x.to(self.device)).mean()
+                self.total_loss += loss
+                print(f"{self.total_loss:.3f}")
+                loss = loss.item()
+                self.logged_loss += loss
+                print(f"{self.logged_loss:.3f}")
+    """
+)
+
+
+def test_an_attribute_spelled_loss_that_grows_by_a_tensor_is_a_tensor() -> None:
+    """`self.total_loss = 0.0`, then `self.total_loss += loss` with `loss` the model's output: a
+    CUDA tensor, formatted every iteration; `self.logged_loss += loss` after `loss = loss.item()`
+    adds a float and stays a number."""
+    assert [row[:4] for row in findings(ATTRIBUTE_GROWN_BY_TENSORS)] == [
+        (14, 20, "AL100", "warning"),  # formatting `self.total_loss`
+        (15, 24, "AL100", "warning"),  # the `.item()`; `self.logged_loss` on line 17 is a float
+    ]

@@ -404,14 +404,20 @@ def is_throttle(condition: Node) -> bool:
             return True
         if kind == "identifier":
             # `apply_path_penalty = self.steps > 5000 and self.steps % 32 == 0`, then `if apply_path_penalty:`
-            value = _bound_once(condition)
+            value = _bound_value(condition)
             return value is not None and value.type != "identifier" and is_throttle(value)
     return False
 
 
+def _bound_value(name: Node) -> Optional[Node]:
+    """The value of `_bound_once(name)`."""
+    assignment = _bound_once(name)
+    return assignment.child_by_field_name("right") if assignment is not None else None
+
+
 def _bound_once(name: Node) -> Optional[Node]:
-    """The value that the function around `name` binds it to, when it binds it once, with `=`,
-    before `name` is read, and `name` is no parameter; None otherwise."""
+    """The assignment `name = value` by which the function around `name` binds it, when it binds
+    it once, with `=`, before `name` is read, and `name` is no parameter; None otherwise."""
     function = next((a for a in ancestors(name) if a.type == "function_definition"), None)
     body = function.child_by_field_name("body") if function is not None else None
     if function is None or body is None or text(name) in _parameter_names(function):
@@ -431,7 +437,7 @@ def _bound_once(name: Node) -> Optional[Node]:
     if len(found) != 1 or found[0].type != "assignment" or found[0].end_byte > name.start_byte:
         return None
     left = found[0].child_by_field_name("left")
-    return found[0].child_by_field_name("right") if left is not None and left.type == "identifier" else None
+    return found[0] if left is not None and left.type == "identifier" else None
 
 
 # An optional writer of logs (`self.summary_writer`, `tb_writer`, `self.wandb_run`), None unless
@@ -654,11 +660,11 @@ def _bound_literal(name: Node) -> Optional[Node]:
     """The list or tuple display that the function around `name` binds it to, once, before it is
     read and never grown (`masks = ["train_mask", "val_mask", "test_mask"]`, `scale_search =
     [0.5]`); None otherwise."""
-    value = _bound_once(name)
-    statement = value.parent.parent if value is not None and value.parent is not None else None
-    function = next((a for a in ancestors(name) if a.type == "function_definition"), None)
-    body = function.child_by_field_name("body") if function is not None else None
-    if value is None or statement is None or body is None or statement.parent != body:
+    assignment = _bound_once(name)
+    value = assignment.child_by_field_name("right") if assignment is not None else None
+    statement = assignment.parent if assignment is not None else None
+    body = statement.parent if statement is not None else None
+    if value is None or body is None or body.parent is None or body.parent.type != "function_definition":
         return None  # (not in a branch: `if not isinstance(xs, list): xs = [xs]`)
     if value.type not in ("list", "tuple", "list_comprehension"):
         return None
@@ -971,7 +977,7 @@ def _rows_of(stop: Node) -> Optional[str]:
     """The tensor whose rows `stop` counts (`len(x)`, `x.size(0)`, `x.shape[0]`, or a name the
     function set to one of them before the loop: `n_test = test_targets.size(0)`); None otherwise."""
     if stop.type == "identifier":
-        bound = _bound_once(stop)
+        bound = _bound_value(stop)
         if bound is None:
             return None
         stop = bound

@@ -1529,14 +1529,8 @@ def _method_returns_numbers(data: bytes, name: str) -> bool:
         parts = [p.strip() for p in returned.strip().strip(b"()[]").split(b",") if p.strip()]
         if not parts:
             return False
-        for part in parts:
-            if not re.fullmatch(rb"[A-Za-z_]\w*", part):
-                return False
-            starts, updates = _assignments(text_, part)
-            if not starts or not all(re.fullmatch(_NUMBER + rb"[ \t]*(?:#.*)?", v.strip()) for v in starts):
-                return False
-            if not all(_NUMBER_UPDATE.match(v.strip()) or _host_read_name(text_, v.strip()) for v in updates):
-                return False
+        if not all(re.fullmatch(rb"[A-Za-z_]\w*", part) and _binds_numbers(text_, part, 1) for part in parts):
+            return False
     return True
 
 
@@ -1565,16 +1559,6 @@ def _assignments(text_: bytes, word: bytes) -> tuple[list[bytes], list[bytes]]:
     return starts, updates
 
 
-def _host_read_name(text_: bytes, value: bytes) -> bool:
-    """Is `value` a name that `text_` binds only to host reads (`chunk_loss = (a - b).pow(2).sum()
-    .item()`), so `loss += chunk_loss` keeps `loss` a Python number?"""
-    word = value.split(b"#")[0].strip()
-    if not re.fullmatch(rb"[A-Za-z_]\w*", word):
-        return False
-    starts, updates = _assignments(text_, word)
-    return bool(starts) and not updates and all(_NUMBER_UPDATE.match(v.strip()) for v in starts)
-
-
 def _number_attribute(ctx: LintContext, node: Node, attr: str) -> bool:
     """Does every assignment of `self.<attr>` in the class give it a Python or NumPy number: a
     literal, `float("inf")`, `np.mean(...)`, `.item()`, or a name that the class binds only so
@@ -1587,22 +1571,44 @@ def _number_attribute(ctx: LintContext, node: Node, attr: str) -> bool:
     key = (holder.id, attr)
     if key not in memo:
         data = _class_text(ctx, holder)
-        values = re.findall(rb"self\." + re.escape(attr.encode()) + rb"[ \t]*=(?!=)[ \t]*([^\n#]*)", data)
-        memo[key] = bool(values) and all(_number_value(data, v.strip(), names=2) for v in values)
+        setting = rb"self\." + re.escape(attr.encode()) + rb"[ \t]*(?:[-+*/%]|//)?=(?!=)[ \t]*([^\n#]*)"
+        sets = list(re.finditer(setting, data))
+        memo[key] = bool(sets) and all(_number_set(data, m.group(1).strip(), m.start()) for m in sets)
     return bool(memo[key])
 
 
+def _number_set(data: bytes, value: bytes, at: int) -> bool:
+    """Is `value`, set at offset `at` of `data`, a number: a number itself, a name that `data`
+    binds only to numbers (`mean_loss`, then `self.best_loss = mean_loss`), or a name whose last
+    binding before `at` gives one (`loss = loss.item()`, then `self._total_loss += loss`)?"""
+    if _number_value(data, value, 2):
+        return True
+    if re.fullmatch(rb"[A-Za-z_]\w*", value) is None:
+        return False
+    bindings = re.compile(rb"^[ \t]*" + value + rb"[ \t]*=(?!=)[ \t]*([^\n]*)", re.M).findall(data, 0, at)
+    return bool(bindings) and _number_value(data, bindings[-1], 1)
+
+
+def _binds_numbers(data: bytes, word: bytes, names: int) -> bool:
+    """Does `data` bind `word` (`word = ...`, `word += ...`) only to Python or NumPy numbers
+    (`_number_value`)? `epoch_loss = 0`, `epoch_loss += loss.item()`, `epoch_loss /= len(loader)`."""
+    starts, updates = _assignments(data, word)
+    return bool(starts) and all(_number_value(data, v.strip(), names) for v in starts + updates)
+
+
 def _number_value(data: bytes, value: bytes, names: int) -> bool:
-    """Is `value` (the text of an assigned value) a Python or NumPy number, or (up to `names`
-    names deep) a name that `data` binds only to such values?"""
-    if re.fullmatch(_NUMBER, value) or _host_number_call(value) or re.fullmatch(rb"(?:math|np|numpy)\.inf", value):
+    """Is `value` (the text of an assigned value, comment included) a Python or NumPy number: a
+    literal, a host read (`.item()`, `len(...)`, `x.numel()`), `float(...)`, `np.mean(...)`,
+    `np.inf`, or (up to `names` names deep) a name that `data` binds only to such values?"""
+    value = value.split(b"#")[0].strip()
+    if _NUMBER_UPDATE.match(value) or _host_number_call(value) or re.fullmatch(rb"(?:math|np|numpy)\.inf", value):
         return True
-    if re.fullmatch(rb".*\.item\(\)", value):
-        return True
-    if names and re.fullmatch(rb"[A-Za-z_]\w*", value) and value not in (b"None", b"True", b"False"):
-        bound = re.findall(rb"(?<![\w.])" + value + rb"[ \t]*=(?!=)[ \t]*([^\n#]*)", data)
-        return bool(bound) and all(_number_value(data, b.strip(), names=names - 1) for b in bound)
-    return False
+    return (
+        names > 0
+        and re.fullmatch(rb"[A-Za-z_]\w*", value) is not None
+        and value not in (b"None", b"True", b"False")
+        and _binds_numbers(data, value, names - 1)
+    )
 
 
 def _class_text(ctx: LintContext, holder: Node) -> bytes:

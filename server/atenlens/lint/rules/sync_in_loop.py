@@ -746,14 +746,12 @@ def _in_literal(node: Node) -> Node:
     """The outermost dict, list or tuple literal that holds `node` as a value, maybe nested
     (`{"energy": {"prediction": t.cpu().tolist()}}`); `node` itself when it is in none."""
     while node.parent is not None:
-        parent: Optional[Node] = node.parent
-        if parent is not None and parent.type == "pair" and parent.child_by_field_name("value") == node:
-            parent = parent.parent
-            if parent is None or parent.type != "dictionary":
-                break
-        elif parent is None or parent.type not in ("list", "tuple"):
-            break
-        node = parent
+        holder = node.parent
+        if holder.type == "pair" and holder.child_by_field_name("value") == node and holder.parent is not None:
+            holder = holder.parent  # the dict around the pair
+        if holder.type not in ("dictionary", "list", "tuple"):
+            return node
+        node = holder
     return node
 
 
@@ -843,12 +841,14 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
     return any(_kept(data, start, name) for name in names if name != b"_")
 
 
+# What a function that writes its argument to a file or a figure is spelled with (`_KEEPS`, `_WRITER`)
+_WRITER_WORDS = "save|write|dump|plot"
 # `name = call(...)` / `a, b = call(...)` on one line: a host step whose result the loop may keep
 _HOST_STEP = re.compile(rb"^[ \t]*(\w+(?:[ \t]*,[ \t]*\w+)*)[ \t]*=[ \t]*[\w.]+\(([^\n]*)$", re.M)
 # (also stored into a slice of a result array: `pred_arr[start:start + n] = pred`)
 _KEEPS = (
     rb"(?:\.(?:append|extend|add_\w+|submit|write\w*|save\w*|imwrite|dump)\(|\w[ \t]*\+=[ \t]*\["
-    rb"|(?<![\w.])_*(?:save|write|dump|plot)\w*\("
+    rb"|(?<![\w.])_*(?:" + _WRITER_WORDS.encode() + rb")\w*\("
     rb"|\w\[[^\n=\]]*:[^\n=]*\][ \t]*=(?!=))(?:\s*|[^\n]*?\b)"
 )
 
@@ -880,7 +880,7 @@ def _through_host_function(node: Node) -> Node:
 _KEEPING_METHODS = ("append", "extend", "copy_")
 # A call that writes what it is given to a file or a figure: `save_mels`, `np.save`, `imwrite`,
 # `write_labels`, `plot_sample`
-_WRITER = re.compile(r"^_*(?:save|write|dump|imwrite|imsave|plot)(?:_|$)|^_*(?:save|write|dump|plot)[a-z]")
+_WRITER = re.compile(rf"^_*(?:{_WRITER_WORDS}|imwrite|imsave)(?:_|$)|^_*(?:{_WRITER_WORDS})[a-z]")
 
 
 def _host_copy(call: Node) -> Node:
@@ -1160,7 +1160,7 @@ def _tensor_truth_test(ctx: LintContext, condition: Node) -> Optional[Node]:
     return None
 
 
-_NONFINITE_NAMES = frozenset({"isnan", "isinf", "isfinite", "isposinf", "isneginf"})
+_NONFINITE_NAMES = frozenset(call.decode().rstrip("(") for call in NONFINITE_CALLS)
 
 
 def _nonfinite_test(node: Node) -> bool:
