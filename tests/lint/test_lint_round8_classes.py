@@ -207,8 +207,8 @@ def test_an_all_reduced_stop_flag_is_information() -> None:
             16,
             "AL100",
             "information",
-            "`.item()` inside a loop: the host waits for the GPU on every iteration, as a flag all-reduced "
-            "across ranks to stop together (every rank needs it on the host)",
+            "`.item()` inside a loop: the host waits for the GPU on every iteration, as a flag shared "
+            "across ranks (all-reduced or broadcast) to stop together (every rank needs it on the host)",
         ),
         (12, 16, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
     ]

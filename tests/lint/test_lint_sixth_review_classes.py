@@ -711,8 +711,8 @@ def test_host_library_functions_skip_flags_and_a_bare_empty_cache() -> None:
             34,
             "AL100",
             "information",
-            "`.item()` inside a loop: the host waits for the GPU on every iteration, as a flag all-reduced across "
-            "ranks to stop together (every rank needs it on the host)",
+            "`.item()` inside a loop: the host waits for the GPU on every iteration, as a flag shared across "
+            "ranks (all-reduced or broadcast) to stop together (every rank needs it on the host)",
         ),
         (
             25,

@@ -56,7 +56,17 @@ from typing import Optional
 from tree_sitter import Node
 
 from atenlens.lint.source import ancestors, definition_text, indented_block
-from atenlens.lint.syntax import SCOPE_TYPES, arguments, callee, dotted_name, repeating_loop, strip_parens, text
+from atenlens.lint.syntax import (
+    SCOPE_TYPES,
+    arguments,
+    callee,
+    dotted_name,
+    method_name,
+    receiver,
+    repeating_loop,
+    strip_parens,
+    text,
+)
 
 FEW_ITERATIONS = 10
 _THROTTLE_NAME = re.compile(
@@ -666,10 +676,24 @@ def _bound_literal(name: Node) -> Optional[Node]:
     body = statement.parent if statement is not None else None
     if value is None or body is None or body.parent is None or body.parent.type != "function_definition":
         return None  # (not in a branch: `if not isinstance(xs, list): xs = [xs]`)
-    if value.type not in ("list", "tuple", "list_comprehension"):
+    if value.type not in ("list", "tuple", "list_comprehension", "dictionary"):
         return None
-    if re.search(rb"\b" + re.escape(text(name).encode()) + _GROWS, body.text or b""):
+    word = re.escape(text(name).encode())
+    if re.search(rb"\b" + word + _GROWS, body.text or b""):
         return None  # grown later: `masks.append(...)`
+    if value.type == "dictionary":
+        # a dict keeps its keys when it is only written at the keys it is walked by (`for offset
+        # in errors: errors[offset] = ...`), not `errors[new_key] = ...` or `errors.update(...)`
+        data = body.text or b""
+        # only walked, indexed and returned: handed to a call (`accum_log(logs, {...})`) it may grow
+        for use in re.finditer(rb"(?<![\w.])" + word + rb"\b", data):
+            iterated = re.search(rb"\b(?:in|return)[ \t]+$", data[max(0, use.start() - 8) : use.start()])
+            if not (iterated or re.match(rb"[ \t]*(?:\[|\.(?:items|keys|values|get)\(|=[^=])", data[use.end() :])):
+                return None
+        for key in re.finditer(rb"\b" + word + rb"\[([^\]\n]*)\][ \t]*=(?!=)", data):
+            walked = rb"\bfor[ \t]+" + re.escape(key.group(1).strip()) + rb"[ \t]+in[ \t]+" + word + rb"\b"
+            if not re.fullmatch(rb"\w+", key.group(1).strip()) or re.search(walked, data) is None:
+                return None
     return value
 
 
@@ -697,9 +721,16 @@ def _literal_length(iterable: Node) -> Optional[int]:
     if iterable.type in ("list", "tuple"):
         elements = [c for c in iterable.named_children if c.type != "comment"]
         return None if any(c.type == "list_splat" for c in elements) else len(elements)
+    if iterable.type == "dictionary":
+        pairs = [c for c in iterable.named_children if c.type != "comment"]
+        return None if any(c.type != "pair" for c in pairs) else len(pairs)
     if iterable.type == "identifier":
         literal = _bound_literal(iterable)  # `masks = [...]` ... `for mask in masks:`
         return _literal_length(literal) if literal is not None else None
+    if iterable.type == "call" and method_name(iterable) in ("items", "keys", "values") and not arguments(iterable)[0]:
+        owner = receiver(iterable)  # `for k, v in errors.items():` of `errors = {0.0: 0.0, 1.0: 0.0}`
+        literal = _bound_literal(owner) if owner is not None and owner.type == "identifier" else None
+        return _literal_length(literal) if literal is not None and literal.type == "dictionary" else None
     if iterable.type == "list_comprehension":
         # `[x * 368 / h for x in scale_search]`: one element per element of a literal
         clauses = [c for c in iterable.named_children if c.type in ("for_in_clause", "if_clause")]
@@ -752,6 +783,8 @@ def _is_retry_loop(loop: Node) -> bool:
             # `while count < self.max_resample_times: ... if enough: break`
             return bool(_EXITS.search(body.text or b""))
         statements = [c for c in body.named_children if c.type != "comment"] if body is not None else []
+        if condition is not None and condition.type == "not_operator" and _sets_flag_on_success(condition, statements):
+            return True
         return (
             condition is not None
             and text(condition) == "True"
@@ -771,6 +804,23 @@ def _is_retry_loop(loop: Node) -> bool:
     if iterable is None or body is None or iterable.type != "call" or dotted_name(callee(iterable)) != "range":
         return False
     return bool(_RETRIES.search(text(iterable))) and bool(_EXITS.search(body.text or b""))
+
+
+def _sets_flag_on_success(condition: Node, statements: list[Node]) -> bool:
+    """`while not done: try: ...; done = True except OutOfMemoryError: ...`: the loop's flag is set
+    in the `try` block of a statement of its body that handles a failure, so the loop repeats only
+    while attempts fail."""
+    flag = condition.child_by_field_name("argument")
+    if flag is None or flag.type not in ("identifier", "attribute"):
+        return False
+    setting = re.compile(rb"^[ \t]*" + re.escape(text(flag).encode()) + rb"[ \t]*=[ \t]*True\b", re.M)
+    for statement in statements:
+        if statement.type != "try_statement" or not any(c.type == "except_clause" for c in statement.named_children):
+            continue
+        tried = statement.child_by_field_name("body")
+        if tried is not None and setting.search(tried.text or b"") is not None:
+            return True
+    return False
 
 
 def _is_collector_loop(loop: Node) -> bool:
@@ -826,9 +876,12 @@ def _is_epoch_loop(loop: Node) -> bool:
         return False
     target = loop.child_by_field_name("left")
     iterable = loop.child_by_field_name("right")
+    # (`epoch_iterator = tqdm(range(epochs))` ... `for i in epoch_iterator:`: what the name was
+    # bound to speaks; the name alone may be a transformers Trainer's batches of one epoch)
+    bound = _bound_value(iterable) if iterable is not None and iterable.type == "identifier" else None
     return any(
         part is not None and bool(_EPOCH.search(text(part))) and not _WITHIN_EPOCH.search(text(part))
-        for part in (target, _iterated(iterable))
+        for part in (target, _iterated(iterable), _iterated(bound) if bound is not None else None)
     )
 
 
@@ -1034,7 +1087,9 @@ _LOADS = re.compile(rb"\b(from_pretrained|load_model\w*|load_checkpoint|torch\.l
 # `module.quantize(states)`, `gptq.fasterquant(...)`, `layer.cpu()`, `block.to("cpu")`
 _LAYER_PASS = re.compile(
     rb"\b((?:\w*(?:module|layer|block)|gptq|quantizer)\.(?:load|unload|quantize\w*|fasterquant|offload\w*|cpu)"
-    rb"|\w*(?:module|layer|block)\.to)\s*\((?:\s*[\"']cpu[\"']\s*\)|(?<!\.to\())",
+    rb"|\w*(?:module|layer|block)\.to)\s*\((?:\s*[\"']cpu[\"']\s*\)|(?<!\.to\())"
+    # a helper handed the layer: `layer = move_to_device(layers[i], dev)`, `move_to_device(layer, CPU)`
+    rb"|\b((?:move_)?to_device|move_to|offload\w*)\s*\(\s*\w*(?:module|layer|block)s?\b",
     re.I,
 )
 
@@ -1055,13 +1110,14 @@ def _loads_each_iteration(loop: Node) -> Optional[str]:
 
 
 def _own_call(loop: Node, pattern: "re.Pattern[bytes]") -> Optional[str]:
-    """Group 1 of the first match of `pattern` in the loop's own body (not a nested loop's)."""
+    """The first group that matched, of the first match of `pattern` in the loop's own body (not a
+    nested loop's)."""
     body = loop.child_by_field_name("body")
     if body is None:
         return None
     for match in pattern.finditer(body.text or b""):
-        at = body.start_byte + match.start(1)
+        at = body.start_byte + match.start()
         node = body.descendant_for_byte_range(at, at)
         if node is not None and repeating_loop(node) == loop:
-            return match.group(1).decode()
+            return next(group for group in match.groups() if group is not None).decode()
     return None

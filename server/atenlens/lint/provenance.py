@@ -755,6 +755,8 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
         # a field of a host batch (`batch.edge_index` of a DataLoader's batch) is on the host
         return Device.CPU if inner is Device.CPU else Device.UNKNOWN
     if kind == "subscript":
+        if _made_on_the_cpu_each(ctx, node.child_by_field_name("value"), depth):
+            return Device.CPU
         inner = device_of(ctx, node.child_by_field_name("value"), depth + 1)
         return inner  # an element of a tensor lives where the tensor does; of a host value, on the host
     if kind == "comparison_operator" and _compares_with_string(node):
@@ -762,17 +764,21 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
     if kind in ("binary_operator", "comparison_operator"):
         operands = [c for c in node.named_children if c.type != "comment"]
         devices = [device_of(ctx, c, depth + 1) for c in operands]
-        made_here = any(strip_parens(c).type == "call" and d is Device.CPU for c, d in zip(operands, devices))
+        made_here = any(
+            strip_parens(c).type in ("call", "identifier") and d is Device.CPU for c, d in zip(operands, devices)
+        )
         if kind == "comparison_operator" and made_here and Device.CUDA not in devices:
-            # `torch.tensor(ids) == token_id`: a tensor made on the CPU right here, compared with a
-            # CUDA tensor, raises (but for a 0-d one), so the other side is a number or on the CPU
+            # `torch.tensor(ids) == token_id`, `selected >= offset` after `selected = selected.cpu()`:
+            # a CPU tensor compared with a CUDA tensor raises (but for a 0-d one), so the other
+            # side is a number or on the CPU
             return Device.CPU
         return _combine(devices)
     if kind == "unary_operator":
         return device_of(ctx, node.child_by_field_name("argument"), depth + 1)
     if kind == "conditional_expression":
-        branches = [device_of(ctx, c, depth + 1) for c in node.named_children[::2]]
-        return branches[0] if len(set(branches)) == 1 else Device.UNKNOWN
+        # (`None if selected is None else selected >= offset`: the tensor where there is one)
+        branches = [device_of(ctx, c, depth + 1) for c in node.named_children[::2] if strip_parens(c).type != "none"]
+        return branches[0] if branches and len(set(branches)) == 1 else Device.UNKNOWN
     if kind == "call":
         return _call_device(ctx, node, depth)
     if kind == "named_expression":
@@ -788,6 +794,22 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
             values[0] if values and len(set(values)) == 1 and values[0] in (Device.CUDA, Device.CPU) else Device.UNKNOWN
         )
     return Device.UNKNOWN
+
+
+def _made_on_the_cpu_each(ctx: LintContext, container: Optional[Node], depth: int) -> bool:
+    """Is `container` a name bound to a comprehension each of whose elements is made on the CPU
+    (`mask = {k: torch.from_numpy(np.isin(a[k], b)) for k in keys}`)? Then `mask[k]` is on the CPU.
+    (Only the CPU is taken: a comprehension's elements spelled as device tensors may be numbers,
+    and the container itself is no tensor: `if masks:` tests a list.)"""
+    if container is None or container.type != "identifier":
+        return False
+    binding = _binding(ctx, container)
+    built = strip_parens(binding.value) if binding is not None and binding.value is not None else None
+    if built is None or built.type not in ("dictionary_comprehension", "list_comprehension"):
+        return False
+    body = built.child_by_field_name("body")
+    element = body.child_by_field_name("value") if body is not None and body.type == "pair" else body
+    return device_of(ctx, element, depth + 1) is Device.CPU
 
 
 # torch functions that return a Python bool, not a tensor (`torch.equal` waits for the device itself)
@@ -1936,6 +1958,10 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             if _MODEL_CALLEE.search(method) and method not in ("forward_hook",) and not _class_name(method):
                 return True
             owner = receiver(node)
+            if node.child_by_field_name("arguments") is not None and not arguments(node)[0] and not arguments(node)[1]:
+                if _walked_submodule(ctx, owner) and not _LOSS_NAME.search(method):
+                    return False  # `for m in self.model.modules: m.weight_footprint()`: a layer's own
+                    # bookkeeping (sizes, formats), given no input to compute from
             if method not in MODULE_METHODS and not method.lstrip("_").startswith("get_") and _spelled_model(owner):
                 return True  # `self.policy.evaluate_actions(obs, actions)`: a model's own method
             if _LOSS_FUNCTION.search(method) and _given_a_model_output(ctx, node, depth):
@@ -1959,6 +1985,20 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
 
 # Functions that hand back (a copy of) what they are given: `default(a, b)`, `unwrap_model(m)`
 _RETURNS_AN_ARGUMENT = re.compile(r"(?:^|\.)(?:default|unwrap\w*|deepcopy|first|coalesce)$")
+
+
+# A walk over a model's layers: `model.modules()`, `named_modules()`, `children()`, `self.model.modules`
+_SUBMODULE_WALK = re.compile(r"\.(?:named_)?(?:modules|children)(?:\(\))?$")
+
+
+def _walked_submodule(ctx: LintContext, owner: Optional[Node]) -> bool:
+    """Is `owner` the loop variable of a walk over a model's submodules (`for module in
+    model.modules():`, `for name, m in model.named_modules():`)?"""
+    if owner is None or owner.type != "identifier":
+        return False
+    binding = _binding(ctx, owner)
+    iterable = binding.loop.child_by_field_name("right") if binding is not None and binding.loop is not None else None
+    return iterable is not None and bool(_SUBMODULE_WALK.search(text(strip_parens(iterable))))
 
 
 def _aliases_a_model(ctx: LintContext, function: Optional[Node]) -> bool:

@@ -20,14 +20,18 @@ What it does:
     `.to("cpu")`, `.to("meta")` (no data is copied), a factory with a size of 0 (nothing to
     copy), `*_like` factories (they inherit the device of their input), a factory with
     `generator=` (a generator lives on one device: a CPU generator needs the CPU tensor) or
-    `pin_memory=`, `torch.tensor(data)` / `torch.as_tensor(data)` and a typed constructor given
+    `pin_memory=`, a move inside a lambda handed to `torch.jit.trace` (traced once to read a
+    device constant off the graph, as CLIP's loader does), `torch.tensor(data)` / `torch.as_tensor(data)` and a typed constructor given
     data (`torch.LongTensor(ids)`: the data comes from the host either way: `device=` does the
     same host fill and copy).
 
     The finding is on the factory's line when the move is written on another line.
 
     Quick fix, offered only in the simple, safe cases: the move is called on the factory's call,
-    the factory has no `device=` and no `**kwargs`, and the move is `.cuda()` with no arguments,
+    the factory has no `device=` and no `**kwargs`, it is not a random draw (`randn`, `rand`,
+    `randint`, `randperm`) in a file that seeds its generators (`manual_seed(...)`,
+    `seed_everything(...)`, `set_seed(...)`: the GPU's generator gives other numbers for the
+    same seed, and the message says so), and the move is `.cuda()` with no arguments,
     or `.to(X)` / `.to(device=X)` with nothing else (no dtype, no `non_blocking`, no `copy`). It
     rewrites `torch.randn(2, 3).to(device)` to `torch.randn(2, 3, device=device)` and
     `torch.zeros(4).cuda()` to `torch.zeros(4, device="cuda")`, keeping the factory's arguments
@@ -78,6 +82,17 @@ from atenlens.lint.syntax import arguments, callee, dotted_name, has_splat, meth
 FACTORIES = frozenset(
     {"randn", "rand", "randint", "randperm", "zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "eye"}
 )
+# Factories that draw from a generator: the CPU's and a GPU's give different numbers for one seed.
+RANDOM_FACTORIES = frozenset({"randn", "rand", "randint", "randperm"})
+# A seed set for reproducible numbers (`torch.manual_seed(42)`, Lightning's `seed_everything`,
+# transformers' `set_seed`)
+_SEEDING = re.compile(rb"(?:manual_seed|seed_everything|set_seed)[ \t]*\(")
+
+
+def _seeds_generators(ctx: LintContext) -> bool:
+    return _SEEDING.search(ctx.source.whole_data) is not None
+
+
 # Legacy typed constructors: given sizes they allocate on the CPU like `torch.empty`; given data
 # (`torch.LongTensor(ids)`) they copy it from the host, as `torch.tensor` does (left out).
 TYPED_CONSTRUCTORS = frozenset(
@@ -257,13 +272,27 @@ def _fix(ctx: LintContext, move: Node, factory: Node, tensor: Optional[Node]) ->
     )
 
 
+def _traced_for_a_constant(move: Node) -> bool:
+    """`torch.jit.trace(lambda: torch.ones([]).to(torch.device(device)), example_inputs=[])`: a
+    tensor traced once to read the device constant off the graph (CLIP's device patch); the
+    traced program is never run for its values."""
+    for node in ancestors(move):
+        if node.type == "lambda":
+            holder = node.parent
+            call = holder.parent if holder is not None and holder.type == "argument_list" else None
+            return call is not None and (dotted_name(callee(call)) or "").endswith("jit.trace")
+        if node.type in ("function_definition", "class_definition"):
+            return False
+    return False
+
+
 def check(ctx: LintContext) -> Iterator[Finding]:
     for move in ctx.calls("to", "cuda", "type_as"):
         method = method_name(move)
         if method not in ("to", "cuda", "type_as"):
             continue
         factory = _host_made(receiver(move))
-        if factory is None:
+        if factory is None or _traced_for_a_constant(move):
             continue
         factory_keywords = arguments(factory)[1]
         if "device" in factory_keywords or "generator" in factory_keywords or "pin_memory" in factory_keywords:
@@ -288,11 +317,15 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         at = attr or move
         if at.start_point[0] != factory.start_point[0]:
             at = factory  # the factory is what to change: its line, not the move's
+        seeded = (name or "").split(".")[-1] in RANDOM_FACTORIES and _seeds_generators(ctx)
+        note = " (the file seeds its generators: drawn there, the numbers differ from the CPU's)" if seeded else ""
         yield ctx.finding(
             Code.CREATE_THEN_MOVE,
-            f"`{name}(...)` is created on the CPU and then copied to {where}: create it there with `device=`",
+            f"`{name}(...)` is created on the CPU and then copied to {where}: create it there with `device=`{note}",
             at,
-            fix=_fix(ctx, move, factory, tensor),
+            # (no rewrite of a seeded draw: the device's generator gives other numbers, and the
+            # CPU generator's later draws shift, so the program would not be the same)
+            fix=None if seeded else _fix(ctx, move, factory, tensor),
             end=move,
         )
 

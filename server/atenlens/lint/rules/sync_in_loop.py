@@ -144,7 +144,7 @@ What it does:
     `results[prop] = out[prop].cpu().numpy() * units`; a copy that a function called per batch
     returns to a loop that collects it: `scores = self._predict_batch(x)`,
     `results.append(scores)`), a flag all-reduced across ranks in the loop and tested to leave it
-    or skip a batch (`dist.all_reduce(done)`, then `if done.item() > 0: break`, or `skip =
+    or skip a batch (`dist.all_reduce(done)` or `dist.broadcast(done, src=0)`, then `if done.item() > 0: break`, or `skip =
     bool(flag.item())`, then `if skip: continue`: ranks with uneven data agree to stop or skip
     together, and the host needs the flag), a
     second `.item()` of the same name in the statement right after the first (no new wait; not of
@@ -382,7 +382,7 @@ def _report(
         how = Frequency(
             how.loop,
             False,
-            "on every iteration, as a flag all-reduced across ranks to stop together (every rank needs it on the host)",
+            "on every iteration, as a flag shared across ranks (all-reduced or broadcast) to stop together (every rank needs it on the host)",
         )
     chunks = chunked_walk(how.loop) if how.every_iteration else None
     if chunks is not None:
@@ -489,7 +489,7 @@ def _stopping_test(node: Node, loop: Node) -> bool:
 
 
 def _stop_flag(node: Node, loop: Node) -> bool:
-    """Is `node` a read of a value the loop all-reduced before it (`dist.all_reduce(done)`, then
+    """Is `node` a read of a value the loop all-reduced (or broadcast) before it (`dist.all_reduce(done)`, then
     `if done.item() > 0: break`, or `skip = bool(flag.item())`, then `if skip: continue`), in a
     loop that leaves or skips on it? Ranks with uneven data agree this way to stop (or skip a
     batch) together; the host needs the flag to do it."""
@@ -504,7 +504,8 @@ def _stop_flag(node: Node, loop: Node) -> bool:
         statement = statement.child_by_field_name("condition") or statement
     before = (body.text or b"")[: max(statement.start_byte - body.start_byte, 0)]
     names = set(re.findall(rb"[A-Za-z_]\w*", statement.text or b""))
-    return any(re.search(rb"\ball_reduce\(\s*" + re.escape(name) + rb"\s*[,)]", before) for name in names)
+    # (`dist.broadcast(signal, src=0)`, then `if signal.item() == 0: break`: the ranks follow rank 0)
+    return any(re.search(rb"\b(?:all_reduce|broadcast)\(\s*" + re.escape(name) + rb"\s*[,)]", before) for name in names)
 
 
 def _counts_to_bound(test: Node) -> bool:
@@ -924,6 +925,7 @@ _HOST_CHAIN = VIEW_METHODS | {
     "astype",
     "copy",
     "clone",
+    "index_select",  # rows of the copy picked on the host (`out.cpu().index_select(0, idx)`)
 }
 
 

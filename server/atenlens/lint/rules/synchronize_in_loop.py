@@ -8,14 +8,16 @@ What it does:
     `torch.cuda.current_stream().synchronize()`, and `.synchronize()` of an event or stream the
     file makes (`done = torch.cuda.Event()`, `s = torch.cuda.Stream()`, `self.stream = ...`).
     Not flagged: the synchronize that ends or starts a timed region — a clock read
-    (`time.perf_counter()` and friends, `start.elapsed_time(end)`) of the same top-level
-    function or class (or, for module-level code, outside any) within 3 lines after it, or
-    right after a loop that a clock read within 3 lines before the loop started timing.
+    (`time.perf_counter()` and friends, `start.elapsed_time(end)`, the `.record()` of an event
+    spelled as one, `start_event.record()`) of the same top-level
+    function or class (or, for module-level code, outside any) within 3 lines after it,
+    right after a loop that a clock read within 3 lines before the loop started timing, or
+    right before a loop whose first 3 lines read a clock (each run of it is timed).
     Under `if step % N == 0:` and the like, in an epoch loop or in a loop over a few literal
     values it is information, with a message that says how often (see AL100); so is a
     synchronize in the body of a `try` that has an `except`: it is there so that an
     asynchronous error (an out-of-memory, a failed collective) is raised inside the `try`. A
-    synchronize after a `non_blocking=True` copy earlier in the loop's body is information too:
+    synchronize after a `non_blocking=True` copy (or `non_blocking=flag`) earlier in the loop's body is information too:
     it is what makes the copy's result (device to host) or its pinned source (a staging buffer
     the next iteration refills) safe to use, as AL201 asks; and so is one followed at once by
     `empty_cache()`, a pair that bounds the peak memory of a chunked loop; and one that waits for
@@ -51,7 +53,7 @@ from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
 from atenlens.lint.frequency import frequency
 from atenlens.lint.registry import Rule
-from atenlens.lint.syntax import arguments, callee, method_name, text
+from atenlens.lint.syntax import arguments, callee, dotted_name, method_name, receiver, text
 from atenlens.lint.triggers import LOOP
 from atenlens.lint.waits import (
     CLOCK_FUNCTIONS,
@@ -75,8 +77,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         if clock_calls is None:  # each clock's definition found once, not once per synchronize
             clock_calls = [
                 (c.start_point[0], ctx.definition_of(c))
-                for c in ctx.calls(*CLOCK_FUNCTIONS, "elapsed_time")
-                if is_clock_read(c) or method_name(c) == "elapsed_time"
+                for c in ctx.calls(*CLOCK_FUNCTIONS, "elapsed_time", "record")
+                if is_clock_read(c) or method_name(c) == "elapsed_time" or _records_a_timing_event(c)
             ]
         # Only the clock reads of the same top-level definition (or of the module-level code)
         # time this synchronize: a clock in the next function is no part of the measurement.
@@ -192,7 +194,8 @@ def _async_copy_before(call: Node, loop: Node) -> Optional[int]:
     return body.start_point[0] + before.count(b"\n", 0, at) + 1
 
 
-_NON_BLOCKING_TRUE = re.compile(rb"non_blocking\s*=\s*True\b")
+# `non_blocking=True`, or a flag that may be (`non_blocking=is_cuda`): not `non_blocking=False`
+_NON_BLOCKING_TRUE = re.compile(rb"non_blocking\s*=\s*(?!False\b)[\w.(]")
 
 
 def _frees_memory_next(call: Node) -> bool:
@@ -218,6 +221,18 @@ def _guarded_by_try(call: Node, loop: Node) -> bool:
     return False
 
 
+# An event that marks one end of a timed region: `start_event`, `end.record()`, `self.tic`
+_TIMING_EVENT = re.compile(r"event|evt|^(?:start|end|begin|stop|tic|toc)|_(?:start|end|begin|stop)$", re.I)
+
+
+def _records_a_timing_event(call: Node) -> bool:
+    """`start_event.record()`: a CUDA event marks where a timed region starts or ends, as a clock
+    read does (`start_event.elapsed_time(end_event)` reads the interval later)."""
+    owner = receiver(call)
+    name = dotted_name(owner) if owner is not None else None
+    return method_name(call) == "record" and name is not None and bool(_TIMING_EVENT.search(name.split(".")[-1]))
+
+
 def _ends_a_timed_region(call: Node, clocks: list[int]) -> bool:
     row = call.start_point[0]
     after = bisect_right(clocks, row)
@@ -233,6 +248,15 @@ def _ends_a_timed_region(call: Node, clocks: list[int]) -> bool:
         start = previous.start_point[0]
         before = bisect_left(clocks, start)
         return before > 0 and start - clocks[before - 1] <= TIMING_WINDOW
+    following = statement.next_named_sibling if statement is not None else None
+    while following is not None and following.type == "comment":
+        following = following.next_named_sibling
+    if following is not None and following.type in ("for_statement", "while_statement"):
+        # `torch.cuda.synchronize()`, then `for _ in range(60): start.record(); ...`: the loop
+        # right after it times each run from its first lines
+        start = following.start_point[0]
+        first = bisect_left(clocks, start)
+        return first < len(clocks) and clocks[first] - start <= TIMING_WINDOW
     return False
 
 
@@ -247,7 +271,7 @@ RULE = Rule(
     code=Code.SYNC_API,
     name="synchronize-in-loop",
     summary="`torch.cuda.synchronize()` (or an event's or stream's) inside a loop",
-    calls=frozenset({"synchronize", "elapsed_time", *CLOCK_FUNCTIONS}),
+    calls=frozenset({"synchronize", "elapsed_time", "record", *CLOCK_FUNCTIONS}),
     check=check,
     doc=__doc__ or "",
     # Aliases are bound to `torch.cuda.synchronize`; the timed-region check reads clocks anywhere.

@@ -1,0 +1,507 @@
+"""Classes of error found by the twelfth whole-tree review (tests/lint/corpus_real/WHOLE_TREES.md
+"Twelfth review"), each with a small program and the exact findings: line, column (0-based), code,
+severity and message. Each program is also linted without the prefilter (every definition
+parsed), which must give the same findings."""
+
+from __future__ import annotations
+
+from textwrap import dedent
+
+from class_findings import findings
+
+from atenlens.lint.engine import lint_source_strict
+
+CPU_ELEMENTS = dedent(
+    """\
+    import numpy as np
+    import torch
+
+
+    def negative_sampling(edge_index, perm, device):
+        idx = {k: v[0] * 10 + v[1] for k, v in edge_index.items()}
+        mask = {k: torch.from_numpy(np.isin(perm[k], idx[k])) for k in edge_index}
+        cuda_mask = {k: torch.from_numpy(np.isin(perm[k], idx[k])).to(device) for k in edge_index}
+        for k in edge_index:
+            rest = torch.nonzero(mask[k]).view(-1)
+            hits = torch.nonzero(cuda_mask[k]).view(-1)
+            print(rest, hits)
+    """
+)
+
+
+def test_a_subscript_of_a_comprehension_of_cpu_tensors_is_on_the_cpu() -> None:
+    """`mask = {k: torch.from_numpy(...) for k in keys}`: every element is made on the CPU, so
+    `torch.nonzero(mask[k])` waits for nothing; the same comprehension moved `.to(device)` is read on
+    the GPU."""
+    assert findings(CPU_ELEMENTS) == [
+        (
+            11,
+            15,
+            "AL100",
+            "warning",
+            "`torch.nonzero(...)` (its output's shape depends on the data) inside a loop: the host "
+            "waits for the GPU on every iteration",
+        )
+    ]
+
+
+SUBMODULE_WALK = dedent(
+    """\
+    import torch
+
+
+    def footprint(model, x, budget):
+        model.cuda()
+        for step in range(100):
+            loss = model(x.cuda()).sum()
+            loss.backward()
+            for module in model.modules():
+                size = module.weight_footprint()
+                budget -= int(size)
+                print(module.kl_loss().item())
+        return budget
+    """
+)
+
+
+def test_a_method_without_input_of_a_walked_submodule_is_no_model_output() -> None:
+    """`for module in model.modules(): module.weight_footprint()`: a layer's own bookkeeping (a byte
+    count), given nothing to compute from, is no model output; a loss-named method (`kl_loss()`) still is."""
+    assert findings(SUBMODULE_WALK) == [
+        (12, 35, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration")
+    ]
+
+
+RETRY_UNTIL_DONE = dedent(
+    """\
+    import torch
+
+
+    def invert(hessian, device_idx):
+        done = False
+        while not done:
+            try:
+                hessian = hessian.to(torch.device(device_idx))
+                inverse = torch.cholesky_inverse(torch.linalg.cholesky(hessian))
+                if torch.isnan(inverse).any():
+                    raise RuntimeError("NaN in the inverse")
+                done = True
+            except torch.cuda.OutOfMemoryError:
+                device_idx += 1
+        return inverse
+
+
+    def poll(flag, device):
+        done = False
+        while not done:
+            flag = flag.to(device)
+            if flag.any():
+                done = True
+        return flag
+    """
+)
+
+
+def test_a_while_not_done_loop_that_sets_done_in_a_try_is_a_retry_loop() -> None:
+    """`while not done: try: ...; done = True except OutOfMemoryError: ...`: the loop repeats only while
+    attempts fail, so its check runs once per attempt (information); a flag set outside any `try`
+    (`poll`) is an ordinary loop."""
+    assert findings(RETRY_UNTIL_DONE) == [
+        (
+            10,
+            15,
+            "AL100",
+            "information",
+            "a CUDA tensor as a condition (`torch.isnan(inverse).any()`) inside a loop: the host waits "
+            "for the GPU once per attempt of a retry loop (it stops at the first success)",
+        ),
+        (
+            22,
+            11,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a condition (`flag.any()`) inside a loop: the host waits for the GPU on every iteration",
+        ),
+    ]
+
+
+LITERAL_DICT = dedent(
+    """\
+    import torch
+
+
+    def probe(model, weight, log):
+        weight = weight.cuda()
+        errors = {0.0: 0.0, 1.0: 0.0}
+        for gain in (-0.5, 0.5):
+            out = model(weight * gain)
+            for offset in errors:
+                errors[offset] = max(errors[offset], (out - offset).abs().max().item())
+        seen = {"a": 0.0}
+        log(seen)
+        for key in seen:
+            print(model(weight).sum().item())
+        return errors
+    """
+)
+
+
+def test_a_loop_over_a_dict_literal_runs_as_often_as_it_has_keys() -> None:
+    """`errors = {0.0: 0.0, 1.0: 0.0}`, only walked, indexed at the keys it is walked by and returned:
+    its loop runs twice; a dict handed to a call (`log(seen)`) may grow there, so its loop is an
+    ordinary loop."""
+    assert findings(LITERAL_DICT) == [
+        (
+            10,
+            76,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU 2 times (the loop runs 2 times)",
+        ),
+        (14, 34, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+    ]
+
+
+EPOCH_ITERATOR = dedent(
+    """\
+    import torch
+    from tqdm import tqdm
+
+
+    def fit(model, opt, data, epochs, steps_per_epoch, device="cuda"):
+        model = model.to(device)
+        epoch_iterator = tqdm(range(epochs))
+        for i in epoch_iterator:
+            for j in range(steps_per_epoch):
+                loss = model(data[j].to(device)).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            epoch_iterator.set_description(f"{loss.detach().cpu().item():.3f}")
+
+
+    def train_epoch(model, opt, train_dataloader, device="cuda"):
+        epoch_iterator = train_dataloader
+        for step, inputs in enumerate(epoch_iterator):
+            loss = model(inputs.to(device)).mean()
+            loss.backward()
+            opt.step()
+            print(loss.item())
+    """
+)
+
+
+def test_a_name_bound_to_a_progress_bar_over_epochs_iterates_epochs() -> None:
+    """`epoch_iterator = tqdm(range(epochs))`, then `for i in epoch_iterator:`: what the name was bound to
+    speaks of epochs; a name spelled so but bound to the batches (`epoch_iterator =
+    train_dataloader`, as transformers' Trainer does) iterates batches."""
+    assert findings(EPOCH_ITERATOR) == [
+        (14, 56, "AL100", "information", "`.cpu()` inside a loop: the host waits for the GPU once per epoch"),
+        (23, 19, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+    ]
+
+
+INDEX_SELECT = dedent(
+    """\
+    import torch
+
+
+    def evaluate(model, dataloader, device):
+        feats = []
+        with torch.no_grad():
+            for batch in dataloader:
+                out = model(batch["x"].to(device))
+                idx = torch.tensor(batch["idx"]).long()
+                feats.append(out.cpu().index_select(0, idx))
+        return torch.cat(feats)
+    """
+)
+
+
+def test_rows_picked_on_the_host_from_a_copy_are_a_result_kept() -> None:
+    """`feats.append(out.cpu().index_select(0, idx))`: rows of the host copy, kept as `feats.append(out.cpu())` is."""
+    assert findings(INDEX_SELECT) == [
+        (
+            10,
+            29,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU on every iteration, collecting results "
+            "on the host (`outputs.append(t.cpu())`: one copy per batch, as intended)",
+        )
+    ]
+
+
+OPTIONAL_TENSOR = dedent(
+    """\
+    import torch
+
+
+    def count(model, selected, device):
+        model.to(device)
+        selected = selected.cpu()
+        offset = 0
+        for module in model.modules():
+            n = sum(p.numel() for p in module.parameters(recurse=False))
+            in_module = None if selected is None else (selected >= offset) & (selected < offset + n)
+            if in_module is not None and not in_module.any():
+                offset += n
+                continue
+            offset += n
+        return offset
+
+
+    def train(model, loader, distributed, device):
+        stop = torch.zeros(1, device=device) if distributed else None
+        for x in loader:
+            model(x.to(device)).sum().backward()
+            if stop is not None and stop.item() > 0:
+                print("stopping")
+    """
+)
+
+
+def test_a_tensor_or_none_keeps_the_tensors_device() -> None:
+    """`None if selected is None else (selected >= offset) & ...` of a tensor moved `.cpu()` is on the
+    CPU (a CPU tensor compared with a number); `torch.zeros(1, device=device) if distributed else
+    None` is on the GPU."""
+    assert findings(OPTIONAL_TENSOR) == [
+        (22, 37, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration")
+    ]
+
+
+TRACED_CONSTANT = dedent(
+    """\
+    import torch
+
+
+    def load(model, device="cuda"):
+        device_holder = torch.jit.trace(lambda: torch.ones([]).to(torch.device(device)), example_inputs=[])
+        device_node = [n for n in device_holder.graph.findAllNodes("prim::Constant") if "Device" in repr(n)][-1]
+        mask = torch.ones(8).to(device)
+        return model, device_node, mask
+    """
+)
+
+
+def test_a_move_traced_for_a_device_constant_is_no_copy() -> None:
+    """CLIP's device patch: `torch.jit.trace(lambda: torch.ones([]).to(torch.device(device)), ...)` is
+    traced once to read a device constant off the graph; an ordinary `torch.ones(8).to(device)` is
+    still reported."""
+    assert findings(TRACED_CONSTANT) == [
+        (
+            7,
+            25,
+            "AL302",
+            "warning",
+            "`torch.ones(...)` is created on the CPU and then copied to the device: create it there with `device=`",
+        )
+    ]
+
+
+SEEDED_DRAW = dedent(
+    """\
+    import torch
+
+
+    def test_kernel(linear):
+        device = torch.device("cuda:0")
+        torch.manual_seed(42)
+        inp = torch.rand(1, 4096, dtype=torch.float16).to(device)
+        bias = torch.zeros(3).to(device)
+        return linear.to(device)(inp) + bias
+    """
+)
+
+
+def test_a_seeded_random_draw_gets_no_rewrite_to_the_device() -> None:
+    """After `torch.manual_seed(42)`, `torch.rand(...).to(device)` is reported without a quick fix: the
+    GPU's generator gives other numbers for the same seed (a test comparing with stored values
+    would break); `torch.zeros(3).to(device)` keeps its fix, and so does an unseeded draw."""
+    assert findings(SEEDED_DRAW) == [
+        (
+            7,
+            51,
+            "AL302",
+            "warning",
+            "`torch.rand(...)` is created on the CPU and then copied to the device: create it there "
+            "with `device=` (the file seeds its generators: drawn there, the numbers differ from the "
+            "CPU's)",
+        ),
+        (
+            8,
+            26,
+            "AL302",
+            "warning",
+            "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with `device=`",
+        ),
+    ]
+    fixes = [f.fix.edits[0].new_text if f.fix is not None else None for f in lint_source_strict(SEEDED_DRAW)]
+    assert fixes == [None, "torch.zeros(3, device=device)"]
+    unseeded = SEEDED_DRAW.replace("    torch.manual_seed(42)\n", "")
+    fixes = [f.fix.edits[0].new_text if f.fix is not None else None for f in lint_source_strict(unseeded)]
+    assert fixes == ["torch.rand(1, 4096, dtype=torch.float16, device=device)", "torch.zeros(3, device=device)"]
+
+
+EVENT_TIMING = dedent(
+    """\
+    import torch
+
+
+    def bench(linear, sizes, device):
+        results = {}
+        for n in sizes:
+            inp = torch.rand(1, n, 4096, device=device)
+            latencies = []
+            torch.cuda.synchronize()
+            for _ in range(60):
+                start_event = torch.cuda.Event(enable_timing=True)
+                end_event = torch.cuda.Event(enable_timing=True)
+                start_event.record()
+                linear(inp)
+                end_event.record()
+                end_event.synchronize()
+                latencies.append(start_event.elapsed_time(end_event))
+            results[n] = latencies
+        for _ in range(10):
+            torch.cuda.synchronize()
+            start = torch.cuda.Event(enable_timing=True)
+            start.record()
+            linear(inp)
+        for _ in range(10):
+            linear(inp)
+            torch.cuda.synchronize()
+        return results
+    """
+)
+
+
+def test_a_synchronize_next_to_an_event_record_bounds_a_timed_region() -> None:
+    """A synchronize right before a loop that records a start event at its top, or two lines before
+    `start.record()`, bounds a timed region (silent); one in an untimed loop of 10 is information."""
+    assert findings(EVENT_TIMING) == [
+        (
+            26,
+            8,
+            "AL101",
+            "information",
+            "`torch.cuda.synchronize()` inside a loop: the host waits for all GPU work 10 times (the "
+            "loop runs 10 times)",
+        )
+    ]
+
+
+MOVED_LAYER = dedent(
+    """\
+    import torch
+
+    CPU = torch.device("cpu")
+
+
+    def quantize_layers(layers, make_gptq, move_to_device, inputs, dev):
+        for i in range(len(layers)):
+            layer = move_to_device(layers[i], dev)
+            gptq = {name: make_gptq(m) for name, m in layer.named_children()}
+            for name in gptq:
+                gptq[name].fasterquant()
+            inputs = [layer(x) for x in inputs]
+            layers[i] = move_to_device(layer, CPU)
+            torch.cuda.empty_cache()
+        return inputs
+    """
+)
+
+
+def test_a_loop_that_moves_each_layer_through_a_helper_is_a_layer_pass() -> None:
+    """`layers[i] = move_to_device(layer, CPU)` in the loop's own body: each iteration is a whole layer's
+    work, so its `empty_cache()` is once per layer."""
+    assert findings(MOVED_LAYER) == [
+        (
+            14,
+            8,
+            "AL300",
+            "information",
+            "`torch.cuda.empty_cache()` inside a loop: frees cached blocks that the next iteration "
+            "must allocate again; it runs once per layer of a layer-by-layer pass "
+            "(`move_to_device(...)` loads, quantizes or offloads each)",
+        )
+    ]
+
+
+NON_BLOCKING_FLAG = dedent(
+    """\
+    import torch
+
+
+    def to_host(results):
+        out = []
+        for result in results:
+            boxes = result["boxes"].cuda()
+            is_cuda = boxes.is_cuda
+            boxes_cpu = boxes.float().to("cpu", non_blocking=is_cuda)
+            if is_cuda:
+                torch.cuda.current_stream(boxes.device).synchronize()
+            out.append(boxes_cpu.numpy())
+        for result in results:
+            boxes = result["boxes"].cuda()
+            boxes_cpu = boxes.float().to("cpu", non_blocking=False)
+            torch.cuda.synchronize()
+            out.append(boxes_cpu.numpy())
+        return out
+    """
+)
+
+
+def test_a_synchronize_after_a_copy_with_a_non_blocking_flag_completes_it() -> None:
+    """`non_blocking=is_cuda`, then `synchronize()`: the wait that makes the copy safe to read
+    (information); after `non_blocking=False` it completes nothing."""
+    assert findings(NON_BLOCKING_FLAG) == [
+        (
+            11,
+            12,
+            "AL101",
+            "information",
+            "`torch.cuda.current_stream(boxes.device).synchronize()` inside a loop: the host waits for "
+            "all GPU work on every iteration, on purpose: it completes the `non_blocking` copy of line "
+            "9 before the host uses its buffers",
+        ),
+        (
+            16,
+            8,
+            "AL101",
+            "warning",
+            "`torch.cuda.synchronize()` inside a loop: the host waits for all GPU work on every iteration",
+        ),
+    ]
+
+
+BROADCAST_FLAG = dedent(
+    """\
+    import torch
+    import torch.distributed as dist
+
+
+    def follow(closure, device):
+        signal = torch.zeros(1, device=device)
+        while True:
+            dist.broadcast(signal, src=0)
+            if signal.item() == 0:
+                break
+            closure()
+    """
+)
+
+
+def test_a_flag_broadcast_from_rank_zero_is_read_on_purpose() -> None:
+    """`dist.broadcast(signal, src=0)`, then `if signal.item() == 0: break`: the ranks follow rank 0's
+    decision, which the host needs (information), as an all-reduced stop flag."""
+    assert findings(BROADCAST_FLAG) == [
+        (
+            9,
+            18,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU on every iteration, as a flag shared "
+            "across ranks (all-reduced or broadcast) to stop together (every rank needs it on the host)",
+        )
+    ]
