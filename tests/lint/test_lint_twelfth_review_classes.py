@@ -315,15 +315,16 @@ SEEDED_DRAW = dedent(
 
 
 def test_a_seeded_random_draw_gets_no_rewrite_to_the_device() -> None:
-    """After `torch.manual_seed(42)`, `torch.rand(...).to(device)` is reported without a quick fix: the
-    GPU's generator gives other numbers for the same seed (a test comparing with stored values
-    would break); `torch.zeros(3).to(device)` keeps its fix, and so does an unseeded draw."""
+    """After `torch.manual_seed(42)`, `torch.rand(...).to(device)` is information, with no quick fix:
+    the GPU's generator gives other numbers for the same seed (a test comparing with stored values
+    would break), so the test's copy keeps its numbers on purpose; `torch.zeros(3).to(device)` keeps
+    its warning and fix, and so does an unseeded draw."""
     assert findings(SEEDED_DRAW) == [
         (
             7,
             51,
             "AL302",
-            "warning",
+            "information",
             "`torch.rand(...)` is created on the CPU and then copied to the device: create it there "
             "with `device=` (the file seeds its generators: drawn there, the numbers differ from the "
             "CPU's)",
@@ -341,6 +342,15 @@ def test_a_seeded_random_draw_gets_no_rewrite_to_the_device() -> None:
     unseeded = SEEDED_DRAW.replace("    torch.manual_seed(42)\n", "")
     fixes = [f.fix.edits[0].new_text if f.fix is not None else None for f in lint_source_strict(unseeded)]
     assert fixes == ["torch.rand(1, 4096, dtype=torch.float16, device=device)", "torch.zeros(3, device=device)"]
+    # seeded outside a test (a training script), the copy is a warning, still without a rewrite
+    script = SEEDED_DRAW.replace("def test_kernel(", "def make_batch(")
+    assert [(f.severity, f.fix is not None) for f in lint_source_strict(script)] == [
+        ("warning", False),
+        ("warning", True),
+    ]
+    # a generator of its own seeds only the draws it is handed: the default draw is not seeded
+    own = SEEDED_DRAW.replace("torch.manual_seed(42)", "g = torch.Generator().manual_seed(42)")
+    assert [(f.severity, f.fix is not None) for f in lint_source_strict(own)] == [("warning", True), ("warning", True)]
 
 
 EVENT_TIMING = dedent(
@@ -504,4 +514,110 @@ def test_a_flag_broadcast_from_rank_zero_is_read_on_purpose() -> None:
             "`.item()` inside a loop: the host waits for the GPU on every iteration, as a flag shared "
             "across ranks (all-reduced or broadcast) to stop together (every rank needs it on the host)",
         )
+    ]
+
+
+BENCHMARK_CONFIGURATIONS = dedent(
+    """\
+    import torch
+
+    device = torch.device("cuda:0")
+    linear = torch.nn.Linear(4096, 4096).half().to(device)
+    seqlens = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
+
+    for query_length in seqlens:
+        inp = torch.rand(1, query_length, 4096, dtype=torch.float16, device=device)
+        torch.cuda.empty_cache()
+        res = linear(inp)
+        latencies = []
+        for _ in range(60):
+            start_event = torch.cuda.Event(enable_timing=True)
+            end_event = torch.cuda.Event(enable_timing=True)
+            start_event.record()
+            res = linear(inp)
+            end_event.record()
+            end_event.synchronize()
+            latencies.append(start_event.elapsed_time(end_event))
+
+    for step in range(1000):
+        res = linear(inp)
+        torch.cuda.empty_cache()
+    """
+)
+
+
+def test_the_set_up_of_each_timed_configuration_runs_once_per_configuration() -> None:
+    """A benchmark's loop over input sizes whose body times an inner loop (`start_event.record()` ...):
+    its `empty_cache()` runs once per configuration (information); in an untimed loop of 1,000
+    forwards it is a warning."""
+    assert findings(BENCHMARK_CONFIGURATIONS) == [
+        (
+            9,
+            4,
+            "AL300",
+            "information",
+            "`torch.cuda.empty_cache()` inside a loop: frees cached blocks that the next iteration "
+            "must allocate again; it runs once per configuration of a benchmark (each iteration times "
+            "the loop on line 12)",
+        ),
+        (
+            23,
+            4,
+            "AL300",
+            "warning",
+            "`torch.cuda.empty_cache()` inside a loop: frees cached blocks that the next iteration must allocate again",
+        ),
+    ]
+
+
+TEST_CASE_HELPER = dedent(
+    """\
+    from unittest import TestCase
+
+    import torch
+    from torch.optim import Adam
+
+
+    class TestPeftConversion(TestCase):
+        def check_model_trainable(self, model, batch, steps):
+            batch = {k: v.to(model.device) for k, v in batch.items()}
+            optimizer = Adam(model.parameters(), lr=1e-4)
+            losses = []
+            for _ in range(steps):
+                optimizer.zero_grad()
+                loss = model(**batch).loss
+                losses.append(loss.item())
+                loss.backward()
+                optimizer.step()
+            self.assertTrue(losses[0] > losses[-1])
+
+        def test_lora_conversion(self):
+            self.check_model_trainable(torch.nn.Linear(2, 2), {}, 30)
+
+
+    class Trainer:
+        def train(self, model, batch, steps):
+            optimizer = Adam(model.parameters(), lr=1e-4)
+            for _ in range(steps):
+                loss = model(**batch).loss
+                print(loss.item())
+                loss.backward()
+                optimizer.step()
+    """
+)
+
+
+def test_a_helper_method_of_a_test_case_is_a_test() -> None:
+    """`check_model_trainable`, a helper that a `unittest.TestCase`'s test calls, runs a short training
+    loop to check the loss falls: a test (information); the same loop in a trainer is a warning."""
+    assert findings(TEST_CASE_HELPER) == [
+        (
+            15,
+            31,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU on every iteration of a loop in the "
+            "test `check_model_trainable` (a test, not a training step)",
+        ),
+        (29, 23, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
     ]

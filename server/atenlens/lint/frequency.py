@@ -18,16 +18,19 @@ often (`Frequency.how_often`).
 - Once: the path taken when a value is not finite (the body of `if torch.isnan(x):` or
   `if not torch.isfinite(x):`, the `else` of `if torch.isfinite(x):`): it runs when the check
   fails, a warning or a skipped step, after the check itself waited.
-- Once per epoch: the repeating loop's variable or iterable is spelled with `epoch`.
+- Once per epoch: the repeating loop's variable or iterable is spelled with `epoch` (or the
+  name it iterates was bound to such an iterable: `epoch_iterator = tqdm(range(epochs))`).
 - Once per environment step: the loop's body steps an environment (`env.step(actions)`,
   `self.env.step(...)`): the host environment needs the actions, so each step waits anyway.
 - Few: `for ... in range(K)` / over a literal list or tuple of K items with K <= 10 (K <= 1 is once),
   written in the loop or bound once to a name of the function outside any branch (`masks = [...]`,
-  `range(len(masks))`, a comprehension over such a list);
-  in a test (a function named `test_*` or `_test_*`) a loop over any literal `range(K)`.
+  `range(len(masks))`, a comprehension over such a list; a dict literal the function only
+  walks, indexes at its keys and returns); in a test (a function named `test_*` or `_test_*`, a
+  method of a `unittest.TestCase`) a loop over any literal `range(K)`.
 - Once per layer: the loop's own body loads, quantizes or offloads a model's layer
   (`module.load()`, `module.quantize(x)`, `gptq.fasterquant(...)`, `layer.cpu()`,
-  `block.to("cpu")`): a quantizer's or an offloader's layer-by-layer pass, minutes per iteration.
+  `block.to("cpu")`, `move_to_device(layer, CPU)`): a quantizer's or an offloader's
+  layer-by-layer pass, minutes per iteration.
 - Once: an `assert`'s message and a `raise` statement run only when a check fails.
 - Once per chunk (AL100 only, `chunked_walk`): `for start in range(0, len(x), batch_size):` whose
   body runs no model and takes no training step: tensor work over an existing tensor in chunks (a
@@ -42,7 +45,8 @@ often (`Frequency.how_often`).
   function that plots or records summaries (`plot_prediction`, `_record_summaries`), or that
   builds or initializes (`__init__`, `_init_buffers`, `initialize_model_parallel`): once per call;
   and a loop over a state dict (`for k, v in model.state_dict().items():`).
-- In a test: any loop of a function named `test_*` (a test's speed is not a training step's).
+- In a test: any loop of a function named `test_*` or of a method of a `unittest.TestCase` (a
+  test's speed is not a training step's).
 - Once per object: a loop in a function whose result is cached (`@cached_property`,
   `@functools.cache`, `@lru_cache`).
 """
@@ -134,6 +138,13 @@ def frequency(node: Node) -> Frequency:
             f"once per pass of the training loop on line {inner.start_point[0] + 1} "
             "(each iteration of this loop runs that loop's training steps, then this)",
         )
+    timed = _inner_timed_loop(loop)
+    if timed is not None:
+        return Frequency(
+            loop,
+            False,
+            f"once per configuration of a benchmark (each iteration times the loop on line {timed.start_point[0] + 1})",
+        )
     if _is_retry_loop(loop):
         return Frequency(loop, False, "once per attempt of a retry loop (it stops at the first success)")
     if _is_collector_loop(loop):
@@ -155,9 +166,10 @@ def frequency(node: Node) -> Frequency:
     function = function_name(loop)
     if _memoized(loop):
         return Frequency(loop, False, "once per object (the function's result is cached)")
-    if count is not None and (count <= FEW_ITERATIONS or is_test_name(function)):
+    in_test = is_test_name(function) or in_unit_test_class(loop)
+    if count is not None and (count <= FEW_ITERATIONS or in_test):
         return Frequency(loop, False, f"{count} times (the loop runs {count} times)")
-    if is_test_name(function):
+    if in_test:
         return Frequency(
             loop, False, f"on every iteration of a loop in the test `{function}` (a test, not a training step)"
         )
@@ -214,12 +226,33 @@ def is_test_name(function: str) -> bool:
     return bare.startswith("test") and bare != "test" and not _EVALUATION_HOOK.match(function)
 
 
+def in_a_test(node: Node) -> bool:
+    """Is `node` in a unit test: a function spelled as one (`test_*`) or a method of a `unittest.TestCase`?"""
+    return is_test_name(function_name(node)) or in_unit_test_class(node)
+
+
 def function_name(node: Node) -> str:
     for parent in ancestors(node):
         if parent.type == "function_definition":
             name = parent.child_by_field_name("name")
             return text(name) if name is not None else ""
     return ""
+
+
+def in_unit_test_class(node: Node) -> bool:
+    """Is `node` in a method of a `unittest.TestCase` (its helpers too: `check_model_trainable`,
+    which a `test_*` method calls, is part of a test)?"""
+    function = next((a for a in ancestors(node) if a.type == "function_definition"), None)
+    block = function.parent if function is not None else None
+    if block is not None and block.type == "decorated_definition":
+        block = block.parent
+    holder = block.parent if block is not None and block.type == "block" else None
+    bases = (
+        holder.child_by_field_name("superclasses") if holder is not None and holder.type == "class_definition" else None
+    )
+    return bases is not None and any(
+        (dotted_name(b) or "").split(".")[-1] in ("TestCase", "IsolatedAsyncioTestCase") for b in bases.named_children
+    )
 
 
 def in_error_handler(node: Node, stop: Node) -> bool:
@@ -892,14 +925,7 @@ def _inner_training_loop(loop: Node) -> Optional[Node]:
     body = loop.child_by_field_name("body")
     if body is None or not _counts_passes(loop):
         return None
-    inner: list[Node] = []
-    stack = list(body.named_children)
-    while stack:
-        node = stack.pop()
-        if node.type in ("for_statement", "while_statement"):
-            inner.append(node)
-        elif node.type not in SCOPE_TYPES:
-            stack.extend(node.named_children)
+    inner = _loops_in(body)
     training = [n for n in inner if TRAINING_STEP.search(n.text or b"")]
     if not training:
         return None
@@ -908,6 +934,44 @@ def _inner_training_loop(loop: Node) -> Optional[Node]:
         start, end = n.start_byte - body.start_byte, n.end_byte - body.start_byte
         own = own[:start] + own[end:]
     return None if TRAINING_STEP.search(own) else min(training, key=lambda n: n.start_byte)
+
+
+# A clock read or a timing event: `time.perf_counter()`, `time.time()`, `start.record()`, `elapsed_time(`
+_TIMES = re.compile(rb"\bperf_counter(?:_ns)?\(|\btime\.time\(|\bmonotonic\(|\.record\(|\belapsed_time\(")
+
+
+def _inner_timed_loop(loop: Node) -> Optional[Node]:
+    """The loop inside `loop` that a benchmark times (`for n in seqlens: inp = ...;
+    torch.cuda.empty_cache(); for _ in range(60): start.record(); model(inp); end.record()`), when
+    `loop`'s own code reads no clock and takes no training step: each iteration of `loop` is one
+    configuration's whole timed run, and its set-up (a synchronize, `empty_cache()`) runs once per
+    configuration."""
+    body = loop.child_by_field_name("body")
+    if body is None:
+        return None
+    inner = _loops_in(body)
+    timed = [n for n in inner if _TIMES.search(n.text or b"")]
+    if not timed:
+        return None
+    own = body.text or b""
+    for n in sorted(inner, key=lambda n: n.start_byte, reverse=True):
+        own = own[: n.start_byte - body.start_byte] + own[n.end_byte - body.start_byte :]
+    if _TIMES.search(own) or TRAINING_STEP.search(own):
+        return None
+    return min(timed, key=lambda n: n.start_byte)
+
+
+def _loops_in(body: Node) -> list[Node]:
+    """The outermost loops inside `body`, not inside a nested definition."""
+    found: list[Node] = []
+    stack = list(body.named_children)
+    while stack:
+        node = stack.pop()
+        if node.type in ("for_statement", "while_statement"):
+            found.append(node)
+        elif node.type not in SCOPE_TYPES:
+            stack.extend(node.named_children)
+    return found
 
 
 def _fits_per_class(loop: Node) -> bool:

@@ -122,9 +122,12 @@ What it does:
     collecting the batch already waited for the environment steps), in a loop that steps an
     environment (`env.step(actions)`: the host environment needs the actions every step), in a retry loop
     (`for _ in range(max_trials):` or `while attempts < max_attempts:` that returns or breaks at
-    the first success), in a loop over a few literal values (`range(3)`; also a name the function binds once, outside any branch, to such
-    a list: `masks = ["train", "val", "test"]`, and `range(len(...))` of one), in any loop of a
-    `test_*` function (not the evaluation pass `def test(model, device, test_loader)`), in a
+    the first success, or `while not done:` whose `try` sets `done = True`), in a loop over a few
+    literal values (`range(3)`; also a name the function binds once, outside any branch, to such
+    a list: `masks = ["train", "val", "test"]`, and `range(len(...))` of one; a dict literal the
+    function only walks, indexes at its keys and returns: `errors = {0.0: 0.0, 1.0: 0.0}`), in any loop of a
+    `test_*` function (not the evaluation pass `def test(model, device, test_loader)`) or of a
+    method of a `unittest.TestCase` (its helpers too), in a
     function whose result is cached (`@cached_property`), once per chunk in `for start in
     range(0, len(x), batch_size):` (or `x.size(0)`, `x.shape[0]`, or a name the function set to
     one of them: `n = x.size(0)`) when the loop's body runs no model, moves no chunk to the device and takes no training step (a search or a metric over an
