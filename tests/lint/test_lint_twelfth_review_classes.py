@@ -326,8 +326,8 @@ def test_a_seeded_random_draw_gets_no_rewrite_to_the_device() -> None:
             "AL302",
             "information",
             "`torch.rand(...)` is created on the CPU and then copied to the device: create it there "
-            "with `device=` (the file seeds its generators: drawn there, the numbers differ from the "
-            "CPU's)",
+            "with `device=` (the generators are seeded above: drawn there, the numbers differ from "
+            "the CPU's)",
         ),
         (
             8,
@@ -346,6 +346,15 @@ def test_a_seeded_random_draw_gets_no_rewrite_to_the_device() -> None:
     script = SEEDED_DRAW.replace("def test_kernel(", "def make_batch(")
     assert [(f.severity, f.fix is not None) for f in lint_source_strict(script)] == [
         ("warning", False),
+        ("warning", True),
+    ]
+    # a seed set in another function (a `__main__` block running the tests) says nothing of this draw
+    elsewhere = (
+        SEEDED_DRAW.replace("    torch.manual_seed(42)\n", "")
+        + "\n\nif __name__ == '__main__':\n    torch.manual_seed(1)\n"
+    )
+    assert [(f.severity, f.fix is not None) for f in lint_source_strict(elsewhere)] == [
+        ("warning", True),
         ("warning", True),
     ]
     # a generator of its own seeds only the draws it is handed: the default draw is not seeded

@@ -29,7 +29,7 @@ What it does:
 
     Quick fix, offered only in the simple, safe cases: the move is called on the factory's call,
     the factory has no `device=` and no `**kwargs`, it is not a random draw (`randn`, `rand`,
-    `randint`, `randperm`) in a file that seeds its generators (`manual_seed(...)`,
+    `randint`, `randperm`) after its function seeds the default generators (`torch.manual_seed(...)`,
     `seed_everything(...)`, `set_seed(...)`: the GPU's generator gives other numbers for the
     same seed; in a unit test, which compares with numbers drawn before, such a draw is
     information), and the move is `.cuda()` with no arguments,
@@ -95,8 +95,14 @@ _SEEDING = re.compile(
 )
 
 
-def _seeds_generators(ctx: LintContext) -> bool:
-    return _SEEDING.search(ctx.source.whole_data) is not None
+def _seeded_before(ctx: LintContext, move: Node) -> bool:
+    """Are the default generators seeded before `move`, in its own function (in a script's
+    module-level code: anywhere above it)? A seed set elsewhere (another test, a `__main__` block
+    that runs the tests) says nothing of what this draw must give."""
+    function = next((a for a in ancestors(move) if a.type == "function_definition"), None)
+    if function is None:
+        return _SEEDING.search(ctx.source.whole_data, 0, move.start_byte) is not None
+    return _SEEDING.search(ctx.source.whole_data, function.start_byte, move.start_byte) is not None
 
 
 # Legacy typed constructors: given sizes they allocate on the CPU like `torch.empty`; given data
@@ -323,8 +329,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         at = attr or move
         if at.start_point[0] != factory.start_point[0]:
             at = factory  # the factory is what to change: its line, not the move's
-        seeded = (name or "").split(".")[-1] in RANDOM_FACTORIES and _seeds_generators(ctx)
-        note = " (the file seeds its generators: drawn there, the numbers differ from the CPU's)" if seeded else ""
+        seeded = (name or "").split(".")[-1] in RANDOM_FACTORIES and _seeded_before(ctx, move)
+        note = " (the generators are seeded above: drawn there, the numbers differ from the CPU's)" if seeded else ""
         yield ctx.finding(
             Code.CREATE_THEN_MOVE,
             f"`{name}(...)` is created on the CPU and then copied to {where}: create it there with `device=`{note}",
