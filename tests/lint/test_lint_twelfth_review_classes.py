@@ -630,3 +630,79 @@ def test_a_helper_method_of_a_test_case_is_a_test() -> None:
         ),
         (29, 23, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
     ]
+
+
+DEVICE_SCALARS = dedent(
+    """\
+    import torch
+
+
+    def boxes_to_masks(boxes, image_size, device="cuda"):
+        masks = torch.zeros((len(boxes), *image_size), device=device)
+        for im_idx, im_boxes in enumerate(boxes):
+            im_boxes = im_boxes.to(device)
+            for box in im_boxes:
+                x_1, y_1, x_2, y_2 = box.int()
+                masks[im_idx, y_1 : y_2 + 1, x_1 : x_2 + 1] = 1
+            masks[im_idx, : image_size[0] // 2] *= 0.5
+        return masks
+
+
+    def corners(model, images, device):
+        out = []
+        for image in images:
+            x = model(image.to(device)).argmax(-1)
+            out.append(torch.tensor([torch.min(x), torch.max(x)]))
+            out.append(torch.tensor([1, 2, 3]))
+            out.append(torch.bincount(x.flatten(), minlength=10))
+        return out
+
+
+    def actions(batches, device):
+        return [torch.tensor([b["action"] for b in batch], device=device) for batch in batches]
+
+
+    def empty_masks(boxes):
+        return torch.zeros((len(boxes), 4)).to(boxes[0].device)
+    """
+)
+
+
+def test_device_scalars_read_as_ints_and_lists_of_device_tensors() -> None:
+    """A CUDA tensor as a slice bound (`y_1` unpacked from a box on the GPU) is read through `__index__`;
+    `torch.tensor([torch.min(x), torch.max(x)])` reads each element; `torch.bincount` reads the
+    largest value to size its output; a list built on the device (`device=device`) of a batch's
+    fields is taken as host data; `.to(boxes[0].device)` moves to a device."""
+    assert findings(DEVICE_SCALARS) == [
+        (
+            10,
+            26,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a slice bound (`y_1`, read as an int) inside a loop: the host waits for "
+            "the GPU on every iteration",
+        ),
+        (
+            19,
+            19,
+            "AL100",
+            "warning",
+            "`torch.tensor(...)` of CUDA tensors (`torch.min(x)`, one read each) inside a loop: the "
+            "host waits for the GPU on every iteration",
+        ),
+        (
+            21,
+            19,
+            "AL100",
+            "warning",
+            "`torch.bincount(...)` (its output's shape depends on the data) inside a loop: the host "
+            "waits for the GPU on every iteration",
+        ),
+        (
+            30,
+            40,
+            "AL302",
+            "warning",
+            "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with `device=`",
+        ),
+    ]

@@ -458,6 +458,10 @@ def is_clear_device(node: Optional[Node]) -> bool:
         # returns a device (an index from `current_device()` is a valid device as well)
         name = dotted_name(callee(node)) or ""
         return name in ("torch.device", "device") or bool(_DEVICE_GETTER.search(name.split(".")[-1]))
+    if node.type == "attribute":
+        # `boxes[0].device`, `outputs["x"].device`: the device of whatever is before the dot
+        attribute = node.child_by_field_name("attribute")
+        return attribute is not None and bool(_DEVICE_NAME.search(text(attribute)))
     dotted = dotted_name(node)
     return dotted is not None and bool(_DEVICE_NAME.search(dotted.split(".")[-1]))
 

@@ -20,7 +20,9 @@ What it does:
     `.to("cpu")`, `.to("meta")` (no data is copied), a factory with a size of 0 (nothing to
     copy), `*_like` factories (they inherit the device of their input), a factory with
     `generator=` (a generator lives on one device: a CPU generator needs the CPU tensor) or
-    `pin_memory=`, a move inside a lambda handed to `torch.jit.trace` (traced once to read a
+    `pin_memory=`, a move to a device that is not written as CUDA (`.to(x.device)`) in a file
+    that runs eager-mode quantized kernels (`torch.nn.quantized`, `torch.ops.quantized`: CPU
+    only, so `x` is on the CPU), a move inside a lambda handed to `torch.jit.trace` (traced once to read a
     device constant off the graph, as CLIP's loader does), `torch.tensor(data)` / `torch.as_tensor(data)` and a typed constructor given
     data (`torch.LongTensor(ids)`: the data comes from the host either way: `device=` does the
     same host fill and copy).
@@ -93,6 +95,23 @@ _SEEDING = re.compile(
     rb"\btorch[ \t]*\.[ \t]*(?:cuda[ \t]*\.[ \t]*)?manual_seed(?:_all)?[ \t]*\("
     rb"|(?<![\w.])(?:manual_seed|seed_everything|set_seed)[ \t]*\("
 )
+
+
+# Eager-mode int8 kernels (`torch.ops.quantized.*`, `torch.nn.quantized` / `torch.ao.nn.quantized`
+# modules and functions): fbgemm / qnnpack / onednn, on the CPU only
+_EAGER_QUANTIZED = re.compile(rb"\bops\.quantized\.|\bnn\.quantized\b|\bquantized\.functional\b")
+
+
+def _eager_quantized_file(ctx: LintContext) -> bool:
+    """Does the file run eager-mode quantized kernels, which exist only for the CPU? Then the
+    tensors whose device it follows (`.to(x.device)`) are on the CPU, and such a move copies
+    nothing."""
+    return _EAGER_QUANTIZED.search(ctx.source.whole_data) is not None
+
+
+def _names_cuda(device: Node) -> bool:
+    """`"cuda"`, `"cuda:0"`, `torch.device("cuda", 0)`: a device written as a GPU."""
+    return b"cuda" in (device.text or b"")
 
 
 def _seeded_before(ctx: LintContext, move: Node) -> bool:
@@ -316,6 +335,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
                 continue
         elif method == "to":
             device = to_device_argument(move)
+            if device is not None and _eager_quantized_file(ctx) and not _names_cuda(device):
+                continue  # `.to(x.device)` beside CPU-only quantized kernels: `x` is on the CPU
             if device is None or not is_clear_device(device):
                 tensor = _tensor_target(ctx, move)
                 if tensor is None:

@@ -5,12 +5,16 @@ What it does:
     comprehension's element and conditions; not a `for` loop's iterable or `else`, not a nested
     `def`/`lambda`), each way the host reads a tensor that is on the GPU:
     `.item()`, `.tolist()`, a blocking `.cpu()`; `float(t)`, `int(t)`, `bool(t)`, `str(t)`;
+    a tensor built from a list of CUDA tensors (`torch.tensor([torch.min(x), torch.max(x)])`: one
+    read per element); a CUDA tensor as a slice bound (`masks[i, y1:y2]` with `y1, y2` unpacked
+    from a box on the GPU: `__index__` reads it);
     a tensor as a condition (`if torch.isnan(loss) or torch.isinf(loss):`, `if mask.any():`,
     `while t:`, `x if t else y`, `[i for i, k in enumerate(mask) if k]`, `assert t`); printing or formatting it (`print(loss)`, `f"{loss}"`,
     `"loss=%.4f" % loss`), logging it with TensorBoard's `writer.add_scalar(tag, loss, step)`
     (the writer copies it to the host as a number); and
     operations whose output shape depends on the data (`.nonzero()`, `torch.nonzero`,
     `.unique()`, `torch.where(mask)` with one argument, `torch.masked_select`, `.argwhere()`,
+    `torch.bincount` (its length is the largest value plus one),
     reading `x[mask]` with a boolean mask, in any index position (`x[:, labels == 1]`), or with a
     row of one (`x[keep[i]]`)); a boolean-mask assignment whose value is a tensor on
     the device (`lprobs[lprobs != lprobs] = torch.tensor(-math.inf).to(lprobs)`, a value moved with
@@ -215,6 +219,7 @@ from atenlens.lint.provenance import (
     is_module,
     likely_device,
     maybe_device,
+    torch_name,
     training_step_function,
 )
 from atenlens.lint.registry import Rule
@@ -234,12 +239,19 @@ from atenlens.lint.triggers import CODE_LOOP, LOOP, Caseless
 
 SYNC_METHODS = ("item", "tolist", "cpu")
 CONVERSIONS = ("float", "int", "bool", "str")
-DATA_DEPENDENT_METHODS = ("nonzero", "unique", "argwhere", "unique_consecutive", "masked_select")
+# (`bincount`: its length is the input's largest value plus one, read on the host first)
+DATA_DEPENDENT_METHODS = ("nonzero", "unique", "argwhere", "unique_consecutive", "masked_select", "bincount")
 DATA_DEPENDENT_FUNCTIONS = frozenset(
     {"torch.nonzero", "torch.unique", "torch.argwhere", "torch.masked_select", "torch.unique_consecutive"}
+    | {"torch.bincount"}
 )
 SCALER_NAME = re.compile(r"(?:^|_)scaler$", re.I)
-CALLS = frozenset(SYNC_METHODS + CONVERSIONS + DATA_DEPENDENT_METHODS + ("where", "print", "step", "add_scalar"))
+CALLS = frozenset(
+    SYNC_METHODS
+    + CONVERSIONS
+    + DATA_DEPENDENT_METHODS
+    + ("where", "print", "step", "add_scalar", "tensor", "as_tensor", "Tensor", "FloatTensor", "LongTensor")
+)
 _KEYWORDS = re.compile(rb"\b(if|elif|while|assert)\b")
 _FSTRING = re.compile(rb"\b[fFrR]{0,2}[fF][rR]?(?=[\"'])")
 _SUBSCRIPT = re.compile(rb"[\w)\]]\s*(\[)")
@@ -266,6 +278,7 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     yield from _method_reads(ctx)
     yield from _conversions(ctx)
     yield from _prints(ctx)
+    yield from _tensors_from_elements(ctx)
     yield from _logged_scalars(ctx)
     yield from _data_dependent(ctx)
     yield from _conditions(ctx)
@@ -987,6 +1000,44 @@ def _conversions(ctx: LintContext) -> Iterator[Finding]:
             yield finding
 
 
+# Build a tensor from host data: given a list of CUDA tensors, they read each element on the host
+TENSOR_BUILDERS = frozenset(
+    {"torch.tensor", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor"}
+)
+
+
+def _tensors_from_elements(ctx: LintContext) -> Iterator[Finding]:
+    """`torch.tensor([torch.min(x), torch.max(x)])`, `torch.Tensor([s for s in scores])`: a tensor
+    built from a list of CUDA tensors copies each element to the host, one wait per element."""
+    for call in ctx.calls_in_loops(*(name.split(".")[-1] for name in TENSOR_BUILDERS)):
+        if torch_name(ctx, callee(call)) not in TENSOR_BUILDERS or not ctx.in_loop(call):
+            continue
+        positional, keywords = arguments(call)
+        data = strip_parens(positional[0]) if positional else None
+        if data is None:
+            continue
+        if data.type in ("list", "tuple"):
+            elements = [c for c in data.named_children if c.type not in ("comment", "list_splat")]
+        elif data.type == "list_comprehension":
+            body = data.child_by_field_name("body")
+            elements = [body] if body is not None else []
+        else:
+            continue
+        # (`torch.tensor([b["action"] for b in batch], device=device)`: building on the device says the
+        # data is on the host, whatever the batch is spelled like; only proven CUDA elements count then)
+        on_device = "device" in keywords
+        shown = next(
+            (e for e in elements if device_of(ctx, e) is Device.CUDA or (not on_device and likely_device(ctx, e))), None
+        )
+        if shown is None:
+            continue
+        finding = _report(
+            ctx, f"`{torch_name(ctx, callee(call))}(...)` of CUDA tensors (`{_short(shown)}`, one read each)", call
+        )
+        if finding is not None:
+            yield finding
+
+
 def _prints(ctx: LintContext) -> Iterator[Finding]:
     for call in ctx.calls_in_loops("print"):
         if dotted_name(callee(call)) != "print" or not ctx.in_loop(call):
@@ -1301,6 +1352,11 @@ def _masked_reads(ctx: LintContext) -> Iterator[Finding]:
         node = bracket.parent if bracket is not None and bracket.type == "[" else None
         if node is None or node.type != "subscript":
             continue
+        bound = _device_slice_bound(ctx, node)
+        if bound is not None:
+            finding = _report(ctx, f"a CUDA tensor as a slice bound (`{_short(bound)}`, read as an int)", bound)
+            if finding is not None:
+                yield finding
         index = _mask_index(ctx, node)
         if _is_store(node):
             finding = _store_into_host(ctx, node)
@@ -1317,6 +1373,18 @@ def _masked_reads(ctx: LintContext) -> Iterator[Finding]:
         finding = _report(ctx, f"`{_short(node)}` (a boolean mask: the result's shape depends on the data)", node)
         if finding is not None:
             yield finding
+
+
+def _device_slice_bound(ctx: LintContext, subscript: Node) -> Optional[Node]:
+    """`masks[i, y_1 : y_2 + 1]` with `x_1, y_1, x_2, y_2 = box.int()` of a box on the GPU: a bound
+    of a slice that is a CUDA tensor goes through `__index__`, a read on the host."""
+    for index in subscript.children_by_field_name("subscript"):
+        if index.type != "slice":
+            continue
+        for bound in index.named_children:
+            if bound.type != "comment" and device_of(ctx, bound) is Device.CUDA:
+                return bound
+    return None
 
 
 def _store_into_host(ctx: LintContext, target: Node) -> Optional[Finding]:
