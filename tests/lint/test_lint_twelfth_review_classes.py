@@ -1,7 +1,7 @@
-"""Classes of error found by the twelfth whole-tree review (tests/lint/corpus_real/WHOLE_TREES.md
-"Twelfth review"), each with a small program and the exact findings: line, column (0-based), code,
-severity and message. Each program is also linted without the prefilter (every definition
-parsed), which must give the same findings."""
+"""Classes of error found by the twelfth and thirteenth whole-tree reviews
+(tests/lint/corpus_real/WHOLE_TREES.md), each with a small program and the exact findings:
+line, column (0-based), code, severity and message. Each program is also linted without the
+prefilter (every definition parsed), which must give the same findings."""
 
 from __future__ import annotations
 
@@ -705,4 +705,360 @@ def test_device_scalars_read_as_ints_and_lists_of_device_tensors() -> None:
             "warning",
             "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with `device=`",
         ),
+    ]
+
+
+DEVICE_QUERIES = dedent(
+    """\
+    import torch
+
+
+    class Agent:
+        def __init__(self, model, sizes, spec_model=None):
+            self.model = model.cuda()
+            self.spec_model = spec_model
+            self.sizes = sizes
+
+        def warmup(self):
+            for n in sorted(self.sizes, reverse=True):
+                self.model(torch.zeros(n, 1, dtype=torch.long, device="cuda"))
+                torch.cuda.synchronize()
+
+        def finalize(self):
+            for target in filter(None, [self.model, self.spec_model]):
+                target.finalize()
+                torch.cuda.synchronize()
+
+        def search(self, inputs, device):
+            peak = 0
+            for x in inputs:
+                self.model(x.to(device))
+                used = torch.cuda.max_memory_allocated(device=device)
+                if used > peak:
+                    peak = used
+            return peak
+    """
+)
+
+
+def test_warm_ups_short_filters_and_device_queries_are_no_hot_reads() -> None:
+    """A synchronize per batch size in `warmup()` runs once, at start; `filter(None, [model, draft])`
+    iterates at most two models; `torch.cuda.max_memory_allocated(device=device)` is a number, not a
+    tensor made on the device."""
+    assert findings(DEVICE_QUERIES) == [
+        (
+            13,
+            12,
+            "AL101",
+            "information",
+            "`torch.cuda.synchronize()` inside a loop: the host waits for all GPU work per item in "
+            "`warmup` (once per call, not per training step)",
+        ),
+        (
+            18,
+            12,
+            "AL101",
+            "information",
+            "`torch.cuda.synchronize()` inside a loop: the host waits for all GPU work 2 times (the loop runs 2 times)",
+        ),
+    ]
+
+
+FAILURE_PATHS = dedent(
+    """\
+    import torch
+
+
+    def check_controls(images, device):
+        out = []
+        for img in images:
+            t = img.to(device)
+            if t.min() < 0:
+                msg = f"control image out of range: {t.min()}"
+                raise RuntimeError(msg)
+            out.append(t)
+        return out
+
+
+    def train(model, loader, optimizer, device):
+        for x in loader:
+            model(x.to(device)).sum().backward()
+            try:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)
+            except RuntimeError as exc:
+                bad = [n for n, p in model.named_parameters() if not torch.isfinite(p.grad).all()]
+                raise RuntimeError(f"non-finite gradients: {bad}") from exc
+            optimizer.step()
+    """
+)
+
+
+def test_reads_on_the_way_to_a_raise_run_once() -> None:
+    """`msg = f"... {t.min()}"` in a block that ends in `raise` runs only when the check fails (the
+    check itself is still a read per iteration); a comprehension in an `except` clause runs on the
+    error path."""
+    assert findings(FAILURE_PATHS) == [
+        (
+            8,
+            11,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a condition (`t.min() < 0`) inside a loop: the host waits for the GPU on every iteration",
+        ),
+        (
+            21,
+            65,
+            "AL100",
+            "information",
+            "a CUDA tensor as a condition (`torch.isfinite(p.grad).all()`) inside a loop: the host "
+            "waits for the GPU only when the `try` above it raises: an error path",
+        ),
+    ]
+
+
+HOST_BRANCHES = dedent(
+    """\
+    import time
+
+    import torch
+    import torch.nn.functional as F
+
+
+    def rd_conv(x, weights):
+        if weights.is_cuda:
+            buffer = torch.cuda.FloatTensor(weights.shape[0], 25).fill_(0)
+        else:
+            buffer = torch.zeros(weights.shape[0], 25).to(weights.device)
+        return F.conv2d(x, buffer.view(-1, 1, 5, 5))
+
+
+    def train_epoch(model, loader, device):
+        elapsed = 0.0
+        for imgs in loader:
+            imgs = imgs.to(device)
+            if device.type == "cuda":
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                model(imgs)
+                end.record()
+            else:
+                started = time.monotonic()
+                model(imgs)
+                elapsed += time.monotonic() - started
+        return elapsed
+    """
+)
+
+
+def test_the_branch_taken_off_cuda_copies_and_times_nothing_on_a_gpu() -> None:
+    """The `else` of `if weights.is_cuda:` (AL302) and of `if device.type == "cuda":` (AL301, whose
+    `if` branch times with events) run where there is no GPU."""
+    assert findings(HOST_BRANCHES) == []
+
+
+COUNTS_AND_IMPORTS = dedent(
+    """\
+    from importlib import import_module
+
+    import torch
+
+    MB = 2**20
+
+
+    class ModelCache:
+        def __init__(self, device):
+            self.device = device
+            self.records = {}
+
+        def log_entries(self):
+            for record in self.records.values():
+                total = record.cached_model.total_bytes()
+                print(f"{record.key}: {total / MB:.1f} MB")
+                print(f"{record.key}: {record.cached_model.kl_loss()}")
+
+
+    def input_shape(path, cpu_input: torch.Tensor, device="cuda"):
+        shapes = []
+        for name in ("a", "b"):
+            runtime = import_module(name)
+            shapes.append(tuple(int(d) for d in runtime.Interpreter(path).shape))
+        return shapes
+    """
+)
+
+
+def test_a_models_count_and_an_imported_module_are_no_outputs() -> None:
+    """`record.cached_model.total_bytes()` is a count, not the model's output (`kl_loss()` still is);
+    `import_module(name)` is importlib's, not a model spelled `*_module`."""
+    assert findings(COUNTS_AND_IMPORTS) == [
+        (
+            17,
+            34,
+            "AL100",
+            "warning",
+            "formatting a CUDA tensor (`{record.cached_model.kl_loss()}`) inside a loop: the host "
+            "waits for the GPU on every iteration",
+        )
+    ]
+
+
+HOST_CASTS = dedent(
+    """\
+    import torch
+
+
+    @torch.no_grad()
+    def extract(model, loader, device, storage_dtype=torch.float16):
+        parts, visible = [], []
+        for batch in loader:
+            images = batch["images"].to(device)
+            present = images.flatten(2).amax(dim=2) > 0
+            parts.append(model(images).cpu().to(storage_dtype))
+            visible.append((batch["visibility"] * present.cpu()).cpu())
+        return torch.cat(parts), torch.cat(visible)
+    """
+)
+
+
+def test_copies_cast_to_a_dtype_name_or_copied_again_are_results_kept() -> None:
+    """`model(x).cpu().to(storage_dtype)` and `(host * mask.cpu()).cpu()` appended are results kept on
+    the host, as `.cpu()` appended is."""
+    assert findings(HOST_CASTS) == [
+        (
+            10,
+            35,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU on every iteration, collecting results "
+            "on the host (`outputs.append(t.cpu())`: one copy per batch, as intended)",
+        ),
+        (
+            11,
+            54,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU on every iteration, collecting results "
+            "on the host (`outputs.append(t.cpu())`: one copy per batch, as intended)",
+        ),
+    ]
+
+
+NESTED_FEW = dedent(
+    """\
+    import torch
+
+
+    def relational_loss(student, reliability, same):
+        reliability = reliability.to(student.device)
+        losses = []
+        for part in range(student.shape[1]):
+            valid = reliability[:, part] > 0
+            for mask in (valid & same, valid & ~same):
+                weights = mask.float()
+                if weights.sum() > 0:
+                    losses.append(weights.mean())
+        return losses
+
+
+    def sweep(run, settings, device):
+        for setting in settings:
+            for causal in (False, True):
+                torch.cuda.empty_cache()
+                run(setting, causal, device)
+    """
+)
+
+
+def test_a_few_iterations_on_each_row_of_a_tensor_are_per_row() -> None:
+    """Two masks per part in `for part in range(student.shape[1])`: 2 reads on every part (warning);
+    two settings inside a sweep of settings stay a short loop (information)."""
+    assert findings(NESTED_FEW) == [
+        (
+            11,
+            15,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a condition (`weights.sum() > 0`) inside a loop: the host waits for the "
+            "GPU on every iteration (2 times each)",
+        ),
+        (
+            19,
+            12,
+            "AL300",
+            "information",
+            "`torch.cuda.empty_cache()` inside a loop: frees cached blocks that the next iteration "
+            "must allocate again; it runs 2 times (the loop runs 2 times)",
+        ),
+    ]
+
+
+CPU_LOADED_MODEL = dedent(
+    """\
+    import matgl
+    import torch
+
+
+    def predict(model_name, structures):
+        model = matgl.load_model(model_name)
+        for structure in structures:
+            value = model.predict_structure(structure)
+            print(f"prediction: {value} eV/atom")
+
+
+    def predict_on_gpu(model_name, structures):
+        model = matgl.load_model(model_name).to("cuda")
+        for structure in structures:
+            value = model.predict_structure(structure)
+            print(f"prediction: {value} eV/atom")
+    """
+)
+
+
+def test_a_model_loaded_in_a_function_that_names_no_device_runs_on_the_cpu() -> None:
+    """`model = matgl.load_model(name)` in a command-line helper that names no device: its
+    predictions are on the CPU; the same model moved `.to("cuda")` is read per structure."""
+    assert findings(CPU_LOADED_MODEL) == [
+        (
+            16,
+            28,
+            "AL100",
+            "warning",
+            "formatting a CUDA tensor (`{value}`) inside a loop: the host waits for the GPU on every iteration",
+        )
+    ]
+
+
+EAGER_QUANTIZED = dedent(
+    """\
+    import torch
+    from torch.nn.quantized import functional as qF
+
+
+    class QuantizedLinear(torch.nn.Module):
+        def scale_and_zero_point(self, x):
+            zero_point = torch.zeros(1).to(x.device)
+            return x.abs().max() / 127, zero_point
+
+        def forward(self, x):
+            scale, zero_point = self.scale_and_zero_point(x)
+            q = torch.quantize_per_tensor(x, float(scale), int(zero_point), torch.quint8)
+            return qF.linear(q, self.qweight, None, scale=0.1, zero_point=128)
+
+        def to_gpu(self):
+            return torch.zeros(4).to("cuda")
+    """
+)
+
+
+def test_a_move_beside_cpu_only_quantized_kernels_copies_nothing() -> None:
+    """In a file that runs `torch.nn.quantized` kernels (CPU only), `torch.zeros(1).to(x.device)` copies
+    nothing; a move to `"cuda"` is still reported."""
+    assert findings(EAGER_QUANTIZED) == [
+        (
+            16,
+            30,
+            "AL302",
+            "warning",
+            "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with `device=`",
+        )
     ]

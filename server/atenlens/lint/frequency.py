@@ -61,6 +61,7 @@ from tree_sitter import Node
 
 from atenlens.lint.source import ancestors, definition_text, indented_block
 from atenlens.lint.syntax import (
+    COMPREHENSION_TYPES,
     SCOPE_TYPES,
     arguments,
     callee,
@@ -89,7 +90,7 @@ _BOUND_NAME = re.compile(
 )
 _RARE_FUNCTION = re.compile(
     r"save|checkpoint|^_?load|_load_|export|convert|merge(?!d_)|state_dict|consolidate|plot|summar|prune|input_example|"
-    r"^_*init(?:_|$)|initiali[sz]e|^_*set_?up(?:_|$)|^__(?:str|repr|format)__$|^extra_repr$",
+    r"^_*init(?:_|$)|initiali[sz]e|^_*set_?up(?:_|$)|^__(?:str|repr|format)__$|^extra_repr$|warm_?up",
     re.I,
 )
 
@@ -118,7 +119,7 @@ def frequency(node: Node) -> Frequency:
     skip = early_exit_throttle(node, loop)
     if skip is not None:
         return Frequency(loop, False, f"only on iterations that pass `if {_short(skip)}:` above it")
-    if in_error_handler(node, loop):
+    if in_error_handler(node, loop) or (loop.type in COMPREHENSION_TYPES and _in_except_clause(loop)):
         return Frequency(loop, False, "only when the `try` above it raises: an error path")
     accumulation = _accumulation_between(node, loop)
     if accumulation is not None:
@@ -167,6 +168,13 @@ def frequency(node: Node) -> Frequency:
     if _memoized(loop):
         return Frequency(loop, False, "once per object (the function's result is cached)")
     in_test = is_test_name(function) or in_unit_test_class(loop)
+    outer_loop = repeating_loop(loop) if count is not None and count <= FEW_ITERATIONS and not in_test else None
+    if outer_loop is not None and _walks_a_tensor_dimension(outer_loop):
+        around = frequency(loop)
+        if around.every_iteration:
+            # `for part in parts: for mask in (a, b): ...`: a few times on every iteration of the
+            # loop around it
+            return Frequency(around.loop, True, f"{around.how_often} ({count} times each)")
     if count is not None and (count <= FEW_ITERATIONS or in_test):
         return Frequency(loop, False, f"{count} times (the loop runs {count} times)")
     if in_test:
@@ -266,9 +274,32 @@ def in_error_handler(node: Node, stop: Node) -> bool:
     return False
 
 
+# `range(x.shape[1])`, `range(logits.size(0))`, `range(len(targets))`: a walk over a tensor's rows
+_TENSOR_DIMENSION = re.compile(rb"\.shape\b|\.size\(|\blen\(")
+
+
+def _walks_a_tensor_dimension(loop: Node) -> bool:
+    """Does `loop` walk the rows or parts of a tensor (not a sweep of settings)? A few iterations
+    of a loop inside it then run on each of those rows."""
+    iterable = loop.child_by_field_name("right") if loop.type == "for_statement" else None
+    return iterable is not None and _TENSOR_DIMENSION.search(iterable.text or b"") is not None
+
+
+def _in_except_clause(node: Node) -> bool:
+    """Is `node` in an `except` clause of its function (a comprehension there runs once, when the
+    `try` raised)?"""
+    for parent in ancestors(node):
+        if parent.type == "except_clause":
+            return True
+        if parent.type in SCOPE_TYPES:
+            return False
+    return False
+
+
 def on_failure_only(node: Node, loop: Node) -> bool:
-    """Is `node` in an `assert`'s message or a `raise` statement: evaluated only when the check
-    fails, once, on the way out?"""
+    """Is `node` in an `assert`'s message or a `raise` statement, or in a statement of a block
+    that ends in `raise` (`msg = f"... {t.min()}"`, then `raise ValueError(msg)`): evaluated only
+    when the check fails, once, on the way out?"""
     child = node
     for parent in ancestors(node):
         if parent == loop:
@@ -278,6 +309,10 @@ def on_failure_only(node: Node, loop: Node) -> bool:
         if parent.type == "assert_statement":
             parts = [c for c in parent.named_children if c.type != "comment"]
             return len(parts) > 1 and child != parts[0]
+        if parent.type == "block" and parent.parent is not None and parent.parent.type != "function_definition":
+            statements = [c for c in parent.named_children if c.type != "comment"]
+            if statements and statements[-1].type == "raise_statement" and child != statements[-1]:
+                return parent.parent.type in ("if_statement", "elif_clause", "else_clause")
         child = parent
     return False
 
@@ -744,6 +779,8 @@ def _parameter_names(function: Node) -> set[str]:
 
 # Iterate their argument once, element by element: `enumerate((33, 44, 55))` runs 3 times
 _SAME_LENGTH = ("enumerate", "reversed", "sorted", "list", "tuple")
+# Iterate at most as many times as their last argument has elements: `filter(None, [model, draft])`
+_AT_MOST_LENGTH = ("filter", "itertools.filterfalse", "filterfalse")
 
 
 def _literal_length(iterable: Node) -> Optional[int]:
@@ -774,6 +811,9 @@ def _literal_length(iterable: Node) -> Optional[int]:
         )
         return _literal_length(right) if right is not None else None
     name = dotted_name(callee(iterable)) if iterable.type == "call" else None
+    if name in _AT_MOST_LENGTH:
+        positional, _ = arguments(iterable)
+        return _literal_length(positional[-1]) if len(positional) == 2 else None
     if name in _SAME_LENGTH or name == "zip":
         positional, _ = arguments(iterable)
         if name == "enumerate":

@@ -296,7 +296,7 @@ MOVES = frozenset({"to", "cuda", "cpu", "pin_memory"})
 # score) or is named after one (`required_quant_library_for_model(model_id)`: a string).
 _NOT_RUN = (
     r"(?!_*(?:get|set|load|build|create|make|init|setup|prepare|from|wrap|unwrap|find|resolve|select|required|"
-    r"evaluate|eval|inference|infer|is|has|num|count|save|export|convert|register|check|verify)_)"
+    r"evaluate|eval|inference|infer|is|has|num|count|save|export|convert|register|check|verify|import)_)"
 )
 _MODEL_WORDS = (
     r"^" + _NOT_RUN + r"(?!.*_(?:for|of|from|to)_)"
@@ -832,6 +832,13 @@ PYTHON_RESULT_FUNCTIONS = frozenset(
 )
 
 
+# What the allocator and the driver say about a device: numbers and names, never a tensor
+_DEVICE_QUERY = re.compile(
+    r"torch\.(?:cuda|mps|xpu|accelerator)\.(?:\w*memory\w*|mem_get_info|device_count|current_device|"
+    r"get_device_\w+|utilization|temperature|power_draw|clock_rate|is_available)$"
+)
+
+
 def _unpacked_part(binding: Binding) -> Optional[Node]:
     """`a, b = x, y.clone()`: the element of a literal tuple or list that the name takes (None when
     what was unpacked is no literal of the same length, or the name is nested deeper)."""
@@ -865,6 +872,8 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
     positional, keywords = arguments(call)
     if name in HOST_BUILTINS or name.split(".")[0] in HOST_MODULES or name in PYTHON_RESULT_FUNCTIONS:
         return Device.HOST
+    if _DEVICE_QUERY.match(name):
+        return Device.HOST  # `torch.cuda.max_memory_allocated(device=device)`: a number about the device
     if name in host_imported_functions(ctx):
         return Device.HOST  # `log_loss(y_true, probas)` of `from sklearn.metrics import log_loss`
     if method is not None and name.split(".")[0] != "torch":
@@ -1310,6 +1319,26 @@ def likely_device(ctx: LintContext, node: Optional[Node]) -> bool:
     if node is not None and (moved_to_device_later(ctx, node) or converted_with_numpy(node)):
         return False
     return _model_output(ctx, node, 0)
+
+
+_CUDA_BRANCH_TEST = re.compile(r"\bis_cuda\b|device\.type\b.*(?:cuda|npu|xpu)|cuda\.is_available\(\)")
+
+
+def on_host_branch(node: Node) -> bool:
+    """Is `node` in the branch taken when there is no GPU: the `else` of
+    `if x.device.type in ["cuda", "npu"]:` / `if x.is_cuda:` / `if torch.cuda.is_available():`?"""
+    for parent in ancestors(node):
+        if parent.type == "else_clause" and parent.parent is not None and parent.parent.type == "if_statement":
+            condition = parent.parent.child_by_field_name("condition")
+            if (
+                condition is not None
+                and _CUDA_BRANCH_TEST.search(text(condition))
+                and not text(condition).lstrip().startswith("not ")
+            ):
+                return True
+        if parent.type in ("function_definition", "lambda", "class_definition"):
+            return False
+    return False
 
 
 # A test that a tensor (or the machine) is on CUDA: `x.is_cuda`, `x.device.type == "cuda"`,
@@ -1962,10 +1991,14 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             if _MODEL_CALLEE.search(method) and method not in ("forward_hook",) and not _class_name(method):
                 return True
             owner = receiver(node)
+            if _loaded_here_on_the_cpu(ctx, owner):
+                return False  # `model = matgl.load_model(name)` in a function that names no device
             if node.child_by_field_name("arguments") is not None and not arguments(node)[0] and not arguments(node)[1]:
                 if _walked_submodule(ctx, owner) and not _LOSS_NAME.search(method):
                     return False  # `for m in self.model.modules: m.weight_footprint()`: a layer's own
                     # bookkeeping (sizes, formats), given no input to compute from
+                if _SIZE_METHOD.search(method) and not _LOSS_NAME.search(method):
+                    return False  # `cached_model.total_bytes()`, `model.num_params()`: a count
             if method not in MODULE_METHODS and not method.lstrip("_").startswith("get_") and _spelled_model(owner):
                 return True  # `self.policy.evaluate_actions(obs, actions)`: a model's own method
             if _LOSS_FUNCTION.search(method) and _given_a_model_output(ctx, node, depth):
@@ -1991,6 +2024,29 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
 _RETURNS_AN_ARGUMENT = re.compile(r"(?:^|\.)(?:default|unwrap\w*|deepcopy|first|coalesce)$")
 
 
+# A call that loads or builds a model: where it puts the model is its own business
+_LOADS_A_MODEL = re.compile(
+    r"(?:^|\.)(?:load_model|build_model|create_model|load|from_pretrained|load_from_checkpoint)$"
+)
+_DEVICE_WORDS = re.compile(rb"cuda|device|\.to\(|accelerator|fabric")
+
+
+def _loaded_here_on_the_cpu(ctx: LintContext, owner: Optional[Node]) -> bool:
+    """Is `owner` a name its function binds to a model it loads or builds (`model =
+    matgl.load_model(name)`), in a function that names no device, moves nothing and hands the
+    load no device: a command-line helper that runs the model where it was made, on the CPU?"""
+    if owner is None or owner.type != "identifier":
+        return False
+    binding = _binding(ctx, owner)
+    value = strip_parens(binding.value) if binding is not None and binding.value is not None else None
+    if value is None or value.type != "call" or not _LOADS_A_MODEL.search(dotted_name(callee(value)) or ""):
+        return False
+    function = next((a for a in ancestors(owner) if a.type == "function_definition"), None)
+    return function is not None and _DEVICE_WORDS.search(function.text or b"") is None
+
+
+# A model's method that counts or sizes something, called with no input: a number
+_SIZE_METHOD = re.compile(r"(?:^|_)(?:bytes|nbytes|footprint|size|count|numel)$|^_*(?:num|n|count|total)_", re.I)
 # A walk over a model's layers: `model.modules()`, `named_modules()`, `children()`, `self.model.modules`
 _SUBMODULE_WALK = re.compile(r"\.(?:named_)?(?:modules|children)(?:\(\))?$")
 

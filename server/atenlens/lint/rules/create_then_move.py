@@ -20,7 +20,8 @@ What it does:
     `.to("cpu")`, `.to("meta")` (no data is copied), a factory with a size of 0 (nothing to
     copy), `*_like` factories (they inherit the device of their input), a factory with
     `generator=` (a generator lives on one device: a CPU generator needs the CPU tensor) or
-    `pin_memory=`, a move to a device that is not written as CUDA (`.to(x.device)`) in a file
+    `pin_memory=`, a move in the branch taken off CUDA (the `else` of `if x.is_cuda:`, of
+    `if x.device.type == "cuda":`, of `if torch.cuda.is_available():`), a move to a device that is not written as CUDA (`.to(x.device)`) in a file
     that runs eager-mode quantized kernels (`torch.nn.quantized`, `torch.ops.quantized`: CPU
     only, so `x` is on the CPU), a move inside a lambda handed to `torch.jit.trace` (traced once to read a
     device constant off the graph, as CLIP's loader does), `torch.tensor(data)` / `torch.as_tensor(data)` and a typed constructor given
@@ -74,6 +75,7 @@ from atenlens.lint.provenance import (
     is_dtype,
     makes_an_empty_tensor,
     names_the_cpu,
+    on_host_branch,
     string_value,
     to_device_argument,
 )
@@ -323,8 +325,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         if method not in ("to", "cuda", "type_as"):
             continue
         factory = _host_made(receiver(move))
-        if factory is None or _traced_for_a_constant(move):
-            continue
+        if factory is None or _traced_for_a_constant(move) or on_host_branch(move):
+            continue  # (the `else` of `if weights.is_cuda:` runs where there is no GPU to copy to)
         factory_keywords = arguments(factory)[1]
         if "device" in factory_keywords or "generator" in factory_keywords or "pin_memory" in factory_keywords:
             continue  # a generator lives on one device: a CPU generator needs the CPU tensor

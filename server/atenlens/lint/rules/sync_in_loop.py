@@ -219,6 +219,7 @@ from atenlens.lint.provenance import (
     is_module,
     likely_device,
     maybe_device,
+    on_host_branch,
     torch_name,
     training_step_function,
 )
@@ -385,7 +386,7 @@ def _report(
     where: str = "inside a loop",
 ) -> Optional[Finding]:
     how = how or frequency(node)
-    if how.loop is None or _on_host_branch(node):
+    if how.loop is None or on_host_branch(node):
         return None
     if how.every_iteration and _stopping_test(node, how.loop):
         kind = (
@@ -413,26 +414,6 @@ def _report(
         end=end,
         severity="warning" if how.every_iteration else "information",
     )
-
-
-_CUDA_TEST = re.compile(r"\bis_cuda\b|device\.type\b.*(?:cuda|npu|xpu)|cuda\.is_available\(\)")
-
-
-def _on_host_branch(node: Node) -> bool:
-    """Is `node` in the branch taken when there is no GPU: the `else` of
-    `if x.device.type in ["cuda", "npu"]:` / `if x.is_cuda:` / `if torch.cuda.is_available():`?"""
-    for parent in ancestors(node):
-        if parent.type == "else_clause" and parent.parent is not None and parent.parent.type == "if_statement":
-            condition = parent.parent.child_by_field_name("condition")
-            if (
-                condition is not None
-                and _CUDA_TEST.search(text(condition))
-                and not text(condition).lstrip().startswith("not ")
-            ):
-                return True
-        if parent.type in ("function_definition", "lambda", "class_definition"):
-            return False
-    return False
 
 
 # A loop that decodes: its stopping test runs once per token
@@ -942,6 +923,7 @@ _HOST_CHAIN = VIEW_METHODS | {
     "copy",
     "clone",
     "index_select",  # rows of the copy picked on the host (`out.cpu().index_select(0, idx)`)
+    "cpu",  # (`(visibility * present.cpu()).cpu()`: already there)
 }
 
 
@@ -951,10 +933,15 @@ def _cast_only(call: Node) -> bool:
         return False
     positional, keywords = arguments(call)
     given = [*positional, *(v for k, v in keywords.items() if k == "dtype")]
+    # (`torch.float16`, or a name spelled as a dtype: `.to(storage_dtype)`, `.to(self.dtype)`)
     return (
         bool(given)
         and set(keywords) <= {"dtype"}
-        and all((dotted_name(g) or "").startswith("torch.") and "device" not in text(g) for g in given)
+        and all(
+            ((dotted_name(g) or "").startswith("torch.") or (dotted_name(g) or "").endswith("dtype"))
+            and "device" not in text(g)
+            for g in given
+        )
     )
 
 

@@ -46,7 +46,9 @@ What it does:
        `print("{:.0f}".format(n.float().sum()) + " in {:.1f} s".format(time.time() - t0))`;
        not `print(t, time.time() - t0)` or
        `"{} {}".format(t, time.time() - t0)`, which format after the clock read, nor an
-       assignment's target, evaluated after its value).
+       assignment's target, evaluated after its value), and
+    6. the second read is not in the branch taken off CUDA (the `else` of `if x.is_cuda:` or of
+       `if self.device.type == "cuda":`, whose `if` branch times with CUDA events).
     In a unit test (`test_*`) the finding is information: a figure the test prints, not a
     benchmark.
 
@@ -79,7 +81,7 @@ from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding
 from atenlens.lint.frequency import function_name, is_test_name
-from atenlens.lint.provenance import is_model_call, likely_device
+from atenlens.lint.provenance import is_model_call, likely_device, on_host_branch
 from atenlens.lint.registry import Rule
 from atenlens.lint.source import ancestors
 from atenlens.lint.syntax import arguments, callee, dotted_name, method_name, receiver, strip_parens, text
@@ -166,6 +168,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             continue
         if not any(_gpu_work(ctx, c) for c in work):
             continue  # no model, training step or tensor op timed: host work (building, pinning, I/O)
+        if on_host_branch(second):
+            continue  # the `else` of `if x.device.type == "cuda":`: timed where there is no GPU
         if _reads_device_tensor(ctx, within, start, second, scope):
             continue  # `float(t)`, `print(t)`, `"{}".format(t)` of a CUDA tensor waits for it
         reported.add(second.id)
