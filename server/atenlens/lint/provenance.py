@@ -2025,9 +2025,8 @@ _RETURNS_AN_ARGUMENT = re.compile(r"(?:^|\.)(?:default|unwrap\w*|deepcopy|first|
 
 
 # A call that loads or builds a model: where it puts the model is its own business
-_LOADS_A_MODEL = re.compile(
-    r"(?:^|\.)(?:load_model|build_model|create_model|load|from_pretrained|load_from_checkpoint)$"
-)
+# (`matgl.load_model(name)`, the file's own `_load_potential(name)`, `build_model(cfg)`)
+_LOADS_A_MODEL = re.compile(r"(?:^|[._])(?:load|build|create)(?:_\w+)?$|(?:^|\.)from_pretrained$")
 _DEVICE_WORDS = re.compile(rb"cuda|device|\.to\(|accelerator|fabric")
 
 
