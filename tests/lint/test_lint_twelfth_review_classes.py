@@ -1062,3 +1062,43 @@ def test_a_move_beside_cpu_only_quantized_kernels_copies_nothing() -> None:
             "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with `device=`",
         )
     ]
+
+
+GRADIENT_HOOK = dedent(
+    """\
+    import torch
+
+
+    class NanException(Exception):
+        pass
+
+
+    def raise_if_nan(t):
+        if torch.isnan(t):
+            raise NanException
+
+
+    def train(model, loader, optimizer, device):
+        for x in loader:
+            loss = model(x.to(device)).mean()
+            loss.register_hook(raise_if_nan)
+            loss.backward()
+            optimizer.step()
+    """
+)
+
+
+def test_a_function_registered_as_a_gradient_hook_in_a_training_loop_runs_every_step() -> None:
+    """`loss.register_hook(raise_if_nan)` in the training loop: backward runs the hook on every step,
+    so its NaN check waits for the GPU per step, as a call in the loop would."""
+    assert findings(GRADIENT_HOOK) == [
+        (
+            9,
+            7,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a condition (`torch.isnan(t)`) in `raise_if_nan`, which `train` "
+            "registers in a loop as a gradient hook (run by every backward): the host waits for the "
+            "GPU on every iteration",
+        )
+    ]

@@ -29,8 +29,9 @@ What it does:
     level: it is the price of fp16 loss scaling, not a mistake.
     Also `.item()`, `.tolist()` and a blocking `.cpu()` outside any loop of a function
     that a loop of the file calls on every iteration (a method as `self._train_batch(x, y)` in
-    its class, a module-level function by name; not under a throttle or in a short loop, which
-    stay silent): the function runs once per iteration of that loop, and the
+    its class, a module-level function by name or registered as a gradient hook,
+    `loss.register_hook(raise_if_nan)`, which every backward runs; not under a throttle or in a
+    short loop, which stay silent): the function runs once per iteration of that loop, and the
     message names both (`in `_train_batch`, which `_train_epoch` calls in a loop`). The same
     reads outside any loop of a function that takes one training step per call outside its
     loops (`loss.backward()`, `self.critic_optim.step()`: `update_critic(batch)`, `train_step`;
@@ -608,6 +609,7 @@ def _called_in_loops(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, 
     if holder is not None and holder.type == "decorated_definition":
         return None
     calls: list[Node] = []
+    hooks: set[int] = set()
     if function.parent is not None and function.parent.type == "module":
         for use in ctx.function_uses(name):
             call = use.parent
@@ -618,6 +620,11 @@ def _called_in_loops(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, 
                 and call.child_by_field_name("function") == use
             ):
                 calls.append(call)
+            elif call is not None and call.type == "argument_list" and call.parent is not None:
+                # `loss.register_hook(raise_if_nan)` in a training loop: backward calls it every step
+                if method_name(call.parent) == "register_hook":
+                    calls.append(call.parent)
+                    hooks.add(call.parent.id)
     elif holder is not None and holder.type == "class_definition":
         for use in ctx.identifiers((name,), holder.start_byte, holder.end_byte):
             attribute = use.parent
@@ -633,7 +640,11 @@ def _called_in_loops(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, 
     how, at = found[0]
     outer = next((a for a in ancestors(at) if a.type == "function_definition"), None)
     outer_title = outer.child_by_field_name("name") if outer is not None else None
-    where = f"in `{name}`, which `{text(outer_title) if outer_title is not None else 'the module'}` calls in a loop"
+    caller = text(outer_title) if outer_title is not None else "the module"
+    if at.id in hooks:
+        where = f"in `{name}`, which `{caller}` registers in a loop as a gradient hook (run by every backward)"
+    else:
+        where = f"in `{name}`, which `{caller}` calls in a loop"
     return how, where, at
 
 
