@@ -213,3 +213,15 @@ def test_compile_in_the_directive_or_the_call_runs_dynamo_as_the_flag_does(worke
         (step_branch, "AL600"),
         (line_of(path, "def step(model, x):"), "AL601"),
     ]
+
+
+def test_a_second_trace_of_a_function_compiled_on_request_runs_dynamo_again(worker):
+    """The editor traces the same step again after an edit: each forked trace loads the file anew,
+    and the function compiled on request must not be taken for what an earlier `torch.compile`
+    of the file returned (a freed object's id can come back as the new function's)."""
+    path = Path(__file__).resolve().parent / "fixtures" / "compile" / "on_request.py"
+    branch, definition = line_of(path, "if y.mean() > 0:"), line_of(path, "def step_by_directive(model, x):")
+    expected = [(branch, "AL100"), (branch, "AL600"), (definition, "AL601")]
+    for _ in range(3):
+        report = _trace(worker, path, "step_by_directive")
+        assert [(d.line, d.code) for d in report.diagnostics] == expected

@@ -65,11 +65,13 @@ class CompileWatch:
 
     sink: DiagnosticSink
     compiled: list[_Compiled] = field(default_factory=list)
-    _results: set[int] = field(default_factory=set)  # ids of what the watched torch.compile returned
+    # what the watched torch.compile returned, kept alive: an id of an object that was freed may
+    # come back as the id of the traced function itself (a function defined after a compiled one)
+    _results: list[Any] = field(default_factory=list)
 
     def compile_on_request(self, function: Callable[..., Any]) -> Callable[..., Any]:
         """The traced function as `torch.compile(function)` makes it (`--compile`), unless it already is."""
-        if id(function) in self._results:
+        if any(function is result for result in self._results):
             return function
         return torch.compile(function)  # the watched one, while `watching()`
 
@@ -99,7 +101,7 @@ class CompileWatch:
         if not note.where and _definition(note) == ():  # a library compiling its own code: not ours to report
             return result
         self.compiled.append(note)
-        self._results.add(id(result))
+        self._results.append(result)
 
         def first_call(args: tuple, kwargs: dict) -> None:
             if not note.called:
@@ -120,7 +122,7 @@ class CompileWatch:
             first_call(args, kwargs)
             return model(*args, **kwargs)  # eager, as Dynamo runs it under a dispatch mode anyway; and
 
-        self._results.add(id(compiled))
+        self._results.append(compiled)
         return compiled  # fullgraph=True would raise there ("found no compiled frames")
 
     def analyse(self, fake_mode: Any) -> None:
