@@ -1,4 +1,4 @@
-"""Classes of error found by the twelfth and thirteenth whole-tree reviews
+"""Classes of error found by the twelfth to fourteenth whole-tree reviews
 (tests/lint/corpus_real/WHOLE_TREES.md), each with a small program and the exact findings:
 line, column (0-based), code, severity and message. Each program is also linted without the
 prefilter (every definition parsed), which must give the same findings."""
@@ -1101,4 +1101,281 @@ def test_a_function_registered_as_a_gradient_hook_in_a_training_loop_runs_every_
             "registers in a loop as a gradient hook (run by every backward): the host waits for the "
             "GPU on every iteration",
         )
+    ]
+
+
+NO_LONGER_IMPROVING = dedent(
+    """\
+    import torch
+
+
+    def parameter_search(x, candidate, iters=1000):
+        best_loss = torch.tensor(float("inf"), device=x.device)
+        for i in range(iters):
+            loss = torch.abs(torch.round(x / candidate) * candidate - x).mean()
+            if loss >= best_loss:
+                break
+            best_loss = torch.min(loss, best_loss)
+            candidate = candidate * 1.01
+        return candidate
+
+
+    def sinkhorn(cost, iters, tol):
+        u = torch.ones(cost.shape[0], device=cost.device)
+        for i in range(iters):
+            u_new = 1.0 / (cost @ (1.0 / (cost.T @ u)))
+            if (u_new - u).abs().max() < tol:
+                break
+            u = u_new
+        return u
+    """
+)
+
+
+def test_a_search_that_stops_when_it_no_longer_beats_its_best_needs_the_value() -> None:
+    """`if loss >= best_loss: break` ends a numerical search once it stops improving: information, as the
+    `else: break` form; a tolerance test in a `for` loop (`< tol`, a Sinkhorn step) stays a warning."""
+    assert findings(NO_LONGER_IMPROVING) == [
+        (
+            8,
+            11,
+            "AL100",
+            "information",
+            "a CUDA tensor as a condition (`loss >= best_loss`) inside a loop: the host waits for the "
+            "GPU on every iteration, as the test that ends the loop (a convergence check needs the "
+            "value on the host)",
+        ),
+        (
+            19,
+            11,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a condition (`(u_new - u).abs().max() < tol`) inside a loop: the host "
+            "waits for the GPU on every iteration",
+        ),
+    ]
+
+
+FILE_MODULE_CLASS = dedent(
+    """\
+    import torch
+
+
+    class LowRank(torch.nn.Module):
+        def __init__(self, n, r):
+            super().__init__()
+            self.l1 = torch.nn.Linear(n, r, bias=False)
+
+
+    def corrections(layers, rank):
+        out = []
+        for layer in layers:
+            cm = LowRank(layer.weight.shape[1], rank).to(device=layer.weight.device)
+            cm = cm.cpu()
+            out.append(cm)
+        return out
+    """
+)
+
+
+def test_a_module_of_a_class_of_the_file_moved_to_the_cpu_reads_nothing() -> None:
+    """`cm = LowRank(n, r).to(device)`, then `cm = cm.cpu()`: `LowRank` subclasses `torch.nn.Module` in this
+    file, so `.cpu()` moves parameters and reads nothing."""
+    assert findings(FILE_MODULE_CLASS) == []
+
+
+EARLY_RETURN_THROTTLE = dedent(
+    """\
+    import torch
+
+
+    class OrthogonalityMonitor:
+        def __init__(self, log_interval=50):
+            self.log_interval = log_interval
+
+        def on_step_end(self, state):
+            step = state["step"]
+            if step % self.log_interval != 0:
+                return
+            worst = 0.0
+            for name, param in state["model"].named_parameters():
+                eye = torch.eye(param.shape[0], device=param.device)
+                worst = max(worst, (param @ param.T - eye).abs().max().item())
+            state["ortho"] = worst
+    """
+)
+
+
+def test_an_early_return_unless_throttled_makes_the_loop_after_it_rare() -> None:
+    """`if step % self.log_interval != 0: return` before the loop: the reads after it run on one call in
+    fifty (information)."""
+    assert findings(EARLY_RETURN_THROTTLE) == [
+        (
+            15,
+            67,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU only on calls that pass `if step % "
+            "self.log_interval != 0:` above it",
+        )
+    ]
+
+
+NUMBER_SUMS = dedent(
+    """\
+    import torch
+
+    from .train import train_model, validate_model
+
+
+    def tune(layer, inputs, targets, iters, device, n):
+        optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
+        best_loss = float("inf")
+        for i in range(iters):
+            total_loss = 0
+            for x, y in zip(inputs, targets):
+                loss = torch.nn.functional.mse_loss(layer(x.to(device)), y.to(device))
+                total_loss += loss.item() / n
+                loss.backward()
+            optimizer.step()
+            if total_loss < best_loss:
+                best_loss = total_loss
+        return best_loss
+
+
+    def main(model, train_set, valid_set, criterion, optimizer, device, epochs):
+        for epoch in range(epochs):
+            train_loss = train_model(epoch, train_set, model, criterion, optimizer, device=device)
+            valid_loss = validate_model(epoch, valid_set, model, criterion, device=device)
+            print(f"epoch {epoch}: train={train_loss:.4f} valid={valid_loss:.4f}")
+    """
+)
+
+
+def test_sums_of_reads_and_epoch_functions_return_numbers() -> None:
+    """`total_loss += loss.item() / n` holds a number, so `total_loss < best_loss` reads nothing; the loss
+    of a whole epoch from `train_model(...)` / `validate_model(...)` comes back as a float."""
+    assert findings(NUMBER_SUMS) == [
+        (13, 31, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration")
+    ]
+
+
+HANDED_OUT = dedent(
+    """\
+    import torch
+
+
+    def preprocess(batch, device):
+        for k in ["img", "cls", "bboxes"]:
+            batch[k] = batch[k].to(device)
+        return batch
+
+
+    def stream_predictions(loader, model, device, streamer):
+        ppls = []
+        for batch in loader:
+            batch = preprocess(batch, device)
+            tokens = model(batch["img"]).argmax(-1)
+            streamer.put(tokens.cpu())
+            ppls += tokens.float().mean(-1).tolist()
+        return ppls
+
+
+    def ordered(g_idx, group_size):
+        for i in range(0, g_idx.numel(), group_size):
+            if len(torch.unique(g_idx[i : i + group_size])) != 1:
+                return False
+        return True
+    """
+)
+
+
+def test_copies_handed_out_or_extended_are_results_and_dict_entries_no_tensors() -> None:
+    """`batch[k] = batch[k].to(device)` for `k` in a list of names writes a dict's entry, not a CPU
+    tensor; `streamer.put(t.cpu())` and `ppls += t.tolist()` keep results; a walk over `x.numel()` in
+    chunks reads once per chunk."""
+    assert findings(HANDED_OUT) == [
+        (
+            15,
+            28,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU on every iteration, collecting results "
+            "on the host (`outputs.append(t.cpu())`: one copy per batch, as intended)",
+        ),
+        (
+            16,
+            40,
+            "AL100",
+            "information",
+            "`.tolist()` inside a loop: the host waits for the GPU on every iteration, collecting "
+            "results on the host (`outputs.append(t.tolist())`: one copy per batch, as intended)",
+        ),
+        (
+            22,
+            15,
+            "AL100",
+            "information",
+            "`torch.unique(...)` (its output's shape depends on the data) inside a loop: the host "
+            "waits for the GPU once per chunk of `group_size` rows of `g_idx`",
+        ),
+    ]
+
+
+NONE_DEVICE = dedent(
+    """\
+    import torch
+    from torch import nn
+
+
+    class RotaryEmbedding(nn.Module):
+        def __init__(self, dim, base=10000, device=None):
+            super().__init__()
+            inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float().to(device) / dim))
+            self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+
+    class Attention(nn.Module):
+        def __init__(self, head_dim):
+            super().__init__()
+            self.rotary_emb = RotaryEmbedding(head_dim, base=500000)
+
+
+    def compress(layers, compressors, device):
+        for layer, layer_compressor in zip(layers, compressors):
+            layer_compressor.compress(layer.to(device))
+            torch.cuda.empty_cache()
+
+
+    def noise(n, device=None):
+        return torch.randn(n).to(device)
+
+
+    def caller(n, device):
+        return noise(n, device=device)
+    """
+)
+
+
+def test_a_device_parameter_no_call_gives_moves_nothing() -> None:
+    """`def __init__(self, dim, base=10000, device=None)` built as `RotaryEmbedding(head_dim, ...)` with
+    no device: `.to(device)` is `.to(None)`, no copy; `noise(n, device=None)` called with a device
+    copies; `layer_compressor.compress(...)` per layer makes a layer-by-layer pass."""
+    assert findings(NONE_DEVICE) == [
+        (
+            21,
+            8,
+            "AL300",
+            "information",
+            "`torch.cuda.empty_cache()` inside a loop: frees cached blocks that the next iteration "
+            "must allocate again; it runs once per layer of a layer-by-layer pass "
+            "(`layer_compressor.compress(...)` loads, quantizes or offloads each)",
+        ),
+        (
+            25,
+            26,
+            "AL302",
+            "warning",
+            "`torch.randn(...)` is created on the CPU and then copied to the device: create it there with `device=`",
+        ),
     ]

@@ -95,6 +95,7 @@ class LintContext:
     _host_imported: frozenset[str]
     _torch_cuda_imports: frozenset[str]
     _device_attributes: frozenset[str]
+    _module_classes: frozenset[str]
     _may_page: bool
     _sync_aliases: frozenset[str]
     _torch_aliases: frozenset[str]

@@ -29,7 +29,8 @@ often (`Frequency.how_often`).
   method of a `unittest.TestCase`) a loop over any literal `range(K)`.
 - Once per layer: the loop's own body loads, quantizes or offloads a model's layer
   (`module.load()`, `module.quantize(x)`, `gptq.fasterquant(...)`, `layer.cpu()`,
-  `block.to("cpu")`, `move_to_device(layer, CPU)`): a quantizer's or an offloader's
+  `block.to("cpu")`, `move_to_device(layer, CPU)`, `layer_compressor.compress()`): a quantizer's,
+  a compressor's or an offloader's
   layer-by-layer pass, minutes per iteration.
 - Once: an `assert`'s message and a `raise` statement run only when a check fails.
 - Once per chunk (AL100 only, `chunked_walk`): `for start in range(0, len(x), batch_size):` whose
@@ -192,6 +193,13 @@ def frequency(node: Node) -> Frequency:
     if _iterates_state_dict(loop):
         return Frequency(loop, False, "per tensor of a state dict (a checkpoint's copy, not per training step)")
     repeating = repeating_loop(loop)
+    if repeating is None:
+        # `def on_step_end(...): if step % self.log_interval != 0: return`, then the loop: it runs
+        # on the calls that pass the early return only
+        definition = next((a for a in ancestors(loop) if a.type == "function_definition"), None)
+        early = early_exit_throttle(loop, definition) if definition is not None else None
+        if early is not None:
+            return Frequency(loop, False, f"only on calls that pass `if {_short(early)}:` above it")
     # (with no loop around it, the throttle may be in the function: `def batch_end(...): if
     # batch % interval == 0: for k, v in metrics.items(): v.tolist()`, a callback run per batch)
     outer = _throttle_between(loop, repeating if repeating is not None else loop)
@@ -1126,8 +1134,8 @@ def chunked_walk(loop: Optional[Node]) -> Optional[tuple[str, str]]:
 # A chunk moved to the device in the loop (`z[i : i + bs].to(device)`): batches streamed through
 # the GPU, an inference loop rather than work over a tensor already there
 _MOVES_TO_DEVICE = re.compile(rb"\.(?:to|cuda)\(")
-# How many rows a tensor has: `len(x)`, `x.size(0)`, `x.shape[0]`, `x.size()[0]`
-_ROW_COUNT = re.compile(r"len\((?P<a>[\w.]+)\)|(?P<b>[\w.]+?)\.(?:size\(0\)|shape\[0\]|size\(\)\[0\])")
+# How many rows a tensor has: `len(x)`, `x.size(0)`, `x.shape[0]`, `x.size()[0]` (or elements: `x.numel()`)
+_ROW_COUNT = re.compile(r"len\((?P<a>[\w.]+)\)|(?P<b>[\w.]+?)\.(?:size\(0\)|shape\[0\]|size\(\)\[0\]|numel\(\))")
 
 
 def _rows_of(stop: Node) -> Optional[str]:
@@ -1190,7 +1198,7 @@ _LOADS = re.compile(rb"\b(from_pretrained|load_model\w*|load_checkpoint|torch\.l
 # A module loaded, quantized or moved off the device by the loop's own body: `module.load()`,
 # `module.quantize(states)`, `gptq.fasterquant(...)`, `layer.cpu()`, `block.to("cpu")`
 _LAYER_PASS = re.compile(
-    rb"\b((?:\w*(?:module|layer|block)|gptq|quantizer)\.(?:load|unload|quantize\w*|fasterquant|offload\w*|cpu)"
+    rb"\b((?:\w*(?:module|layer|block)|gptq|quantizer|\w*compressor)\.(?:load|unload|quantize\w*|fasterquant|offload\w*|compress\w*|cpu)"
     rb"|\w*(?:module|layer|block)\.to)\s*\((?:\s*[\"']cpu[\"']\s*\)|(?<!\.to\())"
     # a helper handed the layer: `layer = move_to_device(layers[i], dev)`, `move_to_device(layer, CPU)`
     rb"|\b((?:move_)?to_device|move_to|offload\w*)\s*\(\s*\w*(?:module|layer|block)s?\b",

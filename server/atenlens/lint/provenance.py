@@ -296,7 +296,8 @@ MOVES = frozenset({"to", "cuda", "cpu", "pin_memory"})
 # score) or is named after one (`required_quant_library_for_model(model_id)`: a string).
 _NOT_RUN = (
     r"(?!_*(?:get|set|load|build|create|make|init|setup|prepare|from|wrap|unwrap|find|resolve|select|required|"
-    r"evaluate|eval|inference|infer|is|has|num|count|save|export|convert|register|check|verify|import)_)"
+    r"evaluate|eval|inference|infer|is|has|num|count|save|export|convert|register|check|verify|import|"
+    r"train|validate|valid|fit)_)"
 )
 _MODEL_WORDS = (
     r"^" + _NOT_RUN + r"(?!.*_(?:for|of|from|to)_)"
@@ -396,7 +397,8 @@ _CPU_NAME = re.compile(r"(?:^|_)cpu$", re.I)
 _COUNTER_NAME = re.compile(
     r"^(?:num|n)_|_(?:num|size|count|so_far|idx|index)$|^(?:step|idx|epoch|it|iteration|i|j|k)$", re.I
 )
-_LOSS_CALLEE = re.compile(r"loss|step|forward|criterion|^_?train", re.I)
+# (not `train_model(...)` / `train_epoch(...)`: a whole epoch, whose loss comes back averaged as a float)
+_LOSS_CALLEE = re.compile(r"loss|step|forward|criterion|^_?train(?!_(?:model|epoch|one_epoch)$)", re.I)
 # A loss or a metric function: of a model's output it computes a tensor on the output's device
 # (`metrics.accuracy(outputs, pids)[0]`, timm's `accuracy(output, target, topk=(1, 5))`)
 _LOSS_FUNCTION = re.compile(r"loss|entropy|nll|criterion|divergence|mse|bce|accuracy", re.I)
@@ -1109,7 +1111,26 @@ def is_module(ctx: LintContext, node: Optional[Node]) -> bool:
     if value is None or value.type != "call" or binding is None or binding.augmented:
         return False
     parts = (dotted_name(callee(value)) or "").split(".")
+    if len(parts) == 1 and parts[0] in _module_classes(ctx):
+        return True  # `cm = LowRank(n, r).to(device)` of `class LowRank(torch.nn.Module):` in this file
     return len(parts) >= 2 and parts[-2] == "nn" and _class_name(parts[-1])
+
+
+_MODULE_CLASS = re.compile(rb"^class[ \t]+(\w+)[ \t]*\(([^)]*)\)", re.M)
+
+
+def _module_classes(ctx: LintContext) -> frozenset[str]:
+    """The classes this file defines at its top level as subclasses of a torch module
+    (`class LowRank(torch.nn.Module):`, `(nn.Module)`, `(L.LightningModule)`)."""
+    cached = getattr(ctx, "_module_classes", None)
+    if cached is None:
+        cached = frozenset(
+            m.group(1).decode()
+            for m in _MODULE_CLASS.finditer(ctx.source.whole_data)
+            if re.search(rb"\b(?:\w+\.)*\w*Module\b", m.group(2))
+        )
+        ctx._module_classes = cached
+    return cached
 
 
 def names_the_cpu(ctx: LintContext, device: Node) -> bool:
@@ -1901,8 +1922,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         if binding.augmented and loss_named and binding.site is not None:
             statement = binding.site.parent
             added = statement.child_by_field_name("right") if statement is not None else None
-            if added is not None and device_of(ctx, added, depth + 1) is Device.HOST:
-                return False  # `tr_loss += loss.item()`: a sum of numbers
+            if added is not None and (device_of(ctx, added, depth + 1) is Device.HOST or _scaled_read(added)):
+                return False  # `tr_loss += loss.item()`, `total_loss += loss.item() / n`: a sum of numbers
         if binding.augmented and not loss_named and binding.site is not None:
             # `lprobs += probs`: the tensor bound before the statement, updated in place (read at
             # the statement's target, where the binding before applies)
@@ -2058,6 +2079,20 @@ def _walked_submodule(ctx: LintContext, owner: Optional[Node]) -> bool:
     binding = _binding(ctx, owner)
     iterable = binding.loop.child_by_field_name("right") if binding is not None and binding.loop is not None else None
     return iterable is not None and bool(_SUBMODULE_WALK.search(text(strip_parens(iterable))))
+
+
+def _scaled_read(node: Node) -> bool:
+    """`loss.item() / n`, `float(loss) * scale`: a number read on the host, then scaled (the other
+    side of a read's arithmetic is a number, or the sum would be a tensor for nothing)."""
+    node = strip_parens(node)
+    if node.type != "binary_operator":
+        return False
+    left = strip_parens(node.child_by_field_name("left") or node)
+    if left.type == "binary_operator":
+        return _scaled_read(left)
+    return left.type == "call" and (
+        method_name(left) == "item" or (dotted_name(callee(left)) or "") in ("float", "int")
+    )
 
 
 def _aliases_a_model(ctx: LintContext, function: Optional[Node]) -> bool:

@@ -20,7 +20,9 @@ What it does:
     `.to("cpu")`, `.to("meta")` (no data is copied), a factory with a size of 0 (nothing to
     copy), `*_like` factories (they inherit the device of their input), a factory with
     `generator=` (a generator lives on one device: a CPU generator needs the CPU tensor) or
-    `pin_memory=`, a move in the branch taken off CUDA (the `else` of `if x.is_cuda:`, of
+    `pin_memory=`, a move to a parameter that defaults to `None` when no call in the file hands
+    the function a device (`def __init__(self, dim, device=None)` built as `RotaryEmbedding(dim)`:
+    `.to(None)` copies nothing), a move in the branch taken off CUDA (the `else` of `if x.is_cuda:`, of
     `if x.device.type == "cuda":`, of `if torch.cuda.is_available():`), a move to a device that is not written as CUDA (`.to(x.device)`) in a file
     that runs eager-mode quantized kernels (`torch.nn.quantized`, `torch.ops.quantized`: CPU
     only, so `x` is on the CPU), a move inside a lambda handed to `torch.jit.trace` (traced once to read a
@@ -114,6 +116,33 @@ def _eager_quantized_file(ctx: LintContext) -> bool:
 def _names_cuda(device: Node) -> bool:
     """`"cuda"`, `"cuda:0"`, `torch.device("cuda", 0)`: a device written as a GPU."""
     return b"cuda" in (device.text or b"")
+
+
+def _none_unless_given(ctx: LintContext, device: Node) -> bool:
+    """`def __init__(self, dim, device=None): ... torch.arange(0, dim, 2).to(device)`, where no call
+    in the file hands the function a device (`RotaryEmbedding(head_dim, base=theta)`): `.to(None)`
+    copies nothing, and the tensor stays on the CPU, where the module's `.to(...)` moves it later
+    with the rest."""
+    device = strip_parens(device)
+    if device.type != "identifier" or ctx.bindings(device).at(text(device), device.start_byte) is not None:
+        return False
+    function = next((a for a in ancestors(device) if a.type == "function_definition"), None)
+    parameters = function.child_by_field_name("parameters") if function is not None else None
+    default = None
+    for parameter in parameters.named_children if parameters is not None else []:
+        name = parameter.child_by_field_name("name")
+        if parameter.type in ("default_parameter", "typed_default_parameter") and name is not None:
+            if text(name) == text(device):
+                default = parameter.child_by_field_name("value")
+    if default is None or default.type != "none" or function is None:
+        return False
+    title = function.child_by_field_name("name")
+    called = text(title) if title is not None else ""
+    if called == "__init__":
+        holder = next((a for a in ancestors(function) if a.type == "class_definition"), None)
+        called = text(holder.child_by_field_name("name") or holder) if holder is not None else ""
+    calls = re.compile(rb"(?<![\w])" + re.escape(called.encode()) + rb"\(([^)\n]*)")
+    return all(re.search(rb"\bdev", m.group(1)) is None for m in calls.finditer(ctx.source.whole_data))
 
 
 def _seeded_before(ctx: LintContext, move: Node) -> bool:
@@ -343,7 +372,7 @@ def check(ctx: LintContext) -> Iterator[Finding]:
                 tensor = _tensor_target(ctx, move)
                 if tensor is None:
                     continue  # `.to(dtype)`, `.to(x.dtype)`, a target not known as a device or a tensor
-            elif names_the_cpu(ctx, device) or _is_meta(device):
+            elif names_the_cpu(ctx, device) or _is_meta(device) or _none_unless_given(ctx, device):
                 continue  # `.to("cpu")`; `.to("meta")` copies nothing: a shape for tracing
         name = dotted_name(callee(factory))
         where = "the device" if tensor is None else f"the device of `{text(tensor)}`"

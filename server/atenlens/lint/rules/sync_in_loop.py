@@ -433,12 +433,17 @@ def _breaks(block: Node) -> bool:
     return False
 
 
+# The best value so far, that a search stops at once it no longer beats: `best_loss`, `prev_err`
+_BEST_SO_FAR = re.compile(r"\b(?:\w+_)?(?:best|prev|previous|last|lowest)(?:_\w+)?\b")
+
+
 def _stopping_test(node: Node, loop: Node) -> bool:
     """Is `node` the test that ends a `while` loop: in its condition, in the condition of an
     `if ...: break` in it, or assigned to a name such a test reads (`err = ....item()` then
     `if err < tol: break`)? Iterating until a value converges needs that value on the host. In a
     `for` loop, only a test whose `else` leaves the loop, maybe after a patience count (`if err <
-    best: best = err else: break`: a numerical loop that stops when it no longer improves), and
+    best: best = err else: break`, or `if err >= best_err: break`: a numerical loop that stops
+    when it no longer improves), and
     not in a loop that runs a model or decodes tokens. (A plain `if err < tol: break` in a `for`
     loop stays a warning: a Sinkhorn step in every forward, a search per query.)"""
     body = loop.child_by_field_name("body")
@@ -469,6 +474,13 @@ def _stopping_test(node: Node, loop: Node) -> bool:
                 tests.append(condition)
             elif condition is not None and alternative is not None and _breaks(alternative):
                 tests.append(condition)  # `if improved.any(): ... else: patience -= 1; if ...: break`
+            elif (
+                condition is not None
+                and consequence is not None
+                and any(c.type == "break_statement" for c in consequence.named_children)
+                and _BEST_SO_FAR.search(text(condition))
+            ):
+                tests.append(condition)  # `if loss >= best_loss: break`: no longer improving
         stack.extend(current.named_children)
     # `while pos < max_tokens - 1:` / `while t.sum().item() > 0:` count towards a bound: a counter
     # kept as a tensor, not a convergence test (a `for` loop counts by itself)
@@ -814,6 +826,15 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
         return not _takes_training_step(loop)
     if parent is not None and parent.type == "list_comprehension" and parent.named_children[0] == node:
         return True
+    if (
+        parent is not None
+        and parent.type == "augmented_assignment"
+        and parent.child_by_field_name("right") == node
+        and text(parent.child_by_field_name("operator")) == "+="
+        and method_name(call) == "tolist"
+    ):
+        # `ppls += ppl.tolist()`: a list extended with the host values, as `ppls.extend(...)`
+        return loop is None or not _takes_training_step(loop)
     if parent is not None and parent.type == "list" and parent.parent is not None:
         # `latent += [z.cpu()]`: appended, as `latent.append(z.cpu())`
         extended = parent.parent
@@ -886,7 +907,8 @@ def _through_host_function(node: Node) -> Node:
 
 
 # Methods that keep what they are handed: a list's, or a host buffer's `copy_`
-_KEEPING_METHODS = ("append", "extend", "copy_")
+# (`streamer.put(next_tokens.cpu())`, `queue.put(...)`: handed out to a consumer)
+_KEEPING_METHODS = ("append", "extend", "copy_", "put")
 # A call that writes what it is given to a file or a figure: `save_mels`, `np.save`, `imwrite`,
 # `write_labels`, `plot_sample`
 _WRITER = re.compile(rf"^_*(?:{_WRITER_WORDS}|imwrite|imsave)(?:_|$)|^_*(?:{_WRITER_WORDS})[a-z]")
@@ -1392,9 +1414,32 @@ def _store_into_host(ctx: LintContext, target: Node) -> Optional[Finding]:
     value = assignment.child_by_field_name("right") if assignment is not None else None
     if assignment is None or value is None or device_of(ctx, target.child_by_field_name("value")) is not Device.CPU:
         return None
+    if _keyed_by_name(target):
+        return None  # `batch["img"] = ...`, `batch[k] = ...` for `k in ["cls", "bboxes"]`: a dict's entry
     if not likely_device(ctx, value) or device_of(ctx, value) is Device.HOST:
         return None
     return _report(ctx, f"writing a CUDA tensor into a CPU tensor (`{_short(target)} = ...`)", assignment)
+
+
+def _keyed_by_name(subscript: Node) -> bool:
+    """Is `subscript` indexed by a string (`batch["img"]`), or by the variable of a loop over
+    strings (`for k in ["cls", "bboxes"]: batch[k]`)? Then its value is a mapping, no tensor."""
+    keys = [k for k in subscript.children_by_field_name("subscript") if k.type != "comment"]
+    if len(keys) != 1:
+        return False
+    key = strip_parens(keys[0])
+    if key.type == "string":
+        return True
+    if key.type != "identifier":
+        return False
+    for loop in ancestors(key):
+        if loop.type == "for_statement" and text(loop.child_by_field_name("left") or loop) == text(key):
+            iterable = strip_parens(loop.child_by_field_name("right") or loop)
+            items = [c for c in iterable.named_children if c.type != "comment"]
+            return iterable.type in ("list", "tuple") and bool(items) and all(c.type == "string" for c in items)
+        if loop.type in ("function_definition", "class_definition"):
+            return False
+    return False
 
 
 def _masked_assignment(ctx: LintContext, target: Node, mask: Node) -> Optional[Finding]:
