@@ -1379,3 +1379,7 @@ def test_a_device_parameter_no_call_gives_moves_nothing() -> None:
             "`torch.randn(...)` is created on the CPU and then copied to the device: create it there with `device=`",
         ),
     ]
+
+    # a public function no call in the file builds (callers elsewhere hand it a device): reported
+    alone = "import torch\n\n\ndef perplexity(texts, device=None):\n    return torch.ones(4).to(device)\n"
+    assert [(f.line, f.code) for f in lint_source_strict(alone)] == [(5, "AL302")]

@@ -297,7 +297,9 @@ MOVES = frozenset({"to", "cuda", "cpu", "pin_memory"})
 _NOT_RUN = (
     r"(?!_*(?:get|set|load|build|create|make|init|setup|prepare|from|wrap|unwrap|find|resolve|select|required|"
     r"evaluate|eval|inference|infer|is|has|num|count|save|export|convert|register|check|verify|import|"
-    r"train|validate|valid|fit)_)"
+    r"validate|valid)_)"
+    # (`train_model(...)` runs a whole epoch; `self.train_actor_critic(...)` is a step of the model)
+    r"(?!_*train_(?:model|epoch|one_epoch)$)"
 )
 _MODEL_WORDS = (
     r"^" + _NOT_RUN + r"(?!.*_(?:for|of|from|to)_)"

@@ -20,8 +20,8 @@ What it does:
     `.to("cpu")`, `.to("meta")` (no data is copied), a factory with a size of 0 (nothing to
     copy), `*_like` factories (they inherit the device of their input), a factory with
     `generator=` (a generator lives on one device: a CPU generator needs the CPU tensor) or
-    `pin_memory=`, a move to a parameter that defaults to `None` when no call in the file hands
-    the function a device (`def __init__(self, dim, device=None)` built as `RotaryEmbedding(dim)`:
+    `pin_memory=`, a move to a parameter that defaults to `None` when the file calls the
+    function and no call hands it a device (`def __init__(self, dim, device=None)` built as `RotaryEmbedding(dim)`:
     `.to(None)` copies nothing), a move in the branch taken off CUDA (the `else` of `if x.is_cuda:`, of
     `if x.device.type == "cuda":`, of `if torch.cuda.is_available():`), a move to a device that is not written as CUDA (`.to(x.device)`) in a file
     that runs eager-mode quantized kernels (`torch.nn.quantized`, `torch.ops.quantized`: CPU
@@ -141,8 +141,11 @@ def _none_unless_given(ctx: LintContext, device: Node) -> bool:
     if called == "__init__":
         holder = next((a for a in ancestors(function) if a.type == "class_definition"), None)
         called = text(holder.child_by_field_name("name") or holder) if holder is not None else ""
-    calls = re.compile(rb"(?<![\w])" + re.escape(called.encode()) + rb"\(([^)\n]*)")
-    return all(re.search(rb"\bdev", m.group(1)) is None for m in calls.finditer(ctx.source.whole_data))
+    # the calls (not the `def` or `class` line): at least one, none handing a device (with no call
+    # in the file, callers elsewhere decide)
+    calls = re.compile(rb"(?<![\w])(?<!def )(?<!class )" + re.escape(called.encode()) + rb"\(([^)\n]*)")
+    given = [re.search(rb"\bdev", m.group(1)) is not None for m in calls.finditer(ctx.source.whole_data)]
+    return bool(given) and not any(given)
 
 
 def _seeded_before(ctx: LintContext, move: Node) -> bool:
