@@ -977,10 +977,7 @@ def _inner_training_loop(loop: Node) -> Optional[Node]:
     training = [n for n in inner if TRAINING_STEP.search(n.text or b"")]
     if not training:
         return None
-    own = body.text or b""
-    for n in sorted(inner, key=lambda n: n.start_byte, reverse=True):  # the loop's own code, less its loops
-        start, end = n.start_byte - body.start_byte, n.end_byte - body.start_byte
-        own = own[:start] + own[end:]
+    own = _without(body, inner)
     return None if TRAINING_STEP.search(own) else min(training, key=lambda n: n.start_byte)
 
 
@@ -1001,12 +998,18 @@ def _inner_timed_loop(loop: Node) -> Optional[Node]:
     timed = [n for n in inner if _TIMES.search(n.text or b"")]
     if not timed:
         return None
-    own = body.text or b""
-    for n in sorted(inner, key=lambda n: n.start_byte, reverse=True):
-        own = own[: n.start_byte - body.start_byte] + own[n.end_byte - body.start_byte :]
+    own = _without(body, inner)
     if _TIMES.search(own) or TRAINING_STEP.search(own):
         return None
     return min(timed, key=lambda n: n.start_byte)
+
+
+def _without(body: Node, inner: list[Node]) -> bytes:
+    """The bytes of `body` less those of the `inner` loops: a loop's own code."""
+    own = body.text or b""
+    for n in sorted(inner, key=lambda n: n.start_byte, reverse=True):
+        own = own[: n.start_byte - body.start_byte] + own[n.end_byte - body.start_byte :]
+    return own
 
 
 def _loops_in(body: Node) -> list[Node]:

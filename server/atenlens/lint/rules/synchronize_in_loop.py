@@ -241,16 +241,12 @@ def _ends_a_timed_region(call: Node, clocks: list[int]) -> bool:
     if bisect_left(clocks, row) < after:
         return True  # a clock read on the same line
     statement = _statement(call)
-    previous = statement.prev_named_sibling if statement is not None else None
-    while previous is not None and previous.type == "comment":
-        previous = previous.prev_named_sibling
+    previous = _neighbour(statement, forward=False)
     if previous is not None and previous.type in ("for_statement", "while_statement"):
         start = previous.start_point[0]
         before = bisect_left(clocks, start)
         return before > 0 and start - clocks[before - 1] <= TIMING_WINDOW
-    following = statement.next_named_sibling if statement is not None else None
-    while following is not None and following.type == "comment":
-        following = following.next_named_sibling
+    following = _neighbour(statement, forward=True)
     if following is not None and following.type in ("for_statement", "while_statement"):
         # `torch.cuda.synchronize()`, then `for _ in range(60): start.record(); ...`: the loop
         # right after it times each run from its first lines
@@ -258,6 +254,16 @@ def _ends_a_timed_region(call: Node, clocks: list[int]) -> bool:
         first = bisect_left(clocks, start)
         return first < len(clocks) and clocks[first] - start <= TIMING_WINDOW
     return False
+
+
+def _neighbour(statement: Optional[Node], forward: bool) -> Optional[Node]:
+    """The statement right after (or before) `statement` in its block, comments skipped."""
+    node = statement
+    while node is not None:
+        node = node.next_named_sibling if forward else node.prev_named_sibling
+        if node is None or node.type != "comment":
+            return node
+    return None
 
 
 def _statement(call: Node) -> Optional[Node]:
