@@ -973,12 +973,7 @@ def _inner_training_loop(loop: Node) -> Optional[Node]:
     body = loop.child_by_field_name("body")
     if body is None or not _counts_passes(loop):
         return None
-    inner = _loops_in(body)
-    training = [n for n in inner if TRAINING_STEP.search(n.text or b"")]
-    if not training:
-        return None
-    own = _without(body, inner)
-    return None if TRAINING_STEP.search(own) else min(training, key=lambda n: n.start_byte)
+    return _first_inner_loop(body, TRAINING_STEP, (TRAINING_STEP,))
 
 
 # A clock read or a timing event: `time.perf_counter()`, `time.time()`, `start.record()`, `elapsed_time(`
@@ -992,16 +987,20 @@ def _inner_timed_loop(loop: Node) -> Optional[Node]:
     configuration's whole timed run, and its set-up (a synchronize, `empty_cache()`) runs once per
     configuration."""
     body = loop.child_by_field_name("body")
-    if body is None:
-        return None
+    return _first_inner_loop(body, _TIMES, (_TIMES, TRAINING_STEP)) if body is not None else None
+
+
+def _first_inner_loop(
+    body: Node, wanted: "re.Pattern[bytes]", not_outside: tuple["re.Pattern[bytes]", ...]
+) -> Optional[Node]:
+    """The first loop inside `body` whose text matches `wanted`, when the code of `body` outside its
+    loops matches none of `not_outside`; None otherwise."""
     inner = _loops_in(body)
-    timed = [n for n in inner if _TIMES.search(n.text or b"")]
-    if not timed:
+    found = [n for n in inner if wanted.search(n.text or b"")]
+    if not found:
         return None
     own = _without(body, inner)
-    if _TIMES.search(own) or TRAINING_STEP.search(own):
-        return None
-    return min(timed, key=lambda n: n.start_byte)
+    return None if any(p.search(own) for p in not_outside) else min(found, key=lambda n: n.start_byte)
 
 
 def _without(body: Node, inner: list[Node]) -> bytes:
