@@ -1383,3 +1383,58 @@ def test_a_device_parameter_no_call_gives_moves_nothing() -> None:
     # a public function no call in the file builds (callers elsewhere hand it a device): reported
     alone = "import torch\n\n\ndef perplexity(texts, device=None):\n    return torch.ones(4).to(device)\n"
     assert [(f.line, f.code) for f in lint_source_strict(alone)] == [(5, "AL302")]
+
+
+DEVICE_MASKS = dedent(
+    """\
+    import torch
+
+
+    def search(x, candidate, steps):
+        internal = candidate.clone()
+        for step in range(steps):
+            candidate = candidate * 1.01
+            internal[torch.isnan(candidate)] = 0
+            kept = internal[torch.isnan(candidate.cuda())]
+            print(kept.shape)
+
+
+    def triplets(embeddings, pids, device):
+        pids = pids.to(device)
+        batch_indices = torch.arange(len(pids), device=device)
+        for anchor in range(len(pids)):
+            positives = batch_indices[(pids == pids[anchor]) & (batch_indices != anchor)]
+            print(positives)
+    """
+)
+
+
+def test_a_mask_on_the_gpu_or_combined_with_and_makes_a_masked_read() -> None:
+    """`internal[torch.isnan(candidate.cuda())]`: a mask on the GPU can index only a tensor there, so the
+    read waits whatever the lint knows of `internal`; `x[(pids == p) & (idx != a)]` is a mask made
+    of two; `internal[mask] = 0` (a number) stays a masked fill."""
+    assert findings(DEVICE_MASKS) == [
+        (
+            9,
+            15,
+            "AL100",
+            "warning",
+            "`internal[torch.isnan(candidate.cuda())]` (a boolean mask: the result's shape depends on "
+            "the data) inside a loop: the host waits for the GPU on every iteration",
+        ),
+        (
+            17,
+            20,
+            "AL100",
+            "warning",
+            "`batch_indices[(pids == pids[anchor]) ...` (a boolean mask: the result's shape depends on "
+            "the data) inside a loop: the host waits for the GPU on every iteration",
+        ),
+        (
+            18,
+            8,
+            "AL100",
+            "warning",
+            "printing a CUDA tensor (`positives`) inside a loop: the host waits for the GPU on every iteration",
+        ),
+    ]

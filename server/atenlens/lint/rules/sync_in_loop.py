@@ -16,7 +16,8 @@ What it does:
     `.unique()`, `torch.where(mask)` with one argument, `torch.masked_select`, `.argwhere()`,
     `torch.bincount` (its length is the largest value plus one),
     reading `x[mask]` with a boolean mask, in any index position (`x[:, labels == 1]`), or with a
-    row of one (`x[keep[i]]`)); a boolean-mask assignment whose value is a tensor on
+    row of one (`x[keep[i]]`), or masks combined with `&`, `|`, `^`; reported when `x` is likely on
+    the GPU or the mask is (a mask on the GPU indexes only a tensor there)); a boolean-mask assignment whose value is a tensor on
     the device (`lprobs[lprobs != lprobs] = torch.tensor(-math.inf).to(lprobs)`, a value moved with
     `.to(t)` / `.type_as(t)` next to the target or another tensor not known to be on the host, or
     one likely on the device, into a target the masked read would report: `index_put_` takes the
@@ -1388,7 +1389,8 @@ def _masked_reads(ctx: LintContext) -> Iterator[Finding]:
         if index is None:
             continue
         value = node.child_by_field_name("value")
-        if not likely_device(ctx, value):
+        # (a mask on the GPU can index only a tensor there: `internal[torch.isnan(candidate)]`)
+        if not likely_device(ctx, value) and device_of(ctx, index) is not Device.CUDA:
             continue
         finding = _report(ctx, f"`{_short(node)}` (a boolean mask: the result's shape depends on the data)", node)
         if finding is not None:
@@ -1520,6 +1522,13 @@ def _is_mask(ctx: LintContext, index: Node, depth: int = 0) -> bool:
         )
     if index.type == "unary_operator" and text(index.children[0]) == "~":
         return True
+    if index.type == "binary_operator" and text(index.child_by_field_name("operator") or index) in ("&", "|", "^"):
+        # `(reliability > 0) & valid`: masks combined are a mask (a name beside one is a mask too)
+        sides = [strip_parens(c) for c in (index.child_by_field_name("left"), index.child_by_field_name("right"))]
+        masks = [c is not None and _is_mask(ctx, c, depth + 1) for c in sides]
+        return any(masks) and all(
+            m or (c is not None and c.type in ("identifier", "attribute")) for m, c in zip(masks, sides)
+        )
     if index.type == "call":
         name = dotted_name(callee(index)) or ""
         if not name:  # a chain: `torch.zeros(n, k).to(tokens).eq(-1)`
