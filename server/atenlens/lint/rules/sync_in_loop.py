@@ -1524,10 +1524,13 @@ def _is_mask(ctx: LintContext, index: Node, depth: int = 0) -> bool:
         return True
     if index.type == "binary_operator" and text(index.child_by_field_name("operator") or index) in ("&", "|", "^"):
         # `(reliability > 0) & valid`: masks combined are a mask (a name beside one is a mask too)
-        sides = [strip_parens(c) for c in (index.child_by_field_name("left"), index.child_by_field_name("right"))]
-        masks = [c is not None and _is_mask(ctx, c, depth + 1) for c in sides]
-        return any(masks) and all(
-            m or (c is not None and c.type in ("identifier", "attribute")) for m, c in zip(masks, sides)
+        sides = [index.child_by_field_name("left"), index.child_by_field_name("right")]
+        operands = [strip_parens(c) for c in sides if c is not None]
+        masks = [_is_mask(ctx, c, depth + 1) for c in operands]
+        return (
+            len(operands) == 2
+            and any(masks)
+            and all(m or c.type in ("identifier", "attribute") for m, c in zip(masks, operands))
         )
     if index.type == "call":
         name = dotted_name(callee(index)) or ""
