@@ -1438,3 +1438,23 @@ def test_a_mask_on_the_gpu_or_combined_with_and_makes_a_masked_read() -> None:
             "printing a CUDA tensor (`positives`) inside a loop: the host waits for the GPU on every iteration",
         ),
     ]
+
+    # a masked read that produces a copy the loop keeps is reported once, as that copy (information)
+    kept = dedent(
+        """\
+        import torch
+
+
+        def calibrate(model, loader, device):
+            pairs = []
+            for img, depth in loader:
+                pred, gt = model(img.to(device)), depth.to(device)
+                for pi, gi in zip(pred, gt):
+                    valid = (gi > 1e-3) & (pi > 1e-3)
+                    pairs.append(torch.log(pi[valid]).cpu().numpy())
+            return pairs
+        """
+    )
+    assert [(f.line, f.severity, f.message.split(" inside")[0]) for f in lint_source_strict(kept)] == [
+        (10, "information", "`.cpu()`")
+    ]

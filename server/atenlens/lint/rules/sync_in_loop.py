@@ -17,7 +17,9 @@ What it does:
     `torch.bincount` (its length is the largest value plus one),
     reading `x[mask]` with a boolean mask, in any index position (`x[:, labels == 1]`), or with a
     row of one (`x[keep[i]]`), or masks combined with `&`, `|`, `^`; reported when `x` is likely on
-    the GPU or the mask is (a mask on the GPU indexes only a tensor there)); a boolean-mask assignment whose value is a tensor on
+    the GPU or the mask is (a mask on the GPU indexes only a tensor there), and not when the read
+    makes a host copy the loop keeps, `pairs.append(torch.log(pi[valid]).cpu().numpy())`, reported
+    once, as that copy); a boolean-mask assignment whose value is a tensor on
     the device (`lprobs[lprobs != lprobs] = torch.tensor(-math.inf).to(lprobs)`, a value moved with
     `.to(t)` / `.type_as(t)` next to the target or another tensor not known to be on the host, or
     one likely on the device, into a target the masked read would report: `index_put_` takes the
@@ -1392,6 +1394,8 @@ def _masked_reads(ctx: LintContext) -> Iterator[Finding]:
         # (a mask on the GPU can index only a tensor there: `internal[torch.isnan(candidate)]`)
         if not likely_device(ctx, value) and device_of(ctx, index) is not Device.CUDA:
             continue
+        if _feeds_a_kept_copy(node):
+            continue  # `pairs.append(torch.log(pi[valid]).cpu().numpy())`: the copy's finding says it
         finding = _report(ctx, f"`{_short(node)}` (a boolean mask: the result's shape depends on the data)", node)
         if finding is not None:
             yield finding
@@ -1421,6 +1425,24 @@ def _store_into_host(ctx: LintContext, target: Node) -> Optional[Finding]:
     if not likely_device(ctx, value) or device_of(ctx, value) is Device.HOST:
         return None
     return _report(ctx, f"writing a CUDA tensor into a CPU tensor (`{_short(target)} = ...`)", assignment)
+
+
+def _feeds_a_kept_copy(node: Node) -> bool:
+    """Is `node` (a masked read) the data of a host copy in the same expression that the loop
+    keeps (`lp = torch.log(pi[valid]).detach().cpu().numpy()`, then appended)? The masked read is
+    part of producing that result, reported with the copy."""
+    current = node
+    while current.parent is not None and current.parent.type in (
+        "argument_list",
+        "call",
+        "attribute",
+        "parenthesized_expression",
+        "binary_operator",
+    ):
+        current = current.parent
+        if current.type == "call" and method_name(current) in ("cpu", "tolist"):
+            return _collected(current, repeating_loop(current))
+    return False
 
 
 def _keyed_by_name(subscript: Node) -> bool:
