@@ -55,6 +55,7 @@ often (`Frequency.how_often`).
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Optional
 
@@ -509,11 +510,20 @@ def _bound_once(name: Node) -> Optional[Node]:
     if function is None or body is None or text(name) in _parameter_names(function):
         return None
     word = text(name)
+    # where the word is written in the body: a statement without it binds nothing of that name, so
+    # its subtree is not walked (a function's body is long; the name is in few of its statements)
+    data, at, starts = body.text or b"", 0, []
+    while (at := data.find(word.encode(), at)) != -1:
+        starts.append(body.start_byte + at)
+        at += 1
     found: list[Node] = []
     stack = list(body.named_children)
     while stack:
         node = stack.pop()
         if node.type in SCOPE_TYPES:
+            continue
+        first = bisect_left(starts, node.start_byte)
+        if first == len(starts) or starts[first] >= node.end_byte:
             continue
         if node.type in ("assignment", "augmented_assignment", "for_statement", "named_expression"):
             left = node.child_by_field_name("left") or node.child_by_field_name("name")
