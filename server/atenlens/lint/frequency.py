@@ -121,7 +121,7 @@ def frequency(node: Node) -> Frequency:
     skip = early_exit_throttle(node, loop)
     if skip is not None:
         return Frequency(loop, False, f"only on iterations that pass `if {_short(skip)}:` above it")
-    if in_error_handler(node, loop) or (loop.type in COMPREHENSION_TYPES and _in_except_clause(loop)):
+    if in_error_handler(node, loop) or (loop.type in COMPREHENSION_TYPES and in_error_handler(loop)):
         return Frequency(loop, False, "only when the `try` above it raises: an error path")
     accumulation = _accumulation_between(node, loop)
     if accumulation is not None:
@@ -169,7 +169,7 @@ def frequency(node: Node) -> Frequency:
     function = function_name(loop)
     if _memoized(loop):
         return Frequency(loop, False, "once per object (the function's result is cached)")
-    in_test = is_test_name(function) or in_unit_test_class(loop)
+    in_test = in_a_test(loop)
     outer_loop = repeating_loop(loop) if count is not None and count <= FEW_ITERATIONS and not in_test else None
     if outer_loop is not None and _walks_a_tensor_dimension(outer_loop):
         around = frequency(loop)
@@ -264,17 +264,21 @@ def in_unit_test_class(node: Node) -> bool:
     if block is not None and block.type == "decorated_definition":
         block = block.parent
     holder = block.parent if block is not None and block.type == "block" else None
-    bases = (
-        holder.child_by_field_name("superclasses") if holder is not None and holder.type == "class_definition" else None
-    )
+    return holder is not None and holder.type == "class_definition" and is_test_case(holder)
+
+
+def is_test_case(holder: Node) -> bool:
+    """`class CompareTest(unittest.TestCase)`: a class of unit tests."""
+    bases = holder.child_by_field_name("superclasses")
     return bases is not None and any(
         (dotted_name(b) or "").split(".")[-1] in ("TestCase", "IsolatedAsyncioTestCase") for b in bases.named_children
     )
 
 
-def in_error_handler(node: Node, stop: Node) -> bool:
-    """Is `node` in an `except` clause inside `stop`: run only when the `try` raised (recovering
-    from an out-of-memory error, a retry)?"""
+def in_error_handler(node: Node, stop: Optional[Node] = None) -> bool:
+    """Is `node` in an `except` clause inside `stop` (by default, inside its function): run only
+    when the `try` raised (recovering from an out-of-memory error, a retry; a comprehension there
+    runs once)?"""
     for parent in ancestors(node):
         if parent == stop or parent.type in SCOPE_TYPES:
             return False
@@ -292,17 +296,6 @@ def _walks_a_tensor_dimension(loop: Node) -> bool:
     of a loop inside it then run on each of those rows."""
     iterable = loop.child_by_field_name("right") if loop.type == "for_statement" else None
     return iterable is not None and _TENSOR_DIMENSION.search(iterable.text or b"") is not None
-
-
-def _in_except_clause(node: Node) -> bool:
-    """Is `node` in an `except` clause of its function (a comprehension there runs once, when the
-    `try` raised)?"""
-    for parent in ancestors(node):
-        if parent.type == "except_clause":
-            return True
-        if parent.type in SCOPE_TYPES:
-            return False
-    return False
 
 
 def on_failure_only(node: Node, loop: Node) -> bool:

@@ -50,7 +50,7 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import Binding, scope_for
-from atenlens.lint.frequency import is_test_name, steps_optimizer
+from atenlens.lint.frequency import is_test_case, is_test_name, steps_optimizer
 from atenlens.lint.source import ancestors, definition_text, indented_block, names_imported_from
 from atenlens.lint.syntax import (
     SCOPE_TYPES,
@@ -1159,16 +1159,21 @@ def _cpu_by_default(ctx: LintContext, device: Node) -> bool:
     if _binding(ctx, device) is not None:
         return _bound_to_cpu(ctx, device)
     function = next((a for a in ancestors(device) if a.type in ("function_definition", "lambda")), None)
-    parameters = function.child_by_field_name("parameters") if function is not None else None
+    default = parameter_default(function, text(device)) if function is not None else None
+    if default is None or not is_cpu_device(default):
+        return False
+    return all(is_cpu_device(a) for a in _call_site_arguments(ctx, device))
+
+
+def parameter_default(function: Node, name: str) -> Optional[Node]:
+    """The default value of `function`'s parameter `name` (`device=None`), None when it has none."""
+    parameters = function.child_by_field_name("parameters")
     for parameter in parameters.named_children if parameters is not None else []:
-        if parameter.type in ("default_parameter", "typed_default_parameter"):
-            name = parameter.child_by_field_name("name")
-            if name is not None and text(name) == text(device):
-                if not is_cpu_device(parameter.child_by_field_name("value")):
-                    return False
-                passed = _call_site_arguments(ctx, device)
-                return all(is_cpu_device(a) for a in passed)
-    return False
+        named = parameter.child_by_field_name("name")
+        if parameter.type in ("default_parameter", "typed_default_parameter") and named is not None:
+            if text(named) == name:
+                return parameter.child_by_field_name("value")
+    return None
 
 
 def _parameter_annotation(name: Node) -> Optional[str]:
@@ -1737,10 +1742,7 @@ def _unit_test_class(holder: Node) -> bool:
     """`class CompareTest(unittest.TestCase)`: its methods test on the tensors they make, on the
     CPU unless the file names a device; another test's `loss.backward()` makes none of them a
     training loop on the caller's GPU."""
-    bases = holder.child_by_field_name("superclasses")
-    return bases is not None and any(
-        (dotted_name(b) or "").split(".")[-1] in ("TestCase", "IsolatedAsyncioTestCase") for b in bases.named_children
-    )
+    return is_test_case(holder)
 
 
 _TRAINING_STEP = re.compile(rb"\bbackward\(|\boptim\w*\.step\(")

@@ -78,6 +78,7 @@ from atenlens.lint.provenance import (
     makes_an_empty_tensor,
     names_the_cpu,
     on_host_branch,
+    parameter_default,
     string_value,
     to_device_argument,
 )
@@ -127,14 +128,8 @@ def _none_unless_given(ctx: LintContext, device: Node) -> bool:
     if device.type != "identifier" or ctx.bindings(device).at(text(device), device.start_byte) is not None:
         return False
     function = next((a for a in ancestors(device) if a.type == "function_definition"), None)
-    parameters = function.child_by_field_name("parameters") if function is not None else None
-    default = None
-    for parameter in parameters.named_children if parameters is not None else []:
-        name = parameter.child_by_field_name("name")
-        if parameter.type in ("default_parameter", "typed_default_parameter") and name is not None:
-            if text(name) == text(device):
-                default = parameter.child_by_field_name("value")
-    if default is None or default.type != "none" or function is None:
+    default = parameter_default(function, text(device)) if function is not None else None
+    if function is None or default is None or default.type != "none":
         return False
     title = function.child_by_field_name("name")
     called = text(title) if title is not None else ""

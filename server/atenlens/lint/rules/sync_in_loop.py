@@ -251,11 +251,16 @@ DATA_DEPENDENT_FUNCTIONS = frozenset(
     | {"torch.bincount"}
 )
 SCALER_NAME = re.compile(r"(?:^|_)scaler$", re.I)
+# Build a tensor from host data: given a list of CUDA tensors, they read each element on the host
+TENSOR_BUILDERS = frozenset(
+    {"torch.tensor", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor"}
+)
 CALLS = frozenset(
     SYNC_METHODS
     + CONVERSIONS
     + DATA_DEPENDENT_METHODS
-    + ("where", "print", "step", "add_scalar", "tensor", "as_tensor", "Tensor", "FloatTensor", "LongTensor")
+    + ("where", "print", "step", "add_scalar")
+    + tuple(name.split(".")[-1] for name in TENSOR_BUILDERS)
 )
 _KEYWORDS = re.compile(rb"\b(if|elif|while|assert)\b")
 _FSTRING = re.compile(rb"\b[fFrR]{0,2}[fF][rR]?(?=[\"'])")
@@ -1023,17 +1028,12 @@ def _conversions(ctx: LintContext) -> Iterator[Finding]:
             yield finding
 
 
-# Build a tensor from host data: given a list of CUDA tensors, they read each element on the host
-TENSOR_BUILDERS = frozenset(
-    {"torch.tensor", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor"}
-)
-
-
 def _tensors_from_elements(ctx: LintContext) -> Iterator[Finding]:
     """`torch.tensor([torch.min(x), torch.max(x)])`, `torch.Tensor([s for s in scores])`: a tensor
     built from a list of CUDA tensors copies each element to the host, one wait per element."""
     for call in ctx.calls_in_loops(*(name.split(".")[-1] for name in TENSOR_BUILDERS)):
-        if torch_name(ctx, callee(call)) not in TENSOR_BUILDERS or not ctx.in_loop(call):
+        builder = torch_name(ctx, callee(call))
+        if builder not in TENSOR_BUILDERS or not ctx.in_loop(call):
             continue
         positional, keywords = arguments(call)
         data = strip_parens(positional[0]) if positional else None
@@ -1054,9 +1054,7 @@ def _tensors_from_elements(ctx: LintContext) -> Iterator[Finding]:
         )
         if shown is None:
             continue
-        finding = _report(
-            ctx, f"`{torch_name(ctx, callee(call))}(...)` of CUDA tensors (`{_short(shown)}`, one read each)", call
-        )
+        finding = _report(ctx, f"`{builder}(...)` of CUDA tensors (`{_short(shown)}`, one read each)", call)
         if finding is not None:
             yield finding
 
