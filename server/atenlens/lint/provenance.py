@@ -1570,10 +1570,10 @@ def in_collate_function(node: Node) -> bool:
 
 _NUMBER = rb"-?(?:\d[\d_]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 # What keeps a Python number a number when added to it: a host read, a count, another number.
+# (a read may be scaled by names or numbers: `loss.item() / n`, `float(loss) * scale`)
 _NUMBER_UPDATE = re.compile(
-    rb"^(?:.*\.item\(\)[ \t]*|len\(.*\)[ \t]*|[\w.]+\.(?:numel\(\)|size\(\d*\)|shape\[\d+\])[ \t]*|"
-    + _NUMBER
-    + rb"[ \t]*)(?:#.*)?$"
+    rb"^(?:(?:.*\.item\(\)|(?:float|int)\([^()\n]*\))(?:[ \t]*(?://|[-+*/%])[ \t]*[\w.]+)*[ \t]*"
+    rb"|len\(.*\)[ \t]*|[\w.]+\.(?:numel\(\)|size\(\d*\)|shape\[\d+\])[ \t]*|" + _NUMBER + rb"[ \t]*)(?:#.*)?$"
 )
 
 
@@ -1926,7 +1926,9 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         if binding.augmented and loss_named and binding.site is not None:
             statement = binding.site.parent
             added = statement.child_by_field_name("right") if statement is not None else None
-            if added is not None and (device_of(ctx, added, depth + 1) is Device.HOST or _scaled_read(added)):
+            if added is not None and (
+                device_of(ctx, added, depth + 1) is Device.HOST or _number_value(b"", text(added).encode(), 0)
+            ):
                 return False  # `tr_loss += loss.item()`, `total_loss += loss.item() / n`: a sum of numbers
         if binding.augmented and not loss_named and binding.site is not None:
             # `lprobs += probs`: the tensor bound before the statement, updated in place (read at
@@ -2083,20 +2085,6 @@ def _walked_submodule(ctx: LintContext, owner: Optional[Node]) -> bool:
     binding = _binding(ctx, owner)
     iterable = binding.loop.child_by_field_name("right") if binding is not None and binding.loop is not None else None
     return iterable is not None and bool(_SUBMODULE_WALK.search(text(strip_parens(iterable))))
-
-
-def _scaled_read(node: Node) -> bool:
-    """`loss.item() / n`, `float(loss) * scale`: a number read on the host, then scaled (the other
-    side of a read's arithmetic is a number, or the sum would be a tensor for nothing)."""
-    node = strip_parens(node)
-    if node.type != "binary_operator":
-        return False
-    left = strip_parens(node.child_by_field_name("left") or node)
-    if left.type == "binary_operator":
-        return _scaled_read(left)
-    return left.type == "call" and (
-        method_name(left) == "item" or (dotted_name(callee(left)) or "") in ("float", "int")
-    )
 
 
 def _aliases_a_model(ctx: LintContext, function: Optional[Node]) -> bool:
