@@ -23,11 +23,14 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_text_output_is_ruff_shaped_with_one_based_columns_and_exit_1(tmp_path: Path) -> None:
-    write(tmp_path / "train.py", "import torch\nfor x in xs.cuda():\n    v = x.item()\n    torch.cuda.synchronize()\n")
+    write(
+        tmp_path / "train.py",
+        "import torch\nfor batch in xs.cuda():\n    v = batch.item()\n    torch.cuda.synchronize()\n",
+    )
     result = run_lint("train.py", cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     assert result.stdout.splitlines() == [
-        "train.py:3:11: AL100 `.item()` inside a loop: the host waits for the GPU on every iteration",
+        "train.py:3:15: AL100 `.item()` inside a loop: the host waits for the GPU on every iteration",
         "train.py:4:5: AL101 `torch.cuda.synchronize()` inside a loop: the host waits for all GPU work on every "
         "iteration",
         "Found 2 problems in 1 file.",

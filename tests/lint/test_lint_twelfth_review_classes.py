@@ -452,7 +452,7 @@ NON_BLOCKING_FLAG = dedent(
     import torch
 
 
-    def to_host(results):
+    def to_host(results, loader):
         out = []
         for result in results:
             boxes = result["boxes"].cuda()
@@ -461,8 +461,8 @@ NON_BLOCKING_FLAG = dedent(
             if is_cuda:
                 torch.cuda.current_stream(boxes.device).synchronize()
             out.append(boxes_cpu.numpy())
-        for result in results:
-            boxes = result["boxes"].cuda()
+        for batch in loader:
+            boxes = batch["boxes"].cuda()
             boxes_cpu = boxes.float().to("cpu", non_blocking=False)
             torch.cuda.synchronize()
             out.append(boxes_cpu.numpy())

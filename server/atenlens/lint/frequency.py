@@ -1238,3 +1238,90 @@ def _own_call(loop: Node, pattern: "re.Pattern[bytes]") -> Optional[str]:
         if node is not None and repeating_loop(node) == loop:
             return next(group for group in match.groups() if group is not None).decode()
     return None
+
+
+# What shows that a loop runs once per training or inference step, for the rules whose call is
+# written on purpose (AL101's synchronize, AL300's `empty_cache()`): of 54 such warnings in the first
+# runs of eight whole-tree reviews, 47 were deliberate (a warm-up, a layer-by-layer pass, a
+# benchmark's configurations, a barrier over the devices), one false and six real; the real ones
+# walked batches, took a training step or ran in an optimizer's per-parameter step.
+UNKNOWN_STEP = (
+    "reported as information: nothing shows that the loop runs once per training or inference step (it walks no "
+    "batches and takes no training step), and a set-up, warm-up or per-layer loop pays this only a few times"
+)
+_WALKS_BATCHES = re.compile(r"batch|loader(?!s)|(?<![A-Za-z])dl\b", re.I)  # not `loaders`: one pass per dataset
+_STEP_COUNTER = re.compile(r"^_*(?:\w+_)?(?:step|it|iter|iteration|itr)$", re.I)
+# `range(steps)`, `range(self.max_iters)`, `trange(num_train_steps)`, `range(start_step, total_steps)`
+_STEP_RANGE = re.compile(r"^t?range\((?:[^()]*,\s*)?[\w.]*(?:steps?|iters|iterations)\)$", re.I)
+_PER_STEP_FUNCTION = re.compile(r"^(?:forward|step|\w+_step)$")  # `training_step`; an optimizer's `step`
+
+
+def per_step_evidence(loop: Node) -> Optional[str]:
+    """Why `loop` (or a loop around it in its function) runs once per training or inference step:
+    it walks batches (`for batch in loader:`, `for i in range(0, n, batch_size):`), counts steps
+    (`for step in range(steps):`), takes a training step (`loss.backward()`, `optimizer.step()`),
+    or is in a function that a framework calls per step (`forward`, `training_step`, an
+    optimizer's `step`); None when nothing shows it."""
+    current: Optional[Node] = loop
+    while current is not None:
+        if current.type == "for_statement":
+            target = current.child_by_field_name("left")
+            iterable = current.child_by_field_name("right")
+            header = f"{text(target) if target is not None else ''} in {text(iterable) if iterable is not None else ''}"
+            if _WALKS_BATCHES.search(header):
+                return f"it walks batches (`for {_short_text(header)}`)"
+            if "chunk" in header and (runs_a_model(current) or _INFERS.search(_body_bytes(current))):
+                return f"it runs a model on each chunk of the input (`for {_short_text(header)}`)"
+            if (target is not None and target.type == "identifier" and _STEP_COUNTER.match(text(target))) or (
+                iterable is not None and _STEP_RANGE.match(text(iterable))
+            ):
+                return f"it counts steps (`for {_short_text(header)}`)"
+        elif current.type in COMPREHENSION_TYPES:
+            clause = next((c for c in current.named_children if c.type == "for_in_clause"), None)
+            if clause is not None and _WALKS_BATCHES.search(text(clause)):
+                return f"it walks batches (`{_short_text(text(clause))}`)"
+        body = current.child_by_field_name("body")
+        if body is not None and (steps_optimizer(body) or b"backward(" in (body.text or b"")):
+            return "it takes a training step"
+        current = repeating_loop(current)
+    function = function_name(loop)
+    if _PER_STEP_FUNCTION.match(function):
+        return f"it is in `{function}`, which runs once per step"
+    return None
+
+
+_INFERS = re.compile(rb"\.(?:infer|predict)\w*\(")  # `self.infer(speaker, chunk)`: a model's inference
+
+
+def _body_bytes(loop: Node) -> bytes:
+    body = loop.child_by_field_name("body")
+    return (body.text or b"") if body is not None else b""
+
+
+def _short_text(value: str) -> str:
+    value = " ".join(value.split())
+    return value if len(value) <= 60 else value[:57] + "..."
+
+
+# `if self.cpu_cache:`, `if args.empty_cache_after_prefix and torch.cuda.is_available():`: an option
+# that asks for the memory to be freed (or the device waited for) on each iteration
+_OPTION_WORDS = re.compile(r"cache|mem|offload|sync|profil|debug|verbose|low_?vram", re.I)
+_OPTION_PART = re.compile(r"^(?:not\s+)?[A-Za-z_][\w.]*(?:\(\))?$")
+
+
+def opt_in_option(node: Node) -> Optional[str]:
+    """The condition of an `if` around `node` in its function that is an option asking for this
+    work (`if self.cpu_cache:`, around the call or its loop): the call runs only when the user
+    turned it on; None otherwise."""
+    child = node
+    for parent in ancestors(node):
+        if parent.type in SCOPE_TYPES:
+            return None
+        if parent.type == "if_statement" and parent.child_by_field_name("consequence") == child:
+            condition = parent.child_by_field_name("condition")
+            words = " ".join(text(condition).strip("()").split()) if condition is not None else ""
+            parts = [part.strip() for part in re.split(r"\band\b", words)]
+            if all(_OPTION_PART.match(part) for part in parts) and _OPTION_WORDS.search(words):
+                return words
+        child = parent
+    return None

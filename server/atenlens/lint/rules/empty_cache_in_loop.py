@@ -6,7 +6,11 @@ What it does:
     iteration of a loop or comprehension (same notion of "per iteration" as AL100). Under
     `if step % N == 0:` and the like, in an epoch loop, a loop over a few literal values or a
     layer-by-layer pass (a quantizer freeing each layer's memory) it is information, with a
-    message that says how often (see AL100).
+    message that says how often (see AL100). As with AL101, the call is written on purpose, so it
+    is a warning only where the loop shows that it runs once per training or inference step (it
+    walks batches, counts steps, takes a training step, or is in `forward` or a `*_step` method),
+    and information elsewhere or under an option that asks for it (`if self.cpu_cache:`,
+    `if args.empty_cache_after_prefix:`).
 
 Why it matters:
     `empty_cache()` returns the caching allocator's free blocks to the driver. The next
@@ -30,7 +34,7 @@ from typing import Iterator
 from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
-from atenlens.lint.frequency import frequency
+from atenlens.lint.frequency import UNKNOWN_STEP, frequency, opt_in_option, per_step_evidence
 from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import callee, dotted_name
 from atenlens.lint.triggers import LOOP
@@ -49,11 +53,18 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         if how.loop is None:
             continue
         often = "" if how.every_iteration else f"; it runs {how.how_often}"
+        severity = "warning" if how.every_iteration else "information"
+        if how.every_iteration:
+            option = opt_in_option(call)
+            if option is not None:
+                often, severity = f"; it runs only when `{option}` is set, an option that asks for it", "information"
+            elif per_step_evidence(how.loop) is None:
+                often, severity = f"; {UNKNOWN_STEP}", "information"
         yield ctx.finding(
             Code.EMPTY_CACHE_IN_LOOP,
             f"`{name}()` inside a loop: frees cached blocks that the next iteration must allocate again{often}",
             call,
-            severity="warning" if how.every_iteration else "information",
+            severity=severity,
         )
 
 

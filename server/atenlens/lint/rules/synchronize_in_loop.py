@@ -24,6 +24,14 @@ What it does:
     the loop's own device in a loop over the GPUs (`for idx in range(torch.cuda.device_count()):
     torch.cuda.synchronize(idx)`, or under `with torch.cuda.device(dev):` for each device of a
     table: one barrier across the devices), or in a layer-by-layer pass (see AL100).
+    A synchronize is written on purpose, so it is a warning only where the loop shows that it runs
+    once per training or inference step: it (or a loop around it) walks batches (`for batch in
+    loader:`, `for i in range(0, n, batch_size):`, a model run on each chunk of the input), counts
+    steps (`for step in ...`, `for _ in range(num_steps):`), takes a training step
+    (`loss.backward()`, `optimizer.step()`), or is in `forward`, a `*_step` method or an
+    optimizer's `step` (one wait per parameter per step). Elsewhere (a warm-up, a loop over
+    models, layers or configurations) it is information, and so is one under an option that asks
+    for it (`if self.sync_each_layer:`, `if args.profile:`).
 
 Why it matters:
     A device synchronize makes the host wait until every kernel queued on the GPU has finished.
@@ -51,7 +59,7 @@ from tree_sitter import Node
 from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
-from atenlens.lint.frequency import frequency
+from atenlens.lint.frequency import UNKNOWN_STEP, frequency, opt_in_option, per_step_evidence
 from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import arguments, callee, dotted_name, method_name, receiver, text
 from atenlens.lint.triggers import LOOP
@@ -98,11 +106,19 @@ def check(ctx: LintContext) -> Iterator[Finding]:
                 severity="information",
             )
             continue
+        often = how.how_often
+        severity = "warning" if how.every_iteration else "information"
+        if how.every_iteration:
+            option = opt_in_option(call)
+            if option is not None:
+                often, severity = f"{often}, only when `{option}` is set, an option that asks for it", "information"
+            elif per_step_evidence(how.loop) is None:
+                often, severity = f"{often}; {UNKNOWN_STEP}", "information"
         yield ctx.finding(
             Code.SYNC_API,
-            f"`{name}()` inside a loop: the host waits for {waited} {how.how_often}",
+            f"`{name}()` inside a loop: the host waits for {waited} {often}",
             call,
-            severity="warning" if how.every_iteration else "information",
+            severity=severity,
         )
 
 
