@@ -1,7 +1,9 @@
-"""AL101 and AL300 across the whole-tree reviews (tests/lint/corpus_real/WHOLE_TREES.md, "Calls
-written on purpose"): a synchronize or an `empty_cache()` in a loop is a warning only where the
-loop shows that it runs once per training or inference step. Each program with the exact
-findings: line, column (0-based), code, severity and message."""
+"""What a loop shows about the step it runs, across the whole-tree reviews
+(tests/lint/corpus_real/WHOLE_TREES.md, "Calls written on purpose"): a synchronize or an
+`empty_cache()` in a loop is a warning only where the loop shows that it runs once per training or
+inference step, and an inference loop over batches that brings its output home as NumPy is
+information. Each program with the exact findings: line, column (0-based), code, severity and
+message."""
 
 from __future__ import annotations
 
@@ -213,4 +215,56 @@ def test_an_option_that_asks_for_it_or_chunks_without_a_model_make_it_informatio
             "training or inference step (it walks no batches and takes no training step), and a "
             "set-up, warm-up or per-layer loop pays this only a few times",
         ),
+    ]
+
+
+INFERENCE_OUTPUT = dedent(
+    """\
+    import torch
+    import torch.nn.functional as F
+
+
+    class Calculator:
+        def calculate(self, model, loader, device):
+            for batch in loader:
+                result = model(batch.to(device))
+                self.results.update(energy=result["energy"].detach().cpu().numpy()[0])
+
+
+    def validate(model, val_loader, device):
+        correct = 0
+        for images, labels in val_loader:
+            preds = model(images.to(device)).argmax(-1).cpu().numpy()
+            correct += (preds == labels.numpy()).sum()
+        return correct
+
+
+    def fit(model, loader, opt, device):
+        for images, labels in loader:
+            out = model(images.to(device))
+            loss = F.cross_entropy(out, labels.to(device))
+            loss.backward()
+            opt.step()
+            probs = out.softmax(-1).detach().cpu().numpy()
+            log_histogram(probs)
+    """
+)
+
+
+def test_an_inference_output_brought_home_as_numpy_per_batch_is_information() -> None:
+    """`t.cpu().numpy()` per batch of a loop over a loader that takes no training step brings the
+    output home (information); a copy compared right away to count correct predictions, or one
+    in a loop that takes a training step, stays a warning."""
+    assert findings(INFERENCE_OUTPUT) == [
+        (
+            9,
+            65,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU on every iteration of a loop that "
+            "takes no training step, bringing the output home as NumPy (`t.cpu().numpy()`: an "
+            "inference pass's result, one copy per batch)",
+        ),
+        (15, 52, "AL100", "warning", "`.cpu()` inside a loop: the host waits for the GPU on every iteration"),
+        (26, 41, "AL100", "warning", "`.cpu()` inside a loop: the host waits for the GPU on every iteration"),
     ]

@@ -1280,14 +1280,43 @@ def per_step_evidence(loop: Node) -> Optional[str]:
             clause = next((c for c in current.named_children if c.type == "for_in_clause"), None)
             if clause is not None and _WALKS_BATCHES.search(text(clause)):
                 return f"it walks batches (`{_short_text(text(clause))}`)"
-        body = current.child_by_field_name("body")
-        if body is not None and (steps_optimizer(body) or b"backward(" in (body.text or b"")):
+        if _takes_a_step(current):
             return "it takes a training step"
         current = repeating_loop(current)
     function = function_name(loop)
     if _PER_STEP_FUNCTION.match(function):
         return f"it is in `{function}`, which runs once per step"
     return None
+
+
+def walks_batches(loop: Node) -> bool:
+    """Does `loop`, or a loop around it in its function, walk batches (`for batch in loader:`,
+    `for x, y in tqdm(test_dl):`)?"""
+    current: Optional[Node] = loop
+    while current is not None:
+        if current.type == "for_statement":
+            target = current.child_by_field_name("left")
+            iterable = current.child_by_field_name("right")
+            if any(part is not None and _WALKS_BATCHES.search(text(part)) for part in (target, iterable)):
+                return True
+        current = repeating_loop(current)
+    return False
+
+
+def _takes_a_step(loop: Node) -> bool:
+    body = loop.child_by_field_name("body")
+    return body is not None and (steps_optimizer(body) or b"backward(" in (body.text or b""))
+
+
+def in_training_loop(loop: Node) -> bool:
+    """Does `loop`, or a loop around it in its function, take a training step (`loss.backward()`,
+    `optimizer.step()`)?"""
+    current: Optional[Node] = loop
+    while current is not None:
+        if _takes_a_step(current):
+            return True
+        current = repeating_loop(current)
+    return False
 
 
 _INFERS = re.compile(rb"\.(?:infer|predict)\w*\(")  # `self.infer(speaker, chunk)`: a model's inference

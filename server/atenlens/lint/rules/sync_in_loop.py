@@ -154,7 +154,10 @@ What it does:
     `pool.submit(evaluate, y)`; a copy stored under a key in such a loop:
     `results[prop] = out[prop].cpu().numpy() * units`; a copy that a function called per batch
     returns to a loop that collects it: `scores = self._predict_batch(x)`,
-    `results.append(scores)`), a flag all-reduced across ranks in the loop and tested to leave it
+    `results.append(scores)`), a copy brought home as NumPy per batch of a loop over batches that
+    takes no training step (`self.results.update(energy=out.detach().cpu().numpy()[0])` in `for
+    batch in loader:`: an inference pass's output; not one compared or reduced at once, `(preds
+    == labels).sum()`, a metric the device could keep), a flag all-reduced across ranks in the loop and tested to leave it
     or skip a batch (`dist.all_reduce(done)` or `dist.broadcast(done, src=0)`, then `if done.item() > 0: break`, or `skip =
     bool(flag.item())`, then `if skip: continue`: ranks with uneven data agree to stop or skip
     together, and the host needs the flag), a
@@ -202,11 +205,13 @@ from atenlens.lint.frequency import (
     chunked_walk,
     frequency,
     function_name,
+    in_training_loop,
     is_counter_bound,
     is_test_name,
     is_throttle,
     runs_a_model,
     runs_rarely,
+    walks_batches,
     whole_run_per_iteration,
 )
 from atenlens.lint.provenance import (
@@ -584,6 +589,25 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             how = Frequency(
                 how.loop, False, f"on every iteration, collecting results on the host ({example}, as intended)"
             )
+        elif (
+            caller is None
+            and method == "cpu"
+            and how.every_iteration
+            and _as_numpy(call)
+            and not _feeds_a_metric(call, how.loop)
+            and walks_batches(how.loop)
+            and not in_training_loop(how.loop)
+            and training_step_function(ctx, call) is None
+        ):
+            # `probs = model(x).cpu().numpy()` per batch of a loop over batches that takes no training
+            # step: an inference pass bringing its output home for NumPy (a training loop's is a
+            # warning, and so is a copy per row of one batch: `for n in lengths: rows[:n].cpu()`)
+            how = Frequency(
+                how.loop,
+                False,
+                "on every iteration of a loop that takes no training step, bringing the output home as NumPy "
+                "(`t.cpu().numpy()`: an inference pass's result, one copy per batch)",
+            )
         finding = _report(ctx, f"`.{method}()`", attr or call, end=call, how=how, where=where)
         if finding is not None:
             yield finding
@@ -920,6 +944,57 @@ _KEEPING_METHODS = ("append", "extend", "copy_", "put")
 # A call that writes what it is given to a file or a figure: `save_mels`, `np.save`, `imwrite`,
 # `write_labels`, `plot_sample`
 _WRITER = re.compile(rf"^_*(?:{_WRITER_WORDS}|imwrite|imsave)(?:_|$)|^_*(?:{_WRITER_WORDS})[a-z]")
+
+
+_SAME_DATA = ("detach", "float", "double", "half", "long", "int", "squeeze", "contiguous", "clone", "flatten")
+
+
+def _as_numpy(call: Node) -> bool:
+    """`t.cpu().numpy()`, `t.cpu().detach().numpy()`, `t.cpu().tolist()`, `np.asarray(t.cpu())`:
+    the host copy becomes NumPy data or Python numbers."""
+    node = call
+    while True:
+        attribute = node.parent
+        if attribute is None or attribute.type != "attribute" or attribute.child_by_field_name("object") != node:
+            break
+        outer = attribute.parent
+        if outer is None or outer.type != "call":
+            return False
+        method = method_name(outer)
+        if method in ("numpy", "tolist"):
+            return True
+        if method not in _SAME_DATA:
+            return False
+        node = outer
+    arguments_of = node.parent
+    outer = arguments_of.parent if arguments_of is not None and arguments_of.type == "argument_list" else None
+    return outer is not None and (dotted_name(callee(outer)) or "").split(".")[-1] in ("array", "asarray")
+
+
+def _feeds_a_metric(call: Node, loop: Node) -> bool:
+    """Is this host copy compared or reduced right away (`(p == labels).sum()` after `p =
+    model(x).argmax(-1).cpu().numpy()`, `float(correct.sum().cpu().numpy())`) or handed to torch
+    (`torch.split(x, lens.cpu().numpy().tolist())`)? A metric or a size computed on the host, which
+    the device could have kept, not a result brought home."""
+    node = _host_copy(call)
+    for parent in ancestors(node):
+        if parent.type in ("comparison_operator", "augmented_assignment"):
+            return True
+        if parent.type == "call":
+            name = dotted_name(callee(parent)) or ""
+            if name in ("float", "int", "sum") or name.startswith("torch."):
+                return True
+        if parent.type == "assignment":
+            target = parent.child_by_field_name("left")
+            if target is None or target.type != "identifier":
+                return False
+            name = re.escape(target.text or b"")
+            body = loop.child_by_field_name("body")
+            compared = rb"\b" + name + rb"\s*[=!]=|[=!]=\s*" + name + rb"\b"
+            return body is not None and re.search(compared, body.text or b"") is not None
+        if parent.type in ("expression_statement", "block"):
+            return False
+    return False
 
 
 def _host_copy(call: Node) -> Node:
