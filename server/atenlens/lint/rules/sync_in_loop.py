@@ -591,6 +591,7 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             )
         elif (
             caller is None
+            and how.loop is not None
             and method == "cpu"
             and how.every_iteration
             and _as_numpy(call)
@@ -988,9 +989,9 @@ def _feeds_a_metric(call: Node, loop: Node) -> bool:
             target = parent.child_by_field_name("left")
             if target is None or target.type != "identifier":
                 return False
-            name = re.escape(target.text or b"")
+            bound = re.escape(target.text or b"")
             body = loop.child_by_field_name("body")
-            compared = rb"\b" + name + rb"\s*[=!]=|[=!]=\s*" + name + rb"\b"
+            compared = rb"\b" + bound + rb"\s*[=!]=|[=!]=\s*" + bound + rb"\b"
             return body is not None and re.search(compared, body.text or b"") is not None
         if parent.type in ("expression_statement", "block"):
             return False
