@@ -1088,7 +1088,7 @@ def test_gradscaler_steps_and_any_over_tensors() -> None:
             15,
             "AL100",
             "warning",
-            "a CUDA tensor as a condition (`torch.isnan(l)`) inside a loop: the host waits for the GPU on every iteration",
+            "a CUDA tensor as a condition (`torch.isnan(l)`) inside a loop: the host waits for the GPU on every iteration (2 times each)",
         ),
     ]
 

@@ -129,6 +129,11 @@ def frequency(node: Node) -> Frequency:
             loop, True, f"on every optimizer step (`{_short(accumulation)}` gates the step of gradient accumulation)"
         )
     count = _literal_iterations(loop)
+    if count is not None and loop.type in COMPREHENSION_TYPES and repeating_loop(loop) is not None:
+        # `if any(torch.isnan(l) for l in (g_loss, d_loss)):` in a batch loop: a few reads on each
+        # iteration of the loop around it
+        around = frequency(loop)
+        return Frequency(around.loop, around.every_iteration, f"{around.how_often} ({count} times each)")
     if count is not None and count <= 1:
         return Frequency(None, False, "once (the loop runs once)")
     if _is_epoch_loop(loop):
@@ -181,7 +186,9 @@ def frequency(node: Node) -> Frequency:
         return Frequency(loop, False, f"{count} times (the loop runs {count} times)")
     if in_test:
         return Frequency(
-            loop, False, f"on every iteration of a loop in the test `{function}` (a test, not a training step)"
+            loop,
+            False,
+            f"on every iteration of a loop in the test `{enclosing_test(loop) or function}` (a test, not a training step)",
         )
     if _CHECK_FUNCTION.match(function):
         # `debug_check_classes()`, `sanity_check(...)`: a check run by hand, in a test or under a
@@ -189,6 +196,8 @@ def frequency(node: Node) -> Frequency:
         return Frequency(loop, False, f"on every iteration of a loop in the check `{function}` (not a training step)")
     if _RARE_FUNCTION.search(function):
         return Frequency(loop, False, f"per item in `{function}` (once per call, not per training step)")
+    if _EPOCH_HOOK.search(function):
+        return Frequency(loop, False, f"per item in `{function}` (once per epoch, not per training step)")
     if _FIT.match(function) and _fits_per_class(loop):
         return Frequency(loop, False, f"per item in `{function}` (once per fit, not per training step)")
     if _iterates_state_dict(loop):
@@ -209,7 +218,32 @@ def frequency(node: Node) -> Frequency:
         # the logging iterations only (but `if epoch % validate_every == 0: for x, y in loader:
         # self._eval_step(x, y)`: a validation pass every N epochs runs a model on each batch)
         return Frequency(loop, False, f"only on iterations where `{_short(outer)}`")
+    if repeating is not None and _is_epoch_loop(repeating) and not _hot_items(loop):
+        # `for epoch in range(n): ... {k: v.mean().item() for k, v in summaries}`: a few items
+        # once per epoch, not a walk over the epoch's batches
+        return Frequency(loop, False, "per item, once per epoch (the loop around it runs the epochs)")
     return Frequency(loop, True, "on every iteration")
+
+
+# Lightning's and similar hooks that run once per epoch or once per run: `on_validation_epoch_end`,
+# `validation_epoch_end`, `on_train_start`
+_EPOCH_HOOK = re.compile(
+    r"epoch_(?:end|start)$|^_*on_(?:\w+_)?(?:fit|train|validation|test|predict)_(?:end|start)$", re.I
+)
+
+
+def _hot_items(loop: Node) -> bool:
+    """Does each iteration of `loop` do a step's work: walk a batch, take a training step, run a
+    model, or walk the rows of a tensor?"""
+    if _takes_a_step(loop) or runs_a_model(loop) or _walks_a_tensor_dimension(loop):
+        return True
+    if loop.type == "for_statement":
+        header = [loop.child_by_field_name("left"), loop.child_by_field_name("right")]
+    elif loop.type in COMPREHENSION_TYPES:
+        header = [c for c in loop.named_children if c.type == "for_in_clause"]
+    else:
+        return True  # a `while` inside an epoch loop: its own step loop
+    return any(part is not None and _WALKS_BATCHES.search(text(part)) for part in header)
 
 
 _FIT = re.compile(r"_*fit(?:_|$)")
@@ -244,8 +278,19 @@ def is_test_name(function: str) -> bool:
 
 
 def in_a_test(node: Node) -> bool:
-    """Is `node` in a unit test: a function spelled as one (`test_*`) or a method of a `unittest.TestCase`?"""
-    return is_test_name(function_name(node)) or in_unit_test_class(node)
+    """Is `node` in a unit test: a function spelled as one (`test_*`, or a function nested in one:
+    `def test_x(): def train_model(...): ...`) or a method of a `unittest.TestCase`?"""
+    return in_unit_test_class(node) or enclosing_test(node) is not None
+
+
+def enclosing_test(node: Node) -> Optional[str]:
+    """The name of the `test_*` function that holds `node`, maybe through nested functions."""
+    for parent in ancestors(node):
+        if parent.type == "function_definition":
+            name = parent.child_by_field_name("name")
+            if name is not None and is_test_name(text(name)):
+                return text(name)
+    return None
 
 
 def function_name(node: Node) -> str:
@@ -735,7 +780,11 @@ def _literal_iterations(loop: Node) -> Optional[int]:
             names = [c for c in left.named_children if c.type != "comment"]
             if all(c.type == "identifier" for c in names):
                 return len(names)
-        return None
+    if loop.type in COMPREHENSION_TYPES:
+        # `tuple(f(x[:, axis]) for axis in range(3))`: as often as its one iterable has items
+        clauses = [c for c in loop.named_children if c.type == "for_in_clause"]
+        iterable = clauses[0].child_by_field_name("right") if len(clauses) == 1 else None
+        return _literal_length(iterable) if iterable is not None else None
     if loop.type != "for_statement":
         return None
     iterable = loop.child_by_field_name("right")

@@ -379,9 +379,10 @@ def _spelled_model(node: Optional[Node]) -> bool:
 # `self.evaluate(...)` (a float) or `self.decode_text(ids)` (a string).
 _CODER_METHOD = re.compile(r"^_?(?:en|de)code(?:r|_step|_batch)?$|^_?embed", re.I)
 # A loss by its name (`loss`, `val_loss`, `loss_mean`), not a setting of one (`loss_weight`,
-# `loss_theta_min`, `category_loss_weight`, `loss_fn`): the name's last word decides.
+# `loss_theta_min`, `category_loss_weight`, `loss_fn`, `loss_log_freq`): the name's last word decides.
 _LOSS_NAME = re.compile(
-    r"loss(?!\w*_(?:weights?|weighting|coefs?|coeffs?|scales?|factors?|ratios?|min|max|threshold|thr|eps|k|type|fn|func|name|names)$)",
+    r"loss(?!\w*_(?:weights?|weighting|coefs?|coeffs?|scales?|factors?|ratios?|min|max|thresholds?|thr|eps|k|type|fn|func|"
+    r"name|names|freq|frequency|interval|every|period|idx|index|count|keys?|path|file|dir)$)",
     re.I,
 )
 # `clip_grad_norm_` / `clip_grad_norm` (torch.nn.utils, a wrapped model's, an accelerator's): the
@@ -1607,9 +1608,10 @@ def _method_returns_numbers(data: bytes, name: str) -> bool:
     if not returns:
         return False
     for returned in returns:
-        if _host_number_call(returned.split(b"#")[0].strip()):
+        returned = returned.split(b"#")[0].strip()
+        if _host_number_call(returned):
             continue  # `return np.mean(losses)`
-        parts = [p.strip() for p in returned.strip().strip(b"()[]").split(b",") if p.strip()]
+        parts = [p.strip() for p in returned.strip(b"()[]").split(b",") if p.strip()]
         if not parts:
             return False
         if not all(re.fullmatch(rb"[A-Za-z_]\w*", part) and _binds_numbers(text_, part, 1) for part in parts):

@@ -124,6 +124,10 @@ What it does:
     flag (`if args.debug:`, `if self.debug_sync:`), when a
     parameter's optimizer state is created (`if "exp_avg" not in state:`, `len(state) == 0`), in
     an epoch loop (`for epoch in ...`, or a loop whose body runs `trainer.train_epoch(...)`), in
+    a loop directly inside an epoch loop that walks no batches, takes no training step and runs no
+    model (`{n: torch.stack(v).mean().item() for n, v in summaries}` once per epoch), in a hook
+    that runs once per epoch or per run (`on_validation_epoch_end`, `validation_epoch_end`,
+    `on_train_start`), in
     a layer-by-layer pass (the loop's own body loads, quantizes or offloads a model's layer:
     `module.load()`, `module.quantize(x)`, `layer.cpu()`; once per layer, as for AL101 and
     AL300), in a loop over a reinforcement-learning collector (`for data in collector:`:
@@ -131,10 +135,11 @@ What it does:
     environment (`env.step(actions)`: the host environment needs the actions every step), in a retry loop
     (`for _ in range(max_trials):` or `while attempts < max_attempts:` that returns or breaks at
     the first success, or `while not done:` whose `try` sets `done = True`), in a loop over a few
-    literal values (`range(3)`; also a name the function binds once, outside any branch, to such
+    literal values (`range(3)`, also a comprehension's: `tuple(f(x) for axis in range(3))`; also a name the function binds once, outside any branch, to such
     a list: `masks = ["train", "val", "test"]`, and `range(len(...))` of one; a dict literal the
     function only walks, indexes at its keys and returns: `errors = {0.0: 0.0, 1.0: 0.0}`), in any loop of a
-    `test_*` function (not the evaluation pass `def test(model, device, test_loader)`) or of a
+    `test_*` function or of a function nested in one (not the evaluation pass `def test(model,
+    device, test_loader)`) or of a
     method of a `unittest.TestCase` (its helpers too), in a
     function whose result is cached (`@cached_property`), once per chunk in `for start in
     range(0, len(x), batch_size):` (or `x.size(0)`, `x.shape[0]`, or a name the function set to
@@ -700,9 +705,22 @@ def _returned(call: Node) -> bool:
     parent = node.parent
     if parent is not None and parent.type == "return_statement":
         return True
-    if parent is None or parent.type != "assignment" or parent.child_by_field_name("right") != node:
+    target = None
+    if parent is not None and parent.type == "expression_list" and parent.parent is not None:
+        # `head, tail = head.tolist(), tail.tolist()`: the name this part is bound to
+        names = parent.parent.child_by_field_name("left") if parent.parent.type == "assignment" else None
+        values = [c for c in parent.named_children if c.type != "comment"]
+        if names is not None and names.type in ("pattern_list", "tuple_pattern") and node in values:
+            targets = [c for c in names.named_children if c.type != "comment"]
+            if len(targets) == len(values):
+                target, parent = targets[values.index(node)], parent.parent
+    if (
+        parent is None
+        or parent.type != "assignment"
+        or (target is None and parent.child_by_field_name("right") != node)
+    ):
         return False
-    target = parent.child_by_field_name("left")
+    target = target if target is not None else parent.child_by_field_name("left")
     function = next((a for a in ancestors(call) if a.type == "function_definition"), None)
     if target is None or target.type != "identifier" or function is None:
         return False
@@ -885,9 +903,22 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
             or (keeper is not None and method_name(keeper) in _KEEPING_METHODS)
         )
         return kept and (loop is None or not _takes_training_step(loop))
-    if parent is None or parent.type != "assignment" or parent.child_by_field_name("right") != node:
+    target = None
+    if parent is not None and parent.type == "expression_list" and parent.parent is not None:
+        # `head, tail = head.tolist(), tail.tolist()`: the name this part is bound to
+        names = parent.parent.child_by_field_name("left") if parent.parent.type == "assignment" else None
+        values = [c for c in parent.named_children if c.type != "comment"]
+        if names is not None and names.type in ("pattern_list", "tuple_pattern") and node in values:
+            targets = [c for c in names.named_children if c.type != "comment"]
+            if len(targets) == len(values):
+                target, parent = targets[values.index(node)], parent.parent
+    if (
+        parent is None
+        or parent.type != "assignment"
+        or (target is None and parent.child_by_field_name("right") != node)
+    ):
         return False
-    target = parent.child_by_field_name("left")
+    target = target if target is not None else parent.child_by_field_name("left")
     body = loop.child_by_field_name("body") if loop is not None else None
     if target is None or target.type != "identifier" or body is None or _takes_training_step(body):
         return False  # (in a loop that takes a training step, a metric kept per step is a wait per step)
@@ -901,6 +932,8 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
     for step in _HOST_STEP.finditer(data, start):
         if re.search(rb"\b" + re.escape(names[0]) + rb"\b", step.group(2)):
             names += [n.strip() for n in step.group(1).split(b",") if re.fullmatch(rb"\s*\w+\s*", n)]
+    if method_name(call) == "tolist" and re.search(rb"\w[ \t]*\+=[ \t]*" + re.escape(names[0]) + rb"\b", data[start:]):
+        return True  # `all_probs += probs` of `probs = p.tolist()`: a list extended with the host values
     return any(_kept(data, start, name) for name in names if name != b"_")
 
 
@@ -912,7 +945,7 @@ _HOST_STEP = re.compile(rb"^[ \t]*(\w+(?:[ \t]*,[ \t]*\w+)*)[ \t]*=[ \t]*[\w.]+\
 _KEEPS = (
     rb"(?:\.(?:append|extend|add_\w+|submit|write\w*|save\w*|imwrite|dump)\(|\w[ \t]*\+=[ \t]*\["
     rb"|(?<![\w.])_*(?:" + _WRITER_WORDS.encode() + rb")\w*\("
-    rb"|\w\[[^\n=\]]*:[^\n=]*\][ \t]*=(?!=))(?:\s*|[^\n]*?\b)"
+    rb"|\w\[[^=\]]*:[^=]*?\][ \t]*=(?!=))(?:\s*|[^\n]*?\b)"
 )
 
 
@@ -1071,9 +1104,22 @@ def _stored_in_item(node: Node) -> bool:
         or (parent.type == "binary_operator" and text(parent.child_by_field_name("operator")) in ("*", "/", "+", "-"))
     ):
         node, parent = parent, parent.parent
-    if parent is None or parent.type != "assignment" or parent.child_by_field_name("right") != node:
+    target = None
+    if parent is not None and parent.type == "expression_list" and parent.parent is not None:
+        # `head, tail = head.tolist(), tail.tolist()`: the name this part is bound to
+        names = parent.parent.child_by_field_name("left") if parent.parent.type == "assignment" else None
+        values = [c for c in parent.named_children if c.type != "comment"]
+        if names is not None and names.type in ("pattern_list", "tuple_pattern") and node in values:
+            targets = [c for c in names.named_children if c.type != "comment"]
+            if len(targets) == len(values):
+                target, parent = targets[values.index(node)], parent.parent
+    if (
+        parent is None
+        or parent.type != "assignment"
+        or (target is None and parent.child_by_field_name("right") != node)
+    ):
         return False
-    target = parent.child_by_field_name("left")
+    target = target if target is not None else parent.child_by_field_name("left")
     keys = target.children_by_field_name("subscript") if target is not None and target.type == "subscript" else []
     # (a key, not an index: `self.masks[i, c] = m.cpu()` fills a tensor, one copy per element)
     if len(keys) != 1:

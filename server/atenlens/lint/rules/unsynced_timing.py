@@ -16,7 +16,9 @@ What it does:
        `format`) and not a list or dict method (`append`, `extend`, `items`, `keys`,
        `values`, `get`, and `numel`, `size`, `dim`), and
     3. the work is not loading, saving or building a model, a collective barrier or text
-       generation (a call spelled with `load`, `save`, `checkpoint`, `state_dict`,
+       generation, or a pipeline that returns images or text (`pipe(prompt)` with diffusers'
+       default `output_type="pil"`: it copies its result to the host; not `output_type="pt"` or
+       `"latent"`), or `ray.get(refs)` (a call spelled with `load`, `save`, `checkpoint`, `state_dict`,
        `from_pretrained`, `instantiate`, `init_module`, `setup`, `prepare`, `download`,
        `barrier`, `generate`, `rollout`, an environment's `env.step(...)` / `env.reset()`, or a
        call handed an environment, `evaluate(actor, test_env)`: host work that waits on its own), and the interval is not compared with a
@@ -161,7 +163,7 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         if (
             not work
             or _yields_between(ctx, start, end)
-            or any(_is_setup_or_io(c) for c in work)
+            or any(_is_setup_or_io(c) or _returns_host_output(c) for c in work)
             or _is_budget_check(ctx, first, second)
             or _is_data_time(ctx, second)
         ):
@@ -342,6 +344,25 @@ def _is_setup_or_io(call: Node) -> bool:
     if len(parts) > 1 and parts[-1] in ("step", "reset") and _ENVIRONMENT.search(parts[-2]):
         return True
     return bool(_SETUP_OR_IO.search(parts[-1])) or _handed_an_environment(call)
+
+
+# `pipe(prompt)`, `self.pipeline(...)`, `sd_pipe(...)`: a diffusers or transformers pipeline
+_PIPELINE = re.compile(r"(?:^|_)pipe(?:line)?$", re.I)
+_DEVICE_OUTPUT = frozenset({'"pt"', "'pt'", '"latent"', "'latent'"})
+
+
+def _returns_host_output(call: Node) -> bool:
+    """A pipeline called for images or text (diffusers' default `output_type="pil"`, a
+    transformers `pipeline(...)`): it copies its result to the host before it returns, so that
+    copy waited for the GPU; not with `output_type="pt"` or `"latent"`, which return CUDA tensors.
+    And `ray.get(refs)`: the driver waits for the workers' results."""
+    name = dotted_name(callee(call)) or ""
+    if name == "ray.get":
+        return True
+    if not _PIPELINE.search(name.split(".")[-1]):
+        return False
+    output_type = arguments(call)[1].get("output_type")
+    return output_type is None or text(output_type) not in _DEVICE_OUTPUT
 
 
 def _handed_an_environment(call: Node) -> bool:
