@@ -708,10 +708,10 @@ def _returned(call: Node) -> bool:
     target = None
     if parent is not None and parent.type == "expression_list" and parent.parent is not None:
         # `head, tail = head.tolist(), tail.tolist()`: the name this part is bound to
-        names = parent.parent.child_by_field_name("left") if parent.parent.type == "assignment" else None
+        pattern = parent.parent.child_by_field_name("left") if parent.parent.type == "assignment" else None
         values = [c for c in parent.named_children if c.type != "comment"]
-        if names is not None and names.type in ("pattern_list", "tuple_pattern") and node in values:
-            targets = [c for c in names.named_children if c.type != "comment"]
+        if pattern is not None and pattern.type in ("pattern_list", "tuple_pattern") and node in values:
+            targets = [c for c in pattern.named_children if c.type != "comment"]
             if len(targets) == len(values):
                 target, parent = targets[values.index(node)], parent.parent
     if (
@@ -906,10 +906,10 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
     target = None
     if parent is not None and parent.type == "expression_list" and parent.parent is not None:
         # `head, tail = head.tolist(), tail.tolist()`: the name this part is bound to
-        names = parent.parent.child_by_field_name("left") if parent.parent.type == "assignment" else None
+        pattern = parent.parent.child_by_field_name("left") if parent.parent.type == "assignment" else None
         values = [c for c in parent.named_children if c.type != "comment"]
-        if names is not None and names.type in ("pattern_list", "tuple_pattern") and node in values:
-            targets = [c for c in names.named_children if c.type != "comment"]
+        if pattern is not None and pattern.type in ("pattern_list", "tuple_pattern") and node in values:
+            targets = [c for c in pattern.named_children if c.type != "comment"]
             if len(targets) == len(values):
                 target, parent = targets[values.index(node)], parent.parent
     if (
@@ -1107,10 +1107,10 @@ def _stored_in_item(node: Node) -> bool:
     target = None
     if parent is not None and parent.type == "expression_list" and parent.parent is not None:
         # `head, tail = head.tolist(), tail.tolist()`: the name this part is bound to
-        names = parent.parent.child_by_field_name("left") if parent.parent.type == "assignment" else None
+        pattern = parent.parent.child_by_field_name("left") if parent.parent.type == "assignment" else None
         values = [c for c in parent.named_children if c.type != "comment"]
-        if names is not None and names.type in ("pattern_list", "tuple_pattern") and node in values:
-            targets = [c for c in names.named_children if c.type != "comment"]
+        if pattern is not None and pattern.type in ("pattern_list", "tuple_pattern") and node in values:
+            targets = [c for c in pattern.named_children if c.type != "comment"]
             if len(targets) == len(values):
                 target, parent = targets[values.index(node)], parent.parent
     if (
