@@ -198,6 +198,82 @@ def test_a_comprehension_over_range_3_and_a_loop_nested_in_a_test_are_informatio
     ]
 
 
+TIMING_AND_ONCE = dedent(
+    """\
+    import enum
+    import time
+
+    import torch
+
+
+    def benchmark(model, optimizer, data, device, iters):
+        for i in range(iters):
+            t0 = time.perf_counter()
+            loss = model(next(data).to(device)).mean()
+            loss.backward()
+            optimizer.step()
+            loss_item = loss.item()  # synchronization
+            t1 = time.perf_counter()
+            print(f"iter {i}: {loss_item:.3f} in {t1 - t0:.3f}s")
+
+
+    def train(model, optimizer, loader, device, logger):
+        for x in loader:
+            start = time.time()
+            loss = model(x.to(device)).mean()
+            loss.backward()
+            optimizer.step()
+            logger.update(loss=loss.item())
+            logger.update(rate=x.shape[0] / (time.time() - start))
+
+
+    def main(model, loader, losses):
+        train(model, None, loader, "cuda", None)
+        metrics = {n: torch.stack(v).mean().item() for n, v in losses.get_summaries()}
+        print(metrics)
+
+
+    class Strategy(enum.Enum):
+        NONE = enum.auto()
+        LAYER = enum.auto()
+
+
+    def test_parity(factory, other):
+        device = torch.device("cuda", 0)
+        for strategy in (Strategy.NONE, other):
+            loss = factory(strategy).to(device)(torch.ones(2, 12, device=device)).mean()
+            loss.backward()
+            if strategy == Strategy.NONE:
+                reference = loss.detach()
+    """
+)
+
+
+def test_a_read_that_ends_a_timed_step_or_runs_once_per_run_is_information() -> None:
+    """`loss_item = loss.item()` right before the clock read that ends a benchmark's timed step is the
+    wait the measurement needs; `logger.update(loss=loss.item())` before a clock read is a value
+    logged every step (warning); a comprehension of `.item()` in `main` runs once; a loop over
+    two enum members that calls `backward()` walks values, not batches."""
+    assert findings(TIMING_AND_ONCE) == [
+        (
+            13,
+            25,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU on every iteration, right before the "
+            "clock read on line 14: the wait that ends a timed step",
+        ),
+        (24, 32, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            30,
+            40,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU per item, once per run (`main` runs once)",
+        ),
+    ]
+
+
 KEPT_FORMS = dedent(
     """\
     import numpy as np

@@ -196,6 +196,11 @@ def frequency(node: Node) -> Frequency:
         return Frequency(loop, False, f"on every iteration of a loop in the check `{function}` (not a training step)")
     if _RARE_FUNCTION.search(function):
         return Frequency(loop, False, f"per item in `{function}` (once per call, not per training step)")
+    if loop.type in COMPREHENSION_TYPES and function in ("", "main") and repeating_loop(loop) is None:
+        # `metrics.update({n: v.mean().item() for n, v in summaries})` in `main()` or a script's
+        # top level, in no loop: once per run, one read per entry
+        where = "`main`" if function else "module-level code"
+        return Frequency(loop, False, f"per item, once per run ({where} runs once)")
     if _EPOCH_HOOK.search(function):
         return Frequency(loop, False, f"per item in `{function}` (once per epoch, not per training step)")
     if _FIT.match(function) and _fits_per_class(loop):
@@ -784,11 +789,11 @@ def _literal_iterations(loop: Node) -> Optional[int]:
         # `tuple(f(x[:, axis]) for axis in range(3))`: as often as its one iterable has items
         clauses = [c for c in loop.named_children if c.type == "for_in_clause"]
         iterable = clauses[0].child_by_field_name("right") if len(clauses) == 1 else None
-        return _literal_length(iterable) if iterable is not None else None
+        return literal_length(iterable) if iterable is not None else None
     if loop.type != "for_statement":
         return None
     iterable = loop.child_by_field_name("right")
-    return _literal_length(iterable) if iterable is not None else None
+    return literal_length(iterable) if iterable is not None else None
 
 
 _GROWS = rb"(?:\.(?:append|extend|insert)\(|[ \t]*(?:\+=|\*=))"
@@ -843,11 +848,11 @@ _SAME_LENGTH = ("enumerate", "reversed", "sorted", "list", "tuple")
 _AT_MOST_LENGTH = ("filter", "itertools.filterfalse", "filterfalse")
 
 
-def _literal_length(iterable: Node) -> Optional[int]:
+def literal_length(iterable: Node) -> Optional[int]:
     """How many elements a literal iterable has: a list or tuple display, `range` of integer
     literals, and those through `enumerate`/`reversed`/`sorted` or `zip` (the shortest)."""
     if iterable.type == "parenthesized_expression" and iterable.named_child_count == 1:
-        return _literal_length(iterable.named_children[0])
+        return literal_length(iterable.named_children[0])
     if iterable.type in ("list", "tuple"):
         elements = [c for c in iterable.named_children if c.type != "comment"]
         return None if any(c.type == "list_splat" for c in elements) else len(elements)
@@ -856,11 +861,11 @@ def _literal_length(iterable: Node) -> Optional[int]:
         return None if any(c.type != "pair" for c in pairs) else len(pairs)
     if iterable.type == "identifier":
         literal = _bound_literal(iterable)  # `masks = [...]` ... `for mask in masks:`
-        return _literal_length(literal) if literal is not None else None
+        return literal_length(literal) if literal is not None else None
     if iterable.type == "call" and method_name(iterable) in ("items", "keys", "values") and not arguments(iterable)[0]:
         owner = receiver(iterable)  # `for k, v in errors.items():` of `errors = {0.0: 0.0, 1.0: 0.0}`
         literal = _bound_literal(owner) if owner is not None and owner.type == "identifier" else None
-        return _literal_length(literal) if literal is not None and literal.type == "dictionary" else None
+        return literal_length(literal) if literal is not None and literal.type == "dictionary" else None
     if iterable.type == "list_comprehension":
         # `[x * 368 / h for x in scale_search]`: one element per element of a literal
         clauses = [c for c in iterable.named_children if c.type in ("for_in_clause", "if_clause")]
@@ -869,18 +874,18 @@ def _literal_length(iterable: Node) -> Optional[int]:
             if len(clauses) == 1 and clauses[0].type == "for_in_clause"
             else None
         )
-        return _literal_length(right) if right is not None else None
+        return literal_length(right) if right is not None else None
     name = dotted_name(callee(iterable)) if iterable.type == "call" else None
     if name in _AT_MOST_LENGTH:
         positional, _ = arguments(iterable)
-        return _literal_length(positional[-1]) if len(positional) == 2 else None
+        return literal_length(positional[-1]) if len(positional) == 2 else None
     if name in _SAME_LENGTH or name == "zip":
         positional, _ = arguments(iterable)
         if name == "enumerate":
             positional = positional[:1]  # its second argument is where the count starts
         if not positional or (name != "zip" and len(positional) != 1):
             return None
-        lengths = [_literal_length(p) for p in positional]
+        lengths = [literal_length(p) for p in positional]
         known = [n for n in lengths if n is not None]
         # zip stops at its shortest argument: one literal bounds it, whatever the others hold
         return min(known) if known and (name == "zip" or len(known) == len(lengths)) else None
@@ -888,7 +893,7 @@ def _literal_length(iterable: Node) -> Optional[int]:
         positional, _ = arguments(iterable)
         if len(positional) == 1 and positional[0].type == "call" and dotted_name(callee(positional[0])) == "len":
             measured, _ = arguments(positional[0])  # `range(len(multiplier))` of a literal list
-            return _literal_length(measured[0]) if len(measured) == 1 else None
+            return literal_length(measured[0]) if len(measured) == 1 else None
         if not positional or not all(p.type == "integer" for p in positional):
             return None
         try:

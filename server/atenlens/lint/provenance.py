@@ -50,7 +50,7 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import Binding, scope_for
-from atenlens.lint.frequency import is_test_case, is_test_name, steps_optimizer
+from atenlens.lint.frequency import is_test_case, is_test_name, literal_length, steps_optimizer
 from atenlens.lint.source import ancestors, definition_text, indented_block, names_imported_from
 from atenlens.lint.syntax import (
     SCOPE_TYPES,
@@ -1923,6 +1923,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
                 binding.loop.type != "for_in_clause"
                 and _in_training_loop(binding.loop)
                 and not _COUNTER_NAME.search(text(node))
+                # (`for strategy in (Strategy.NONE, other):` walks a few values, not batches)
+                and (iterable is None or literal_length(iterable) is None)
             )
             return training or _iterates_model_output(ctx, iterable, binding.path, depth)
         if binding.augmented and loss_named and binding.site is not None:

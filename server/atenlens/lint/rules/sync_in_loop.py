@@ -127,7 +127,10 @@ What it does:
     a loop directly inside an epoch loop that walks no batches, takes no training step and runs no
     model (`{n: torch.stack(v).mean().item() for n, v in summaries}` once per epoch), in a hook
     that runs once per epoch or per run (`on_validation_epoch_end`, `validation_epoch_end`,
-    `on_train_start`), in
+    `on_train_start`), in a comprehension outside any loop of `main()` or of a script's top level
+    (once per run), right before a clock read when the read is its statement's whole value
+    (`loss_item = loss.item()`, then `t1 = time.perf_counter()`: the wait that ends a timed step;
+    not `logger.update(loss=loss.item())`, a value logged every step), in
     a layer-by-layer pass (the loop's own body loads, quantizes or offloads a model's layer:
     `module.load()`, `module.quantize(x)`, `layer.cpu()`; once per layer, as for AL101 and
     AL300), in a loop over a reinforcement-learning collector (`for data in collector:`:
@@ -251,6 +254,7 @@ from atenlens.lint.syntax import (
     text,
 )
 from atenlens.lint.triggers import CODE_LOOP, LOOP, Caseless
+from atenlens.lint.waits import is_clock_read
 
 SYNC_METHODS = ("item", "tolist", "cpu")
 CONVERSIONS = ("float", "int", "bool", "str")
@@ -419,6 +423,13 @@ def _report(
             how.loop,
             False,
             "on every iteration, as a flag shared across ranks (all-reduced or broadcast) to stop together (every rank needs it on the host)",
+        )
+    clock = _clock_read_next(ctx, end or node) if how.every_iteration else None
+    if clock is not None:
+        how = Frequency(
+            how.loop,
+            False,
+            f"on every iteration, right before the clock read on line {clock}: the wait that ends a timed step",
         )
     chunks = chunked_walk(how.loop) if how.every_iteration else None
     if chunks is not None:
@@ -617,6 +628,32 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
         finding = _report(ctx, f"`.{method}()`", attr or call, end=call, how=how, where=where)
         if finding is not None:
             yield finding
+
+
+def _clock_read_next(ctx: LintContext, node: Node) -> Optional[int]:
+    """The line of a clock read in the statement right after the read's own (at most two lines
+    on): `loss_item = loss.item()  # synchronization`, then `t1 = time.perf_counter()`. The read
+    is the wait that makes the timed step's interval measure the GPU's work, as AL101's
+    synchronize before a clock read is."""
+    statement = node
+    while statement.parent is not None and statement.parent.type != "block":
+        statement = statement.parent
+    value = (
+        statement.named_children[0] if statement.type == "expression_statement" and statement.named_children else None
+    )
+    if value is not None and value.type == "assignment":
+        value = value.child_by_field_name("right")
+    if value is None or node.end_byte != value.end_byte:
+        return None  # (`logger.update(loss=loss.item())`: a value logged every step, not a bare wait)
+    following = statement.next_named_sibling
+    while following is not None and following.type == "comment":
+        following = following.next_named_sibling
+    if following is None or following.start_point[0] - statement.end_point[0] > 2:
+        return None
+    for call in ctx.calls_within(following.start_byte, following.end_byte):
+        if is_clock_read(call):
+            return ctx.source.position(call.start_point)[0]
+    return None
 
 
 def _repeated_call(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, str, Optional[Node]]]:
