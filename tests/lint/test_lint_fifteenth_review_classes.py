@@ -274,6 +274,84 @@ def test_a_read_that_ends_a_timed_step_or_runs_once_per_run_is_information() -> 
     ]
 
 
+MISSES = dedent(
+    """\
+    import numpy as np
+    import torch
+
+
+    class Prodigy(torch.optim.Optimizer):
+        def step(self, closure=None):
+            numerator, denom = 0.0, 0.0
+            for group in self.param_groups:
+                for p in group["params"]:
+                    grad = p.grad
+                    state = self.state[p]
+                    if "s" not in state:
+                        state["s"] = torch.zeros_like(p)
+                        state["n_iter"] = 0
+                    s = state["s"]
+                    numerator += torch.dot(grad.flatten(), s.flatten()).item()
+                    denom += s.abs().sum().item()
+                    if state["n_iter"] == 1:
+                        state["n_iter"] += 1
+            return numerator / denom
+
+
+    def search(searcher, src_tokens, beam_size, max_len):
+        offsets = torch.arange(0, 2 * beam_size, device=src_tokens.device)
+        for step in range(max_len):
+            eos_mask = searcher.step(step).eq(2)
+            active = torch.add(eos_mask.type_as(offsets) * beam_size, offsets)
+            ignore = active.ge(beam_size)
+            assert (~ignore).any(dim=1).all()
+
+
+    def train(model, loader, optimizer, loss_fn, device):
+        total = 0.0
+        for feat, label in loader:
+            loss = loss_fn(model(feat.to(device)), label.to(device))
+            if not np.isnan(loss.item()):
+                loss.backward()
+                optimizer.step()
+                total += loss.item()
+        return total
+
+
+    def distogram_mask(mask, pred):
+        return mask * (1 - torch.eye(mask.shape[1])[None]).to(pred.device)
+    """
+)
+
+
+def test_the_reads_the_fifteenth_review_found_missing_are_reported() -> None:
+    """An optimizer's per-parameter state (`state["s"]`, set to a tensor; not the counter
+    `state["n_iter"]`) read in `step`, a mask cast with `type_as` a CUDA tensor and added with
+    `torch.add`, a loss read again after `backward()` and `step()` on the finite path of
+    `if not np.isnan(loss.item()):`, and `torch.eye(n)[None]` moved to the device."""
+    assert findings(MISSES) == [
+        (16, 68, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (17, 39, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            29,
+            15,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a condition (`(~ignore).any(dim=1).all()`) inside a loop: the host waits "
+            "for the GPU on every iteration",
+        ),
+        (36, 29, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (39, 26, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            44,
+            55,
+            "AL302",
+            "warning",
+            "`torch.eye(...)` is created on the CPU and then copied to the device: create it there with `device=`",
+        ),
+    ]
+
+
 KEPT_FORMS = dedent(
     """\
     import numpy as np

@@ -462,6 +462,7 @@ def _accumulation_between(node: Node, loop: Node) -> Optional[Node]:
 
 _NONFINITE_TEST = re.compile(r"\b(?:isnan|isinf)\s*\(|^\s*not\b[^\n]*\bisfinite\s*\(")
 _FINITE_TEST = re.compile(r"\bisfinite\s*\(")
+_NAN_OR_INF = re.compile(r"\b(?:isnan|isinf)\s*\(")
 
 
 def on_nonfinite_path(node: Node, loop: Node) -> bool:
@@ -475,11 +476,17 @@ def on_nonfinite_path(node: Node, loop: Node) -> bool:
         if parent.type == "if_statement":
             condition = parent.child_by_field_name("condition")
             said = text(condition) if condition is not None else ""
+            negated = said.lstrip().startswith("not")
+            # (`if not np.isnan(loss.item()):` guards the finite path: its `else` is the other one)
+            nan_test = bool(_NAN_OR_INF.search(said))
             if child == parent.child_by_field_name("consequence") and (
-                _NONFINITE_TEST.search(said) or _names_a_nonfinite_mask(said, loop)
+                (nan_test and not negated)
+                or _NONFINITE_TEST.search(said)
+                and not nan_test
+                or _names_a_nonfinite_mask(said, loop)
             ):
                 return True
-            if child.type == "else_clause" and _FINITE_TEST.search(said) and not said.lstrip().startswith("not"):
+            if child.type == "else_clause" and ((_FINITE_TEST.search(said) and not negated) or (nan_test and negated)):
                 return True
         child = parent
     return False

@@ -50,7 +50,7 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import Binding, scope_for
-from atenlens.lint.frequency import is_test_case, is_test_name, literal_length, steps_optimizer
+from atenlens.lint.frequency import function_name, is_test_case, is_test_name, literal_length, steps_optimizer
 from atenlens.lint.source import ancestors, definition_text, indented_block, names_imported_from
 from atenlens.lint.syntax import (
     SCOPE_TYPES,
@@ -907,6 +907,10 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
             if is_clear_device(device):
                 return Device.CUDA
             return Device.UNKNOWN
+        if method == "type_as" and positional:
+            # `mask.type_as(offsets)`: cast to the other tensor's type, which names its device
+            other = device_of(ctx, positional[0], depth + 1)
+            return other if other in (Device.CUDA, Device.CPU) else owner
         if method.startswith("new_"):
             return owner if owner in (Device.CUDA, Device.CPU) else Device.UNKNOWN
         if method.startswith("get_"):
@@ -937,6 +941,17 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
             if appended is not None:
                 return appended
         inner = device_of(ctx, first, depth + 1)
+        if inner is Device.UNKNOWN and len(positional) > 1 and first is not None:
+            # `torch.add(a * n, offsets)`, `torch.maximum(x, y)`: an operand on the GPU puts the
+            # result there (not one put on the first's own device, `torch.isclose(err,
+            # torch.tensor([0.], device=err.device))`: that says nothing of where `err` is)
+            names = set(re.findall(r"[A-Za-z_]\w*", text(first)))
+            if any(
+                device_of(ctx, other, depth + 1) is Device.CUDA
+                and not any(f"{name}.device" in text(other) for name in names)
+                for other in positional[1:]
+            ):
+                return Device.CUDA
         return inner if inner in (Device.CUDA, Device.CPU) else Device.UNKNOWN
     return Device.UNKNOWN
 
@@ -1751,7 +1766,7 @@ _TRAINING_STEP = re.compile(rb"\bbackward\(|\boptim\w*\.step\(")
 # Trigger bytes of `_in_training_step` and `training_step_function`, beside DEVICE_EVIDENCE
 # (triggers.py): the bytes both need (`_TRAINING_STEP` in a loop's body, `_TRAINING_STEP_BYTES`
 # in a function's), so a file without them can have no training step.
-TRAINING_STEP_EVIDENCE = (b"backward(", b".step(", b"def training_step(")
+TRAINING_STEP_EVIDENCE = (b"backward(", b".step(", b"def training_step(", b"param_groups")
 
 
 def _in_training_step(ctx: LintContext, node: Node) -> bool:
@@ -1761,7 +1776,21 @@ def _in_training_step(ctx: LintContext, node: Node) -> bool:
     if loop is None:
         return training_step_function(ctx, node) is not None
     body = loop.child_by_field_name("body")
-    return body is not None and bool(_TRAINING_STEP.search(body.text or b""))
+    return body is not None and bool(_TRAINING_STEP.search(body.text or b"")) or _optimizer_step_loop(loop)
+
+
+def _optimizer_step_loop(loop: Node) -> bool:
+    """`for p in group["params"]:` (or `for group in self.param_groups:`) in an optimizer's `step`:
+    the update of every parameter, on every training step."""
+    if function_name(loop) != "step":
+        return False
+    current: Optional[Node] = loop
+    while current is not None:
+        iterable = current.child_by_field_name("right") if current.type == "for_statement" else None
+        if iterable is not None and re.search(r"param_groups|\[\s*[\"']params[\"']\s*\]", text(iterable)):
+            return True
+        current = repeating_loop(current)
+    return False
 
 
 _OPTIMIZER = re.compile(r"optim|(?:^|_)opt$|scaler$", re.I)  # (`self.D_scaler.step(opt)`: GradScaler's step)
@@ -1892,6 +1921,32 @@ def _model_output_in_a_branch(ctx: LintContext, node: Node, depth: int) -> bool:
     return False
 
 
+def _optimizer_state(ctx: LintContext, node: Node) -> bool:
+    """`state["exp_avg"]` with `state = self.state[p]` (or `self.state[p]["s"]`) in an optimizer's
+    `step`: a parameter's optimizer state, a tensor on the parameter's device (not `"step"`, a
+    count torch's own optimizers keep on the CPU)."""
+    key = node.child_by_field_name("subscript")
+    holder = node.child_by_field_name("value")
+    if key is None or key.type != "string" or string_value(key) == "step" or holder is None:
+        return False
+    if holder.type == "identifier":
+        binding = _binding(ctx, holder)
+        holder = binding.value if binding is not None and binding.value is not None else holder
+    holder = strip_parens(holder)
+    if holder.type != "subscript":
+        return False
+    owner = holder.child_by_field_name("value")
+    if owner is None or text(owner) != "self.state" or function_name(node) != "step":
+        return False
+    # (only a key the file sets to a tensor: L-BFGS keeps Python counters there, `state["n_iter"]`)
+    made = (
+        rb"\[\s*['\"]"
+        + re.escape(string_value(key).encode())
+        + rb"['\"]\s*\]\s*=\s*(?:torch\.|[\w.]+\.(?:clone|detach|new_\w+)\()"
+    )
+    return re.search(made, ctx.source.whole_data) is not None
+
+
 def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
     node = strip_parens(node)
     kind = node.type
@@ -1987,6 +2042,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         return _model_output(ctx, owner, depth + 1)
     if kind == "subscript":
         key = node.child_by_field_name("subscript")
+        if _optimizer_state(ctx, node):
+            return True
         if key is not None and key.type == "string" and _LOSS_NAME.search(string_value(key)):
             # `step = step_fn(batch)` ... `step["loss"]`: the loss of what a call returned, as
             # `outputs.loss`; not `self.history["loss"]` or `{"loss": loss.item()}["loss"]` (logs)

@@ -8,7 +8,7 @@ What it does:
     when it is a number, arithmetic, `x.size()` or a name spelled as a size) made on the CPU, with no `device=` argument of its own. The move
     may be called on the factory's call (`torch.zeros(n).to(device)`) or after shape, cast, fill
     and arithmetic steps that stay on the CPU (`(torch.arange(b) * k).unsqueeze(1).to(device)`,
-    `torch.FloatTensor(n, d).uniform_(0, 1).cuda()`); not on a name bound to the factory's
+    `(1 - torch.eye(n)[None]).to(x.device)`, `torch.FloatTensor(n, d).uniform_(0, 1).cuda()`); not on a name bound to the factory's
     result on an earlier line (`order = torch.arange(b)`, then `order = order.to(device)`).
 
     The target must be a device: a string, `torch.device(...)`, a call of a function spelled as
@@ -258,9 +258,11 @@ def _host_made(node: Optional[Node], depth: int = 0) -> Optional[Node]:
             return factory
         return _host_made(receiver(node), depth + 1) if method_name(node) in _HOST_STEPS else None
     if node.type == "subscript" and all(
-        i.type in ("slice", "integer", "ellipsis") for i in node.children_by_field_name("subscript")
+        i.type in ("slice", "integer", "ellipsis", "none") for i in node.children_by_field_name("subscript")
     ):
-        return _host_made(node.child_by_field_name("value"), depth + 1)  # `torch.arange(0, d, 4)[: d // 4]`: a view
+        return _host_made(
+            node.child_by_field_name("value"), depth + 1
+        )  # `torch.arange(0, d, 4)[: d // 4]`, `[None]`: a view
     if node.type == "binary_operator":
         left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
         for tensor, other in ((left, right), (right, left)):

@@ -56,7 +56,10 @@ What it does:
     Only tensors with evidence of being on the GPU are reported (provenance.py): made or moved
     there (`.cuda()`, `.to(device)`, `device=`; an attribute `self.x` that every assignment in
     the file makes so, in any method), computed from such a tensor (also its rows, both
-    results of `torch.topk(x)`, `torch.cat(parts)` of a list it was appended to, what the class's
+    results of `torch.topk(x)`, `torch.cat(parts)` of a list it was appended to, a torch op
+    with any operand there (`torch.add(mask.type_as(offsets) * n, offsets)`), an optimizer's
+    per-parameter state read in its `step` (`state = self.state[p]`, `state["exp_avg"]`, a key the
+    file sets to a tensor), what the class's
     own encoder or decoder computes from one (`output, hidden = self.decode(indices, hidden)`), and a parameter
     of a module-level function that every call in a loop of the file passes one: `accuracy(logits,
     y)` called in an evaluation loop makes `accuracy`'s reads of `output` reads of `logits`), or a model's
@@ -107,8 +110,8 @@ What it does:
     name bound to one and returns it; `train_loss = train(...)` where `train` returns
     `np.mean(losses)`), code on the path
     taken when a value is not finite (the body of `if torch.isnan(x):` or `if not
-    torch.isfinite(x):`, the `else` of `if torch.isfinite(x):`: it runs when the check fails,
-    after the check waited), the keys of
+    torch.isfinite(x):`, the `else` of `if torch.isfinite(x):` or of `if not np.isnan(x):`: it
+    runs when the check fails, after the check waited), the keys of
     `d.items()` or of a loop that indexes what it iterates (`for k in output: output[k]`), nor code in the branch taken without a GPU (the `else` of
     `if x.device.type == "cuda":`, `if x.is_cuda:`, `if torch.cuda.is_available():`).
     Deliberate or cheap reads are information, with a message that says how often: under
@@ -816,7 +819,12 @@ def _read_just_before(ctx: LintContext, call: Node) -> Optional[str]:
     elif previous is None and holder is not None and holder.type in ("if_statement", "elif_clause", "while_statement"):
         # `if best is None or g.item() < best: best = g.item()`: the test right above read it
         previous = holder.child_by_field_name("condition")
-    if previous is not None and spelled.search(previous.text or b""):
+    data = previous.text or b"" if previous is not None else b""
+    reads = [m.start() for m in spelled.finditer(data)]
+    steps = [m.start() for m in TRAINING_STEP.finditer(data)]
+    if previous is not None and reads and (not steps or reads[-1] > steps[-1]):
+        # (not when the block above ran `loss.backward()` / `optimizer.step()` after its last
+        # read: this read waits for that work)
         return f"the value was read on line {previous.start_point[0] + 1} just before"
     return None
 
