@@ -448,6 +448,9 @@ def _throttling_if(node: Node, loop: Node, with_step: bool) -> Optional[Node]:
 _OPTIMIZER_STEP = re.compile(rb"\b(?:\w*optim\w*|opt|\w*_opt|\w*scaler)\s*\.\s*step\s*\(", re.I)
 
 
+_OWN_OPTIMIZER_STEP = re.compile(rb"\b((?:\w*optim\w*|opt|\w*_opt|\w*scaler))\s*\.\s*step\s*\(", re.I)
+
+
 def steps_optimizer(body: Node) -> bool:
     """Does this block take an optimizer step? Then `if step % accum_steps == 0:` around it gates
     gradient accumulation (the training step itself), not a log or an evaluation."""
@@ -532,6 +535,15 @@ def is_throttle(condition: Node) -> bool:
         if _creates_state(condition):
             return True
         operators = [text(c) for c in condition.children if not c.is_named]
+        compared = condition.named_children[0] if condition.named_children else None
+        if (
+            len(operators) == 1
+            and operators[0] in (">", ">=")
+            and compared is not None
+            and compared.type in ("identifier", "attribute")
+            and _VERBOSITY.search(text(compared).split(".")[-1])
+        ):
+            return True  # `if verbose > 1:`, `if self.verbosity >= 2:`: a verbosity level
         if len(operators) == 1 and operators[0] in ("==", ">=", ">", "<", "<=") and _counter_reset_in_body(condition):
             return True
         return bool(operators) and all(op == "==" for op in operators) and _counter_at_bound(condition)
@@ -544,6 +556,9 @@ def is_throttle(condition: Node) -> bool:
             value = _bound_value(condition)
             return value is not None and value.type != "identifier" and is_throttle(value)
     return False
+
+
+_VERBOSITY = re.compile(r"^_*(?:verbose|verbosity|debug|log_level|debug_level)$", re.I)
 
 
 def _bound_value(name: Node) -> Optional[Node]:
@@ -1024,10 +1039,15 @@ def _is_epoch_loop(loop: Node) -> bool:
     # (`epoch_iterator = tqdm(range(epochs))` ... `for i in epoch_iterator:`: what the name was
     # bound to speaks; the name alone may be a transformers Trainer's batches of one epoch)
     bound = _bound_value(iterable) if iterable is not None and iterable.type == "identifier" else None
-    return any(
-        part is not None and bool(_EPOCH.search(text(part))) and not _WITHIN_EPOCH.search(text(part))
-        for part in (target, _iterated(iterable), _iterated(bound) if bound is not None else None)
-    )
+
+    def says_epoch(part: Optional[Node]) -> bool:
+        return part is not None and bool(_EPOCH.search(text(part))) and not _WITHIN_EPOCH.search(text(part))
+
+    if any(says_epoch(part) for part in (_iterated(iterable), _iterated(bound) if bound is not None else None)):
+        return True
+    # `for epoch in range(self.discriminator_n_iter): ... optimizer.step()`: a name alone does not
+    # make an epoch loop of one whose own body takes the optimizer step (an epoch's body walks batches)
+    return says_epoch(target) and _own_call(loop, _OWN_OPTIMIZER_STEP) is None
 
 
 def _inner_training_loop(loop: Node) -> Optional[Node]:

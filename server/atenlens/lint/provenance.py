@@ -2266,7 +2266,8 @@ def _iterates_keys(loop: Node, path: tuple[int, ...], name: str) -> bool:
     """`for k in output:` ... `output[k]`: iterating a dict of outputs gives its keys (names),
     which the loop's body uses to index it."""
     iterable = loop.child_by_field_name("right")
-    body = loop.child_by_field_name("body")
+    # (`{f"{k}_left": out[k] for k in out}`: a comprehension's clause; its element is in the comprehension)
+    body = loop.parent if loop.type == "for_in_clause" else loop.child_by_field_name("body")
     if path or iterable is None or body is None or strip_parens(iterable).type not in ("identifier", "attribute"):
         return False
     indexed = re.escape(text(strip_parens(iterable)).encode()) + rb"\s*\[\s*" + re.escape(name.encode()) + rb"\s*\]"

@@ -164,6 +164,11 @@ _HOST_STEPS = VIEW_METHODS | (
     {"repeat", "clone", "float", "double", "half", "long", "int", "bool", "byte", "flip", "roll"}
     | {"uniform_", "normal_", "fill_", "zero_", "random_", "bernoulli_", "exponential_", "triu", "tril"}
     | {"triu_", "tril_", "mul", "mul_", "add", "add_", "sub", "sub_", "div", "div_", "neg", "exp", "cumsum"}
+    | {"pow", "pow_", "sqrt", "rsqrt", "log", "abs", "square", "reciprocal", "clamp", "clamp_", "sin", "cos"}
+)
+# torch functions of CPU tensors that give a CPU tensor (`torch.triu(torch.ones(n, n))`)
+_HOST_FUNCTIONS = frozenset(
+    {"triu", "tril", "flip", "roll", "cumsum", "cumprod", "exp", "log", "sqrt", "pow", "abs", "outer", "cartesian_prod"}
 )
 # A move to another tensor is rewritten only for these: they make the same values in any dtype.
 _DTYPE_FREE = frozenset({"zeros", "ones", "empty"})
@@ -256,20 +261,31 @@ def _host_made(node: Optional[Node], depth: int = 0) -> Optional[Node]:
         factory = _factory(node)
         if factory is not None:
             return factory
+        name = dotted_name(callee(node)) or ""
+        if name.startswith("torch.") and name[len("torch.") :] in _HOST_FUNCTIONS:
+            # `torch.triu(torch.ones(n, n))`, `torch.cartesian_prod(torch.arange(a), torch.arange(b))`
+            positional, _ = arguments(node)
+            made = [_host_made(p, depth + 1) for p in positional]
+            return made[0] if made and all(m is not None for m in made) else None
         return _host_made(receiver(node), depth + 1) if method_name(node) in _HOST_STEPS else None
     if node.type == "subscript" and all(
         i.type in ("slice", "integer", "ellipsis", "none") for i in node.children_by_field_name("subscript")
     ):
-        return _host_made(
-            node.child_by_field_name("value"), depth + 1
-        )  # `torch.arange(0, d, 4)[: d // 4]`, `[None]`: a view
-    if node.type == "binary_operator":
+        # `torch.arange(0, d, 4)[: d // 4]`, `torch.eye(n)[None]`: a view
+        return _host_made(node.child_by_field_name("value"), depth + 1)
+    left: Optional[Node]
+    right: Optional[Node]
+    if node.type == "comparison_operator" and len(node.named_children) == 2:
+        left, right = node.named_children  # `(torch.arange(n) <= i).to(device)`: a mask made on the CPU
+    elif node.type == "binary_operator":
         left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-        for tensor, other in ((left, right), (right, left)):
-            if other is not None and (other.type in ("integer", "float") or dotted_name(other) is not None):
-                found = _host_made(tensor, depth + 1)
-                if found is not None:
-                    return found
+    else:
+        return None
+    for tensor, other in ((left, right), (right, left)):
+        if other is not None and (other.type in ("integer", "float") or dotted_name(other) is not None):
+            found = _host_made(tensor, depth + 1)
+            if found is not None:
+                return found
     return None
 
 

@@ -1372,6 +1372,13 @@ def _tensor_truth_test(ctx: LintContext, condition: Node) -> Optional[Node]:
         if element is not None and element.type in ("generator_expression", "list_comprehension"):
             body = element.child_by_field_name("body")
             return _tensor_truth_test(ctx, body) if body is not None else None
+        if (
+            element is not None
+            and element.type in ("identifier", "attribute", "subscript")
+            and likely_device(ctx, element)
+        ):
+            # `while not all(found_valid):` of a CUDA tensor: Python's `all` walks it, one read per row
+            return element
     if node.type == "boolean_operator":
         for side in ("left", "right"):
             part = node.child_by_field_name(side)
