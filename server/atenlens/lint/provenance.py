@@ -1152,8 +1152,11 @@ def _module_classes(ctx: LintContext) -> frozenset[str]:
 
 
 def names_the_cpu(ctx: LintContext, device: Node) -> bool:
-    """`"cpu"`, `torch.device("cpu")`, or a name the function binds to it (`_bound_to_cpu`)."""
+    """`"cpu"`, `torch.device("cpu")`, a name the function binds to it (`_bound_to_cpu`), or an
+    attribute the class only ever sets to it (`self.device = "cpu"`, `_cpu_attribute`)."""
     device = strip_parens(device)
+    if device.type == "attribute" and text(device).startswith("self.") and text(device).count(".") == 1:
+        return _cpu_attribute(ctx, device)
     return is_cpu_device(device) or (device.type == "identifier" and _bound_to_cpu(ctx, device))
 
 
@@ -1179,6 +1182,22 @@ def _cpu_by_default(ctx: LintContext, device: Node) -> bool:
     if default is None or not is_cpu_device(default):
         return False
     return all(is_cpu_device(a) for a in _call_site_arguments(ctx, device))
+
+
+_CPU_VALUE = re.compile(rb"""^(?:[rRbBuU]?["']cpu["']|torch\.device\(\s*["']cpu["']\s*\))\s*(?:#.*)?$""")
+
+
+def _cpu_attribute(ctx: LintContext, node: Node) -> bool:
+    """Does every assignment of `self.<attr>` in a `unittest.TestCase` give it the CPU
+    (`self.device = "cpu"` in `setUp`)? (Only a test case: a library class may set the attribute
+    to the CPU only on its fallback path, the real device coming from a base class.)"""
+    holder = next((a for a in ancestors(node) if a.type == "class_definition"), None)
+    if holder is None or not is_test_case(holder):
+        return False
+    attr = text(node)[len("self.") :]
+    setting = rb"self\." + re.escape(attr.encode()) + rb"[ \t]*=(?!=)[ \t]*([^\n]*)"
+    values = [m.group(1).strip() for m in re.finditer(setting, _class_text(ctx, holder))]
+    return bool(values) and all(_CPU_VALUE.match(v) for v in values)
 
 
 def parameter_default(function: Node, name: str) -> Optional[Node]:

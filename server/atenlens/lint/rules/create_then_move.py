@@ -8,7 +8,8 @@ What it does:
     when it is a number, arithmetic, `x.size()` or a name spelled as a size) made on the CPU, with no `device=` argument of its own. The move
     may be called on the factory's call (`torch.zeros(n).to(device)`) or after shape, cast, fill
     and arithmetic steps that stay on the CPU (`(torch.arange(b) * k).unsqueeze(1).to(device)`,
-    `(1 - torch.eye(n)[None]).to(x.device)`, `torch.FloatTensor(n, d).uniform_(0, 1).cuda()`); not on a name bound to the factory's
+    `(1 - torch.eye(n)[None]).to(x.device)`, `(torch.arange(n) <= i).to(device)`,
+    `torch.triu(torch.ones(n, n)).to(device)`, `torch.FloatTensor(n, d).uniform_(0, 1).cuda()`); not on a name bound to the factory's
     result on an earlier line (`order = torch.arange(b)`, then `order = order.to(device)`).
 
     The target must be a device: a string, `torch.device(...)`, a call of a function spelled as

@@ -16,7 +16,8 @@ What it does:
     `.unique()`, `torch.where(mask)` with one argument, `torch.masked_select`, `.argwhere()`,
     `torch.bincount` (its length is the largest value plus one),
     reading `x[mask]` with a boolean mask, in any index position (`x[:, labels == 1]`), or with a
-    row of one (`x[keep[i]]`), or masks combined with `&`, `|`, `^`; reported when `x` is likely on
+    row of one (`x[keep[i]]`), or masks combined with `&`, `|`, `^`, or a reduction along a
+    dimension (`perm[..., (perm != ident).any(dim=0)]`); reported when `x` is likely on
     the GPU or the mask is (a mask on the GPU indexes only a tensor there), and not when the read
     makes a host copy the loop keeps, `pairs.append(torch.log(pi[valid]).cpu().numpy())`, reported
     once, as that copy); a boolean-mask assignment whose value is a tensor on
@@ -123,7 +124,8 @@ What it does:
     step, `if step % accum_steps == 0: ... optimizer.step()`: gradient accumulation, whose reads run
     on every optimizer step and stay warnings; nor in a loop inside such a test that runs a model,
     `if epoch % validate_every == 0: for x, y in loader: self._eval_step(x, y)`, a validation pass
-    that reads per batch), in an `except` clause (an error path), under `if verbose:` or a debug
+    that reads per batch), in an `except` clause (an error path), under `if verbose:`, a verbosity
+    level (`if verbose > 1:`) or a debug
     flag (`if args.debug:`, `if self.debug_sync:`), when a
     parameter's optimizer state is created (`if "exp_avg" not in state:`, `len(state) == 0`), in
     an epoch loop (`for epoch in ...`, or a loop whose body runs `trainer.train_epoch(...)`), in
@@ -1728,6 +1730,9 @@ def _is_mask(ctx: LintContext, index: Node, depth: int = 0) -> bool:
         )
     if index.type == "call":
         name = dotted_name(callee(index)) or ""
+        positional, keywords = arguments(index)
+        if method_name(index) in ("any", "all") and (positional or "dim" in keywords):
+            return True  # `(perm != identity).any(dim=0)`: a reduction along a dimension gives a mask
         if not name:  # a chain: `torch.zeros(n, k).to(tokens).eq(-1)`
             return method_name(index) in MASK_METHODS
         return name.split(".")[-1] in MASK_METHODS and (name.startswith("torch.") or method_name(index) is not None)

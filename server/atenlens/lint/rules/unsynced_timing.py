@@ -16,7 +16,7 @@ What it does:
        `format`) and not a list or dict method (`append`, `extend`, `items`, `keys`,
        `values`, `get`, and `numel`, `size`, `dim`), and
     3. the work is not loading, saving or building a model, a collective barrier or text
-       generation, or a pipeline that returns images or text (`pipe(prompt)` with diffusers'
+       generation, exporting (`torch.onnx.export(...)` writes every weight to a file), or a pipeline that returns images or text (`pipe(prompt)` with diffusers'
        default `output_type="pil"`: it copies its result to the host; not `output_type="pt"` or
        `"latent"`), or `ray.get(refs)` (a call spelled with `load`, `save`, `checkpoint`, `state_dict`,
        `from_pretrained`, `instantiate`, `init_module`, `setup`, `prepare`, `download`,
@@ -327,7 +327,7 @@ def _spelled_as_a_wait(call: Node) -> bool:
 
 _SETUP_OR_IO = re.compile(
     r"save|load|checkpoint|state_dict|from_pretrained|instantiate|init_module|setup|"
-    r"download|barrier|wait_for_everyone|generate|prepare|rollout",
+    r"download|barrier|wait_for_everyone|generate|prepare|rollout|export|onnx",
     re.I,
 )
 
