@@ -1384,6 +1384,18 @@ def walks_batches(loop: Node) -> bool:
     return False
 
 
+def on_purpose_reason(call: Node, loop: Node) -> Optional[tuple[str, bool]]:
+    """For a call written on purpose (a synchronize, an `empty_cache()`) that runs on every
+    iteration of `loop`: why it is information (and whether the reason is an option the user
+    turned on: `if self.cpu_cache:`), or None when the loop shows a training or inference step."""
+    option = opt_in_option(call)
+    if option is not None:
+        return f"only when `{option}` is set, an option that asks for it", True
+    if per_step_evidence(loop) is None:
+        return UNKNOWN_STEP, False
+    return None
+
+
 def _takes_a_step(loop: Node) -> bool:
     body = loop.child_by_field_name("body")
     return body is not None and (steps_optimizer(body) or b"backward(" in (body.text or b""))

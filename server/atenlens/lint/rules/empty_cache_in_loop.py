@@ -34,7 +34,7 @@ from typing import Iterator
 from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
-from atenlens.lint.frequency import UNKNOWN_STEP, frequency, opt_in_option, per_step_evidence
+from atenlens.lint.frequency import frequency, on_purpose_reason
 from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import callee, dotted_name
 from atenlens.lint.triggers import LOOP
@@ -54,12 +54,10 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             continue
         often = "" if how.every_iteration else f"; it runs {how.how_often}"
         severity = "warning" if how.every_iteration else "information"
-        if how.every_iteration:
-            option = opt_in_option(call)
-            if option is not None:
-                often, severity = f"; it runs only when `{option}` is set, an option that asks for it", "information"
-            elif per_step_evidence(how.loop) is None:
-                often, severity = f"; {UNKNOWN_STEP}", "information"
+        because = on_purpose_reason(call, how.loop) if how.every_iteration else None
+        if because is not None:
+            said, is_option = because
+            often, severity = (f"; it runs {said}" if is_option else f"; {said}"), "information"
         yield ctx.finding(
             Code.EMPTY_CACHE_IN_LOOP,
             f"`{name}()` inside a loop: frees cached blocks that the next iteration must allocate again{often}",

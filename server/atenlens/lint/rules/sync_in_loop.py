@@ -747,24 +747,12 @@ def _returned(call: Node) -> bool:
     parent = node.parent
     if parent is not None and parent.type == "return_statement":
         return True
-    target = None
-    if parent is not None and parent.type == "expression_list" and parent.parent is not None:
-        # `head, tail = head.tolist(), tail.tolist()`: the name this part is bound to
-        pattern = parent.parent.child_by_field_name("left") if parent.parent.type == "assignment" else None
-        values = [c for c in parent.named_children if c.type != "comment"]
-        if pattern is not None and pattern.type in ("pattern_list", "tuple_pattern") and node in values:
-            targets = [c for c in pattern.named_children if c.type != "comment"]
-            if len(targets) == len(values):
-                target, parent = targets[values.index(node)], parent.parent
-    if (
-        parent is None
-        or parent.type != "assignment"
-        or (target is None and parent.child_by_field_name("right") != node)
-    ):
+    bound = _bound_to(node)
+    if bound is None:
         return False
-    target = target if target is not None else parent.child_by_field_name("left")
+    target, parent = bound
     function = next((a for a in ancestors(call) if a.type == "function_definition"), None)
-    if target is None or target.type != "identifier" or function is None:
+    if target.type != "identifier" or function is None:
         return False
     returned = re.compile(rb"\breturn[ \t]+" + re.escape(text(target).encode()) + rb"[ \t]*(?:\n|#|$)")
     return bool(returned.search(function.text or b"", parent.end_byte - function.start_byte))
@@ -950,24 +938,12 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
             or (keeper is not None and method_name(keeper) in _KEEPING_METHODS)
         )
         return kept and (loop is None or not _takes_training_step(loop))
-    target = None
-    if parent is not None and parent.type == "expression_list" and parent.parent is not None:
-        # `head, tail = head.tolist(), tail.tolist()`: the name this part is bound to
-        pattern = parent.parent.child_by_field_name("left") if parent.parent.type == "assignment" else None
-        values = [c for c in parent.named_children if c.type != "comment"]
-        if pattern is not None and pattern.type in ("pattern_list", "tuple_pattern") and node in values:
-            targets = [c for c in pattern.named_children if c.type != "comment"]
-            if len(targets) == len(values):
-                target, parent = targets[values.index(node)], parent.parent
-    if (
-        parent is None
-        or parent.type != "assignment"
-        or (target is None and parent.child_by_field_name("right") != node)
-    ):
+    bound = _bound_to(node)
+    if bound is None:
         return False
-    target = target if target is not None else parent.child_by_field_name("left")
+    target, parent = bound
     body = loop.child_by_field_name("body") if loop is not None else None
-    if target is None or target.type != "identifier" or body is None or _takes_training_step(body):
+    if target.type != "identifier" or body is None or _takes_training_step(body):
         return False  # (in a loop that takes a training step, a metric kept per step is a wait per step)
     # appended, handed to a call that keeps or writes it (`manager.add_samples(estimate, ...)`,
     # `pendings.append(pool.submit(evaluate, y_pred, y))`, `out.append(search(probs[i]))`,
@@ -1078,6 +1054,24 @@ def _feeds_a_metric(call: Node, loop: Node) -> bool:
     return False
 
 
+def _bound_to(node: Node) -> Optional[tuple[Node, Node]]:
+    """The target `node` is assigned to, and the assignment: `y = node`, or its own name in a
+    tuple assignment (`head, tail = head.tolist(), tail.tolist()`); None when it is not assigned."""
+    parent = node.parent
+    if parent is not None and parent.type == "expression_list" and parent.parent is not None:
+        assignment = parent.parent
+        pattern = assignment.child_by_field_name("left") if assignment.type == "assignment" else None
+        values = [c for c in parent.named_children if c.type != "comment"]
+        if pattern is None or pattern.type not in ("pattern_list", "tuple_pattern") or node not in values:
+            return None
+        targets = [c for c in pattern.named_children if c.type != "comment"]
+        return (targets[values.index(node)], assignment) if len(targets) == len(values) else None
+    if parent is None or parent.type != "assignment" or parent.child_by_field_name("right") != node:
+        return None
+    target = parent.child_by_field_name("left")
+    return (target, parent) if target is not None else None
+
+
 def _host_copy(call: Node) -> Node:
     """The expression that holds a `.cpu()` result on the host: the call, or the chain after it
     that keeps the same data (`t.cpu().detach().numpy()`, `t.cpu().data.numpy().item()`, a slice
@@ -1151,23 +1145,11 @@ def _stored_in_item(node: Node) -> bool:
         or (parent.type == "binary_operator" and text(parent.child_by_field_name("operator")) in ("*", "/", "+", "-"))
     ):
         node, parent = parent, parent.parent
-    target = None
-    if parent is not None and parent.type == "expression_list" and parent.parent is not None:
-        # `head, tail = head.tolist(), tail.tolist()`: the name this part is bound to
-        pattern = parent.parent.child_by_field_name("left") if parent.parent.type == "assignment" else None
-        values = [c for c in parent.named_children if c.type != "comment"]
-        if pattern is not None and pattern.type in ("pattern_list", "tuple_pattern") and node in values:
-            targets = [c for c in pattern.named_children if c.type != "comment"]
-            if len(targets) == len(values):
-                target, parent = targets[values.index(node)], parent.parent
-    if (
-        parent is None
-        or parent.type != "assignment"
-        or (target is None and parent.child_by_field_name("right") != node)
-    ):
+    bound = _bound_to(node)
+    if bound is None:
         return False
-    target = target if target is not None else parent.child_by_field_name("left")
-    keys = target.children_by_field_name("subscript") if target is not None and target.type == "subscript" else []
+    target, parent = bound
+    keys = target.children_by_field_name("subscript") if target.type == "subscript" else []
     # (a key, not an index: `self.masks[i, c] = m.cpu()` fills a tensor, one copy per element)
     if len(keys) != 1:
         return False

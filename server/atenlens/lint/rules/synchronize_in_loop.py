@@ -59,7 +59,7 @@ from tree_sitter import Node
 from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
-from atenlens.lint.frequency import UNKNOWN_STEP, frequency, opt_in_option, per_step_evidence
+from atenlens.lint.frequency import frequency, on_purpose_reason
 from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import arguments, callee, dotted_name, method_name, receiver, text
 from atenlens.lint.triggers import LOOP
@@ -108,12 +108,10 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             continue
         often = how.how_often
         severity = "warning" if how.every_iteration else "information"
-        if how.every_iteration:
-            option = opt_in_option(call)
-            if option is not None:
-                often, severity = f"{often}, only when `{option}` is set, an option that asks for it", "information"
-            elif per_step_evidence(how.loop) is None:
-                often, severity = f"{often}; {UNKNOWN_STEP}", "information"
+        because = on_purpose_reason(call, how.loop) if how.every_iteration else None
+        if because is not None:
+            said, is_option = because
+            often, severity = (f"{often}, {said}" if is_option else f"{often}; {said}"), "information"
         yield ctx.finding(
             Code.SYNC_API,
             f"`{name}()` inside a loop: the host waits for {waited} {often}",
