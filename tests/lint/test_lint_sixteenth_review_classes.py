@@ -197,6 +197,45 @@ def test_cpu_tensors_through_comparisons_and_torch_functions_masks_by_reduction(
     ]
 
 
+NOT_A_TENSOR_BRANCH = dedent(
+    """\
+    import torch
+
+
+    class LaProp(torch.optim.Optimizer):
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    state = self.state[p]
+                    if "lr_avg" not in state:
+                        state["lr_avg"] = torch.zeros_like(group["lr"]) if torch.is_tensor(group["lr"]) else 0.0
+                    state["lr_avg"] = state["lr_avg"] * 0.9 + 0.1 * group["lr"]
+                    if torch.is_tensor(state["lr_avg"]):
+                        size = torch.where(state["lr_avg"] != 0.0, group["lr"] / state["lr_avg"], 0.0)
+                    else:
+                        size = group["lr"] / state["lr_avg"] if state["lr_avg"] != 0.0 else 0.0
+                    if state["lr_avg"].abs().sum() > 0:
+                        p.add_(p.grad, alpha=-1)
+    """
+)
+
+
+def test_the_branch_where_a_value_is_tested_not_a_tensor_reads_no_tensor() -> None:
+    """The `else` of `if torch.is_tensor(state["lr_avg"]):` holds a Python number (timm's LaProp keeps
+    the learning-rate average as a float unless the learning rate is a tensor); the same value read
+    outside that branch is still a CUDA tensor."""
+    assert findings(NOT_A_TENSOR_BRANCH) == [
+        (
+            16,
+            19,
+            "AL100",
+            "warning",
+            'a CUDA tensor as a condition (`state["lr_avg"].abs().sum() > 0`) inside a loop: the host '
+            "waits for the GPU on every iteration",
+        )
+    ]
+
+
 ONNX_EXPORT_TIMING = dedent(
     """\
     import time

@@ -1361,10 +1361,39 @@ def module_mentions_device(ctx: LintContext) -> bool:
     return cached
 
 
+# `torch.is_tensor(x)`, `isinstance(x, torch.Tensor)`: a test that `x` is a tensor
+_IS_TENSOR_TEST = re.compile(r"^(?:torch\.is_tensor\((.+)\)|isinstance\((.+),\s*(?:torch\.)?Tensor\))$")
+
+
+def tested_not_a_tensor(node: Node) -> bool:
+    """Is `node` (or what it reads) on the path where a test said it is no tensor: the `else` of
+    `if torch.is_tensor(state["lr"]):`, the body of `if not isinstance(x, torch.Tensor):`?"""
+    said = text(node)
+    child = node
+    for parent in ancestors(node):
+        if parent.type in SCOPE_TYPES:
+            return False
+        if parent.type == "if_statement":
+            condition = parent.child_by_field_name("condition")
+            words = " ".join(text(condition).split()) if condition is not None else ""
+            negated = words.startswith("not ")
+            test = _IS_TENSOR_TEST.match(words[4:] if negated else words)
+            tested = next((g for g in test.groups() if g), None) if test is not None else None
+            on_no_path = (child.type == "else_clause" and not negated) or (
+                negated and child == parent.child_by_field_name("consequence")
+            )
+            if tested is not None and on_no_path and tested.strip() in said:
+                return True
+        child = parent
+    return False
+
+
 def likely_device(ctx: LintContext, node: Optional[Node]) -> bool:
     """Is `node` a CUDA tensor, proven or as a model output / loss in code about a device, or in
     the loop of a training step (one that calls `backward(` or an optimizer's `step(`: a library's
     training loop gets its device from the caller and need not name one)?"""
+    if node is not None and tested_not_a_tensor(node):
+        return False
     device = device_of(ctx, node)
     if device is not Device.CUDA and device is not Device.UNKNOWN:
         return False

@@ -94,7 +94,9 @@ What it does:
     Tensors made on the CPU (`torch.linspace(0, 1, 5)`, `.cpu()` results, a `DataLoader`'s
     batches, also of a parameter annotated `DataLoader`, and their fields), numpy arrays and
     data frames (`np.unique(a)`, `frame[col].dropna().unique()`), Python values and tensor
-    metadata (`x.dtype`, `x.shape`, `x.ndimension()`) are never reported; neither is a tensor of
+    metadata (`x.dtype`, `x.shape`, `x.ndimension()`) are never reported, nor a value on the path
+    where the code tested it is no tensor (the `else` of `if torch.is_tensor(state["lr"]):`);
+    neither is a tensor of
     unknown origin (a parameter nothing else says more about), a comparison with a string
     (`layer.kind == "attn"`), a name spelled as text (`loss_name`, `metric_key`, `log_prefix`: `for
     loss_name in self.losses:` iterates names), a name annotated as a number (`best_loss: float =
