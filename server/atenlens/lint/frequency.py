@@ -57,7 +57,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterator, Optional
 
 from tree_sitter import Node
 
@@ -242,13 +242,9 @@ def _hot_items(loop: Node) -> bool:
     model, or walk the rows of a tensor?"""
     if _takes_a_step(loop) or runs_a_model(loop) or _walks_a_tensor_dimension(loop):
         return True
-    if loop.type == "for_statement":
-        header = [loop.child_by_field_name("left"), loop.child_by_field_name("right")]
-    elif loop.type in COMPREHENSION_TYPES:
-        header = [c for c in loop.named_children if c.type == "for_in_clause"]
-    else:
-        return True  # a `while` inside an epoch loop: its own step loop
-    return any(part is not None and _WALKS_BATCHES.search(text(part)) for part in header)
+    header = _loop_header(loop)
+    # (a `while` inside an epoch loop: its own step loop)
+    return header is None or bool(_WALKS_BATCHES.search(header))
 
 
 _FIT = re.compile(r"_*fit(?:_|$)")
@@ -445,10 +441,7 @@ def _throttling_if(node: Node, loop: Node, with_step: bool) -> Optional[Node]:
 
 
 # An optimizer's (or a GradScaler's) step: `optimizer.step()`, `self.optim.step()`, `scaler.step(opt)`
-_OPTIMIZER_STEP = re.compile(rb"\b(?:\w*optim\w*|opt|\w*_opt|\w*scaler)\s*\.\s*step\s*\(", re.I)
-
-
-_OWN_OPTIMIZER_STEP = re.compile(rb"\b((?:\w*optim\w*|opt|\w*_opt|\w*scaler))\s*\.\s*step\s*\(", re.I)
+_OPTIMIZER_STEP = re.compile(rb"\b(\w*optim\w*|opt|\w*_opt|\w*scaler)\s*\.\s*step\s*\(", re.I)
 
 
 def steps_optimizer(body: Node) -> bool:
@@ -1047,7 +1040,7 @@ def _is_epoch_loop(loop: Node) -> bool:
         return True
     # `for epoch in range(self.discriminator_n_iter): ... optimizer.step()`: a name alone does not
     # make an epoch loop of one whose own body takes the optimizer step (an epoch's body walks batches)
-    return says_epoch(target) and _own_call(loop, _OWN_OPTIMIZER_STEP) is None
+    return says_epoch(target) and _own_call(loop, _OPTIMIZER_STEP) is None
 
 
 def _inner_training_loop(loop: Node) -> Optional[Node]:
@@ -1337,51 +1330,54 @@ _STEP_RANGE = re.compile(r"^t?range\((?:[^()]*,\s*)?[\w.]*(?:steps?|iters|iterat
 _PER_STEP_FUNCTION = re.compile(r"^(?:forward|step|\w+_step)$")  # `training_step`; an optimizer's `step`
 
 
-def per_step_evidence(loop: Node) -> Optional[str]:
-    """Why `loop` (or a loop around it in its function) runs once per training or inference step:
-    it walks batches (`for batch in loader:`, `for i in range(0, n, batch_size):`), counts steps
-    (`for step in range(steps):`), takes a training step (`loss.backward()`, `optimizer.step()`),
-    or is in a function that a framework calls per step (`forward`, `training_step`, an
-    optimizer's `step`); None when nothing shows it."""
-    current: Optional[Node] = loop
-    while current is not None:
-        if current.type == "for_statement":
-            target = current.child_by_field_name("left")
-            iterable = current.child_by_field_name("right")
-            header = f"{text(target) if target is not None else ''} in {text(iterable) if iterable is not None else ''}"
-            if _WALKS_BATCHES.search(header):
-                return f"it walks batches (`for {_short_text(header)}`)"
-            if "chunk" in header and (runs_a_model(current) or _INFERS.search(_body_bytes(current))):
-                return f"it runs a model on each chunk of the input (`for {_short_text(header)}`)"
-            if (target is not None and target.type == "identifier" and _STEP_COUNTER.match(text(target))) or (
-                iterable is not None and _STEP_RANGE.match(text(iterable))
-            ):
-                return f"it counts steps (`for {_short_text(header)}`)"
-        elif current.type in COMPREHENSION_TYPES:
-            clause = next((c for c in current.named_children if c.type == "for_in_clause"), None)
-            if clause is not None and _WALKS_BATCHES.search(text(clause)):
-                return f"it walks batches (`{_short_text(text(clause))}`)"
+def runs_per_step(loop: Node) -> bool:
+    """Does `loop` (or a loop around it in its function) show that it runs once per training or
+    inference step? It walks batches (`for batch in loader:`, `for i in range(0, n,
+    batch_size):`), counts steps (`for step in range(steps):`), runs a model on each chunk of the
+    input, takes a training step (`loss.backward()`, `optimizer.step()`), or is in a function
+    that a framework calls per step (`forward`, `training_step`, an optimizer's `step`)."""
+    if _PER_STEP_FUNCTION.match(function_name(loop)):
+        return True
+    for current in loops_around(loop):
         if _takes_a_step(current):
-            return "it takes a training step"
-        current = repeating_loop(current)
-    function = function_name(loop)
-    if _PER_STEP_FUNCTION.match(function):
-        return f"it is in `{function}`, which runs once per step"
-    return None
+            return True
+        header = _loop_header(current) or ""
+        if _WALKS_BATCHES.search(header):
+            return True
+        if current.type != "for_statement":
+            continue
+        target, iterable = current.child_by_field_name("left"), current.child_by_field_name("right")
+        if "chunk" in header and (runs_a_model(current) or _INFERS.search(_body_bytes(current))):
+            return True
+        if (target is not None and target.type == "identifier" and _STEP_COUNTER.match(text(target))) or (
+            iterable is not None and _STEP_RANGE.match(text(iterable))
+        ):
+            return True
+    return False
 
 
 def walks_batches(loop: Node) -> bool:
     """Does `loop`, or a loop around it in its function, walk batches (`for batch in loader:`,
     `for x, y in tqdm(test_dl):`)?"""
+    return any(_WALKS_BATCHES.search(_loop_header(current) or "") for current in loops_around(loop))
+
+
+def loops_around(loop: Node) -> Iterator[Node]:
+    """`loop`, then each loop around it in its function that repeats it."""
     current: Optional[Node] = loop
     while current is not None:
-        if current.type == "for_statement":
-            target = current.child_by_field_name("left")
-            iterable = current.child_by_field_name("right")
-            if any(part is not None and _WALKS_BATCHES.search(text(part)) for part in (target, iterable)):
-                return True
+        yield current
         current = repeating_loop(current)
-    return False
+
+
+def _loop_header(loop: Node) -> Optional[str]:
+    """What a loop walks, as written: `for batch in loader` (a comprehension's first `for`
+    clause); None for a `while` loop."""
+    if loop.type == "for_statement":
+        target, iterable = loop.child_by_field_name("left"), loop.child_by_field_name("right")
+        return f"for {text(target) if target is not None else ''} in {text(iterable) if iterable is not None else ''}"
+    clause = next((c for c in loop.named_children if c.type == "for_in_clause"), None)
+    return text(clause) if clause is not None else None
 
 
 def on_purpose_reason(call: Node, loop: Node) -> Optional[tuple[str, bool]]:
@@ -1391,24 +1387,28 @@ def on_purpose_reason(call: Node, loop: Node) -> Optional[tuple[str, bool]]:
     option = opt_in_option(call)
     if option is not None:
         return f"only when `{option}` is set, an option that asks for it", True
-    if per_step_evidence(loop) is None:
+    if not runs_per_step(loop):
         return UNKNOWN_STEP, False
     return None
 
 
 def _takes_a_step(loop: Node) -> bool:
+    """Does the loop's body take an optimizer step or call `backward()` (not `torch.autograd.grad`,
+    a calibration's Hessian-vector product, or any `.step(`, as `in_training_loop` counts)?"""
     body = loop.child_by_field_name("body")
     return body is not None and (steps_optimizer(body) or b"backward(" in (body.text or b""))
 
 
 def in_training_loop(loop: Node) -> bool:
-    """Does `loop`, or a loop around it in its function, take a training step (`loss.backward()`,
-    `optimizer.step()`)?"""
-    current: Optional[Node] = loop
-    while current is not None:
-        if _takes_a_step(current):
-            return True
-        current = repeating_loop(current)
+    """Does this loop, or a loop around it in the same function, call `backward()` or `.step()`?
+    (`for key, value in masks.items():` inside the batch loop of a training step.)"""
+    for node in [loop, *ancestors(loop)]:
+        if node.type in ("function_definition", "class_definition"):
+            return False
+        if node.type in ("for_statement", "while_statement"):
+            body = node.child_by_field_name("body")
+            if body is not None and TRAINING_STEP.search(body.text or b""):
+                return True
     return False
 
 
@@ -1418,11 +1418,6 @@ _INFERS = re.compile(rb"\.(?:infer|predict)\w*\(")  # `self.infer(speaker, chunk
 def _body_bytes(loop: Node) -> bytes:
     body = loop.child_by_field_name("body")
     return (body.text or b"") if body is not None else b""
-
-
-def _short_text(value: str) -> str:
-    value = " ".join(value.split())
-    return value if len(value) <= 60 else value[:57] + "..."
 
 
 # `if self.cpu_cache:`, `if args.empty_cache_after_prefix and torch.cuda.is_available():`: an option

@@ -50,7 +50,14 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import Binding, scope_for
-from atenlens.lint.frequency import function_name, is_test_case, is_test_name, literal_length, steps_optimizer
+from atenlens.lint.frequency import (
+    function_name,
+    is_test_case,
+    is_test_name,
+    literal_length,
+    loops_around,
+    steps_optimizer,
+)
 from atenlens.lint.source import ancestors, definition_text, indented_block, names_imported_from
 from atenlens.lint.syntax import (
     SCOPE_TYPES,
@@ -1368,21 +1375,20 @@ _IS_TENSOR_TEST = re.compile(r"^(?:torch\.is_tensor\((.+)\)|isinstance\((.+),\s*
 def tested_not_a_tensor(node: Node) -> bool:
     """Is `node` (or what it reads) on the path where a test said it is no tensor: the `else` of
     `if torch.is_tensor(state["lr"]):`, the body of `if not isinstance(x, torch.Tensor):`?"""
-    said = text(node)
     child = node
     for parent in ancestors(node):
         if parent.type in SCOPE_TYPES:
             return False
-        if parent.type == "if_statement":
-            condition = parent.child_by_field_name("condition")
-            words = " ".join(text(condition).split()) if condition is not None else ""
+        condition = parent.child_by_field_name("condition") if parent.type == "if_statement" else None
+        if condition is not None and b"ensor" in (condition.text or b""):  # (`is_tensor(`, `Tensor)`)
+            words = " ".join(text(condition).split())
             negated = words.startswith("not ")
             test = _IS_TENSOR_TEST.match(words[4:] if negated else words)
             tested = next((g for g in test.groups() if g), None) if test is not None else None
             on_no_path = (child.type == "else_clause" and not negated) or (
                 negated and child == parent.child_by_field_name("consequence")
             )
-            if tested is not None and on_no_path and tested.strip() in said:
+            if tested is not None and on_no_path and tested.strip() in text(node):
                 return True
         child = parent
     return False
@@ -1392,10 +1398,10 @@ def likely_device(ctx: LintContext, node: Optional[Node]) -> bool:
     """Is `node` a CUDA tensor, proven or as a model output / loss in code about a device, or in
     the loop of a training step (one that calls `backward(` or an optimizer's `step(`: a library's
     training loop gets its device from the caller and need not name one)?"""
-    if node is not None and tested_not_a_tensor(node):
-        return False
     device = device_of(ctx, node)
     if device is not Device.CUDA and device is not Device.UNKNOWN:
+        return False
+    if node is not None and tested_not_a_tensor(node):
         return False
     start = host_path_start(ctx, node) if node is not None else None
     if start is not None and not (device is Device.CUDA and node is not None and _moved_there(ctx, node, start)):
@@ -1795,19 +1801,14 @@ def _in_training_class(ctx: LintContext, node: Node) -> bool:
     and evaluation loops run the same model, on the device the caller chose. A byte scan of the
     class's whole text, so the answer does not depend on which of its methods are parsed."""
     holder = next((a for a in ancestors(node) if a.type == "class_definition"), None)
-    if holder is None or _unit_test_class(holder):
+    if holder is None or is_test_case(holder):
+        # a `unittest.TestCase`'s methods test on the tensors they make, on the CPU unless the file
+        # names a device; another test's `loss.backward()` makes none of them a training loop
         return False
     memo = _memo(ctx, "_training_class_memo")
     if holder.id not in memo:
         memo[holder.id] = bool(_TRAINING_STEP.search(_class_text(ctx, holder)))
     return memo[holder.id]
-
-
-def _unit_test_class(holder: Node) -> bool:
-    """`class CompareTest(unittest.TestCase)`: its methods test on the tensors they make, on the
-    CPU unless the file names a device; another test's `loss.backward()` makes none of them a
-    training loop on the caller's GPU."""
-    return is_test_case(holder)
 
 
 _TRAINING_STEP = re.compile(rb"\bbackward\(|\boptim\w*\.step\(")
@@ -1832,13 +1833,11 @@ def _optimizer_step_loop(loop: Node) -> bool:
     the update of every parameter, on every training step."""
     if function_name(loop) != "step":
         return False
-    current: Optional[Node] = loop
-    while current is not None:
-        iterable = current.child_by_field_name("right") if current.type == "for_statement" else None
-        if iterable is not None and re.search(r"param_groups|\[\s*[\"']params[\"']\s*\]", text(iterable)):
-            return True
-        current = repeating_loop(current)
-    return False
+    iterables = (current.child_by_field_name("right") for current in loops_around(loop))
+    return any(iterable is not None and _PARAMETER_GROUPS.search(text(iterable)) for iterable in iterables)
+
+
+_PARAMETER_GROUPS = re.compile(r"param_groups|\[\s*[\"']params[\"']\s*\]")
 
 
 _OPTIMIZER = re.compile(r"optim|(?:^|_)opt$|scaler$", re.I)  # (`self.D_scaler.step(opt)`: GradScaler's step)

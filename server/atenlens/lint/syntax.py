@@ -147,3 +147,21 @@ def repeating_loop(node: Node) -> Optional[Node]:
 
 def _within(node: Node, outer: Node) -> bool:
     return outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
+
+
+def statement_of(node: Node) -> Node:
+    """The statement of its block (or of the module) that holds `node`."""
+    statement = node
+    while statement.parent is not None and statement.parent.type not in ("block", "module"):
+        statement = statement.parent
+    return statement
+
+
+def neighbour_statement(statement: Optional[Node], forward: bool = True) -> Optional[Node]:
+    """The statement right after (or before) `statement` in its block, comments skipped."""
+    node = statement
+    while node is not None:
+        node = node.next_named_sibling if forward else node.prev_named_sibling
+        if node is None or node.type != "comment":
+            return node
+    return None

@@ -164,13 +164,12 @@ TYPED_CONSTRUCTORS = frozenset(
 _HOST_STEPS = VIEW_METHODS | (
     {"repeat", "clone", "float", "double", "half", "long", "int", "bool", "byte", "flip", "roll"}
     | {"uniform_", "normal_", "fill_", "zero_", "random_", "bernoulli_", "exponential_", "triu", "tril"}
-    | {"triu_", "tril_", "mul", "mul_", "add", "add_", "sub", "sub_", "div", "div_", "neg", "exp", "cumsum"}
+    | {"triu_", "tril_", "mul", "mul_", "add", "add_", "sub", "sub_", "div", "div_", "neg", "exp", "cumsum", "cumprod"}
     | {"pow", "pow_", "sqrt", "rsqrt", "log", "abs", "square", "reciprocal", "clamp", "clamp_", "sin", "cos"}
 )
-# torch functions of CPU tensors that give a CPU tensor (`torch.triu(torch.ones(n, n))`)
-_HOST_FUNCTIONS = frozenset(
-    {"triu", "tril", "flip", "roll", "cumsum", "cumprod", "exp", "log", "sqrt", "pow", "abs", "outer", "cartesian_prod"}
-)
+# torch functions of CPU tensors that give a CPU tensor (`torch.triu(torch.ones(n, n))`): the same
+# steps written as functions, and those of several tensors
+_HOST_FUNCTIONS = _HOST_STEPS | {"outer", "cartesian_prod"}
 # A move to another tensor is rewritten only for these: they make the same values in any dtype.
 _DTYPE_FREE = frozenset({"zeros", "ones", "empty"})
 # What a function does only with a tensor: `scores.size(0)`, `tokens.device`, `x = torch.cat(...)`.

@@ -255,8 +255,10 @@ from atenlens.lint.syntax import (
     dotted_name,
     is_true,
     method_name,
+    neighbour_statement,
     receiver,
     repeating_loop,
+    statement_of,
     strip_parens,
     text,
 )
@@ -545,7 +547,7 @@ def _stop_flag(node: Node, loop: Node) -> bool:
     after = (body.text or b"")[max(node.end_byte - body.start_byte, 0) :]
     if not re.search(rb"\b(?:break|continue|return)\b", after):
         return False
-    statement = _statement_of(node)
+    statement = statement_of(node)
     if statement.type in ("if_statement", "while_statement"):
         statement = statement.child_by_field_name("condition") or statement
     before = (body.text or b"")[: max(statement.start_byte - body.start_byte, 0)]
@@ -642,9 +644,7 @@ def _clock_read_next(ctx: LintContext, node: Node) -> Optional[int]:
     on): `loss_item = loss.item()  # synchronization`, then `t1 = time.perf_counter()`. The read
     is the wait that makes the timed step's interval measure the GPU's work, as AL101's
     synchronize before a clock read is."""
-    statement = node
-    while statement.parent is not None and statement.parent.type != "block":
-        statement = statement.parent
+    statement = statement_of(node)
     value = (
         statement.named_children[0] if statement.type == "expression_statement" and statement.named_children else None
     )
@@ -652,9 +652,7 @@ def _clock_read_next(ctx: LintContext, node: Node) -> Optional[int]:
         value = value.child_by_field_name("right")
     if value is None or node.end_byte != value.end_byte:
         return None  # (`logger.update(loss=loss.item())`: a value logged every step, not a bare wait)
-    following = statement.next_named_sibling
-    while following is not None and following.type == "comment":
-        following = following.next_named_sibling
+    following = neighbour_statement(statement)
     if following is None or following.start_point[0] - statement.end_point[0] > 2:
         return None
     for call in ctx.calls_within(following.start_byte, following.end_byte):
@@ -794,7 +792,7 @@ def _read_just_before(ctx: LintContext, call: Node) -> Optional[str]:
     owner = receiver(call)
     if owner is None or owner.type not in ("identifier", "call", "attribute", "subscript"):
         return None
-    statement = _statement_of(call)
+    statement = statement_of(call)
     earlier = _read_earlier_in_statement(call, statement)
     if earlier is not None:
         return f"an earlier read of this statement (line {earlier}) already waited"
@@ -803,11 +801,11 @@ def _read_just_before(ctx: LintContext, call: Node) -> Optional[str]:
         if binding is not None and statement.start_byte <= binding.at <= statement.end_byte:
             return None
     spelled = re.compile(rb"(?<![\w.])" + re.escape(text(owner).encode()) + rb"\s*\.\s*item\s*\(")
-    previous = _previous_statement(statement)
+    previous = neighbour_statement(statement, forward=False)
     holder = statement.parent.parent if statement.parent is not None else None
     if previous is None and holder is not None and holder.type == "with_statement":
         # `train_err += loss.item()`, then `with torch.no_grad(): avg_loss += loss.item()`
-        previous = _previous_statement(holder)
+        previous = neighbour_statement(holder, forward=False)
     elif previous is None and holder is not None and holder.type in ("if_statement", "elif_clause", "while_statement"):
         # `if best is None or g.item() < best: best = g.item()`: the test right above read it
         previous = holder.child_by_field_name("condition")
@@ -819,22 +817,6 @@ def _read_just_before(ctx: LintContext, call: Node) -> Optional[str]:
         # read: this read waits for that work)
         return f"the value was read on line {previous.start_point[0] + 1} just before"
     return None
-
-
-def _statement_of(node: Node) -> Node:
-    """The statement of its block that holds `node`."""
-    statement = node
-    while statement.parent is not None and statement.parent.type not in ("block", "module"):
-        statement = statement.parent
-    return statement
-
-
-def _previous_statement(statement: Node) -> Optional[Node]:
-    """The statement before `statement` in its block, comments skipped."""
-    previous = statement.prev_named_sibling
-    while previous is not None and previous.type == "comment":
-        previous = previous.prev_named_sibling
-    return previous
 
 
 # A name spelled as a layer of a model (`linear_layer`, `block`, `self.layers[i]`)
@@ -874,19 +856,6 @@ def _written_out(node: Node) -> bool:
     return writer is not None and bool(_WRITER.search((dotted_name(callee(writer)) or "").split(".")[-1]))
 
 
-def _takes_training_step(loop: Node) -> bool:
-    """Does this loop, or a loop around it in the same function, call `backward()` or `.step()`?
-    (`for key, value in masks.items():` inside the batch loop of a training step.)"""
-    for node in [loop, *ancestors(loop)]:
-        if node.type in ("function_definition", "class_definition"):
-            return False
-        if node.type in ("for_statement", "while_statement"):
-            body = node.child_by_field_name("body")
-            if body is not None and TRAINING_STEP.search(body.text or b""):
-                return True
-    return False
-
-
 def _collected(call: Node, loop: Optional[Node]) -> bool:
     """Is this `.cpu()` result (maybe through `.numpy()` / `.detach()`) gathered on the host:
     appended to a list (`outputs.append(t.cpu())`), an element of a list built of such copies
@@ -904,14 +873,14 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
     parent = node.parent
     outer = parent.parent if parent is not None and parent.type == "argument_list" else None
     if _written_out(node):
-        return loop is None or not _takes_training_step(loop)
+        return loop is None or not in_training_loop(loop)
     if outer is not None and method_name(outer) in _KEEPING_METHODS:
         # `outputs.append(t.cpu())`, `rows.append(Row(embedding=p.tolist()))`,
         # `out.append(csc_matrix.dot(t.cpu().numpy(), m))`, `out[..., y:y + t].copy_(tile.cpu())`
         # (a loss history kept in a loop that takes a training step is a wait per step)
-        return loop is None or not _takes_training_step(loop)
+        return loop is None or not in_training_loop(loop)
     if _stored_in_item(node) and loop is not None:
-        return not _takes_training_step(loop)
+        return not in_training_loop(loop)
     if parent is not None and parent.type == "list_comprehension" and parent.named_children[0] == node:
         return True
     if (
@@ -922,12 +891,12 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
         and method_name(call) == "tolist"
     ):
         # `ppls += ppl.tolist()`: a list extended with the host values, as `ppls.extend(...)`
-        return loop is None or not _takes_training_step(loop)
+        return loop is None or not in_training_loop(loop)
     if parent is not None and parent.type == "list" and parent.parent is not None:
         # `latent += [z.cpu()]`: appended, as `latent.append(z.cpu())`
         extended = parent.parent
         if extended.type == "augmented_assignment" and text(extended.child_by_field_name("operator")) == "+=":
-            return loop is None or not _takes_training_step(loop)
+            return loop is None or not in_training_loop(loop)
     if parent is not None and parent.type == "pair" and parent.child_by_field_name("value") == node:
         # a dict of copies, kept: appended (`outputs.append({k: v.cpu() for k, v in out.items()})`),
         # bound or returned (`embeddings = {s: e[i].tolist() for i, s in ...}`); not handed to a
@@ -939,13 +908,13 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
             holder.type in ("assignment", "return_statement")
             or (keeper is not None and method_name(keeper) in _KEEPING_METHODS)
         )
-        return kept and (loop is None or not _takes_training_step(loop))
+        return kept and (loop is None or not in_training_loop(loop))
     bound = _bound_to(node)
     if bound is None:
         return False
     target, parent = bound
     body = loop.child_by_field_name("body") if loop is not None else None
-    if target.type != "identifier" or body is None or _takes_training_step(body):
+    if target.type != "identifier" or body is None or in_training_loop(body):
         return False  # (in a loop that takes a training step, a metric kept per step is a wait per step)
     # appended, handed to a call that keeps or writes it (`manager.add_samples(estimate, ...)`,
     # `pendings.append(pool.submit(evaluate, y_pred, y))`, `out.append(search(probs[i]))`,

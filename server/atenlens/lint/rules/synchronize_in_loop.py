@@ -61,7 +61,16 @@ from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
 from atenlens.lint.frequency import frequency, on_purpose_reason
 from atenlens.lint.registry import Rule
-from atenlens.lint.syntax import arguments, callee, dotted_name, method_name, receiver, text
+from atenlens.lint.syntax import (
+    arguments,
+    callee,
+    dotted_name,
+    method_name,
+    neighbour_statement,
+    receiver,
+    statement_of,
+    text,
+)
 from atenlens.lint.triggers import LOOP
 from atenlens.lint.waits import (
     CLOCK_FUNCTIONS,
@@ -215,10 +224,7 @@ _NON_BLOCKING_TRUE = re.compile(rb"non_blocking\s*=\s*(?!False\b)[\w.(]")
 def _frees_memory_next(call: Node) -> bool:
     """Is the statement after the synchronize's `torch.cuda.empty_cache()` (or `torch.mps.`)? The
     cache can only give back blocks whose kernels have finished: the pair bounds peak memory."""
-    statement = _statement(call)
-    after = statement.next_named_sibling if statement is not None else None
-    while after is not None and after.type == "comment":
-        after = after.next_named_sibling
+    after = neighbour_statement(statement_of(call))
     return after is not None and after.type == "expression_statement" and b"empty_cache(" in (after.text or b"")
 
 
@@ -254,13 +260,13 @@ def _ends_a_timed_region(call: Node, clocks: list[int]) -> bool:
         return True
     if bisect_left(clocks, row) < after:
         return True  # a clock read on the same line
-    statement = _statement(call)
-    previous = _neighbour(statement, forward=False)
+    statement = statement_of(call)
+    previous = neighbour_statement(statement, forward=False)
     if previous is not None and previous.type in ("for_statement", "while_statement"):
         start = previous.start_point[0]
         before = bisect_left(clocks, start)
         return before > 0 and start - clocks[before - 1] <= TIMING_WINDOW
-    following = _neighbour(statement, forward=True)
+    following = neighbour_statement(statement)
     if following is not None and following.type in ("for_statement", "while_statement"):
         # `torch.cuda.synchronize()`, then `for _ in range(60): start.record(); ...`: the loop
         # right after it times each run from its first lines
@@ -268,23 +274,6 @@ def _ends_a_timed_region(call: Node, clocks: list[int]) -> bool:
         first = bisect_left(clocks, start)
         return first < len(clocks) and clocks[first] - start <= TIMING_WINDOW
     return False
-
-
-def _neighbour(statement: Optional[Node], forward: bool) -> Optional[Node]:
-    """The statement right after (or before) `statement` in its block, comments skipped."""
-    node = statement
-    while node is not None:
-        node = node.next_named_sibling if forward else node.prev_named_sibling
-        if node is None or node.type != "comment":
-            return node
-    return None
-
-
-def _statement(call: Node) -> Optional[Node]:
-    node = call
-    while node.parent is not None and node.parent.type not in ("block", "module"):
-        node = node.parent
-    return node if node.parent is not None else None
 
 
 RULE = Rule(
