@@ -44,7 +44,7 @@ def test_a_clean_file_exits_0_with_no_output(tmp_path: Path) -> None:
 
 
 def test_json_output_is_ruffs_shape_with_one_based_columns_a_rule_url_and_the_quick_fix(tmp_path: Path) -> None:
-    write(tmp_path / "make.py", "import torch\nnoise = torch.randn(2, 3).to(device)\n")
+    write(tmp_path / "make.py", "import torch\ndef step(device):\n    noise = torch.randn(2, 3).to(device)\n")
     result = run_lint("make.py", "--format", "json", cwd=tmp_path)
     assert result.returncode == 1
     assert json.loads(result.stdout) == [
@@ -56,17 +56,17 @@ def test_json_output_is_ruffs_shape_with_one_based_columns_a_rule_url_and_the_qu
             "message": "`torch.randn(...)` is created on the CPU and then copied to the device: create it there with "
             "`device=`",
             "filename": str(tmp_path / "make.py"),
-            "location": {"row": 2, "column": 27},
-            "end_location": {"row": 2, "column": 37},
-            "noqa_row": 2,
+            "location": {"row": 3, "column": 31},
+            "end_location": {"row": 3, "column": 41},
+            "noqa_row": 3,
             "url": "https://github.com/atenlens/atenlens/blob/main/docs/rules.md#al302-create-then-move",
             "fix": {
                 "applicability": "safe",
                 "message": "Create the tensor on the device (`device=device`)",
                 "edits": [
                     {
-                        "location": {"row": 2, "column": 9},
-                        "end_location": {"row": 2, "column": 37},
+                        "location": {"row": 3, "column": 13},
+                        "end_location": {"row": 3, "column": 41},
                         "content": "torch.randn(2, 3, device=device)",
                     }
                 ],

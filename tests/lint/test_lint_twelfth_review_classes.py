@@ -287,14 +287,15 @@ TRACED_CONSTANT = dedent(
 def test_a_move_traced_for_a_device_constant_is_no_copy() -> None:
     """CLIP's device patch: `torch.jit.trace(lambda: torch.ones([]).to(torch.device(device)), ...)` is
     traced once to read a device constant off the graph; an ordinary `torch.ones(8).to(device)` is
-    still reported."""
+    still reported (as information: `load` runs once, to set up)."""
     assert findings(TRACED_CONSTANT) == [
         (
             7,
             25,
             "AL302",
-            "warning",
-            "`torch.ones(...)` is created on the CPU and then copied to the device: create it there with `device=`",
+            "information",
+            "`torch.ones(...)` is created on the CPU and then copied to the device: create it there with `device=`; "
+            "it runs once per call of `load` (set-up, not a step): a small cost, not paid every step",
         )
     ]
 
@@ -318,7 +319,8 @@ def test_a_seeded_random_draw_gets_no_rewrite_to_the_device() -> None:
     """After `torch.manual_seed(42)`, `torch.rand(...).to(device)` is information, with no quick fix:
     the GPU's generator gives other numbers for the same seed (a test comparing with stored values
     would break), so the test's copy keeps its numbers on purpose; `torch.zeros(3).to(device)` keeps
-    its warning and fix, and so does an unseeded draw."""
+    its fix, and so does an unseeded draw. Both are a test's set-up, paid once per test: information."""
+    once = "; it runs once per test (`test_kernel`): a small cost, not paid every step"
     assert findings(SEEDED_DRAW) == [
         (
             7,
@@ -327,14 +329,15 @@ def test_a_seeded_random_draw_gets_no_rewrite_to_the_device() -> None:
             "information",
             "`torch.rand(...)` is created on the CPU and then copied to the device: create it there "
             "with `device=` (the generators are seeded above: drawn there, the numbers differ from "
-            "the CPU's)",
+            "the CPU's)" + once,
         ),
         (
             8,
             26,
             "AL302",
-            "warning",
-            "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with `device=`",
+            "information",
+            "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with `device=`"
+            + once,
         ),
     ]
     fixes = [f.fix.edits[0].new_text if f.fix is not None else None for f in lint_source_strict(SEEDED_DRAW)]
@@ -350,15 +353,14 @@ def test_a_seeded_random_draw_gets_no_rewrite_to_the_device() -> None:
     ]
     # a seed set in another function (a `__main__` block running the tests) says nothing of this draw
     elsewhere = (
-        SEEDED_DRAW.replace("    torch.manual_seed(42)\n", "")
-        + "\n\nif __name__ == '__main__':\n    torch.manual_seed(1)\n"
+        script.replace("    torch.manual_seed(42)\n", "") + "\n\nif __name__ == '__main__':\n    torch.manual_seed(1)\n"
     )
     assert [(f.severity, f.fix is not None) for f in lint_source_strict(elsewhere)] == [
         ("warning", True),
         ("warning", True),
     ]
     # a generator of its own seeds only the draws it is handed: the default draw is not seeded
-    own = SEEDED_DRAW.replace("torch.manual_seed(42)", "g = torch.Generator().manual_seed(42)")
+    own = script.replace("torch.manual_seed(42)", "g = torch.Generator().manual_seed(42)")
     assert [(f.severity, f.fix is not None) for f in lint_source_strict(own)] == [("warning", True), ("warning", True)]
 
 

@@ -90,6 +90,7 @@ class LintContext:
     # file-wide answers cached by the modules that compute them (provenance.py, waits.py); unset
     # until first asked
     _mentions_device: bool
+    _cpu_only_file: bool
     _calls_backward: bool
     _host_loss_functions: frozenset[str]
     _host_imported: frozenset[str]

@@ -1401,15 +1401,31 @@ def _takes_a_step(loop: Node) -> bool:
 
 def in_training_loop(loop: Node) -> bool:
     """Does this loop, or a loop around it in the same function, call `backward()` or `.step()`?
-    (`for key, value in masks.items():` inside the batch loop of a training step.)"""
+    (`for key, value in masks.items():` inside the batch loop of a training step.) In a loop
+    around it, a step taken in another loop does not count: the validation loop beside the
+    training loop inside `for epoch in ...:` takes no step."""
+    inside = loop
     for node in [loop, *ancestors(loop)]:
         if node.type in ("function_definition", "class_definition"):
             return False
         if node.type in ("for_statement", "while_statement"):
             body = node.child_by_field_name("body")
             if body is not None and TRAINING_STEP.search(body.text or b""):
-                return True
+                others = [] if node is loop else [inner for inner in _loops_in(body) if not _holds(inner, inside)]
+                if TRAINING_STEP.search(_SCHEDULER_STEP.sub(b"", _without(body, others))):
+                    return True
+            inside = node
     return False
+
+
+# A learning-rate scheduler's step (`scheduler.step()`, `lr_sched.step(val_loss)`): once per epoch
+# or per step, but no training step of its own (not a diffusion scheduler's sampling step,
+# `self.scheduler.step(noise_pred, t, latents)`: that is the step of an inference loop)
+_SCHEDULER_STEP = re.compile(rb"\w*sched\w*\s*\.\s*step\s*\([^,()]*\)", re.I)
+
+
+def _holds(outer: Node, node: Node) -> bool:
+    return outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
 
 
 _INFERS = re.compile(rb"\.(?:infer|predict)\w*\(")  # `self.infer(speaker, chunk)`: a model's inference

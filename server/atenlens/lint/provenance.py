@@ -1409,14 +1409,53 @@ def likely_device(ctx: LintContext, node: Optional[Node]) -> bool:
     if device is Device.CUDA:
         return True
     if not module_mentions_device(ctx) and (
-        node is None or not (_in_training_step(ctx, node) or _in_training_class(ctx, node))
+        node is None
+        or not (_in_training_step(ctx, node) or _in_training_class(ctx, node))
+        or _builds_its_loader(ctx, node)
     ):
+        return False
+    if _cpu_only_file(ctx):
         return False
     if node is not None and in_collate_function(node):
         return False
     if node is not None and (moved_to_device_later(ctx, node) or converted_with_numpy(node)):
         return False
     return _model_output(ctx, node, 0)
+
+
+def _builds_its_loader(ctx: LintContext, node: Node) -> bool:
+    """In a file that names no device: is `node` in a function that builds its own `DataLoader`?
+    Its batches reach the model as the loader gives them, on the CPU, so the model and the loss
+    are there too (pyod's `fit(X)`: `DataLoader(TensorDataset(...))`, then the training loop).
+    Not where a framework moves the batches (`accelerator.prepare(loader)`, Fabric's
+    `setup_dataloaders`)."""
+    function = next((a for a in ancestors(node) if a.type == "function_definition"), None)
+    if function is None or b"DataLoader(" not in (function.text or b""):
+        return False
+    return _MOVES_BATCHES.search(ctx.source.whole_data) is None
+
+
+def _cpu_only_file(ctx: LintContext) -> bool:
+    """Does the file choose the CPU as its device (`device = "cpu"`, `device = torch.device("cpu")`
+    as a statement of its own) and never speak of CUDA? Then its tensors are all on the host,
+    whatever a loop does with them (norse's correlation experiment and its test)."""
+    cached = getattr(ctx, "_cpu_only_file", None)
+    if cached is None:
+        data = ctx.source.whole_data
+        cached = _CPU_CHOSEN.search(data) is not None and _CUDA_WORD.search(data) is None
+        ctx._cpu_only_file = cached
+    return cached
+
+
+# (at the top level of the module or of a top-level function: not a fallback in an `else`)
+_CPU_CHOSEN = re.compile(
+    rb"^(?:    )?\w*device[ \t]*=[ \t]*(?:torch\.device\()?[\"']cpu[\"']\)?[ \t]*(?:#[^\n]*)?$", re.M
+)
+_CUDA_WORD = re.compile(rb"cuda|gpu", re.I)
+
+
+# Frameworks that put a loader's batches on the device without the file naming one
+_MOVES_BATCHES = re.compile(rb"prepare\(|setup_dataloaders\(|accelerator|fabric", re.I)
 
 
 _CUDA_BRANCH_TEST = re.compile(r"\bis_cuda\b|device\.type\b.*(?:cuda|npu|xpu)|cuda\.is_available\(\)")

@@ -5,7 +5,8 @@ What it does:
     `torch.randn`, `rand`, `randint`, `randperm`, `zeros`, `ones`, `empty`, `full`, `arange`,
     `linspace`, `logspace`, `eye` — or a legacy typed constructor given sizes
     (`torch.FloatTensor(n, d)`, `torch.Tensor(self.beam_size)`: one argument counts as a size
-    when it is a number, arithmetic, `x.size()` or a name spelled as a size) made on the CPU, with no `device=` argument of its own. The move
+    when it is a number, `x.size()`, `len(x)`, `x.shape[0]`, a name spelled as a size or arithmetic of
+    those: not `1 - done`, an array of data) made on the CPU, with no `device=` argument of its own. The move
     may be called on the factory's call (`torch.zeros(n).to(device)`) or after shape, cast, fill
     and arithmetic steps that stay on the CPU (`(torch.arange(b) * k).unsqueeze(1).to(device)`,
     `(1 - torch.eye(n)[None]).to(x.device)`, `(torch.arange(n) <= i).to(device)`,
@@ -31,7 +32,13 @@ What it does:
     data (`torch.LongTensor(ids)`: the data comes from the host either way: `device=` does the
     same host fill and copy).
 
-    The finding is on the factory's line when the move is written on another line.
+    The finding is on the factory's line when the move is written on another line. It is a
+    warning where the copy is paid per step: in a loop, in `forward`, in a function called from
+    anywhere. Where it is paid once it is information, and the message says how often: a test's
+    set-up, the `__init__` of a class with a base (a module, an optimizer, a dataset: not a plain
+    object that code may build per item), another set-up function (`_init_weights`, `setup`,
+    `load_*`, `save`, `export`, `plot`), module-level code, or a loop's iteration that only some
+    pass (`if len(state) == 0:` creates an optimizer's state on its first step).
 
     Quick fix, offered only in the simple, safe cases: the move is called on the factory's call,
     the factory has no `device=` and no `**kwargs`, it is not a random draw (`randn`, `rand`,
@@ -69,7 +76,7 @@ from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding, Fix, TextEdit
-from atenlens.lint.frequency import in_a_test
+from atenlens.lint.frequency import enclosing_test, frequency, function_name, in_a_test
 from atenlens.lint.provenance import (
     VIEW_METHODS,
     Device,
@@ -85,7 +92,17 @@ from atenlens.lint.provenance import (
 )
 from atenlens.lint.registry import Rule
 from atenlens.lint.source import ancestors
-from atenlens.lint.syntax import arguments, callee, dotted_name, has_splat, method_name, receiver, strip_parens, text
+from atenlens.lint.syntax import (
+    arguments,
+    callee,
+    dotted_name,
+    has_splat,
+    method_name,
+    receiver,
+    repeating_loop,
+    strip_parens,
+    text,
+)
 
 # Not `torch.tensor` / `torch.as_tensor`: their data comes from the host either way, and
 # `device=` does the same host fill and copy, so there is nothing to gain.
@@ -230,13 +247,31 @@ def _given_sizes(call: Node) -> bool:
     if len(positional) > 1:
         return True
     (only,) = positional
-    if only.type == "binary_operator":
-        # `n * k` and `x.size() + (n,)` are sizes, `[0.0] * n` a list of data
-        return not any(c.type in ("list", "list_comprehension") for c in only.named_children)
-    if only.type == "integer" or (only.type == "call" and method_name(only) == "size"):
+    return _a_size(only)
+
+
+def _a_size(node: Node, depth: int = 0) -> bool:
+    """Is `node` written as a size: a number, `x.size()`, `len(x)`, `x.shape[0]`, a name spelled as
+    a size (`self.beam_size`, `num_rows`), or arithmetic of those (`n * k`, `x.size() + (n,)`)?
+    `1 - done` is data: `done` (a NumPy array from `env.step`) is not spelled as a size, and
+    `[0.0] * n` is a list of values."""
+    node = strip_parens(node)
+    if depth > 8:
+        return False
+    if node.type == "binary_operator":
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        return left is not None and right is not None and _a_size(left, depth + 1) and _a_size(right, depth + 1)
+    if node.type == "tuple":
+        return all(_a_size(part, depth + 1) for part in node.named_children)
+    if node.type == "integer" or (node.type == "call" and method_name(node) == "size"):
         return True
-    name = dotted_name(only)  # `torch.Tensor(self.beam_size)`, `torch.LongTensor(num_rows)`: spelled as a size
-    return name is not None and _SIZE_NAME.search(name.split(".")[-1]) is not None and not _a_list(only, name)
+    if node.type == "call" and dotted_name(callee(node)) == "len":
+        return True
+    if node.type == "subscript":
+        value = node.child_by_field_name("value")
+        return value is not None and (dotted_name(value) or "").split(".")[-1] == "shape"
+    name = dotted_name(node)  # `torch.Tensor(self.beam_size)`, `torch.LongTensor(num_rows)`: spelled as a size
+    return name is not None and _SIZE_NAME.search(name.split(".")[-1]) is not None and not _a_list(node, name)
 
 
 def _a_list(node: Node, name: str) -> bool:
@@ -399,6 +434,9 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             at = factory  # the factory is what to change: its line, not the move's
         seeded = (name or "").split(".")[-1] in RANDOM_FACTORIES and _seeded_before(ctx, move)
         note = " (the generators are seeded above: drawn there, the numbers differ from the CPU's)" if seeded else ""
+        once = _paid_once(ctx, move)
+        if once is not None:
+            note += f"; it runs {once}: a small cost, not paid every step"
         yield ctx.finding(
             Code.CREATE_THEN_MOVE,
             f"`{name}(...)` is created on the CPU and then copied to {where}: create it there with `device=`{note}",
@@ -408,8 +446,51 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             fix=None if seeded else _fix(ctx, move, factory, tensor),
             end=move,
             # (a test seeded to compare with stored numbers draws on the CPU on purpose)
-            severity="information" if seeded and in_a_test(move) else "warning",
+            severity="information" if (seeded and in_a_test(move)) or once is not None else "warning",
         )
+
+
+def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
+    """How often a move runs where that is clearly not per step, for the message; None otherwise.
+    Once: in a test (its setup), in an initializer or another function that runs once per object
+    or per run (`__init__`, `_init_weights`, `setup`, `load_*`, `export`), in module-level code, or in a loop only on some iterations (`if len(state) == 0:`
+    creates an optimizer's state on its first step). A move once per call of any other function
+    stays a warning: `noise(n, dim)` or a beam search's buffers run on every step or batch.
+    Decided from the function the move is in alone: what the command line leaves out of the
+    parse must not change it."""
+    test = enclosing_test(move)
+    if test is not None or in_a_test(move):
+        return f"once per test (`{test or function_name(move)}`)"
+    how = frequency(move)
+    if repeating_loop(move) is not None:
+        return None if how.every_iteration else how.how_often
+    function = next((a for a in ancestors(move) if a.type == "function_definition"), None)
+    if function is None:
+        return "once (module-level code)"
+    name = function_name(move)
+    if name == "__init__" and not _derived_class(function):
+        return None  # `class TreeSearch(object):` built per example of a batch: not set-up
+    if _SET_UP.search(name):
+        return f"once per call of `{name}` (set-up, not a step)"
+    return None
+
+
+def _derived_class(method: Node) -> bool:
+    """Is `method` in a class with a base other than `object` (a module, an optimizer, a
+    dataset: built once per run), not a plain object that code may build per item?"""
+    holder = method.parent.parent if method.parent is not None and method.parent.type == "block" else None
+    if holder is None or holder.type != "class_definition":
+        return False
+    bases = holder.child_by_field_name("superclasses")
+    return bases is not None and any(text(base) != "object" for base in bases.named_children)
+
+
+# Functions that run once per object or per run: initializers, set-up, loading, saving, export,
+# plots (not `merge` or `convert`, which a model may run on every forward)
+_SET_UP = re.compile(
+    r"^_*init(?:_|$)|initiali[sz]e|^_*set_?up(?:_|$)|warm_?up|^_?load|_load_|save|export|plot|^__(?:str|repr)__$",
+    re.I,
+)
 
 
 RULE = Rule(

@@ -79,7 +79,11 @@ What it does:
     gets its device from the caller and need not name one) or in a class one of whose methods
     takes one (`self._optimizers_step(output)` in the loop, the `.backward()` in that method: the
     class's training and evaluation loops run the same model; not a `unittest.TestCase`, whose
-    tests make their own tensors, on the CPU in a file that names no device). An in-place update (`lprobs +=
+    tests make their own tensors, on the CPU in a file that names no device; not a function of such a
+    file that builds its own `DataLoader`, whose batches reach the model on the CPU, unless
+    `accelerator.prepare` or Fabric moves them). Nothing is on the device in a file that chooses the
+    CPU (`device = "cpu"` as a statement of the module or of a top-level function) and never says
+    `cuda` or `gpu`. An in-place update (`lprobs +=
     probs`, `av_kls /= world_size`) keeps the tensor the name held. A name rebound in one branch of an
     if/else is read in a later branch as it was before the `if`; `if not isinstance(norm,
     torch.Tensor): norm = torch.tensor(norm)` converts only what was no tensor, so a tensor keeps
