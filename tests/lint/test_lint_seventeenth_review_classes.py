@@ -260,6 +260,77 @@ def test_a_file_that_chooses_the_cpu_reads_nothing_from_a_gpu() -> None:
     assert findings(CPU_CHOSEN) == []
 
 
+BATCH_ELEMENTS_MOVED = dedent(
+    """\
+    import torch
+
+
+    class Trainer:
+        def __init__(self):
+            self.loss_information = {"generator_losses": 0.0, "generator_iters": 0}
+
+        def train(self, loader, device, epochs):
+            for epoch in range(epochs):
+                for dats in loader:
+                    result = self.model([dats[0].to(device), dats[1].to(device)])
+                    loss = self.criterion(result["out"], dats[-1].to(device))
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+                    target = dats[-1].cpu().numpy()
+                    predicted = result["out"].cpu().numpy()
+                    if self.loss_information["generator_iters"] > 0:
+                        self.log(target, predicted)
+    """
+)
+
+
+def test_a_batch_whose_elements_are_moved_stays_on_the_host() -> None:
+    """`dats[0].to(device)` moves a copy of an element: the loader's batch `dats` stays on the host, so
+    `dats[-1].cpu()` reads nothing from the GPU, while the model's output is read every step. A key
+    naming a count (`"generator_iters"`) in a dict of losses holds a number."""
+    assert findings(BATCH_ELEMENTS_MOVED) == [
+        (17, 42, "AL100", "warning", "`.cpu()` inside a loop: the host waits for the GPU on every iteration")
+    ]
+
+
+FIXTURE_AND_ONE_PASS = dedent(
+    """\
+    import os
+    import pytest
+    import torch
+
+
+    @pytest.fixture
+    def image(device):
+        return torch.randn(1, 3, 64, 64).to(device)
+
+
+    def dump_first_batch(net, loader, device, out_dir):
+        for img, label in loader:
+            spikes = net(img.to(device))
+            torch.save(spikes.cpu(), os.path.join(out_dir, "spikes.pt"))
+            print(spikes.sum().item())
+            exit()
+    """
+)
+
+
+def test_a_fixture_is_test_set_up_and_a_loop_ending_in_exit_runs_once() -> None:
+    """A pytest fixture is a test's set-up: its create-then-move is information. A loop whose body ends
+    in `exit()` runs one pass: its reads are not per iteration."""
+    assert findings(FIXTURE_AND_ONE_PASS) == [
+        (
+            8,
+            37,
+            "AL302",
+            "information",
+            "`torch.randn(...)` is created on the CPU and then copied to the device: create it there with "
+            "`device=`; it runs once per test (`image`): a small cost, not paid every step",
+        )
+    ]
+
+
 CUDA_WHEN_AVAILABLE = dedent(
     """\
     import torch

@@ -136,6 +136,9 @@ def frequency(node: Node) -> Frequency:
         return Frequency(around.loop, around.every_iteration, f"{around.how_often} ({count} times each)")
     if count is not None and count <= 1:
         return Frequency(None, False, "once (the loop runs once)")
+    ending = _ends_every_pass(loop)
+    if ending is not None:
+        return Frequency(None, False, f"once (the loop's body ends in `{ending}`: it runs one pass)")
     if _is_epoch_loop(loop):
         return Frequency(loop, False, "once per epoch")
     inner = _inner_training_loop(loop)
@@ -285,13 +288,24 @@ def in_a_test(node: Node) -> bool:
 
 
 def enclosing_test(node: Node) -> Optional[str]:
-    """The name of the `test_*` function that holds `node`, maybe through nested functions."""
+    """The name of the `test_*` function (or pytest fixture: `@pytest.fixture def image(device):`)
+    that holds `node`, maybe through nested functions."""
     for parent in ancestors(node):
         if parent.type == "function_definition":
             name = parent.child_by_field_name("name")
-            if name is not None and is_test_name(text(name)):
+            if name is not None and (is_test_name(text(name)) or _is_fixture(parent)):
                 return text(name)
     return None
+
+
+def _is_fixture(function: Node) -> bool:
+    holder = function.parent
+    if holder is None or holder.type != "decorated_definition":
+        return False
+    return any(_FIXTURE.match(text(decorator).lstrip("@").strip()) for decorator in holder.named_children[:-1])
+
+
+_FIXTURE = re.compile(r"(?:pytest\.)?fixture\b")
 
 
 def function_name(node: Node) -> str:
@@ -789,6 +803,31 @@ def is_counter_bound(node: Node) -> bool:
         name = text(node).split(".")[-1]
         return bool(_BOUND_NAME.search(name))
     return node.type == "call" and dotted_name(callee(node)) == "len"
+
+
+def _ends_every_pass(loop: Node) -> Optional[str]:
+    """The statement that ends a `for`/`while` loop's body unconditionally and leaves the loop
+    (`break`, `return`, `raise`, `exit()`, `sys.exit()`), when no `continue` can skip it: the loop
+    runs one pass (a visualisation dump of the first batch, then `exit()`)."""
+    if loop.type not in ("for_statement", "while_statement"):
+        return None
+    body = loop.child_by_field_name("body")
+    if body is None or b"continue" in (body.text or b""):
+        return None
+    statements = [c for c in body.named_children if c.type != "comment"]
+    if not statements:
+        return None
+    last = statements[-1]
+    if last.type in ("break_statement", "return_statement", "raise_statement"):
+        return text(last).split()[0]
+    call = last.named_children[0] if last.type == "expression_statement" and last.named_children else None
+    if (
+        call is not None
+        and call.type == "call"
+        and dotted_name(callee(call)) in ("exit", "sys.exit", "quit", "os._exit")
+    ):
+        return f"{dotted_name(callee(call))}()"
+    return None
 
 
 def _literal_iterations(loop: Node) -> Optional[int]:

@@ -396,6 +396,8 @@ _LOSS_NAME = re.compile(
 # gradients' total norm, returned as a tensor on the parameters' device
 _GRAD_NORM = re.compile(r"^clip_grad_norm_?$")
 # An object of settings (`self.cfg`, `config`, `args`, `hparams`): its fields are numbers and names.
+# A key naming a count (`"generator_iters"`, `"num_steps"`, `"epoch"`): a number, whatever it sits beside
+_COUNTER_KEY = re.compile(r"(?:^|_)(?:iters?|iterations?|steps?|epochs?|counts?|batches)$|^(?:num|n)_", re.I)
 _SETTINGS = re.compile(r"(?:^|\.)(?:cfg|config|conf|args|hparams|opts|options|settings)$", re.I)
 # A training loop's counters (`for (batch_num, size, num_samples_so_far), batch in batches:`)
 # A name spelled as a piece of text (`loss_name`, `metric_key`, `log_prefix`): no tensor, whatever
@@ -1649,6 +1651,11 @@ def _moves_name(ctx: LintContext, name: str, binding: Optional[Binding], scope: 
         moves[scope.id] = ctx.calls_named(("to", "cuda"), scope.start_byte, scope.end_byte)
     for call in moves[scope.id]:
         owner = receiver(call)
+        while owner is not None and owner.type == "subscript" and binding is not None and binding.loop is not None:
+            # `for dats in loader: ... dats[0].to(device)`: an element of the batch moved, the
+            # batch itself left where the loader made it, on the host (not a model's output:
+            # `result["out"].to(device)` may move what is there already)
+            owner = owner.child_by_field_name("value")
         if owner is None or owner.type != "identifier" or text(owner) != name:
             continue
         if scope_for(call) != scope or _binding(ctx, owner) != binding:
@@ -2130,6 +2137,15 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         key = node.child_by_field_name("subscript")
         if _optimizer_state(ctx, node):
             return True
+        value = node.child_by_field_name("value")
+        # (a count kept beside the losses, not `batch["token_counts"]`: a batch's counts are tensors)
+        if (
+            key is not None
+            and key.type == "string"
+            and _COUNTER_KEY.search(string_value(key))
+            and _LOSS_NAME.search(text(value) if value is not None else "")
+        ):
+            return False  # `self.loss_information["generator_iters"]`
         if key is not None and key.type == "string" and _LOSS_NAME.search(string_value(key)):
             # `step = step_fn(batch)` ... `step["loss"]`: the loss of what a call returned, as
             # `outputs.loss`; not `self.history["loss"]` or `{"loss": loss.item()}["loss"]` (logs)

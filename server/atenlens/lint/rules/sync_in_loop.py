@@ -83,7 +83,9 @@ What it does:
     file that builds its own `DataLoader`, whose batches reach the model on the CPU, unless
     `accelerator.prepare` or Fabric moves them). Nothing is on the device in a file that chooses the
     CPU (`device = "cpu"` as a statement of the module or of a top-level function) and never says
-    `cuda` or `gpu`. An in-place update (`lprobs +=
+    `cuda` or `gpu`. A loop's batch whose elements the loop moves (`dats[0].to(device)`: a copy) is
+    on the host itself, and a count kept among losses (`self.loss_information["generator_iters"]`)
+    is a number. An in-place update (`lprobs +=
     probs`, `av_kls /= world_size`) keeps the tensor the name held. A name rebound in one branch of an
     if/else is read in a later branch as it was before the `if`; `if not isinstance(norm,
     torch.Tensor): norm = torch.tensor(norm)` converts only what was no tensor, so a tensor keeps
@@ -152,7 +154,7 @@ What it does:
     literal values (`range(3)`, also a comprehension's: `tuple(f(x) for axis in range(3))`; also a name the function binds once, outside any branch, to such
     a list: `masks = ["train", "val", "test"]`, and `range(len(...))` of one; a dict literal the
     function only walks, indexes at its keys and returns: `errors = {0.0: 0.0, 1.0: 0.0}`), in any loop of a
-    `test_*` function or of a function nested in one (not the evaluation pass `def test(model,
+    `test_*` function, a pytest fixture or a function nested in one (not the evaluation pass `def test(model,
     device, test_loader)`) or of a
     method of a `unittest.TestCase` (its helpers too), in a
     function whose result is cached (`@cached_property`), once per chunk in `for start in
@@ -184,7 +186,8 @@ What it does:
     a comprehension's own variable, read anew), and
     as the test that ends a `while` loop (`err = ....item()` then `if err < tol: break`: a
     convergence check; a tensor counter compared with a bound, `while pos < n - 1:`, stays a
-    warning); a loop that runs once is not a loop, and an `assert`'s message or a `raise` runs
+    warning); a loop that runs once is not a loop (nor one whose body ends in `break`, `return`,
+    `raise` or `exit()` with no `continue` before: one pass), and an `assert`'s message or a `raise` runs
     only when a check fails. `.cpu(non_blocking=True)` does not wait (see AL201).
 
 Why it matters:
