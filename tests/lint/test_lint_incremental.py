@@ -2,8 +2,9 @@
 same text gives: the same findings, messages, severities and fixes, byte for byte, over many
 random edits of real files: typing and deleting characters, splitting and joining lines, deleting
 and duplicating lines, and inserting lines that change a module-wide fact (a synchronize alias,
-a pinned DataLoader, a function that waits, an attribute holding a pinned buffer, a call of
-a module-level function of the file), and several documents edited in turn."""
+a pinned DataLoader, a function that waits, a function that seeds the generators, an attribute
+holding a pinned buffer, a call of a module-level function of the file), and several documents
+edited in turn."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ FACT_LINES = (
     "self.stream = torch.cuda.Stream()",
     "def helper():",
     "    torch.cuda.synchronize()",
+    "torch.manual_seed(0)",
 )
 
 
@@ -221,6 +223,31 @@ def test_an_edit_of_a_call_relints_the_function_it_calls() -> None:
     assert incremental.last_mode[document] == "incremental"
     assert lint_source_strict(CALLS_SOURCE, path=document, incremental=True) == found
     assert incremental.last_mode[document] == "incremental"
+    incremental.forget(document)
+
+
+SEEDING_SOURCE = (
+    "import torch\n\n\n"
+    "def _init_env(rank):\n"
+    "    torch.backends.cudnn.deterministic = True\n\n\n"
+    "def run(rank, model):\n"
+    "    _init_env(rank)\n"
+    "    for step in range(100):\n"
+    "        model(torch.randn(4, 2).cuda())\n"
+)
+
+
+def test_an_edit_that_seeds_in_a_helper_relints_the_draws_after_its_calls() -> None:
+    """`torch.randn(4, 2).cuda()` gets a rewrite to the device until `_init_env`, which `run` calls
+    first, seeds the default generators: then the draw keeps its numbers and loses the rewrite,
+    though the edit was in another function (a module-wide fact, lint/facts.py)."""
+    document = "file:///seeding.py"
+    found = lint_source_strict(SEEDING_SOURCE, path=document, incremental=True)
+    assert [(f.line, f.code, f.fix is not None) for f in found] == [(11, "AL302", True)]
+    seeded = SEEDING_SOURCE.replace("deterministic = True\n", "deterministic = True\n    torch.manual_seed(rank)\n")
+    after = lint_source_strict(seeded, path=document, incremental=True)
+    assert after == lint_source_strict(seeded)
+    assert [(f.line, f.code, f.fix is not None) for f in after] == [(12, "AL302", False)]
     incremental.forget(document)
 
 

@@ -93,6 +93,7 @@ class LintContext:
     _cpu_only_file: bool
     _calls_backward: bool
     _host_loss_functions: frozenset[str]
+    _seeding_functions: frozenset[str]
     _host_imported: frozenset[str]
     _torch_cuda_imports: frozenset[str]
     _device_attributes: frozenset[str]

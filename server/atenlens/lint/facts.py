@@ -26,6 +26,7 @@ from atenlens.lint.provenance import (
     module_may_page,
     module_mentions_device,
     pins_within,
+    seeding_functions,
     torch_aliases,
 )
 from atenlens.lint.waits import callers_within, close_waiting_functions, synchronize_aliases, waits_within
@@ -46,6 +47,7 @@ FACTS: tuple[Fact, ...] = (
     Fact("device-attributes", device_attributes),  # `self.x = torch.ones(1, device=d)` in any method
     Fact("host-loss-functions", host_loss_functions),  # `def accuracy(...): return [float(...) ...]`
     Fact("host-imported-functions", host_imported_functions),  # `from sklearn.metrics import log_loss`
+    Fact("seeding-functions", seeding_functions),  # `def _init_env(rank): torch.manual_seed(rank)`
 )
 # Facts summed up from each top-level statement's share, which is kept with the statement's text
 # from one lint to the next: `pins-host-memory` (a pinned DataLoader or buffer: any statement's)
@@ -54,7 +56,7 @@ PER_STATEMENT_FACTS = ("pins-host-memory", "waiting-functions")
 # Facts that are sets of function names, read by a rule only at a call of one of them
 # (`sync_all()` waits): when such a fact changes, only the definitions that write a name that
 # came or went can find something else (lint/incremental.py lints those again).
-NAME_SET_FACTS = frozenset({"waiting-functions", "host-loss-functions", "host-imported-functions"})
+NAME_SET_FACTS = frozenset({"waiting-functions", "host-loss-functions", "host-imported-functions", "seeding-functions"})
 
 
 @dataclass

@@ -293,9 +293,26 @@ def enclosing_test(node: Node) -> Optional[str]:
     for parent in ancestors(node):
         if parent.type == "function_definition":
             name = parent.child_by_field_name("name")
-            if name is not None and (is_test_name(text(name)) or _is_fixture(parent)):
+            if name is not None and (
+                (is_test_name(text(name)) and not _method_of_a_plain_class(parent)) or _is_fixture(parent)
+            ):
                 return text(name)
     return None
+
+
+def _method_of_a_plain_class(function: Node) -> bool:
+    """A method of a class that is neither a `unittest.TestCase` nor spelled with `test` (pytest
+    collects `Test*` classes, and their bases are spelled `BaseModelTests`, `ModelTestMixin`):
+    `def test_on_all_clients(self, ...)` of a federated trainer evaluates the model, it is no
+    unit test."""
+    block = function.parent
+    if block is not None and block.type == "decorated_definition":
+        block = block.parent
+    holder = block.parent if block is not None and block.type == "block" else None
+    if holder is None or holder.type != "class_definition":
+        return False
+    title = holder.child_by_field_name("name")
+    return not is_test_case(holder) and not (title is not None and "test" in text(title).lower())
 
 
 def _is_fixture(function: Node) -> bool:
@@ -686,12 +703,28 @@ _NAME_SET_TO_NAME = re.compile(rb"^[ \t]*([A-Za-z_][\w.]*)[ \t]*=[ \t]*([A-Za-z_
 def _counter_at_bound(comparison: Node) -> bool:
     """Do the sides of `comparison` compare a counter with a number or the loop's end (`i == 0`,
     `step == max_steps - 1`), not a per-process value (`rank == 0`)?"""
-    sides = comparison.named_children
+    # (`it + 1 == max_iterations`: the counter one on; `step == max_steps - 1`: the bound one back)
+    sides = [_without_offset(s) for s in comparison.named_children]
     names = [s for s in sides if s.type in ("identifier", "attribute")]
     if any(_PER_PROCESS.search(text(n)) for n in names):
         return False
     bounds = [s for s in sides if s not in names or len(names) > 1]
     return bool(names) and (any(is_counter_bound(s) for s in bounds) or _compares_with_range_end(comparison))
+
+
+def _without_offset(side: Node) -> Node:
+    """`it + 1` -> `it`: a name plus or minus a number, read as the name."""
+    side = strip_parens(side)
+    if side.type == "binary_operator" and text(side.child_by_field_name("operator")) in ("+", "-"):
+        left, right = side.child_by_field_name("left"), side.child_by_field_name("right")
+        if (
+            left is not None
+            and right is not None
+            and right.type == "integer"
+            and left.type in ("identifier", "attribute")
+        ):
+            return left
+    return side
 
 
 def _compares_with_range_end(comparison: Node) -> bool:

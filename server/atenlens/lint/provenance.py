@@ -1319,6 +1319,33 @@ def host_loss_functions(ctx: LintContext) -> frozenset[str]:
     return cached
 
 
+# The default generators seeded for reproducible numbers (`torch.manual_seed(42)`, Lightning's
+# `seed_everything`, transformers' `set_seed`); not a generator of its own (`torch.Generator().manual_seed(0)`,
+# `g.manual_seed(0)`), which draws only where it is handed
+SEEDING = re.compile(
+    rb"\btorch[ \t]*\.[ \t]*(?:cuda[ \t]*\.[ \t]*)?manual_seed(?:_all)?[ \t]*\("
+    rb"|(?<![\w.])(?:manual_seed|seed_everything|set_seed)[ \t]*\("
+)
+_TOP_LEVEL_DEF = re.compile(rb"^(?:async[ \t]+)?def[ \t]+(\w+)", re.M)
+
+
+def seeding_functions(ctx: LintContext) -> frozenset[str]:
+    """The module-level functions of this file that seed the default generators (`def
+    _init_env(rank): torch.manual_seed(rank)`): a draw after a call of one is seeded. A
+    module-wide fact (lint/facts.py): an edit that changes it lints the callers again."""
+    cached = getattr(ctx, "_seeding_functions", None)
+    if cached is None:
+        data = ctx.source.whole_data
+        found = set()
+        if b"seed" in data:
+            for name in dict.fromkeys(m.group(1).decode() for m in _TOP_LEVEL_DEF.finditer(data)):
+                body = definition_text(data, name)
+                if body is not None and SEEDING.search(body) is not None:
+                    found.add(name)
+        cached = ctx._seeding_functions = frozenset(found)
+    return cached
+
+
 def _returns_python_scalar(ctx: LintContext, name: str) -> bool:
     """Is `name` (`helper`, `self.helper`, `decoder.pull`) a function or method of this file
     annotated to return a Python number, string or bool (`def _clamp_block_m(...) -> int:`,
@@ -1426,15 +1453,21 @@ def likely_device(ctx: LintContext, node: Optional[Node]) -> bool:
 
 
 def _builds_its_loader(ctx: LintContext, node: Node) -> bool:
-    """In a file that names no device: is `node` in a function that builds its own `DataLoader`?
-    Its batches reach the model as the loader gives them, on the CPU, so the model and the loss
-    are there too (pyod's `fit(X)`: `DataLoader(TensorDataset(...))`, then the training loop).
-    Not where a framework moves the batches (`accelerator.prepare(loader)`, Fabric's
-    `setup_dataloaders`)."""
+    """In a file that names no device: is `node` in a function that builds its own inputs, a
+    `DataLoader` or tensors from host data (`torch.Tensor(path["observations"])`,
+    `torch.from_numpy(x)`)? They reach the model on the CPU, so the model and the loss are there
+    too (pyod's `fit(X)`: `DataLoader(TensorDataset(...))`, then the training loop; garage's
+    policy step). Not where a framework moves the batches (`accelerator.prepare(loader)`,
+    Fabric's `setup_dataloaders`)."""
     function = next((a for a in ancestors(node) if a.type == "function_definition"), None)
-    if function is None or b"DataLoader(" not in (function.text or b""):
+    if function is None or not _HOST_INPUTS.search(function.text or b""):
         return False
     return _MOVES_BATCHES.search(ctx.source.whole_data) is None
+
+
+# Inputs made on the host: a loader, or tensors of host data (not `torch.tensor(0.)`, a scalar
+# that any device's tensor may be added to)
+_HOST_INPUTS = re.compile(rb"\bDataLoader\(|\btorch\.(?:from_numpy|Tensor|FloatTensor|LongTensor|DoubleTensor)\(")
 
 
 def _cpu_only_file(ctx: LintContext) -> bool:

@@ -35,15 +35,18 @@ What it does:
     The finding is on the factory's line when the move is written on another line. It is a
     warning where the copy is paid per step: in a loop, in `forward`, in a function called from
     anywhere. Where it is paid once it is information, and the message says how often: a test's
-    set-up, the `__init__` of a class with a base (a module, an optimizer, a dataset: not a plain
-    object that code may build per item), another set-up function (`_init_weights`, `setup`,
-    `load_*`, `save`, `export`, `plot`), module-level code, or a loop's iteration that only some
-    pass (`if len(state) == 0:` creates an optimizer's state on its first step).
+    set-up (a `test_*` function, a pytest fixture, a module-level function the file uses only in
+    its tests, such as a worker a test hands to `mp.Process`), the `__init__` of a class with a
+    base (a module, an optimizer, a dataset: not a plain object that code may build per item),
+    `main()`, another set-up function (`_init_weights`, `setup`, `load_*`, `save`, `export`,
+    `plot`), module-level code, or a loop's iteration that only some pass (`if len(state) == 0:`
+    creates an optimizer's state on its first step).
 
     Quick fix, offered only in the simple, safe cases: the move is called on the factory's call,
     the factory has no `device=` and no `**kwargs`, it is not a random draw (`randn`, `rand`,
-    `randint`, `randperm`) after its function seeds the default generators (`torch.manual_seed(...)`,
-    `seed_everything(...)`, `set_seed(...)`: the GPU's generator gives other numbers for the
+    `randint`, `randperm`) after its function (or a function it is nested in) seeds the default
+    generators (`torch.manual_seed(...)`, `seed_everything(...)`, `set_seed(...)`, or a call of a
+    module-level function of the file that does, `_init_env(rank)`: the GPU's generator gives other numbers for the
     same seed; in a unit test, which compares with numbers drawn before, such a draw is
     information), and the move is `.cuda()` with no arguments,
     or `.to(X)` / `.to(device=X)` with nothing else (no dtype, no `non_blocking`, no `copy`). It
@@ -78,6 +81,7 @@ from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding, Fix, TextEdit
 from atenlens.lint.frequency import enclosing_test, frequency, function_name, in_a_test
 from atenlens.lint.provenance import (
+    SEEDING,
     VIEW_METHODS,
     Device,
     device_of,
@@ -87,6 +91,7 @@ from atenlens.lint.provenance import (
     names_the_cpu,
     on_host_branch,
     parameter_default,
+    seeding_functions,
     string_value,
     to_device_argument,
 )
@@ -111,13 +116,6 @@ FACTORIES = frozenset(
 )
 # Factories that draw from a generator: the CPU's and a GPU's give different numbers for one seed.
 RANDOM_FACTORIES = frozenset({"randn", "rand", "randint", "randperm"})
-# The default generators seeded for reproducible numbers (`torch.manual_seed(42)`, Lightning's
-# `seed_everything`, transformers' `set_seed`); not a generator of its own (`torch.Generator().manual_seed(0)`,
-# `g.manual_seed(0)`), which draws only where it is handed
-_SEEDING = re.compile(
-    rb"\btorch[ \t]*\.[ \t]*(?:cuda[ \t]*\.[ \t]*)?manual_seed(?:_all)?[ \t]*\("
-    rb"|(?<![\w.])(?:manual_seed|seed_everything|set_seed)[ \t]*\("
-)
 
 
 # Eager-mode int8 kernels (`torch.ops.quantized.*`, `torch.nn.quantized` / `torch.ao.nn.quantized`
@@ -165,10 +163,21 @@ def _seeded_before(ctx: LintContext, move: Node) -> bool:
     """Are the default generators seeded before `move`, in its own function (in a script's
     module-level code: anywhere above it)? A seed set elsewhere (another test, a `__main__` block
     that runs the tests) says nothing of what this draw must give."""
-    function = next((a for a in ancestors(move) if a.type == "function_definition"), None)
+    # (the outermost function: `run_model` seeds, then its nested `run_epochs` draws)
+    function = next((a for a in reversed(list(ancestors(move))) if a.type == "function_definition"), None)
+    data = ctx.source.whole_data
     if function is None:
-        return _SEEDING.search(ctx.source.whole_data, 0, move.start_byte) is not None
-    return _SEEDING.search(ctx.source.whole_data, function.start_byte, move.start_byte) is not None
+        return SEEDING.search(data, 0, move.start_byte) is not None
+    if SEEDING.search(data, function.start_byte, move.start_byte) is not None:
+        return True
+    # `_init_bagua_env(rank, env)` above the draw: a function of this file that seeds them
+    seeding = seeding_functions(ctx)
+    return bool(seeding) and any(
+        m.group(1).decode() in seeding for m in _CALLED_NAME.finditer(data, function.start_byte, move.start_byte)
+    )
+
+
+_CALLED_NAME = re.compile(rb"(?<![\w.])([A-Za-z_]\w*)[ \t]*\(")
 
 
 # Legacy typed constructors: given sizes they allocate on the CPU like `torch.empty`; given data
@@ -461,6 +470,8 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
     test = enclosing_test(move)
     if test is not None or in_a_test(move):
         return f"once per test (`{test or function_name(move)}`)"
+    if _used_only_in_tests(ctx, move):
+        return f"once per test (`{function_name(move)}` is used only by the file's tests)"
     how = frequency(move)
     if repeating_loop(move) is not None:
         return None if how.every_iteration else how.how_often
@@ -468,11 +479,29 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
     if function is None:
         return "once (module-level code)"
     name = function_name(move)
+    if name == "main":
+        return "once per run (`main`)"
     if name == "__init__" and not _derived_class(function):
         return None  # `class TreeSearch(object):` built per example of a batch: not set-up
     if _SET_UP.search(name):
         return f"once per call of `{name}` (set-up, not a step)"
     return None
+
+
+def _used_only_in_tests(ctx: LintContext, move: Node) -> bool:
+    """Is `move` in a module-level function that the file uses, and only in its tests: a helper
+    they call (`_prepare_module(...)`) or a worker a test starts (`mp.Process(target=run_allreduce)`)?
+    (Its uses are looked up through `function_uses`, so an edit that adds one elsewhere lints
+    this function again.)"""
+    function = next((a for a in ancestors(move) if a.type == "function_definition"), None)
+    holder = function.parent if function is not None else None
+    if holder is not None and holder.type == "decorated_definition":
+        holder = holder.parent
+    if function is None or holder is None or holder.type != "module":
+        return False
+    title = function.child_by_field_name("name")
+    uses = [use for use in ctx.function_uses(text(title)) if use != title] if title is not None else []
+    return bool(uses) and all(enclosing_test(use) is not None or in_a_test(use) for use in uses)
 
 
 def _derived_class(method: Node) -> bool:

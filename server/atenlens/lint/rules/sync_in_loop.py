@@ -80,7 +80,8 @@ What it does:
     takes one (`self._optimizers_step(output)` in the loop, the `.backward()` in that method: the
     class's training and evaluation loops run the same model; not a `unittest.TestCase`, whose
     tests make their own tensors, on the CPU in a file that names no device; not a function of such a
-    file that builds its own `DataLoader`, whose batches reach the model on the CPU, unless
+    file that builds its own inputs, a `DataLoader` or tensors of host data (`torch.Tensor(path[
+    "observations"])`, `torch.from_numpy(x)`), which reach the model on the CPU, unless
     `accelerator.prepare` or Fabric moves them). Nothing is on the device in a file that chooses the
     CPU (`device = "cpu"` as a statement of the module or of a top-level function) and never says
     `cuda` or `gpu`. A loop's batch whose elements the loop moves (`dats[0].to(device)`: a copy) is
@@ -155,7 +156,8 @@ What it does:
     a list: `masks = ["train", "val", "test"]`, and `range(len(...))` of one; a dict literal the
     function only walks, indexes at its keys and returns: `errors = {0.0: 0.0, 1.0: 0.0}`), in any loop of a
     `test_*` function, a pytest fixture or a function nested in one (not the evaluation pass `def test(model,
-    device, test_loader)`) or of a
+    device, test_loader)`, nor a `test_*` method of a class that is no test class, such as a
+    trainer's `test_on_all_clients`) or of a
     method of a `unittest.TestCase` (its helpers too), in a
     function whose result is cached (`@cached_property`), once per chunk in `for start in
     range(0, len(x), batch_size):` (or `x.size(0)`, `x.shape[0]`, or a name the function set to
