@@ -463,7 +463,7 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
     """How often a move runs where that is clearly not per step, for the message; None otherwise.
     Once: in a test (its setup), in an initializer or another function that runs once per object
     or per run (`__init__`, `_init_weights`, `setup`, `load_*`, `export`), in module-level code, or in a loop only on some iterations (`if len(state) == 0:`
-    creates an optimizer's state on its first step). A move once per call of any other function
+    creates an optimizer's state on its first step; not in a model's `forward`, which runs every step). A move once per call of any other function
     stays a warning: `noise(n, dim)` or a beam search's buffers run on every step or batch.
     Decided from the function the move is in alone: what the command line leaves out of the
     parse must not change it."""
@@ -474,7 +474,11 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
         return f"once per test (`{function_name(move)}` is used only by the file's tests)"
     how = frequency(move)
     if repeating_loop(move) is not None:
-        return None if how.every_iteration else how.how_often
+        if how.every_iteration or _FORWARD.search(function_name(move)):
+            # (`if t == 0: h = torch.zeros(...).to(x.device)` in `forward`: once per call, and a
+            # model's forward runs on every step)
+            return None
+        return how.how_often
     function = next((a for a in ancestors(move) if a.type == "function_definition"), None)
     if function is None:
         return "once (module-level code)"
@@ -512,6 +516,10 @@ def _derived_class(method: Node) -> bool:
         return False
     bases = holder.child_by_field_name("superclasses")
     return bases is not None and any(text(base) != "object" for base in bases.named_children)
+
+
+# A model's forward: it runs on every step
+_FORWARD = re.compile(r"forward|^__call__$")
 
 
 # Functions that run once per object or per run: initializers, set-up, loading, saving, export,
