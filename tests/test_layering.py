@@ -186,3 +186,17 @@ def import_cycles() -> list[list[str]]:
 def test_no_module_imports_itself_through_others():
     assert "atenlens.trace.attribution" in top_level_imports("atenlens.trace.gpu.tracker")
     assert import_cycles() == []
+
+
+def test_no_source_file_holds_a_control_character() -> None:
+    r"""A control character in the package's source is an escape written unescaped by an edit:
+    `\b` in a regular expression turned into a backspace matches nothing that code contains (the
+    lint's `accelerator` word test once did so, silently)."""
+    control = [chr(c) for c in range(32) if chr(c) not in "\t\n\r"]
+    found = [
+        f"{path.relative_to(PACKAGE)}:{n}"
+        for path in modules().values()
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if any(c in line for c in control)
+    ]
+    assert found == []

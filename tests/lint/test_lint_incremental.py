@@ -2,9 +2,9 @@
 same text gives: the same findings, messages, severities and fixes, byte for byte, over many
 random edits of real files: typing and deleting characters, splitting and joining lines, deleting
 and duplicating lines, and inserting lines that change a module-wide fact (a synchronize alias,
-a pinned DataLoader, a function that waits, a function that seeds the generators, an attribute
-holding a pinned buffer, a call of a module-level function of the file), and several documents
-edited in turn."""
+a pinned DataLoader, a function that waits, a function that seeds the generators, a choice of
+the CPU, a framework that moves the batches, an attribute holding a pinned buffer, a call of a
+module-level function of the file), and several documents edited in turn."""
 
 from __future__ import annotations
 
@@ -42,6 +42,8 @@ FACT_LINES = (
     "def helper():",
     "    torch.cuda.synchronize()",
     "torch.manual_seed(0)",
+    'device = "cpu"',
+    "loader = accelerator.prepare(loader)",
 )
 
 
@@ -248,6 +250,33 @@ def test_an_edit_that_seeds_in_a_helper_relints_the_draws_after_its_calls() -> N
     after = lint_source_strict(seeded, path=document, incremental=True)
     assert after == lint_source_strict(seeded)
     assert [(f.line, f.code, f.fix is not None) for f in after] == [(12, "AL302", False)]
+    incremental.forget(document)
+
+
+CPU_SOURCE = (
+    "import torch\n\n\n"
+    "def main(num_episodes, model, x, y):\n"
+    '    """Trains on the device."""\n'
+    "    optimizer = torch.optim.Adam(model.parameters())\n"
+    "    for e in range(num_episodes):\n"
+    "        loss_val = torch.nn.functional.mse_loss(model(x), y)\n"
+    "        loss_val.backward()\n"
+    "        optimizer.step()\n"
+    "        print(loss_val.item())\n\n\n"
+    "def setup():\n"
+    "    pass\n"
+)
+
+
+def test_an_edit_that_chooses_the_cpu_in_another_function_relints_the_loop() -> None:
+    """`device = "cpu"` written in `setup` makes the whole file one that chooses the CPU (and never
+    says `cuda`): the read in `main`'s training loop is gone, though the edit was in another
+    function (a module-wide fact)."""
+    document = "file:///cpu_only.py"
+    found = lint_source_strict(CPU_SOURCE, path=document, incremental=True)
+    assert [(f.line, f.code) for f in found] == [(11, "AL100")]
+    edited = CPU_SOURCE.replace("    pass\n", '    device = "cpu"\n')
+    assert lint_source_strict(edited, path=document, incremental=True) == [] == lint_source_strict(edited)
     incremental.forget(document)
 
 

@@ -210,31 +210,21 @@ def test_a_file_naming_no_device_with_its_own_loader_trains_on_the_cpu() -> None
     assert findings(OWN_LOADER_NO_DEVICE) == []
 
 
-PREPARED_LOADER = dedent(
-    """\
-    import torch
-    from accelerate import Accelerator
-    from torch.utils.data import DataLoader, TensorDataset
-
-
-    class Detector:
-        def fit(self, X, epochs):
-            loader = self.accelerator.prepare(DataLoader(TensorDataset(torch.tensor(X)), batch_size=32))
-            for epoch in range(epochs):
-                for (batch,) in loader:
-                    loss = self.model(batch).mean()
-                    self.optimizer.zero_grad()
-                    loss.backward()
-                    self.optimizer.step()
-                    self.history.append(loss.item())
-    """
+# The same loop with a loader that `accelerator.prepare` puts on the device
+PREPARED_LOADER = OWN_LOADER_NO_DEVICE.replace(
+    "import torch\n", "import torch\nfrom accelerate import Accelerator\n", 1
+).replace(
+    "loader = DataLoader(TensorDataset(torch.tensor(X)), batch_size=32)",
+    "loader = self.accelerator.prepare(DataLoader(TensorDataset(torch.tensor(X)), batch_size=32))",
 )
 
 
 def test_a_loader_that_accelerate_prepares_is_on_the_device() -> None:
     """The same loop with a loader that `accelerator.prepare` moves to the device: the per-step read is
     reported."""
-    assert findings(PREPARED_LOADER) == []
+    assert findings(PREPARED_LOADER) == [
+        (15, 41, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration")
+    ]
 
 
 CPU_CHOSEN = dedent(

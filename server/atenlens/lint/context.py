@@ -91,6 +91,7 @@ class LintContext:
     # until first asked
     _mentions_device: bool
     _cpu_only_file: bool
+    _framework_moves_batches: bool
     _calls_backward: bool
     _host_loss_functions: frozenset[str]
     _seeding_functions: frozenset[str]

@@ -20,7 +20,9 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.provenance import (
+    cpu_only_file,
     device_attributes,
+    framework_moves_batches,
     host_imported_functions,
     host_loss_functions,
     module_may_page,
@@ -41,6 +43,8 @@ class Fact:
 # Facts cheap to compute on the whole file (a byte search, a few calls).
 FACTS: tuple[Fact, ...] = (
     Fact("mentions-device", module_mentions_device),  # the words `cuda` / `device`
+    Fact("cpu-only", cpu_only_file),  # `device = "cpu"` and no `cuda` anywhere
+    Fact("framework-moves-batches", framework_moves_batches),  # `accelerator.prepare(loader)`
     Fact("synchronize-aliases", synchronize_aliases),  # `sync = torch.cuda.synchronize`
     Fact("may-page", module_may_page),  # a DataLoader that may not pin
     Fact("torch-aliases", torch_aliases),  # `import torch as th`

@@ -67,12 +67,15 @@ from atenlens.lint.syntax import (
     SCOPE_TYPES,
     arguments,
     callee,
+    decorators,
+    definition_holder,
     dotted_name,
     method_name,
     receiver,
     repeating_loop,
     strip_parens,
     text,
+    within,
 )
 
 FEW_ITERATIONS = 10
@@ -90,9 +93,16 @@ _COLLECTOR = re.compile(r"(?:^|[^\w])(?:\w*_)?collector\b", re.I)
 _BOUND_NAME = re.compile(
     r"^(?:num|max|total|n)_.*(?:step|iter|batch|epoch)|_per_epoch$|^(?:max|total)_?(?:steps|iters)$", re.I
 )
+# Functions that run once per object or per run: initializers, set-up, loading, saving, export, plots
+SET_UP_FUNCTION = re.compile(
+    r"^_*init(?:_|$)|initiali[sz]e|^_*set_?up(?:_|$)|warm_?up|^_?load|_load_|save|export|plot|^__(?:str|repr)__$",
+    re.I,
+)
+# ... and those that walk their items once per call, not per training step: checkpoints,
+# conversion, merging, pruning, summaries
 _RARE_FUNCTION = re.compile(
-    r"save|checkpoint|^_?load|_load_|export|convert|merge(?!d_)|state_dict|consolidate|plot|summar|prune|input_example|"
-    r"^_*init(?:_|$)|initiali[sz]e|^_*set_?up(?:_|$)|^__(?:str|repr|format)__$|^extra_repr$|warm_?up",
+    SET_UP_FUNCTION.pattern
+    + r"|checkpoint|convert|merge(?!d_)|state_dict|consolidate|summar|prune|input_example|^__format__$|^extra_repr$",
     re.I,
 )
 
@@ -261,10 +271,7 @@ def _memoized(node: Node) -> bool:
     """Is `node` in a function whose result is cached (`@cached_property`, `@functools.cache`,
     `@lru_cache(...)`): its loops run once per object or argument, not per step?"""
     function = next((a for a in ancestors(node) if a.type == "function_definition"), None)
-    holder = function.parent if function is not None else None
-    if holder is None or holder.type != "decorated_definition":
-        return False
-    return any(_MEMOIZING.search(text(d).lstrip("@").strip()) for d in holder.named_children if d.type == "decorator")
+    return function is not None and any(_MEMOIZING.search(d) for d in decorators(function))
 
 
 # A framework's evaluation hook spelled with `test`, run on every batch of a test set
@@ -305,10 +312,7 @@ def _method_of_a_plain_class(function: Node) -> bool:
     collects `Test*` classes, and their bases are spelled `BaseModelTests`, `ModelTestMixin`):
     `def test_on_all_clients(self, ...)` of a federated trainer evaluates the model, it is no
     unit test."""
-    block = function.parent
-    if block is not None and block.type == "decorated_definition":
-        block = block.parent
-    holder = block.parent if block is not None and block.type == "block" else None
+    holder = definition_holder(function)
     if holder is None or holder.type != "class_definition":
         return False
     title = holder.child_by_field_name("name")
@@ -316,10 +320,7 @@ def _method_of_a_plain_class(function: Node) -> bool:
 
 
 def _is_fixture(function: Node) -> bool:
-    holder = function.parent
-    if holder is None or holder.type != "decorated_definition":
-        return False
-    return any(_FIXTURE.match(text(decorator).lstrip("@").strip()) for decorator in holder.named_children[:-1])
+    return any(_FIXTURE.match(d) for d in decorators(function))
 
 
 _FIXTURE = re.compile(r"(?:pytest\.)?fixture\b")
@@ -337,10 +338,7 @@ def in_unit_test_class(node: Node) -> bool:
     """Is `node` in a method of a `unittest.TestCase` (its helpers too: `check_model_trainable`,
     which a `test_*` method calls, is part of a test)?"""
     function = next((a for a in ancestors(node) if a.type == "function_definition"), None)
-    block = function.parent if function is not None else None
-    if block is not None and block.type == "decorated_definition":
-        block = block.parent
-    holder = block.parent if block is not None and block.type == "block" else None
+    holder = definition_holder(function) if function is not None else None
     return holder is not None and holder.type == "class_definition" and is_test_case(holder)
 
 
@@ -845,22 +843,21 @@ def _ends_every_pass(loop: Node) -> Optional[str]:
     if loop.type not in ("for_statement", "while_statement"):
         return None
     body = loop.child_by_field_name("body")
-    if body is None or b"continue" in (body.text or b""):
+    if body is None:
         return None
-    statements = [c for c in body.named_children if c.type != "comment"]
-    if not statements:
+    last = next((c for c in reversed(body.named_children) if c.type != "comment"), None)
+    if last is None:
         return None
-    last = statements[-1]
     if last.type in ("break_statement", "return_statement", "raise_statement"):
-        return text(last).split()[0]
-    call = last.named_children[0] if last.type == "expression_statement" and last.named_children else None
-    if (
-        call is not None
-        and call.type == "call"
-        and dotted_name(callee(call)) in ("exit", "sys.exit", "quit", "os._exit")
-    ):
-        return f"{dotted_name(callee(call))}()"
-    return None
+        ending = text(last).split()[0]
+    else:
+        call = last.named_children[0] if last.type == "expression_statement" and last.named_children else None
+        name = dotted_name(callee(call)) if call is not None and call.type == "call" else None
+        if name not in ("exit", "sys.exit", "quit", "os._exit"):
+            return None
+        ending = f"{name}()"
+    # (the body's bytes are read only for a loop that ends so: `frequency` asks of every loop)
+    return None if b"continue" in (body.text or b"") else ending
 
 
 def _literal_iterations(loop: Node) -> Optional[int]:
@@ -1477,16 +1474,13 @@ def in_training_loop(loop: Node) -> bool:
     around it, a step taken in another loop does not count: the validation loop beside the
     training loop inside `for epoch in ...:` takes no step."""
     inside = loop
-    for node in [loop, *ancestors(loop)]:
-        if node.type in ("function_definition", "class_definition"):
-            return False
-        if node.type in ("for_statement", "while_statement"):
-            body = node.child_by_field_name("body")
-            if body is not None and TRAINING_STEP.search(body.text or b""):
-                others = [] if node is loop else [inner for inner in _loops_in(body) if not _holds(inner, inside)]
-                if TRAINING_STEP.search(_SCHEDULER_STEP.sub(b"", _without(body, others))):
-                    return True
-            inside = node
+    for current in loops_around(loop):
+        body = current.child_by_field_name("body")  # (a comprehension has none: it takes no step)
+        if body is not None and TRAINING_STEP.search(body.text or b""):
+            others = [] if current is loop else [inner for inner in _loops_in(body) if not within(inside, inner)]
+            if TRAINING_STEP.search(_SCHEDULER_STEP.sub(b"", _without(body, others))):
+                return True
+        inside = current
     return False
 
 
@@ -1494,10 +1488,6 @@ def in_training_loop(loop: Node) -> bool:
 # or per step, but no training step of its own (not a diffusion scheduler's sampling step,
 # `self.scheduler.step(noise_pred, t, latents)`: that is the step of an inference loop)
 _SCHEDULER_STEP = re.compile(rb"\w*sched\w*\s*\.\s*step\s*\([^,()]*\)", re.I)
-
-
-def _holds(outer: Node, node: Node) -> bool:
-    return outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
 
 
 _INFERS = re.compile(rb"\.(?:infer|predict)\w*\(")  # `self.infer(speaker, chunk)`: a model's inference

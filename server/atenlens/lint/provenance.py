@@ -396,9 +396,9 @@ _LOSS_NAME = re.compile(
 # gradients' total norm, returned as a tensor on the parameters' device
 _GRAD_NORM = re.compile(r"^clip_grad_norm_?$")
 # An object of settings (`self.cfg`, `config`, `args`, `hparams`): its fields are numbers and names.
+_SETTINGS = re.compile(r"(?:^|\.)(?:cfg|config|conf|args|hparams|opts|options|settings)$", re.I)
 # A key naming a count (`"generator_iters"`, `"num_steps"`, `"epoch"`): a number, whatever it sits beside
 _COUNTER_KEY = re.compile(r"(?:^|_)(?:iters?|iterations?|steps?|epochs?|counts?|batches)$|^(?:num|n)_", re.I)
-_SETTINGS = re.compile(r"(?:^|\.)(?:cfg|config|conf|args|hparams|opts|options|settings)$", re.I)
 # A training loop's counters (`for (batch_num, size, num_samples_so_far), batch in batches:`)
 # A name spelled as a piece of text (`loss_name`, `metric_key`, `log_prefix`): no tensor, whatever
 # loop or attribute it comes from (`for loss_name in self.losses:` iterates the losses' names).
@@ -1322,11 +1322,28 @@ def host_loss_functions(ctx: LintContext) -> frozenset[str]:
 # The default generators seeded for reproducible numbers (`torch.manual_seed(42)`, Lightning's
 # `seed_everything`, transformers' `set_seed`); not a generator of its own (`torch.Generator().manual_seed(0)`,
 # `g.manual_seed(0)`), which draws only where it is handed
-SEEDING = re.compile(
+_SEEDING = re.compile(
     rb"\btorch[ \t]*\.[ \t]*(?:cuda[ \t]*\.[ \t]*)?manual_seed(?:_all)?[ \t]*\("
     rb"|(?<![\w.])(?:manual_seed|seed_everything|set_seed)[ \t]*\("
 )
-_TOP_LEVEL_DEF = re.compile(rb"^(?:async[ \t]+)?def[ \t]+(\w+)", re.M)
+_TOP_LEVEL_DEF = re.compile(rb"(?:async[ \t]+)?def[ \t]+(\w+)")
+
+
+def seeding_calls(data: bytes, start: int = 0, end: Optional[int] = None) -> list[int]:
+    """Where `data[start:end]` seeds the default generators (`_SEEDING`), looked for only on the
+    lines that say `seed`: a substring search finds those, where the pattern, which starts with
+    no fixed word, would be tried at every byte."""
+    stop = len(data) if end is None else end
+    found = []
+    at = data.find(b"seed", start, stop)
+    while at != -1:
+        line_end = data.find(b"\n", at, stop)
+        line_end = stop if line_end == -1 else line_end
+        match = _SEEDING.search(data, max(data.rfind(b"\n", start, at) + 1, start), line_end)
+        if match is not None:
+            found.append(match.start())
+        at = data.find(b"seed", line_end, stop)
+    return found
 
 
 def seeding_functions(ctx: LintContext) -> frozenset[str]:
@@ -1337,11 +1354,14 @@ def seeding_functions(ctx: LintContext) -> frozenset[str]:
     if cached is None:
         data = ctx.source.whole_data
         found = set()
-        if b"seed" in data:
-            for name in dict.fromkeys(m.group(1).decode() for m in _TOP_LEVEL_DEF.finditer(data)):
-                body = definition_text(data, name)
-                if body is not None and SEEDING.search(body) is not None:
-                    found.add(name)
+        seeds = seeding_calls(data)
+        # from each seeding call back to the top-level `def` above it (a few calls in a file, not
+        # a search per definition: module facts are computed on every edit in the editor)
+        for at in seeds:
+            start = max(data.rfind(b"\ndef ", 0, at), data.rfind(b"\nasync def ", 0, at)) + 1
+            head = _TOP_LEVEL_DEF.match(data, start)
+            if head is not None and at < start + len(indented_block(data, start)):
+                found.add(head.group(1).decode())
         cached = ctx._seeding_functions = frozenset(found)
     return cached
 
@@ -1440,10 +1460,10 @@ def likely_device(ctx: LintContext, node: Optional[Node]) -> bool:
     if not module_mentions_device(ctx) and (
         node is None
         or not (_in_training_step(ctx, node) or _in_training_class(ctx, node))
-        or _builds_its_loader(ctx, node)
+        or _builds_its_inputs(ctx, node)
     ):
         return False
-    if _cpu_only_file(ctx):
+    if cpu_only_file(ctx):
         return False
     if node is not None and in_collate_function(node):
         return False
@@ -1452,17 +1472,17 @@ def likely_device(ctx: LintContext, node: Optional[Node]) -> bool:
     return _model_output(ctx, node, 0)
 
 
-def _builds_its_loader(ctx: LintContext, node: Node) -> bool:
+def _builds_its_inputs(ctx: LintContext, node: Node) -> bool:
     """In a file that names no device: is `node` in a function that builds its own inputs, a
     `DataLoader` or tensors from host data (`torch.Tensor(path["observations"])`,
     `torch.from_numpy(x)`)? They reach the model on the CPU, so the model and the loss are there
     too (pyod's `fit(X)`: `DataLoader(TensorDataset(...))`, then the training loop; garage's
     policy step). Not where a framework moves the batches (`accelerator.prepare(loader)`,
     Fabric's `setup_dataloaders`)."""
-    function = next((a for a in ancestors(node) if a.type == "function_definition"), None)
-    if function is None or not _HOST_INPUTS.search(function.text or b""):
+    if framework_moves_batches(ctx):
         return False
-    return _MOVES_BATCHES.search(ctx.source.whole_data) is None
+    function = next((a for a in ancestors(node) if a.type == "function_definition"), None)
+    return function is not None and _HOST_INPUTS.search(function.text or b"") is not None
 
 
 # Inputs made on the host: a loader, or tensors of host data (not `torch.tensor(0.)`, a scalar
@@ -1470,14 +1490,15 @@ def _builds_its_loader(ctx: LintContext, node: Node) -> bool:
 _HOST_INPUTS = re.compile(rb"\bDataLoader\(|\btorch\.(?:from_numpy|Tensor|FloatTensor|LongTensor|DoubleTensor)\(")
 
 
-def _cpu_only_file(ctx: LintContext) -> bool:
+def cpu_only_file(ctx: LintContext) -> bool:
     """Does the file choose the CPU as its device (`device = "cpu"`, `device = torch.device("cpu")`
     as a statement of its own) and never speak of CUDA? Then its tensors are all on the host,
-    whatever a loop does with them (norse's correlation experiment and its test)."""
+    whatever a loop does with them (norse's correlation experiment and its test). A module-wide
+    fact (lint/facts.py)."""
     cached = getattr(ctx, "_cpu_only_file", None)
     if cached is None:
         data = ctx.source.whole_data
-        cached = _CPU_CHOSEN.search(data) is not None and _CUDA_WORD.search(data) is None
+        cached = _CUDA_WORD.search(data) is None and _CPU_CHOSEN.search(data) is not None
         ctx._cpu_only_file = cached
     return cached
 
@@ -1489,8 +1510,17 @@ _CPU_CHOSEN = re.compile(
 _CUDA_WORD = re.compile(rb"cuda|gpu", re.I)
 
 
-# Frameworks that put a loader's batches on the device without the file naming one
-_MOVES_BATCHES = re.compile(rb"prepare\(|setup_dataloaders\(|accelerator|fabric", re.I)
+def framework_moves_batches(ctx: LintContext) -> bool:
+    """Does the file hand its loaders to a framework that puts the batches on the device without
+    the file naming one (`accelerator.prepare(loader)`, Fabric's `setup_dataloaders`)? A
+    module-wide fact (lint/facts.py)."""
+    cached = getattr(ctx, "_framework_moves_batches", None)
+    if cached is None:
+        cached = ctx._framework_moves_batches = _MOVES_BATCHES.search(ctx.source.whole_data) is not None
+    return cached
+
+
+_MOVES_BATCHES = re.compile(rb"\bprepare\(|setup_dataloaders\(|\baccelerator\b|\bfabric\b", re.I)
 
 
 _CUDA_BRANCH_TEST = re.compile(r"\bis_cuda\b|device\.type\b.*(?:cuda|npu|xpu)|cuda\.is_available\(\)")
@@ -1682,12 +1712,13 @@ def _moves_name(ctx: LintContext, name: str, binding: Optional[Binding], scope: 
     moves = _memo(ctx, "_scope_moves_memo")
     if scope.id not in moves:
         moves[scope.id] = ctx.calls_named(("to", "cuda"), scope.start_byte, scope.end_byte)
+    # `for dats in loader: ... dats[0].to(device)`: an element of a loop's batch moved, the batch
+    # itself left where the loader made it, on the host (not a model's output: `result["out"].to(
+    # device)` may move what is there already)
+    elements = binding is not None and binding.loop is not None
     for call in moves[scope.id]:
         owner = receiver(call)
-        while owner is not None and owner.type == "subscript" and binding is not None and binding.loop is not None:
-            # `for dats in loader: ... dats[0].to(device)`: an element of the batch moved, the
-            # batch itself left where the loader made it, on the host (not a model's output:
-            # `result["out"].to(device)` may move what is there already)
+        while elements and owner is not None and owner.type == "subscript":
             owner = owner.child_by_field_name("value")
         if owner is None or owner.type != "identifier" or text(owner) != name:
             continue

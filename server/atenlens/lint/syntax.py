@@ -139,14 +139,33 @@ def repeating_loop(node: Node) -> Optional[Node]:
         elif kind in COMPREHENSION_TYPES:
             first = next((c for c in parent.named_children if c.type == "for_in_clause"), None)
             once = first.child_by_field_name("right") if first is not None else None
-            if child != first or once is None or not _within(node, once):
+            if child != first or once is None or not within(node, once):
                 return parent
         child = parent
     return None
 
 
-def _within(node: Node, outer: Node) -> bool:
+def within(node: Node, outer: Node) -> bool:
+    """Do `node`'s bytes lie inside `outer`'s?"""
     return outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
+
+
+def definition_holder(definition: Node) -> Optional[Node]:
+    """What a `def` (or `class`) is written in, past its decorators: the `class_definition` whose
+    body holds it (a method), the `module`, or the statement of another block (a function, an
+    `if`)."""
+    node = definition.parent
+    if node is not None and node.type == "decorated_definition":
+        node = node.parent
+    return node.parent if node is not None and node.type == "block" else node
+
+
+def decorators(definition: Node) -> list[str]:
+    """The decorators of a `def` (or `class`) as written, without the `@`: `["pytest.fixture"]`."""
+    holder = definition.parent
+    if holder is None or holder.type != "decorated_definition":
+        return []
+    return [text(d).lstrip("@").strip() for d in holder.named_children if d.type == "decorator"]
 
 
 def statement_of(node: Node) -> Node:

@@ -79,9 +79,15 @@ from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding, Fix, TextEdit
-from atenlens.lint.frequency import enclosing_test, frequency, function_name, in_a_test
+from atenlens.lint.frequency import (
+    SET_UP_FUNCTION,
+    enclosing_test,
+    frequency,
+    function_name,
+    in_a_test,
+    in_unit_test_class,
+)
 from atenlens.lint.provenance import (
-    SEEDING,
     VIEW_METHODS,
     Device,
     device_of,
@@ -91,6 +97,7 @@ from atenlens.lint.provenance import (
     names_the_cpu,
     on_host_branch,
     parameter_default,
+    seeding_calls,
     seeding_functions,
     string_value,
     to_device_argument,
@@ -100,6 +107,7 @@ from atenlens.lint.source import ancestors
 from atenlens.lint.syntax import (
     arguments,
     callee,
+    definition_holder,
     dotted_name,
     has_splat,
     method_name,
@@ -167,8 +175,8 @@ def _seeded_before(ctx: LintContext, move: Node) -> bool:
     function = next((a for a in reversed(list(ancestors(move))) if a.type == "function_definition"), None)
     data = ctx.source.whole_data
     if function is None:
-        return SEEDING.search(data, 0, move.start_byte) is not None
-    if SEEDING.search(data, function.start_byte, move.start_byte) is not None:
+        return bool(seeding_calls(data, 0, move.start_byte))
+    if seeding_calls(data, function.start_byte, move.start_byte):
         return True
     # `_init_bagua_env(rank, env)` above the draw: a function of this file that seeds them
     seeding = seeding_functions(ctx)
@@ -461,57 +469,57 @@ def check(ctx: LintContext) -> Iterator[Finding]:
 
 def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
     """How often a move runs where that is clearly not per step, for the message; None otherwise.
-    Once: in a test (its setup), in an initializer or another function that runs once per object
-    or per run (`__init__`, `_init_weights`, `setup`, `load_*`, `export`), in module-level code, or in a loop only on some iterations (`if len(state) == 0:`
-    creates an optimizer's state on its first step; not in a model's `forward`, which runs every step). A move once per call of any other function
-    stays a warning: `noise(n, dim)` or a beam search's buffers run on every step or batch.
-    Decided from the function the move is in alone: what the command line leaves out of the
-    parse must not change it."""
+    Once: in a test (its set-up, a fixture, a function only the tests use), in module-level code
+    outside loops, in `main()`, in an initializer or another function that runs once per object or per run
+    (`__init__` of a class with a base, `_init_weights`, `setup`, `load_*`, `export`), or in a
+    loop only on some iterations (`if len(state) == 0:` creates an optimizer's state on its first
+    step; not in a model's `forward`, which runs every step). A move once per call of any other
+    function stays a warning: `noise(n, dim)` or a beam search's buffers run on every step or
+    batch. Decided from the function the move is in (and the uses of a module-level one, looked
+    up through `function_uses`): what the command line leaves out of the parse must not change it."""
+    function = next((a for a in ancestors(move) if a.type == "function_definition"), None)
+    name = function_name(move)
     test = enclosing_test(move)
-    if test is not None or in_a_test(move):
-        return f"once per test (`{test or function_name(move)}`)"
-    if _used_only_in_tests(ctx, move):
-        return f"once per test (`{function_name(move)}` is used only by the file's tests)"
-    how = frequency(move)
+    if test is not None or in_unit_test_class(move):
+        return f"once per test (`{test or name}`)"
+    if function is not None and _used_only_in_tests(ctx, function):
+        return f"once per test (`{name}` is used only by the file's tests)"
     if repeating_loop(move) is not None:
-        if how.every_iteration or _FORWARD.search(function_name(move)):
+        how = frequency(move)
+        if how.every_iteration or _FORWARD.search(name):
             # (`if t == 0: h = torch.zeros(...).to(x.device)` in `forward`: once per call, and a
             # model's forward runs on every step)
             return None
         return how.how_often
-    function = next((a for a in ancestors(move) if a.type == "function_definition"), None)
     if function is None:
         return "once (module-level code)"
-    name = function_name(move)
     if name == "main":
         return "once per run (`main`)"
     if name == "__init__" and not _derived_class(function):
         return None  # `class TreeSearch(object):` built per example of a batch: not set-up
-    if _SET_UP.search(name):
+    # (not `merge` or `convert`, which a model may run on every forward)
+    if SET_UP_FUNCTION.search(name):
         return f"once per call of `{name}` (set-up, not a step)"
     return None
 
 
-def _used_only_in_tests(ctx: LintContext, move: Node) -> bool:
-    """Is `move` in a module-level function that the file uses, and only in its tests: a helper
+def _used_only_in_tests(ctx: LintContext, function: Node) -> bool:
+    """Is `function` a module-level function that the file uses, and only in its tests: a helper
     they call (`_prepare_module(...)`) or a worker a test starts (`mp.Process(target=run_allreduce)`)?
     (Its uses are looked up through `function_uses`, so an edit that adds one elsewhere lints
     this function again.)"""
-    function = next((a for a in ancestors(move) if a.type == "function_definition"), None)
-    holder = function.parent if function is not None else None
-    if holder is not None and holder.type == "decorated_definition":
-        holder = holder.parent
-    if function is None or holder is None or holder.type != "module":
-        return False
+    holder = definition_holder(function)
     title = function.child_by_field_name("name")
-    uses = [use for use in ctx.function_uses(text(title)) if use != title] if title is not None else []
-    return bool(uses) and all(enclosing_test(use) is not None or in_a_test(use) for use in uses)
+    if holder is None or holder.type != "module" or title is None:
+        return False
+    uses = [use for use in ctx.function_uses(text(title)) if use != title]
+    return bool(uses) and all(in_a_test(use) for use in uses)
 
 
 def _derived_class(method: Node) -> bool:
     """Is `method` in a class with a base other than `object` (a module, an optimizer, a
     dataset: built once per run), not a plain object that code may build per item?"""
-    holder = method.parent.parent if method.parent is not None and method.parent.type == "block" else None
+    holder = definition_holder(method)
     if holder is None or holder.type != "class_definition":
         return False
     bases = holder.child_by_field_name("superclasses")
@@ -520,14 +528,6 @@ def _derived_class(method: Node) -> bool:
 
 # A model's forward: it runs on every step
 _FORWARD = re.compile(r"forward|^__call__$")
-
-
-# Functions that run once per object or per run: initializers, set-up, loading, saving, export,
-# plots (not `merge` or `convert`, which a model may run on every forward)
-_SET_UP = re.compile(
-    r"^_*init(?:_|$)|initiali[sz]e|^_*set_?up(?:_|$)|warm_?up|^_?load|_load_|save|export|plot|^__(?:str|repr)__$",
-    re.I,
-)
 
 
 RULE = Rule(
