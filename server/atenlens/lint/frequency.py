@@ -860,6 +860,12 @@ def _ends_every_pass(loop: Node) -> Optional[str]:
     return None if b"continue" in (body.text or b"") else ending
 
 
+def runs_a_few_times(loop: Node) -> bool:
+    """Does `loop` run a few times, as written (`for i in range(3):`, `for x in (a, b):`)?"""
+    count = _literal_iterations(loop)
+    return count is not None and count <= FEW_ITERATIONS
+
+
 def _literal_iterations(loop: Node) -> Optional[int]:
     if loop.type in ("list_comprehension", "generator_expression"):
         # `text, cond, audio = [f(x) for x in streams]`: as many elements as names it unpacks into

@@ -230,12 +230,35 @@ def skippable_definitions(data: bytes, groups: Sequence[TriggerGroups]) -> list[
         else:
             header = _CLASS_LINE.search(data, start, end)  # after its decorators, if any
             if header is not None:
-                found.extend(
-                    method
-                    for method in _methods(data, header, end)
-                    if not any(matches(rule_groups, data, *method) for rule_groups in groups)
-                )
+                methods = _methods(data, header, end)
+                skipped = [m for m in methods if not any(matches(rule_groups, data, *m) for rule_groups in groups)]
+                found.extend(_without_self_calls(data, methods, skipped))
     return _without_call_sites(data, found)
+
+
+def _without_self_calls(
+    data: bytes, methods: list[tuple[int, int]], skipped: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """`skipped` less the methods that call a kept method of their class (`self.get_pdf()` in
+    `__init__`), and so on for the methods that call those: where a method's only callers are
+    set-up or tests, its loops run rarely (sync_in_loop.py), so its callers are kept with it."""
+    if not skipped:
+        return skipped
+    gaps = set(skipped)
+    names = [
+        b"self." + match.group(1)
+        for method in methods
+        if method not in gaps
+        for _, match in _INDENTED_NAME.finditer(data, *method)
+    ]
+    while names and gaps:
+        calling = [gap for gap in gaps if any(name in data[gap[0] : gap[1]] for name in names)]
+        gaps.difference_update(calling)
+        names = [b"self." + match.group(1) for gap in calling for _, match in _INDENTED_NAME.finditer(data, *gap)]
+    return [gap for gap in skipped if gap in gaps]
+
+
+_INDENTED_NAME = _LineStarts(rb"[ \t]*(?:async\s+)?def\s+(\w+)")
 
 
 def _occurs(pattern: Pattern, data: bytes) -> bool:
