@@ -301,7 +301,8 @@ def test_a_metric_of_a_model_output_and_a_sized_legacy_constructor() -> None:
             71,
             "AL302",
             "warning",
-            "`torch.Tensor(...)` is created on the CPU and then copied to the device: create it there with `device=`",
+            "`torch.Tensor(...)` is created on the CPU and then copied to the device: create it there with "
+            "`torch.empty(..., device=...)` (a legacy constructor takes no CUDA `device=`)",
         ),
     ]
 

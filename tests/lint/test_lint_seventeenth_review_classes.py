@@ -140,7 +140,7 @@ def test_optimizer_state_made_on_the_first_step_and_arithmetic_data_as_size() ->
             "AL302",
             "warning",
             "`torch.FloatTensor(...)` is created on the CPU and then copied to the device: create it there "
-            "with `device=`",
+            "with `torch.empty(..., dtype=torch.float32, device=...)` (a legacy constructor takes no CUDA `device=`)",
         ),
     ]
 

@@ -186,7 +186,7 @@ def test_rows_of_a_literal_are_numbers_and_a_list_spelled_as_a_length_is_data() 
             "AL302",
             "warning",
             "`torch.LongTensor(...)` is created on the CPU and then copied to the device: create it there with "
-            "`device=`",
+            "`torch.empty(..., dtype=torch.int64, device=...)` (a legacy constructor takes no CUDA `device=`)",
         ),
     ]
 

@@ -1498,7 +1498,11 @@ def cpu_only_file(ctx: LintContext) -> bool:
     cached = getattr(ctx, "_cpu_only_file", None)
     if cached is None:
         data = ctx.source.whole_data
-        cached = _CUDA_WORD.search(data) is None and _CPU_CHOSEN.search(data) is not None
+        cached = (
+            (b'"cpu"' in data or b"'cpu'" in data)  # (most files choose no device: a fast test first)
+            and _CUDA_WORD.search(data) is None
+            and _CPU_CHOSEN.search(data) is not None
+        )
         ctx._cpu_only_file = cached
     return cached
 

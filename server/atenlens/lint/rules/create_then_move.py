@@ -65,7 +65,11 @@ Example:
     noise = torch.randn(batch, dim).to(device)
 
 Fix:
-    Create it where it is used: `torch.randn(batch, dim, device=device)`.
+    Create it where it is used: `torch.randn(batch, dim, device=device)`. A legacy typed
+    constructor rejects a CUDA `device=` ("legacy constructor expects device type: cpu"), so
+    `torch.LongTensor(n, m).to(device)` becomes `torch.empty(n, m, dtype=torch.int64,
+    device=device)`, the same uninitialized tensor (`torch.Tensor(n)`: `torch.empty(n,
+    device=device)`, in the default dtype).
 """
 
 from __future__ import annotations
@@ -194,6 +198,22 @@ TYPED_CONSTRUCTORS = frozenset(
     {"Tensor", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor", "ShortTensor"}
     | {"ByteTensor", "CharTensor", "BoolTensor"}
 )
+# What `torch.empty` needs to make the same tensor as a legacy typed constructor, which rejects a
+# device other than the CPU ("legacy constructor expects device type: cpu"): `torch.Tensor` takes
+# the default dtype, as `torch.empty` does.
+_TYPED_DTYPES = {
+    "Tensor": None,
+    "FloatTensor": "torch.float32",
+    "DoubleTensor": "torch.float64",
+    "HalfTensor": "torch.float16",
+    "BFloat16Tensor": "torch.bfloat16",
+    "LongTensor": "torch.int64",
+    "IntTensor": "torch.int32",
+    "ShortTensor": "torch.int16",
+    "ByteTensor": "torch.uint8",
+    "CharTensor": "torch.int8",
+    "BoolTensor": "torch.bool",
+}
 # Steps that leave a CPU tensor on the CPU: views, casts, in-place fills, copies, elementwise math.
 _HOST_STEPS = VIEW_METHODS | (
     {"repeat", "clone", "float", "double", "half", "long", "int", "bool", "byte", "flip", "roll"}
@@ -394,6 +414,15 @@ def _fix(ctx: LintContext, move: Node, factory: Node, tensor: Optional[Node]) ->
     else:
         new_args = f"{stripped}, {new_keywords}"
     factory_head = ctx.source.data[factory.start_byte : args.start_byte].decode("utf-8", errors="surrogatepass")
+    constructor = (dotted_name(callee(factory)) or "").split(".")[-1]
+    if constructor in _TYPED_DTYPES:
+        # `torch.LongTensor(n, m, device="cuda")` raises: the same tensor is `torch.empty(n, m,
+        # dtype=torch.int64, device="cuda")`
+        dtype = _TYPED_DTYPES[constructor]
+        new_keywords = new_keywords if dtype is None else f"dtype={dtype}, {new_keywords}"
+        new_args = f"{stripped.rstrip(',')}, {new_keywords}"
+        factory_head = factory_head[: factory_head.rindex(constructor)] + "empty"
+        new_keywords = f"torch.empty(..., {new_keywords})"
     line, col = ctx.source.position(move.start_point)
     end_line, end_col = ctx.source.position(move.end_point)
     return Fix(
@@ -454,9 +483,15 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         once = _paid_once(ctx, move)
         if once is not None:
             note += f"; it runs {once}: a small cost, not paid every step"
+        typed = (name or "").split(".")[-1]
+        if typed in _TYPED_DTYPES:
+            dtype = _TYPED_DTYPES[typed]
+            how = f"`torch.empty(...{'' if dtype is None else f', dtype={dtype}'}, device=...)` (a legacy constructor takes no CUDA `device=`)"
+        else:
+            how = "`device=`"
         yield ctx.finding(
             Code.CREATE_THEN_MOVE,
-            f"`{name}(...)` is created on the CPU and then copied to {where}: create it there with `device=`{note}",
+            f"`{name}(...)` is created on the CPU and then copied to {where}: create it there with {how}{note}",
             at,
             # (no rewrite of a seeded draw: the device's generator gives other numbers, and the
             # CPU generator's later draws shift, so the program would not be the same)
