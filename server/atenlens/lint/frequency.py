@@ -475,8 +475,19 @@ _OPTIMIZER_STEP = re.compile(rb"\b(\w*optim\w*|opt|\w*_opt|\w*scaler)\s*\.\s*ste
 
 def steps_optimizer(body: Node) -> bool:
     """Does this block take an optimizer step? Then `if step % accum_steps == 0:` around it gates
-    gradient accumulation (the training step itself), not a log or an evaluation."""
-    return bool(_OPTIMIZER_STEP.search(body.text or b""))
+    gradient accumulation (the training step itself), not a log or an evaluation. A step in a
+    comment (`# self.optimizer.step()`) is none."""
+    match = _OPTIMIZER_STEP.search(body.text or b"")
+    if match is None:
+        return False
+    data = body.text or b""
+    line_start = data.rfind(b"\n", 0, match.start()) + 1
+    if b"#" not in data[line_start : match.start()]:
+        return True
+    return bool(_OPTIMIZER_STEP.search(_COMMENT.sub(b"", data)))
+
+
+_COMMENT = re.compile(rb"#[^\n]*")
 
 
 def _accumulation_between(node: Node, loop: Node) -> Optional[Node]:
@@ -677,6 +688,17 @@ def _one_shot(condition: Node) -> bool:
         return False
     body = statement.child_by_field_name("consequence")
     latched = [m.group(1).decode() for m in _LATCH.finditer(body.text or b"")] if body is not None else []
+    loop = repeating_loop(statement)
+    if loop is None:
+        # a local name turned off outside any loop is set again by the next call (`if
+        # image_grid_thw is not None: ... image_grid_thw = None`): only an attribute stays off
+        latched = [name for name in latched if "." in name]
+    elif loop.type == "for_statement":
+        # `for param in params: if param.grad is not None: ... param.grad = None`: each
+        # iteration tests another object
+        target = loop.child_by_field_name("left")
+        fresh = _names_in(target) if target is not None else set()
+        latched = [name for name in latched if name.split(".")[0] not in fresh]
     return bool(latched) and not _names_in(condition).isdisjoint(latched)
 
 

@@ -1029,6 +1029,8 @@ def _appended_device(ctx: LintContext, name: Node, depth: int) -> Optional[Devic
     return devices[0] if devices and len(set(devices)) == 1 and devices[0] in (Device.CUDA, Device.CPU) else None
 
 
+# Builtins that give the elements of what they are given
+_SAME_ELEMENTS = frozenset({"reversed", "list", "tuple", "sorted", "iter"})
 # Module methods that yield (name, value) pairs
 _NAMED_PAIRS = frozenset({"named_parameters", "named_buffers", "named_modules", "named_children"})
 
@@ -1042,8 +1044,9 @@ def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple
         positional, _ = arguments(iterable)
         if name in ("range", "trange"):
             return Device.HOST
-        if name.split(".")[-1] == "tqdm" and positional:
-            # `for epoch in tqdm(range(epochs)):` the progress bar yields what it wraps
+        if (name.split(".")[-1] == "tqdm" or name in _SAME_ELEMENTS) and positional:
+            # `for epoch in tqdm(range(epochs)):` the progress bar yields what it wraps;
+            # `for layer in reversed(list(range(n))):` the same elements in another order
             return _loop_element_device(ctx, positional[0], path, depth + 1)
         if name == "enumerate" and positional:
             if path and path[0] == 0:
@@ -1550,13 +1553,38 @@ def on_host_branch(node: Node) -> bool:
 # A test that a tensor (or the machine) is on CUDA: `x.is_cuda`, `x.device.type == "cuda"`,
 # `torch.cuda.is_available()`; and its opposites
 _CUDA_TEST = re.compile(
-    rb"^(?:[\w.]+\.is_cuda|[\w.]+\.device\.type\s*==\s*['\"]cuda['\"]|(?:torch\.)?cuda\.is_available\(\))$"
+    rb"^(?:[\w.]+\.is_cuda|[\w.]*device\.type\s*==\s*['\"]cuda['\"]|(?:torch\.)?cuda\.is_available\(\))$"
 )
 _HOST_TEST = re.compile(
-    rb"^(?:not\s+[\w.]+\.is_cuda|[\w.]+\.is_cpu|[\w.]+\.device\.type\s*(?:==\s*['\"]cpu|!=\s*['\"]cuda)['\"]"
+    rb"^(?:not\s+[\w.]+\.is_cuda|[\w.]+\.is_cpu|[\w.]*device\.type\s*(?:==\s*['\"]cpu|!=\s*['\"]cuda)['\"]"
     rb"|not\s+(?:torch\.)?cuda\.is_available\(\))$"
 )
 _SPEAKS_OF_CUDA = re.compile(rb"is_cuda|is_cpu|device\.type|is_available\(")
+
+
+def _device_test(ctx: LintContext, condition: Node) -> Optional[str]:
+    """`"cuda"` for a test that the tensors are on CUDA (`x.is_cuda`), `"host"` for its opposite
+    (`not x.is_cuda`, `x.device.type == "cpu"`), through a name bound to such a test (`is_cuda
+    = tree_device.type == "cuda"`, then `if not is_cuda:`); None for any other condition."""
+    spelled = condition.text or b""
+    if _CUDA_TEST.match(spelled):
+        return "cuda"
+    if _HOST_TEST.match(spelled):
+        return "host"
+    node = strip_parens(condition)
+    negated = node.type == "not_operator"
+    name = strip_parens(node.child_by_field_name("argument") or node) if negated else node
+    if name.type != "identifier":
+        return None
+    binding = _binding(ctx, name)
+    value = strip_parens(binding.value) if binding is not None and binding.value is not None else None
+    if value is None or binding is None or binding.loop is not None or binding.augmented:
+        return None
+    if _CUDA_TEST.match(value.text or b""):
+        return "host" if negated else "cuda"
+    if _HOST_TEST.match(value.text or b""):
+        return "cuda" if negated else "host"
+    return None
 
 
 def _named_root(node: Node) -> Node:
@@ -1613,11 +1641,11 @@ def _host_path_start(ctx: LintContext, node: Node) -> Optional[int]:
                 c.child_by_field_name("condition") for c in parent.parent.named_children if c.type == "elif_clause"
             ]
             earlier = [t for t in tests if t is not None and t.start_byte < parent.start_byte]
-            if any(_CUDA_TEST.match(t.text or b"") for t in earlier):
+            if any(_device_test(ctx, t) == "cuda" for t in earlier):
                 return parent.start_byte
         if parent.type == "if_statement" and child == parent.child_by_field_name("consequence"):
             condition = parent.child_by_field_name("condition")
-            if condition is not None and _HOST_TEST.match(condition.text or b""):
+            if condition is not None and _device_test(ctx, condition) == "host":
                 return child.start_byte
         if parent.type == "block":
             before = child.prev_named_sibling

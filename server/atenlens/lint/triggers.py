@@ -232,13 +232,11 @@ def skippable_definitions(data: bytes, groups: Sequence[TriggerGroups]) -> list[
             if header is not None:
                 methods = _methods(data, header, end)
                 skipped = [m for m in methods if not any(matches(rule_groups, data, *m) for rule_groups in groups)]
-                found.extend(_without_self_calls(data, methods, skipped))
+                found.extend(_without_self_calls(data, (header, end), skipped))
     return _without_call_sites(data, found)
 
 
-def _without_self_calls(
-    data: bytes, methods: list[tuple[int, int]], skipped: list[tuple[int, int]]
-) -> list[tuple[int, int]]:
+def _without_self_calls(data: bytes, holder: tuple[int, int], skipped: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """`skipped` less the methods that call a kept method of their class (`self.get_pdf()` in
     `__init__`), and so on for the methods that call those: where a method's only callers are
     set-up or tests, its loops run rarely (sync_in_loop.py), so its callers are kept with it."""
@@ -247,9 +245,8 @@ def _without_self_calls(
     gaps = set(skipped)
     names = [
         b"self." + match.group(1)
-        for method in methods
-        if method not in gaps
-        for _, match in _INDENTED_NAME.finditer(data, *method)
+        for at, match in _INDENTED_NAME.finditer(data, *holder)
+        if not any(start <= at < end for start, end in skipped)
     ]
     while names and gaps:
         calling = [gap for gap in gaps if any(name in data[gap[0] : gap[1]] for name in names)]

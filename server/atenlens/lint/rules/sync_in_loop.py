@@ -51,8 +51,9 @@ What it does:
     (`runner.batch_metrics`, handed in by the framework) has no device the file shows; the
     others are spelled `accumulate`, `update` and `__call__`, which are no evidence of a loop.
     Code that runs only off CUDA reads no device tensor: the `elif`/`else` of `if x.is_cuda:`
-    (or of `x.device.type == "cuda"`, `torch.cuda.is_available()`), the body of `if not
-    x.is_cuda:`, and what follows `if x.is_cuda: ... return` in its function (a fast path for
+    (or of `x.device.type == "cuda"`, `torch.cuda.is_available()`, or a name bound to one of
+    them: `is_cuda = tree_device.type == "cuda"`), the body of `if not x.is_cuda:` (or `if not
+    is_cuda:`), and what follows `if x.is_cuda: ... return` in its function (a fast path for
     CUDA, a reference for the rest).
     Only tensors with evidence of being on the GPU are reported (provenance.py): made or moved
     there (`.cuda()`, `.to(device)`, `device=`; an attribute `self.x` that every assignment in
@@ -246,6 +247,7 @@ from atenlens.lint.frequency import (
     runs_a_model,
     runs_per_step,
     runs_rarely,
+    steps_optimizer,
     walks_batches,
     whole_run_per_iteration,
 )
@@ -808,6 +810,9 @@ def _rare_callers(ctx: LintContext, loop: Node, depth: int = 0) -> Optional[str]
     function = next((a for a in ancestors(loop) if a.type in SCOPE_TYPES), None)
     if function is None or function.type != "function_definition":
         return None
+    body = function.child_by_field_name("body")
+    if body is not None and steps_optimizer(body):
+        return None  # (it steps the optimizer: a call under `if should_step:` is gradient accumulation)
     sites = _call_sites(ctx, function)
     if sites is None:
         return None

@@ -1,0 +1,221 @@
+"""Classes of error found by the twentieth whole-tree review (tests/lint/corpus_real/WHOLE_TREES.md
+"Twentieth review"), each with a small program and the exact findings: line, column (0-based), code,
+severity and message. Each program is also linted without the prefilter (every definition
+parsed), which must give the same findings."""
+
+from __future__ import annotations
+
+from textwrap import dedent
+
+from class_findings import findings
+
+ROWS_THROUGH_REVERSED_LIST = dedent(
+    """\
+    import torch
+
+
+    def explain(model, x, num_layers):
+        x = x.cuda()
+        scores = model(x)
+        for layer in reversed(list(range(num_layers))):
+            print(f"training the mask of layer {layer}")
+        for row in reversed(list(x)):
+            print(f"input {row}")
+    """
+)
+
+
+def test_reversed_and_list_give_the_elements_they_wrap() -> None:
+    """`for row in reversed(list(x)):` walks the rows of `x`, a CUDA tensor: formatting one waits, a
+    warning (`reversed`, `list`, `tuple`, `sorted` and `iter` give the elements they wrap)."""
+    assert findings(ROWS_THROUGH_REVERSED_LIST) == [
+        (
+            10,
+            22,
+            "AL100",
+            "warning",
+            "formatting a CUDA tensor (`{row}`) inside a loop: the host waits for the GPU on every iteration",
+        )
+    ]
+
+
+LAYER_NUMBER_IN_A_TRAINING_LOOP = dedent(
+    """\
+    import torch
+
+
+    class Explainer(torch.nn.Module):
+        def train_explainer(self, model, x, edge_index):
+            optimizer = torch.optim.Adam(self.parameters(), lr=self.lr)
+            for layer in reversed(list(range(self.num_layers))):
+                if self.log:
+                    print(f"Train explainer for layer {layer}")
+                for epoch in range(self.epochs):
+                    optimizer.zero_grad()
+                    loss = self.loss(model(x, edge_index), layer)
+                    loss.backward()
+                    optimizer.step()
+    """
+)
+
+
+def test_a_number_from_a_wrapped_range_is_no_tensor() -> None:
+    """`for layer in reversed(list(range(self.num_layers))):` gives Python ints: `f"{layer}"` reads
+    no tensor (torch_geometric's GraphMaskExplainer)."""
+    assert findings(LAYER_NUMBER_IN_A_TRAINING_LOOP) == []
+
+
+DEVICE_TEST_BOUND_TO_A_NAME = dedent(
+    """\
+    import torch
+
+
+    class Sampler:
+        def sample(self, model, x, index):
+            weight = model(x)
+            is_cuda = weight.device.type == "cuda"
+            if not is_cuda:
+                zero_weight = weight == 0
+                while zero_weight.any():
+                    index = torch.where(zero_weight, index - 1, index)
+                    zero_weight = weight[index] == 0
+            else:
+                for i in range(index.numel()):
+                    if weight[index[i]] == 0:
+                        index[i] -= 1
+            return index
+    """
+)
+
+
+def test_a_device_test_bound_to_a_name_marks_the_host_path() -> None:
+    """`is_cuda = weight.device.type == "cuda"`, then `if not is_cuda:`: the tensors of that branch are
+    on the host, as under `if not weight.is_cuda:`; the other branch still waits (torchrl's
+    prioritized sampler)."""
+    assert findings(DEVICE_TEST_BOUND_TO_A_NAME) == [
+        (
+            15,
+            19,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a condition (`weight[index[i]] == 0`) inside a loop: the host waits for the "
+            "GPU on every iteration",
+        )
+    ]
+
+
+LOCAL_NAME_SET_TO_NONE = dedent(
+    """\
+    import torch
+
+
+    def check_images(input_ids, image_grid_thw, num_images):
+        input_ids = input_ids.cuda()
+        if image_grid_thw is not None and num_images is not None:
+            has_mismatch = False
+            for b in range(input_ids.shape[0]):
+                tokens = (input_ids[b] == 1).sum().item()
+                if tokens != num_images[b]:
+                    has_mismatch = True
+            if has_mismatch:
+                image_grid_thw = None
+        return image_grid_thw
+    """
+)
+
+
+def test_a_local_name_set_to_none_outside_a_loop_is_no_one_shot_flag() -> None:
+    """`if image_grid_thw is not None ...:` whose body ends `image_grid_thw = None` runs on every call:
+    a local name is set again by the next call, so the loop inside reads on every iteration (trl's
+    GRPO trainer)."""
+    assert findings(LOCAL_NAME_SET_TO_NONE) == [
+        (9, 47, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration")
+    ]
+
+
+LOOP_OBJECT_SET_TO_NONE_AND_A_STEP_GATE = dedent(
+    """\
+    import torch
+
+
+    class Brain:
+        def check_gradients(self):
+            for param in self.modules.parameters():
+                if param.requires_grad and param.grad is not None:
+                    if not torch.isfinite(param.grad).all():
+                        param.grad = None
+
+        def optimizers_step(self):
+            self.scaler.unscale_(self.optimizer)
+            self.check_gradients()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+
+        def fit_batch(self, batch):
+            loss = self.compute_loss(batch)
+            self.scaler.scale(loss).backward()
+            if self.should_step:
+                self.optimizers_step()
+            return loss.detach()
+    """
+)
+
+
+def test_a_loop_variable_set_to_none_and_a_helper_of_the_optimizer_step() -> None:
+    """`for param in ...: if param.grad is not None: ... param.grad = None` tests a new parameter on
+    each iteration: no one-shot flag. The helper is called by `optimizers_step`, which steps the
+    optimizer, under `if self.should_step:` (gradient accumulation): every optimizer step, a
+    warning (speechbrain's `check_gradients`)."""
+    assert findings(LOOP_OBJECT_SET_TO_NONE_AND_A_STEP_GATE) == [
+        (
+            8,
+            23,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a condition (`torch.isfinite(param.grad).all()`) inside a loop: the host "
+            "waits for the GPU on every iteration",
+        )
+    ]
+
+
+PROFILING_HELPER_WITH_A_COMMENTED_STEP = dedent(
+    """\
+    import torch
+
+
+    class Trainer:
+        def _get_grad(self, inputs, targets):
+            loss = self.criterion(self.model(inputs.cuda()), targets.cuda())
+            self.optimizer.zero_grad()
+            loss.backward()
+            grad_list = []
+            for param in self.model.parameters():
+                grad_list.append(param.grad.item())
+            # self.optimizer.step()
+            return grad_list
+
+        def run_step(self, inputs, targets):
+            if self.profile and self.global_step % self.per_steps == 0:
+                self.record[self.global_step] = self._get_grad(inputs, targets)
+            loss = self.criterion(self.model(inputs.cuda()), targets.cuda())
+            loss.backward()
+            self.optimizer.step()
+    """
+)
+
+
+def test_a_commented_optimizer_step_takes_no_step() -> None:
+    """`_get_grad` runs only under `if self.profile and self.global_step % self.per_steps == 0:`; its
+    `# self.optimizer.step()` is a comment, not a step, so the call is a throttled one and the
+    per-parameter reads are information (torchquantum's gradient-pruning trainer)."""
+    assert findings(PROFILING_HELPER_WITH_A_COMMENTED_STEP) == [
+        (
+            11,
+            40,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU on every iteration of a loop in "
+            "`_get_grad`, which this file calls only under a throttle or on an error path of `run_step`: "
+            "a loop of set-up or checks, not of a training step",
+        )
+    ]
