@@ -219,3 +219,31 @@ def test_a_commented_optimizer_step_takes_no_step() -> None:
             "a loop of set-up or checks, not of a training step",
         )
     ]
+
+
+SUBSCRIPT_OF_A_FACTORY_MOVED = dedent(
+    """\
+    import torch
+
+
+    def sample_slices(slices, ratio):
+        keep = int(slices.shape[0] * ratio)
+        indices = torch.randperm(slices.shape[0])[:keep].to(slices.device)
+        return torch.index_select(slices, dim=0, index=indices)
+    """
+)
+
+
+def test_a_subscript_of_a_factory_moved_is_kept_by_the_prefilter() -> None:
+    """`torch.randperm(n)[:keep].to(slices.device)`: the move follows a `]`, not a `)`; the
+    prefilter keeps the function all the same, so the finding does not depend on it (monai's
+    perceptual loss)."""
+    assert findings(SUBSCRIPT_OF_A_FACTORY_MOVED) == [
+        (
+            6,
+            53,
+            "AL302",
+            "warning",
+            "`torch.randperm(...)` is created on the CPU and then copied to the device: create it there with `device=`",
+        )
+    ]

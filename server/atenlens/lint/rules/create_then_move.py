@@ -233,8 +233,8 @@ _TENSOR_USE = (
     r"|scatter_?|float|long|half|clone|detach|type_as)\b|\s*=(?!=)\s*torch\.|\s*:\s*(?:torch\.)?Tensor\b"
 )
 # Trigger bytes (triggers.py), from the checks below: the factory is the attribute `<factory>` of
-# the name `torch`; the move an attribute `to`, `cuda` or `type_as` of a call (maybe in brackets),
-# so right after a closing bracket; between the tokens only spaces, line breaks, backslashes and
+# the name `torch`; the move an attribute `to`, `cuda` or `type_as` of a call (maybe in brackets)
+# or of a subscript of one, so right after a closing bracket; between the tokens only spaces, line breaks, backslashes and
 # comments (a comment runs to its line's end: matched one way only, so a banner of `#`s cannot
 # make the search backtrack exponentially). A definition whose only moves are of names
 # (`x.to(device)`) is not kept for this rule: a factory bound to a name and moved on a later
@@ -252,7 +252,7 @@ FACTORY_CALL = re.compile(
     + b"|".join(sorted(map(str.encode, TYPED_CONSTRUCTORS)))
     + rb")\s*\()"  # (called: `x: torch.Tensor` annotates, it makes nothing)
 )
-MOVE = re.compile(rb"\)" + _GAP + rb"\." + _GAP + rb"(?:to|cuda|type_as)\b")
+MOVE = re.compile(rb"[)\]]" + _GAP + rb"\." + _GAP + rb"(?:to|cuda|type_as)\b")  # (`torch.randperm(n)[:k].to(d)`)
 
 
 def _factory(node: Optional[Node]) -> Optional[Node]:
