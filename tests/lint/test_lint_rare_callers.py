@@ -17,7 +17,7 @@ SET_UP_ONLY = dedent(
     import torch
 
 
-    class MaskGenerator:
+    class MaskGenerator(torch.nn.Module):
         def __init__(self, width):
             self.width = width
             self.pdf = self.get_pdf()
@@ -50,8 +50,8 @@ def test_a_loop_of_a_method_only_init_calls_is_information() -> None:
             "AL100",
             "information",
             "`.item()` inside a loop: the host waits for the GPU on every iteration of a loop in "
-            "`get_pdf`, which this file calls only from `__init__` (once per object or run): a loop of "
-            "set-up or checks, not of a training step",
+            "`get_pdf`, which this file calls only from `__init__` (once per object or run), so not on "
+            "every training step",
         )
     ]
 
@@ -124,7 +124,7 @@ def test_a_helper_only_tests_call_is_information() -> None:
             "information",
             "`.item()` inside a loop: the host waits for the GPU on every iteration of a loop in "
             "`check_counts`, which this file calls only from tests (`test_random_propagation`, "
-            "`test_fixed_propagation`): a loop of set-up or checks, not of a training step",
+            "`test_fixed_propagation`), so not on every training step",
         )
     ]
 
@@ -164,8 +164,8 @@ def test_a_helper_called_under_a_throttle_is_information() -> None:
             "AL100",
             "information",
             "`.item()` inside a loop: the host waits for the GPU on every iteration of a loop in "
-            "`grad_norms`, which this file calls only under a throttle or on an error path of `train`: a "
-            "loop of set-up or checks, not of a training step",
+            "`grad_norms`, which this file calls only from `train` under `if step % 100 == 0:`, so not on "
+            "every training step",
         )
     ]
 
@@ -188,7 +188,7 @@ CALLED_FROM_SET_UP_TWO_LEVELS_UP = dedent(
         return partition(graph, world_size)
 
 
-    class DistributedGraph:
+    class DistributedGraph(torch.nn.Module):
         def __init__(self, graph, world_size):
             self.sizes = partition_graph(graph, world_size)
     """
@@ -206,7 +206,7 @@ def test_a_helper_of_a_set_up_helper_is_information() -> None:
             "information",
             "`.item()` inside a loop: the host waits for the GPU on every iteration of a loop in "
             "`partition`, which this file calls only from `partition_graph`, which this file calls only "
-            "from `__init__` (once per object or run): a loop of set-up or checks, not of a training step",
+            "from `__init__` (once per object or run), so not on every training step",
         )
     ]
 

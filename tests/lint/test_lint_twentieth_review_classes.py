@@ -215,8 +215,8 @@ def test_a_commented_optimizer_step_takes_no_step() -> None:
             "AL100",
             "information",
             "`.item()` inside a loop: the host waits for the GPU on every iteration of a loop in "
-            "`_get_grad`, which this file calls only under a throttle or on an error path of `run_step`: "
-            "a loop of set-up or checks, not of a training step",
+            "`_get_grad`, which this file calls only from `run_step` under `if self.profile and "
+            "self.global_step % self.per_steps == 0:`, so not on every training step",
         )
     ]
 
@@ -246,4 +246,142 @@ def test_a_subscript_of_a_factory_moved_is_kept_by_the_prefilter() -> None:
             "warning",
             "`torch.randperm(...)` is created on the CPU and then copied to the device: create it there with `device=`",
         )
+    ]
+
+
+COMPUTE_OF_A_METRIC = dedent(
+    """\
+    import torch
+
+
+    class PairwiseMetric:
+        def update(self, pred):
+            self.preds.append(pred.cuda())
+
+        def compute(self):
+            scores = torch.cat(self.preds).to(self.device)
+            best = [int(scores[i].max()) for i in range(scores.shape[0])]
+            fallback = torch.zeros(len(best)).to(scores.device)
+            return best, fallback
+
+
+    class Ranker:
+        def compute(self, preds):
+            scores = torch.cat([p.cuda() for p in preds])
+            return [int(scores[i].max()) for i in range(scores.shape[0])]
+    """
+)
+
+
+def test_the_compute_of_a_metric_runs_once_per_evaluation() -> None:
+    """`compute` of a class that also has `update` is a metric's (torchmetrics, ignite): `update` runs
+    every step, `compute` once per evaluation, so its per-item reads and its create-then-move are
+    information. A `compute` of a class without `update` keeps its warning."""
+    assert findings(COMPUTE_OF_A_METRIC) == [
+        (
+            10,
+            16,
+            "AL100",
+            "information",
+            "`int()` of a CUDA tensor inside a loop: the host waits for the GPU per item in `compute` of "
+            "a metric, once per evaluation (its `update` is what runs every step)",
+        ),
+        (
+            11,
+            42,
+            "AL302",
+            "information",
+            "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with "
+            "`device=`; it runs once per evaluation (in `compute` of a metric, whose `update` is what "
+            "runs every step): a small cost, not paid every step",
+        ),
+        (
+            18,
+            16,
+            "AL100",
+            "warning",
+            "`int()` of a CUDA tensor inside a loop: the host waits for the GPU on every iteration",
+        ),
+    ]
+
+
+HELPER_UNDER_A_SETTING = dedent(
+    """\
+    import torch
+
+
+    class PerceptualLoss(torch.nn.Module):
+        def _axis_loss(self, x):
+            indices = torch.randperm(x.shape[0])[:4].to(x.device)
+            return x[indices].sum()
+
+        def forward(self, x):
+            if self.spatial_dims == 3 and self.is_fake_3d:
+                return self._axis_loss(x)
+            return x.sum()
+    """
+)
+
+
+def test_a_setting_tested_in_forward_is_no_throttle() -> None:
+    """`if self.spatial_dims == 3 and self.is_fake_3d:` in `forward` tests a setting, not a counter:
+    the helper it calls runs on every forward, a warning (monai's perceptual loss)."""
+    assert findings(HELPER_UNDER_A_SETTING) == [
+        (
+            6,
+            49,
+            "AL302",
+            "warning",
+            "`torch.randperm(...)` is created on the CPU and then copied to the device: create it there with `device=`",
+        )
+    ]
+
+
+HELPERS_OF_INITIALIZERS = dedent(
+    """\
+    import torch
+
+
+    def random_mask(rows, cols, device):
+        return torch.rand(rows, cols).to(device) > 0.5
+
+
+    class Adapter(torch.nn.Module):
+        def __init__(self, rows, cols):
+            super().__init__()
+            self.mask = random_mask(rows, cols, "cuda")
+
+
+    def hypothesis_scores(n, device):
+        return torch.zeros(n).to(device)
+
+
+    class Hypothesis:
+        def __init__(self, n):
+            self.scores = hypothesis_scores(n, "cuda")
+    """
+)
+
+
+def test_a_create_then_move_in_a_helper_of_an_initializer() -> None:
+    """A helper that only a module's `__init__` calls makes its tensor once per object:
+    information (peft's `random_mask` for SHiRA adapters). The `__init__` of a plain class may run
+    per item (a beam search's hypotheses): its helper's copy stays a warning."""
+    assert findings(HELPERS_OF_INITIALIZERS) == [
+        (
+            5,
+            34,
+            "AL302",
+            "information",
+            "`torch.rand(...)` is created on the CPU and then copied to the device: create it there with "
+            "`device=`; it runs in `random_mask`, which this file calls only from `__init__` (once per "
+            "object or run): a small cost, not paid every step",
+        ),
+        (
+            15,
+            26,
+            "AL302",
+            "warning",
+            "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with `device=`",
+        ),
     ]

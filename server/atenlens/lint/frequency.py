@@ -436,6 +436,17 @@ def runs_rarely(node: Node, stop: Node) -> bool:
     )
 
 
+def periodic_throttle(node: Node, stop: Node) -> Optional[Node]:
+    """A throttle between `node` and `stop` that speaks of steps or logging (`step % 100 == 0`,
+    `should_log`, `self.global_step % self.per_steps == 0`): outside any loop, a bare `x == 3`
+    tests a setting (`if self.spatial_dims == 3:`), not a counter."""
+    throttle = _throttle_between(node, stop)
+    return throttle if throttle is not None and _PERIODIC.search(text(throttle)) else None
+
+
+_PERIODIC = re.compile(r"%|step|iter|epoch|batch|count|every|interval|freq|should_|log|verbose|debug|profil", re.I)
+
+
 def _throttle_between(node: Node, loop: Node) -> Optional[Node]:
     """The throttle (`if step % 100 == 0:`) whose body holds `node`, inside `loop`; not one that
     takes the optimizer step (gradient accumulation, `_accumulation_between`)."""

@@ -1208,7 +1208,7 @@ def _cpu_attribute(ctx: LintContext, node: Node) -> bool:
         return False
     attr = text(node)[len("self.") :]
     setting = rb"self\." + re.escape(attr.encode()) + rb"[ \t]*=(?!=)[ \t]*([^\n]*)"
-    values = [m.group(1).strip() for m in re.finditer(setting, _class_text(ctx, holder))]
+    values = [m.group(1).strip() for m in re.finditer(setting, class_text(ctx, holder))]
     return bool(values) and all(_CPU_VALUE.match(v) for v in values)
 
 
@@ -1807,7 +1807,7 @@ def _returns_numbers(ctx: LintContext, call: Node) -> bool:
         return False
     key = (holder.id, name)
     if key not in memo:
-        memo[key] = _method_returns_numbers(_class_text(ctx, holder), name[len("self.") :])
+        memo[key] = _method_returns_numbers(class_text(ctx, holder), name[len("self.") :])
     return bool(memo[key])
 
 
@@ -1866,7 +1866,7 @@ def _number_attribute(ctx: LintContext, node: Node, attr: str) -> bool:
     memo = _memo(ctx, "_number_attribute_memo")
     key = (holder.id, attr)
     if key not in memo:
-        data = _class_text(ctx, holder)
+        data = class_text(ctx, holder)
         setting = rb"self\." + re.escape(attr.encode()) + rb"[ \t]*(?:[-+*/%]|//)?=(?!=)[ \t]*([^\n#]*)"
         sets = list(re.finditer(setting, data))
         memo[key] = bool(sets) and all(_number_set(data, m.group(1).strip(), m.start()) for m in sets)
@@ -1907,7 +1907,7 @@ def _number_value(data: bytes, value: bytes, names: int) -> bool:
     )
 
 
-def _class_text(ctx: LintContext, holder: Node) -> bytes:
+def class_text(ctx: LintContext, holder: Node) -> bytes:
     """The whole text of a class, with the methods left out of the parse (the class node of a
     pruned parse may end before them)."""
     memo = _memo(ctx, "_class_text_memo")
@@ -1949,7 +1949,7 @@ def _in_training_class(ctx: LintContext, node: Node) -> bool:
         return False
     memo = _memo(ctx, "_training_class_memo")
     if holder.id not in memo:
-        memo[holder.id] = bool(_TRAINING_STEP.search(_class_text(ctx, holder)))
+        memo[holder.id] = bool(_TRAINING_STEP.search(class_text(ctx, holder)))
     return memo[holder.id]
 
 

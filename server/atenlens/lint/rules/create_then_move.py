@@ -80,6 +80,7 @@ from typing import Iterator, Optional
 from tree_sitter import Node
 
 from atenlens.codes import Code
+from atenlens.lint.callers import derived_class, metric_compute, rare_callers
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding, Fix, TextEdit
@@ -510,7 +511,9 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
     loop only on some iterations (`if len(state) == 0:` creates an optimizer's state on its first
     step; not in a model's `forward`, which runs every step). A move once per call of any other
     function stays a warning: `noise(n, dim)` or a beam search's buffers run on every step or
-    batch. Decided from the function the move is in (and the uses of a module-level one, looked
+    batch; but not one in a function that every call in the file runs rarely (`rare_callers`:
+    from `__init__`, tests, under a throttle), nor in the `compute` of a metric (once per
+    evaluation). Decided from the function the move is in (and the uses of a module-level one, looked
     up through `function_uses`): what the command line leaves out of the parse must not change it."""
     function = next((a for a in ancestors(move) if a.type == "function_definition"), None)
     name = function_name(move)
@@ -519,23 +522,28 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
         return f"once per test (`{test or name}`)"
     if function is not None and _used_only_in_tests(ctx, function):
         return f"once per test (`{name}` is used only by the file's tests)"
+    if _FORWARD.search(name):
+        # (`if t == 0: h = torch.zeros(...).to(x.device)` in `forward`: once per call, and a
+        # model's forward runs on every step)
+        return None
     if repeating_loop(move) is not None:
         how = frequency(move)
-        if how.every_iteration or _FORWARD.search(name):
-            # (`if t == 0: h = torch.zeros(...).to(x.device)` in `forward`: once per call, and a
-            # model's forward runs on every step)
-            return None
-        return how.how_often
-    if function is None:
+        if not how.every_iteration:
+            return how.how_often
+    elif function is None:
         return "once (module-level code)"
-    if name == "main":
+    elif name == "main":
         return "once per run (`main`)"
-    if name == "__init__" and not _derived_class(function):
+    elif name == "__init__" and not derived_class(function):
         return None  # `class TreeSearch(object):` built per example of a batch: not set-up
     # (not `merge` or `convert`, which a model may run on every forward)
-    if SET_UP_FUNCTION.search(name):
+    elif SET_UP_FUNCTION.search(name):
         return f"once per call of `{name}` (set-up, not a step)"
-    return None
+    compute = metric_compute(ctx, move)
+    if compute is not None:
+        return f"once per evaluation (in `{compute}` of a metric, whose `update` is what runs every step)"
+    rare = rare_callers(ctx, move) if function is not None else None
+    return f"in {rare}" if rare is not None else None
 
 
 def _used_only_in_tests(ctx: LintContext, function: Node) -> bool:
@@ -549,16 +557,6 @@ def _used_only_in_tests(ctx: LintContext, function: Node) -> bool:
         return False
     uses = [use for use in ctx.function_uses(text(title)) if use != title]
     return bool(uses) and all(in_a_test(use) for use in uses)
-
-
-def _derived_class(method: Node) -> bool:
-    """Is `method` in a class with a base other than `object` (a module, an optimizer, a
-    dataset: built once per run), not a plain object that code may build per item?"""
-    holder = definition_holder(method)
-    if holder is None or holder.type != "class_definition":
-        return False
-    bases = holder.child_by_field_name("superclasses")
-    return bases is not None and any(text(base) != "object" for base in bases.named_children)
 
 
 # A model's forward: it runs on every step

@@ -142,7 +142,8 @@ What it does:
     a loop directly inside an epoch loop that walks no batches, takes no training step and runs no
     model (`{n: torch.stack(v).mean().item() for n, v in summaries}` once per epoch), in a hook
     that runs once per epoch or per run (`on_validation_epoch_end`, `validation_epoch_end`,
-    `on_train_start`), in a comprehension outside any loop of `main()` or of a script's top level
+    `on_train_start`), in the `compute` of a metric (of a class that also has an `update`,
+    torchmetrics' and ignite's: once per evaluation), in a comprehension outside any loop of `main()` or of a script's top level
     (once per run), right before a clock read when the read is its statement's whole value
     (`loss_item = loss.item()`, then `t1 = time.perf_counter()`: the wait that ends a timed step;
     not `logger.update(loss=loss.item())`, a value logged every step), in
@@ -227,27 +228,23 @@ from typing import Iterator, Optional
 from tree_sitter import Node
 
 from atenlens.codes import Code
+from atenlens.lint.callers import call_sites, metric_compute, rare_callers
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
 from atenlens.lint.frequency import (
-    SET_UP_FUNCTION,
     TRAINING_STEP,
     Frequency,
     chunked_walk,
-    enclosing_test,
     frequency,
     function_name,
     in_training_loop,
-    in_unit_test_class,
     is_counter_bound,
     is_test_name,
     is_throttle,
     loops_around,
-    runs_a_few_times,
     runs_a_model,
     runs_per_step,
     runs_rarely,
-    steps_optimizer,
     walks_batches,
     whole_run_per_iteration,
 )
@@ -272,7 +269,6 @@ from atenlens.lint.provenance import (
 from atenlens.lint.registry import Rule
 from atenlens.lint.source import ancestors
 from atenlens.lint.syntax import (
-    SCOPE_TYPES,
     arguments,
     callee,
     dotted_name,
@@ -469,8 +465,15 @@ def _report(
     run = _whole_run(ctx, how.loop) if how.every_iteration and how.loop else None
     if run is not None:
         how = Frequency(how.loop, False, f"once per call of `{run}`, which runs a loop of model steps itself")
+    compute = metric_compute(ctx, how.loop) if how.every_iteration and how.loop is not None else None
+    if compute is not None:
+        how = Frequency(
+            how.loop,
+            False,
+            f"per item in `{compute}` of a metric, once per evaluation (its `update` is what runs every step)",
+        )
     rare = (
-        _rare_callers(ctx, how.loop)
+        rare_callers(ctx, how.loop)
         if how.every_iteration
         and how.loop is not None
         and where == "inside a loop"
@@ -482,7 +485,7 @@ def _report(
         how = Frequency(
             how.loop,
             False,
-            f"on every iteration of a loop in {rare}: a loop of set-up or checks, not of a training step",
+            f"on every iteration of a loop in {rare}, so not on every training step",
         )
     return ctx.finding(
         Code.SYNC,
@@ -733,7 +736,7 @@ def _called_in_loops(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, 
     )
     if function is None or function.type != "function_definition" or repeating_loop(node) is not None:
         return None
-    sites = _call_sites(ctx, function)
+    sites = call_sites(ctx, function)
     if sites is None:
         return None
     name, calls, hooks, _ = sites
@@ -749,120 +752,6 @@ def _called_in_loops(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, 
     else:
         where = f"in `{name}`, which `{caller}` calls in a loop"
     return how, where, at
-
-
-def _call_sites(ctx: LintContext, function: Node) -> Optional[tuple[str, list[Node], set[int], bool]]:
-    """The calls of `function` in its file: a module-level function's calls anywhere (`name(...)`,
-    and `loss.register_hook(name)`, which backward calls), a method's as `self.name(...)` in its
-    class; with the name, the ids of the hook registrations, and whether the name is also written
-    where it is not called (handed on as a callback, called on another object: callers this file
-    does not show). None for a decorated or nested function."""
-    title = function.child_by_field_name("name")
-    name = text(title) if title is not None else ""
-    holder = function.parent.parent if function.parent is not None and function.parent.type == "block" else None
-    if holder is not None and holder.type == "decorated_definition":
-        return None
-    calls: list[Node] = []
-    hooks: set[int] = set()
-    other_uses = False
-    if function.parent is not None and function.parent.type == "module":
-        for use in ctx.function_uses(name):
-            call = use.parent
-            if use == title:
-                continue
-            if call is not None and call.type == "call" and call.child_by_field_name("function") == use:
-                calls.append(call)
-            elif call is not None and call.type == "argument_list" and call.parent is not None:
-                # `loss.register_hook(raise_if_nan)` in a training loop: backward calls it every step
-                if method_name(call.parent) == "register_hook":
-                    calls.append(call.parent)
-                    hooks.add(call.parent.id)
-                else:
-                    other_uses = True
-            else:
-                other_uses = True
-    elif holder is not None and holder.type == "class_definition":
-        for use in ctx.identifiers((name,), holder.start_byte, holder.end_byte):
-            attribute = use.parent
-            if use == title:
-                continue
-            call = attribute.parent if attribute is not None else None
-            owner = (
-                attribute.child_by_field_name("object")
-                if attribute is not None and attribute.type == "attribute"
-                else None
-            )
-            if owner is not None and text(owner) == "self" and call is not None and call.type == "call":
-                calls.append(call)
-            else:
-                other_uses = True
-    else:
-        return None
-    return name, calls, hooks, other_uses
-
-
-def _rare_callers(ctx: LintContext, loop: Node, depth: int = 0) -> Optional[str]:
-    """For a loop in a function that shows no step of its own: the function and why it runs
-    rarely, when each of its calls in the file does (`self.get_pdf()` in `__init__`: once per
-    object; a helper that only `test_*` functions call; one called under `if step % 100 == 0:`),
-    as words for the message; None when a call may run per step, or the file shows no call or
-    also hands the function on (a caller elsewhere decides)."""
-    function = next((a for a in ancestors(loop) if a.type in SCOPE_TYPES), None)
-    if function is None or function.type != "function_definition":
-        return None
-    body = function.child_by_field_name("body")
-    if body is not None and steps_optimizer(body):
-        return None  # (it steps the optimizer: a call under `if should_step:` is gradient accumulation)
-    sites = _call_sites(ctx, function)
-    if sites is None:
-        return None
-    name, calls, hooks, other_uses = sites
-    if not calls or hooks or other_uses:
-        return None
-    reasons, tests = [], []
-    for call in calls:
-        test = enclosing_test(call) or (function_name(call) if in_unit_test_class(call) else None)
-        reason = None if test is not None else _runs_rarely_at(ctx, call, depth)
-        if test is not None:
-            tests.append(f"`{test}`")
-        elif reason is None:
-            return None
-        else:
-            reasons.append(reason)
-    if tests:
-        named = ", ".join(dict.fromkeys(tests[:3])) + (" and others" if len(set(tests)) > 3 else "")
-        reasons.append(f"from tests ({named})")
-    unique = list(dict.fromkeys(reasons))
-    others = len(unique) - 1
-    said = unique[0] if not others else f"{unique[0]} and {others} more such place{'s' if others > 1 else ''}"
-    return f"`{name}`, which this file calls only {said}"
-
-
-def _runs_rarely_at(ctx: LintContext, call: Node, depth: int) -> Optional[str]:
-    """Where `call` (not in a test) runs rarely: in set-up (`__init__`, `setup`, a loader), under a
-    throttle, in module-level code outside any loop, or (one level up) in a function that this
-    file calls only so; None otherwise."""
-    caller = next((a for a in ancestors(call) if a.type in SCOPE_TYPES), None)
-    if caller is None or caller.type == "module":
-        return "from module-level code" if repeating_loop(call) is None else None
-    if caller.type != "function_definition":
-        return None
-    caller_name = function_name(call)
-    if runs_rarely(call, caller):
-        return f"under a throttle or on an error path of `{caller_name}`"
-    how = frequency(call)
-    if how.loop is not None and how.every_iteration:
-        return None
-    if how.loop is not None and not runs_a_few_times(how.loop):
-        return f"from `{caller_name}`, {how.how_often.removeprefix('only ')}"
-    # (outside a loop, or in a loop of a few iterations: as often as `caller` itself)
-    if SET_UP_FUNCTION.search(caller_name):
-        return f"from `{caller_name}` (once per object or run)"
-    if depth == 0:
-        above = _rare_callers(ctx, call, depth + 1)
-        if above is not None:
-            return f"from {above}"
-    return None
 
 
 def _returned(call: Node) -> bool:

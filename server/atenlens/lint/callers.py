@@ -1,0 +1,182 @@
+"""How often a function runs, from its calls in the same file: `rare_callers` (every call runs
+rarely: from `__init__` or set-up, from tests, under a throttle, at module level, or from such a
+function one level up), `call_sites` (the calls a rule may follow), and `metric_compute` (the
+`compute` of a metric, once per evaluation). Facts of one file only: a caller in another module
+is not seen, so a function the file never calls, or hands on, is not called rare."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from tree_sitter import Node
+
+from atenlens.lint.context import LintContext
+from atenlens.lint.frequency import (
+    SET_UP_FUNCTION,
+    early_exit_throttle,
+    enclosing_test,
+    frequency,
+    function_name,
+    in_error_handler,
+    in_unit_test_class,
+    on_failure_only,
+    on_nonfinite_path,
+    periodic_throttle,
+    runs_a_few_times,
+    steps_optimizer,
+)
+from atenlens.lint.provenance import class_text
+from atenlens.lint.source import ancestors
+from atenlens.lint.syntax import SCOPE_TYPES, definition_holder, method_name, repeating_loop, text
+
+
+def metric_compute(ctx: LintContext, node: Node) -> Optional[str]:
+    """The name of the method that holds `node` when it is the `compute` (or `_compute`) of a
+    class that also has an `update` (or `_update`): a metric (torchmetrics', ignite's), whose
+    `update` runs every step and whose `compute` once per evaluation; None otherwise. Read from
+    the class's whole text: the prefilter may leave `update` out of the parse."""
+    function = next((a for a in ancestors(node) if a.type in SCOPE_TYPES), None)
+    if function is None or function.type != "function_definition":
+        return None
+    name = function_name(node)
+    holder = definition_holder(function)
+    if name not in ("compute", "_compute") or holder is None or holder.type != "class_definition":
+        return None
+    return name if _METRIC_UPDATE.search(class_text(ctx, holder)) else None
+
+
+_METRIC_UPDATE = re.compile(rb"^[ \t]+def[ \t]+_?update[ \t]*\(", re.M)
+
+
+def call_sites(ctx: LintContext, function: Node) -> Optional[tuple[str, list[Node], set[int], bool]]:
+    """The calls of `function` in its file: a module-level function's calls anywhere (`name(...)`,
+    and `loss.register_hook(name)`, which backward calls), a method's as `self.name(...)` in its
+    class; with the name, the ids of the hook registrations, and whether the name is also written
+    where it is not called (handed on as a callback, called on another object: callers this file
+    does not show). None for a decorated or nested function."""
+    title = function.child_by_field_name("name")
+    name = text(title) if title is not None else ""
+    holder = function.parent.parent if function.parent is not None and function.parent.type == "block" else None
+    if holder is not None and holder.type == "decorated_definition":
+        return None
+    calls: list[Node] = []
+    hooks: set[int] = set()
+    other_uses = False
+    if function.parent is not None and function.parent.type == "module":
+        for use in ctx.function_uses(name):
+            call = use.parent
+            if use == title:
+                continue
+            if call is not None and call.type == "call" and call.child_by_field_name("function") == use:
+                calls.append(call)
+            elif call is not None and call.type == "argument_list" and call.parent is not None:
+                # `loss.register_hook(raise_if_nan)` in a training loop: backward calls it every step
+                if method_name(call.parent) == "register_hook":
+                    calls.append(call.parent)
+                    hooks.add(call.parent.id)
+                else:
+                    other_uses = True
+            else:
+                other_uses = True
+    elif holder is not None and holder.type == "class_definition":
+        for use in ctx.identifiers((name,), holder.start_byte, holder.end_byte):
+            attribute = use.parent
+            if use == title:
+                continue
+            call = attribute.parent if attribute is not None else None
+            owner = (
+                attribute.child_by_field_name("object")
+                if attribute is not None and attribute.type == "attribute"
+                else None
+            )
+            if owner is not None and text(owner) == "self" and call is not None and call.type == "call":
+                calls.append(call)
+            else:
+                other_uses = True
+    else:
+        return None
+    return name, calls, hooks, other_uses
+
+
+def rare_callers(ctx: LintContext, node: Node, depth: int = 0) -> Optional[str]:
+    """For `node` (a loop, a call) in a function: the function and why it runs rarely, when each
+    of its calls in the file does (`self.get_pdf()` in `__init__`: once per
+    object; a helper that only `test_*` functions call; one called under `if step % 100 == 0:`),
+    as words for the message; None when a call may run per step, or the file shows no call or
+    also hands the function on (a caller elsewhere decides)."""
+    function = next((a for a in ancestors(node) if a.type in SCOPE_TYPES), None)
+    if function is None or function.type != "function_definition":
+        return None
+    body = function.child_by_field_name("body")
+    if body is not None and steps_optimizer(body):
+        return None  # (it steps the optimizer: a call under `if should_step:` is gradient accumulation)
+    sites = call_sites(ctx, function)
+    if sites is None:
+        return None
+    name, calls, hooks, other_uses = sites
+    if not calls or hooks or other_uses:
+        return None
+    reasons, tests = [], []
+    for call in calls:
+        test = enclosing_test(call) or (function_name(call) if in_unit_test_class(call) else None)
+        reason = None if test is not None else _runs_rarely_at(ctx, call, depth)
+        if test is not None:
+            tests.append(f"`{test}`")
+        elif reason is None:
+            return None
+        else:
+            reasons.append(reason)
+    if tests:
+        named = ", ".join(dict.fromkeys(tests[:3])) + (" and others" if len(set(tests)) > 3 else "")
+        reasons.append(f"from tests ({named})")
+    unique = list(dict.fromkeys(reasons))
+    others = len(unique) - 1
+    said = unique[0] if not others else f"{unique[0]} and {others} more such place{'s' if others > 1 else ''}"
+    return f"`{name}`, which this file calls only {said}"
+
+
+def _runs_rarely_at(ctx: LintContext, call: Node, depth: int) -> Optional[str]:
+    """Where `call` (not in a test) runs rarely: in set-up (`__init__`, `setup`, a loader), under a
+    throttle, in module-level code outside any loop, or (one level up) in a function that this
+    file calls only so; None otherwise."""
+    caller = next((a for a in ancestors(call) if a.type in SCOPE_TYPES), None)
+    if caller is None or caller.type == "module":
+        return "from module-level code" if repeating_loop(call) is None else None
+    if caller.type != "function_definition":
+        return None
+    caller_name = function_name(call)
+    if (
+        on_failure_only(call, caller)
+        or in_error_handler(call, caller)
+        or on_nonfinite_path(call, caller)
+        or early_exit_throttle(call, caller) is not None
+    ):
+        return f"on an error path of `{caller_name}`"
+    throttle = periodic_throttle(call, caller)
+    if throttle is not None:
+        return f"from `{caller_name}` under `if {' '.join(text(throttle).split())}:`"
+    how = frequency(call)
+    if how.loop is not None and how.every_iteration:
+        return None
+    if how.loop is not None and not runs_a_few_times(how.loop):
+        return f"from `{caller_name}`, {how.how_often.removeprefix('only ')}"
+    # (outside a loop, or in a loop of a few iterations: as often as `caller` itself)
+    if SET_UP_FUNCTION.search(caller_name) and not (caller_name == "__init__" and not derived_class(caller)):
+        # (not the `__init__` of a plain class: code may build such objects per item)
+        return f"from `{caller_name}` (once per object or run)"
+    if depth == 0:
+        above = rare_callers(ctx, call, depth + 1)
+        if above is not None:
+            return f"from {above}"
+    return None
+
+
+def derived_class(method: Node) -> bool:
+    """Is `method` in a class with a base other than `object` (a module, an optimizer, a
+    dataset: built once per run), not a plain object that code may build per item?"""
+    holder = definition_holder(method)
+    if holder is None or holder.type != "class_definition":
+        return False
+    bases = holder.child_by_field_name("superclasses")
+    return bases is not None and any(text(base) != "object" for base in bases.named_children)
