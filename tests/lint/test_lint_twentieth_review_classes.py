@@ -359,14 +359,24 @@ HELPERS_OF_INITIALIZERS = dedent(
     class Hypothesis:
         def __init__(self, n):
             self.scores = hypothesis_scores(n, "cuda")
+
+
+    def partition_sizes(world_size, device):
+        return torch.zeros(world_size).to(device)
+
+
+    class DistributedGraph:
+        def __init__(self, world_size):
+            self.sizes = partition_sizes(world_size, "cuda")
     """
 )
 
 
 def test_a_create_then_move_in_a_helper_of_an_initializer() -> None:
     """A helper that only a module's `__init__` calls makes its tensor once per object:
-    information (peft's `random_mask` for SHiRA adapters). The `__init__` of a plain class may run
-    per item (a beam search's hypotheses): its helper's copy stays a warning."""
+    information (peft's `random_mask` for SHiRA adapters), and so does one of a plain class's
+    (`class DistributedGraph:`, built once per run). A search's or a hypothesis's `__init__` may run
+    per item (parlai's `TreeSearch`, one per example): its helper's copy stays a warning."""
     assert findings(HELPERS_OF_INITIALIZERS) == [
         (
             5,
@@ -383,5 +393,14 @@ def test_a_create_then_move_in_a_helper_of_an_initializer() -> None:
             "AL302",
             "warning",
             "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with `device=`",
+        ),
+        (
+            24,
+            35,
+            "AL302",
+            "information",
+            "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with "
+            "`device=`; it runs in `partition_sizes`, which this file calls only from `__init__` (once "
+            "per object or run): a small cost, not paid every step",
         ),
     ]

@@ -162,8 +162,8 @@ def _runs_rarely_at(ctx: LintContext, call: Node, depth: int) -> Optional[str]:
     if how.loop is not None and not runs_a_few_times(how.loop):
         return f"from `{caller_name}`, {how.how_often.removeprefix('only ')}"
     # (outside a loop, or in a loop of a few iterations: as often as `caller` itself)
-    if SET_UP_FUNCTION.search(caller_name) and not (caller_name == "__init__" and not derived_class(caller)):
-        # (not the `__init__` of a plain class: code may build such objects per item)
+    if SET_UP_FUNCTION.search(caller_name) and not (caller_name == "__init__" and built_per_item(caller)):
+        # (not the `__init__` of a search or a hypothesis: code builds such objects per item)
         return f"from `{caller_name}` (once per object or run)"
     if depth == 0:
         above = rare_callers(ctx, call, depth + 1)
@@ -172,11 +172,20 @@ def _runs_rarely_at(ctx: LintContext, call: Node, depth: int) -> Optional[str]:
     return None
 
 
-def derived_class(method: Node) -> bool:
-    """Is `method` in a class with a base other than `object` (a module, an optimizer, a
-    dataset: built once per run), not a plain object that code may build per item?"""
+def built_per_item(method: Node) -> bool:
+    """Is `method` the `__init__` of a class that code may build once per item of a batch: a plain
+    class (no base but `object`) spelled as a search, a beam, a hypothesis, a node or a candidate
+    (parlai's `class TreeSearch(object)`, one per example of each generation batch)? Other
+    classes (modules, optimizers, data sets, a plain `class DistributedGraph:` or `class
+    BaseScore(object):`) are built once per run."""
     holder = definition_holder(method)
     if holder is None or holder.type != "class_definition":
         return False
     bases = holder.child_by_field_name("superclasses")
-    return bases is not None and any(text(base) != "object" for base in bases.named_children)
+    if bases is not None and any(text(base) != "object" for base in bases.named_children):
+        return False
+    title = holder.child_by_field_name("name")
+    return title is not None and _PER_ITEM_CLASS.search(text(title)) is not None
+
+
+_PER_ITEM_CLASS = re.compile(r"Search|Beam|Hypothes|Node|Candidate|Item|Sample|Particle|Trajector|Episode|Path", re.I)

@@ -80,7 +80,7 @@ from typing import Iterator, Optional
 from tree_sitter import Node
 
 from atenlens.codes import Code
-from atenlens.lint.callers import derived_class, metric_compute, rare_callers
+from atenlens.lint.callers import built_per_item, metric_compute, rare_callers
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding, Fix, TextEdit
@@ -507,7 +507,7 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
     """How often a move runs where that is clearly not per step, for the message; None otherwise.
     Once: in a test (its set-up, a fixture, a function only the tests use), in module-level code
     outside loops, in `main()`, in an initializer or another function that runs once per object or per run
-    (`__init__` of a class with a base, `_init_weights`, `setup`, `load_*`, `export`), or in a
+    (`__init__`, not of a search or hypothesis built per item, `_init_weights`, `setup`, `load_*`, `export`), or in a
     loop only on some iterations (`if len(state) == 0:` creates an optimizer's state on its first
     step; not in a model's `forward`, which runs every step). A move once per call of any other
     function stays a warning: `noise(n, dim)` or a beam search's buffers run on every step or
@@ -534,7 +534,7 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
         return "once (module-level code)"
     elif name == "main":
         return "once per run (`main`)"
-    elif name == "__init__" and not derived_class(function):
+    elif name == "__init__" and built_per_item(function):
         return None  # `class TreeSearch(object):` built per example of a batch: not set-up
     # (not `merge` or `convert`, which a model may run on every forward)
     elif SET_UP_FUNCTION.search(name):
