@@ -99,12 +99,14 @@ def call_sites(ctx: LintContext, function: Node) -> Optional[tuple[str, list[Nod
     return name, calls, hooks, other_uses
 
 
-def rare_callers(ctx: LintContext, node: Node, depth: int = 0) -> Optional[str]:
+def rare_callers(ctx: LintContext, node: Node, depth: int = 0, once: bool = False) -> Optional[str]:
     """For `node` (a loop, a call) in a function: the function and why it runs rarely, when each
     of its calls in the file does (`self.get_pdf()` in `__init__`: once per
     object; a helper that only `test_*` functions call; one called under `if step % 100 == 0:`),
     as words for the message; None when a call may run per step, or the file shows no call or
-    also hands the function on (a caller elsewhere decides)."""
+    also hands the function on (a caller elsewhere decides). `once`: only calls that run once per
+    run, object or test count (not those under a throttle or once per epoch: for a function that
+    takes a training step, an epoch loop that calls it once is its training loop)."""
     function = next((a for a in ancestors(node) if a.type in SCOPE_TYPES), None)
     if function is None or function.type != "function_definition":
         return None
@@ -120,7 +122,7 @@ def rare_callers(ctx: LintContext, node: Node, depth: int = 0) -> Optional[str]:
     reasons, tests = [], []
     for call in calls:
         test = enclosing_test(call) or (function_name(call) if in_unit_test_class(call) else None)
-        reason = None if test is not None else _runs_rarely_at(ctx, call, depth)
+        reason = None if test is not None else _runs_rarely_at(ctx, call, depth, once)
         if test is not None:
             tests.append(f"`{test}`")
         elif reason is None:
@@ -136,7 +138,7 @@ def rare_callers(ctx: LintContext, node: Node, depth: int = 0) -> Optional[str]:
     return f"`{name}`, which this file calls only {said}"
 
 
-def _runs_rarely_at(ctx: LintContext, call: Node, depth: int) -> Optional[str]:
+def _runs_rarely_at(ctx: LintContext, call: Node, depth: int, once: bool) -> Optional[str]:
     """Where `call` (not in a test) runs rarely: in set-up (`__init__`, `setup`, a loader), under a
     throttle, in module-level code outside any loop, or (one level up) in a function that this
     file calls only so; None otherwise."""
@@ -153,20 +155,22 @@ def _runs_rarely_at(ctx: LintContext, call: Node, depth: int) -> Optional[str]:
         or early_exit_throttle(call, caller) is not None
     ):
         return f"on an error path of `{caller_name}`"
-    throttle = periodic_throttle(call, caller)
+    throttle = None if once else periodic_throttle(call, caller)
     if throttle is not None:
         return f"from `{caller_name}` under `if {' '.join(text(throttle).split())}:`"
     how = frequency(call)
-    if how.loop is not None and how.every_iteration:
+    if how.loop is not None and (how.every_iteration or once):
         return None
     if how.loop is not None and not runs_a_few_times(how.loop):
         return f"from `{caller_name}`, {how.how_often.removeprefix('only ')}"
     # (outside a loop, or in a loop of a few iterations: as often as `caller` itself)
+    if caller_name == "main":
+        return "from `main` (once per run)"
     if SET_UP_FUNCTION.search(caller_name) and not (caller_name == "__init__" and built_per_item(caller)):
         # (not the `__init__` of a search or a hypothesis: code builds such objects per item)
         return f"from `{caller_name}` (once per object or run)"
     if depth == 0:
-        above = rare_callers(ctx, call, depth + 1)
+        above = rare_callers(ctx, call, depth + 1, once)
         if above is not None:
             return f"from {above}"
     return None

@@ -28,6 +28,10 @@ with the engine's diagnostics (docs/diagnostics.md) where both find the same thi
 AL200, AL201. AL300, AL301 and AL302 are lint only. How to run the lint, configure it
 (`[tool.atenlens]` in pyproject.toml), suppress a finding (`# noqa: AL100`) and use it in CI:
 [lint.md](lint.md). `atenlens rule CODE` prints a rule's section below.
+
+A file with no PyTorch arrays to speak of is not looked at: JAX, TensorFlow, Keras or MLX code that
+neither imports nor uses torch, and code for another accelerator (it imports `habana_frameworks`,
+`torch_npu` or `torch_xla`) that never says `cuda`.
 """
 
 

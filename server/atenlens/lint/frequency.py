@@ -555,7 +555,7 @@ def _names_a_nonfinite_mask(condition: str, loop: Node) -> bool:
 
 def is_throttle(condition: Node) -> bool:
     """Does this condition hold on a few iterations only (`step % N == 0`, `i == 0`, `should_log`)?"""
-    if _one_shot(condition):
+    if _one_shot(condition) or _lazy_initialization(condition):
         return True
     while condition.type == "parenthesized_expression" and condition.named_child_count == 1:
         condition = condition.named_children[0]
@@ -835,6 +835,24 @@ def _exits(statement: Node) -> bool:
     return last is not None and last.type in _EXIT_STATEMENTS
 
 
+def _lazy_initialization(condition: Node) -> bool:
+    """`if self.cache[key] is None: self.cache[key] = torch.zeros(n).to(device)`: the body sets
+    what its test found unset, and the value outlives the call (an attribute, or an item of one),
+    so it runs once per value (a cache filled on first use). Not a local (`if attn is None: attn =
+    torch.empty(...)` in a decoding loop runs once per call, as often as the function)."""
+    statement = condition.parent
+    if statement is None or statement.type not in ("if_statement", "elif_clause"):
+        return False
+    tested = strip_parens(condition)
+    sides = tested.named_children if tested.type == "comparison_operator" else []
+    operators = [text(c) for c in tested.children if not c.is_named] if sides else []
+    if operators != ["is"] or len(sides) != 2 or sides[1].type != "none" or not text(sides[0]).startswith("self."):
+        return False
+    body = statement.child_by_field_name("consequence")
+    unset = re.escape(text(sides[0]))
+    return body is not None and re.search(rf"^\s*{unset}\s*=(?!=)", text(body), re.M) is not None
+
+
 def _creates_state(condition: Node) -> bool:
     """`"exp_avg" not in state` / `len(state) == 0`: the test of a parameter's first step."""
     sides = condition.named_children
@@ -1085,12 +1103,19 @@ def _sets_flag_on_success(condition: Node, statements: list[Node]) -> bool:
 
 
 def _is_collector_loop(loop: Node) -> bool:
-    """`for i, data in enumerate(collector):` in reinforcement learning: each iteration steps the
-    environments (host work, the policy's actions read on the host) before the loop body runs."""
+    """`for i, data in enumerate(collector):` in reinforcement learning (or a loop whose body calls
+    `collect_rollouts(...)`, stable-baselines3's): each iteration steps the environments (host
+    work, the policy's actions read on the host) before the rest of the body runs."""
+    if _COLLECTS.search(_body_bytes(loop)):
+        # `while self.num_timesteps < total: self.collect_rollouts(env, ...); self.train()`
+        return True
     if loop.type != "for_statement":
         return False
     iterable = loop.child_by_field_name("right")
     return iterable is not None and bool(_COLLECTOR.search(text(iterable)))
+
+
+_COLLECTS = re.compile(rb"\bcollect_rollouts?\s*\(")
 
 
 # `env.step(a)`, `self.vec_env.step(a)`, or the agent's own wrapper `self.env_step(a)`

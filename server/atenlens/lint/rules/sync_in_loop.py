@@ -149,8 +149,8 @@ What it does:
     not `logger.update(loss=loss.item())`, a value logged every step), in
     a layer-by-layer pass (the loop's own body loads, quantizes or offloads a model's layer:
     `module.load()`, `module.quantize(x)`, `layer.cpu()`; once per layer, as for AL101 and
-    AL300), in a loop over a reinforcement-learning collector (`for data in collector:`:
-    collecting the batch already waited for the environment steps), in a loop that steps an
+    AL300), in a loop over a reinforcement-learning collector (`for data in collector:`, or a loop whose
+    body calls `collect_rollouts(...)`: collecting the batch already waited for the environment steps), in a loop that steps an
     environment (`env.step(actions)`: the host environment needs the actions every step), in a retry loop
     (`for _ in range(max_trials):` or `while attempts < max_attempts:` that returns or breaks at
     the first success, or `while not done:` whose `try` sets `done = True`), in a loop over a few
@@ -717,8 +717,8 @@ def _repeated_call(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, st
     if found is not None:
         return found
     function = training_step_function(ctx, node)
-    if function is None:
-        return None
+    if function is None or rare_callers(ctx, node, once=True) is not None:
+        return None  # (a step only `main` or a test takes: a self-check, not a training loop's)
     title = function.child_by_field_name("name")
     name = text(title) if title is not None else ""
     return Frequency(function, True, "on every training step"), f"in `{name}`, which takes a training step", None
