@@ -71,15 +71,18 @@ HABANA_ONLY_CODE = dedent(
         for grad, param in zip(*tensor_lists):
             step = torch.tensor(lr).to("hpu", non_blocking=True)
             if param.sum().item() > 0:
-                param.add_(grad * step)
+                torch.ops.hpu.add_(param, grad * step)
         htcore.mark_step()
     """
 )
 
 
 def test_a_file_for_another_accelerator_is_not_linted() -> None:
-    """A file that imports `habana_frameworks` (or `torch_npu`, `torch_xla`) and never says `cuda`
-    runs on that accelerator: no CUDA copy or wait to report (deepspeed's HPU fused Adam)."""
+    """A file that imports `habana_frameworks` (or `torch_npu`, `torch_xla`), calls that
+    accelerator's API (`torch.ops.hpu.*`) and never says `cuda` runs on that accelerator: no CUDA
+    copy or wait to report (deepspeed's HPU fused Adam). A pipeline that only imports `torch_xla`
+    when it is there and tests `device.type == "npu"` runs on CUDA too (diffusers' pipelines): it is
+    linted."""
     assert findings(HABANA_ONLY_CODE) == []
     on_cuda = HABANA_ONLY_CODE.replace('"hpu"', '"cuda"').replace(
         "from habana_frameworks.torch import core as htcore", "htcore = load_core()"
@@ -183,4 +186,40 @@ def test_an_attribute_filled_on_first_use_runs_once() -> None:
             "warning",
             "`torch.empty(...)` is created on the CPU and then copied to the device: create it there with `device=`",
         ),
+    ]
+
+
+XLA_WHEN_PRESENT = dedent(
+    """\
+    import torch
+
+    if is_torch_xla_available():
+        import torch_xla.core.xla_model as xm
+
+
+    def denoise(transformer, latents, timesteps, watershed):
+        for t in timesteps:
+            is_npu = latents.device.type == "npu"
+            current = t.expand(latents.shape[0]).to(latents.device)
+            if current[0] < watershed:
+                latents = transformer(latents, current)
+            if is_torch_xla_available():
+                xm.mark_step()
+        return latents
+    """
+)
+
+
+def test_a_pipeline_that_supports_another_accelerator_is_linted() -> None:
+    """Imports `torch_xla` only when present and tests for an NPU, but calls no other accelerator's
+    API: a CUDA pipeline (diffusers' Lumina), linted as one."""
+    assert findings(XLA_WHEN_PRESENT) == [
+        (
+            11,
+            11,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a condition (`current[0] < watershed`) inside a loop: the host waits for the GPU "
+            "on every iteration",
+        )
     ]

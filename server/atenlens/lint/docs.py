@@ -31,7 +31,8 @@ AL200, AL201. AL300, AL301 and AL302 are lint only. How to run the lint, configu
 
 A file with no PyTorch arrays to speak of is not looked at: JAX, TensorFlow, Keras or MLX code that
 neither imports nor uses torch, and code for another accelerator (it imports `habana_frameworks`,
-`torch_npu` or `torch_xla`) that never says `cuda`.
+`torch_npu` or `torch_xla` and calls its API: `torch.ops.hpu.*`, `torch.npu.*`, `xm.xla_device()`)
+that never says `cuda`.
 """
 
 

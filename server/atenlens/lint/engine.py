@@ -140,13 +140,16 @@ _TORCH_WORD = re.compile(rb"^[ \t]*(?:import|from)[ \t]+torch\b|\btorch\.\w", re
 def _other_framework_only(data: bytes) -> bool:
     if any(word in data for word in _OTHER_ACCELERATOR_WORDS) and b"cuda" not in data.lower():
         # Habana's HPU, Ascend's NPU, XLA: code for another accelerator that never speaks of CUDA
-        return _OTHER_ACCELERATOR.search(data) is not None
+        # and calls that accelerator's API (`torch.ops.hpu.*`, `torch.npu.*`, `xm.xla_device()`; not
+        # a pipeline that imports `torch_xla` when present and tests `device.type == "npu"`)
+        return _OTHER_ACCELERATOR.search(data) is not None and _OTHER_DEVICE.search(data) is not None
     if b"jax" not in data and b"tensorflow" not in data and b"keras" not in data and b"mlx" not in data:
         return False  # (substring tests first: most files name none of them)
     return bool(_OTHER_FRAMEWORK.search(data)) and not _TORCH_WORD.search(data)
 
 
 _OTHER_ACCELERATOR_WORDS = (b"habana_frameworks", b"torch_npu", b"torch_xla")
+_OTHER_DEVICE = re.compile(rb"\btorch\.(?:ops\.)?(?:hpu|npu)\.|\btorch_npu\.\w|\bxla_device\(")
 _OTHER_ACCELERATOR = re.compile(rb"^[ \t]*(?:import|from)[ \t]+(?:habana_frameworks|torch_npu|torch_xla)\b", re.M)
 
 

@@ -1234,6 +1234,27 @@ def _loops_in(body: Node) -> list[Node]:
     return found
 
 
+def data_pass(function: Node) -> Optional[Node]:
+    """The loop of `function` (outside nested definitions) that walks a data loader or a data set
+    (`for samples in data_loader:`, `for i, (x, y) in enumerate(tqdm(val_dl)):`): a function that
+    runs a whole pass over the data itself, so its code outside that loop runs once per pass
+    (an evaluation, an epoch), not once per step; None when it has none. Not a loop over a batch
+    (`for x in batch:`), which runs inside one step."""
+    body = function.child_by_field_name("body")
+    if body is None:
+        return None
+    for loop in _loops_in(body):
+        iterable = loop.child_by_field_name("right") if loop.type == "for_statement" else None
+        if iterable is not None and _DATA_PASS.search(text(iterable)):
+            return loop
+    return None
+
+
+# A loader or a data set walked (`data_loader`, `val_dl`, `self.train_loader`, `dataset`), maybe
+# through enumerate/tqdm; not `loaders` (one pass per data set)
+_DATA_PASS = re.compile(r"(?:^|[^A-Za-z])(?:\w*loader|dl|\w*dataset)\b(?!s)", re.I)
+
+
 def _fits_per_class(loop: Node) -> bool:
     """`for c in range(n_classes):` / `for c in y.unique():` of a `fit_*` function: a detector's
     one-time fit over features already computed, no model run and no step taken in it (a `fit`

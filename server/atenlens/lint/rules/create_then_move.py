@@ -86,6 +86,7 @@ from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding, Fix, TextEdit
 from atenlens.lint.frequency import (
     SET_UP_FUNCTION,
+    data_pass,
     enclosing_test,
     frequency,
     function_name,
@@ -539,6 +540,10 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
     # (not `merge` or `convert`, which a model may run on every forward)
     elif SET_UP_FUNCTION.search(name):
         return f"once per call of `{name}` (set-up, not a step)"
+    passing = data_pass(function) if function is not None and repeating_loop(move) is None else None
+    if passing is not None:
+        walked = " ".join(text(passing.child_by_field_name("right") or passing).split())
+        return f"once per pass over the data (`{name}` walks `{walked}` itself, in its loop on line {passing.start_point[0] + 1})"
     compute = metric_compute(ctx, move)
     if compute is not None:
         return f"once per evaluation (in `{compute}` of a metric, whose `update` is what runs every step)"
