@@ -514,7 +514,8 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
     function stays a warning: `noise(n, dim)` or a beam search's buffers run on every step or
     batch; but not one in a function that every call in the file runs rarely (`rare_callers`:
     from `__init__`, tests, under a throttle), nor in the `compute` of a metric (once per
-    evaluation). Decided from the function the move is in (and the uses of a module-level one, looked
+    evaluation), nor outside the loops of a function that walks a data loader itself (once per
+    pass over the data). Decided from the function the move is in (and the uses of a module-level one, looked
     up through `function_uses`): what the command line leaves out of the parse must not change it."""
     function = next((a for a in ancestors(move) if a.type == "function_definition"), None)
     name = function_name(move)
