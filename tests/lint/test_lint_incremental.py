@@ -280,6 +280,39 @@ def test_an_edit_that_chooses_the_cpu_in_another_function_relints_the_loop() -> 
     incremental.forget(document)
 
 
+RARE_CALLER_SOURCE = (
+    "import torch\n\n\n"
+    "class MaskGenerator(torch.nn.Module):\n"
+    "    def __init__(self, width):\n"
+    "        super().__init__()\n"
+    "        self.width = width\n"
+    "        self.pdf = self.get_pdf()\n\n"
+    "    def get_pdf(self):\n"
+    '        pdf = torch.linspace(0, 1, self.width, device="cuda")\n'
+    "        total = 0.0\n"
+    "        for i in range(self.width):\n"
+    "            total += pdf[i].item()\n"
+    "        return pdf / total\n\n\n"
+    "class Sampler(torch.nn.Module):\n"
+    "    def forward(self, x):\n"
+    "        return x * self.generator.pdf\n"
+)
+
+
+def test_an_edit_that_calls_a_method_from_another_class_relints_its_class() -> None:
+    """`get_pdf`, called only from its class's `__init__`, runs once per object: information. An
+    edit in another class that calls it from `forward` (`self.generator.get_pdf()`) makes it run
+    every step: the warning comes back, though the edit was outside the class."""
+    document = "file:///rare_caller.py"
+    found = lint_source_strict(RARE_CALLER_SOURCE, path=document, incremental=True)
+    assert [(f.line, f.code, f.severity) for f in found] == [(14, "AL100", "information")]
+    edited = RARE_CALLER_SOURCE.replace("self.generator.pdf", "self.generator.get_pdf()")
+    after = lint_source_strict(edited, path=document, incremental=True)
+    assert after == lint_source_strict(edited)
+    assert [(f.line, f.code, f.severity) for f in after] == [(14, "AL100", "warning")]
+    incremental.forget(document)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_documents_edited_in_turn_each_lint_like_a_full_lint(seed: int) -> None:
     """Three documents open at once, edited in a random order (the editor's tabs): each one's

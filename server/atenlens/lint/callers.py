@@ -1,8 +1,9 @@
 """How often a function runs, from its calls in the same file: `rare_callers` (every call runs
-rarely: from `__init__` or set-up, from tests, under a throttle, at module level, or from such a
-function one level up), `call_sites` (the calls a rule may follow), and `metric_compute` (the
-`compute` of a metric, once per evaluation). Facts of one file only: a caller in another module
-is not seen, so a function the file never calls, or hands on, is not called rare."""
+rarely: from `__init__` or set-up, from `main`, from tests, under a throttle, at module level, or
+from such a function one level up), `call_sites` (the calls a rule may follow), `metric_compute`
+(the `compute` of a metric, once per evaluation) and `built_per_item` (the `__init__` of a search
+or a hypothesis, built per item: no set-up). Facts of one file only: a caller in another module is
+not seen, so a function the file never calls, or hands on, is not called rare."""
 
 from __future__ import annotations
 
@@ -94,15 +95,30 @@ def call_sites(ctx: LintContext, function: Node) -> Optional[tuple[str, list[Nod
                 calls.append(call)
             else:
                 other_uses = True
+        other_uses = other_uses or _called_outside(ctx, holder, name)
     else:
         return None
     return name, calls, hooks, other_uses
 
 
+def _called_outside(ctx: LintContext, holder: Node, name: str) -> bool:
+    """Is the method `name` of the class `holder` written as `.name` anywhere else in the file
+    (`self.generator.get_pdf()` in another class's `forward`): callers the class does not show.
+    Read from the whole text (the prefilter may leave that code out of the parse); an edit
+    elsewhere that writes `.name` makes the editor lint the whole file again."""
+    word = "." + name
+    ctx.attribute_queries.add(word)
+    data = ctx.source.whole_data
+    start = data.rfind(b"\n", 0, holder.start_byte) + 1
+    end = start + len(class_text(ctx, holder))
+    spelled = re.compile(re.escape(word.encode()) + rb"\b")
+    return any(not start <= match.start() < end for match in spelled.finditer(data))
+
+
 def rare_callers(ctx: LintContext, node: Node, depth: int = 0, once: bool = False) -> Optional[str]:
     """For `node` (a loop, a call) in a function: the function and why it runs rarely, when each
-    of its calls in the file does (`self.get_pdf()` in `__init__`: once per
-    object; a helper that only `test_*` functions call; one called under `if step % 100 == 0:`),
+    of its calls in the file does (`self.get_pdf()` in `__init__`: once per object; a helper that
+    only `test_*` functions call; one called under `if step % 100 == 0:`),
     as words for the message; None when a call may run per step, or the file shows no call or
     also hands the function on (a caller elsewhere decides). `once`: only calls that run once per
     run, object or test count (not those under a throttle or once per epoch: for a function that
@@ -139,9 +155,10 @@ def rare_callers(ctx: LintContext, node: Node, depth: int = 0, once: bool = Fals
 
 
 def _runs_rarely_at(ctx: LintContext, call: Node, depth: int, once: bool) -> Optional[str]:
-    """Where `call` (not in a test) runs rarely: in set-up (`__init__`, `setup`, a loader), under a
-    throttle, in module-level code outside any loop, or (one level up) in a function that this
-    file calls only so; None otherwise."""
+    """Where `call` (not in a test) runs rarely: on an error path, under a throttle that speaks of
+    steps or logging, in `main` or set-up (`__init__`, `setup`, a loader) outside any loop, in
+    module-level code outside any loop, or (one level up) in a function that this file calls only
+    so; None otherwise."""
     caller = next((a for a in ancestors(call) if a.type in SCOPE_TYPES), None)
     if caller is None or caller.type == "module":
         return "from module-level code" if repeating_loop(call) is None else None
