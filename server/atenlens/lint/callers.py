@@ -54,8 +54,8 @@ def call_sites(ctx: LintContext, function: Node) -> Optional[tuple[str, list[Nod
     """The calls of `function` in its file: a module-level function's calls anywhere (`name(...)`,
     and `loss.register_hook(name)`, which backward calls), a method's as `self.name(...)` in its
     class; with the name, the ids of the hook registrations, and whether the name is also written
-    where it is not called (handed on as a callback, called on another object: callers this file
-    does not show). None for a decorated or nested function."""
+    where it is not called (handed on as a callback, called on another object in the class:
+    callers this file does not show). None for a decorated or nested function."""
     title = function.child_by_field_name("name")
     name = text(title) if title is not None else ""
     holder = function.parent.parent if function.parent is not None and function.parent.type == "block" else None
@@ -95,7 +95,6 @@ def call_sites(ctx: LintContext, function: Node) -> Optional[tuple[str, list[Nod
                 calls.append(call)
             else:
                 other_uses = True
-        other_uses = other_uses or _called_outside(ctx, holder, name)
     else:
         return None
     return name, calls, hooks, other_uses
@@ -145,6 +144,9 @@ def rare_callers(ctx: LintContext, node: Node, depth: int = 0, once: bool = Fals
             return None
         else:
             reasons.append(reason)
+    holder = definition_holder(function)
+    if holder is not None and holder.type == "class_definition" and _called_outside(ctx, holder, name):
+        return None  # (asked last: only a verdict of "rare" depends on the rest of the file)
     if tests:
         named = ", ".join(dict.fromkeys(tests[:3])) + (" and others" if len(set(tests)) > 3 else "")
         reasons.append(f"from tests ({named})")
