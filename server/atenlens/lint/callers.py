@@ -29,7 +29,7 @@ from atenlens.lint.frequency import (
 )
 from atenlens.lint.provenance import class_text
 from atenlens.lint.source import ancestors
-from atenlens.lint.syntax import SCOPE_TYPES, definition_holder, method_name, repeating_loop, text
+from atenlens.lint.syntax import SCOPE_TYPES, decorators, definition_holder, method_name, repeating_loop, text
 
 
 def metric_compute(ctx: LintContext, node: Node) -> Optional[str]:
@@ -50,21 +50,25 @@ def metric_compute(ctx: LintContext, node: Node) -> Optional[str]:
 _METRIC_UPDATE = re.compile(rb"^[ \t]+def[ \t]+_?update[ \t]*\(", re.M)
 
 
-def call_sites(ctx: LintContext, function: Node) -> Optional[tuple[str, list[Node], set[int], bool]]:
+def call_sites(
+    ctx: LintContext, function: Node, decorated: bool = False
+) -> Optional[tuple[str, list[Node], set[int], bool]]:
     """The calls of `function` in its file: a module-level function's calls anywhere (`name(...)`,
     and `loss.register_hook(name)`, which backward calls), a method's as `self.name(...)` in its
     class; with the name, the ids of the hook registrations, and whether the name is also written
     where it is not called (handed on as a callback, called on another object in the class:
-    callers this file does not show). None for a decorated or nested function."""
+    callers this file does not show). None for a nested function, and for a decorated one unless
+    `decorated` (then not a property or a static or class method, which are called otherwise)."""
     title = function.child_by_field_name("name")
     name = text(title) if title is not None else ""
-    holder = function.parent.parent if function.parent is not None and function.parent.type == "block" else None
-    if holder is not None and holder.type == "decorated_definition":
-        return None
+    if function.parent is not None and function.parent.type == "decorated_definition":
+        if not decorated or any(_CALLED_OTHERWISE.search(d) for d in decorators(function)):
+            return None
+    holder = definition_holder(function)
     calls: list[Node] = []
     hooks: set[int] = set()
     other_uses = False
-    if function.parent is not None and function.parent.type == "module":
+    if holder is not None and holder.type == "module":
         for use in ctx.function_uses(name):
             call = use.parent
             if use == title:
@@ -100,6 +104,11 @@ def call_sites(ctx: LintContext, function: Node) -> Optional[tuple[str, list[Nod
     return name, calls, hooks, other_uses
 
 
+# Decorators after which a method is not called as `self.name(...)`: a property is read, a static
+# or class method may be called on the class
+_CALLED_OTHERWISE = re.compile(r"(?:^|\.)(?:property|cached_property|setter|getter|staticmethod|classmethod)\b")
+
+
 def _called_outside(ctx: LintContext, holder: Node, name: str) -> bool:
     """Is the method `name` of the class `holder` written as `.name` anywhere else in the file
     (`self.generator.get_pdf()` in another class's `forward`): callers the class does not show.
@@ -128,7 +137,7 @@ def rare_callers(ctx: LintContext, node: Node, depth: int = 0, once: bool = Fals
     body = function.child_by_field_name("body")
     if body is not None and steps_optimizer(body):
         return None  # (it steps the optimizer: a call under `if should_step:` is gradient accumulation)
-    sites = call_sites(ctx, function)
+    sites = call_sites(ctx, function, decorated=True)
     if sites is None:
         return None
     name, calls, hooks, other_uses = sites

@@ -302,7 +302,8 @@ MOVES = frozenset({"to", "cuda", "cpu", "pin_memory"})
 # `init_pose_model(...)`, `from_new_model(...)`, `evaluate_model(m, data)`: a model object or a
 # score) or is named after one (`required_quant_library_for_model(model_id)`: a string).
 _NOT_RUN = (
-    r"(?!_*(?:get|set|load|build|create|make|init|setup|prepare|from|wrap|unwrap|find|resolve|select|required|"
+    # (also after one word: `_torch_get_device_module()` fetches `torch.cuda`)
+    r"(?!_*(?:[A-Za-z0-9]+_)?(?:get|set|load|build|create|make|init|setup|prepare|from|wrap|unwrap|find|resolve|select|required|"
     r"evaluate|eval|inference|infer|is|has|num|count|save|export|convert|register|check|verify|import|"
     r"validate|valid)_)"
     # (`train_model(...)` runs a whole epoch; `self.train_actor_critic(...)` is a step of the model)

@@ -92,6 +92,9 @@ from atenlens.lint.frequency import (
     function_name,
     in_a_test,
     in_unit_test_class,
+    loops_around,
+    runs_a_model,
+    runs_per_step,
 )
 from atenlens.lint.provenance import (
     VIEW_METHODS,
@@ -548,6 +551,9 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
     compute = metric_compute(ctx, move)
     if compute is not None:
         return f"once per evaluation (in `{compute}` of a metric, whose `update` is what runs every step)"
+    loop = repeating_loop(move)
+    if loop is not None and (runs_per_step(loop) or any(runs_a_model(current) for current in loops_around(loop))):
+        return None  # (a pass over batches that runs a model: per batch, however rarely the pass runs)
     rare = rare_callers(ctx, move) if function is not None else None
     return f"in {rare}" if rare is not None else None
 
