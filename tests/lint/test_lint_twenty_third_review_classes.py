@@ -107,3 +107,53 @@ def test_a_create_then_move_per_batch_of_a_rare_pass_stays_a_warning() -> None:
             "`torch.randn(...)` is created on the CPU and then copied to the device: create it there with `device=`",
         )
     ]
+
+
+META_FUNCTIONS = dedent(
+    """\
+    import torch
+
+    aten = torch.ops.aten
+
+    if torch.__version__ >= "1.12":
+
+        @register_meta(aten.index.Tensor)
+        def meta_index_tensor(self, indices):
+            result = []
+            for index in indices:
+                if index.dtype == torch.bool:
+                    result.extend(index.nonzero().unbind(1))
+            return self.new_empty([len(result)])
+
+    @torch.library.register_fake("mylib::gather")
+    def gather_fake(x, index):
+        for row in index:
+            if row.sum().item() > 0:
+                return x.new_empty(row.shape)
+        return x.new_empty(0)
+
+
+    def gather_cuda(x, index):
+        x = x.cuda()
+        for row in index.cuda():
+            if row.sum().item() > 0:
+                return x[row]
+        return x[:0]
+    """
+)
+
+
+def test_meta_and_fake_functions_read_no_device_data() -> None:
+    """A function registered for the meta device or for fake tensors (`@register_meta(...)`, also
+    under a module-level `if`; `@torch.library.register_fake(...)`) sees tensors that hold no
+    data: nothing in it waits for the GPU (colossalai's meta registrations). The same loop on
+    CUDA tensors does, and so does the meta function's `nonzero()` once it is registered as a real
+    operator."""
+    assert findings(META_FUNCTIONS) == [
+        (26, 21, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration")
+    ]
+    registered_otherwise = META_FUNCTIONS.replace("@torch.library.register_fake", "@torch.library.custom_op")
+    assert [(f[0], f[2]) for f in findings(registered_otherwise.replace("@register_meta", "@register_op"))] == [
+        (12, "AL100"),
+        (26, "AL100"),
+    ]

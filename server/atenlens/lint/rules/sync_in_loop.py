@@ -111,7 +111,8 @@ What it does:
     opt.best_loss`) or a parameter annotated as numbers (`losses: dict[int, float]`), the names of
     `model.named_parameters()`, the result of a function of the file annotated to return a Python
     number (`def _block_m(...) -> int:`), anything in a GPU kernel (`@triton.jit`, numba's
-    `@cuda.jit`: device code, for every rule), a tensor in a collate function (`collate_fn`, a
+    `@cuda.jit`: device code, for every rule) or in a function registered for meta or fake tensors
+    (`@register_meta(...)`, `@torch.library.register_fake(...)`: no data, for every rule), a tensor in a collate function (`collate_fn`, a
     method of a class spelled `*Collator`: the DataLoader runs it on host tensors) unless it is
     proven on the GPU, a field of settings (`self.cfg.losses`,
     `args.loss_weight`), a training loop's counters (`for (batch_num, num_samples), batch in
