@@ -15,14 +15,11 @@ from tree_sitter import Node
 from atenlens.lint.context import LintContext
 from atenlens.lint.frequency import (
     SET_UP_FUNCTION,
-    early_exit_throttle,
     enclosing_test,
     frequency,
     function_name,
-    in_error_handler,
     in_unit_test_class,
-    on_failure_only,
-    on_nonfinite_path,
+    on_rare_path,
     periodic_throttle,
     runs_a_few_times,
     steps_optimizer,
@@ -134,6 +131,15 @@ def rare_callers(ctx: LintContext, node: Node, depth: int = 0, once: bool = Fals
     function = next((a for a in ancestors(node) if a.type in SCOPE_TYPES), None)
     if function is None or function.type != "function_definition":
         return None
+    memo = ctx.memo.setdefault("rare-callers", {})
+    assert isinstance(memo, dict)
+    key = (function.id, depth, once)  # (several reads or moves of one function ask the same)
+    if key not in memo:
+        memo[key] = _rare_callers(ctx, function, depth, once)
+    return memo[key]
+
+
+def _rare_callers(ctx: LintContext, function: Node, depth: int, once: bool) -> Optional[str]:
     body = function.child_by_field_name("body")
     if body is not None and steps_optimizer(body):
         return None  # (it steps the optimizer: a call under `if should_step:` is gradient accumulation)
@@ -176,12 +182,7 @@ def _runs_rarely_at(ctx: LintContext, call: Node, depth: int, once: bool) -> Opt
     if caller.type != "function_definition":
         return None
     caller_name = function_name(call)
-    if (
-        on_failure_only(call, caller)
-        or in_error_handler(call, caller)
-        or on_nonfinite_path(call, caller)
-        or early_exit_throttle(call, caller) is not None
-    ):
+    if on_rare_path(call, caller):
         return f"on an error path of `{caller_name}`"
     throttle = None if once else periodic_throttle(call, caller)
     if throttle is not None:

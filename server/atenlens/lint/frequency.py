@@ -423,15 +423,20 @@ def _short(node: Node) -> str:
 
 
 def runs_rarely(node: Node, stop: Node) -> bool:
-    """Does `node` run on only a few of the runs of `stop` (a function's calls): on the way out
-    (`raise`, an `assert`'s message), on the path taken when a value is not finite, in an `except`
-    clause, under a throttle, or after an early exit that only a throttle passes? The same tests
-    `frequency` makes between a node and its loop."""
+    """Does `node` run on only a few of the runs of `stop` (a function's calls): on a rare path
+    (`on_rare_path`) or under a throttle? The same tests `frequency` makes between a node and its
+    loop."""
+    return on_rare_path(node, stop) or _throttle_between(node, stop) is not None
+
+
+def on_rare_path(node: Node, stop: Node) -> bool:
+    """Is `node`, below `stop`, on the way out (`raise`, an `assert`'s message), on the path taken
+    when a value is not finite, in an `except` clause, or after an early exit that only a throttle
+    passes?"""
     return (
         on_failure_only(node, stop)
         or on_nonfinite_path(node, stop)
         or in_error_handler(node, stop)
-        or _throttle_between(node, stop) is not None
         or early_exit_throttle(node, stop) is not None
     )
 
@@ -1508,6 +1513,13 @@ def runs_per_step(loop: Node) -> bool:
         ):
             return True
     return False
+
+
+def steps_or_runs_a_model(loop: Node) -> bool:
+    """Does `loop` run once per step (`runs_per_step`), or does it or a loop around it run a model
+    (a validation pass, a generation loop)? Then what it does per iteration is paid per batch,
+    however rarely its function runs."""
+    return runs_per_step(loop) or any(runs_a_model(current) for current in loops_around(loop))
 
 
 def walks_batches(loop: Node) -> bool:

@@ -249,10 +249,14 @@ def _without_self_calls(data: bytes, holder: tuple[int, int], skipped: list[tupl
         if not any(start <= at < end for start, end in skipped)
     ]
     while names and gaps:
-        calling = [gap for gap in gaps if any(name in data[gap[0] : gap[1]] for name in names)]
+        calling = [gap for gap in gaps if _mentions(data[gap[0] : gap[1]], names)]
         gaps.difference_update(calling)
         names = [b"self." + match.group(1) for gap in calling for _, match in _INDENTED_NAME.finditer(data, *gap)]
     return [gap for gap in skipped if gap in gaps]
+
+
+def _mentions(text: bytes, words: list[bytes]) -> bool:
+    return any(word in text for word in words)
 
 
 _INDENTED_NAME = _LineStarts(rb"[ \t]*(?:async\s+)?def\s+(\w+)")

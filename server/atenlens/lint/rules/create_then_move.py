@@ -92,9 +92,7 @@ from atenlens.lint.frequency import (
     function_name,
     in_a_test,
     in_unit_test_class,
-    loops_around,
-    runs_a_model,
-    runs_per_step,
+    steps_or_runs_a_model,
 )
 from atenlens.lint.provenance import (
     VIEW_METHODS,
@@ -531,7 +529,8 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
         # (`if t == 0: h = torch.zeros(...).to(x.device)` in `forward`: once per call, and a
         # model's forward runs on every step)
         return None
-    if repeating_loop(move) is not None:
+    loop = repeating_loop(move)
+    if loop is not None:
         how = frequency(move)
         if not how.every_iteration:
             return how.how_often
@@ -544,15 +543,14 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
     # (not `merge` or `convert`, which a model may run on every forward)
     elif SET_UP_FUNCTION.search(name):
         return f"once per call of `{name}` (set-up, not a step)"
-    passing = data_pass(function) if function is not None and repeating_loop(move) is None else None
+    passing = data_pass(function) if function is not None and loop is None else None
     if passing is not None:
         walked = " ".join(text(passing.child_by_field_name("right") or passing).split())
         return f"once per pass over the data (`{name}` walks `{walked}` itself, in its loop on line {passing.start_point[0] + 1})"
     compute = metric_compute(ctx, move)
     if compute is not None:
         return f"once per evaluation (in `{compute}` of a metric, whose `update` is what runs every step)"
-    loop = repeating_loop(move)
-    if loop is not None and (runs_per_step(loop) or any(runs_a_model(current) for current in loops_around(loop))):
+    if loop is not None and steps_or_runs_a_model(loop):
         return None  # (a pass over batches that runs a model: per batch, however rarely the pass runs)
     rare = rare_callers(ctx, move) if function is not None else None
     return f"in {rare}" if rare is not None else None

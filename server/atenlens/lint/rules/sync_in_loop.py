@@ -242,10 +242,9 @@ from atenlens.lint.frequency import (
     is_counter_bound,
     is_test_name,
     is_throttle,
-    loops_around,
     runs_a_model,
-    runs_per_step,
     runs_rarely,
+    steps_or_runs_a_model,
     walks_batches,
     whole_run_per_iteration,
 )
@@ -478,8 +477,7 @@ def _report(
         if how.every_iteration
         and how.loop is not None
         and where == "inside a loop"
-        and not runs_per_step(how.loop)
-        and not any(runs_a_model(current) for current in loops_around(how.loop))
+        and not steps_or_runs_a_model(how.loop)
         else None
     )
     if rare is not None:
