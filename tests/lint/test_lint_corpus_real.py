@@ -143,30 +143,35 @@ def test_precision_and_recall_on_held_out_code_do_not_fall() -> None:
     precision, recall = measure(first, "corpus_heldout, rounds 1-3")
     assert precision >= 1.0 and recall >= 0.86  # 45/45, 26/30
     precision, recall = measure(fourth, "corpus_heldout, round 4")
-    assert precision >= 1.0 and recall >= 0.78  # 17/17, 15/19
+    # 17/17, 12/16 (15/19 before tianshou's three second reads were relabelled information: README.md)
+    assert precision >= 1.0 and recall >= 0.75
     precision, recall = measure(fifth, "corpus_heldout, round 5")
-    assert precision >= 1.0 and recall >= 1.0  # 14/14, 11/11
+    assert precision >= 1.0 and recall >= 1.0  # 14/14, 10/10 (11/11 before flair's second read was relabelled)
     precision, recall = measure(sixth, "corpus_heldout, round 6")
     assert precision >= 1.0 and recall >= 0.6  # 8/8, 3/5
     precision, recall = measure(seventh, "corpus_heldout, round 7")
     assert precision >= 1.0 and recall >= 0.75  # 6/6, 6/8 (first run, before any fix: 4/4, 4/8)
     precision, recall = measure(eighth, "corpus_heldout, round 8")
-    # 44/44, 32/52 (first run, before any fix: 25/28, 16/52 with the labels corrected for mistakes in
-    # reading; 24/28, 16/57 with the labels as first committed)
-    assert precision >= 1.0 and recall >= 0.61
+    # 50/50, 28/48 (32/52 before pythae's four second reads were relabelled information: README.md;
+    # first run, before any fix: 25/28, 16/52 with the labels corrected for mistakes in reading;
+    # 24/28, 16/57 with the labels as first committed)
+    assert precision >= 1.0 and recall >= 0.58
     precision, recall = measure(ninth, "corpus_heldout, round 9")
-    # 34/37, 21/37 (first run, labels committed before it and not changed after it: 24/37, 12/37;
+    # 36/37, 22/37 (34/37, 21/37 before a read right after a read that waited was information;
+    # first run, labels committed before it and not changed after it: 24/37, 12/37;
     # before AL302 took moves to another tensor: 27/29, 14/37)
-    assert precision >= 0.91 and recall >= 0.56
+    assert precision >= 0.97 and recall >= 0.59
     precision, recall = measure(tenth, "corpus_heldout, round 10")
-    # 20/29, 15/25 (first run, labels committed before it in b389c0b and not changed after it: 12/21, 10/25).
+    # 24/31, 17/25 (20/29, 15/25 before a read right after a read that waited was information;
+    # first run, labels committed before it in b389c0b and not changed after it: 12/21, 10/25).
     # lightweight_gan's `if not torch.isnan(gp):` under `apply_gradient_penalty = self.steps % 4 == 0`
     # is labelled a warning (every 4th step), while a flag bound to a `% N` test reads as the
     # throttle it is (information), as `if step % 4 == 0:` written in place always did
-    assert precision >= 0.68 and recall >= 0.60
+    assert precision >= 0.77 and recall >= 0.68
     precision, recall = measure(eleventh, "corpus_heldout, round 11")
-    # 26/28, 25/36 (first run, labels committed before it in c57569a and not changed after it: 16/19, 16/36)
-    assert precision >= 0.92 and recall >= 0.69
+    # 30/31, 28/36 (26/28, 25/36 before a read right after a read that waited was information; first
+    # run, labels committed before it in c57569a and not changed after it: 16/19, 16/36)
+    assert precision >= 0.96 and recall >= 0.77
     precision, recall = measure(twelfth, "corpus_heldout, round 12")
     # 9/9, 9/20 (first run, labels committed before it in 08d7422 and not changed after it: 7/7, 7/20)
     assert precision >= 1.0 and recall >= 0.45
@@ -177,12 +182,14 @@ def test_precision_and_recall_on_held_out_code_do_not_fall() -> None:
     # 11/14, 5/17 (first run, labels committed before it in 29540ac and not changed after it: 6/17, 4/17)
     assert precision >= 0.78 and recall >= 0.29
     precision, recall = measure(HELD_OUT_FILES, "corpus_heldout, all")
+    # 257/269, 170/290 (254/269, 178/298 before a read right after a read that waited was information
+    # and eight second reads labelled warnings were relabelled information, README.md);
     # 244/261, 172/298; 239/264, 171/298 with round 14's first run (rounds 1-13 alone: 233/247, 167/281; 231/246, 166/281 with
     # round 13's first run; rounds 1-12 alone: 228/241, 163/243; 220/233, 161/243 with round
     # 12's first run; rounds 1-11 alone: 213/226, 154/223; with round 11's first run: 194/207, 136/223; rounds 1-10
     # alone: 178/188, 120/187; with round 10's first run: 173/184, 117/187; rounds 1-9 alone before round 10:
     # 161/163, 107/162; first run of round 9: 156/171, 105/162; rounds 1-8 alone: 134/134, 93/125)
-    assert precision >= 0.93 and recall >= 0.57
+    assert precision >= 0.95 and recall >= 0.58
 
 
 def test_every_fix_offered_on_real_code_parses_and_removes_its_finding() -> None:

@@ -171,6 +171,10 @@ def _rare_callers(ctx: LintContext, function: Node, depth: int, once: bool) -> O
     return f"`{name}`, which this file calls only {said}"
 
 
+# A throttle or a callee that is the training itself (`if self._should_train(): self._train()`)
+_TRAINS = re.compile(r"should_(?:train|learn|update|optimi[sz]e)|\b_?(?:train|learn|train_step|optimi[sz]e)\(", re.I)
+
+
 def _runs_rarely_at(ctx: LintContext, call: Node, depth: int, once: bool) -> Optional[str]:
     """Where `call` (not in a test) runs rarely: on an error path, under a throttle that speaks of
     steps or logging, in `main` or set-up (`__init__`, `setup`, a loader) outside any loop, in
@@ -185,7 +189,10 @@ def _runs_rarely_at(ctx: LintContext, call: Node, depth: int, once: bool) -> Opt
     if on_rare_path(call, caller):
         return f"on an error path of `{caller_name}`"
     throttle = None if once else periodic_throttle(call, caller)
-    if throttle is not None:
+    if throttle is not None and not _TRAINS.search(
+        text(throttle) + " " + text(call.child_by_field_name("function") or call) + "("
+    ):
+        # (`if self._should_train(): self._train()`: what such a throttle lets through is the training)
         return f"from `{caller_name}` under `if {' '.join(text(throttle).split())}:`"
     how = frequency(call)
     if how.loop is not None and (how.every_iteration or once):

@@ -188,7 +188,10 @@ What it does:
     bool(flag.item())`, then `if skip: continue`: ranks with uneven data agree to stop or skip
     together, and the host needs the flag), a
     second `.item()` of the same name in the statement right after the first (no new wait; not of
-    a comprehension's own variable, read anew), in a loop that walks no batches, counts no steps,
+    a comprehension's own variable, read anew), an `.item()` of a value computed before a read in
+    the statements just above, with only host code after that read (`losses.append(loss.item())`,
+    then `aligns.append(align.item())`: the first read drained the queue; not after a backward, a
+    step or arithmetic that queues new work), in a loop that walks no batches, counts no steps,
     runs no model and takes no training step, of a function that every call in the file runs
     rarely (`self.pdf = self.get_pdf()` in `__init__`; a helper only tests call; `if step % 100
     == 0: print(grad_norms(model))`; also one level up: a function only `__init__` calls, that
@@ -829,6 +832,53 @@ def _read_just_before(ctx: LintContext, call: Node) -> Optional[str]:
         # (not when the block above ran `loss.backward()` / `optimizer.step()` after its last
         # read: this read waits for that work)
         return f"the value was read on line {previous.start_point[0] + 1} just before"
+    drained = _drained_just_before(ctx, call, statement)
+    if drained is not None:
+        return f"the read on line {drained} just before already waited for it"
+    return None
+
+
+# Calls of host code only, which queue no GPU work between two reads
+_HOST_ONLY_CALL = re.compile(
+    r"(?:^|\.)(?:append|extend|item|float|int|len|print|round|format|str|update|add_scalar|log)$"
+)
+# Reductions of a value already computed: a tiny kernel, nothing to wait for after a read
+_SMALL_REDUCTION = ("sum", "mean", "std", "max", "min", "detach", "float", "cpu", "clone")
+
+
+def _drained_just_before(ctx: LintContext, call: Node, statement: Node) -> Optional[int]:
+    """The line of an `.item()` in the statements right before this read's (up to three, with
+    only host code after it: appends, prints, more reads), when the value this one reads was
+    computed before that read: the read there waited for all the work queued so far, this one's
+    value among it, so the host has nothing new to wait for (`losses.append(loss.item())`, then
+    `aligns.append(align.item())`; `loss.mean().item()`, then `loss.std().item()`). Not after a
+    backward or an optimizer step, which queue new work; not for a value bound in between."""
+    owner = receiver(call)
+    while owner is not None and owner.type == "call" and method_name(owner) in _SMALL_REDUCTION:
+        owner = receiver(owner)
+    base = owner
+    while base is not None and base.type in ("attribute", "subscript"):
+        base = base.child_by_field_name("object") or base.child_by_field_name("value")
+    if base is None or base.type != "identifier" or text(base) == "self":
+        return None
+    binding = ctx.bindings(base).at(text(base), base.start_byte)
+    previous: Optional[Node] = statement
+    for _ in range(3):
+        previous = neighbour_statement(previous, forward=False)
+        if previous is None or previous.type != "expression_statement":
+            return None
+        if TRAINING_STEP.search(previous.text or b""):
+            return None
+        calls = [n for n in _walk(previous) if n.type == "call"]
+        if any(not _HOST_ONLY_CALL.search(dotted_name(callee(n)) or "") for n in calls):
+            return None
+        reads = [n for n in calls if method_name(n) == "item" and not arguments(n)[0]]
+        if not reads and (not calls or any(n.type == "binary_operator" for n in _walk(previous))):
+            return None  # (`t = a * b` between the reads may queue work; `print(...)` does not)
+        if reads:
+            if binding is None or binding.at >= previous.start_byte:
+                return None  # (bound after the read above, or not known: it may hold new work)
+            return reads[0].start_point[0] + 1
     return None
 
 
