@@ -1,6 +1,7 @@
 """Two classes of frequency: a read right after another read that already waited (nothing new
 queued in between, so no new wait: information), and a throttle that gates the training itself
-(`if self._should_train():`, which lets every update through: not a rare path). Each program is
+(`if self._should_train():`, which lets every update through: not a rare path); and one of
+provenance: the elements of a module-level list of literals are host values. Each program is
 also linted without the prefilter (class_findings.py)."""
 
 from __future__ import annotations
@@ -120,3 +121,43 @@ def test_a_throttle_that_gates_training_is_no_rare_path() -> None:
             "file calls only from `act` under `if self._should_log():`, so not on every training step",
         )
     ]
+
+
+MODULE_CONSTANT_SIZES = dedent(
+    """\
+    import logging
+
+    import torch
+
+    SIZES = [(), (1,), (3, 3)]
+
+
+    class TestGradients:
+        def test_square(self):
+            for size in SIZES:
+                tensor = torch.randn(size, device="cuda", requires_grad=True)
+                out = tensor.pow(2)
+                out.sum().backward()
+                logging.info(f"square failed with size {size}")
+                logging.info(f"gradient {tensor.grad}")
+    """
+)
+
+
+def test_an_element_of_a_module_level_list_of_literals_is_a_host_value() -> None:
+    """`for size in SIZES:` with `SIZES = [(), (1,), (3, 3)]` at module level: each `size` is a
+    tuple of ints, so formatting it reads nothing (crypten's gradient tests). The gradient in the
+    same loop of a test that takes a backward is still formatted as a tensor."""
+    assert findings(MODULE_CONSTANT_SIZES) == [
+        (
+            15,
+            36,
+            "AL100",
+            "information",
+            "formatting a CUDA tensor (`{tensor.grad}`) inside a loop: the host waits for the GPU on every "
+            "iteration of a loop in the test `test_square` (a test, not a training step)",
+        )
+    ]
+    rebound = MODULE_CONSTANT_SIZES.replace("SIZES = [(), (1,), (3, 3)]", "SIZES = [(), (1,), (3, 3)]\nSIZES = load()")
+    # (bound twice at module level: not known to be the literal, so `size` may be anything)
+    assert [row[:2] for row in findings(rebound)] == [(15, 51), (16, 36)]

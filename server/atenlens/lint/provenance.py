@@ -570,6 +570,18 @@ def _binding(ctx: LintContext, ident: Node) -> Optional[Binding]:
     return binding
 
 
+def _module_constant(ctx: LintContext, ident: Node) -> Optional[Node]:
+    """The literal list, tuple or set that a name not bound in its function is bound to by the one
+    module-level assignment of it (`SIZES = [(1,), (3, 3)]`): a constant the functions read."""
+    if scope_for(ident).type == "module":
+        return None
+    bindings = ctx.bindings(ctx.source.root).of(text(ident))
+    if len(bindings) != 1 or bindings[0].value is None or bindings[0].loop is not None or bindings[0].path:
+        return None
+    value = strip_parens(bindings[0].value)
+    return value if value.type in ("list", "tuple", "set") else None
+
+
 def _type_normalisation(binding: Optional[Binding]) -> Optional[Node]:
     """The `if` statement when `binding` is the whole body of `if not isinstance(<name>, ...):`
     with no `else`: a conversion of a value that was not of that type."""
@@ -974,6 +986,14 @@ def _literal(node: Node) -> bool:
     return node.type in ("integer", "float", "string", "true", "false")
 
 
+def _literal_data(node: Node) -> bool:
+    """A literal, or a tuple or list of literals (`(3, 3)`, `("a", 1)`, `()`): no tensor in it."""
+    node = strip_parens(node)
+    if node.type in ("tuple", "list"):
+        return all(_literal_data(c) for c in node.named_children if c.type != "comment")
+    return _literal(node) or node.type == "none"
+
+
 def _annotated_scalar(binding: Binding) -> bool:
     """`best_loss: float = optimizer.best_loss`: the assignment says it is a Python number (or
     a container of them, `_HOST_ANNOTATION`)."""
@@ -1072,6 +1092,10 @@ def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple
         return _tensor_rows(ctx, iterable, depth)
     if iterable.type == "identifier":
         binding = _binding(ctx, iterable)
+        constant = _module_constant(ctx, iterable) if binding is None else None
+        if constant is not None:
+            # `SIZES = [(1,), (3, 3)]` at module level, `for size in SIZES:` in a test
+            return _loop_element_device(ctx, constant, path, depth + 1)
         if binding is None:
             # `def f(data_loader: DataLoader): for batch in data_loader:` host batches
             return Device.CPU if _annotated_data_loader(iterable) else Device.UNKNOWN
@@ -1092,7 +1116,7 @@ def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple
             elements = [row[path[0]] for row in literal_rows]
         elif path:
             return Device.UNKNOWN
-        items = [device_of(ctx, c, depth + 1) for c in elements]
+        items = [Device.HOST if _literal_data(c) else device_of(ctx, c, depth + 1) for c in elements]
         return items[0] if items and len(set(items)) == 1 else Device.UNKNOWN
     if iterable.type in ("subscript", "attribute", "binary_operator", "comparison_operator"):
         return _tensor_rows(ctx, iterable, depth)  # `for row in scores[mask]:` rows of a tensor
