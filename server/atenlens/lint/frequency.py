@@ -1255,6 +1255,20 @@ def data_pass(function: Node) -> Optional[Node]:
     return None
 
 
+def step_loop(function: Node) -> Optional[Node]:
+    """The loop of `function` (outside nested definitions) that takes training steps itself
+    (`loss.backward()`, `optimizer.step()` in its body), so what the function does before that
+    loop runs once per run of the steps (a fit, a per-batch attack's set-up), not once per step;
+    None when it has none, and in a function a framework calls per step (`forward`,
+    `training_step`). A loop that only counts iterations (`for it in range(self.num_iters):`) is
+    not enough: Sinkhorn's or a planner's iterations run inside every step."""
+    body = function.child_by_field_name("body")
+    title = function.child_by_field_name("name")
+    if body is None or title is None or _PER_STEP_FUNCTION.match(text(title)):
+        return None
+    return next((loop for loop in _loops_in(body) if _takes_a_step(loop)), None)
+
+
 # A loader or a data set walked (`data_loader`, `val_dl`, `self.train_loader`, `dataset`), maybe
 # through enumerate/tqdm; not `loaders` (one pass per data set)
 _DATA_PASS = re.compile(r"(?:^|[^A-Za-z])(?:\w*loader|dl|\w*dataset)\b(?!s)", re.I)

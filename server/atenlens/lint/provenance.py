@@ -754,8 +754,9 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
             # `total += x` keeps the tensor `total` was: the binding before the statement applies
             binding, depth = ctx.bindings(node).at(text(node), binding.start - 1), depth + 1
         if binding is None:
-            if _annotated_numbers(node):
-                return Device.HOST  # `def f(..., step_tag_id: int)`: the annotation says a number
+            if _annotated_numbers(node) or _names_other_class(_parameter_annotation(node) or ""):
+                # `def f(..., step_tag_id: int)`, `aggregator: MetricAggregator | None`: no tensor
+                return Device.HOST
             devices = [device_of(ctx, a, depth + 1) for a in _call_site_arguments(ctx, node)]
             return devices[0] if devices and len(set(devices)) == 1 else Device.UNKNOWN
         found = _binding_device(ctx, binding, depth)
@@ -796,10 +797,12 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
         operands = [c for c in node.named_children if c.type != "comment"]
         devices = [device_of(ctx, c, depth + 1) for c in operands]
         made_here = any(
-            strip_parens(c).type in ("call", "identifier") and d is Device.CPU for c, d in zip(operands, devices)
+            strip_parens(c).type in ("call", "identifier", "subscript") and d is Device.CPU
+            for c, d in zip(operands, devices)
         )
         if kind == "comparison_operator" and made_here and Device.CUDA not in devices:
-            # `torch.tensor(ids) == token_id`, `selected >= offset` after `selected = selected.cpu()`:
+            # `torch.tensor(ids) == token_id`, `selected >= offset` after `selected = selected.cpu()`,
+            # `query[i] != pad` after `query = ids.cpu()`:
             # a CPU tensor compared with a CUDA tensor raises (but for a 0-d one), so the other
             # side is a number or on the CPU
             return Device.CPU
@@ -996,10 +999,25 @@ def _literal_data(node: Node) -> bool:
 
 def _annotated_scalar(binding: Binding) -> bool:
     """`best_loss: float = optimizer.best_loss`: the assignment says it is a Python number (or
-    a container of them, `_HOST_ANNOTATION`)."""
+    a container of them, `_HOST_ANNOTATION`), or an object of a class that is no tensor
+    (`aggregator: MetricAggregator = instantiate(cfg).to(device)`, `_names_other_class`)."""
     statement = binding.value.parent if binding.value is not None else None
     kind = statement.child_by_field_name("type") if statement is not None and statement.type == "assignment" else None
-    return kind is not None and _HOST_ANNOTATION.fullmatch(text(kind)) is not None
+    return kind is not None and (_HOST_ANNOTATION.fullmatch(text(kind)) is not None or _names_other_class(text(kind)))
+
+
+def _names_other_class(annotation: str) -> bool:
+    """Does `annotation` name only classes that hold no tensor of their own to read (`MetricAggregator`,
+    `MetricAggregator | None`, `Optional[RunLogger]`)? Not one spelled as a tensor, a parameter, an
+    array, a batch, a sample, data, an output or a state, nor `Any` or a type variable (`T`), nor a
+    dotted name (`nn.Module`, `np.ndarray`: left to what the code shows)."""
+    words = re.findall(r"[A-Za-z_][\w.]*", annotation)
+    classes = [w for w in words if w not in _TYPING_WORDS and not _HOST_ANNOTATION.fullmatch(w)]
+    return bool(classes) and all(_CLASS_NAME.fullmatch(w) and not _HOLDS_TENSORS.search(w) for w in classes)
+
+
+_CLASS_NAME = re.compile(r"[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)*")
+_HOLDS_TENSORS = re.compile(r"Tensor|Parameter|Variable|Any|Array|Batch|Sample|Data|Output|State|Buffer|Dict|Self")
 
 
 def _compares_with_string(node: Node) -> bool:
@@ -2174,7 +2192,7 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             return True
         binding = _binding(ctx, node)
         if binding is None:
-            if _annotated_host_values(node):
+            if _annotated_host_values(node) or _names_other_class(_parameter_annotation(node) or ""):
                 return False  # `def check(losses: dict[int, float]):` the annotation says: numbers
             # a parameter or global named `loss`; a parameter every call in the file passes a model's output
             passed = _call_site_arguments(ctx, node)

@@ -39,8 +39,11 @@ What it does:
     its tests, such as a worker a test hands to `mp.Process`), the `__init__` of a class with a
     base (a module, an optimizer, a dataset: not a plain object that code may build per item),
     `main()`, another set-up function (`_init_weights`, `setup`, `load_*`, `save`, `export`,
-    `plot`), module-level code, or a loop's iteration that only some pass (`if len(state) == 0:`
-    creates an optimizer's state on its first step).
+    `plot`), module-level code, a loop's iteration that only some pass (`if len(state) == 0:`
+    creates an optimizer's state on its first step), a call that a modulus lets through (`if
+    batch_idx % self.frequency == 0:`), or the code of a function before its own
+    loop that takes training steps (a fit's labels, made once and reused in every step; not before
+    a loop that only counts iterations, as Sinkhorn's, which runs inside its caller's step).
 
     Quick fix, offered only in the simple, safe cases: the move is called on the factory's call,
     the factory has no `device=` and no `**kwargs`, it is not a random draw (`randn`, `rand`,
@@ -92,6 +95,8 @@ from atenlens.lint.frequency import (
     function_name,
     in_a_test,
     in_unit_test_class,
+    periodic_throttle,
+    step_loop,
     steps_or_runs_a_model,
 )
 from atenlens.lint.provenance import (
@@ -516,7 +521,8 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
     batch; but not one in a function that every call in the file runs rarely (`rare_callers`:
     from `__init__`, tests, under a throttle), nor in the `compute` of a metric (once per
     evaluation), nor outside the loops of a function that walks a data loader itself (once per
-    pass over the data). Decided from the function the move is in (and the uses of a module-level one, looked
+    pass over the data), nor before a loop of its function that takes training steps (once per
+    fit). Decided from the function the move is in (and the uses of a module-level one, looked
     up through `function_uses`): what the command line leaves out of the parse must not change it."""
     function = next((a for a in ancestors(move) if a.type == "function_definition"), None)
     name = function_name(move)
@@ -525,6 +531,10 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
         return f"once per test (`{test or name}`)"
     if function is not None and _used_only_in_tests(ctx, function):
         return f"once per test (`{name}` is used only by the file's tests)"
+    throttle = periodic_throttle(move, function) if function is not None and repeating_loop(move) is None else None
+    if throttle is not None and "%" in text(throttle):
+        # `if batch_idx % self.frequency == 0:` in a collate function or a `forward`
+        return f"only on calls where `{' '.join(text(throttle).split())}`"
     if _FORWARD.search(name):
         # (`if t == 0: h = torch.zeros(...).to(x.device)` in `forward`: once per call, and a
         # model's forward runs on every step)
@@ -547,6 +557,9 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
     if passing is not None:
         walked = " ".join(text(passing.child_by_field_name("right") or passing).split())
         return f"once per pass over the data (`{name}` walks `{walked}` itself, in its loop on line {passing.start_point[0] + 1})"
+    stepping = step_loop(function) if function is not None and loop is None else None
+    if stepping is not None and stepping.start_byte > move.end_byte:
+        return f"once per call of `{name}`, before its loop of steps on line {stepping.start_point[0] + 1}"
     compute = metric_compute(ctx, move)
     if compute is not None:
         return f"once per evaluation (in `{compute}` of a metric, whose `update` is what runs every step)"

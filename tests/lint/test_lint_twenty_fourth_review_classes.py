@@ -1,0 +1,171 @@
+"""Classes of error found by the twenty-fourth whole-tree review (tests/lint/corpus_real/WHOLE_TREES.md
+"Twenty-fourth review"), each with a small program and the exact findings: line, column (0-based),
+code, severity and message. Each program is also linted without the prefilter (every definition
+parsed), which must give the same findings."""
+
+from __future__ import annotations
+
+from textwrap import dedent
+
+from class_findings import findings
+
+ANNOTATED_AGGREGATOR = dedent(
+    """\
+    import torch
+    from sheeprl.utils.metric import MetricAggregator
+
+
+    def train(agent, loader, optimizer, aggregator: MetricAggregator | None):
+        for batch in loader:
+            loss = agent(batch.cuda())
+            loss.backward()
+            optimizer.step()
+            if aggregator and not aggregator.disabled:
+                aggregator.update("Loss/value_loss", loss.detach())
+
+
+    def main(cfg, agent, loader, optimizer):
+        device = torch.device("cuda")
+        aggregator = None
+        if cfg.metric.log_level > 0:
+            aggregator: MetricAggregator = instantiate(cfg.metric.aggregator).to(device)
+        for update in range(cfg.total_steps):
+            train(agent, loader, optimizer, aggregator)
+            if aggregator and not aggregator.disabled:
+                print(aggregator.compute())
+    """
+)
+
+
+def test_a_name_annotated_as_a_class_that_is_no_tensor_is_no_tensor() -> None:
+    """`aggregator: MetricAggregator = instantiate(...).to(device)` and the parameter
+    `aggregator: MetricAggregator | None`: `.to(device)` moves the object's metrics and returns
+    it, and `if aggregator:` tests an object, not a tensor (sheeprl's metric aggregator, 44
+    findings in 16 files). Annotated as a tensor (or not at all), the same code is read as one."""
+    assert findings(ANNOTATED_AGGREGATOR) == []
+    as_tensor = ANNOTATED_AGGREGATOR.replace("MetricAggregator | None", "torch.Tensor | None").replace(
+        "aggregator: MetricAggregator =", "aggregator ="
+    )
+    assert [row[:4] for row in findings(as_tensor)] == [
+        (10, 11, "AL100", "warning"),
+        (21, 11, "AL100", "warning"),
+        (22, 12, "AL100", "warning"),
+    ]
+
+
+SET_UP_BEFORE_A_TRAINING_LOOP = dedent(
+    """\
+    import torch
+
+
+    def train_domain_classifier(model, x, y, epochs, device):
+        model.to(device)
+        labels = torch.zeros(len(x)).to(device)
+        optimizer = torch.optim.Adam(model.parameters())
+        for epoch in range(epochs):
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(model(x), labels)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        return model
+
+
+    def sinkhorn(scores, num_iters, device):
+        q = torch.exp(scores)
+        r = torch.ones(q.shape[0]).to(device)
+        for it in range(num_iters):
+            q = q * (r / q.sum(dim=1)).unsqueeze(1)
+        return q
+    """
+)
+
+
+def test_a_create_then_move_before_the_functions_own_training_loop_runs_once_per_call() -> None:
+    """`labels` is made before the loop that trains (backward, step) and reused in it: once per
+    fit, not per step (torchcp's domain classifier). A loop that only counts iterations (Sinkhorn's)
+    runs inside every step of its caller: the copy before it stays a warning."""
+    assert findings(SET_UP_BEFORE_A_TRAINING_LOOP) == [
+        (
+            6,
+            33,
+            "AL302",
+            "information",
+            "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with `device=`; "
+            "it runs once per call of `train_domain_classifier`, before its loop of steps on line 8: a small cost, "
+            "not paid every step",
+        ),
+        (
+            18,
+            31,
+            "AL302",
+            "warning",
+            "`torch.ones(...)` is created on the CPU and then copied to the device: create it there with `device=`",
+        ),
+    ]
+
+
+THROTTLED_CALL = dedent(
+    """\
+    import torch
+
+
+    class MultiscaleCallback:
+        def __init__(self, frequency):
+            self.frequency = frequency
+
+        def __call__(self, inputs, batch_idx):
+            if batch_idx % self.frequency == 0:
+                self.size = torch.LongTensor(2).to(inputs.device)
+            return inputs
+    """
+)
+
+
+def test_a_create_then_move_under_a_modulus_throttle_runs_only_on_those_calls() -> None:
+    """`if batch_idx % self.frequency == 0:` in a callback's `__call__` (outside any loop): the
+    copy is paid every N batches, not on every call (super-gradients' multiscale callback)."""
+    assert findings(THROTTLED_CALL) == [
+        (
+            10,
+            44,
+            "AL302",
+            "information",
+            "`torch.LongTensor(...)` is created on the CPU and then copied to the device: create it there with "
+            "`torch.empty(..., dtype=torch.int64, device=...)` (a legacy constructor takes no CUDA `device=`); it "
+            "runs only on calls where `batch_idx % self.frequency == 0`: a small cost, not paid every step",
+        )
+    ]
+
+
+HOST_ROWS_COMPARED = dedent(
+    """\
+    import torch
+
+
+    def collect(model, batches, pad, device):
+        for batch in batches:
+            generated = model.generate(batch["input_ids"].to(device))
+            query = batch["input_ids"].detach().cpu()
+            response = generated[:, 10:].detach().cpu()
+            for i in range(len(query)):
+                start = (query[i] != pad).nonzero()[0]
+                end = (response[i] != pad).nonzero()[-1]
+                kept = (generated[i] != pad).nonzero()
+    """
+)
+
+
+def test_a_row_of_a_host_copy_compared_with_a_value_stays_on_the_host() -> None:
+    """`query = ids.cpu()`, then `(query[i] != pad).nonzero()`: a CPU row compared with a number
+    (or a CPU tensor: a CUDA one would raise) is on the CPU (llamafactory's PPO trainer). The
+    same test on a row of the device tensor is a read."""
+    assert findings(HOST_ROWS_COMPARED) == [
+        (
+            12,
+            19,
+            "AL100",
+            "warning",
+            "`.nonzero()` (its output's shape depends on the data) inside a loop: the host waits for the GPU on "
+            "every iteration",
+        )
+    ]
