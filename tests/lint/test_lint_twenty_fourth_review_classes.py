@@ -169,3 +169,72 @@ def test_a_row_of_a_host_copy_compared_with_a_value_stays_on_the_host() -> None:
             "every iteration",
         )
     ]
+
+
+DATA_PARAMETER = dedent(
+    """\
+    import torch
+
+
+    def transfer(source_tensor, offset=(0, -40.0, -3.0), voxel_size=(.05, .05, .1), beam_size=4):
+        source = source_tensor.indices.float()
+        offset = torch.Tensor(offset).to(source.device)
+        voxel_size = torch.Tensor(voxel_size).to(source.device)
+        scores = torch.Tensor(beam_size).to(source.device)
+        return source * voxel_size + offset, scores
+    """
+)
+
+
+def test_a_parameter_whose_default_is_a_tuple_of_floats_is_data_not_a_size() -> None:
+    """`torch.Tensor(voxel_size)` with `voxel_size=(.05, .05, .1)` copies three values (mmdet3d's
+    sparse encoder): no allocation to move, and the fix `torch.empty(voxel_size, ...)` would
+    raise. `beam_size=4` is a size: `torch.Tensor(beam_size)` allocates four values."""
+    assert findings(DATA_PARAMETER) == [
+        (
+            8,
+            37,
+            "AL302",
+            "warning",
+            "`torch.Tensor(...)` is created on the CPU and then copied to the device: create it there with "
+            "`torch.empty(..., device=...)` (a legacy constructor takes no CUDA `device=`)",
+        )
+    ]
+
+
+SECOND_CONVERSION = dedent(
+    """\
+    import torch
+
+
+    def decide(model, batches, device):
+        for batch in batches:
+            ranges = model(batch.to(device))
+            for k in range(len(ranges)):
+                lo = int(ranges[k][0])
+                hi = int(ranges[k][1])
+                print(lo, hi)
+    """
+)
+
+
+def test_a_conversion_right_after_a_conversion_that_waited_is_information() -> None:
+    """`lo = int(ranges[k][0])` waits for `ranges`; `hi = int(ranges[k][1])` reads the same
+    finished tensor (ms-swift's decision head)."""
+    assert findings(SECOND_CONVERSION) == [
+        (
+            8,
+            17,
+            "AL100",
+            "warning",
+            "`int()` of a CUDA tensor inside a loop: the host waits for the GPU on every iteration",
+        ),
+        (
+            9,
+            17,
+            "AL100",
+            "information",
+            "`int()` of a CUDA tensor inside a loop: the host waits for the GPU on every iteration, but the read on "
+            "line 8 just before already waited for it: no new wait",
+        ),
+    ]

@@ -316,7 +316,26 @@ def _a_size(node: Node, depth: int = 0) -> bool:
         value = node.child_by_field_name("value")
         return value is not None and (dotted_name(value) or "").split(".")[-1] == "shape"
     name = dotted_name(node)  # `torch.Tensor(self.beam_size)`, `torch.LongTensor(num_rows)`: spelled as a size
-    return name is not None and _SIZE_NAME.search(name.split(".")[-1]) is not None and not _a_list(node, name)
+    return (
+        name is not None
+        and _SIZE_NAME.search(name.split(".")[-1]) is not None
+        and not _a_list(node, name)
+        and not _data_parameter(node, name)
+    )
+
+
+def _data_parameter(node: Node, name: str) -> bool:
+    """Is `name` a parameter of the function around `node` whose default is a list or tuple of
+    values, or a float (`voxel_size: Tuple = (.05, .05, .1)`): data, whatever its spelling (the
+    legacy constructor copies it; `torch.empty(voxel_size)` would raise)?"""
+    function = next((a for a in ancestors(node) if a.type == "function_definition"), None)
+    default = parameter_default(function, name) if function is not None else None
+    if default is None:
+        return False
+    default = strip_parens(default)
+    return default.type == "float" or (
+        default.type in ("tuple", "list") and any(part.type != "integer" for part in default.named_children)
+    )
 
 
 def _a_list(node: Node, name: str) -> bool:

@@ -188,8 +188,8 @@ What it does:
     bool(flag.item())`, then `if skip: continue`: ranks with uneven data agree to stop or skip
     together, and the host needs the flag), a
     second `.item()` of the same name in the statement right after the first (no new wait; not of
-    a comprehension's own variable, read anew), an `.item()` of a value computed before a read in
-    the statements just above, with only host code after that read (`losses.append(loss.item())`,
+    a comprehension's own variable, read anew), an `.item()`, `int()` or `float()` of a value
+    computed before a read in the statements just above, with only host code after that read (`losses.append(loss.item())`,
     then `aligns.append(align.item())`: the first read drained the queue; not after a backward, a
     step or arithmetic that queues new work), in a loop that walks no batches, counts no steps,
     runs no model and takes no training step, of a function that every call in the file runs
@@ -832,7 +832,7 @@ def _read_just_before(ctx: LintContext, call: Node) -> Optional[str]:
         # (not when the block above ran `loss.backward()` / `optimizer.step()` after its last
         # read: this read waits for that work)
         return f"the value was read on line {previous.start_point[0] + 1} just before"
-    drained = _drained_just_before(ctx, call, statement)
+    drained = _drained_just_before(ctx, receiver(call), statement)
     if drained is not None:
         return f"the read on line {drained} just before already waited for it"
     return None
@@ -846,14 +846,14 @@ _HOST_ONLY_CALL = re.compile(
 _SMALL_REDUCTION = ("sum", "mean", "std", "max", "min", "detach", "float", "cpu", "clone")
 
 
-def _drained_just_before(ctx: LintContext, call: Node, statement: Node) -> Optional[int]:
-    """The line of an `.item()` in the statements right before this read's (up to three, with
-    only host code after it: appends, prints, more reads), when the value this one reads was
-    computed before that read: the read there waited for all the work queued so far, this one's
-    value among it, so the host has nothing new to wait for (`losses.append(loss.item())`, then
-    `aligns.append(align.item())`; `loss.mean().item()`, then `loss.std().item()`). Not after a
-    backward or an optimizer step, which queue new work; not for a value bound in between."""
-    owner = receiver(call)
+def _drained_just_before(ctx: LintContext, owner: Optional[Node], statement: Node) -> Optional[int]:
+    """The line of an `.item()`, `int()` or `float()` read in the statements right before the
+    read of `owner` (up to three, with only host code after it: appends, prints, more reads),
+    when `owner` was computed before that read: the read there waited for all the work queued so
+    far, this value among it, so the host has nothing new to wait for (`losses.append(loss.item())`,
+    then `aligns.append(align.item())`; `loss.mean().item()`, then `loss.std().item()`; `lo =
+    int(r[k][0])`, then `hi = int(r[k][1])`). Not after a backward or an optimizer step, which
+    queue new work; not for a value bound in between."""
     while owner is not None and owner.type == "call" and method_name(owner) in _SMALL_REDUCTION:
         owner = receiver(owner)
     base = owner
@@ -872,7 +872,12 @@ def _drained_just_before(ctx: LintContext, call: Node, statement: Node) -> Optio
         calls = [n for n in _walk(previous) if n.type == "call"]
         if any(not _HOST_ONLY_CALL.search(dotted_name(callee(n)) or "") for n in calls):
             return None
-        reads = [n for n in calls if method_name(n) == "item" and not arguments(n)[0]]
+        reads = [
+            n
+            for n in calls
+            if (method_name(n) == "item" and not arguments(n)[0])
+            or (dotted_name(callee(n)) in ("int", "float") and _single_argument(n) is not None)
+        ]
         if not reads and (not calls or any(n.type == "binary_operator" for n in _walk(previous))):
             return None  # (`t = a * b` between the reads may queue work; `print(...)` does not)
         if reads:
@@ -1208,7 +1213,15 @@ def _conversions(ctx: LintContext) -> Iterator[Finding]:
             continue
         if not ctx.in_loop(call) or not likely_device(ctx, argument):
             continue
-        finding = _report(ctx, f"`{name}()` of a CUDA tensor", call)
+        how = frequency(call)
+        drained = _drained_just_before(ctx, argument, statement_of(call)) if how.every_iteration else None
+        if drained is not None:
+            how = Frequency(
+                how.loop,
+                False,
+                f"{how.how_often}, but the read on line {drained} just before already waited for it: no new wait",
+            )
+        finding = _report(ctx, f"`{name}()` of a CUDA tensor", call, how=how)
         if finding is not None:
             yield finding
 
