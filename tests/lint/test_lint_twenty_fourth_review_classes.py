@@ -238,3 +238,42 @@ def test_a_conversion_right_after_a_conversion_that_waited_is_information() -> N
             "line 8 just before already waited for it: no new wait",
         ),
     ]
+
+
+INPUT_GRADIENT = dedent(
+    """\
+    import numpy as np
+    import torch
+
+
+    class Estimator:
+        def loss_gradient(self, x, y):
+            loss, x_grad = self._get_losses(x, y)
+            self._model.zero_grad()
+            loss.backward()
+            if isinstance(x, np.ndarray):
+                return x_grad.grad.cpu().numpy()
+            return x_grad.grad.clone()
+
+        def fit_step(self, x, y, optimizer):
+            loss, _ = self._get_losses(x, y)
+            loss.backward()
+            optimizer.step()
+            return loss.cpu().numpy()
+    """
+)
+
+
+def test_a_function_named_for_the_gradient_it_returns_takes_no_training_step() -> None:
+    """`loss_gradient` runs a backward to return the input's gradient (its inputs were made
+    differentiable by another method) and steps no optimizer: no training step, and its NumPy
+    result is the function's answer (ART's estimators). `fit_step` steps the optimizer."""
+    assert findings(INPUT_GRADIENT) == [
+        (
+            18,
+            20,
+            "AL100",
+            "warning",
+            "`.cpu()` in `fit_step`, which takes a training step: the host waits for the GPU on every training step",
+        )
+    ]

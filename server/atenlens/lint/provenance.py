@@ -2009,6 +2009,9 @@ def _in_training_step(ctx: LintContext, node: Node) -> bool:
     loop = repeating_loop(node)
     if loop is None:
         return training_step_function(ctx, node) is not None
+    function = next((a for a in ancestors(loop) if a.type == "function_definition"), None)
+    if function is not None and input_gradient_function(function):
+        return False  # (`loss_gradient`'s loop of backward passes per sample: no training)
     body = loop.child_by_field_name("body")
     return body is not None and bool(_TRAINING_STEP.search(body.text or b"")) or _optimizer_step_loop(loop)
 
@@ -2065,9 +2068,7 @@ def _takes_training_step(function: Node) -> bool:
     body = function.child_by_field_name("body")
     if body is None or not _TRAINING_STEP_BYTES.search(body.text or b""):
         return False
-    if _INPUT_GRADIENT.search(body.text or b"") and not steps_optimizer(body):
-        # `x.requires_grad_(True)` ... `loss.backward()` ... `x.grad`: the gradient of an input
-        # (an attack's, a saliency map's), no optimizer step: not a training step
+    if input_gradient_function(function):
         return False
     stack = list(body.named_children)
     while stack:
@@ -2090,6 +2091,22 @@ def _takes_training_step(function: Node) -> bool:
 
 _TRAINING_STEP_BYTES = re.compile(rb"backward\(|\.step\(")
 _INPUT_GRADIENT = re.compile(rb"requires_grad_\(|requires_grad\s*=\s*True")
+# A function named for the gradient it returns (`loss_gradient`, `class_gradient`, `compute_saliency`)
+_GRADIENT_FUNCTION = re.compile(r"gradient|saliency|attribution", re.I)
+
+
+def input_gradient_function(function: Node) -> bool:
+    """Does `function` compute the gradient of an input, not take a training step: it sets
+    `requires_grad` (`x.requires_grad_(True)` ... `loss.backward()` ... `x.grad`: an attack's, a
+    saliency map's) or is named for the gradient it returns (`loss_gradient`, whose inputs another
+    method made differentiable), and steps no optimizer?"""
+    body = function.child_by_field_name("body")
+    title = function.child_by_field_name("name")
+    if body is None or steps_optimizer(body):
+        return False
+    return bool(_INPUT_GRADIENT.search(body.text or b"")) or (
+        title is not None and _GRADIENT_FUNCTION.search(text(title)) is not None
+    )
 
 
 def _closure_step(call: Node, body: Node) -> bool:

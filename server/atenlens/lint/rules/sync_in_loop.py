@@ -40,7 +40,9 @@ What it does:
     reads outside any loop of a function that takes one training step per call outside its
     loops (`loss.backward()`, `self.critic_optim.step()`: `update_critic(batch)`, `train_step`;
     a LightningModule's `training_step(self, batch, batch_idx)`, whose backward Lightning runs;
-    not a `test_*` function, not under `if step % N == 0:` or a flag the block turns off) are reported for every training
+    not a `test_*` function, not one that computes an input's gradient and steps no optimizer,
+    setting `requires_grad` or named for it, `loss_gradient`; not under `if step % N == 0:` or a
+    flag the block turns off) are reported for every training
     step, as a training loop, often in another module, calls such a function once per step
     (`in `update_critic`, which takes a training step`). In both kinds of function a check for
     NaN or infinity as a condition (`if not torch.isfinite(loss):`, `if torch.isnan(x).any():`)
