@@ -161,3 +161,31 @@ def test_an_element_of_a_module_level_list_of_literals_is_a_host_value() -> None
     rebound = MODULE_CONSTANT_SIZES.replace("SIZES = [(), (1,), (3, 3)]", "SIZES = [(), (1,), (3, 3)]\nSIZES = load()")
     # (bound twice at module level: not known to be the literal, so `size` may be anything)
     assert [row[:2] for row in findings(rebound)] == [(15, 51), (16, 36)]
+
+
+HOST_READ_FIRST = dedent(
+    """\
+    import torch
+
+
+    def train(model, loader, optimizer):
+        model.cuda()
+        sizes, aligns = [], []
+        for x, y in loader:
+            x, y = x.cuda(), y.cuda()
+            loss, align = model(x, y)
+            loss.backward()
+            optimizer.step()
+            n = torch.tensor(len(x))
+            sizes.append(n.item())
+            aligns.append(align.item())
+    """
+)
+
+
+def test_a_read_of_a_host_value_drains_nothing() -> None:
+    """`sizes.append(n.item())` of a CPU tensor waits for nothing, so the `.item()` of `align`
+    right after still waits for the step."""
+    assert findings(HOST_READ_FIRST) == [
+        (14, 28, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+    ]

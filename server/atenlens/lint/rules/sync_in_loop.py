@@ -874,11 +874,11 @@ def _drained_just_before(ctx: LintContext, owner: Optional[Node], statement: Nod
         calls = [n for n in _walk(previous) if n.type == "call"]
         if any(not _HOST_ONLY_CALL.search(dotted_name(callee(n)) or "") for n in calls):
             return None
+        # (not a read of a value known to be on the host: `.item()` of a CPU tensor waits for nothing)
         reads = [
             n
             for n in calls
-            if (method_name(n) == "item" and not arguments(n)[0])
-            or (dotted_name(callee(n)) in ("int", "float") and _single_argument(n) is not None)
+            if _a_read(n) and device_of(ctx, receiver(n) or _single_argument(n)) not in (Device.CPU, Device.HOST)
         ]
         if not reads and (not calls or any(n.type == "binary_operator" for n in _walk(previous))):
             return None  # (`t = a * b` between the reads may queue work; `print(...)` does not)
@@ -887,6 +887,13 @@ def _drained_just_before(ctx: LintContext, owner: Optional[Node], statement: Nod
                 return None  # (bound after the read above, or not known: it may hold new work)
             return reads[0].start_point[0] + 1
     return None
+
+
+def _a_read(call: Node) -> bool:
+    """`x.item()`, `int(x)`, `float(x)`: a call that brings one value to the host."""
+    if method_name(call) == "item":
+        return not arguments(call)[0]
+    return dotted_name(callee(call)) in ("int", "float") and _single_argument(call) is not None
 
 
 # A name spelled as a layer of a model (`linear_layer`, `block`, `self.layers[i]`)
