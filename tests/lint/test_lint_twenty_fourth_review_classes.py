@@ -277,3 +277,43 @@ def test_a_function_named_for_the_gradient_it_returns_takes_no_training_step() -
             "`.cpu()` in `fit_step`, which takes a training step: the host waits for the GPU on every training step",
         )
     ]
+
+
+HOOK_ONCE_PER_RUN = dedent(
+    """\
+    import torch
+    import lightning as L
+
+
+    class DeepClusterV2(L.LightningModule):
+        def on_train_start(self):
+            size = len(self.trainer.train_dataloader) * self.batch_size
+            self.register_buffer("local_memory_index", torch.zeros(size).long().to(self.device))
+
+        def training_step(self, batch, batch_idx):
+            noise = torch.randn(8, 16).to(self.device)
+            return self.model(batch, noise).mean()
+    """
+)
+
+
+def test_a_create_then_move_in_a_hook_run_once_per_run_is_information() -> None:
+    """`on_train_start` runs once per fit (solo-learn's memory banks); `training_step` per batch."""
+    assert findings(HOOK_ONCE_PER_RUN) == [
+        (
+            8,
+            76,
+            "AL302",
+            "information",
+            "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with `device=`; "
+            "it runs once per epoch or run (`on_train_start` is a hook a trainer calls that often): a small cost, "
+            "not paid every step",
+        ),
+        (
+            11,
+            35,
+            "AL302",
+            "warning",
+            "`torch.randn(...)` is created on the CPU and then copied to the device: create it there with `device=`",
+        ),
+    ]

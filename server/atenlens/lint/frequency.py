@@ -250,6 +250,12 @@ _EPOCH_HOOK = re.compile(
 )
 
 
+def epoch_hook(name: str) -> bool:
+    """Is `name` a hook that a framework runs once per epoch or once per run (`on_train_start`,
+    `on_validation_epoch_end`)?"""
+    return _EPOCH_HOOK.search(name) is not None
+
+
 def _hot_items(loop: Node) -> bool:
     """Does each iteration of `loop` do a step's work: walk a batch, take a training step, run a
     model, or walk the rows of a tensor?"""

@@ -39,7 +39,8 @@ What it does:
     its tests, such as a worker a test hands to `mp.Process`), the `__init__` of a class with a
     base (a module, an optimizer, a dataset: not a plain object that code may build per item),
     `main()`, another set-up function (`_init_weights`, `setup`, `load_*`, `save`, `export`,
-    `plot`), module-level code, a loop's iteration that only some pass (`if len(state) == 0:`
+    `plot`), a hook a trainer runs once per epoch or run (`on_train_start`,
+    `on_validation_epoch_end`), module-level code, a loop's iteration that only some pass (`if len(state) == 0:`
     creates an optimizer's state on its first step), a call that a modulus lets through (`if
     batch_idx % self.frequency == 0:`), or the code of a function before its own
     loop that takes training steps (a fit's labels, made once and reused in every step; not before
@@ -91,6 +92,7 @@ from atenlens.lint.frequency import (
     SET_UP_FUNCTION,
     data_pass,
     enclosing_test,
+    epoch_hook,
     frequency,
     function_name,
     in_a_test,
@@ -572,6 +574,8 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
     # (not `merge` or `convert`, which a model may run on every forward)
     elif SET_UP_FUNCTION.search(name):
         return f"once per call of `{name}` (set-up, not a step)"
+    elif epoch_hook(name):
+        return f"once per epoch or run (`{name}` is a hook a trainer calls that often)"
     passing = data_pass(function) if function is not None and loop is None else None
     if passing is not None:
         walked = " ".join(text(passing.child_by_field_name("right") or passing).split())
