@@ -317,3 +317,35 @@ def test_a_create_then_move_in_a_hook_run_once_per_run_is_information() -> None:
             "`torch.randn(...)` is created on the CPU and then copied to the device: create it there with `device=`",
         ),
     ]
+
+
+NESTED_RESPONSE = dedent(
+    """\
+    import torch
+
+
+    def embed(model, batches, device):
+        res = []
+        for batch in batches:
+            preds = model(batch.to(device))
+            for i, pred in enumerate(preds):
+                res.append(EmbeddingResponse(model="m", data=[EmbeddingResponseData(index=i, embedding=pred.tolist())]))
+        return res
+    """
+)
+
+
+def test_a_copy_kept_in_a_response_nested_in_a_list_is_collecting_results() -> None:
+    """`res.append(Response(data=[Item(embedding=pred.tolist())]))`: the embedding is kept, in a
+    list handed to a constructor whose object the loop appends (ms-swift's embedding engine), as
+    `rows.append(Row(embedding=p.tolist()))` is."""
+    assert findings(NESTED_RESPONSE) == [
+        (
+            9,
+            104,
+            "AL100",
+            "information",
+            "`.tolist()` inside a loop: the host waits for the GPU on every iteration, collecting results on the "
+            "host (`outputs.append(t.tolist())`: one copy per batch, as intended)",
+        )
+    ]

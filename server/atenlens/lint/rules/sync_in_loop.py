@@ -175,7 +175,8 @@ What it does:
     dict literal the loop appends: `results.append({"energy": {"pred": p.cpu().tolist()}})`; or written out:
     `save_mels(path, mel=m.cpu().numpy())`, `np.save(path, t.cpu().numpy())`,
     `logs.extend(r.tolist())`: collecting results on the host; also through a constructor or a host
-    function, `rows.append(Row(embedding=p.tolist()))`, `out.append(m.dot(t.cpu().numpy()))`; also
+    function, `rows.append(Row(embedding=p.tolist()))`, `out.append(m.dot(t.cpu().numpy()))`, also
+    nested in a list a constructor gets: `res.append(Response(data=[Item(embedding=p.tolist())]))`; also
     `[x.cpu().numpy() for x in outs]`, and a copy bound to a name, maybe through one host
     function, that a loop taking no training step appends: `y = m.dot(t.cpu().numpy())`,
     `results.append(y)` or `results += [...]`, or hands to a call that keeps it: `manager.add_samples(y)`,
@@ -943,6 +944,14 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
     (`results[prop] = t.cpu().numpy()`, `masks[k] = csc_matrix.dot(v.cpu().numpy(), m)`), in a
     loop that takes none? The usual way to keep evaluation results."""
     node = _through_host_function(_host_copy(call))
+    for _ in range(3):
+        # `res.append(Response(data=[Item(embedding=p.tolist())]))`: a literal of host objects
+        # handed to another constructor, kept as the one around it is
+        literal = _in_literal(node)
+        lifted = _through_host_function(literal) if literal is not node else literal
+        if lifted is literal:
+            break
+        node = lifted
     if node.parent is not None and node.parent.type == "pair":
         literal = _in_literal(node)
         if literal.type == "dictionary":
