@@ -30,9 +30,13 @@ AL200, AL201. AL300, AL301 and AL302 are lint only. How to run the lint, configu
 [lint.md](lint.md). `atenlens rule CODE` prints a rule's section below.
 
 A file with no PyTorch arrays to speak of is not looked at: JAX, TensorFlow, Keras or MLX code that
-neither imports nor uses torch, and code for another accelerator (it imports `habana_frameworks`,
-`torch_npu` or `torch_xla` and calls its API: `torch.ops.hpu.*`, `torch.npu.*`, `xm.xla_device()`)
-that never says `cuda`.
+neither imports nor uses torch, and code for another accelerator: a file that imports
+`habana_frameworks`, `torch_npu` or `torch_xla` and calls its API (`torch.ops.hpu.*`, `torch.npu.*`,
+`xm.xla_device()`) and never says `cuda`, a file that imports `habana_frameworks` or `torch_npu`
+unconditionally (at column 0, not under `try:`), and a top-level function or class named for such
+an accelerator that calls its API and never says `cuda` (`class HPUWeightOnlyLinear`). A
+create-then-move to another accelerator (`.to("hpu")`, `DEV = "hpu"` then `.to(device=DEV)`) is no
+CUDA copy.
 """
 
 

@@ -118,7 +118,7 @@ def _lint(
                     raise
                 log.exception("rule %s failed", rule.code)
         if findings:
-            kernels = kernel_rows(context.source.root, context.source.data)
+            kernels = kernel_rows(context.source.root, context.source.whole_data)
             if kernels:  # device code: no host waits there (kernels.py)
                 findings = [f for f in findings if not any(a <= f.line - 1 <= b for a, b in kernels)]
         return findings
@@ -138,6 +138,8 @@ _TORCH_WORD = re.compile(rb"^[ \t]*(?:import|from)[ \t]+torch\b|\btorch\.\w", re
 
 
 def _other_framework_only(data: bytes) -> bool:
+    if _OTHER_ACCELERATOR_ONLY.search(data):
+        return True  # `import habana_frameworks.torch.core as htcore` unconditionally: Gaudi-only code
     if any(word in data for word in _OTHER_ACCELERATOR_WORDS) and b"cuda" not in data.lower():
         # Habana's HPU, Ascend's NPU, XLA: code for another accelerator that never speaks of CUDA
         # and calls that accelerator's API (`torch.ops.hpu.*`, `torch.npu.*`, `xm.xla_device()`; not
@@ -151,6 +153,8 @@ def _other_framework_only(data: bytes) -> bool:
 _OTHER_ACCELERATOR_WORDS = (b"habana_frameworks", b"torch_npu", b"torch_xla")
 _OTHER_DEVICE = re.compile(rb"\btorch\.(?:ops\.)?(?:hpu|npu)\.|\btorch_npu\.\w|\bxla_device\(")
 _OTHER_ACCELERATOR = re.compile(rb"^[ \t]*(?:import|from)[ \t]+(?:habana_frameworks|torch_npu|torch_xla)\b", re.M)
+# ... imported at column 0: not under a `try:` or an `if`, so the module runs nowhere else
+_OTHER_ACCELERATOR_ONLY = re.compile(rb"^(?:import|from)[ \t]+(?:habana_frameworks|torch_npu)\b", re.M)
 
 
 def _position(finding: Finding) -> tuple[int, int, str, int, int]:

@@ -570,16 +570,21 @@ def _binding(ctx: LintContext, ident: Node) -> Optional[Binding]:
     return binding
 
 
-def _module_constant(ctx: LintContext, ident: Node) -> Optional[Node]:
-    """The literal list, tuple or set that a name not bound in its function is bound to by the one
-    module-level assignment of it (`SIZES = [(1,), (3, 3)]`): a constant the functions read."""
-    if scope_for(ident).type == "module":
+def module_constant(ctx: LintContext, ident: Node) -> Optional[Node]:
+    """The value that a name not bound in its function is given by the one module-level
+    assignment of it (`SIZES = [(1,), (3, 3)]`, `DEV = "hpu"`): a constant the functions read."""
+    if scope_for(ident).type == "module" or _binding(ctx, ident) is not None:
         return None
     bindings = ctx.bindings(ctx.source.root).of(text(ident))
     if len(bindings) != 1 or bindings[0].value is None or bindings[0].loop is not None or bindings[0].path:
         return None
-    value = strip_parens(bindings[0].value)
-    return value if value.type in ("list", "tuple", "set") else None
+    return strip_parens(bindings[0].value)
+
+
+def _module_constant(ctx: LintContext, ident: Node) -> Optional[Node]:
+    """`module_constant` when it is a literal list, tuple or set."""
+    value = module_constant(ctx, ident)
+    return value if value is not None and value.type in ("list", "tuple", "set") else None
 
 
 def _type_normalisation(binding: Optional[Binding]) -> Optional[Node]:

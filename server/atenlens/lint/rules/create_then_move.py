@@ -108,6 +108,7 @@ from atenlens.lint.provenance import (
     is_clear_device,
     is_dtype,
     makes_an_empty_tensor,
+    module_constant,
     names_the_cpu,
     on_host_branch,
     parameter_default,
@@ -498,8 +499,13 @@ def check(ctx: LintContext) -> Iterator[Finding]:
                 tensor = _tensor_target(ctx, move)
                 if tensor is None:
                     continue  # `.to(dtype)`, `.to(x.dtype)`, a target not known as a device or a tensor
-            elif names_the_cpu(ctx, device) or _is_meta(device) or _none_unless_given(ctx, device):
-                continue  # `.to("cpu")`; `.to("meta")` copies nothing: a shape for tracing
+            elif (
+                names_the_cpu(ctx, device)
+                or _is_meta(device)
+                or _none_unless_given(ctx, device)
+                or _other_accelerator(ctx, device)
+            ):
+                continue  # `.to("cpu")`; `.to("meta")` copies nothing: a shape for tracing; `.to("hpu")`
         name = dotted_name(callee(factory))
         where = "the device" if tensor is None else f"the device of `{text(tensor)}`"
         fn = callee(move)
@@ -623,6 +629,21 @@ RULE = Rule(
     triggers=((b"torch",), (FACTORY_CALL,), (MOVE,)),
     definition_triggers=((b"torch",), (FACTORY_CALL,), (MOVE,)),
 )
+
+
+def _other_accelerator(ctx: LintContext, device: Node) -> bool:
+    """A device written as another accelerator's (`"hpu"`, `torch.device("xpu")`, `"mps"`), also
+    through a module constant (`DEV = "hpu"`, then `.to(device=DEV)`): no CUDA copy to speak of."""
+    node = strip_parens(device)
+    if node.type == "identifier":
+        node = module_constant(ctx, node) or node
+    if node.type == "call" and (dotted_name(callee(node)) or "").split(".")[-1] == "device":
+        positional, keywords = arguments(node)
+        node = keywords.get("type") or (positional[0] if positional else node)
+    return node.type == "string" and string_value(node).split(":")[0] in _OTHER_ACCELERATORS
+
+
+_OTHER_ACCELERATORS = frozenset({"hpu", "xpu", "npu", "mps", "xla", "tpu", "mtia"})
 
 
 def _is_meta(device: Node) -> bool:

@@ -1,0 +1,115 @@
+"""Classes of error found by the twenty-fifth whole-tree review (tests/lint/corpus_real/WHOLE_TREES.md
+"Twenty-fifth review"), each with a small program and the exact findings: line, column (0-based),
+code, severity and message. Each program is also linted without the prefilter (every definition
+parsed), which must give the same findings."""
+
+from __future__ import annotations
+
+from textwrap import dedent
+
+from class_findings import findings
+
+GAUDI_ONLY_MODULE = dedent(
+    """\
+    import torch
+    import habana_frameworks.torch.core as htcore
+
+
+    def quantize(layers, inps):
+        for layer in layers:
+            out = layer(inps.to("hpu"))
+            htcore.mark_step()
+            if out.isnan().any():
+                torch.cuda.empty_cache()
+    """
+)
+
+
+def test_a_module_that_imports_habana_unconditionally_is_gaudi_code() -> None:
+    """`import habana_frameworks...` at column 0: the module cannot run without Gaudi, whatever
+    else it says (a leftover `torch.cuda.empty_cache()` from a CUDA port: neural-compressor's
+    HPU GPTQ). Imported under `try:`, the module may run on CUDA: its code is linted."""
+    assert findings(GAUDI_ONLY_MODULE) == []
+    optional = GAUDI_ONLY_MODULE.replace(
+        "import habana_frameworks.torch.core as htcore",
+        "try:\n    import habana_frameworks.torch.core as htcore\nexcept ImportError:\n    htcore = None",
+    )
+    assert findings(optional) == [
+        (
+            12,
+            11,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a condition (`out.isnan().any()`) inside a loop: the host waits for the GPU on every "
+            "iteration",
+        )
+    ]
+
+
+MOVE_TO_ANOTHER_ACCELERATOR = dedent(
+    """\
+    import torch
+
+    DEV = "hpu"
+    CUDA_DEV = "cuda"
+
+
+    def rotate(size):
+        q = torch.randn(size, size).to(device=DEV)
+        r = torch.randn(size, size).to(device=CUDA_DEV)
+        return q @ r.cpu()
+    """
+)
+
+
+def test_a_create_then_move_to_another_accelerator_is_no_cuda_copy() -> None:
+    """`DEV = "hpu"` at module level, `.to(device=DEV)`: a copy to Gaudi, not to a CUDA device
+    (neural-compressor's QuaRot)."""
+    assert findings(MOVE_TO_ANOTHER_ACCELERATOR) == [
+        (
+            9,
+            32,
+            "AL302",
+            "warning",
+            "`torch.randn(...)` is created on the CPU and then copied to the device: create it there with `device=`",
+        )
+    ]
+
+
+CLASS_FOR_ANOTHER_ACCELERATOR = dedent(
+    """\
+    import torch
+
+
+    class HPUWeightOnlyLinear(torch.nn.Module):
+        def __init__(self, n, device="hpu"):
+            super().__init__()
+            self.device = device
+            self.register_buffer("scales", torch.zeros(n).to(self.device))
+
+        def forward(self, x):
+            return torch.ops.hpu.convert_from_uint4(x, self.scales)
+
+
+    class CUDAWeightOnlyLinear(torch.nn.Module):
+        def __init__(self, n, device="cuda"):
+            super().__init__()
+            self.register_buffer("scales", torch.zeros(n).to(device))
+    """
+)
+
+
+def test_a_class_named_for_another_accelerator_that_drives_it_is_that_accelerators_code() -> None:
+    """`class HPUWeightOnlyLinear` whose `forward` calls `torch.ops.hpu.*` and which never says
+    `cuda`: its `.to(self.device)` moves to Gaudi (neural-compressor's weight-only modules). The
+    CUDA class beside it is linted (also when the prefilter leaves `forward` out of the parse)."""
+    assert findings(CLASS_FOR_ANOTHER_ACCELERATOR) == [
+        (
+            17,
+            54,
+            "AL302",
+            "information",
+            "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with `device=`; "
+            "it runs once per call of `__init__` (set-up, not a step): a small cost, not paid every step",
+        )
+    ]
