@@ -113,3 +113,66 @@ def test_a_class_named_for_another_accelerator_that_drives_it_is_that_accelerato
             "it runs once per call of `__init__` (set-up, not a step): a small cost, not paid every step",
         )
     ]
+
+
+ROW_BY_ROW = dedent(
+    """\
+    import torch
+
+
+    def predict(model, loader, device):
+        results = {}
+        for batch_start, batch in enumerate(loader):
+            output = model(batch.to(device))
+            scores, labels = output.logits.softmax(-1).max(-1)
+            for i in range(output.num_pairs.size(0)):
+                n = output.num_pairs[i]
+                results.setdefault(i, []).extend(scores[i, :n].tolist())
+            results.setdefault("all", []).append(labels.tolist())
+        return results
+    """
+)
+
+
+def test_a_copy_per_row_of_a_loop_over_the_rows_is_no_result_per_batch() -> None:
+    """`for i in range(t.size(0)): out.extend(scores[i, :n].tolist())` copies one row per
+    iteration (span-marker's predictions): one copy of `scores` before the loop would do, so each
+    is a wait. The whole batch's `labels.tolist()` kept per batch is a result, as intended."""
+    assert findings(ROW_BY_ROW) == [
+        (11, 59, "AL100", "warning", "`.tolist()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            12,
+            52,
+            "AL100",
+            "information",
+            "`.tolist()` inside a loop: the host waits for the GPU on every iteration, collecting results on the host "
+            "(`outputs.append(t.tolist())`: one copy per batch, as intended)",
+        ),
+    ]
+
+
+TEXT_PARAMETER = dedent(
+    """\
+    from typing import Optional
+
+    import torch
+
+
+    def find(entries, device, loss: Optional[str] = None):
+        found = []
+        for e in entries:
+            e.model.to(device)
+            if e.loss == loss:
+                found.append(e)
+        return found
+    """
+)
+
+
+def test_a_comparison_with_a_parameter_annotated_as_text_reads_no_tensor() -> None:
+    """`e.loss == loss` with `loss: Optional[str]`: a registry's names compared (pytorch-ood's
+    model registry), though spelled as a loss."""
+    assert findings(TEXT_PARAMETER) == []
+    assert [row[:4] for row in findings(TEXT_PARAMETER.replace("loss: Optional[str] = None", "loss=None"))] == [
+        (10, 11, "AL100", "warning")
+    ]

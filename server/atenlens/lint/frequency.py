@@ -372,6 +372,11 @@ def in_error_handler(node: Node, stop: Optional[Node] = None) -> bool:
 _TENSOR_DIMENSION = re.compile(rb"\.shape\b|\.size\(|\blen\(")
 
 
+def walks_a_tensor_dimension(loop: Node) -> bool:
+    """`_walks_a_tensor_dimension`, for the rules."""
+    return _walks_a_tensor_dimension(loop)
+
+
 def _walks_a_tensor_dimension(loop: Node) -> bool:
     """Does `loop` walk the rows or parts of a tensor (not a sweep of settings)? A few iterations
     of a loop inside it then run on each of those rows."""

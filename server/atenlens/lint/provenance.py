@@ -1026,7 +1026,17 @@ _HOLDS_TENSORS = re.compile(r"Tensor|Parameter|Variable|Any|Array|Batch|Sample|D
 
 
 def _compares_with_string(node: Node) -> bool:
-    return any(strip_parens(c).type in ("string", "concatenated_string") for c in node.named_children)
+    """`x == "name"`, or `e.loss == loss` with a parameter `loss: Optional[str]`: text compared."""
+    return any(
+        strip_parens(c).type in ("string", "concatenated_string") or (c.type == "identifier" and _annotated_text(c))
+        for c in node.named_children
+    )
+
+
+def _annotated_text(name: Node) -> bool:
+    """Is `name` a parameter annotated as a string (`loss: Optional[str]`, `mode: str`)?"""
+    kind = _parameter_annotation(name)
+    return kind is not None and _HOST_ANNOTATION.fullmatch(kind) is not None and re.search(r"\bstr\b", kind) is not None
 
 
 def _summed(call: Node) -> Optional[Node]:
