@@ -176,3 +176,47 @@ def test_a_comparison_with_a_parameter_annotated_as_text_reads_no_tensor() -> No
     assert [row[:4] for row in findings(TEXT_PARAMETER.replace("loss: Optional[str] = None", "loss=None"))] == [
         (10, 11, "AL100", "warning")
     ]
+
+
+FIRST_USE_CACHE = dedent(
+    """\
+    import torch
+
+
+    class WeightOnlyLinear(torch.nn.Module):
+        def recover(self):
+            device = self.scales.device
+            weight = torch.zeros(self.out_features, self.in_features).to(device)
+            for col in range(self.in_features):
+                weight[:, col] = self.unpack(col)
+            return weight
+
+        def forward(self, x):
+            if not hasattr(self, "weight"):
+                weight = self.recover()
+            if True:
+                if not hasattr(self, "weight"):
+                    self.weight = weight
+            return x @ self.weight.t()
+    """
+)
+
+
+def test_a_helper_called_under_a_first_use_cache_runs_once_per_object() -> None:
+    """`forward` calls `recover()` only while `not hasattr(self, "weight")` and keeps the result in
+    `self.weight` (neural-compressor's weight-only linear): the unpacking runs once per module.
+    Without `self.weight = ...` the test holds on every call, and the copy is paid per step."""
+    assert findings(FIRST_USE_CACHE) == [
+        (
+            7,
+            66,
+            "AL302",
+            "information",
+            "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with `device=`; "
+            "it runs in `recover`, which this file calls only from `forward` on first use (`if not hasattr(self, "
+            '"weight"):`): a small cost, not paid every step',
+        )
+    ]
+    never_kept = FIRST_USE_CACHE.replace("self.weight = weight", "print(weight)")
+    assert "self.weight = weight" not in never_kept
+    assert [row[:4] for row in findings(never_kept)] == [(7, 66, "AL302", "warning")]

@@ -1,6 +1,6 @@
 """How often a function runs, from its calls in the same file: `rare_callers` (every call runs
-rarely: from `__init__` or set-up, from `main`, from tests, under a throttle, at module level, or
-from such a function one level up), `call_sites` (the calls a rule may follow), `metric_compute`
+rarely: from `__init__` or set-up, from `main`, from tests, under a throttle or a first-use cache
+(`if not hasattr(self, "weight"):`), at module level, or from such a function one level up), `call_sites` (the calls a rule may follow), `metric_compute`
 (the `compute` of a metric, once per evaluation) and `built_per_item` (the `__init__` of a search
 or a hypothesis, built per item: no set-up). Facts of one file only: a caller in another module is
 not seen, so a function the file never calls, or hands on, is not called rare."""
@@ -19,6 +19,7 @@ from atenlens.lint.frequency import (
     frequency,
     function_name,
     in_unit_test_class,
+    lazily_initialized,
     on_rare_path,
     periodic_throttle,
     runs_a_few_times,
@@ -188,6 +189,9 @@ def _runs_rarely_at(ctx: LintContext, call: Node, depth: int, once: bool) -> Opt
     caller_name = function_name(call)
     if on_rare_path(call, caller):
         return f"on an error path of `{caller_name}`"
+    first_use = lazily_initialized(call, caller)
+    if first_use is not None:
+        return f"from `{caller_name}` on first use (`if {' '.join(text(first_use).split())}:`)"
     throttle = None if once else periodic_throttle(call, caller)
     if throttle is not None and not _TRAINS.search(
         text(throttle) + " " + text(call.child_by_field_name("function") or call) + "("

@@ -860,6 +860,14 @@ def _lazy_initialization(condition: Node) -> bool:
     if statement is None or statement.type not in ("if_statement", "elif_clause"):
         return False
     tested = strip_parens(condition)
+    body = statement.child_by_field_name("consequence")
+    missing = _hasattr_missing(tested)
+    if missing is not None:
+        # `if not hasattr(self, "weight"): weight = self.recover()`, and the function keeps it
+        # (`self.weight = weight`, maybe under another test): computed on first use
+        function = next((a for a in ancestors(statement) if a.type in SCOPE_TYPES), None)
+        kept = function.text if function is not None else None
+        return re.search(rb"^\s*self\." + missing.encode() + rb"\s*=(?!=)", kept or b"", re.M) is not None
     sides = tested.named_children if tested.type == "comparison_operator" else []
     operators = [text(c) for c in tested.children if not c.is_named] if sides else []
     if operators != ["is"] or len(sides) != 2 or sides[1].type != "none" or not text(sides[0]).startswith("self."):
@@ -867,6 +875,37 @@ def _lazy_initialization(condition: Node) -> bool:
     body = statement.child_by_field_name("consequence")
     unset = re.escape(text(sides[0]))
     return body is not None and re.search(rf"^\s*{unset}\s*=(?!=)", text(body), re.M) is not None
+
+
+def _hasattr_missing(tested: Node) -> Optional[str]:
+    """`not hasattr(self, "weight")`: the attribute's name; None for anything else."""
+    if tested.type != "not_operator":
+        return None
+    call = tested.child_by_field_name("argument")
+    call = strip_parens(call) if call is not None else None
+    if call is None or call.type != "call" or dotted_name(callee(call)) != "hasattr":
+        return None
+    positional, _ = arguments(call)
+    if len(positional) != 2 or text(positional[0]) != "self" or positional[1].type != "string":
+        return None
+    name = text(positional[1]).strip("'\"")
+    return name if re.fullmatch(r"\w+", name) else None
+
+
+def lazily_initialized(node: Node, stop: Node) -> Optional[Node]:
+    """The condition of an `if` between `node` and `stop` whose body fills, on first use, what
+    outlives the call (`if not hasattr(self, "weight"):`, `if self.cache is None:`) and holds
+    `node`; None when there is none."""
+    child = node
+    for parent in ancestors(node):
+        if parent == stop or parent.type in SCOPE_TYPES:
+            return None
+        if parent.type in ("if_statement", "elif_clause") and child == parent.child_by_field_name("consequence"):
+            condition = parent.child_by_field_name("condition")
+            if condition is not None and _lazy_initialization(condition):
+                return condition
+        child = parent
+    return None
 
 
 def _creates_state(condition: Node) -> bool:
