@@ -220,3 +220,41 @@ def test_a_helper_called_under_a_first_use_cache_runs_once_per_object() -> None:
     never_kept = FIRST_USE_CACHE.replace("self.weight = weight", "print(weight)")
     assert "self.weight = weight" not in never_kept
     assert [row[:4] for row in findings(never_kept)] == [(7, 66, "AL302", "warning")]
+
+
+AFTER_THE_DATA_PASS = dedent(
+    """\
+    import torch
+
+
+    class Predictor:
+        def calibrate(self, loader, device):
+            logits, labels = [], []
+            for x, y in loader:
+                logits.append(self.model(x.to(device)))
+                labels.append(y.to(device))
+            self.calculate_threshold(torch.cat(logits), torch.cat(labels), device)
+
+        def calculate_threshold(self, logits, labels, device):
+            thresholds = torch.zeros(self.num_classes).to(device)
+            for c in range(self.num_classes):
+                thresholds[c] = logits[labels == c].max()
+            self.thresholds = thresholds
+    """
+)
+
+
+def test_a_create_then_move_in_a_helper_called_after_the_data_pass_runs_once_per_pass() -> None:
+    """`calculate_threshold` is called once, after `calibrate`'s loop over the loader (torchcp's
+    calibration): its buffer is made once per calibration, not per batch."""
+    assert findings(AFTER_THE_DATA_PASS) == [
+        (
+            13,
+            51,
+            "AL302",
+            "information",
+            "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with `device=`; "
+            "it runs in `calculate_threshold`, which this file calls only from `calibrate` outside its loop on line 7, "
+            "once per pass of that loop: a small cost, not paid every step",
+        )
+    ]

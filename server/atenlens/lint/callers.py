@@ -15,6 +15,7 @@ from tree_sitter import Node
 from atenlens.lint.context import LintContext
 from atenlens.lint.frequency import (
     SET_UP_FUNCTION,
+    data_pass,
     enclosing_test,
     frequency,
     function_name,
@@ -23,6 +24,7 @@ from atenlens.lint.frequency import (
     on_rare_path,
     periodic_throttle,
     runs_a_few_times,
+    step_loop,
     steps_optimizer,
 )
 from atenlens.lint.provenance import class_text
@@ -121,7 +123,9 @@ def _called_outside(ctx: LintContext, holder: Node, name: str) -> bool:
     return any(not start <= match.start() < end for match in spelled.finditer(data))
 
 
-def rare_callers(ctx: LintContext, node: Node, depth: int = 0, once: bool = False) -> Optional[str]:
+def rare_callers(
+    ctx: LintContext, node: Node, depth: int = 0, once: bool = False, per_call: bool = False
+) -> Optional[str]:
     """For `node` (a loop, a call) in a function: the function and why it runs rarely, when each
     of its calls in the file does (`self.get_pdf()` in `__init__`: once per object; a helper that
     only `test_*` functions call; one called under `if step % 100 == 0:`),
@@ -134,13 +138,13 @@ def rare_callers(ctx: LintContext, node: Node, depth: int = 0, once: bool = Fals
         return None
     memo = ctx.memo.setdefault("rare-callers", {})
     assert isinstance(memo, dict)
-    key = (function.id, depth, once)  # (several reads or moves of one function ask the same)
+    key = (function.id, depth, once, per_call)  # (several reads or moves of one function ask the same)
     if key not in memo:
-        memo[key] = _rare_callers(ctx, function, depth, once)
+        memo[key] = _rare_callers(ctx, function, depth, once, per_call)
     return memo[key]
 
 
-def _rare_callers(ctx: LintContext, function: Node, depth: int, once: bool) -> Optional[str]:
+def _rare_callers(ctx: LintContext, function: Node, depth: int, once: bool, per_call: bool) -> Optional[str]:
     body = function.child_by_field_name("body")
     if body is not None and steps_optimizer(body):
         return None  # (it steps the optimizer: a call under `if should_step:` is gradient accumulation)
@@ -153,7 +157,7 @@ def _rare_callers(ctx: LintContext, function: Node, depth: int, once: bool) -> O
     reasons, tests = [], []
     for call in calls:
         test = enclosing_test(call) or (function_name(call) if in_unit_test_class(call) else None)
-        reason = None if test is not None else _runs_rarely_at(ctx, call, depth, once)
+        reason = None if test is not None else _runs_rarely_at(ctx, call, depth, once, per_call)
         if test is not None:
             tests.append(f"`{test}`")
         elif reason is None:
@@ -176,7 +180,7 @@ def _rare_callers(ctx: LintContext, function: Node, depth: int, once: bool) -> O
 _TRAINS = re.compile(r"should_(?:train|learn|update|optimi[sz]e)|\b_?(?:train|learn|train_step|optimi[sz]e)\(", re.I)
 
 
-def _runs_rarely_at(ctx: LintContext, call: Node, depth: int, once: bool) -> Optional[str]:
+def _runs_rarely_at(ctx: LintContext, call: Node, depth: int, once: bool, per_call: bool = False) -> Optional[str]:
     """Where `call` (not in a test) runs rarely: on an error path, under a throttle that speaks of
     steps or logging, in `main` or set-up (`__init__`, `setup`, a loader) outside any loop, in
     module-level code outside any loop, or (one level up) in a function that this file calls only
@@ -209,8 +213,16 @@ def _runs_rarely_at(ctx: LintContext, call: Node, depth: int, once: bool) -> Opt
     if SET_UP_FUNCTION.search(caller_name) and not (caller_name == "__init__" and built_per_item(caller)):
         # (not the `__init__` of a search or a hypothesis: code builds such objects per item)
         return f"from `{caller_name}` (once per object or run)"
+    if per_call and how.loop is None:
+        # after (or before) the loop in which `caller` walks its data or takes its steps: once
+        # per pass over the data, per run of the steps (for a cost paid once per call, as a
+        # create-then-move: a loop of reads in the function may still run long per pass)
+        passing = data_pass(caller) or step_loop(caller)
+        if passing is not None and not passing.start_byte <= call.start_byte < passing.end_byte:
+            line = passing.start_point[0] + 1
+            return f"from `{caller_name}` outside its loop on line {line}, once per pass of that loop"
     if depth == 0:
-        above = rare_callers(ctx, call, depth + 1, once)
+        above = rare_callers(ctx, call, depth + 1, once, per_call)
         if above is not None:
             return f"from {above}"
     return None

@@ -594,7 +594,7 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
         return f"once per evaluation (in `{compute}` of a metric, whose `update` is what runs every step)"
     if loop is not None and steps_or_runs_a_model(loop):
         return None  # (a pass over batches that runs a model: per batch, however rarely the pass runs)
-    rare = rare_callers(ctx, move) if function is not None else None
+    rare = rare_callers(ctx, move, per_call=True) if function is not None else None
     return f"in {rare}" if rare is not None else None
 
 
