@@ -258,3 +258,40 @@ def test_a_create_then_move_in_a_helper_called_after_the_data_pass_runs_once_per
             "once per pass of that loop: a small cost, not paid every step",
         )
     ]
+
+
+SAME_STATEMENT_CONVERSIONS = dedent(
+    """\
+    import torch
+
+
+    def loglikelihood(model, requests, device):
+        res = []
+        for context, cont in requests:
+            logits = model(context.to(device)).log_softmax(-1)
+            max_equal = (logits.argmax(-1) == cont.to(device)).all()
+            res.append((float(logits.sum()), bool(max_equal)))
+            box = logits[0]
+            res.append((int(box[1]), int(box[3] + 1)))
+        return res
+    """
+)
+
+
+def test_a_conversion_after_a_read_in_the_same_statement_adds_no_wait() -> None:
+    """`(float(logits.sum()), bool(max_equal))`: the `float()` waits for everything queued,
+    `max_equal` among it (lm-eval's log-likelihood in neural-compressor). `int(box[3] + 1)` after
+    `int(box[1])` waits for the sum, new work: a warning."""
+    every = "inside a loop: the host waits for the GPU on every iteration"
+    assert findings(SAME_STATEMENT_CONVERSIONS) == [
+        (9, 20, "AL100", "warning", f"`float()` of a CUDA tensor {every}"),
+        (
+            9,
+            41,
+            "AL100",
+            "information",
+            f"`bool()` of a CUDA tensor {every}, but the read on line 9 just before already waited for it: no new wait",
+        ),
+        (11, 20, "AL100", "warning", f"`int()` of a CUDA tensor {every}"),
+        (11, 33, "AL100", "warning", f"`int()` of a CUDA tensor {every}"),
+    ]

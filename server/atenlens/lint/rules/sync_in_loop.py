@@ -781,18 +781,23 @@ def _returned(call: Node) -> bool:
     return bool(returned.search(function.text or b"", parent.end_byte - function.start_byte))
 
 
-def _read_earlier_in_statement(call: Node, statement: Node) -> Optional[int]:
-    """`self.log(total=loss.item(), recon=parts.recon.item())`: the line of an `.item()` of the
-    same statement evaluated before this one, when this one reads a value already computed (a
-    name, an attribute, an item: nothing queued on the GPU in between, so no new wait)."""
-    owner = receiver(call)
+def _read_earlier_in_statement(call: Node, statement: Node, owner: Optional[Node] = None) -> Optional[int]:
+    """`self.log(total=loss.item(), recon=parts.recon.item())`, `(float(logits.sum()),
+    bool(max_equal))`: the line of a read (`.item()`, `int()`, `float()`) of the same statement
+    evaluated before this one, when this one reads a value already computed (`owner`, by default
+    the call's receiver: a name, an attribute, an item; nothing queued on the GPU in between, so
+    no new wait)."""
+    owner = receiver(call) if owner is None else owner
     if owner is None or any(n.type == "call" for n in _walk(owner)):
         return None
-    earlier = [
-        n
-        for n in _walk(statement)
-        if n.type == "call" and n.end_byte <= call.start_byte and method_name(n) == "item" and not arguments(n)[0]
-    ]
+    base = strip_parens(owner)
+    while base.type in ("attribute", "subscript"):  # (`rows[start + n]`: host arithmetic in an index)
+        base = base.child_by_field_name("object") or base.child_by_field_name("value") or base
+        if base.type not in ("attribute", "subscript", "identifier"):
+            break
+    if base.type != "identifier":
+        return None  # (`int(box[3] + 1)`: the sum is new work on the GPU)
+    earlier = [n for n in _walk(statement) if n.type == "call" and n.end_byte <= call.start_byte and _a_read(n)]
     return min(earlier, key=lambda n: n.start_byte).start_point[0] + 1 if earlier else None
 
 
@@ -1250,7 +1255,12 @@ def _conversions(ctx: LintContext) -> Iterator[Finding]:
         if not ctx.in_loop(call) or not likely_device(ctx, argument):
             continue
         how = frequency(call)
-        drained = _drained_just_before(ctx, argument, statement_of(call)) if how.every_iteration else None
+        statement = statement_of(call)
+        drained = None
+        if how.every_iteration:
+            drained = _read_earlier_in_statement(call, statement, argument) or _drained_just_before(
+                ctx, argument, statement
+            )
         if drained is not None:
             how = Frequency(
                 how.loop,
