@@ -115,42 +115,6 @@ def test_a_class_named_for_another_accelerator_that_drives_it_is_that_accelerato
     ]
 
 
-ROW_BY_ROW = dedent(
-    """\
-    import torch
-
-
-    def predict(model, loader, device):
-        results = {}
-        for batch_start, batch in enumerate(loader):
-            output = model(batch.to(device))
-            scores, labels = output.logits.softmax(-1).max(-1)
-            for i in range(output.num_pairs.size(0)):
-                n = output.num_pairs[i]
-                results.setdefault(i, []).extend(scores[i, :n].tolist())
-            results.setdefault("all", []).append(labels.tolist())
-        return results
-    """
-)
-
-
-def test_a_copy_per_row_of_a_loop_over_the_rows_is_no_result_per_batch() -> None:
-    """`for i in range(t.size(0)): out.extend(scores[i, :n].tolist())` copies one row per
-    iteration (span-marker's predictions): one copy of `scores` before the loop would do, so each
-    is a wait. The whole batch's `labels.tolist()` kept per batch is a result, as intended."""
-    assert findings(ROW_BY_ROW) == [
-        (11, 59, "AL100", "warning", "`.tolist()` inside a loop: the host waits for the GPU on every iteration"),
-        (
-            12,
-            52,
-            "AL100",
-            "information",
-            "`.tolist()` inside a loop: the host waits for the GPU on every iteration, collecting results on the host "
-            "(`outputs.append(t.tolist())`: one copy per batch, as intended)",
-        ),
-    ]
-
-
 TEXT_PARAMETER = dedent(
     """\
     from typing import Optional

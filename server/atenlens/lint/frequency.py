@@ -372,11 +372,6 @@ def in_error_handler(node: Node, stop: Optional[Node] = None) -> bool:
 _TENSOR_DIMENSION = re.compile(rb"\.shape\b|\.size\(|\blen\(")
 
 
-def walks_a_tensor_dimension(loop: Node) -> bool:
-    """`_walks_a_tensor_dimension`, for the rules."""
-    return _walks_a_tensor_dimension(loop)
-
-
 def _walks_a_tensor_dimension(loop: Node) -> bool:
     """Does `loop` walk the rows or parts of a tensor (not a sweep of settings)? A few iterations
     of a loop inside it then run on each of those rows."""
@@ -431,6 +426,11 @@ def _leaves_the_loop(node: Node, loop: Node) -> bool:
 def _short(node: Node) -> str:
     value = " ".join(text(node).split())
     return value if len(value) <= 60 else value[:57] + "..."
+
+
+def shown(node: Node) -> str:
+    """`node`'s code for a message, on one line and at most 60 characters."""
+    return _short(node)
 
 
 def runs_rarely(node: Node, stop: Node) -> bool:
@@ -801,6 +801,10 @@ def _skips_unless_throttled(condition: Node) -> bool:
     throttle?"""
     while condition.type == "parenthesized_expression" and condition.named_child_count == 1:
         condition = condition.named_children[0]
+    if condition.type == "boolean_operator" and text(condition.child_by_field_name("operator")) == "or":
+        # `if (step - 1) % every != 0 or already_done: return`: what follows needs every part false
+        parts = (condition.child_by_field_name("left"), condition.child_by_field_name("right"))
+        return any(part is not None and _skips_unless_throttled(part) for part in parts)
     if condition.type == "not_operator":
         argument = condition.child_by_field_name("argument")
         return argument is not None and not _is_modulo(argument) and is_throttle(argument)
@@ -1663,6 +1667,27 @@ def _body_bytes(loop: Node) -> bytes:
 # that asks for the memory to be freed (or the device waited for) on each iteration
 _OPTION_WORDS = re.compile(r"cache|mem|offload|sync|profil|debug|verbose|low_?vram", re.I)
 _OPTION_PART = re.compile(r"^(?:not\s+)?[A-Za-z_][\w.]*(?:\(\))?$")
+
+
+def debug_option(node: Node) -> Optional[str]:
+    """The condition of an `if` around `node` in its function that is a flag for debugging or
+    logging (`if self.log_loss_info:`, `if debug:`, `if not self.verbose:` is not one): work done
+    only when the user asks for those logs; None otherwise."""
+    child = node
+    for parent in ancestors(node):
+        if parent.type in SCOPE_TYPES:
+            return None
+        if parent.type == "if_statement" and parent.child_by_field_name("consequence") == child:
+            condition = parent.child_by_field_name("condition")
+            words = " ".join(text(condition).strip("()").split()) if condition is not None else ""
+            if _FLAG.match(words) and _DEBUG_WORDS.search(words):
+                return words
+        child = parent
+    return None
+
+
+_FLAG = re.compile(r"^[A-Za-z_][\w.]*$")  # (a bare flag: `self.log_loss_info`, `debug`)
+_DEBUG_WORDS = re.compile(r"debug|verbose|profil|(?:^|[._])log(?:_|$)", re.I)
 
 
 def opt_in_option(node: Node) -> Optional[str]:

@@ -863,6 +863,13 @@ PYTHON_RESULT_FUNCTIONS = frozenset(
         "torch.is_grad_enabled",
         "torch.is_autocast_enabled",
         "torch.is_nonzero",
+        "torch.is_inference_mode_enabled",
+        "torch.is_storage",
+        "torch.jit.isinstance",  # (TorchScript's type refinement: `isinstance` for the compiler)
+        "torch.jit.is_scripting",
+        "torch.jit.is_tracing",
+        "torch.compiler.is_compiling",
+        "torch.are_deterministic_algorithms_enabled",
     }
 )
 

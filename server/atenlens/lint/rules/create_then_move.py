@@ -42,7 +42,8 @@ What it does:
     `plot`), a hook a trainer runs once per epoch or run (`on_train_start`,
     `on_validation_epoch_end`), module-level code, a loop's iteration that only some pass (`if len(state) == 0:`
     creates an optimizer's state on its first step), a call that a modulus lets through (`if
-    batch_idx % self.frequency == 0:`), or the code of a function before its own
+    batch_idx % self.frequency == 0:`, or an early `if (step - 1) % every != 0: return`), a
+    debugging or logging flag (`if self.log_loss_info:`), or the code of a function before its own
     loop that takes training steps (a fit's labels, made once and reused in every step; not before
     a loop that only counts iterations, as Sinkhorn's, which runs inside its caller's step).
 
@@ -91,6 +92,8 @@ from atenlens.lint.findings import Finding, Fix, TextEdit
 from atenlens.lint.frequency import (
     SET_UP_FUNCTION,
     data_pass,
+    debug_option,
+    early_exit_throttle,
     enclosing_test,
     epoch_hook,
     frequency,
@@ -98,6 +101,7 @@ from atenlens.lint.frequency import (
     in_a_test,
     in_unit_test_class,
     periodic_throttle,
+    shown,
     step_loop,
     steps_or_runs_a_model,
 )
@@ -562,6 +566,13 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
     if throttle is not None and "%" in text(throttle):
         # `if batch_idx % self.frequency == 0:` in a collate function or a `forward`
         return f"only on calls where `{' '.join(text(throttle).split())}`"
+    flag = debug_option(move) if function is not None else None
+    if flag is not None:
+        return f"only when `{flag}` asks for debugging logs"
+    early = early_exit_throttle(move, function) if function is not None and repeating_loop(move) is None else None
+    if early is not None:
+        # `if (step - 1) % self.demo_every != 0: return` at the top of a per-batch hook
+        return f"only on calls that pass `if {shown(early)}:` above it"
     if _FORWARD.search(name):
         # (`if t == 0: h = torch.zeros(...).to(x.device)` in `forward`: once per call, and a
         # model's forward runs on every step)

@@ -176,9 +176,7 @@ What it does:
     `save_mels(path, mel=m.cpu().numpy())`, `np.save(path, t.cpu().numpy())`,
     `logs.extend(r.tolist())`: collecting results on the host; also through a constructor or a host
     function, `rows.append(Row(embedding=p.tolist()))`, `out.append(m.dot(t.cpu().numpy()))`, also
-    nested in a list a constructor gets: `res.append(Response(data=[Item(embedding=p.tolist())]))`;
-    not a copy of one row per iteration of a loop over the rows, `for i in range(t.size(0)):
-    out.extend(scores[i].tolist())`, where one copy before the loop would do; also
+    nested in a list a constructor gets: `res.append(Response(data=[Item(embedding=p.tolist())]))`; also
     `[x.cpu().numpy() for x in outs]`, and a copy bound to a name, maybe through one host
     function, that a loop taking no training step appends: `y = m.dot(t.cpu().numpy())`,
     `results.append(y)` or `results += [...]`, or hands to a call that keeps it: `manager.add_samples(y)`,
@@ -253,7 +251,6 @@ from atenlens.lint.frequency import (
     runs_a_model,
     runs_rarely,
     steps_or_runs_a_model,
-    walks_a_tensor_dimension,
     walks_batches,
     whole_run_per_iteration,
 )
@@ -651,7 +648,6 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             and method in ("cpu", "tolist")
             and how.every_iteration
             and chunked_walk(how.loop) is None  # (a walk in chunks says so: `_report`)
-            and not _row_by_row(call, how.loop)
             and _collected(call, how.loop)
         ):
             kept = _through_host_function(_host_copy(call))
@@ -941,20 +937,6 @@ def _written_out(node: Node) -> bool:
     if writer is None and node.type == "call":
         writer = node  # (`_through_host_function` stops at a host writer: `np.save(path, t.cpu().numpy())`)
     return writer is not None and bool(_WRITER.search((dotted_name(callee(writer)) or "").split(".")[-1]))
-
-
-def _row_by_row(call: Node, loop: Optional[Node]) -> bool:
-    """Does `call` copy one row of a tensor per iteration of a loop over its rows (`for i in
-    range(scores.size(0)): out.extend(scores[i, :n].tolist())`)? One copy of the whole tensor before
-    the loop does the work of all of them: each row's copy is a wait, not one result per batch."""
-    if loop is None or loop.type != "for_statement" or not walks_a_tensor_dimension(loop):
-        return False
-    target = loop.child_by_field_name("left")
-    owner = receiver(call)
-    if target is None or target.type != "identifier" or owner is None:
-        return False
-    name = re.escape(text(target).encode())
-    return re.search(rb"\[\s*" + name + rb"\b", owner.text or b"") is not None
 
 
 def _collected(call: Node, loop: Optional[Node]) -> bool:
