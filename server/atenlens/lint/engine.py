@@ -138,7 +138,7 @@ _TORCH_WORD = re.compile(rb"^[ \t]*(?:import|from)[ \t]+torch\b|\btorch\.\w", re
 
 
 def _other_framework_only(data: bytes) -> bool:
-    if _OTHER_ACCELERATOR_ONLY.search(data):
+    if (b"habana_frameworks" in data or b"torch_npu" in data) and _OTHER_ACCELERATOR_ONLY.search(data):
         return True  # `import habana_frameworks.torch.core as htcore` unconditionally: Gaudi-only code
     if any(word in data for word in _OTHER_ACCELERATOR_WORDS) and b"cuda" not in data.lower():
         # Habana's HPU, Ascend's NPU, XLA: code for another accelerator that never speaks of CUDA

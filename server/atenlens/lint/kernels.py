@@ -34,7 +34,7 @@ def kernel_rows(root: Node, data: bytes) -> list[tuple[int, int]]:  # `data`: th
     the methods of top-level classes, also under module-level `if`/`try`/`with` blocks (`if
     version.parse(torch.__version__) >= ...:` around a table of meta functions), and of each
     top-level function or class that drives another accelerator."""
-    other = any(word in data for word in OTHER_ACCELERATOR_BYTES)
+    other = OTHER_ACCELERATOR_BYTES.search(data) is not None
     if not other and not any(word in data for word in KERNEL_BYTES):
         return []
     rows: list[tuple[int, int]] = []
@@ -86,7 +86,7 @@ _ACCELERATOR_NAME = re.compile(r"hpu|npu|xla|gaudi|habana", re.I)
 OTHER_ACCELERATOR_CALL = re.compile(
     rb"\bhtcore\.\w+\(|\btorch\.(?:ops\.)?(?:hpu|npu)\.\w|\btorch_npu\.\w|\bxm\.(?:mark_step|xla_device)\("
 )
-OTHER_ACCELERATOR_BYTES = (b"htcore", b"hpu", b"npu", b"xm.")
+OTHER_ACCELERATOR_BYTES = re.compile(rb"htcore\.|torch\.(?:ops\.)?[hn]pu\.|torch_npu\.|xm\.")
 
 
 # Module-level statements whose blocks may define kernels (and the parts of those statements)

@@ -759,7 +759,8 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
             # `total += x` keeps the tensor `total` was: the binding before the statement applies
             binding, depth = ctx.bindings(node).at(text(node), binding.start - 1), depth + 1
         if binding is None:
-            if _annotated_numbers(node) or _names_other_class(_parameter_annotation(node) or ""):
+            annotation = _parameter_annotation(node)
+            if annotation is not None and (_numbers_annotation(annotation) or _names_other_class(annotation)):
                 # `def f(..., step_tag_id: int)`, `aggregator: MetricAggregator | None`: no tensor
                 return Device.HOST
             devices = [device_of(ctx, a, depth + 1) for a in _call_site_arguments(ctx, node)]
@@ -1034,9 +1035,11 @@ _HOLDS_TENSORS = re.compile(r"Tensor|Parameter|Variable|Any|Array|Batch|Sample|D
 
 def _compares_with_string(node: Node) -> bool:
     """`x == "name"`, or `e.loss == loss` with a parameter `loss: Optional[str]`: text compared."""
-    return any(
-        strip_parens(c).type in ("string", "concatenated_string") or (c.type == "identifier" and _annotated_text(c))
-        for c in node.named_children
+    if any(strip_parens(c).type in ("string", "concatenated_string") for c in node.named_children):
+        return True
+    operators = [c.type for c in node.children if not c.is_named]
+    return operators in (["=="], ["!="]) and any(
+        c.type == "identifier" and _annotated_text(c) for c in node.named_children
     )
 
 
@@ -1460,7 +1463,12 @@ def _annotated_numbers(name: Node) -> bool:
     """`_annotated_host_values` naming a number or string type (`step: int`, `ids: list[int]`; not
     a bare `dict`, whose values may be tensors)."""
     kind = _parameter_annotation(name)
-    return _annotated_host_values(name) and re.search(r"\b(?:int|float|bool|str)\b", kind or "") is not None
+    return kind is not None and _numbers_annotation(kind)
+
+
+def _numbers_annotation(kind: str) -> bool:
+    """An annotation of Python numbers or strings, or containers of them (not a bare `dict`)."""
+    return _HOST_ANNOTATION.fullmatch(kind) is not None and re.search(r"\b(?:int|float|bool|str)\b", kind) is not None
 
 
 def _annotated_host_values(name: Node) -> bool:
