@@ -57,7 +57,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from tree_sitter import Node
 
@@ -1673,17 +1673,7 @@ def debug_option(node: Node) -> Optional[str]:
     """The condition of an `if` around `node` in its function that is a flag for debugging or
     logging (`if self.log_loss_info:`, `if debug:`, `if not self.verbose:` is not one): work done
     only when the user asks for those logs; None otherwise."""
-    child = node
-    for parent in ancestors(node):
-        if parent.type in SCOPE_TYPES:
-            return None
-        if parent.type == "if_statement" and parent.child_by_field_name("consequence") == child:
-            condition = parent.child_by_field_name("condition")
-            words = " ".join(text(condition).strip("()").split()) if condition is not None else ""
-            if _FLAG.match(words) and _DEBUG_WORDS.search(words):
-                return words
-        child = parent
-    return None
+    return _option_around(node, lambda words: bool(_FLAG.match(words) and _DEBUG_WORDS.search(words)))
 
 
 _FLAG = re.compile(r"^[A-Za-z_][\w.]*$")  # (a bare flag: `self.log_loss_info`, `debug`)
@@ -1694,6 +1684,17 @@ def opt_in_option(node: Node) -> Optional[str]:
     """The condition of an `if` around `node` in its function that is an option asking for this
     work (`if self.cpu_cache:`, around the call or its loop): the call runs only when the user
     turned it on; None otherwise."""
+
+    def asks(words: str) -> bool:
+        parts = [part.strip() for part in re.split(r"\band\b", words)]
+        return all(_OPTION_PART.match(part) for part in parts) and bool(_OPTION_WORDS.search(words))
+
+    return _option_around(node, asks)
+
+
+def _option_around(node: Node, accepted: Callable[[str], bool]) -> Optional[str]:
+    """The condition, on one line, of the innermost `if` around `node` in its function whose body
+    holds `node` and whose condition `accepted` takes; None when there is none."""
     child = node
     for parent in ancestors(node):
         if parent.type in SCOPE_TYPES:
@@ -1701,8 +1702,7 @@ def opt_in_option(node: Node) -> Optional[str]:
         if parent.type == "if_statement" and parent.child_by_field_name("consequence") == child:
             condition = parent.child_by_field_name("condition")
             words = " ".join(text(condition).strip("()").split()) if condition is not None else ""
-            parts = [part.strip() for part in re.split(r"\band\b", words)]
-            if all(_OPTION_PART.match(part) for part in parts) and _OPTION_WORDS.search(words):
+            if accepted(words):
                 return words
         child = parent
     return None
