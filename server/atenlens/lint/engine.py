@@ -10,7 +10,7 @@ from typing import Collection, Optional
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
 from atenlens.lint.incremental import lint_document
-from atenlens.lint.kernels import kernel_rows
+from atenlens.lint.kernels import OTHER_DEVICE_CALL, kernel_rows
 from atenlens.lint.noqa import file_exemption, is_suppressed, suppressed_codes
 from atenlens.lint.registry import Rule
 from atenlens.lint.rules import RULES
@@ -138,20 +138,20 @@ _TORCH_WORD = re.compile(rb"^[ \t]*(?:import|from)[ \t]+torch\b|\btorch\.\w", re
 
 
 def _other_framework_only(data: bytes) -> bool:
-    if (b"habana_frameworks" in data or b"torch_npu" in data) and _OTHER_ACCELERATOR_ONLY.search(data):
-        return True  # `import habana_frameworks.torch.core as htcore` unconditionally: Gaudi-only code
-    if any(word in data for word in _OTHER_ACCELERATOR_WORDS) and b"cuda" not in data.lower():
-        # Habana's HPU, Ascend's NPU, XLA: code for another accelerator that never speaks of CUDA
-        # and calls that accelerator's API (`torch.ops.hpu.*`, `torch.npu.*`, `xm.xla_device()`; not
-        # a pipeline that imports `torch_xla` when present and tests `device.type == "npu"`)
-        return _OTHER_ACCELERATOR.search(data) is not None and _OTHER_DEVICE.search(data) is not None
+    if any(word in data for word in _OTHER_ACCELERATOR_WORDS):
+        if _OTHER_ACCELERATOR_ONLY.search(data):
+            return True  # `import habana_frameworks.torch.core as htcore` unconditionally: Gaudi-only code
+        if b"cuda" not in data.lower():
+            # Habana's HPU, Ascend's NPU, XLA: code for another accelerator that never speaks of CUDA
+            # and calls that accelerator's API (`torch.ops.hpu.*`, `torch.npu.*`, `xm.xla_device()`;
+            # not a pipeline that imports `torch_xla` when present and tests `device.type == "npu"`)
+            return _OTHER_ACCELERATOR.search(data) is not None and OTHER_DEVICE_CALL.search(data) is not None
     if b"jax" not in data and b"tensorflow" not in data and b"keras" not in data and b"mlx" not in data:
         return False  # (substring tests first: most files name none of them)
     return bool(_OTHER_FRAMEWORK.search(data)) and not _TORCH_WORD.search(data)
 
 
 _OTHER_ACCELERATOR_WORDS = (b"habana_frameworks", b"torch_npu", b"torch_xla")
-_OTHER_DEVICE = re.compile(rb"\btorch\.(?:ops\.)?(?:hpu|npu)\.|\btorch_npu\.\w|\bxla_device\(")
 _OTHER_ACCELERATOR = re.compile(rb"^[ \t]*(?:import|from)[ \t]+(?:habana_frameworks|torch_npu|torch_xla)\b", re.M)
 # ... imported at column 0: not under a `try:` or an `if`, so the module runs nowhere else
 _OTHER_ACCELERATOR_ONLY = re.compile(rb"^(?:import|from)[ \t]+(?:habana_frameworks|torch_npu)\b", re.M)

@@ -123,20 +123,20 @@ def frequency(node: Node) -> Frequency:
         return ONCE
     throttle = _throttle_between(node, loop)
     if throttle is not None:
-        return Frequency(loop, False, f"only on iterations where `{_short(throttle)}`")
+        return Frequency(loop, False, f"only on iterations where `{shown(throttle)}`")
     if _leaves_the_loop(node, loop):
         return Frequency(
             loop, False, "once, on the iteration that leaves the loop (its block ends in `break` or `return`)"
         )
     skip = early_exit_throttle(node, loop)
     if skip is not None:
-        return Frequency(loop, False, f"only on iterations that pass `if {_short(skip)}:` above it")
+        return Frequency(loop, False, f"only on iterations that pass `if {shown(skip)}:` above it")
     if in_error_handler(node, loop) or (loop.type in COMPREHENSION_TYPES and in_error_handler(loop)):
         return Frequency(loop, False, "only when the `try` above it raises: an error path")
     accumulation = _accumulation_between(node, loop)
     if accumulation is not None:
         return Frequency(
-            loop, True, f"on every optimizer step (`{_short(accumulation)}` gates the step of gradient accumulation)"
+            loop, True, f"on every optimizer step (`{shown(accumulation)}` gates the step of gradient accumulation)"
         )
     count = _literal_iterations(loop)
     if count is not None and loop.type in COMPREHENSION_TYPES and repeating_loop(loop) is not None:
@@ -227,7 +227,7 @@ def frequency(node: Node) -> Frequency:
         definition = next((a for a in ancestors(loop) if a.type == "function_definition"), None)
         early = early_exit_throttle(loop, definition) if definition is not None else None
         if early is not None:
-            return Frequency(loop, False, f"only on calls that pass `if {_short(early)}:` above it")
+            return Frequency(loop, False, f"only on calls that pass `if {shown(early)}:` above it")
     # (with no loop around it, the throttle may be in the function: `def batch_end(...): if
     # batch % interval == 0: for k, v in metrics.items(): v.tolist()`, a callback run per batch)
     outer = _throttle_between(loop, repeating if repeating is not None else loop)
@@ -235,7 +235,7 @@ def frequency(node: Node) -> Frequency:
         # `if step % 100 == 0: for name, v in losses.items(): v.item()`: the inner loop runs on
         # the logging iterations only (but `if epoch % validate_every == 0: for x, y in loader:
         # self._eval_step(x, y)`: a validation pass every N epochs runs a model on each batch)
-        return Frequency(loop, False, f"only on iterations where `{_short(outer)}`")
+        return Frequency(loop, False, f"only on iterations where `{shown(outer)}`")
     if repeating is not None and _is_epoch_loop(repeating) and not _hot_items(loop):
         # `for epoch in range(n): ... {k: v.mean().item() for k, v in summaries}`: a few items
         # once per epoch, not a walk over the epoch's batches
@@ -423,14 +423,10 @@ def _leaves_the_loop(node: Node, loop: Node) -> bool:
     return False
 
 
-def _short(node: Node) -> str:
-    value = " ".join(text(node).split())
-    return value if len(value) <= 60 else value[:57] + "..."
-
-
 def shown(node: Node) -> str:
     """`node`'s code for a message, on one line and at most 60 characters."""
-    return _short(node)
+    value = " ".join(text(node).split())
+    return value if len(value) <= 60 else value[:57] + "..."
 
 
 def runs_rarely(node: Node, stop: Node) -> bool:

@@ -34,7 +34,7 @@ def kernel_rows(root: Node, data: bytes) -> list[tuple[int, int]]:  # `data`: th
     the methods of top-level classes, also under module-level `if`/`try`/`with` blocks (`if
     version.parse(torch.__version__) >= ...:` around a table of meta functions), and of each
     top-level function or class that drives another accelerator."""
-    other = OTHER_ACCELERATOR_BYTES.search(data) is not None
+    other = OTHER_ACCELERATOR_CALL.search(data) is not None
     if not other and not any(word in data for word in KERNEL_BYTES):
         return []
     rows: list[tuple[int, int]] = []
@@ -81,12 +81,14 @@ def _other_accelerator_definition(node: Node, data: bytes) -> bool:
 _ACCELERATOR_NAME = re.compile(r"hpu|npu|xla|gaudi|habana", re.I)
 
 
-# A call that only another accelerator's code makes: Gaudi's `htcore.mark_step()` and `torch.ops.hpu`,
-# Ascend's `torch.npu` / `torch_npu`, XLA's `xm.mark_step()`
-OTHER_ACCELERATOR_CALL = re.compile(
-    rb"\bhtcore\.\w+\(|\btorch\.(?:ops\.)?(?:hpu|npu)\.\w|\btorch_npu\.\w|\bxm\.(?:mark_step|xla_device)\("
-)
-OTHER_ACCELERATOR_BYTES = re.compile(rb"htcore\.|torch\.(?:ops\.)?[hn]pu\.|torch_npu\.|xm\.")
+# Another accelerator's own API: Gaudi's `torch.ops.hpu`, Ascend's `torch.npu` / `torch_npu`, XLA's
+# `xla_device()` (engine.py: with it, a file that never says `cuda` is that accelerator's code)
+_OTHER_DEVICE_API = rb"\btorch\.(?:ops\.)?(?:hpu|npu)\.\w|\btorch_npu\.\w|\bxla_device\("
+OTHER_DEVICE_CALL = re.compile(_OTHER_DEVICE_API)
+# ... and the step calls of its code (`htcore.mark_step()`, `xm.mark_step()`), which a pipeline that
+# only supports it makes too (`if is_torch_xla_available(): xm.mark_step()`): evidence in a
+# definition named for that accelerator, not in a file
+OTHER_ACCELERATOR_CALL = re.compile(_OTHER_DEVICE_API + rb"|\bhtcore\.\w+\(|\bxm\.mark_step\(")
 
 
 # Module-level statements whose blocks may define kernels (and the parts of those statements)

@@ -2239,7 +2239,10 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             return True
         binding = _binding(ctx, node)
         if binding is None:
-            if _annotated_host_values(node) or _names_other_class(_parameter_annotation(node) or ""):
+            annotation = _parameter_annotation(node)
+            if annotation is not None and (
+                _HOST_ANNOTATION.fullmatch(annotation) is not None or _names_other_class(annotation)
+            ):
                 return False  # `def check(losses: dict[int, float]):` the annotation says: numbers
             # a parameter or global named `loss`; a parameter every call in the file passes a model's output
             passed = _call_site_arguments(ctx, node)

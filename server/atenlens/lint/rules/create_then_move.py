@@ -562,22 +562,23 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
         return f"once per test (`{test or name}`)"
     if function is not None and _used_only_in_tests(ctx, function):
         return f"once per test (`{name}` is used only by the file's tests)"
-    throttle = periodic_throttle(move, function) if function is not None and repeating_loop(move) is None else None
-    if throttle is not None and "%" in text(throttle):
-        # `if batch_idx % self.frequency == 0:` in a collate function or a `forward`
-        return f"only on calls where `{' '.join(text(throttle).split())}`"
-    flag = debug_option(move) if function is not None else None
-    if flag is not None:
-        return f"only when `{flag}` asks for debugging logs"
-    early = early_exit_throttle(move, function) if function is not None and repeating_loop(move) is None else None
-    if early is not None:
-        # `if (step - 1) % self.demo_every != 0: return` at the top of a per-batch hook
-        return f"only on calls that pass `if {shown(early)}:` above it"
+    loop = repeating_loop(move)
+    if function is not None:
+        throttle = periodic_throttle(move, function) if loop is None else None
+        if throttle is not None and "%" in text(throttle):
+            # `if batch_idx % self.frequency == 0:` in a collate function or a `forward`
+            return f"only on calls where `{' '.join(text(throttle).split())}`"
+        flag = debug_option(move)
+        if flag is not None:
+            return f"only when `{flag}` asks for debugging logs"
+        early = early_exit_throttle(move, function) if loop is None else None
+        if early is not None:
+            # `if (step - 1) % self.demo_every != 0: return` at the top of a per-batch hook
+            return f"only on calls that pass `if {shown(early)}:` above it"
     if _FORWARD.search(name):
         # (`if t == 0: h = torch.zeros(...).to(x.device)` in `forward`: once per call, and a
         # model's forward runs on every step)
         return None
-    loop = repeating_loop(move)
     if loop is not None:
         how = frequency(move)
         if not how.every_iteration:
@@ -648,10 +649,7 @@ def _other_accelerator(ctx: LintContext, device: Node) -> bool:
     node = strip_parens(device)
     if node.type == "identifier":
         node = module_constant(ctx, node) or node
-    if node.type == "call" and (dotted_name(callee(node)) or "").split(".")[-1] == "device":
-        positional, keywords = arguments(node)
-        node = keywords.get("type") or (positional[0] if positional else node)
-    return node.type == "string" and string_value(node).split(":")[0] in _OTHER_ACCELERATORS
+    return _device_string(node).split(":")[0] in _OTHER_ACCELERATORS
 
 
 _OTHER_ACCELERATORS = frozenset({"hpu", "xpu", "npu", "mps", "xla", "tpu", "mtia"})
@@ -659,8 +657,14 @@ _OTHER_ACCELERATORS = frozenset({"hpu", "xpu", "npu", "mps", "xla", "tpu", "mtia
 
 def _is_meta(device: Node) -> bool:
     """`"meta"`, `torch.device("meta")`."""
+    return _device_string(device) == "meta"
+
+
+def _device_string(device: Node) -> str:
+    """The string a device is written as: `"meta"`, or the type of `torch.device("xpu", 0)`; "" for
+    anything else."""
     node = strip_parens(device)
     if node.type == "call" and (dotted_name(callee(node)) or "").split(".")[-1] == "device":
         positional, keywords = arguments(node)
         node = keywords.get("type") or (positional[0] if positional else node)
-    return node.type == "string" and string_value(node) == "meta"
+    return string_value(node) if node.type == "string" else ""

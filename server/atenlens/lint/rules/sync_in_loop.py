@@ -786,13 +786,8 @@ def _read_earlier_in_statement(call: Node, statement: Node, owner: Optional[Node
     owner = receiver(call) if owner is None else owner
     if owner is None or any(n.type == "call" for n in _walk(owner)):
         return None
-    base = strip_parens(owner)
-    while base.type in ("attribute", "subscript"):  # (`rows[start + n]`: host arithmetic in an index)
-        base = base.child_by_field_name("object") or base.child_by_field_name("value") or base
-        if base.type not in ("attribute", "subscript", "identifier"):
-            break
-    if base.type != "identifier":
-        return None  # (`int(box[3] + 1)`: the sum is new work on the GPU)
+    if _base_name(owner) is None:
+        return None  # (`int(box[3] + 1)`: the sum is new work on the GPU; `rows[start + n]` is not)
     earlier = [n for n in _walk(statement) if n.type == "call" and n.end_byte <= call.start_byte and _a_read(n)]
     return min(earlier, key=lambda n: n.start_byte).start_point[0] + 1 if earlier else None
 
@@ -864,10 +859,8 @@ def _drained_just_before(ctx: LintContext, owner: Optional[Node], statement: Nod
     queue new work; not for a value bound in between."""
     while owner is not None and owner.type == "call" and method_name(owner) in _SMALL_REDUCTION:
         owner = receiver(owner)
-    base = owner
-    while base is not None and base.type in ("attribute", "subscript"):
-        base = base.child_by_field_name("object") or base.child_by_field_name("value")
-    if base is None or base.type != "identifier" or text(base) == "self":
+    base = _base_name(owner) if owner is not None else None
+    if base is None or text(base) == "self":
         return None
     binding = ctx.bindings(base).at(text(base), base.start_byte)
     previous: Optional[Node] = statement
@@ -893,6 +886,18 @@ def _drained_just_before(ctx: LintContext, owner: Optional[Node], statement: Nod
                 return None  # (bound after the read above, or not known: it may hold new work)
             return reads[0].start_point[0] + 1
     return None
+
+
+def _base_name(node: Node) -> Optional[Node]:
+    """The name at the base of `node` through attributes and items (`loss` of `parts[k].recon`);
+    None when the base is no name (a sum, a call)."""
+    base = strip_parens(node)
+    while base.type in ("attribute", "subscript"):
+        inner = base.child_by_field_name("object") or base.child_by_field_name("value")
+        if inner is None:
+            return None
+        base = strip_parens(inner)
+    return base if base.type == "identifier" else None
 
 
 def _a_read(call: Node) -> bool:
