@@ -131,6 +131,34 @@ def test_a_timeout_that_the_code_swallows_is_raised_again(tmp_path: Path) -> Non
     assert {e.name for e in ops(report)[1:]} == {"aten.add.Tensor"}
 
 
+CLEANUP_FAILS = """
+import torch
+
+
+def cleanup_fails_when_interrupted():
+    x = torch.ones(2)
+    try:
+        while True:
+            x = x + 1
+    finally:
+        raise RuntimeError("the cleanup found a half-finished state")
+"""
+
+
+def test_a_cleanup_that_fails_after_the_timeout_is_still_a_timeout(tmp_path: Path) -> None:
+    """The budget's signal can land while a `finally:` or a mode's `__exit__` runs; what that cleanup
+    then raises (a fake mode left half-exited says "Attempted to unset FakeTensorMode") is raised
+    while handling the timeout. The trace ended because it ran out of time, and says so."""
+    path = write(tmp_path, "cleanup.py", CLEANUP_FAILS)
+    report = trace(path, "cleanup_fails_when_interrupted", timeout=3.0)
+    assert report.status == "timeout", report.message
+    assert report.message == "the trace ran past its 3 s budget; events so far are kept"
+    [diagnostic] = report.diagnostics
+    assert diagnostic.code == Code.TIMEOUT
+    assert diagnostic.line in (line_of(path, "while True:"), line_of(path, "x = x + 1"))
+    assert {e.name for e in ops(report)[1:]} == {"aten.add.Tensor"}
+
+
 def test_module_top_level_past_the_budget_suggests_a_main_guard(tmp_path: Path) -> None:
     path = write(
         tmp_path,

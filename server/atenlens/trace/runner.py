@@ -200,7 +200,8 @@ def run_trace(request: TraceRequest) -> TraceReport:
         except TraceTimeout as timeout:
             ending = _timed_out(timeout, request, stage, file, info)
         except BaseException as error:  # the user's code raised (SystemExit and KeyboardInterrupt too)
-            ending = _raised(error, file)
+            behind = _timeout_behind(error)
+            ending = _raised(error, file) if behind is None else _timed_out(behind, request, stage, file, info)
     report = _report(target, ending, device, recorder, sink, syncs_before, started, call_expression, notes)
     if named is None:
         return report
@@ -324,6 +325,21 @@ def _timed_out(
             stack, "timeout", code, message, severity="error", fallback=(file, info.line if info is not None else None)
         ),
     )
+
+
+def _timeout_behind(error: BaseException) -> Optional[TraceTimeout]:
+    """The timeout that an exception was raised while handling, if any. A timeout that lands while
+    the user's `finally:` or a mode's `__exit__` runs makes that cleanup fail in its own way (a fake
+    mode left half-exited: "Attempted to unset FakeTensorMode"); the trace still ended by running out
+    of time, and says so rather than blaming the cleanup's error."""
+    seen: set[int] = set()
+    cause: Optional[BaseException] = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, TraceTimeout):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _raised(error: BaseException, file: str) -> _Ending:
