@@ -933,8 +933,10 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
             return Device.CUDA
         if method in ("cpu", "pin_memory"):
             return Device.CPU
-        if method in _MODULE_HOST_METHODS and _spelled_model(receiver(call)):
-            return Device.HOST  # `model.transcribe(path)`: text and numbers, though the model is on the GPU
+        if (method in _MODULE_HOST_METHODS or _RUN_METRIC_METHOD.search(method)) and _spelled_model(receiver(call)):
+            # `model.transcribe(path)`: text and numbers, though the model is on the GPU;
+            # `model.estimate_mfu(tokens, dt)`: a figure about the run
+            return Device.HOST
         owner = device_of(ctx, receiver(call), depth + 1)
         if method == "to":
             device = keywords.get("device") or (positional[0] if positional and not is_dtype(positional[0]) else None)
@@ -2378,6 +2380,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
                     # bookkeeping (sizes, formats), given no input to compute from
                 if _SIZE_METHOD.search(method) and not _LOSS_NAME.search(method):
                     return False  # `cached_model.total_bytes()`, `model.num_params()`: a count
+            if _RUN_METRIC_METHOD.search(method):
+                return False  # `model.estimate_mfu(tokens, dt)`: a figure about the run, a Python number
             if method not in MODULE_METHODS and not method.lstrip("_").startswith("get_") and _spelled_model(owner):
                 return True  # `self.policy.evaluate_actions(obs, actions)`: a model's own method
             if _LOSS_FUNCTION.search(method) and _given_a_model_output(ctx, node, depth):
@@ -2424,6 +2428,8 @@ def _loaded_here_on_the_cpu(ctx: LintContext, owner: Optional[Node]) -> bool:
 
 
 # A model's method that counts or sizes something, called with no input: a number
+# A model's figures about a run rather than about its input (nanoGPT's `estimate_mfu(fwdbwd_per_iter, dt)`)
+_RUN_METRIC_METHOD = re.compile(r"^_*estimate_|(?:^|_)(?:mfu|t?flops|throughput)(?:$|_)", re.I)
 _SIZE_METHOD = re.compile(r"(?:^|_)(?:bytes|nbytes|footprint|size|count|numel)$|^_*(?:num|n|count|total)_", re.I)
 # A walk over a model's layers: `model.modules()`, `named_modules()`, `children()`, `self.model.modules`
 _SUBMODULE_WALK = re.compile(r"\.(?:named_)?(?:modules|children)(?:\(\))?$")

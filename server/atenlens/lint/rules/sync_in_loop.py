@@ -44,7 +44,11 @@ What it does:
     setting `requires_grad` or named for it, `loss_gradient`; not under `if step % N == 0:` or a
     flag the block turns off) are reported for every training
     step, as a training loop, often in another module, calls such a function once per step
-    (`in `update_critic`, which takes a training step`). In both kinds of function a check for
+    (`in `update_critic`, which takes a training step`). The same reads outside any loop of a
+    module's `forward` (a method of a class with a base) are reported for every forward pass:
+    a step runs it once, a transformer's layer once per layer (BART's `if not
+    torch.isfinite(hidden_states).all():` in fp16, JetMoE's `expert_size.tolist()`). In these
+    kinds of function a check for
     NaN or infinity as a condition (`if not torch.isfinite(loss):`, `if torch.isnan(x).any():`)
     is reported too; other conditions and `float(t)` outside loops are not looked at.
     A method is not taken as per-iteration by its name (`on_batch_end`, `after_batch`,
@@ -709,10 +713,11 @@ def _clock_read_next(ctx: LintContext, node: Node) -> Optional[int]:
 
 def _repeated_call(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, str, Optional[Node]]]:
     """For a read outside any loop of its function: how often the function runs, when a loop of
-    the file calls it on every iteration (`_called_in_loops`) or it takes a training step itself
-    (`training_step_function`: once per step of a training loop, maybe in another module); None
-    when neither, or when the read runs rarely in its function (`runs_rarely`: under a throttle,
-    `if self.step % 100 == 0:`, on the way out, in an `except` clause)."""
+    the file calls it on every iteration (`_called_in_loops`), it takes a training step itself
+    (`training_step_function`: once per step of a training loop, maybe in another module) or it
+    is a module's `forward` (`_forward_method`: once per step); None when none of these, or when
+    the read runs rarely in its function (`runs_rarely`: under a throttle, `if self.step % 100 ==
+    0:`, on the way out, in an `except` clause)."""
     function = next(
         (a for a in ancestors(node) if a.type in ("function_definition", "lambda", "class_definition")), None
     )
@@ -722,11 +727,35 @@ def _repeated_call(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, st
     if found is not None:
         return found
     function = training_step_function(ctx, node)
+    if function is None:
+        forward = _forward_method(node)
+        if forward is not None and rare_callers(ctx, node, once=True) is None:
+            return Frequency(forward, True, "on every forward pass"), "in `forward`", None
     if function is None or rare_callers(ctx, node, once=True) is not None:
         return None  # (a step only `main` or a test takes: a self-check, not a training loop's)
     title = function.child_by_field_name("name")
     name = text(title) if title is not None else ""
     return Frequency(function, True, "on every training step"), f"in `{name}`, which takes a training step", None
+
+
+def _forward_method(node: Node) -> Optional[Node]:
+    """The `forward` of a module (a class with a base) that `node` is in, outside its loops: a
+    training or inference step runs it once per step, a transformer's layer once per layer per
+    step (`if not torch.isfinite(hidden_states).all():`, `expert_size.tolist()`)."""
+    if repeating_loop(node) is not None:
+        return None
+    function = next(
+        (a for a in ancestors(node) if a.type in ("function_definition", "lambda", "class_definition")), None
+    )
+    if function is None or function.type != "function_definition":
+        return None
+    name = function.child_by_field_name("name")
+    if name is None or text(name) != "forward":
+        return None
+    holder = function.parent.parent if function.parent is not None else None
+    if holder is None or holder.type != "class_definition" or holder.child_by_field_name("superclasses") is None:
+        return None
+    return function
 
 
 def _called_in_loops(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, str, Optional[Node]]]:
@@ -1855,7 +1884,7 @@ RULE = Rule(
     # per step without a loop in the file), and of a value likely on the device, or a
     # GradScaler's step.
     triggers=(
-        LOOP + TRAINING_STEP_EVIDENCE,
+        LOOP + TRAINING_STEP_EVIDENCE + (b"def forward",),  # (a module's forward: once per step)
         DEVICE_EVIDENCE + TRAINING_STEP_EVIDENCE + (b"scaler", b"Scaler", Caseless(b"scaler")),
     ),
     # A definition needs a loop in its code (`for` in its docstring is no loop), or a read that a
