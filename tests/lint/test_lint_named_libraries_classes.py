@@ -90,3 +90,270 @@ def test_a_models_estimate_of_the_run_is_a_python_number() -> None:
     """`model.estimate_mfu(tokens, dt)` (nanoGPT) computes a figure about the run from numbers,
     not an output from an input: formatting it reads no tensor."""
     assert findings(NANOGPT_BENCH) == []
+
+
+PIPELINE = dedent(
+    """\
+    import torch
+
+
+    class Pipeline(DiffusionPipeline):
+        def encode_prompt(
+            self,
+            prompt,
+            device,
+        ):
+            prompt_embeds = self.text_encoder(prompt.to(device))
+            text_ids = torch.zeros(prompt_embeds.shape[1], 3).to(device)
+            kept = [prompt_embeds[i][prompt_embeds[i] > 0] for i in range(len(prompt))]
+            return prompt_embeds, text_ids, kept
+
+        def __call__(self, prompt, timesteps, device="cuda"):
+            prompt_embeds, text_ids, kept = self.encode_prompt(prompt, device)
+            latents = torch.randn(1, 4, 64, 64, device=device)
+            for i, t in enumerate(timesteps):
+                noise_pred = self.transformer(latents, t, prompt_embeds)
+                latents = self.scheduler.step(noise_pred, t, latents)
+                ids = torch.arange(4).to(device)
+            return latents
+    """
+)
+
+
+def test_a_pipelines_set_up_outside_its_sampling_loop_runs_once_per_generation() -> None:
+    """A diffusion pipeline's `__call__` encodes the prompt before its denoising loop (over the
+    timesteps, stepping the scheduler): what `encode_prompt` pays, it pays once per generation
+    (diffusers' `text_ids = torch.zeros(...).to(device)` in some twenty pipelines), and a loop over
+    the prompts there reads a few rows per generation. Inside the loop a copy is paid every step.
+    The header written over several lines (`def encode_prompt(\n self, ...\n ):`) is part of
+    the method: the class's text reaches `__call__`."""
+    once = "`encode_prompt`, which this file calls only from `__call__` outside its sampling loop on line 18, once per generation"
+    assert findings(PIPELINE) == [
+        (
+            11,
+            58,
+            "AL302",
+            "information",
+            "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with `device=`; "
+            f"it runs in {once}: a small cost, not paid every step",
+        ),
+        (
+            12,
+            16,
+            "AL100",
+            "information",
+            "`prompt_embeds[i][prompt_embeds[i] > 0]` (a boolean mask: the result's shape depends on the data) inside "
+            f"a loop: the host waits for the GPU on every iteration of a loop in {once}, so not on every training step",
+        ),
+        (
+            21,
+            34,
+            "AL302",
+            "warning",
+            "`torch.arange(...)` is created on the CPU and then copied to the device: create it there with `device=`",
+        ),
+    ]
+
+
+NOT_CUDA_OR_NOT_TENSORS = dedent(
+    """\
+    import time
+
+    import torch
+
+
+    def benchmark(model, inputs, device_type, num_runs):
+        model = model.cuda()
+        if device_type == "cuda":
+            torch.cuda.synchronize()
+            start = time.time()
+            for _ in range(num_runs):
+                model(inputs)
+            torch.cuda.synchronize()
+            return time.time() - start
+        elif device_type == "cpu":
+            start = time.time()
+            for _ in range(num_runs):
+                model(inputs)
+            return time.time() - start
+
+
+    def check(targets, model):
+        for target_idx, target in enumerate(targets):
+            boxes = target["boxes"].cuda()
+            degenerate = boxes[:, 2:] <= boxes[:, :2]
+            if degenerate.any():
+                bb_idx = torch.where(degenerate.any(dim=1))[0][0]
+                degen_bb = boxes[bb_idx].tolist()
+                torch._assert(False, f"invalid box {degen_bb} for target {target_idx}")
+
+
+    def erase_copies(graph):
+        for node in graph.nodes:
+            if node.op == "call_function" and node.target == torch.ops.aten.copy_.default:
+                graph.erase_node(node)
+
+
+    class FP8Linear(torch.nn.Module):
+        def __init__(self, n, m):
+            super().__init__()
+            self.qtype = torch.float8_e4m3fn
+            self.weight = torch.randn((n, m)).to(self.qtype)
+
+
+    def warmup(accelerator_module, index, byte_count):
+        for _ in range(3):
+            unused = accelerator_module.memory_reserved(index) - accelerator_module.memory_allocated(index)
+            if byte_count - unused > unused:
+                byte_count = byte_count - unused
+        return byte_count
+    """
+)
+
+
+def test_cpu_branches_failed_checks_operators_dtypes_and_memory_figures_read_no_device_value() -> None:
+    """The body of `elif device_type == "cpu":` runs on the CPU (torchao's benchmark: no AL301);
+    the block before `torch._assert(False, msg)` runs once, when the check fails (torchvision's
+    degenerate boxes: only the test itself is per target); `node.target == torch.ops.aten.copy_.default`
+    compares an FX node's operator; `.to(self.qtype)` of `self.qtype = torch.float8_e4m3fn` is a
+    cast; `memory_reserved(i) - memory_allocated(i)` of an accelerator module are Python ints."""
+    assert findings(NOT_CUDA_OR_NOT_TENSORS) == [
+        (
+            26,
+            11,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a condition (`degenerate.any()`) inside a loop: the host waits for the GPU on every iteration",
+        ),
+    ]
+
+
+EPOCH_LOOPS = dedent(
+    """\
+    import torch
+
+
+    def train_one_epoch(model, criterion, data_loader, optimizer, device, metric_logger):
+        for data_iter_step, (samples, targets) in enumerate(data_loader):
+            samples = samples.to(device, non_blocking=True)
+            targets = targets.to(device, non_blocking=True)
+            outputs = model(samples)
+            loss = criterion(outputs, targets)
+            loss.backward()
+            optimizer.step()
+            torch.cuda.synchronize()
+            metric_logger.update(loss=loss.item())
+
+
+    def evaluate(model, criterion, data_loader, device, metric_logger, accuracy):
+        for images, target in data_loader:
+            images = images.to(device, non_blocking=True)
+            output = model(images)
+            loss = criterion(output, target)
+            acc1, acc5 = accuracy(output, target, topk=(1, 5))
+            metric_logger.update(loss=loss.item())
+            metric_logger.meters['acc1'].update(acc1.item(), n=images.shape[0])
+            metric_logger.meters['acc5'].update(acc5.item(), n=images.shape[0])
+
+
+    class Wrapper(torch.nn.Module):
+        def no_weight_decay(self):
+            return {f"encoder.{k}" for k in self.encoder.no_weight_decay()}
+    """
+)
+
+
+def test_a_synchronize_after_uploading_the_loops_own_batch_is_a_warning() -> None:
+    """MAE's `torch.cuda.synchronize()` after `samples.to(device, non_blocking=True)` of the loop's
+    own batch: a fresh tensor each iteration, which no later iteration refills, so the upload
+    needs no host wait and the synchronize only stalls every step. A read after reads in the
+    statements just above, through `meters['acc1'].update(...)`, adds no wait."""
+    drained = "but the read on line {} just before already waited for it: no new wait"
+    assert findings(EPOCH_LOOPS) == [
+        (
+            12,
+            8,
+            "AL101",
+            "warning",
+            "`torch.cuda.synchronize()` inside a loop: the host waits for all GPU work on every iteration",
+        ),
+        (13, 39, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (22, 39, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            23,
+            49,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU on every iteration, " + drained.format(22),
+        ),
+        (
+            24,
+            49,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU on every iteration, " + drained.format(23),
+        ),
+    ]
+
+
+PARAMETER_NAMES = dedent(
+    """\
+    import torch
+
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self, encoder):
+            super().__init__()
+            self.encoder = encoder.cuda()
+
+        def no_weight_decay(self):
+            return {f"encoder.{k}" for k in self.encoder.no_weight_decay()}
+    """
+)
+
+
+def test_timms_no_weight_decay_names_parameters() -> None:
+    """`self.encoder.no_weight_decay()` (timm) returns the names of parameters, not tensors."""
+    assert findings(PARAMETER_NAMES) == []
+
+
+NANOGPT_ESTIMATE_LOSS = dedent(
+    """\
+    import torch
+
+    model = torch.nn.Linear(4, 4).cuda()
+    eval_iters = 200
+
+
+    @torch.no_grad()
+    def estimate_loss():
+        out = {}
+        for split in ['train', 'val']:
+            losses = torch.zeros(eval_iters)
+            for k in range(eval_iters):
+                logits, loss = model(split)
+                losses[k] = loss.item()
+            out[split] = losses.mean()
+        return out
+
+
+    best_val_loss = 1e9
+    iter_num = 0
+    while True:
+        if iter_num % 100 == 0:
+            losses = estimate_loss()
+            print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+            if losses['val'] < best_val_loss:
+                best_val_loss = losses['val']
+        iter_num += 1
+    """
+)
+
+
+def test_a_dict_of_means_of_a_cpu_buffer_holds_cpu_tensors() -> None:
+    """nanoGPT's `estimate_loss()`: `losses = torch.zeros(eval_iters)` (no device), filled with
+    `.item()` reads, `out[split] = losses.mean()`, `return out`: printing and comparing its values
+    reads tensors on the CPU. The `.item()` per evaluation batch is the wait."""
+    assert findings(NANOGPT_ESTIMATE_LOSS) == [
+        (14, 29, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+    ]

@@ -24,6 +24,7 @@ from atenlens.lint.frequency import (
     on_rare_path,
     periodic_throttle,
     runs_a_few_times,
+    sampling_loop,
     step_loop,
     steps_optimizer,
 )
@@ -213,6 +214,11 @@ def _runs_rarely_at(ctx: LintContext, call: Node, depth: int, once: bool, per_ca
     if SET_UP_FUNCTION.search(caller_name) and not (caller_name == "__init__" and built_per_item(caller)):
         # (not the `__init__` of a search or a hypothesis: code builds such objects per item)
         return f"from `{caller_name}` (once per object or run)"
+    sampling = sampling_loop(caller) if how.loop is None else None
+    if sampling is not None and not sampling.start_byte <= call.start_byte < sampling.end_byte:
+        # a diffusion pipeline's `self.encode_prompt(...)` before its denoising loop
+        line = sampling.start_point[0] + 1
+        return f"from `{caller_name}` outside its sampling loop on line {line}, once per generation"
     if per_call and how.loop is None:
         # after (or before) the loop in which `caller` walks its data or takes its steps: once
         # per pass over the data, per run of the steps (for a cost paid once per call, as a

@@ -381,8 +381,9 @@ def _walks_a_tensor_dimension(loop: Node) -> bool:
 
 def on_failure_only(node: Node, loop: Node) -> bool:
     """Is `node` in an `assert`'s message or a `raise` statement, or in a statement of a block
-    that ends in `raise` (`msg = f"... {t.min()}"`, then `raise ValueError(msg)`): evaluated only
-    when the check fails, once, on the way out?"""
+    that ends in `raise` (`msg = f"... {t.min()}"`, then `raise ValueError(msg)`) or in a failed
+    check (`torch._assert(False, msg)`, `assert False`): evaluated only when the check fails,
+    once, on the way out?"""
     child = node
     for parent in ancestors(node):
         if parent == loop:
@@ -394,10 +395,27 @@ def on_failure_only(node: Node, loop: Node) -> bool:
             return len(parts) > 1 and child != parts[0]
         if parent.type == "block" and parent.parent is not None and parent.parent.type != "function_definition":
             statements = [c for c in parent.named_children if c.type != "comment"]
-            if statements and statements[-1].type == "raise_statement" and child != statements[-1]:
+            if statements and _fails(statements[-1]) and child != statements[-1]:
                 return parent.parent.type in ("if_statement", "elif_clause", "else_clause")
         child = parent
     return False
+
+
+def _fails(statement: Node) -> bool:
+    """`raise ...`, `assert False, msg` or torchvision's `torch._assert(False, msg)`: the check failed."""
+    if statement.type == "raise_statement":
+        return True
+    if statement.type == "assert_statement":
+        first = next((c for c in statement.named_children if c.type != "comment"), None)
+        return first is not None and first.type == "false"
+    call = (
+        statement.named_children[0] if statement.type == "expression_statement" and statement.named_children else None
+    )
+    if call is None or call.type != "call" or text(call.child_by_field_name("function") or call) != "torch._assert":
+        return False
+    args = call.child_by_field_name("arguments")
+    first = args.named_children[0] if args is not None and args.named_children else None
+    return first is not None and first.type == "false"
 
 
 def _leaves_the_loop(node: Node, loop: Node) -> bool:
@@ -1317,6 +1335,33 @@ def step_loop(function: Node) -> Optional[Node]:
     if body is None or title is None or _PER_STEP_FUNCTION.match(text(title)):
         return None
     return next((loop for loop in _loops_in(body) if _takes_a_step(loop)), None)
+
+
+def sampling_loop(function: Node) -> Optional[Node]:
+    """The loop of `function` (outside nested definitions) that runs a sampler's steps: over the
+    timesteps or noise levels (`for i, t in enumerate(timesteps):`, `for t in
+    self.scheduler.timesteps:`), or stepping a scheduler (`self.scheduler.step(noise_pred, t,
+    latents)`), as a diffusion pipeline's `__call__` does; what the function does outside it
+    (encoding the prompt, preparing latents, decoding the result) runs once per generation.
+    None in a function a framework calls per step (`forward`, `step`)."""
+    body = function.child_by_field_name("body")
+    title = function.child_by_field_name("name")
+    if body is None or title is None or _PER_STEP_FUNCTION.match(text(title)):
+        return None
+    for loop in _loops_in(body):
+        if loop.type != "for_statement":
+            continue
+        iterable = loop.child_by_field_name("right")
+        inner = loop.child_by_field_name("body")
+        if (iterable is not None and _SAMPLER_STEPS.search(text(iterable))) or (
+            inner is not None and _SAMPLER_STEP_CALL.search(inner.text or b"")
+        ):
+            return loop
+    return None
+
+
+_SAMPLER_STEPS = re.compile(r"\b\w*(?:timesteps|sigmas)\b")
+_SAMPLER_STEP_CALL = re.compile(rb"\bscheduler\.step\(")
 
 
 # A loader or a data set walked (`data_loader`, `val_dl`, `self.train_loader`, `dataset`), maybe

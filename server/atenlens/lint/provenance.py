@@ -260,6 +260,18 @@ HOST_METHODS = frozenset(
         # tensor metadata and a module's class name (`module._get_name()`)
         "ndimension",
         "_get_name",
+        # an accelerator module's memory figures, reached through an alias (`accelerator_module =
+        # getattr(torch, device.type)`): Python numbers
+        "memory_reserved",
+        "memory_allocated",
+        "max_memory_allocated",
+        "max_memory_reserved",
+        "mem_get_info",
+        "memory_stats",
+        # timm's names of parameters without weight decay, and of parameter groups
+        "no_weight_decay",
+        "no_weight_decay_keywords",
+        "group_matcher",
         # data-frame methods (pandas, polars): `frame[col].dropna().unique()` is no tensor
         "dropna",
         "drop_nulls",
@@ -1036,9 +1048,12 @@ _HOLDS_TENSORS = re.compile(r"Tensor|Parameter|Variable|Any|Array|Batch|Sample|D
 
 
 def _compares_with_string(node: Node) -> bool:
-    """`x == "name"`, or `e.loss == loss` with a parameter `loss: Optional[str]`: text compared."""
+    """`x == "name"`, or `e.loss == loss` with a parameter `loss: Optional[str]`: text compared;
+    or an operator compared (`node.target == torch.ops.aten.add.Tensor`)."""
     if any(strip_parens(c).type in ("string", "concatenated_string") for c in node.named_children):
         return True
+    if any((dotted_name(strip_parens(c)) or "").startswith("torch.ops.") for c in node.named_children):
+        return True  # `node.target == torch.ops.aten.copy_.default`: an FX node's operator, no tensor
     operators = [c.type for c in node.children if not c.is_named]
     return operators in (["=="], ["!="]) and any(
         c.type == "identifier" and _annotated_text(c) for c in node.named_children
@@ -1610,8 +1625,19 @@ _CUDA_BRANCH_TEST = re.compile(r"\bis_cuda\b|device\.type\b.*(?:cuda|npu|xpu)|cu
 
 def on_host_branch(node: Node) -> bool:
     """Is `node` in the branch taken when there is no GPU: the `else` of
-    `if x.device.type in ["cuda", "npu"]:` / `if x.is_cuda:` / `if torch.cuda.is_available():`?"""
+    `if x.device.type in ["cuda", "npu"]:` / `if x.is_cuda:` / `if torch.cuda.is_available():`,
+    or the body of `if device_type == "cpu":`?"""
     for parent in ancestors(node):
+        if parent.type in ("if_statement", "elif_clause"):
+            condition = parent.child_by_field_name("condition")
+            consequence = parent.child_by_field_name("consequence")
+            if (
+                condition is not None
+                and consequence is not None
+                and consequence.start_byte <= node.start_byte < consequence.end_byte
+                and _CPU_DEVICE_TEST.match(condition.text or b"")
+            ):
+                return True  # `elif device_type == "cpu":` of a benchmark that times each backend
         if parent.type == "else_clause" and parent.parent is not None and parent.parent.type == "if_statement":
             condition = parent.parent.child_by_field_name("condition")
             if (
@@ -1634,6 +1660,9 @@ _HOST_TEST = re.compile(
     rb"^(?:not\s+[\w.]+\.is_cuda|[\w.]+\.is_cpu|[\w.]*device\.type\s*(?:==\s*['\"]cpu|!=\s*['\"]cuda)['\"]"
     rb"|not\s+(?:torch\.)?cuda\.is_available\(\))$"
 )
+# The body of `if device_type == "cpu":` (or `device == "cpu"`): the run's device is the CPU. (Not
+# `x.device.type == "cpu"`, which tests one tensor: the branch may move it, `v.cuda()`.)
+_CPU_DEVICE_TEST = re.compile(rb"^(?:self\.)?(?:device_type|device)\s*==\s*['\"]cpu['\"]$")
 _SPEAKS_OF_CUDA = re.compile(rb"is_cuda|is_cpu|device\.type|is_available\(")
 
 
@@ -1964,7 +1993,36 @@ def _binds_numbers(data: bytes, word: bytes, names: int) -> bool:
     """Does `data` bind `word` (`word = ...`, `word += ...`) only to Python or NumPy numbers
     (`_number_value`)? `epoch_loss = 0`, `epoch_loss += loss.item()`, `epoch_loss /= len(loader)`."""
     starts, updates = _assignments(data, word)
+    if starts and all(v.split(b"#")[0].strip() == b"{}" for v in starts) and not updates:
+        return _host_items(data, word, names)  # `out = {}`, `out[split] = losses.mean()`
     return bool(starts) and all(_number_value(data, v.strip(), names) for v in starts + updates)
+
+
+def _host_items(data: bytes, word: bytes, names: int) -> bool:
+    """Does `data` set the items of the dict `word` only to host values: numbers, or a reduction
+    of a tensor made on the CPU (nanoGPT's `losses = torch.zeros(eval_iters)`, `losses[k] =
+    loss.item()`, `out[split] = losses.mean()`)?"""
+    values = re.findall(rb"^[ \t]*" + re.escape(word) + rb"\[[^\]\n]*\][ \t]*=(?!=)[ \t]*(.*)$", data, re.M)
+    return bool(values) and all(
+        _number_value(data, v.strip(), names) or _cpu_reduction(data, v.split(b"#")[0].strip()) for v in values
+    )
+
+
+def _cpu_reduction(data: bytes, value: bytes) -> bool:
+    """`losses.mean()` of a name `data` binds only to a factory given no device (`torch.zeros(n)`):
+    a tensor on the CPU, whatever its items are set to."""
+    reduced = re.fullmatch(rb"([A-Za-z_]\w*)\.(?:mean|sum|max|min)\(\)", value)
+    if reduced is None:
+        return False
+    starts, updates = _assignments(data, reduced.group(1))
+    return (
+        bool(starts)
+        and not updates
+        and all(_CPU_FACTORY_TEXT.fullmatch(v.split(b"#")[0].strip()) and b"device" not in v for v in starts)
+    )
+
+
+_CPU_FACTORY_TEXT = re.compile(rb"torch\.(?:zeros|ones|empty|full)\([^()]*\)")
 
 
 def _number_value(data: bytes, value: bytes, names: int) -> bool:

@@ -686,7 +686,8 @@ def ancestors(node: Node) -> Iterator[Node]:
 
 def indented_block(data: bytes, start: int) -> bytes:
     """The text of the definition whose first line starts at byte `start` of `data`: up to the
-    next line, not blank and not a comment, indented no deeper than that first line."""
+    next line, not blank, not a comment and not a closing bracket (the `):` or `) -> int:` that
+    ends a header written over several lines), indented no deeper than that first line."""
     end = data.find(b"\n", start)
     first = data[start : end if end >= 0 else len(data)]
     indent = len(first) - len(first.lstrip())
@@ -694,7 +695,7 @@ def indented_block(data: bytes, start: int) -> bytes:
         following = data.find(b"\n", end + 1)
         line = data[end + 1 : following if following >= 0 else len(data)]
         stripped = line.strip()
-        if stripped and not stripped.startswith(b"#") and len(line) - len(line.lstrip()) <= indent:
+        if stripped and stripped[:1] not in b"#)]}" and len(line) - len(line.lstrip()) <= indent:
             break
         end = following
     return data[start : end if end >= 0 else len(data)]

@@ -106,6 +106,7 @@ from atenlens.lint.frequency import (
     steps_or_runs_a_model,
 )
 from atenlens.lint.provenance import (
+    DTYPE_NAMES,
     VIEW_METHODS,
     Device,
     device_of,
@@ -245,7 +246,10 @@ _DTYPE_FREE = frozenset({"zeros", "ones", "empty"})
 _TENSOR_USE = (
     r"\s*\.\s*(?:size|shape|device|dtype|new_\w+|dim|ndim|numel|view|reshape|unsqueeze|squeeze|masked_fill_?"
     r"|eq|ne|gt|lt|ge|le|sum|mean|argmax|contiguous|transpose|permute|expand|repeat|index_select|gather"
-    r"|scatter_?|float|long|half|clone|detach|type_as)\b|\s*=(?!=)\s*torch\.|\s*:\s*(?:torch\.)?Tensor\b"
+    r"|scatter_?|float|long|half|clone|detach|type_as)\b|\s*=(?!=)\s*torch\.(?!(?:"
+    # (`self.qtype = torch.float8_e4m3fn`: a dtype, so `.to(self.qtype)` is a cast)
+    + "|".join(sorted(DTYPE_NAMES))
+    + r")\b(?!\s*\())|\s*:\s*(?:torch\.)?Tensor\b"
 )
 # Trigger bytes (triggers.py), from the checks below: the factory is the attribute `<factory>` of
 # the name `torch`; the move an attribute `to`, `cuda` or `type_as` of a call (maybe in brackets)

@@ -456,13 +456,16 @@ def _report(
         how = Frequency(
             how.loop, False, f"on every iteration, as {kind} (a convergence check needs the value on the host)"
         )
-    if how.every_iteration and how.loop is not None and _stop_flag(node, how.loop):
+    # (a function that runs once per step, a training step's or a `forward`: its reads are not a
+    # loop's stopping flag or the end of a timed iteration)
+    in_loop = how.loop is not None and how.loop.type != "function_definition"
+    if how.every_iteration and how.loop is not None and in_loop and _stop_flag(node, how.loop):
         how = Frequency(
             how.loop,
             False,
             "on every iteration, as a flag shared across ranks (all-reduced or broadcast) to stop together (every rank needs it on the host)",
         )
-    clock = _clock_read_next(ctx, end or node) if how.every_iteration else None
+    clock = _clock_read_next(ctx, end or node) if how.every_iteration and in_loop else None
     if clock is not None:
         how = Frequency(
             how.loop,
@@ -900,7 +903,7 @@ def _drained_just_before(ctx: LintContext, owner: Optional[Node], statement: Nod
         if TRAINING_STEP.search(previous.text or b""):
             return None
         calls = [n for n in _walk(previous) if n.type == "call"]
-        if any(not _HOST_ONLY_CALL.search(dotted_name(callee(n)) or "") for n in calls):
+        if any(not _HOST_ONLY_CALL.search(dotted_name(callee(n)) or method_name(n) or "") for n in calls):
             return None
         # (not a read of a value known to be on the host: `.item()` of a CPU tensor waits for nothing)
         reads = [

@@ -211,10 +211,29 @@ def _async_copy_before(call: Node, loop: Node) -> Optional[int]:
     if body is None or body.text is None:
         return None
     before = body.text[: max(0, call.start_byte - body.start_byte)]
+    batch = _loop_targets(loop)
     at = before.rfind(b"non_blocking")
-    if at < 0 or not _NON_BLOCKING_TRUE.match(before, at):
-        return None
-    return body.start_point[0] + before.count(b"\n", 0, at) + 1
+    while at >= 0:
+        line = before[before.rfind(b"\n", 0, at) + 1 : at]
+        upload = _UPLOAD.match(line)
+        if _NON_BLOCKING_TRUE.match(before, at) and (upload is None or upload.group(1) not in batch):
+            return body.start_point[0] + before.count(b"\n", 0, at) + 1
+        # (`samples = samples.to(device, non_blocking=True)` of the loop's own batch: a fresh
+        # tensor every iteration, uploaded from memory nothing refills; the host need not wait)
+        at = before.rfind(b"non_blocking", 0, at)
+    return None
+
+
+# `x = x.to(device, non_blocking=True)`, `x.cuda(non_blocking=True)`: an upload of `x` (not `.to("cpu")`)
+_UPLOAD = re.compile(rb"[ \t]*(?:[\w.]+[ \t]*=[ \t]*)?([A-Za-z_]\w*)\.(?:to|cuda)\((?![ \t]*[\"']cpu)")
+
+
+def _loop_targets(loop: Node) -> frozenset[bytes]:
+    """The names a `for` loop binds on each iteration (`for i, (samples, targets) in ...`)."""
+    target = loop.child_by_field_name("left") if loop.type == "for_statement" else None
+    if target is None or target.text is None:
+        return frozenset()
+    return frozenset(re.findall(rb"[A-Za-z_]\w*", target.text))
 
 
 # `non_blocking=True`, or a flag that may be (`non_blocking=is_cuda`): not `non_blocking=False`
