@@ -357,3 +357,114 @@ def test_a_dict_of_means_of_a_cpu_buffer_holds_cpu_tensors() -> None:
     assert findings(NANOGPT_ESTIMATE_LOSS) == [
         (14, 29, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
     ]
+
+
+GENERATION_HELPERS = dedent(
+    """\
+    import torch
+    import torch.distributed as dist
+
+
+    class Generator:
+        def __init__(self, input_ids):
+            self.slots = [
+                (torch.zeros((), dtype=torch.bool, pin_memory=True), torch.zeros(4, dtype=torch.long, pin_memory=True))
+                for _ in range(2)
+            ]
+
+        def stopped(self, unfinished, tokens):
+            should_stop, tokens_cpu = self.slots[0]
+            should_stop.copy_(unfinished.max() == 0, non_blocking=True)
+            tokens_cpu.copy_(tokens, non_blocking=True)
+            return should_stop
+
+
+    def has_unfinished(this_peer_finished, device):
+        flag = torch.tensor(0.0 if this_peer_finished else 1.0, device=device)
+        dist.all_reduce(flag)
+        if flag.item() == 0.0:
+            return False
+        return True
+
+
+    def sample(model, input_ids, device):
+        input_ids = input_ids.to(device)
+        finished = False
+        while has_unfinished(finished, device):
+            logits = model(input_ids)
+            input_ids = torch.cat([input_ids, logits.argmax(-1)], dim=-1)
+        return input_ids
+
+
+    class PreTrainedTokenizer:
+        def apply_template(self, text, spans):
+            out = self(text, return_offsets_mapping=True)
+            masks = []
+            for token_id, (start, end) in enumerate(out.offsets):
+                if end > spans[0]:
+                    masks.append(token_id)
+            return masks
+
+
+    def align_types(ov_model, pairs):
+        for input_name, output_name in pairs.items():
+            original_type = ov_model.input(input_name).get_element_type()
+            output_type = ov_model.output(output_name).get_element_type()
+            if original_type != output_type:
+                ov_model.convert(input_name, output_type)
+    """
+)
+
+
+def test_pinned_slots_stop_flags_tokenizers_and_exported_ports() -> None:
+    """transformers' generation and export code: a copy into a slot of this file's pinned buffers
+    (`should_stop, tokens_cpu = self.slots[0]`) is a download into pinned memory; a flag
+    all-reduced in a helper the decoding loop calls, then read to return, is how ranks stop
+    together (information); `self(...)` in a tokenizer gives token ids and offsets; an exported
+    model's `port.get_element_type()` is metadata."""
+    assert findings(GENERATION_HELPERS) == [
+        (
+            22,
+            12,
+            "AL100",
+            "information",
+            "`.item()` in `has_unfinished`, which `sample` calls in a loop: the host waits for the GPU on every "
+            "iteration, as a flag shared across ranks (all-reduced or broadcast) to stop together (every rank "
+            "needs it on the host)",
+        ),
+    ]
+
+
+DECODE_AFTER_SAMPLING = dedent(
+    """\
+    import torch
+
+
+    class Pipeline(DiffusionPipeline):
+        def __call__(self, prompt_ids, timesteps, eos_token_id, device="cuda"):
+            tokens = prompt_ids.to(device)
+            for i, t in enumerate(timesteps):
+                logits = self.transformer(tokens, t)
+                tokens = self.scheduler.step(logits, t, tokens)
+            texts = [
+                seq[: int((seq == eos_token_id).nonzero()[0])] if (seq == eos_token_id).any() else seq
+                for seq in tokens
+            ]
+            return texts
+    """
+)
+
+
+def test_a_loop_over_the_result_after_the_sampling_loop_runs_once_per_generation() -> None:
+    """diffusers' LLaDA2 and DiffusionGemma cut each sequence at its first EOS after the sampling
+    loop: a read per row, once per generation, not per step."""
+    assert findings(DECODE_AFTER_SAMPLING) == [
+        (
+            11,
+            22,
+            "AL100",
+            "information",
+            "`.nonzero()` (its output's shape depends on the data) inside a loop: the host waits for the GPU per "
+            "item, once per generation (outside `__call__`'s sampling loop on line 7)",
+        ),
+    ]

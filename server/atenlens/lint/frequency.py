@@ -216,6 +216,13 @@ def frequency(node: Node) -> Frequency:
         return Frequency(loop, False, f"per item, once per run ({where} runs once)")
     if _EPOCH_HOOK.search(function):
         return Frequency(loop, False, f"per item in `{function}` (once per epoch, not per training step)")
+    sampling = _beside_sampling_loop(loop)
+    if sampling is not None:
+        return Frequency(
+            loop,
+            False,
+            f"per item, once per generation (outside `{function}`'s sampling loop on line {sampling.start_point[0] + 1})",
+        )
     if _FIT.match(function) and _fits_per_class(loop):
         return Frequency(loop, False, f"per item in `{function}` (once per fit, not per training step)")
     if _iterates_state_dict(loop):
@@ -1358,6 +1365,21 @@ def sampling_loop(function: Node) -> Optional[Node]:
         ):
             return loop
     return None
+
+
+def _beside_sampling_loop(loop: Node) -> Optional[Node]:
+    """The sampling loop of the function `loop` is in (`sampling_loop`), when `loop` is outside it
+    and runs no model: a loop over the prompts before the denoising loop, or over the rows of
+    the result after it (`[out[i][~mask[i]] for i in range(n)]`), runs once per generation."""
+    if runs_a_model(loop) or loop.type == "while_statement":
+        return None
+    function = next((a for a in ancestors(loop) if a.type in SCOPE_TYPES), None)
+    if function is None or function.type != "function_definition":
+        return None
+    sampling = sampling_loop(function)
+    if sampling is None or sampling.start_byte <= loop.start_byte < sampling.end_byte:
+        return None
+    return sampling
 
 
 _SAMPLER_STEPS = re.compile(r"\b\w*(?:timesteps|sigmas)\b")

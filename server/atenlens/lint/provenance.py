@@ -2433,6 +2433,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             if _loaded_here_on_the_cpu(ctx, owner):
                 return False  # `model = matgl.load_model(name)` in a function that names no device
             if node.child_by_field_name("arguments") is not None and not arguments(node)[0] and not arguments(node)[1]:
+                if method.startswith("get_") and not _LOSS_NAME.search(method + " " + text(owner)):
+                    return False  # `port.get_element_type()` of an exported model's input: its metadata
                 if _walked_submodule(ctx, owner) and not _LOSS_NAME.search(method):
                     return False  # `for m in self.model.modules: m.weight_footprint()`: a layer's own
                     # bookkeeping (sizes, formats), given no input to compute from
@@ -2451,6 +2453,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         if name.startswith("torch.") or name.startswith("F."):
             positional, _ = arguments(node)
             return bool(positional) and _model_output(ctx, _first_element(positional[0]), depth + 1)
+        if name == "self" and _in_data_class(node):
+            return False  # `out = self(text, ...)` in a tokenizer: token ids and offsets, no model output
         if name == "self" or bool(name) and bool(_MODEL_CALLEE.search(name.split(".")[-1])):
             return not _class_name(name.split(".")[-1])
         if _LOSS_FUNCTION.search(name.split(".")[-1]) and name not in host_loss_functions(ctx):
@@ -2459,6 +2463,18 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             return _given_a_model_output(ctx, node, depth)
         return _aliases_a_model(ctx, callee(node))
     return False
+
+
+def _in_data_class(node: Node) -> bool:
+    """Is `node` in a class spelled as one that prepares data (`PreTrainedTokenizerBase`,
+    `Owlv2ImageProcessor`, `DataCollatorForSeq2Seq`, `FeatureExtractor`): calling it gives inputs
+    for a model, not a model's output."""
+    holder = next((a for a in ancestors(node) if a.type == "class_definition"), None)
+    title = holder.child_by_field_name("name") if holder is not None else None
+    return title is not None and _DATA_CLASS.search(text(title)) is not None
+
+
+_DATA_CLASS = re.compile(r"Tokenizer|Processor|FeatureExtractor|Collator|Encoding")
 
 
 # Functions that hand back (a copy of) what they are given: `default(a, b)`, `unwrap_model(m)`

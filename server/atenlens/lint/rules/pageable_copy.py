@@ -113,6 +113,9 @@ def check(ctx: LintContext) -> Iterator[Finding]:
                 or device_of(ctx, destination) in (Device.CPU, Device.HOST)
                 or spelled_host(destination)
                 or spelled_device(source)
+                # (a slot taken from a container of this file's pinned buffers: `should_stop, tokens_cpu,
+                # done = self.slots[0]` of slots allocated with `pin_memory=`)
+                or (_of_unknown_origin(ctx, destination) and module_pins(ctx))
             ):
                 continue  # a copy into host memory: device-to-host (AL201's concern), not an upload
         if is_pinned(ctx, source) or device_of(ctx, source) is Device.CUDA:

@@ -593,8 +593,13 @@ def _stop_flag(node: Node, loop: Node) -> bool:
     """Is `node` a read of a value the loop all-reduced (or broadcast) before it (`dist.all_reduce(done)`, then
     `if done.item() > 0: break`, or `skip = bool(flag.item())`, then `if skip: continue`), in a
     loop that leaves or skips on it? Ranks with uneven data agree this way to stop (or skip a
-    batch) together; the host needs the flag to do it."""
+    batch) together; the host needs the flag to do it. For a read outside the loop, in a function
+    the loop calls (`while self._has_unfinished_sequences(...)`, whose `if flag.item() == 0.0:
+    return False` follows `dist.all_reduce(flag)`), the function's body is where to look."""
     body = loop.child_by_field_name("body")
+    if body is not None and not body.start_byte <= node.start_byte < body.end_byte:
+        function = next((a for a in ancestors(node) if a.type == "function_definition"), None)
+        body = function.child_by_field_name("body") if function is not None else None
     if body is None:
         return False
     after = (body.text or b"")[max(node.end_byte - body.start_byte, 0) :]
