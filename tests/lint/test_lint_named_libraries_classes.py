@@ -468,3 +468,56 @@ def test_a_loop_over_the_result_after_the_sampling_loop_runs_once_per_generation
             "item, once per generation (outside `__call__`'s sampling loop on line 7)",
         ),
     ]
+
+
+WORK_INSIDE_A_READ = dedent(
+    """\
+    import torch
+
+
+    def train(model, loader, optimizer, device):
+        total_correct = total_loss = 0
+        for batch in loader:
+            out = model(batch["x"].to(device))
+            labels = batch["y"].to(device)
+            loss = torch.nn.functional.cross_entropy(out, labels)
+            loss.backward()
+            optimizer.step()
+            total_correct += int(out.argmax(dim=-1).eq(labels).sum())
+            total_loss += float(loss.detach())
+        return total_correct, total_loss
+
+
+    def to_hetero(node_type, names):
+        if node_type is None:
+            node_type = torch.zeros(10, dtype=torch.long)
+        node_ids, index_map = {}, torch.empty_like(node_type)
+        for i in range(len(names)):
+            node_ids[i] = (node_type == i).nonzero().view(-1)
+            index_map[node_ids[i]] = torch.arange(len(node_ids[i]), device=index_map.device)
+        return index_map
+    """
+)
+
+
+def test_work_queued_inside_a_read_is_waited_for_and_a_value_made_on_its_targets_device_stays_there() -> None:
+    """torch_geometric's GLEM: `int(out.argmax(-1).eq(labels).sum())` queues its reduction and waits
+    for it, so `float(loss.detach())` next adds no wait. `index_map[ids] = torch.arange(n,
+    device=index_map.device)` makes the value on the device of the tensor it is stored in: no copy."""
+    assert findings(WORK_INSIDE_A_READ) == [
+        (
+            12,
+            25,
+            "AL100",
+            "warning",
+            "`int()` of a CUDA tensor inside a loop: the host waits for the GPU on every iteration",
+        ),
+        (
+            13,
+            22,
+            "AL100",
+            "information",
+            "`float()` of a CUDA tensor inside a loop: the host waits for the GPU on every iteration, but the read on "
+            "line 12 just before already waited for it: no new wait",
+        ),
+    ]

@@ -908,14 +908,19 @@ def _drained_just_before(ctx: LintContext, owner: Optional[Node], statement: Nod
         if TRAINING_STEP.search(previous.text or b""):
             return None
         calls = [n for n in _walk(previous) if n.type == "call"]
-        if any(not _HOST_ONLY_CALL.search(dotted_name(callee(n)) or method_name(n) or "") for n in calls):
-            return None
         # (not a read of a value known to be on the host: `.item()` of a CPU tensor waits for nothing)
         reads = [
             n
             for n in calls
             if _a_read(n) and device_of(ctx, receiver(n) or _single_argument(n)) not in (Device.CPU, Device.HOST)
         ]
+        # (work queued inside the read, `int(out.argmax(-1).eq(labels).sum())`, is waited for by it)
+        if any(
+            not _HOST_ONLY_CALL.search(dotted_name(callee(n)) or method_name(n) or "")
+            and not any(r.start_byte <= n.start_byte and n.end_byte <= r.end_byte for r in reads)
+            for n in calls
+        ):
+            return None
         if not reads and (not calls or any(n.type == "binary_operator" for n in _walk(previous))):
             return None  # (`t = a * b` between the reads may queue work; `print(...)` does not)
         if reads:
@@ -1697,6 +1702,10 @@ def _store_into_host(ctx: LintContext, target: Node) -> Optional[Finding]:
         return None  # `batch["img"] = ...`, `batch[k] = ...` for `k in ["cls", "bboxes"]`: a dict's entry
     if not likely_device(ctx, value) or device_of(ctx, value) is Device.HOST:
         return None
+    device = arguments(strip_parens(value))[1].get("device") if strip_parens(value).type == "call" else None
+    holder = target.child_by_field_name("value")
+    if device is not None and holder is not None and text(device) == f"{text(holder)}.device":
+        return None  # `index_map[ids] = torch.arange(n, device=index_map.device)`: made where it is stored
     return _report(ctx, f"writing a CUDA tensor into a CPU tensor (`{_short(target)} = ...`)", assignment)
 
 
