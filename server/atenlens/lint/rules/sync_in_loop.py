@@ -894,7 +894,9 @@ def _drained_just_before(ctx: LintContext, owner: Optional[Node], statement: Nod
     then `aligns.append(align.item())`; `loss.mean().item()`, then `loss.std().item()`; `lo =
     int(r[k][0])`, then `hi = int(r[k][1])`). Not after a backward or an optimizer step, which
     queue new work; not for a value bound in between."""
+    reduced = False  # (`x.sum().item()`: the read waits for a kernel of its own)
     while owner is not None and owner.type == "call" and method_name(owner) in _SMALL_REDUCTION:
+        reduced = reduced or method_name(owner) in ("sum", "mean", "std", "max", "min")
         owner = receiver(owner)
     base = _base_name(owner) if owner is not None else None
     if base is None or text(base) == "self":
@@ -914,10 +916,12 @@ def _drained_just_before(ctx: LintContext, owner: Optional[Node], statement: Nod
             for n in calls
             if _a_read(n) and device_of(ctx, receiver(n) or _single_argument(n)) not in (Device.CPU, Device.HOST)
         ]
-        # (work queued inside the read, `int(out.argmax(-1).eq(labels).sum())`, is waited for by it)
+        # (work queued inside the read, `int(out.argmax(-1).eq(labels).sum())`, is waited for by it;
+        # but after such a read a read that reduces anew, `b.sum().item()` after `a.sum().item()`,
+        # is counted as a wait of its own, as the labelled corpora have it)
         if any(
             not _HOST_ONLY_CALL.search(dotted_name(callee(n)) or method_name(n) or "")
-            and not any(r.start_byte <= n.start_byte and n.end_byte <= r.end_byte for r in reads)
+            and (reduced or not any(r.start_byte <= n.start_byte and n.end_byte <= r.end_byte for r in reads))
             for n in calls
         ):
             return None
