@@ -2433,7 +2433,7 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             if _loaded_here_on_the_cpu(ctx, owner):
                 return False  # `model = matgl.load_model(name)` in a function that names no device
             if node.child_by_field_name("arguments") is not None and not arguments(node)[0] and not arguments(node)[1]:
-                if method.startswith("get_") and not _LOSS_NAME.search(method + " " + text(owner)):
+                if _METADATA_GETTER.search(method):
                     return False  # `port.get_element_type()` of an exported model's input: its metadata
                 if _walked_submodule(ctx, owner) and not _LOSS_NAME.search(method):
                     return False  # `for m in self.model.modules: m.weight_footprint()`: a layer's own
@@ -2504,6 +2504,10 @@ def _loaded_here_on_the_cpu(ctx: LintContext, owner: Optional[Node]) -> bool:
 # A model's method that counts or sizes something, called with no input: a number
 # A model's figures about a run rather than about its input (nanoGPT's `estimate_mfu(fwdbwd_per_iter, dt)`)
 _RUN_METRIC_METHOD = re.compile(r"^_*estimate_|(?:^|_)(?:mfu|t?flops|throughput)(?:$|_)", re.I)
+# A getter of metadata (`get_element_type()`, `get_partial_shape()`, `get_name()`): no tensor
+_METADATA_GETTER = re.compile(
+    r"^_?get_(?:\w+_)?(?:type|shape|name|names|dtype|rank|size|sizes|length|index|id|key|keys|info|config)$"
+)
 _SIZE_METHOD = re.compile(r"(?:^|_)(?:bytes|nbytes|footprint|size|count|numel)$|^_*(?:num|n|count|total)_", re.I)
 # A walk over a model's layers: `model.modules()`, `named_modules()`, `children()`, `self.model.modules`
 _SUBMODULE_WALK = re.compile(r"\.(?:named_)?(?:modules|children)(?:\(\))?$")

@@ -115,7 +115,11 @@ def check(ctx: LintContext) -> Iterator[Finding]:
                 or spelled_device(source)
                 # (a slot taken from a container of this file's pinned buffers: `should_stop, tokens_cpu,
                 # done = self.slots[0]` of slots allocated with `pin_memory=`)
-                or (_of_unknown_origin(ctx, destination) and module_pins(ctx))
+                or (
+                    _of_unknown_origin(ctx, destination)
+                    and module_pins(ctx)
+                    and device_of(ctx, source) not in (Device.CPU, Device.HOST)
+                )
             ):
                 continue  # a copy into host memory: device-to-host (AL201's concern), not an upload
         if is_pinned(ctx, source) or device_of(ctx, source) is Device.CUDA:
