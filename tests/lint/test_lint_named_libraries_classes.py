@@ -521,3 +521,57 @@ def test_work_queued_inside_a_read_is_waited_for_and_a_value_made_on_its_targets
             "line 12 just before already waited for it: no new wait",
         ),
     ]
+
+
+EPOCH_AVERAGE = dedent(
+    """\
+    import torch
+
+
+    def train(model, loader, optimizer, loss_fn, device):
+        losses = 0
+        for src, tgt in loader:
+            logits = model(src.to(device))
+            loss = loss_fn(logits, tgt.to(device))
+            loss.backward()
+            optimizer.step()
+            losses += loss.item()
+        return losses / len(list(loader))
+
+
+    def main(model, loader, optimizer, loss_fn, epochs, logger):
+        for epoch in range(epochs):
+            train_loss = train(model, loader, optimizer, loss_fn, "cuda")
+            logger.info(f"Epoch: {epoch} train loss: {train_loss:.3f}")
+    """
+)
+
+
+def test_a_sum_of_reads_divided_by_a_count_is_a_python_number() -> None:
+    """pytorch/examples' translation: `train(...)` returns `losses / len(list(loader))` where
+    `losses` starts at 0 and adds `loss.item()`: formatting it once per epoch reads no tensor."""
+    assert findings(EPOCH_AVERAGE) == [
+        (11, 23, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+    ]
+
+
+DEVICE_FREE_SCRIPT = dedent(
+    """\
+    import torch
+
+    fc = torch.nn.Linear(4, 1)
+    for step in range(1000):
+        x = torch.randn(32, 4)
+        output = torch.nn.functional.smooth_l1_loss(fc(x), x.sum(1, keepdim=True))
+        loss = output.item()
+        output.backward()
+        if loss < 1e-3:
+            break
+    """
+)
+
+
+def test_a_scripts_top_level_loop_in_a_file_that_names_no_device_runs_on_the_cpu() -> None:
+    """pytorch/examples' regression script: a module-level training loop, in a file that never names
+    a device or CUDA, builds its own inputs and its model on the CPU."""
+    assert findings(DEVICE_FREE_SCRIPT) == []

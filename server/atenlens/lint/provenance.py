@@ -1571,11 +1571,14 @@ def _builds_its_inputs(ctx: LintContext, node: Node) -> bool:
     `torch.from_numpy(x)`)? They reach the model on the CPU, so the model and the loss are there
     too (pyod's `fit(X)`: `DataLoader(TensorDataset(...))`, then the training loop; garage's
     policy step). Not where a framework moves the batches (`accelerator.prepare(loader)`,
-    Fabric's `setup_dataloaders`)."""
+    Fabric's `setup_dataloaders`). Module-level code builds its inputs by definition (pytorch/examples'
+    regression script)."""
     if framework_moves_batches(ctx):
         return False
     function = next((a for a in ancestors(node) if a.type == "function_definition"), None)
-    return function is not None and _HOST_INPUTS.search(function.text or b"") is not None
+    if function is None:
+        return True  # a script's own top-level loop: nothing hands it a tensor, and it names no device
+    return _HOST_INPUTS.search(function.text or b"") is not None
 
 
 # Inputs made on the host: a loader, or tensors of host data (not `torch.tensor(0.)`, a scalar
@@ -1926,6 +1929,8 @@ def _method_returns_numbers(data: bytes, name: str) -> bool:
         returned = returned.split(b"#")[0].strip()
         if _host_number_call(returned):
             continue  # `return np.mean(losses)`
+        # (`return losses / len(list(loader))`: a number of the function's divided by a count)
+        returned = _NUMBER_OVER_COUNT.sub(rb"\1", returned)
         parts = [p.strip() for p in returned.strip(b"()[]").split(b",") if p.strip()]
         if not parts:
             return False
@@ -1934,6 +1939,7 @@ def _method_returns_numbers(data: bytes, name: str) -> bool:
     return True
 
 
+_NUMBER_OVER_COUNT = re.compile(rb"^([A-Za-z_]\w*)[ \t]*(?:/|//|\*)[ \t]*(?:len\(.*\)|\d+(?:\.\d*)?|[\w.]+)$")
 # The callee of a call that gives a NumPy or Python number: `np.mean`, `float`, `statistics.mean`
 _HOST_NUMBER_CALLEE = re.compile(rb"(?:np|numpy|math|statistics)\.\w+\(|(?:float|int|round)\(")
 
