@@ -627,6 +627,8 @@ def is_throttle(condition: Node) -> bool:
             return True  # `if verbose > 1:`, `if self.verbosity >= 2:`: a verbosity level
         if len(operators) == 1 and operators[0] in ("==", ">=", ">", "<", "<=") and _counter_reset_in_body(condition):
             return True
+        if len(operators) == 1 and operators[0] in ("<", "<=") and _first_iterations(condition):
+            return True  # `if num_total < 10:` (llm.c's HellaSwag eval): a debug print of the first few
         return bool(operators) and all(op == "==" for op in operators) and _counter_at_bound(condition)
     if kind in ("identifier", "attribute", "call"):
         name = dotted_name(callee(condition) if kind == "call" else condition) or ""
@@ -768,6 +770,20 @@ def _moves_up_last_time(comparison: Node, body: Node) -> bool:
 _NAME_SET_TO_NAME = re.compile(rb"^[ \t]*([A-Za-z_][\w.]*)[ \t]*=[ \t]*([A-Za-z_][\w.]*)[ \t]*(?:#.*)?$", re.M)
 
 
+def _first_iterations(comparison: Node) -> bool:
+    """`num_total < 10`, `i <= 3`: a counter below a small number, true on the first iterations only."""
+    sides = [strip_parens(c) for c in comparison.named_children]
+    if len(sides) != 2 or sides[0].type not in ("identifier", "attribute") or sides[1].type != "integer":
+        return False
+    return int(text(sides[1]), 0) <= FEW_FIRST_ITERATIONS and _COUNTER.search(text(sides[0]).split(".")[-1]) is not None
+
+
+FEW_FIRST_ITERATIONS = 100  # `if step < 10:` is a few first iterations; `if step < warmup_steps:` may be thousands
+_COUNTER = re.compile(
+    r"^(?:num|n)_|_(?:count|total|idx|index|step|iter)$|^(?:i|j|k|it|idx|step|steps|iter|count|total)$"
+)
+
+
 def _counter_at_bound(comparison: Node) -> bool:
     """Do the sides of `comparison` compare a counter with a number or the loop's end (`i == 0`,
     `step == max_steps - 1`), not a per-process value (`rank == 0`)?"""
@@ -892,7 +908,12 @@ def _lazy_initialization(condition: Node) -> bool:
         # (`self.weight = weight`, maybe under another test): computed on first use
         function = next((a for a in ancestors(statement) if a.type in SCOPE_TYPES), None)
         kept = function.text if function is not None else None
-        return re.search(rb"^\s*self\." + missing.encode() + rb"\s*=(?!=)", kept or b"", re.M) is not None
+        # (or registers it: `self.register_buffer("colorize", torch.randn(...).to(x))`)
+        registered = rb"register_(?:buffer|parameter)\(\s*[\"']" + missing.encode() + rb"[\"']"
+        return (
+            re.search(rb"^\s*self\." + missing.encode() + rb"\s*=(?!=)", kept or b"", re.M) is not None
+            or re.search(registered, kept or b"") is not None
+        )
     sides = tested.named_children if tested.type == "comparison_operator" else []
     operators = [text(c) for c in tested.children if not c.is_named] if sides else []
     if operators != ["is"] or len(sides) != 2 or sides[1].type != "none" or not text(sides[0]).startswith("self."):

@@ -100,6 +100,7 @@ from atenlens.lint.frequency import (
     function_name,
     in_a_test,
     in_unit_test_class,
+    lazily_initialized,
     periodic_throttle,
     shown,
     step_loop,
@@ -579,6 +580,11 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
         if early is not None:
             # `if (step - 1) % self.demo_every != 0: return` at the top of a per-batch hook
             return f"only on calls that pass `if {shown(early)}:` above it"
+        first_use = lazily_initialized(move, function) if loop is None else None
+        if first_use is not None and not built_per_item(function):
+            # (not in a beam or a hypothesis, built per example: parlai's `if self.scores is None:`)
+            # `if not hasattr(self, "colorize"): self.register_buffer("colorize", torch.randn(...).to(x))`
+            return f"once per object, on first use (`if {shown(first_use)}:`)"
     if _FORWARD.search(name):
         # (`if t == 0: h = torch.zeros(...).to(x.device)` in `forward`: once per call, and a
         # model's forward runs on every step)

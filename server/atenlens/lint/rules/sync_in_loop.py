@@ -663,7 +663,7 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             and _collected(call, how.loop)
         ):
             kept = _through_host_function(_host_copy(call))
-            if _written_out(kept):
+            if _written_out(kept) or _saved_by_name(kept, how.loop):
                 example = f"`save(path, t.{method}())`: one copy per result written"
             elif _stored_in_item(kept):
                 example = f"`results[key] = t.{method}()`: one copy per result"
@@ -874,19 +874,19 @@ def _read_just_before(ctx: LintContext, call: Node) -> Optional[str]:
         return f"the value was read on line {previous.start_point[0] + 1} just before"
     drained = _drained_just_before(ctx, receiver(call), statement)
     if drained is not None:
-        return f"the read on line {drained} just before already waited for it"
+        return f"the {drained[1]} on line {drained[0]} just before already waited for it"
     return None
 
 
 # Calls of host code only, which queue no GPU work between two reads
 _HOST_ONLY_CALL = re.compile(
-    r"(?:^|\.)(?:append|extend|item|float|int|len|print|round|format|str|update|add_scalar|log)$"
+    r"(?:^|\.)(?:append|extend|item|float|int|len|print|round|format|str|update|add_scalar|log|size|numel|dim|isinstance)$"
 )
 # Reductions of a value already computed: a tiny kernel, nothing to wait for after a read
 _SMALL_REDUCTION = ("sum", "mean", "std", "max", "min", "detach", "float", "cpu", "clone")
 
 
-def _drained_just_before(ctx: LintContext, owner: Optional[Node], statement: Node) -> Optional[int]:
+def _drained_just_before(ctx: LintContext, owner: Optional[Node], statement: Node) -> Optional[tuple[int, str]]:
     """The line of an `.item()`, `int()` or `float()` read in the statements right before the
     read of `owner` (up to three, with only host code after it: appends, prints, more reads),
     when `owner` was computed before that read: the read there waited for all the work queued so
@@ -910,6 +910,11 @@ def _drained_just_before(ctx: LintContext, owner: Optional[Node], statement: Nod
         if TRAINING_STEP.search(previous.text or b""):
             return None
         calls = [n for n in _walk(previous) if n.type == "call"]
+        if len(calls) == 1 and _DEVICE_SYNCHRONIZE.search(dotted_name(callee(calls[0])) or ""):
+            # `torch.cuda.synchronize()`, then `loss_meter.update(loss.item())`: the barrier waited
+            if binding is None or binding.at >= previous.start_byte:
+                return None
+            return previous.start_point[0] + 1, "`synchronize()`"
         # (not a read of a value known to be on the host: `.item()` of a CPU tensor waits for nothing)
         reads = [
             n
@@ -930,8 +935,12 @@ def _drained_just_before(ctx: LintContext, owner: Optional[Node], statement: Nod
         if reads:
             if binding is None or binding.at >= previous.start_byte:
                 return None  # (bound after the read above, or not known: it may hold new work)
-            return reads[0].start_point[0] + 1
+            return reads[0].start_point[0] + 1, "read"
     return None
+
+
+# A wait for all the device's work (Swin's `torch.cuda.synchronize()` before its meters' reads)
+_DEVICE_SYNCHRONIZE = re.compile(r"^(?:torch\.cuda\.synchronize|torch\.cuda\.current_stream\(\)\.synchronize)$")
 
 
 def _base_name(node: Node) -> Optional[Node]:
@@ -1085,8 +1094,26 @@ _KEEPS = (
 )
 
 
+def _saved_by_name(node: Node, loop: Optional[Node]) -> bool:
+    """Is `node` bound to a name that the loop then writes out (`x = rearrange(t.cpu().numpy(),
+    ...)`, then `Image.fromarray(x.astype(np.uint8)).save(path)`)?"""
+    bound = _bound_to(node)
+    body = loop.child_by_field_name("body") if loop is not None else None
+    if bound is None or body is None or bound[0].type != "identifier":
+        return False
+    start = bound[1].end_byte - body.start_byte
+    return _written_name(text(bound[0]).encode()).search(body.text or b"", start) is not None
+
+
+def _written_name(name: bytes) -> "re.Pattern[bytes]":
+    return re.compile(rb"(?<![\w.])" + re.escape(name) + rb"\b[^\n]*\)\.(?:save|write|imwrite)\w*\(")
+
+
 def _kept(data: bytes, start: int, name: bytes) -> bool:
-    return re.compile(_KEEPS + re.escape(name) + rb"\b").search(data, start) is not None
+    if re.compile(_KEEPS + re.escape(name) + rb"\b").search(data, start) is not None:
+        return True
+    # (written by a method of what it becomes: `Image.fromarray(x.astype(np.uint8)).save(path)`)
+    return _written_name(name).search(data, start) is not None
 
 
 def _through_host_function(node: Node) -> Node:
@@ -1099,7 +1126,8 @@ def _through_host_function(node: Node) -> Node:
     if outer is None:
         return node
     name = dotted_name(callee(outer)) or ""
-    if method_name(outer) is None and not name[:1].isupper() and name not in ("list", "tuple"):
+    # (einops' `rearrange` of a NumPy array gives a NumPy array)
+    if method_name(outer) is None and not name[:1].isupper() and name not in ("list", "tuple", "rearrange"):
         return (
             node  # (a method of a host object, a class or a container: `csc_matrix.dot(...)`, `Row(...)`, `list(...)`)
         )
@@ -1171,6 +1199,12 @@ def _bound_to(node: Node) -> Optional[tuple[Node, Node]]:
     """The target `node` is assigned to, and the assignment: `y = node`, or its own name in a
     tuple assignment (`head, tail = head.tolist(), tail.tolist()`); None when it is not assigned."""
     parent = node.parent
+    if (
+        parent is not None
+        and parent.type == "binary_operator"
+        and any(c.type in ("float", "integer") for c in parent.named_children)
+    ):
+        node, parent = parent, parent.parent  # `x = 255. * rearrange(x.cpu().numpy(), ...)`: scaled on the host
     if parent is not None and parent.type == "expression_list" and parent.parent is not None:
         assignment = parent.parent
         pattern = assignment.child_by_field_name("left") if assignment.type == "assignment" else None
@@ -1289,16 +1323,16 @@ def _conversions(ctx: LintContext) -> Iterator[Finding]:
             continue
         how = frequency(call)
         statement = statement_of(call)
-        drained = None
+        drained: Optional[tuple[int, str]] = None
         if how.every_iteration:
-            drained = _read_earlier_in_statement(call, statement, argument) or _drained_just_before(
-                ctx, argument, statement
-            )
+            earlier = _read_earlier_in_statement(call, statement, argument)
+            drained = (earlier, "read") if earlier is not None else _drained_just_before(ctx, argument, statement)
         if drained is not None:
             how = Frequency(
                 how.loop,
                 False,
-                f"{how.how_often}, but the read on line {drained} just before already waited for it: no new wait",
+                f"{how.how_often}, but the {drained[1]} on line {drained[0]} just before already waited for it: "
+                "no new wait",
             )
         finding = _report(ctx, f"`{name}()` of a CUDA tensor", call, how=how)
         if finding is not None:
@@ -1732,8 +1766,9 @@ def _feeds_a_kept_copy(node: Node) -> bool:
 
 
 def _keyed_by_name(subscript: Node) -> bool:
-    """Is `subscript` indexed by a string (`batch["img"]`), or by the variable of a loop over
-    strings (`for k in ["cls", "bboxes"]: batch[k]`)? Then its value is a mapping, no tensor."""
+    """Is `subscript` indexed by a string (`batch["img"]`), by the variable of a loop over
+    strings (`for k in ["cls", "bboxes"]: batch[k]`), or by the keys of the container itself (`for
+    k in batch: batch[k]`)? Then its value is a mapping, no tensor."""
     keys = [k for k in subscript.children_by_field_name("subscript") if k.type != "comment"]
     if len(keys) != 1:
         return False
@@ -1745,6 +1780,9 @@ def _keyed_by_name(subscript: Node) -> bool:
     for loop in ancestors(key):
         if loop.type == "for_statement" and text(loop.child_by_field_name("left") or loop) == text(key):
             iterable = strip_parens(loop.child_by_field_name("right") or loop)
+            holder = subscript.child_by_field_name("value")
+            if holder is not None and text(iterable) in (text(holder), f"{text(holder)}.keys()"):
+                return True  # `for k in batch: batch[k] = batch[k].to(device)`: the keys of a dict
             items = [c for c in iterable.named_children if c.type != "comment"]
             return iterable.type in ("list", "tuple") and bool(items) and all(c.type == "string" for c in items)
         if loop.type in ("function_definition", "class_definition"):

@@ -277,6 +277,14 @@ def _ends_a_timed_region(call: Node, clocks: list[int]) -> bool:
     after = bisect_right(clocks, row)
     if after < len(clocks) and clocks[after] - row <= TIMING_WINDOW:
         return True
+    branches = _branches_around(statement_of(call))
+    if branches is not None:
+        # `if device == "mps": torch.mps.synchronize() elif device == "cuda": torch.cuda.synchronize()`,
+        # then `t1 = time.time()` (llm.c): each branch ends the timed step the clock read after them closes
+        end = branches.end_point[0]
+        later = bisect_right(clocks, end)
+        if later < len(clocks) and clocks[later] - end <= TIMING_WINDOW:
+            return True
     if bisect_left(clocks, row) < after:
         return True  # a clock read on the same line
     statement = statement_of(call)
@@ -293,6 +301,17 @@ def _ends_a_timed_region(call: Node, clocks: list[int]) -> bool:
         first = bisect_left(clocks, start)
         return first < len(clocks) and clocks[first] - start <= TIMING_WINDOW
     return False
+
+
+def _branches_around(statement: Node) -> Optional[Node]:
+    """The `if` statement whose branch (`if`, `elif` or `else` block) ends with `statement`."""
+    block = statement.parent
+    if block is None or block.type != "block" or block.named_children[-1] != statement:
+        return None
+    clause = block.parent
+    if clause is not None and clause.type in ("elif_clause", "else_clause"):
+        clause = clause.parent
+    return clause if clause is not None and clause.type == "if_statement" else None
 
 
 RULE = Rule(
