@@ -331,6 +331,13 @@ def descendants_of(pid: int) -> list[int]:
     return found
 
 
+def idle_worker(pid: int) -> list[int]:
+    """The server's children once no trace runs under them: a trace's process that a test before
+    left to be reaped (the worker kills and reaps it after answering) is not part of the worker."""
+    wait_until(lambda: descendants_of(pid) == children_of(pid), "a trace's process outlived the test before")
+    return children_of(pid)
+
+
 def wait_until(predicate: Callable[[], Any], message: str, timeout: float = 30.0) -> Any:
     """Polls a condition that no event announces (processes ending), until it holds."""
     deadline = time.monotonic() + timeout

@@ -10,7 +10,16 @@ import time
 
 import pytest
 
-from reliability_helpers import FIXTURES, descendants_of, hover, open_document, start_server, trace, wait_until
+from reliability_helpers import (
+    FIXTURES,
+    descendants_of,
+    hover,
+    idle_worker,
+    open_document,
+    start_server,
+    trace,
+    wait_until,
+)
 from source_lines import lsp_line
 
 TEXT = (FIXTURES / "boundary.py").read_text()
@@ -56,7 +65,7 @@ def test_a_forged_report_is_that_traces_error(server, document, qualname, what, 
         "lint, a trace of another function and a hover in the same document",
     )
     uri = document["uri"]
-    worker = descendants_of(server.pid)
+    worker = idle_worker(server.pid)
     answer = trace(server, uri, qualname)["result"]
     assert answer["status"] == "error", answer
     assert "wrote a malformed report" in answer["message"] and reason in answer["message"], answer["message"]
@@ -117,7 +126,7 @@ def test_cancel_request_kills_the_trace(server, document, reliability):
         "once its process runs; then a trace of another function",
     )
     uri = document["uri"]
-    worker = descendants_of(server.pid)
+    worker = idle_worker(server.pid)
     request_id, child = start_sleeping_trace(server, uri, worker)
     started = time.monotonic()
     server.notify("$/cancelRequest", {"id": request_id})
@@ -163,7 +172,7 @@ def test_the_server_ends_while_a_trace_runs(tmp_path, how, what, code, reliabili
         shutil.copy(FIXTURES / "boundary.py", path)
         uri = open_document(own, path, TEXT)
         assert trace(own, uri, "fine_step")["result"]["status"] == "ok"
-        worker = descendants_of(own.pid)
+        worker = idle_worker(own.pid)
         _, child = start_sleeping_trace(own, uri, worker)
         processes = [own.pid] + worker + [child]
         started = time.monotonic()
