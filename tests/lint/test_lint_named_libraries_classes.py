@@ -725,3 +725,97 @@ def test_research_code_timing_branches_first_use_buffers_first_iterations_dict_k
             "(`save(path, t.cpu())`: one copy per result written, as intended)",
         ),
     ]
+
+
+RESEARCH_LOOPS = dedent(
+    """\
+    import torch
+
+
+    def evaluate(model, loader, device):
+        mistakes_printed_already = 0
+        for x, y in loader:
+            pred = model(x.to(device))
+            correct = (pred == y.to(device)).cpu()
+            for i in range(x.size(0)):
+                if not correct[i] and mistakes_printed_already < 5:
+                    mistakes_printed_already += 1
+                    print("wrong: %d" % (pred[i],))
+
+
+    def generate(model, t5, clip, ae, prompts, offload, device):
+        t5, clip = t5.to(device), clip.to(device)
+        for prompt in prompts:
+            cond = t5(prompt.to(device)), clip(prompt.to(device))
+            if offload:
+                t5, clip = t5.cpu(), clip.cpu()
+                torch.cuda.empty_cache()
+                model = model.to(device)
+            x = model(*cond)
+            ae(x)
+
+
+    def train_one_epoch(student, loader, optimizer):
+        for it, (images, _) in enumerate(loader):
+            images = [im.cuda(non_blocking=True) for im in images]
+            loss = student(images).mean()
+            loss.backward()
+            optimizer.step()
+            torch.cuda.synchronize()
+
+
+    @torch.no_grad()
+    def knn_classifier(train_features, test_features, test_labels, k):
+        top1 = 0.0
+        test_features = test_features.cuda()
+        num_test_images, num_chunks = test_labels.shape[0], 100
+        imgs_per_chunk = num_test_images // num_chunks
+        for idx in range(0, num_test_images, imgs_per_chunk):
+            features = test_features[idx : min(idx + imgs_per_chunk, num_test_images)]
+            top1 = top1 + features.sum().item()
+        return top1
+    """
+)
+
+
+def test_capped_prints_offloaded_models_uploaded_crops_and_chunks_counted_in_a_tuple() -> None:
+    """minGPT's adder: `if not correct[i] and mistakes_printed_already < 5:` with the count raised in
+    the body prints at most five times. flux's CLI: `t5, clip = t5.cpu(), clip.cpu()` before
+    `torch.cuda.empty_cache()` moves models off the GPU, no value is read. DINO: `images =
+    [im.cuda(non_blocking=True) for im in images]` uploads the loop's own crops, so the per-step
+    `synchronize()` completes nothing and is a warning. DINO's k-NN: `num_test_images, num_chunks =
+    test_labels.shape[0], 100` counts the rows a chunked loop walks."""
+    assert findings(RESEARCH_LOOPS) == [
+        (8, 41, "AL100", "warning", "`.cpu()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            12,
+            22,
+            "AL100",
+            "information",
+            "formatting a CUDA tensor (`% pred[i]`) inside a loop: the host waits for the GPU only on iterations "
+            "where `not correct[i] and mistakes_printed_already < 5`",
+        ),
+        (
+            21,
+            12,
+            "AL300",
+            "information",
+            "`torch.cuda.empty_cache()` inside a loop: frees cached blocks that the next iteration must allocate "
+            "again; it runs only when `offload` is set, an option that asks for it",
+        ),
+        (
+            33,
+            8,
+            "AL101",
+            "warning",
+            "`torch.cuda.synchronize()` inside a loop: the host waits for all GPU work on every iteration",
+        ),
+        (
+            44,
+            37,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU once per chunk of `imgs_per_chunk` rows of "
+            "`test_labels`",
+        ),
+    ]

@@ -645,9 +645,19 @@ _VERBOSITY = re.compile(r"^_*(?:verbose|verbosity|debug|log_level|debug_level)$"
 
 
 def _bound_value(name: Node) -> Optional[Node]:
-    """The value of `_bound_once(name)`."""
+    """The value of `_bound_once(name)`: for a tuple assignment (`n, chunks = x.shape[0], 100`),
+    the part that goes to `name`."""
     assignment = _bound_once(name)
-    return assignment.child_by_field_name("right") if assignment is not None else None
+    if assignment is None:
+        return None
+    left, right = assignment.child_by_field_name("left"), assignment.child_by_field_name("right")
+    if left is None or right is None or left.type == "identifier":
+        return right
+    targets = [c for c in left.named_children if c.type != "comment"]
+    values = [c for c in right.named_children if c.type != "comment"] if right.type == "expression_list" else []
+    if len(targets) != len(values) or any(t.type != "identifier" for t in targets):
+        return None
+    return next((v for t, v in zip(targets, values) if text(t) == text(name)), None)
 
 
 def _bound_once(name: Node) -> Optional[Node]:
@@ -681,7 +691,8 @@ def _bound_once(name: Node) -> Optional[Node]:
     if len(found) != 1 or found[0].type != "assignment" or found[0].end_byte > name.start_byte:
         return None
     left = found[0].child_by_field_name("left")
-    return found[0] if left is not None and left.type == "identifier" else None
+    # (`name = value`, or `a, name = x, value`: `_bound_value` takes its part)
+    return found[0] if left is not None and left.type in ("identifier", "pattern_list") else None
 
 
 # An optional writer of logs (`self.summary_writer`, `tb_writer`, `self.wandb_run`), None unless
@@ -775,7 +786,17 @@ def _first_iterations(comparison: Node) -> bool:
     sides = [strip_parens(c) for c in comparison.named_children]
     if len(sides) != 2 or sides[0].type not in ("identifier", "attribute") or sides[1].type != "integer":
         return False
-    return int(text(sides[1]), 0) <= FEW_FIRST_ITERATIONS and _COUNTER.search(text(sides[0]).split(".")[-1]) is not None
+    if int(text(sides[1]), 0) > FEW_FIRST_ITERATIONS:
+        return False
+    if _COUNTER.search(text(sides[0]).split(".")[-1]) is not None:
+        return True
+    # `if mistakes_printed_already < 5: ...; mistakes_printed_already += 1` (minGPT): a cap it counts itself
+    statement = comparison.parent
+    while statement is not None and statement.type in ("boolean_operator", "parenthesized_expression"):
+        statement = statement.parent  # (`if not correct[i] and printed < 5:`)
+    body = statement.child_by_field_name("consequence") if statement is not None else None
+    counted = re.escape(text(sides[0])) + r"\s*\+=\s*1\b"
+    return body is not None and re.search(counted, text(body)) is not None
 
 
 FEW_FIRST_ITERATIONS = 100  # `if step < 10:` is a few first iterations; `if step < warmup_steps:` may be thousands
@@ -1046,7 +1067,7 @@ def _bound_literal(name: Node) -> Optional[Node]:
     read and never grown (`masks = ["train_mask", "val_mask", "test_mask"]`, `scale_search =
     [0.5]`); None otherwise."""
     assignment = _bound_once(name)
-    value = assignment.child_by_field_name("right") if assignment is not None else None
+    value = _bound_value(name) if assignment is not None else None
     statement = assignment.parent if assignment is not None else None
     body = statement.parent if statement is not None else None
     if value is None or body is None or body.parent is None or body.parent.type != "function_definition":

@@ -633,7 +633,7 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             continue
         if method == "item" and any(arguments(call)):
             continue  # `dropdown.model().item(i)`: Qt's, a list's; `Tensor.item()` takes no argument
-        if method == "cpu" and (is_module(ctx, receiver(call)) or _layer_moved(call)):
+        if method == "cpu" and (is_module(ctx, receiver(call)) or _layer_moved(call) or _offloaded(call)):
             continue  # `transformer.cpu()`, `linear_layer.cpu()`: a module's parameters move; no value is read
         if not likely_device(ctx, receiver(call)):
             continue
@@ -974,6 +974,19 @@ def _layer_moved(call: Node) -> bool:
         owner = owner.child_by_field_name("value")
     name = (dotted_name(owner) or "").split(".")[-1] if owner is not None else ""
     return call.parent is not None and call.parent.type == "expression_statement" and bool(_LAYER_NAME.search(name))
+
+
+def _offloaded(call: Node) -> bool:
+    """`t5, clip = t5.cpu(), clip.cpu()` followed by `torch.cuda.empty_cache()` in the same block
+    (flux's CLI): models moved off the GPU to make room, each name rebound to its own `.cpu()`."""
+    owner = receiver(call)
+    bound = _bound_to(call)
+    if owner is None or owner.type != "identifier" or bound is None or text(bound[0]) != text(owner):
+        return False
+    block = bound[1].parent
+    while block is not None and block.type != "block":
+        block = block.parent
+    return block is not None and b"empty_cache()" in (block.text or b"")
 
 
 def _in_literal(node: Node) -> Node:

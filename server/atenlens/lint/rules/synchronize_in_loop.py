@@ -216,7 +216,11 @@ def _async_copy_before(call: Node, loop: Node) -> Optional[int]:
     while at >= 0:
         line = before[before.rfind(b"\n", 0, at) + 1 : at]
         upload = _UPLOAD.match(line)
-        if _NON_BLOCKING_TRUE.match(before, at) and (upload is None or upload.group(1) not in batch):
+        uploaded = upload.group(1) if upload is not None else None
+        each = re.search(rb"\bfor\s+(\w+)\s+in\s+(\w+)", line + before[at : before.find(b"\n", at)])
+        if uploaded is not None and each is not None and each.group(1) == uploaded:
+            uploaded = each.group(2)  # `images = [im.cuda(non_blocking=True) for im in images]` (DINO)
+        if _NON_BLOCKING_TRUE.match(before, at) and (uploaded is None or uploaded not in batch):
             return body.start_point[0] + before.count(b"\n", 0, at) + 1
         # (`samples = samples.to(device, non_blocking=True)` of the loop's own batch: a fresh
         # tensor every iteration, uploaded from memory nothing refills; the host need not wait)
@@ -225,7 +229,7 @@ def _async_copy_before(call: Node, loop: Node) -> Optional[int]:
 
 
 # `x = x.to(device, non_blocking=True)`, `x.cuda(non_blocking=True)`: an upload of `x` (not `.to("cpu")`)
-_UPLOAD = re.compile(rb"[ \t]*(?:[\w.]+[ \t]*=[ \t]*)?([A-Za-z_]\w*)\.(?:to|cuda)\((?![ \t]*[\"']cpu)")
+_UPLOAD = re.compile(rb"[ \t]*(?:[\w.]+[ \t]*=[ \t]*)?\[?[ \t]*([A-Za-z_]\w*)\.(?:to|cuda)\((?![ \t]*[\"']cpu)")
 
 
 def _loop_targets(loop: Node) -> frozenset[bytes]:
