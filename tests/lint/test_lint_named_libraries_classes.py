@@ -819,3 +819,91 @@ def test_capped_prints_offloaded_models_uploaded_crops_and_chunks_counted_in_a_t
             "`test_labels`",
         ),
     ]
+
+
+GAN_SCRIPTS = dedent(
+    """\
+    import datetime
+    import sys
+    import time
+
+    import torch
+
+    log_interval = 1
+
+
+    def train(model, loader, optimizer, device, n_epochs):
+        prev_time = time.time()
+        for epoch in range(n_epochs):
+            for i, (x, y) in enumerate(loader):
+                loss = model(x.to(device), y.to(device))
+                loss.backward()
+                optimizer.step()
+                time_left = datetime.timedelta(seconds=(len(loader) - i) * (time.time() - prev_time))
+                prev_time = time.time()
+                sys.stdout.write("[loss: %f] ETA: %s" % (loss.item(), time_left))
+
+
+    def finetune(model, loader, optimizer, device):
+        for iter_num, (x, y) in enumerate(loader):
+            loss = model(x.to(device), y.to(device))
+            loss.backward()
+            optimizer.step()
+            if iter_num % log_interval == 0:
+                print(f"iter {iter_num}: loss {loss.item():.4f}")
+
+
+    def test(model, loader, device):
+        stats = []
+        for img, targets in loader:
+            out = model(img.to(device))
+            targets = targets.to(device)
+            for si, pred in enumerate(out):
+                labels = targets[targets[:, 0] == si, 1:]
+                tcls = labels[:, 0].tolist() if len(labels) else []
+                stats.append((pred[:, 4].cpu(), pred[:, 5].cpu(), tcls))
+        return stats
+    """
+)
+
+
+def test_eta_intervals_intervals_of_one_and_rows_of_host_copies() -> None:
+    """PyTorch-GAN: `time.time() - prev_time` for an ETA, then `prev_time = time.time()` and the
+    log line's `loss.item()`: from the second iteration on the interval ends a step the read waited
+    for (no AL301). lit-llama: `if iter_num % log_interval == 0:` with `log_interval = 1` at the top
+    of the module is every iteration. yolov7's test: a tuple of host copies appended to `stats`,
+    and `tcls = labels[:, 0].tolist() if len(labels) else []` kept in it, are results collected."""
+    collected = "collecting results on the host (`outputs.append(t.{}())`: one copy per batch, as intended)"
+    assert findings(GAN_SCRIPTS) == [
+        (19, 58, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (28, 48, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            37,
+            21,
+            "AL100",
+            "warning",
+            "`targets[targets[:, 0] == si, 1:]` (a boolean mask: the result's shape depends on the data) inside "
+            "a loop: the host waits for the GPU on every iteration",
+        ),
+        (
+            38,
+            32,
+            "AL100",
+            "information",
+            "`.tolist()` inside a loop: the host waits for the GPU on every iteration, " + collected.format("tolist"),
+        ),
+        (
+            39,
+            37,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU on every iteration, " + collected.format("cpu"),
+        ),
+        (
+            39,
+            55,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU on every iteration, " + collected.format("cpu"),
+        ),
+    ]

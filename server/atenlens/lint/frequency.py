@@ -993,7 +993,26 @@ def _creates_state(condition: Node) -> bool:
 def _is_modulo(node: Node) -> bool:
     while node.type == "parenthesized_expression" and node.named_child_count == 1:
         node = node.named_children[0]
-    return node.type == "binary_operator" and text(node.child_by_field_name("operator")) == "%"
+    if node.type != "binary_operator" or text(node.child_by_field_name("operator")) != "%":
+        return False
+    return not _every_one(node.child_by_field_name("right"))
+
+
+def _every_one(divisor: Optional[Node]) -> bool:
+    """`step % 1`, or `step % log_interval` with `log_interval = 1` at the top of the module
+    (lit-llama's fine-tuning scripts): true on every iteration, no throttle."""
+    if divisor is None:
+        return False
+    divisor = strip_parens(divisor)
+    if divisor.type == "integer":
+        return text(divisor) == "1"
+    if divisor.type != "identifier":
+        return False
+    module = divisor
+    while module.parent is not None:
+        module = module.parent
+    constant = rb"^" + re.escape(text(divisor).encode()) + rb"[ \t]*(?::[^=\n]*)?=[ \t]*1[ \t]*(?:#[^\n]*)?$"
+    return re.search(constant, module.text or b"", re.M) is not None
 
 
 def is_counter_bound(node: Node) -> bool:

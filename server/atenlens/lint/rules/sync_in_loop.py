@@ -292,7 +292,7 @@ from atenlens.lint.syntax import (
     text,
 )
 from atenlens.lint.triggers import CODE_LOOP, LOOP, Caseless
-from atenlens.lint.waits import is_clock_read
+from atenlens.lint.waits import is_clock_read, is_device_synchronize
 
 SYNC_METHODS = ("item", "tolist", "cpu")
 CONVERSIONS = ("float", "int", "bool", "str")
@@ -910,7 +910,7 @@ def _drained_just_before(ctx: LintContext, owner: Optional[Node], statement: Nod
         if TRAINING_STEP.search(previous.text or b""):
             return None
         calls = [n for n in _walk(previous) if n.type == "call"]
-        if len(calls) == 1 and _DEVICE_SYNCHRONIZE.search(dotted_name(callee(calls[0])) or ""):
+        if len(calls) == 1 and is_device_synchronize(ctx, calls[0]):
             # `torch.cuda.synchronize()`, then `loss_meter.update(loss.item())`: the barrier waited
             if binding is None or binding.at >= previous.start_byte:
                 return None
@@ -937,10 +937,6 @@ def _drained_just_before(ctx: LintContext, owner: Optional[Node], statement: Nod
                 return None  # (bound after the read above, or not known: it may hold new work)
             return reads[0].start_point[0] + 1, "read"
     return None
-
-
-# A wait for all the device's work (Swin's `torch.cuda.synchronize()` before its meters' reads)
-_DEVICE_SYNCHRONIZE = re.compile(r"^(?:torch\.cuda\.synchronize|torch\.cuda\.current_stream\(\)\.synchronize)$")
 
 
 def _base_name(node: Node) -> Optional[Node]:
@@ -1034,6 +1030,10 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
         literal = _in_literal(node)
         if literal.type == "dictionary":
             node = literal  # `tmp = {"id": i, "energy": {"prediction": p.cpu().tolist()}}`, kept below
+    elif node.parent is not None and node.parent.type in ("tuple", "list"):
+        row = _in_literal(node)
+        if row.parent is not None and row.parent.type == "argument_list":
+            node = row  # `stats.append((correct.cpu(), pred[:, 4].cpu(), tcls))` (yolov7's test): a row of copies
     parent = node.parent
     outer = parent.parent if parent is not None and parent.type == "argument_list" else None
     if _written_out(node):
@@ -1218,6 +1218,8 @@ def _bound_to(node: Node) -> Optional[tuple[Node, Node]]:
         and any(c.type in ("float", "integer") for c in parent.named_children)
     ):
         node, parent = parent, parent.parent  # `x = 255. * rearrange(x.cpu().numpy(), ...)`: scaled on the host
+    if parent is not None and parent.type == "conditional_expression" and parent.named_children[:1] == [node]:
+        node, parent = parent, parent.parent  # `tcls = labels[:, 0].tolist() if nl else []` (yolov7)
     if parent is not None and parent.type == "expression_list" and parent.parent is not None:
         assignment = parent.parent
         pattern = assignment.child_by_field_name("left") if assignment.type == "assignment" else None

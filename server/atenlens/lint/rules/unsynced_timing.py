@@ -86,7 +86,16 @@ from atenlens.lint.frequency import function_name, is_test_name
 from atenlens.lint.provenance import is_model_call, likely_device, on_host_branch
 from atenlens.lint.registry import Rule
 from atenlens.lint.source import ancestors
-from atenlens.lint.syntax import arguments, callee, dotted_name, method_name, receiver, strip_parens, text
+from atenlens.lint.syntax import (
+    arguments,
+    callee,
+    dotted_name,
+    method_name,
+    receiver,
+    repeating_loop,
+    strip_parens,
+    text,
+)
 from atenlens.lint.waits import (
     CLOCK_FUNCTIONS,
     WAIT_CALLS,
@@ -174,6 +183,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             continue  # the `else` of `if x.device.type == "cuda":`: timed where there is no GPU
         if _reads_device_tensor(ctx, within, start, second, scope):
             continue  # `float(t)`, `print(t)`, `"{}".format(t)` of a CUDA tensor waits for it
+        if _waits_after_restart(ctx, first, second, waiting, scope):
+            continue  # an ETA's `prev_time = time.time()`, then the step's `loss.item()` logs
         reported.add(second.id)
         name = dotted_name(callee(second))
         line = ctx.source.position(first.start_point)[0]
@@ -228,6 +239,45 @@ def _reads_device_tensor(ctx: LintContext, within: list[Node], start: int, secon
     `print("{:.0f}".format(ind_succ.float().sum()) + " in {:.1f} s".format(time.time() - t0))`)."""
     reads = _device_reads(ctx, within, start, second.start_byte, scope)
     return any(_evaluated_before(read, second) for read in reads)
+
+
+def _waits_after_restart(ctx: LintContext, first: Node, second: Node, waiting: list[Node], scope: Node) -> bool:
+    """Is the start's name set again to a clock read later in the loop around `second` (an ETA's
+    `time_left = ... (time.time() - prev_time)`, then `prev_time = time.time()`, PyTorch-GAN), with
+    a wait or a host read of a CUDA tensor after it in the loop's body (the `loss.item()` of the log
+    line)? From the second iteration on the interval runs from that restart around the loop to
+    `second`, and that read ends the step it times. Likewise for a start read once before the
+    loop and never set again (an average over all the steps so far)."""
+    loop = repeating_loop(second)
+    body = loop.child_by_field_name("body") if loop is not None else None
+    binding = first.parent
+    target = binding.child_by_field_name("left") if binding is not None and binding.type == "assignment" else None
+    if body is None or target is None:
+        return False
+    name = text(target)
+    restart = next(
+        (
+            c
+            for c in ctx.calls_within(second.end_byte, body.end_byte)
+            if is_clock_read(c)
+            and c.parent is not None
+            and c.parent.type == "assignment"
+            and text(c.parent.child_by_field_name("left") or c) == name
+        ),
+        None,
+    )
+    if restart is None and loop is not None and first.start_byte < loop.start_byte:
+        # (`start_time` read once before the loop: the interval holds every earlier iteration, each
+        # ended by the reads of its log line after `second`: only the current step is unwaited)
+        start, end = second.end_byte, body.end_byte
+    elif restart is None:
+        return False
+    else:
+        start, end = restart.end_byte, body.end_byte
+    if any(start <= c.start_byte and c.end_byte <= end and scope_for(c) == scope for c in waiting):
+        return True
+    within = [c for c in ctx.calls_within(start, end) if scope_for(c) == scope]
+    return bool(_device_reads(ctx, within, start, end, scope))
 
 
 def _device_reads(ctx: LintContext, within: list[Node], start: int, end: int, scope: Node) -> list[Node]:
