@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Optional, Sequence
 
@@ -165,6 +166,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         return serve(args, early)
     args = build_parser().parse_args(arguments)
+    try:
+        return _run(args)
+    except BrokenPipeError:
+        # `atenlens lint . | head`: the reader closed the pipe; stop quietly, as a pipeline expects
+        # (point stdout at /dev/null so the interpreter's final flush does not raise again)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the subcommand `args` names (every one but `serve` over stdio)."""
     if args.command == "trace":
         from atenlens.trace_command import run_trace_command
 

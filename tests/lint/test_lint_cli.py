@@ -135,3 +135,24 @@ def test_the_fixtures_through_the_cli_match_their_expected_files() -> None:
     assert result.stdout.splitlines()[:-1] == [
         "AL200_pageable_copy.py:" + line.replace(" ", ": ", 1) for line in expected
     ]
+
+
+def test_a_reader_that_closes_the_pipe_early_ends_the_run_quietly(tmp_path: Path) -> None:
+    """`atenlens lint . | head -1`: once the reader has what it wants and closes the pipe, the run
+    stops without a traceback on stderr (Python's default is a `BrokenPipeError` trace)."""
+    for k in range(200):
+        write(tmp_path / f"train_{k:03}.py", "import torch\nfor batch in xs.cuda():\n    v = batch.item()\n")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "atenlens", "lint", "--no-cache", "."],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    first = process.stdout.readline()
+    process.stdout.close()  # what `head -1` does after its line
+    stderr = process.stderr.read().decode()
+    code = process.wait(timeout=120)
+    assert first.startswith(b"train_000.py:3:15: AL100"), first
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+    assert code == 1

@@ -907,3 +907,70 @@ def test_eta_intervals_intervals_of_one_and_rows_of_host_copies() -> None:
             "`.cpu()` inside a loop: the host waits for the GPU on every iteration, " + collected.format("cpu"),
         ),
     ]
+
+
+RESULTS_KEPT_AND_LOGGED = dedent(
+    """\
+    import cv2
+    import numpy as np
+    import torch
+
+
+    def compute_distances(model, loader, rank, device):
+        dist_batches = []
+        for x in loader:
+            x = model(x.to(device))
+            dist_batches.append(x.cpu() if rank == 0 else None)
+        return dist_batches
+
+
+    def predict(model, images, out_paths, device):
+        for img, path in zip(images, out_paths):
+            output = model(img.to(device))
+            output = output.data.squeeze().float().cpu().clamp_(0, 1).numpy()
+            output = (output * 255.0).round().astype(np.uint8)
+            cv2.imwrite(path, output)
+
+
+    class LatentDiffusion(torch.nn.Module):
+        def log_images(self, batch, N=8):
+            log = {}
+            z = self.encode(batch["jpg"].to(self.device))
+            mask = torch.ones(N, z.shape[2], z.shape[3]).to(self.device)
+            log["mask"] = mask
+            return log
+    """
+)
+
+
+def test_a_copy_appended_on_one_rank_an_image_written_with_cv2_and_log_images() -> None:
+    """stylegan3's metrics: `dist_batches.append(x.cpu() if rank == 0 else None)` collects results on
+    the host. SwinIR: `output.cpu().clamp_(0, 1).numpy()`, then `cv2.imwrite(path, output)`, is a
+    result written. ControlNet's `log_images`, which an image logger calls every N steps, pays its
+    create-then-move once per call."""
+    assert findings(RESULTS_KEPT_AND_LOGGED) == [
+        (
+            10,
+            30,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU on every iteration, collecting results on the host "
+            "(`outputs.append(t.cpu())`: one copy per batch, as intended)",
+        ),
+        (
+            17,
+            47,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU on every iteration, collecting results on the host "
+            "(`save(path, t.cpu())`: one copy per result written, as intended)",
+        ),
+        (
+            26,
+            53,
+            "AL302",
+            "information",
+            "`torch.ones(...)` is created on the CPU and then copied to the device: create it there with `device=`; "
+            "it runs once per call of `log_images` (set-up, not a step): a small cost, not paid every step",
+        ),
+    ]

@@ -925,7 +925,8 @@ def test_results_stored_written_or_kept_after_one_host_step() -> None:
             42,
             "AL100",
             "information",
-            COLLECTED,
+            "`.cpu()` inside a loop: the host waits for the GPU on every iteration, collecting results on the host "
+            "(`save(path, t.cpu())`: one copy per result written, as intended)",
         ),
         (
             29,

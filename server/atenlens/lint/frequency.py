@@ -95,7 +95,9 @@ _BOUND_NAME = re.compile(
 )
 # Functions that run once per object or per run: initializers, set-up, loading, saving, export, plots
 SET_UP_FUNCTION = re.compile(
-    r"^_*init(?:_|$)|initiali[sz]e|^_*set_?up(?:_|$)|warm_?up|^_?load|_load_|save|export|plot|^__(?:str|repr)__$",
+    # (`log_images`: a module's, which an image-logging callback calls every N steps)
+    r"^_*init(?:_|$)|initiali[sz]e|^_*set_?up(?:_|$)|warm_?up|^_?load|_load_|save|export|plot|^__(?:str|repr)__$"
+    r"|^log_images$",
     re.I,
 )
 # ... and those that walk their items once per call, not per training step: checkpoints,

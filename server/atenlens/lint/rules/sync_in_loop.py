@@ -1030,6 +1030,12 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
         literal = _in_literal(node)
         if literal.type == "dictionary":
             node = literal  # `tmp = {"id": i, "energy": {"prediction": p.cpu().tolist()}}`, kept below
+    elif (
+        node.parent is not None
+        and node.parent.type == "conditional_expression"
+        and node.parent.named_children[:1] == [node]
+    ):
+        node = node.parent  # `dist_batches.append(x.cpu() if rank == 0 else None)` (stylegan3's metrics)
     elif node.parent is not None and node.parent.type in ("tuple", "list"):
         row = _in_literal(node)
         if row.parent is not None and row.parent.type == "argument_list":
@@ -1115,7 +1121,14 @@ def _saved_by_name(node: Node, loop: Optional[Node]) -> bool:
     if bound is None or body is None or bound[0].type != "identifier":
         return False
     start = bound[1].end_byte - body.start_byte
-    return _written_name(text(bound[0]).encode()).search(body.text or b"", start) is not None
+    name = re.escape(text(bound[0]).encode())
+    # (`Image.fromarray(x).save(path)`, or handed to a writer: `cv2.imwrite(path, x)`)
+    handed = rb"(?<![\w])(?:\w+\.)?(?:imwrite|imsave|save\w*|write\w*)\([^\n]*?\b" + name + rb"\b"
+    data = body.text or b""
+    return (
+        _written_name(text(bound[0]).encode()).search(data, start) is not None
+        or re.compile(handed).search(data, start) is not None
+    )
 
 
 def _written_name(name: bytes) -> "re.Pattern[bytes]":
@@ -1157,7 +1170,18 @@ _KEEPING_METHODS = ("append", "extend", "copy_", "put")
 _WRITER = re.compile(rf"^_*(?:{_WRITER_WORDS}|imwrite|imsave)(?:_|$)|^_*(?:{_WRITER_WORDS})[a-z]")
 
 
-_SAME_DATA = ("detach", "float", "double", "half", "long", "int", "squeeze", "contiguous", "clone", "flatten")
+_SAME_DATA = (
+    "detach",
+    "float",
+    "double",
+    "half",
+    "long",
+    "int",
+    "squeeze",
+    "contiguous",
+    "clone",
+    "flatten",
+)
 
 
 def _as_numpy(call: Node) -> bool:
@@ -1277,6 +1301,8 @@ _HOST_CHAIN = VIEW_METHODS | {
     "clone",
     "index_select",  # rows of the copy picked on the host (`out.cpu().index_select(0, idx)`)
     "cpu",  # (`(visibility * present.cpu()).cpu()`: already there)
+    "clamp",  # (`out.cpu().clamp_(0, 1).numpy()`, SwinIR: host work on the copy)
+    "clamp_",
 }
 
 
