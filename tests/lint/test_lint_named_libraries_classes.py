@@ -974,3 +974,37 @@ def test_a_copy_appended_on_one_rank_an_image_written_with_cv2_and_log_images() 
             "it runs once per call of `log_images` (set-up, not a step): a small cost, not paid every step",
         ),
     ]
+
+
+RL_STEPS = dedent(
+    """\
+    import torch
+
+
+    def learn(policy, env, total_timesteps, eval_episodes, device):
+        obs = env.reset()
+        for t in range(total_timesteps):
+            action = policy(torch.as_tensor(obs).to(device))
+            obs, reward, done, info = env.step(action.cpu().numpy())
+        returns = []
+        for episode in eval_episodes:
+            returns.append(policy.evaluate(env).item())
+        return returns
+    """
+)
+
+
+def test_a_range_of_timesteps_is_a_run_of_steps_not_a_sampling_loop() -> None:
+    """`for t in range(total_timesteps):` steps an environment, not a sampler: the evaluation loop
+    beside it is not said to run "once per generation"."""
+    assert findings(RL_STEPS) == [
+        (
+            8,
+            50,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU once per environment step (the environment runs on "
+            "the host and waits for its inputs)",
+        ),
+        (11, 44, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+    ]

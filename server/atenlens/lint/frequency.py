@@ -1423,7 +1423,9 @@ def sampling_loop(function: Node) -> Optional[Node]:
             continue
         iterable = loop.child_by_field_name("right")
         inner = loop.child_by_field_name("body")
-        if (iterable is not None and _SAMPLER_STEPS.search(text(iterable))) or (
+        # (not `for t in range(total_timesteps):`, a reinforcement-learning run's steps)
+        walked = text(iterable) if iterable is not None else ""
+        if (_SAMPLER_STEPS.search(walked) and "range(" not in walked) or (
             inner is not None and _SAMPLER_STEP_CALL.search(inner.text or b"")
         ):
             return loop
