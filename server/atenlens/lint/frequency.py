@@ -1013,8 +1013,15 @@ def _every_one(divisor: Optional[Node]) -> bool:
     module = divisor
     while module.parent is not None:
         module = module.parent
-    constant = rb"^" + re.escape(text(divisor).encode()) + rb"[ \t]*(?::[^=\n]*)?=[ \t]*1[ \t]*(?:#[^\n]*)?$"
-    return re.search(constant, module.text or b"", re.M) is not None
+    # (the module's own statements, not its text: this runs for every throttle the rules test)
+    name = text(divisor)
+    for statement in module.named_children:
+        assignment = statement.named_children[0] if statement.type == "expression_statement" else None
+        if assignment is not None and assignment.type == "assignment":
+            left, right = assignment.child_by_field_name("left"), assignment.child_by_field_name("right")
+            if left is not None and right is not None and text(left) == name:
+                return right.type == "integer" and text(right) == "1"
+    return False
 
 
 def is_counter_bound(node: Node) -> bool:
@@ -1418,6 +1425,8 @@ def sampling_loop(function: Node) -> Optional[Node]:
     title = function.child_by_field_name("name")
     if body is None or title is None or _PER_STEP_FUNCTION.match(text(title)):
         return None
+    if _SAMPLER_WORDS.search(body.text or b"") is None:
+        return None  # (most functions: no loop of theirs is walked)
     for loop in _loops_in(body):
         if loop.type != "for_statement":
             continue
@@ -1449,6 +1458,7 @@ def _beside_sampling_loop(loop: Node) -> Optional[Node]:
 
 _SAMPLER_STEPS = re.compile(r"\b\w*(?:timesteps|sigmas)\b")
 _SAMPLER_STEP_CALL = re.compile(rb"\bscheduler\.step\(")
+_SAMPLER_WORDS = re.compile(rb"timesteps|sigmas|scheduler\.step\(")
 
 
 # A loader or a data set walked (`data_loader`, `val_dl`, `self.train_loader`, `dataset`), maybe

@@ -1121,18 +1121,17 @@ def _saved_by_name(node: Node, loop: Optional[Node]) -> bool:
     if bound is None or body is None or bound[0].type != "identifier":
         return False
     start = bound[1].end_byte - body.start_byte
-    name = re.escape(text(bound[0]).encode())
-    # (`Image.fromarray(x).save(path)`, or handed to a writer: `cv2.imwrite(path, x)`)
-    handed = rb"(?<![\w])(?:\w+\.)?(?:imwrite|imsave|save\w*|write\w*)\([^\n]*?\b" + name + rb"\b"
-    data = body.text or b""
-    return (
-        _written_name(text(bound[0]).encode()).search(data, start) is not None
-        or re.compile(handed).search(data, start) is not None
-    )
+    return _written_name(text(bound[0]).encode()).search(body.text or b"", start) is not None
 
 
 def _written_name(name: bytes) -> "re.Pattern[bytes]":
-    return re.compile(rb"(?<![\w.])" + re.escape(name) + rb"\b[^\n]*\)\.(?:save|write|imwrite)\w*\(")
+    """`name` written out on one line: by a method of what it becomes (`Image.fromarray(x.astype(
+    np.uint8)).save(path)`) or handed to a writer (`cv2.imwrite(path, x)`, `np.save(path, x)`)."""
+    spelled = re.escape(name)
+    return re.compile(
+        rb"(?<![\w.])" + spelled + rb"\b[^\n]*\)\.(?:save|write|imwrite)\w*\("
+        rb"|(?<!\w)(?:\w+\.)?_*(?:" + _WRITER_WORDS.encode() + rb"|imwrite|imsave)\w*\([^\n]*?\b" + spelled + rb"\b"
+    )
 
 
 def _kept(data: bytes, start: int, name: bytes) -> bool:
