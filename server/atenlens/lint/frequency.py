@@ -79,8 +79,10 @@ from atenlens.lint.syntax import (
 )
 
 FEW_ITERATIONS = 10
+# (`is_last` of a step or batch; not of a pipeline stage or rank, `pp_is_last_stage`: fixed per process)
 _THROTTLE_NAME = re.compile(
-    r"should_|is_last|last_step|log_now|do_log|is_log|_due$|^is_.*_step$|^verbose$|^debug$|^debug_|_debug$", re.I
+    r"should_|is_last(?!_(?:stage|rank|layer|block|device|node|gpu))|last_step|log_now|do_log|is_log|_due$|^is_.*_step$|^verbose$|^debug$|^debug_|_debug$",
+    re.I,
 )
 # The optimizer state of a parameter is created on its first step: `if "exp_avg" not in state:`,
 # `if len(state) == 0:` run once per parameter.
@@ -218,6 +220,8 @@ def frequency(node: Node) -> Frequency:
         return Frequency(loop, False, f"per item, once per run ({where} runs once)")
     if _EPOCH_HOOK.search(function):
         return Frequency(loop, False, f"per item in `{function}` (once per epoch, not per training step)")
+    if _logging_hook(loop, function):
+        return Frequency(loop, False, f"per item in `{function}` (once per logging interval, not per training step)")
     sampling = _beside_sampling_loop(loop)
     if sampling is not None:
         return Frequency(
@@ -257,6 +261,21 @@ def frequency(node: Node) -> Frequency:
 _EPOCH_HOOK = re.compile(
     r"epoch_(?:end|start)$|^_*on_(?:\w+_)?(?:fit|train|validation|test|predict)_(?:end|start)$", re.I
 )
+
+
+def _logging_hook(node: Node, function: str) -> bool:
+    """Is `node` in a trainer's logging hook: a method `log` or `on_log` of a class with a base
+    (the `log(self, logs)` override of a Hugging Face `Trainer`, a callback's `on_log`), which the
+    trainer calls every `logging_steps` steps?"""
+    if function not in ("log", "on_log"):
+        return False
+    method = next((a for a in ancestors(node) if a.type == "function_definition"), None)
+    holder = definition_holder(method) if method is not None else None
+    return (
+        holder is not None
+        and holder.type == "class_definition"
+        and holder.child_by_field_name("superclasses") is not None
+    )
 
 
 def epoch_hook(name: str) -> bool:
@@ -512,11 +531,38 @@ def _throttling_if(node: Node, loop: Node, with_step: bool) -> Optional[Node]:
                 and child == body
                 and condition is not None
                 and is_throttle(condition)
-                and steps_optimizer(body) == with_step
+                and _gates_accumulation(body, loop) == with_step
             ):
                 return condition
         child = parent
     return None
+
+
+def _gates_accumulation(body: Node, stop: Node) -> bool:
+    """Does the throttled `body` take the training step itself (`if step % accum_steps == 0:
+    optimizer.step()`: gradient accumulation, every step)? Not when `stop` (the loop or function
+    around it) also steps an optimizer outside `body`: then the throttle delays one update while
+    the other runs every step (TD3's `policy_delay`, REDQ's `actor_delay`: the critic steps every
+    time, itself or in a helper handed its optimizer, the actor every N), and what the body reads
+    is read every N steps."""
+    if not steps_optimizer(body):
+        return False
+    data = stop.text or b""
+    rest = data[: body.start_byte - stop.start_byte] + data[body.end_byte - stop.start_byte :]
+    rest = _COMMENT.sub(b"", rest)
+    if _OPTIMIZER_STEP.search(rest) is not None:
+        return False
+    return not any(m.group(1) not in _NOT_A_STEP for m in _OPTIMIZER_HANDED.finditer(rest))
+
+
+# An optimizer handed to a helper that steps it (`self._minimize_critic_loss(batch, self.critic,
+# self.critic_optim)`): the helper's name, then the optimizer among its arguments
+_OPTIMIZER_HANDED = re.compile(
+    rb"(\w+)\s*\((?:[^()]*,)?\s*(?:self\s*\.\s*)?\w*(?:optim|optimizer|optimiser)s?\s*[,)]", re.I
+)
+_NOT_A_STEP = frozenset(
+    {b"len", b"enumerate", b"isinstance", b"zip", b"print", b"list", b"type", b"id", b"str", b"repr"}
+)
 
 
 # An optimizer's (or a GradScaler's) step: `optimizer.step()`, `self.optim.step()`, `scaler.step(opt)`
@@ -609,6 +655,8 @@ def is_throttle(condition: Node) -> bool:
         return bool(parts) and all(is_throttle(p) for p in parts)
     if kind == "not_operator":
         argument = condition.child_by_field_name("argument")
+        if argument is not None and argument.type in ("identifier", "attribute") and _STATE.search(text(argument)):
+            return True  # `if not state:` (`state = self.state[p]`): a parameter's first step
         return argument is not None and _is_modulo(argument)
     if kind == "comparison_operator":
         if any(_is_modulo(c) for c in condition.named_children):
@@ -1329,11 +1377,19 @@ def _is_epoch_loop(loop: Node) -> bool:
 def _inner_training_loop(loop: Node) -> Optional[Node]:
     """The loop inside `loop` that takes the training steps when `loop` itself takes none: `for
     update in range(num_updates): for epoch in range(k): for mb in minibatches: loss.backward();
-    optimizer.step()`, then `writer.add_scalar("loss", loss.item())` once per update."""
+    optimizer.step()`, then `writer.add_scalar("loss", loss.item())` once per update. Not a loop
+    of backward passes only, when another loop in `loop` steps the optimizers (gradient
+    accumulation, then `for opt in optimizers: opt.step()`)."""
     body = loop.child_by_field_name("body")
     if body is None or not _counts_passes(loop):
         return None
-    return _first_inner_loop(body, TRAINING_STEP, (TRAINING_STEP,))
+    inner = _first_inner_loop(body, TRAINING_STEP, (TRAINING_STEP,))
+    if inner is not None and _OPTIMIZER_STEP.search(inner.text or b"") is None:
+        # `for i in range(accumulation_steps): loss.backward()`, then `for opt in optimizers:
+        # opt.step()`: the inner loop accumulates gradients, each pass of `loop` is one step
+        if any(_OPTIMIZER_STEP.search(n.text or b"") for n in _loops_in(body) if n != inner):
+            return None
+    return inner
 
 
 # A clock read or a timing event: `time.perf_counter()`, `time.time()`, `start.record()`, `elapsed_time(`
@@ -1495,7 +1551,11 @@ def _counts_passes(loop: Node) -> bool:
 def _counts_epochs(loop: Node) -> bool:
     """`while True: epoch_num = self.update_epoch(); self.train_epoch(); ...` or `while ...:
     ...; epoch += 1`: a statement of the loop's own body (not of a nested block) sets an epoch
-    counter, so each iteration is an epoch."""
+    counter, so each iteration is an epoch. Not a text for display (nanochat's `epoch =
+    f"{state['epoch']} ..."`), nor in a loop whose own body takes the optimizer step: each of
+    its iterations is a step."""
+    if _own_call(loop, _OPTIMIZER_STEP) is not None:
+        return False
     body = loop.child_by_field_name("body")
     for statement in body.named_children if body is not None else []:
         inner = (
@@ -1506,10 +1566,12 @@ def _counts_epochs(loop: Node) -> bool:
         if inner is None or inner.type not in ("assignment", "augmented_assignment"):
             continue
         target = inner.child_by_field_name("left")
+        value = inner.child_by_field_name("right")
         if (
             target is not None
             and target.type in ("identifier", "attribute")
             and _EPOCH.search(text(target).split(".")[-1])
+            and not (value is not None and value.type in ("string", "concatenated_string"))
         ):
             return True
     return False

@@ -386,6 +386,10 @@ MODULE_METHODS = frozenset(
 
 # Methods of a model that return Python values, not tensors: `model.transcribe(audio)` (text and
 # timings), `model.get("status")` (a record named `model`), `model.num_parameters()`.
+# A predicate (`instances.has("pred_masks")`, `x.is_pinned()`, `cache.contains(k)`): a Python bool
+_PREDICATE_METHOD = re.compile(r"^(?:has|contains|has_\w+|is_\w+)$")
+# A count of bytes or operations, whatever it is given (`model.kv_read_bytes(context)`)
+_COUNT_METHOD = re.compile(r"(?:^|_)(?:bytes|nbytes|footprint)$")
 _MODULE_HOST_METHODS = frozenset({"transcribe", "get", "num_parameters", "extra_repr", "export", "info"})
 
 
@@ -409,7 +413,8 @@ _LOSS_NAME = re.compile(
 # gradients' total norm, returned as a tensor on the parameters' device
 _GRAD_NORM = re.compile(r"^clip_grad_norm_?$")
 # An object of settings (`self.cfg`, `config`, `args`, `hparams`): its fields are numbers and names.
-_SETTINGS = re.compile(r"(?:^|\.)(?:cfg|config|conf|args|hparams|opts|options|settings)$", re.I)
+# (also with a prefix: `self.grpo_config`, `train_args`)
+_SETTINGS = re.compile(r"(?:^|\.|_)(?:cfg|config|conf|args|hparams|opts|options|settings)$", re.I)
 # A key naming a count (`"generator_iters"`, `"num_steps"`, `"epoch"`): a number, whatever it sits beside
 _COUNTER_KEY = re.compile(r"(?:^|_)(?:iters?|iterations?|steps?|epochs?|counts?|batches)$|^(?:num|n)_", re.I)
 # A training loop's counters (`for (batch_num, size, num_samples_so_far), batch in batches:`)
@@ -937,8 +942,8 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
             # str's `decode`) given a device tensor computes a device tensor
             if any(device_of(ctx, a, depth + 1) is Device.CUDA for a in positional):
                 return Device.CUDA
-        if method in HOST_METHODS:
-            return Device.HOST
+        if method in HOST_METHODS or _PREDICATE_METHOD.match(method) or _COUNT_METHOD.search(method):
+            return Device.HOST  # (`instances.has("pred_masks")`: a bool; `model.kv_read_bytes(n)`: a count)
         if method == "get" and len(positional) == 2 and _literal(positional[1]):
             return Device.HOST  # `meta.get("rtf", -1)`: a dict of numbers, by its default
         if method == "cuda":
@@ -2359,6 +2364,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             call = strip_parens(value)
             if _returns_python_value(ctx, call) or (dotted_name(callee(call)) or "").split(".")[0] in HOST_MODULES:
                 return False  # `epoch_loss = self.train_step(epoch)`: a sum of `.item()` reads; `np.mean(losses)`
+            if _svi_loss(call):
+                return False
             name = (dotted_name(callee(call)) or "").split(".")[-1]
             if _LOSS_CALLEE.search(name):
                 return True
@@ -2430,6 +2437,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         if method is not None and name.split(".")[0] not in ("torch", "F"):
             if method in HOST_METHODS or method in ("cpu", "pin_memory"):
                 return False
+            if _svi_loss(node):
+                return False
             if method == "get" and _loss_key(ctx, node):
                 # `loss = outputs.get("loss")`: the loss of what a call returned, as `outputs["loss"]`
                 return True
@@ -2446,7 +2455,7 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
                     # bookkeeping (sizes, formats), given no input to compute from
                 if _SIZE_METHOD.search(method) and not _LOSS_NAME.search(method):
                     return False  # `cached_model.total_bytes()`, `model.num_params()`: a count
-            if _RUN_METRIC_METHOD.search(method):
+            if _RUN_METRIC_METHOD.search(method) or _PREDICATE_METHOD.match(method) or _COUNT_METHOD.search(method):
                 return False  # `model.estimate_mfu(tokens, dt)`: a figure about the run, a Python number
             if method not in MODULE_METHODS and not method.lstrip("_").startswith("get_") and _spelled_model(owner):
                 return True  # `self.policy.evaluate_actions(obs, actions)`: a model's own method
@@ -2481,6 +2490,18 @@ def _in_data_class(node: Node) -> bool:
 
 
 _DATA_CLASS = re.compile(r"Tokenizer|Processor|FeatureExtractor|Collator|Encoding")
+
+
+# Pyro's stochastic variational inference (`svi = SVI(model, guide, optim, loss)`), whose `step`
+# and `evaluate_loss` return the loss as a Python float
+_SVI = re.compile(r"(?:^|_)svi(?:$|_)", re.I)
+
+
+def _svi_loss(call: Node) -> bool:
+    """`svi.step(x)`, `svi.evaluate_loss(x)`: Pyro's loss estimate, a Python float."""
+    if method_name(call) not in ("step", "evaluate_loss"):
+        return False
+    return _SVI.search((dotted_name(receiver(call)) or "").split(".")[-1]) is not None
 
 
 # Functions that hand back (a copy of) what they are given: `default(a, b)`, `unwrap_model(m)`

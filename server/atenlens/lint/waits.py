@@ -77,6 +77,9 @@ def synchronize_aliases(ctx: LintContext) -> frozenset[str]:
             if value is None or value.type != "attribute" or dotted_name(value) not in DEVICE_SYNCHRONIZE:
                 continue
             assignment = value.parent
+            if assignment is not None and assignment.type == "conditional_expression":
+                # `synchronize = torch.cuda.synchronize if device_type == "cuda" else lambda: None`
+                value, assignment = assignment, assignment.parent
             if (
                 assignment is not None
                 and assignment.type == "assignment"

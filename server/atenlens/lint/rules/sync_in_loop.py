@@ -14,7 +14,9 @@ What it does:
     (the writer copies it to the host as a number); and
     operations whose output shape depends on the data (`.nonzero()`, `torch.nonzero`,
     `.unique()`, `torch.where(mask)` with one argument, `torch.masked_select`, `.argwhere()`,
-    `torch.bincount` (its length is the largest value plus one),
+    `torch.bincount` (its length is the largest value plus one), `torch.repeat_interleave` /
+    `.repeat_interleave()` with repeats in a CUDA tensor and no `output_size=` (the output's length is
+    their sum, read on the host: `seqlens.repeat_interleave(...)`, not `x.repeat_interleave(2, dim=0)`),
     reading `x[mask]` with a boolean mask, in any index position (`x[:, labels == 1]`), or with a
     row of one (`x[keep[i]]`), or masks combined with `&`, `|`, `^`, or a reduction along a
     dimension (`perm[..., (perm != ident).any(dim=0)]`); reported when `x` is likely on
@@ -139,12 +141,17 @@ What it does:
     when the test is in a callback with no loop around it; also after an early exit that only such
     iterations pass: `if not should_log: return`; not when the `if` takes the optimizer
     step, `if step % accum_steps == 0: ... optimizer.step()`: gradient accumulation, whose reads run
-    on every optimizer step and stay warnings; nor in a loop inside such a test that runs a model,
+    on every optimizer step and stay warnings, unless its loop or function also steps an optimizer
+    outside the `if`, itself or through a helper handed the optimizer (TD3's delayed actor update,
+    WGAN's generator every `n_critic` critic steps: the `if` delays one update, a throttle); a flag
+    of a pipeline stage or rank (`if pp_is_last_stage:`) is fixed per process, no throttle; nor in a loop inside such a test that runs a model,
     `if epoch % validate_every == 0: for x, y in loader: self._eval_step(x, y)`, a validation pass
     that reads per batch), in an `except` clause (an error path), under `if verbose:`, a verbosity
     level (`if verbose > 1:`) or a debug
     flag (`if args.debug:`, `if self.debug_sync:`), when a
-    parameter's optimizer state is created (`if "exp_avg" not in state:`, `len(state) == 0`), in
+    parameter's optimizer state is created (`if "exp_avg" not in state:`, `len(state) == 0`, `if
+    not state:`), in a trainer's logging hook (a `log` or `on_log` method of a class with a base,
+    the `log(self, logs)` override of a Hugging Face `Trainer`: once per logging interval), in
     an epoch loop (`for epoch in ...`, or a loop whose body runs `trainer.train_epoch(...)`), in
     a loop directly inside an epoch loop that walks no batches, takes no training step and runs no
     model (`{n: torch.stack(v).mean().item() for n, v in summaries}` once per epoch), in a hook
@@ -152,7 +159,8 @@ What it does:
     `on_train_start`), in the `compute` of a metric (of a class that also has an `update`,
     torchmetrics' and ignite's: once per evaluation), in a comprehension outside any loop of `main()` or of a script's top level
     (once per run), right before a clock read when the read is its statement's whole value
-    (`loss_item = loss.item()`, then `t1 = time.perf_counter()`: the wait that ends a timed step;
+    (`loss_item = loss.item()`, then `t1 = time.perf_counter()`, also with a `synchronize()`
+    between them: the wait that ends a timed step;
     not `logger.update(loss=loss.item())`, a value logged every step), in
     a layer-by-layer pass (the loop's own body loads, quantizes or offloads a model's layer:
     `module.load()`, `module.quantize(x)`, `layer.cpu()`; once per layer, as for AL101 and
@@ -197,8 +205,11 @@ What it does:
     second `.item()` of the same name in the statement right after the first (no new wait; not of
     a comprehension's own variable, read anew), an `.item()`, `int()` or `float()` of a value
     computed before a read in the statements just above, with only host code after that read (`losses.append(loss.item())`,
-    then `aligns.append(align.item())`: the first read drained the queue; not after a backward, a
-    step or arithmetic that queues new work), in a loop that walks no batches, counts no steps,
+    then `aligns.append(align.item())`: the first read drained the queue; also after a
+    `synchronize()` with only clock bookkeeping since, `t1 = time.time()`, `dt = t1 - t0`, `step
+    += 1`; or inside an `if` whose condition tested a CUDA tensor naming that value, `if err > tol:
+    print(err.item())`; not after a backward, a step or arithmetic that queues new work; a
+    `.detach()` between the value and the read queues nothing), in a loop that walks no batches, counts no steps,
     runs no model and takes no training step, of a function that every call in the file runs
     rarely (`self.pdf = self.get_pdf()` in `__init__`; a helper only tests call; `if step % 100
     == 0: print(grad_norms(model))`; also one level up: a function only `__init__` calls, that
@@ -281,6 +292,7 @@ from atenlens.lint.source import ancestors
 from atenlens.lint.syntax import (
     arguments,
     callee,
+    definition_holder,
     dotted_name,
     is_true,
     method_name,
@@ -311,7 +323,7 @@ CALLS = frozenset(
     SYNC_METHODS
     + CONVERSIONS
     + DATA_DEPENDENT_METHODS
-    + ("where", "print", "step", "add_scalar")
+    + ("where", "print", "step", "add_scalar", "repeat_interleave")
     + tuple(name.split(".")[-1] for name in TENSOR_BUILDERS)
 )
 _KEYWORDS = re.compile(rb"\b(if|elif|while|assert)\b")
@@ -699,9 +711,9 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
 
 def _clock_read_next(ctx: LintContext, node: Node) -> Optional[int]:
     """The line of a clock read in the statement right after the read's own (at most two lines
-    on): `loss_item = loss.item()  # synchronization`, then `t1 = time.perf_counter()`. The read
-    is the wait that makes the timed step's interval measure the GPU's work, as AL101's
-    synchronize before a clock read is."""
+    on, or after a `synchronize()` there): `loss_item = loss.item()  # synchronization`, then
+    `t1 = time.perf_counter()`. The read is the wait that makes the timed step's interval measure
+    the GPU's work, as AL101's synchronize before a clock read is."""
     statement = statement_of(node)
     value = (
         statement.named_children[0] if statement.type == "expression_statement" and statement.named_children else None
@@ -713,7 +725,15 @@ def _clock_read_next(ctx: LintContext, node: Node) -> Optional[int]:
     following = neighbour_statement(statement)
     if following is None or following.start_point[0] - statement.end_point[0] > 2:
         return None
-    for call in ctx.calls_within(following.start_byte, following.end_byte):
+    calls = list(ctx.calls_within(following.start_byte, following.end_byte))
+    if len(calls) == 1 and is_device_synchronize(ctx, calls[0]):
+        # (`train_loss_f = train_loss.item()`, `synchronize()`, then `t1 = time.time()`: the
+        # barrier waits for the same work, right before the clock)
+        after = neighbour_statement(following)
+        if after is None or after.start_point[0] - following.end_point[0] > 2:
+            return None
+        calls = list(ctx.calls_within(after.start_byte, after.end_byte))
+    for call in calls:
         if is_clock_read(call):
             return ctx.source.position(call.start_point)[0]
     return None
@@ -760,7 +780,7 @@ def _forward_method(node: Node) -> Optional[Node]:
     name = function.child_by_field_name("name")
     if name is None or text(name) != "forward":
         return None
-    holder = function.parent.parent if function.parent is not None else None
+    holder = definition_holder(function)  # (past `@torch.no_grad()` and other decorators)
     if holder is None or holder.type != "class_definition" or holder.child_by_field_name("superclasses") is None:
         return None
     return function
@@ -821,6 +841,8 @@ def _read_earlier_in_statement(call: Node, statement: Node, owner: Optional[Node
     the call's receiver: a name, an attribute, an item; nothing queued on the GPU in between, so
     no new wait)."""
     owner = receiver(call) if owner is None else owner
+    while owner is not None and owner.type == "call" and method_name(owner) == "detach" and not arguments(owner)[0]:
+        owner = receiver(owner)  # (`phi_loss.detach().item()`: a view, no work queued)
     if owner is None or any(n.type == "call" for n in _walk(owner)):
         return None
     if _base_name(owner) is None:
@@ -866,6 +888,13 @@ def _read_just_before(ctx: LintContext, call: Node) -> Optional[str]:
         # `if best is None or g.item() < best: best = g.item()`: the test right above read it
         previous = holder.child_by_field_name("condition")
     data = previous.text or b"" if previous is not None else b""
+    if (
+        previous is not None
+        and holder is not None
+        and previous == holder.child_by_field_name("condition")
+        and _condition_waited_for(ctx, owner, previous)
+    ):
+        return f"the condition on line {previous.start_point[0] + 1} just before already waited for it"
     reads = [m.start() for m in spelled.finditer(data)]
     steps = [m.start() for m in TRAINING_STEP.finditer(data)]
     if previous is not None and reads and (not steps or reads[-1] > steps[-1]):
@@ -876,6 +905,22 @@ def _read_just_before(ctx: LintContext, call: Node) -> Optional[str]:
     if drained is not None:
         return f"the {drained[1]} on line {drained[0]} just before already waited for it"
     return None
+
+
+def _condition_waited_for(ctx: LintContext, owner: Node, condition: Node) -> bool:
+    """`if new_error > error * 1.2: logger.debug(f"... {new_error.item()}")`: the condition
+    right above is a CUDA tensor tested on the host, which waited for all the work queued before
+    it; `owner` (a name bound before the condition, or an item or attribute of one) is among that
+    work when the condition names it."""
+    base = _base_name(owner)
+    if base is None or text(base) == "self" or owner.type == "call":
+        return False
+    if not any(n.type == "identifier" and text(n) == text(base) for n in _walk(condition)):
+        return False
+    binding = ctx.bindings(base).at(text(base), base.start_byte)
+    if binding is None or binding.at >= condition.start_byte:
+        return False
+    return _tensor_truth_test(ctx, condition) is not None
 
 
 # Calls of host code only, which queue no GPU work between two reads
@@ -903,7 +948,8 @@ def _drained_just_before(ctx: LintContext, owner: Optional[Node], statement: Nod
         return None
     binding = ctx.bindings(base).at(text(base), base.start_byte)
     previous: Optional[Node] = statement
-    for _ in range(3):
+    looked = 0
+    while looked < 3:
         previous = neighbour_statement(previous, forward=False)
         if previous is None or previous.type != "expression_statement":
             return None
@@ -915,6 +961,9 @@ def _drained_just_before(ctx: LintContext, owner: Optional[Node], statement: Nod
             if binding is None or binding.at >= previous.start_byte:
                 return None
             return previous.start_point[0] + 1, "`synchronize()`"
+        if _clock_bookkeeping(ctx, previous):
+            continue  # (`t1 = time.time()`, `dt = t1 - t0`, `step += 1` after the barrier: no GPU work)
+        looked += 1
         # (not a read of a value known to be on the host: `.item()` of a CPU tensor waits for nothing)
         reads = [
             n
@@ -937,6 +986,33 @@ def _drained_just_before(ctx: LintContext, owner: Optional[Node], statement: Nod
                 return None  # (bound after the read above, or not known: it may hold new work)
             return reads[0].start_point[0] + 1, "read"
     return None
+
+
+def _clock_bookkeeping(ctx: LintContext, statement: Node) -> bool:
+    """`t1 = time.time()`, `dt = t1 - t0`, `step += 1`: an assignment of clock reads, numbers and
+    arithmetic of names bound to host values, which queues no GPU work."""
+    inner = statement.named_children[0] if statement.named_children else None
+    if inner is None or inner.type not in ("assignment", "augmented_assignment"):
+        return False
+    target, value = inner.child_by_field_name("left"), inner.child_by_field_name("right")
+    if target is None or target.type != "identifier" or value is None:
+        return False
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if node.type in ("integer", "float"):
+            continue
+        if node.type == "call":
+            if not is_clock_read(node):
+                return False
+        elif node.type == "identifier":
+            if device_of(ctx, node) is not Device.HOST:
+                return False
+        elif node.type in ("binary_operator", "parenthesized_expression", "unary_operator"):
+            stack.extend(node.named_children)
+        else:
+            return False
+    return True
 
 
 def _base_name(node: Node) -> Optional[Node]:
@@ -1438,7 +1514,43 @@ def _logged_scalars(ctx: LintContext) -> Iterator[Finding]:
             yield finding
 
 
+def _repeats_on_device(ctx: LintContext, call: Node) -> Optional[Node]:
+    """The repeats of `torch.repeat_interleave(x, repeats)`, `torch.repeat_interleave(repeats)` or
+    `x.repeat_interleave(repeats)` when they are a CUDA tensor and no `output_size=` is given: the
+    output's length is their sum, which the host reads first. A number of repeats (`2`, `n_rep`)
+    costs nothing, and neither does a tensor the code does not show on the device."""
+    positional, keywords = arguments(call)
+    if "output_size" in keywords or len(positional) > 3:
+        return None
+    if (dotted_name(callee(call)) or "") == "torch.repeat_interleave":
+        repeats = keywords.get("repeats") or (
+            positional[1] if len(positional) > 1 else positional[0] if positional else None
+        )
+        if len(positional) == 1 and "repeats" not in keywords:
+            repeats = positional[0]  # the one-argument form: the repeats themselves
+    else:
+        repeats = positional[0] if positional else keywords.get("repeats")
+    if repeats is None or repeats.type in ("integer", "float", "unary_operator", "binary_operator"):
+        return None
+    return repeats if likely_device(ctx, repeats) else None
+
+
 def _data_dependent(ctx: LintContext) -> Iterator[Finding]:
+    for call in ctx.calls_in_loops("repeat_interleave"):
+        if method_name(call) != "repeat_interleave" or not ctx.in_loop(call):
+            continue
+        name = dotted_name(callee(call)) or ""
+        if name.split(".")[0] in HOST_MODULES:
+            continue
+        repeats = _repeats_on_device(ctx, call)
+        if repeats is None or converted_with_numpy(call):
+            continue
+        label = "`torch.repeat_interleave(...)`" if name == "torch.repeat_interleave" else "`.repeat_interleave()`"
+        finding = _report(
+            ctx, f"{label} with repeats in a CUDA tensor (`{_short(repeats)}`; the output's length is their sum)", call
+        )
+        if finding is not None:
+            yield finding
     for call in ctx.calls_in_loops(*DATA_DEPENDENT_METHODS, "where"):
         if not ctx.in_loop(call):
             continue

@@ -52,7 +52,11 @@ What it does:
     6. the second read is not in the branch taken off CUDA (the `else` of `if x.is_cuda:` or of
        `if self.device.type == "cuda":`, whose `if` branch times with CUDA events).
     In a unit test (`test_*`) the finding is information: a figure the test prints, not a
-    benchmark.
+    benchmark. So is a running total: an end read in a loop whose start was read before the loop,
+    or in it only under a throttle, and is not read again on every iteration
+    (`approx_training_time = training_time + (time.perf_counter() - t0)` with `t0` restarted after
+    each validation): the host runs ahead of the GPU by the work still queued, about one
+    iteration, so the total is off by that much, not by the whole interval.
 
 Why it matters:
     CUDA kernels are launched asynchronously. Without a synchronize before the second clock
@@ -82,7 +86,7 @@ from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding
-from atenlens.lint.frequency import function_name, is_test_name
+from atenlens.lint.frequency import function_name, is_test_name, runs_rarely
 from atenlens.lint.provenance import is_model_call, likely_device, on_host_branch
 from atenlens.lint.registry import Rule
 from atenlens.lint.source import ancestors
@@ -190,14 +194,54 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         line = ctx.source.position(first.start_point)[0]
         function = function_name(second)
         test = function if is_test_name(function) else None
+        running = _running_total(ctx, first, second)
+        if running:
+            message = (
+                f"`{name}()` read with no synchronize since the clock read on line {line}, a running total over "
+                "the iterations since then: CUDA work is asynchronous, so it leaves out the work still queued "
+                "(about the last iteration's)"
+            )
+        else:
+            message = (
+                f"`{name}()` read with no synchronize since the clock read on line {line}: CUDA work is "
+                "asynchronous, so the interval measures its launch, not its run time"
+                + (f" (in the test `{test}`: a figure it prints, not a benchmark)" if test else "")
+            )
         yield ctx.finding(
             Code.UNSYNCED_TIMING,
-            f"`{name}()` read with no synchronize since the clock read on line {line}: CUDA work is "
-            "asynchronous, so the interval measures its launch, not its run time"
-            + (f" (in the test `{test}`: a figure it prints, not a benchmark)" if test else ""),
+            message,
             second,
-            severity="information" if test else "warning",
+            severity="information" if test or running else "warning",
         )
+
+
+def _running_total(ctx: LintContext, first: Node, second: Node) -> bool:
+    """Does the interval run over many iterations of the loop around `second`: its start read
+    before the loop, or in it only under a throttle (modded-nanogpt's `t0 = time.perf_counter()`
+    after each validation, then `approx_training_time = training_time + (time.perf_counter() -
+    t0)` every step), and never set again on every iteration? The host runs ahead of the GPU by
+    at most the work still queued, so such a total is off by about one iteration, not by the
+    whole interval."""
+    loop = repeating_loop(second)
+    binding = first.parent
+    target = binding.child_by_field_name("left") if binding is not None and binding.type == "assignment" else None
+    if loop is None or target is None or target.type != "identifier":
+        return False
+    inside = loop.start_byte <= first.start_byte < loop.end_byte
+    if inside and not runs_rarely(first, loop):
+        return False
+    name = text(target)
+    for call in ctx.calls_within(loop.start_byte, loop.end_byte):
+        assignment = call.parent
+        if (
+            is_clock_read(call)
+            and assignment is not None
+            and assignment.type == "assignment"
+            and text(assignment.child_by_field_name("left") or call) == name
+            and not runs_rarely(call, loop)
+        ):
+            return False  # (restarted on every iteration: a per-iteration interval)
+    return True
 
 
 _CONVERSIONS = frozenset({"float", "int", "bool", "str"})
