@@ -34,21 +34,23 @@ from atenlens.lint.syntax import SCOPE_TYPES, decorators, definition_holder, met
 
 
 def metric_compute(ctx: LintContext, node: Node) -> Optional[str]:
-    """The name of the method that holds `node` when it is the `compute` (or `_compute`) of a
-    class that also has an `update` (or `_update`): a metric (torchmetrics', ignite's), whose
-    `update` runs every step and whose `compute` once per evaluation; None otherwise. Read from
-    the class's whole text: the prefilter may leave `update` out of the parse."""
+    """The name of the method that holds `node` when it is the `compute` (or `_compute`, `reset`,
+    `result`, `results`) of a class that also has an `update` (or `_update`): a metric
+    (torchmetrics', ignite's, yolov9's `Semantic_Metrics`), whose `update` runs every step and
+    whose `compute` and `reset` once per evaluation; None otherwise. Read from the class's whole
+    text: the prefilter may leave `update` out of the parse."""
     function = next((a for a in ancestors(node) if a.type in SCOPE_TYPES), None)
     if function is None or function.type != "function_definition":
         return None
     name = function_name(node)
     holder = definition_holder(function)
-    if name not in ("compute", "_compute") or holder is None or holder.type != "class_definition":
+    if name not in _METRIC_SUMMARIES or holder is None or holder.type != "class_definition":
         return None
     return name if _METRIC_UPDATE.search(class_text(ctx, holder)) else None
 
 
 _METRIC_UPDATE = re.compile(rb"^[ \t]+def[ \t]+_?update[ \t]*\(", re.M)
+_METRIC_SUMMARIES = frozenset({"compute", "_compute", "reset", "_reset", "result", "results"})
 
 
 def call_sites(

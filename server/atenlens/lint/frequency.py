@@ -81,7 +81,7 @@ from atenlens.lint.syntax import (
 FEW_ITERATIONS = 10
 # (`is_last` of a step or batch; not of a pipeline stage or rank, `pp_is_last_stage`: fixed per process)
 _THROTTLE_NAME = re.compile(
-    r"should_|is_last(?!_(?:stage|rank|layer|block|device|node|gpu))|last_step|log_now|do_log|is_log|_due$|^is_.*_step$|^verbose$|^debug$|^debug_|_debug$",
+    r"should_|every_n_|is_last(?!_(?:stage|rank|layer|block|device|node|gpu))|last_step|log_now|do_log|is_log|_due$|^is_.*_step$|^verbose$|^debug$|^debug_|_debug$",
     re.I,
 )
 # The optimizer state of a parameter is created on its first step: `if "exp_avg" not in state:`,
@@ -98,7 +98,10 @@ _BOUND_NAME = re.compile(
 # Functions that run once per object or per run: initializers, set-up, loading, saving, export, plots
 SET_UP_FUNCTION = re.compile(
     # (`log_images`: a module's, which an image-logging callback calls every N steps)
+    # (`populate_modules`: nerfstudio's models build their fields and buffers there, from `__init__`;
+    # `log_tensorboard_graph`: the model's graph, traced once)
     r"^_*init(?:_|$)|initiali[sz]e|^_*set_?up(?:_|$)|warm_?up|^_?load|_load_|save|export|plot|^__(?:str|repr)__$"
+    r"|^_*populate_|^log_\w*graph$"
     r"|^log_images$",
     re.I,
 )
@@ -472,6 +475,7 @@ def _leaves_the_loop(node: Node, loop: Node) -> bool:
 def shown(node: Node) -> str:
     """`node`'s code for a message, on one line and at most 60 characters."""
     value = " ".join(text(node).split())
+    value = re.sub(r"([(\[{]) | (?=[)\]}])", r"\1", value)  # (a call written over lines: `f(a, b)`, not `f( a, b )`)
     return value if len(value) <= 60 else value[:57] + "..."
 
 
@@ -552,7 +556,7 @@ def _gates_accumulation(body: Node, stop: Node) -> bool:
     rest = _COMMENT.sub(b"", rest)
     if _OPTIMIZER_STEP.search(rest) is not None:
         return False
-    return not any(m.group(1) not in _NOT_A_STEP for m in _OPTIMIZER_HANDED.finditer(rest))
+    return not any(_UPDATE_HELPER.search(m.group(1)) for m in _OPTIMIZER_HANDED.finditer(rest))
 
 
 # An optimizer handed to a helper that steps it (`self._minimize_critic_loss(batch, self.critic,
@@ -560,9 +564,8 @@ def _gates_accumulation(body: Node, stop: Node) -> bool:
 _OPTIMIZER_HANDED = re.compile(
     rb"(\w+)\s*\((?:[^()]*,)?\s*(?:self\s*\.\s*)?\w*(?:optim|optimizer|optimiser)s?\s*[,)]", re.I
 )
-_NOT_A_STEP = frozenset(
-    {b"len", b"enumerate", b"isinstance", b"zip", b"print", b"list", b"type", b"id", b"str", b"repr"}
-)
+# ... spelled as a helper that updates with it (not `checkpoint.save(model, optimizer, ...)`)
+_UPDATE_HELPER = re.compile(rb"minimi[sz]e|optimi[sz]e|update|step|learn|backward|apply_grad", re.I)
 
 
 # An optimizer's (or a GradScaler's) step: `optimizer.step()`, `self.optim.step()`, `scaler.step(opt)`

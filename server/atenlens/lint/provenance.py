@@ -829,6 +829,10 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
             # a CPU tensor compared with a CUDA tensor raises (but for a 0-d one), so the other
             # side is a number or on the CPU
             return Device.CPU
+        if Device.CUDA not in devices and any(_ranged_on_cpu(ctx, c, depth) for c in operands):
+            # `base ** (torch.arange(0, dim, 2).float() / dim)`: a CPU tensor of one dimension or
+            # more meets only numbers or CPU tensors (a CUDA one would raise), so the result is there
+            return Device.CPU
         return _combine(devices)
     if kind == "unary_operator":
         return device_of(ctx, node.child_by_field_name("argument"), depth + 1)
@@ -937,9 +941,9 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
     if name in host_imported_functions(ctx):
         return Device.HOST  # `log_loss(y_true, probas)` of `from sklearn.metrics import log_loss`
     if method is not None and name.split(".")[0] != "torch":
-        if name == "self." + method and _CODER_METHOD.search(method):
-            # `output, hidden = self.decode(indices, hidden)`: a model's own encoder or decoder (not
-            # str's `decode`) given a device tensor computes a device tensor
+        if (name == "self." + method or method in ("encode", "decode")) and _CODER_METHOD.search(method):
+            # `output, hidden = self.decode(indices, hidden)`, `vae.encode(images.cuda())`: a model's
+            # encoder or decoder (not str's `decode`) given a device tensor computes a device tensor
             if any(device_of(ctx, a, depth + 1) is Device.CUDA for a in positional):
                 return Device.CUDA
         if method in HOST_METHODS or _PREDICATE_METHOD.match(method) or _COUNT_METHOD.search(method):
@@ -2495,6 +2499,31 @@ _DATA_CLASS = re.compile(r"Tokenizer|Processor|FeatureExtractor|Collator|Encodin
 # Pyro's stochastic variational inference (`svi = SVI(model, guide, optim, loss)`), whose `step`
 # and `evaluate_loss` return the loss as a Python float
 _SVI = re.compile(r"(?:^|_)svi(?:$|_)", re.I)
+
+
+# Factories whose result always has a dimension: never a 0-d tensor that could meet a CUDA one
+_RANGE_FACTORIES = frozenset({"torch.arange", "torch.linspace", "torch.logspace"})
+_CASTS = frozenset({"float", "double", "half", "long", "int", "bfloat16"})
+
+
+def _ranged_on_cpu(ctx: LintContext, node: Node, depth: int) -> bool:
+    """Is `node` `torch.arange(...)` (or `linspace`, `logspace`) made on the CPU, maybe cast or
+    scaled by numbers (`torch.arange(0, dim, 2).float() / dim`)?"""
+    node = strip_parens(node)
+    for _ in range(4):
+        if node.type == "call" and method_name(node) in _CASTS and not arguments(node)[0]:
+            node = strip_parens(receiver(node) or node)
+        elif node.type == "binary_operator":
+            parts = [strip_parens(c) for c in node.named_children if c.type != "comment"]
+            tensors = [p for p in parts if p.type not in ("integer", "float", "identifier")]
+            if len(tensors) != 1:
+                return False
+            node = tensors[0]
+        else:
+            break
+    if node.type != "call" or torch_name(ctx, callee(node)) not in _RANGE_FACTORIES:
+        return False
+    return device_of(ctx, node, depth + 1) is Device.CPU
 
 
 def _svi_loss(call: Node) -> bool:

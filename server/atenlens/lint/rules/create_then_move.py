@@ -39,13 +39,16 @@ What it does:
     its tests, such as a worker a test hands to `mp.Process`), the `__init__` of a class with a
     base (a module, an optimizer, a dataset: not a plain object that code may build per item),
     `main()`, another set-up function (`_init_weights`, `setup`, `load_*`, `save`, `export`,
-    `plot`), a hook a trainer runs once per epoch or run (`on_train_start`,
+    `plot`, `populate_*`), a hook a trainer runs once per epoch or run (`on_train_start`,
     `on_validation_epoch_end`), module-level code, a loop's iteration that only some pass (`if len(state) == 0:`
     creates an optimizer's state on its first step), a call that a modulus lets through (`if
     batch_idx % self.frequency == 0:`, or an early `if (step - 1) % every != 0: return`), a
-    debugging or logging flag (`if self.log_loss_info:`), or the code of a function before its own
-    loop that takes training steps (a fit's labels, made once and reused in every step; not before
-    a loop that only counts iterations, as Sinkhorn's, which runs inside its caller's step).
+    debugging or logging flag (`if self.log_loss_info:`), the `compute`, `reset` or `results` of a
+    metric (a class that also has an `update`: once per evaluation), the `forward` of an
+    `autograd.Function` that also defines `symbolic` (an ONNX export stub: once per export), or the
+    code of a function before its own loop that takes training steps (a fit's labels, made once
+    and reused in every step; not before a loop that only counts iterations, as Sinkhorn's, which
+    runs inside its caller's step).
 
     Quick fix, offered only in the simple, safe cases: the move is called on the factory's call,
     the factory has no `device=` and no `**kwargs`, it is not a random draw (`randn`, `rand`,
@@ -110,6 +113,7 @@ from atenlens.lint.provenance import (
     DTYPE_NAMES,
     VIEW_METHODS,
     Device,
+    class_text,
     device_of,
     is_clear_device,
     is_dtype,
@@ -555,8 +559,8 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
     step; not in a model's `forward`, which runs every step). A move once per call of any other
     function stays a warning: `noise(n, dim)` or a beam search's buffers run on every step or
     batch; but not one in a function that every call in the file runs rarely (`rare_callers`:
-    from `__init__`, tests, under a throttle), nor in the `compute` of a metric (once per
-    evaluation), nor outside the loops of a function that walks a data loader itself (once per
+    from `__init__`, tests, under a throttle), nor in the `compute`, `reset` or `results` of a
+    metric (once per evaluation), nor outside the loops of a function that walks a data loader itself (once per
     pass over the data), nor before a loop of its function that takes training steps (once per
     fit). Decided from the function the move is in (and the uses of a module-level one, looked
     up through `function_uses`): what the command line leaves out of the parse must not change it."""
@@ -585,6 +589,8 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
             # (not in a beam or a hypothesis, built per example: parlai's `if self.scores is None:`)
             # `if not hasattr(self, "colorize"): self.register_buffer("colorize", torch.randn(...).to(x))`
             return f"once per object, on first use (`if {shown(first_use)}:`)"
+    if name == "forward" and _export_stub(ctx, function):
+        return "once per export (the `forward` of an `autograd.Function` with a `symbolic`: an ONNX export stub)"
     if _FORWARD.search(name):
         # (`if t == 0: h = torch.zeros(...).to(x.device)` in `forward`: once per call, and a
         # model's forward runs on every step)
@@ -635,6 +641,15 @@ def _used_only_in_tests(ctx: LintContext, function: Node) -> bool:
 
 # A model's forward: it runs on every step
 _FORWARD = re.compile(r"forward|^__call__$")
+_SYMBOLIC = re.compile(rb"^[ \t]+def[ \t]+symbolic[ \t]*\(", re.M)
+
+
+def _export_stub(ctx: LintContext, function: Optional[Node]) -> bool:
+    """Is `function` the `forward` of a class that also defines `symbolic` (yolov9's `ORT_NMS`,
+    `TRT_NMS`: an `autograd.Function` whose `forward` makes dummy outputs while `torch.onnx.export`
+    traces it, and whose `symbolic` emits the real operator)? Read from the class's whole text."""
+    holder = definition_holder(function) if function is not None else None
+    return holder is not None and holder.type == "class_definition" and bool(_SYMBOLIC.search(class_text(ctx, holder)))
 
 
 RULE = Rule(

@@ -70,7 +70,8 @@ What it does:
     with any operand there (`torch.add(mask.type_as(offsets) * n, offsets)`), an optimizer's
     per-parameter state read in its `step` (`state = self.state[p]`, `state["exp_avg"]`, a key the
     file sets to a tensor), what the class's
-    own encoder or decoder computes from one (`output, hidden = self.decode(indices, hidden)`), and a parameter
+    own encoder or decoder computes from one (`output, hidden = self.decode(indices, hidden)`; also any
+    `encode`/`decode` given one, `vae.encode(images.cuda())`, not `str.encode`), and a parameter
     of a module-level function that every call in a loop of the file passes one: `accuracy(logits,
     y)` called in an evaluation loop makes `accuracy`'s reads of `output` reads of `logits`), or a model's
     output or a loss (`model(x)`, `self._forward_and_gradient(x)`, `criterion(...)`, `outputs.loss`,
@@ -135,7 +136,8 @@ What it does:
     `d.items()` or of a loop that indexes what it iterates (`for k in output: output[k]`), nor code in the branch taken without a GPU (the `else` of
     `if x.device.type == "cuda":`, `if x.is_cuda:`, `if torch.cuda.is_available():`).
     Deliberate or cheap reads are information, with a message that says how often: under
-    `if step % N == 0:` or `if i == 0:` (also through a flag the function binds once to such a
+    `if step % N == 0:`, `if i == 0:` or a test spelled as one (`should_log`, `every_n_steps(state,
+    freq)`) (also through a flag the function binds once to such a
     test: `apply_penalty = steps % 32 == 0`, `if apply_penalty:`; also combined: `if is_master and (step % N == 0 or
     count == num_batches_per_epoch):`, and in a loop over the loss terms inside such a test, also
     when the test is in a callback with no loop around it; also after an early exit that only such
@@ -808,11 +810,11 @@ def _called_in_loops(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, 
     how, at = found[0]
     outer = next((a for a in ancestors(at) if a.type == "function_definition"), None)
     outer_title = outer.child_by_field_name("name") if outer is not None else None
-    caller = text(outer_title) if outer_title is not None else "the module"
+    caller = f"`{text(outer_title)}`" if outer_title is not None else "module-level code"
     if at.id in hooks:
-        where = f"in `{name}`, which `{caller}` registers in a loop as a gradient hook (run by every backward)"
+        where = f"in `{name}`, which {caller} registers in a loop as a gradient hook (run by every backward)"
     else:
-        where = f"in `{name}`, which `{caller}` calls in a loop"
+        where = f"in `{name}`, which {caller} calls in a loop"
     return how, where, at
 
 
@@ -1319,6 +1321,13 @@ def _bound_to(node: Node) -> Optional[tuple[Node, Node]]:
         node, parent = parent, parent.parent  # `x = 255. * rearrange(x.cpu().numpy(), ...)`: scaled on the host
     if parent is not None and parent.type == "conditional_expression" and parent.named_children[:1] == [node]:
         node, parent = parent, parent.parent  # `tcls = labels[:, 0].tolist() if nl else []` (yolov7)
+    if (
+        parent is not None
+        and parent.type == "tuple"
+        and parent.parent is not None
+        and parent.parent.type == "assignment"
+    ):
+        node, parent = parent, parent.parent  # `answer = (float(logits.sum()), bool(max_equal))`: a row of results
     if parent is not None and parent.type == "expression_list" and parent.parent is not None:
         assignment = parent.parent
         pattern = assignment.child_by_field_name("left") if assignment.type == "assignment" else None

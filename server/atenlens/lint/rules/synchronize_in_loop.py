@@ -23,7 +23,11 @@ What it does:
     `empty_cache()`, a pair that bounds the peak memory of a chunked loop; and one that waits for
     the loop's own device in a loop over the GPUs (`for idx in range(torch.cuda.device_count()):
     torch.cuda.synchronize(idx)`, or under `with torch.cuda.device(dev):` for each device of a
-    table: one barrier across the devices), or in a layer-by-layer pass (see AL100).
+    table: one barrier across the devices), or in a layer-by-layer pass (see AL100). So is one right
+    after a blocking read of a CUDA tensor in the statement before it (or before the `if` it
+    opens) with only host calls after that read (`np.savez(path, x=moments[i].cpu().numpy())`,
+    then `torch.cuda.synchronize()`): the read already waited, so the synchronize waits for nothing
+    new.
     A synchronize is written on purpose, so it is a warning only where the loop shows that it runs
     once per training or inference step: it (or a loop around it) walks batches (`for batch in
     loader:`, `for i in range(0, n, batch_size):`, a model run on each chunk of the input), counts
@@ -60,6 +64,7 @@ from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
 from atenlens.lint.frequency import frequency, on_purpose_reason
+from atenlens.lint.provenance import HOST_MODULES, maybe_device
 from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import (
     arguments,
@@ -121,12 +126,51 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         if because is not None:
             said, is_option = because
             often, severity = (f"{often}, {said}" if is_option else f"{often}; {said}"), "information"
+        drained = _drained_before(ctx, call) if severity == "warning" else None
+        if drained is not None:
+            row, read = drained
+            often = f"{often}, but the `{read}` on line {row} just before already waited for it: no new wait"
+            severity = "information"
         yield ctx.finding(
             Code.SYNC_API,
             f"`{name}()` inside a loop: the host waits for {waited} {often}",
             call,
             severity=severity,
         )
+
+
+# Reads that bring a tensor to the host and wait for the work that made it
+_BLOCKING_READS = frozenset({"cpu", "item", "tolist"})
+# Calls that queue no GPU work after such a read: the host's own (`np.savez`, `os.makedirs`, `print`)
+_HOST_CALLS = frozenset({"print", "len", "str", "int", "float", "append", "extend", "format", "numpy", "join"})
+
+
+def _drained_before(ctx: LintContext, call: Node) -> Optional[tuple[int, str]]:
+    """The line and the call of a blocking read of a CUDA tensor (`.cpu()`, `.item()`,
+    `.tolist()`) in the statement right before the synchronize (or before the `if` whose body it
+    opens), with only host calls after that read (`np.savez(path, x=moments[i].cpu().numpy())`,
+    MAR's cached latents): the read waited for all the work queued before it, so the synchronize
+    has nothing new to wait for."""
+    statement = statement_of(call)
+    previous = neighbour_statement(statement, forward=False)
+    holder = statement.parent.parent if statement.parent is not None else None
+    if previous is None and holder is not None and holder.type == "if_statement":
+        previous = neighbour_statement(holder, forward=False)
+    if previous is None:
+        return None
+    reads = [
+        c
+        for c in ctx.calls_within(previous.start_byte, previous.end_byte)
+        if method_name(c) in _BLOCKING_READS and not arguments(c)[0] and maybe_device(ctx, receiver(c))
+    ]
+    if not reads:
+        return None
+    last = max(reads, key=lambda c: c.end_byte)
+    for later in ctx.calls_within(last.end_byte, previous.end_byte):
+        name = dotted_name(callee(later)) or ""
+        if name.split(".")[0] not in HOST_MODULES and (method_name(later) or name) not in _HOST_CALLS:
+            return None  # (work queued after the read: the synchronize waits for it)
+    return last.start_point[0] + 1, f".{method_name(last)}()"
 
 
 def _on_purpose(call: Node, loop: Node) -> Optional[tuple[str, str]]:
