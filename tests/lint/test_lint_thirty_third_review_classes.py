@@ -557,3 +557,39 @@ def test_code_that_runs_once_per_export_or_evaluation_and_reads_after_a_barrier(
         (40, 17, "AL100", "warning", f"`int()` of a CUDA tensor {every}"),
         (41, 17, "AL100", "warning", f"`int()` of a CUDA tensor {every}"),
     ]
+
+
+ROTARY_CACHE = dedent(
+    """\
+    import torch
+
+
+    class Rotary(torch.nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.dim = dim
+
+        def cache(self, seq_len, base, device):
+            inv_freq = 1.0 / (base ** (torch.arange(0, self.dim, 2).float() / self.dim))
+            t = torch.arange(seq_len).type_as(inv_freq)
+            cached = inv_freq.to(device)
+            moved = torch.arange(seq_len).type_as(cached)
+            return torch.einsum("i,j->ij", t, inv_freq), moved, cached.size(0)
+    """
+)
+
+
+def test_type_as_a_cpu_range_moves_nothing() -> None:
+    """`inv_freq` made from `torch.arange` on the CPU, whatever it is combined with (a CUDA operand
+    would raise), is on the CPU: `.type_as(inv_freq)` only casts. A copy of it moved to the device
+    is a move."""
+    assert findings(ROTARY_CACHE) == [
+        (
+            13,
+            38,
+            "AL302",
+            "warning",
+            "`torch.arange(...)` is created on the CPU and then copied to the device of `cached`: create "
+            "it there with `device=`",
+        ),
+    ]

@@ -829,7 +829,7 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
             # a CPU tensor compared with a CUDA tensor raises (but for a 0-d one), so the other
             # side is a number or on the CPU
             return Device.CPU
-        if Device.CUDA not in devices and any(_ranged_on_cpu(ctx, c, depth) for c in operands):
+        if Device.CUDA not in devices and any(_ranged_on_cpu(ctx, c, 0) for c in operands):
             # `base ** (torch.arange(0, dim, 2).float() / dim)`: a CPU tensor of one dimension or
             # more meets only numbers or CPU tensors (a CUDA one would raise), so the result is there
             return Device.CPU
@@ -2508,19 +2508,15 @@ _CASTS = frozenset({"float", "double", "half", "long", "int", "bfloat16"})
 
 def _ranged_on_cpu(ctx: LintContext, node: Node, depth: int) -> bool:
     """Is `node` `torch.arange(...)` (or `linspace`, `logspace`) made on the CPU, maybe cast or
-    scaled by numbers (`torch.arange(0, dim, 2).float() / dim`)?"""
+    in arithmetic (`torch.arange(0, self.dim, 2).float() / self.dim`)?"""
     node = strip_parens(node)
-    for _ in range(4):
-        if node.type == "call" and method_name(node) in _CASTS and not arguments(node)[0]:
-            node = strip_parens(receiver(node) or node)
-        elif node.type == "binary_operator":
-            parts = [strip_parens(c) for c in node.named_children if c.type != "comment"]
-            tensors = [p for p in parts if p.type not in ("integer", "float", "identifier")]
-            if len(tensors) != 1:
-                return False
-            node = tensors[0]
-        else:
-            break
+    if depth > 4:
+        return False
+    if node.type == "call" and method_name(node) in _CASTS and not arguments(node)[0]:
+        return _ranged_on_cpu(ctx, receiver(node) or node, depth + 1) if receiver(node) is not None else False
+    if node.type == "binary_operator":
+        # (whatever the other operand is: a CUDA tensor, even a 0-d one, would raise with it)
+        return any(_ranged_on_cpu(ctx, c, depth + 1) for c in node.named_children if c.type != "comment")
     if node.type != "call" or torch_name(ctx, callee(node)) not in _RANGE_FACTORIES:
         return False
     return device_of(ctx, node, depth + 1) is Device.CPU

@@ -17,7 +17,8 @@ What it does:
     returning one (`get_model_device(model)`, `get_device()`, `current_device()`), a name or
     attribute spelled `device`, `dev` or `*_device` (`x.device`, `self.device`), or another
     tensor (`.to(scores)`, `.type_as(tokens)`: its device and dtype) that the function uses as a
-    tensor (`scores.size(0)`, `scores.device`, ...) and does not know to be on the CPU. Not
+    tensor (`scores.size(0)`, `scores.device`, ...) and does not know to be on the CPU (`inv_freq =
+    1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))` is: a CUDA operand would raise). Not
     flagged: `.to(dtype)`, `.to(x.dtype)`, a target that may not be a device or a tensor,
     `.to("cpu")`, `.to("meta")` (no data is copied), a factory with a size of 0 (nothing to
     copy), `*_like` factories (they inherit the device of their input), a factory with
