@@ -593,3 +593,106 @@ def test_type_as_a_cpu_range_moves_nothing() -> None:
             "it there with `device=`",
         ),
     ]
+
+
+LOGGING_AND_FLAGS = dedent(
+    """\
+    import enum
+
+    import fire
+    import torch
+    import torch.distributed as dist
+
+
+    class ReduceType(enum.Enum):
+        SUM = "sum"
+        MAX = "max"
+
+
+    def train(model, loader, optimizer, args, meter):
+        for x in loader:
+            loss = model(x.cuda())
+            loss.backward()
+            optimizer.step()
+            if args.log_logit_mean:
+                meter.update(loss.mean().item())
+            global_loss = loss.detach().clone()
+            dist.all_reduce(global_loss)
+            meter.update(global_loss.item())
+            done = torch.zeros(1, device="cuda")
+            dist.all_reduce(done)
+            if done.item() > 0:
+                break
+
+
+    def merge(model, batches):
+        for batch in batches:
+            for name, (value, reduction) in model.metrics(batch.cuda()).items():
+                if reduction == ReduceType.MAX:
+                    print(name)
+            empty = torch.tensor([]).to("cuda", non_blocking=True)
+            print(empty.numel())
+
+
+    class Rotary(torch.nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.max_seq_len_cached = 0
+
+        def _set_cache(self, seq_len, device):
+            self.max_seq_len_cached = seq_len
+            self.t = torch.arange(seq_len).to(device)
+
+        def forward(self, x, seq_len):
+            if seq_len > self.max_seq_len_cached:
+                self._set_cache(seq_len, x.device)
+            return self.t[:seq_len]
+
+
+    def sample(device="cuda"):
+        noise = torch.zeros(4).to(device)
+        return noise
+
+
+    if __name__ == "__main__":
+        fire.Fire(sample)
+    """
+)
+
+
+def test_opt_in_logging_rank_flags_enums_empty_copies_caches_and_entry_points() -> None:
+    """`if args.log_logit_mean:` is logging the user turns on; an all-reduced loss logged every step
+    is a per-step wait, not a flag the ranks stop on (that one is `done`); an enum member compared is
+    no tensor; `torch.tensor([])` copies nothing; a rotary cache rebuilt under `if seq_len >
+    self.max_seq_len_cached:` is made when it grows; the function `fire.Fire` runs is the command."""
+    every = "inside a loop: the host waits for the GPU"
+    assert findings(LOGGING_AND_FLAGS) == [
+        (19, 37, "AL100", "information", f"`.item()` {every} only on iterations where `args.log_logit_mean`"),
+        (22, 33, "AL100", "warning", f"`.item()` {every} on every iteration"),
+        (
+            25,
+            16,
+            "AL100",
+            "information",
+            f"`.item()` {every} on every iteration, as a flag shared across ranks (all-reduced or broadcast) to stop "
+            "together (every rank needs it on the host)",
+        ),
+        (
+            45,
+            39,
+            "AL302",
+            "information",
+            "`torch.arange(...)` is created on the CPU and then copied to the device: create it there with "
+            "`device=`; it runs in `_set_cache`, which this file calls only from `forward` on first use (`if "
+            "seq_len > self.max_seq_len_cached:`): a small cost, not paid every step",
+        ),
+        (
+            54,
+            27,
+            "AL302",
+            "information",
+            "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with "
+            "`device=`; it runs once per run (`sample` is the command's entry point): a small cost, not paid every "
+            "step",
+        ),
+    ]

@@ -687,6 +687,9 @@ def is_throttle(condition: Node) -> bool:
         name = dotted_name(callee(condition) if kind == "call" else condition) or ""
         if _THROTTLE_NAME.search(name.split(".")[-1]):
             return True
+        owner, _, last = name.rpartition(".")
+        if kind == "attribute" and last.startswith("log_") and _SETTINGS_OWNER.search(owner):
+            return True  # `if args.log_logit_mean:`: logging the user asks for, off by default
         if kind == "identifier":
             # `apply_path_penalty = self.steps > 5000 and self.steps % 32 == 0`, then `if apply_path_penalty:`
             value = _bound_value(condition)
@@ -694,6 +697,24 @@ def is_throttle(condition: Node) -> bool:
     return False
 
 
+def _grows_a_cache(comparison: Node) -> bool:
+    """`seq_len > self.max_seq_len_cached`, `self._seq_len_cached < seq_len`: a size compared
+    with the size of an object's cache, which is rebuilt only when a longer input than any before
+    arrives (a rotary embedding's cos/sin tables): a few times per run."""
+    operators = [text(c) for c in comparison.children if not c.is_named]
+    if len(operators) != 1 or operators[0] not in (">", ">=", "<", "<=", "!="):
+        return False
+    return any(
+        side.type == "attribute" and text(side).startswith("self.") and _CACHED_SIZE.search(text(side).split(".")[-1])
+        for side in comparison.named_children
+    )
+
+
+_CACHED_SIZE = re.compile(r"cached|cache_(?:len|size)", re.I)
+
+
+# A settings object (`args`, `self.cfg`, `train_config`): its `log_*` fields are opt-in logging
+_SETTINGS_OWNER = re.compile(r"(?:^|\.|_)(?:cfg|config|conf|args|opts?|options|settings|hparams)$", re.I)
 _VERBOSITY = re.compile(r"^_*(?:verbose|verbosity|debug|log_level|debug_level)$", re.I)
 
 
@@ -975,6 +996,8 @@ def _lazy_initialization(condition: Node) -> bool:
     if statement is None or statement.type not in ("if_statement", "elif_clause"):
         return False
     tested = strip_parens(condition)
+    if tested.type == "comparison_operator" and _grows_a_cache(tested):
+        return True  # `if seq_len > self.max_seq_len_cached:`: a rotary cache rebuilt when it grows
     body = statement.child_by_field_name("consequence")
     missing = _hasattr_missing(tested)
     if missing is not None:

@@ -1058,15 +1058,35 @@ _HOLDS_TENSORS = re.compile(r"Tensor|Parameter|Variable|Any|Array|Batch|Sample|D
 
 def _compares_with_string(node: Node) -> bool:
     """`x == "name"`, or `e.loss == loss` with a parameter `loss: Optional[str]`: text compared;
-    or an operator compared (`node.target == torch.ops.aten.add.Tensor`)."""
+    an operator compared (`node.target == torch.ops.aten.add.Tensor`); or a member of an enum
+    (`reduction == ReduceType.max`)."""
     if any(strip_parens(c).type in ("string", "concatenated_string") for c in node.named_children):
         return True
     if any((dotted_name(strip_parens(c)) or "").startswith("torch.ops.") for c in node.named_children):
         return True  # `node.target == torch.ops.aten.copy_.default`: an FX node's operator, no tensor
     operators = [c.type for c in node.children if not c.is_named]
+    if operators in (["=="], ["!="], ["is"], ["is", "not"], ["in"], ["not", "in"]) and any(
+        _enum_member(strip_parens(c)) for c in node.named_children
+    ):
+        return True  # `reduction == ReduceType.max`, `reduction in (ReduceType.sum, ReduceType.mean)`
     return operators in (["=="], ["!="]) and any(
         c.type == "identifier" and _annotated_text(c) for c in node.named_children
     )
+
+
+_ENUM_CLASS = re.compile(r"^_?[A-Z][a-z0-9]+(?:[A-Z][A-Za-z0-9]*)+$")
+
+
+def _enum_member(node: Node) -> bool:
+    """`ReduceType.max`, `Mode.TRAIN`, or a tuple of them: a member of a class spelled in
+    CamelCase of two words or more (not `torch.float16`, not `F.relu`, not `Tensor.x`)."""
+    if node.type == "tuple":
+        members = [c for c in node.named_children if c.type != "comment"]
+        return bool(members) and all(_enum_member(strip_parens(c)) for c in members)
+    if node.type != "attribute":
+        return False
+    owner = node.child_by_field_name("object")
+    return owner is not None and owner.type == "identifier" and bool(_ENUM_CLASS.match(text(owner)))
 
 
 def _annotated_text(name: Node) -> bool:
@@ -1197,12 +1217,16 @@ _SIZED = frozenset({"randn", "rand", "zeros", "ones", "empty"})
 
 
 def makes_an_empty_tensor(factory: Node) -> bool:
-    """`torch.empty(0)`, `torch.zeros((0, d))`, `torch.zeros(0, dtype=torch.int64)`: nothing to
-    fill or copy."""
+    """`torch.empty(0)`, `torch.zeros((0, d))`, `torch.zeros(0, dtype=torch.int64)`,
+    `torch.tensor([])`: nothing to fill or copy."""
     factory = strip_parens(factory)
     if factory.type != "call":
         return False
-    parts = (dotted_name(callee(factory)) or "").split(".")
+    name = dotted_name(callee(factory)) or ""
+    if name in ("torch.tensor", "torch.as_tensor"):
+        data = arguments(factory)[0]
+        return bool(data) and data[0].type in ("list", "tuple") and not data[0].named_children
+    parts = name.split(".")
     if parts[0] != "torch" or parts[-1] not in _SIZED:
         return False
     sizes = arguments(factory)[0]

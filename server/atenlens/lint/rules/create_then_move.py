@@ -39,7 +39,8 @@ What it does:
     set-up (a `test_*` function, a pytest fixture, a module-level function the file uses only in
     its tests, such as a worker a test hands to `mp.Process`), the `__init__` of a class with a
     base (a module, an optimizer, a dataset: not a plain object that code may build per item),
-    `main()`, another set-up function (`_init_weights`, `setup`, `load_*`, `save`, `export`,
+    `main()` or the function a command runs (`fire.Fire(sample)`, `typer.run(name)`), another
+    set-up function (`_init_weights`, `setup`, `load_*`, `save`, `export`,
     `plot`, `populate_*`), a hook a trainer runs once per epoch or run (`on_train_start`,
     `on_validation_epoch_end`), module-level code, a loop's iteration that only some pass (`if len(state) == 0:`
     creates an optimizer's state on its first step), a call that a modulus lets through (`if
@@ -212,6 +213,15 @@ def _seeded_before(ctx: LintContext, move: Node) -> bool:
 
 
 _CALLED_NAME = re.compile(rb"(?<![\w.])([A-Za-z_]\w*)[ \t]*\(")
+
+
+def _entry_point(ctx: LintContext, name: str) -> bool:
+    """Is the module-level function `name` the script's command (`Fire(sample)`,
+    `fire.Fire(main_fn)`, `typer.run(name)`): run once per invocation, as `main` is?"""
+    if not name or not re.fullmatch(r"[A-Za-z_]\w*", name):
+        return False
+    handed = rb"\b(?:Fire|typer\.run)\(\s*" + re.escape(name.encode()) + rb"\s*[,)]"
+    return re.search(handed, ctx.source.whole_data) is not None
 
 
 # Legacy typed constructors: given sizes they allocate on the CPU like `torch.empty`; given data
@@ -604,6 +614,8 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
         return "once (module-level code)"
     elif name == "main":
         return "once per run (`main`)"
+    elif _entry_point(ctx, name):
+        return f"once per run (`{name}` is the command's entry point)"
     elif name == "__init__" and built_per_item(function):
         return None  # `class TreeSearch(object):` built per example of a batch: not set-up
     # (not `merge` or `convert`, which a model may run on every forward)

@@ -28,7 +28,7 @@ What it does:
     (`host_buf.copy_(x)`, `slot["host"].copy_(x)`, `buf.copy_(self.device_out)`) is a download,
     not an upload. Pinned whichever branch runs: `t if t.is_pinned() else t.pin_memory()`; the
     values of a dict built pinned (`for t, pinned in host.items():` of `host = {t: t.pin_memory()
-    for t in ts}`). An empty tensor (`torch.zeros(0, dtype=torch.int64)`) copies nothing. A file
+    for t in ts}`). An empty tensor (`torch.zeros(0, dtype=torch.int64)`, `torch.tensor([])`) copies nothing. A file
     that page-locks memory in place with `cudaHostRegister` (through `torch.cuda.cudart()`) is
     trusted with all its copies.
 

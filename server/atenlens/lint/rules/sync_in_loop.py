@@ -115,7 +115,7 @@ What it does:
     where the code tested it is no tensor (the `else` of `if torch.is_tensor(state["lr"]):`);
     neither is a tensor of
     unknown origin (a parameter nothing else says more about), a comparison with a string
-    (`layer.kind == "attn"`), a name spelled as text (`loss_name`, `metric_key`, `log_prefix`: `for
+    (`layer.kind == "attn"`) or with an enum's member (`reduction == ReduceType.max`), a name spelled as text (`loss_name`, `metric_key`, `log_prefix`: `for
     loss_name in self.losses:` iterates names), a name annotated as a number (`best_loss: float =
     opt.best_loss`) or a parameter annotated as numbers (`losses: dict[int, float]`), the names of
     `model.named_parameters()`, the result of a function of the file annotated to return a Python
@@ -137,7 +137,8 @@ What it does:
     `if x.device.type == "cuda":`, `if x.is_cuda:`, `if torch.cuda.is_available():`).
     Deliberate or cheap reads are information, with a message that says how often: under
     `if step % N == 0:`, `if i == 0:` or a test spelled as one (`should_log`, `every_n_steps(state,
-    freq)`) (also through a flag the function binds once to such a
+    freq)`, a settings object's `log_*` option: `if args.log_logit_mean:`; a size compared with a
+    cache's, `if seq_len > self.max_seq_len_cached:`, which rebuilds it when it grows) (also through a flag the function binds once to such a
     test: `apply_penalty = steps % 32 == 0`, `if apply_penalty:`; also combined: `if is_master and (step % N == 0 or
     count == num_batches_per_epoch):`, and in a loop over the loss terms inside such a test, also
     when the test is in a callback with no loop around it; also after an early exit that only such
@@ -620,12 +621,34 @@ def _stop_flag(node: Node, loop: Node) -> bool:
     if not re.search(rb"\b(?:break|continue|return)\b", after):
         return False
     statement = statement_of(node)
+    if not _leaves_on(statement, after):
+        return False  # (`losses_m.update(global_loss.item())`: an all-reduced value logged, no flag)
     if statement.type in ("if_statement", "while_statement"):
         statement = statement.child_by_field_name("condition") or statement
     before = (body.text or b"")[: max(statement.start_byte - body.start_byte, 0)]
     names = set(re.findall(rb"[A-Za-z_]\w*", statement.text or b""))
     # (`dist.broadcast(signal, src=0)`, then `if signal.item() == 0: break`: the ranks follow rank 0)
     return any(re.search(rb"\b(?:all_reduce|broadcast)\(\s*" + re.escape(name) + rb"\s*[,)]", before) for name in names)
+
+
+_LEAVES = re.compile(rb"\b(?:break|continue|return)\b")
+
+
+def _leaves_on(statement: Node, after: bytes) -> bool:
+    """Does the loop leave or skip on what `statement` reads: it is an `if`/`while` whose block
+    does (`if done.item() > 0: break`), or it binds a name that a later `if` tests before leaving
+    (`skip = bool(flag.item())`, then `if skip: continue`)?"""
+    if statement.type in ("if_statement", "while_statement", "elif_clause"):
+        return True
+    inner = (
+        statement.named_children[0] if statement.type == "expression_statement" and statement.named_children else None
+    )
+    target = inner.child_by_field_name("left") if inner is not None and inner.type == "assignment" else None
+    if target is None or target.type != "identifier":
+        return False
+    name = re.escape(target.text or b"")
+    test = re.search(rb"\b(?:if|elif|while)\b[^\n]*\b" + name + rb"\b[^\n]*:", after)
+    return test is not None and _LEAVES.search(after, test.end()) is not None
 
 
 def _counts_to_bound(test: Node) -> bool:
