@@ -9,11 +9,12 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
 from atenlens.report import Code, TraceReport, TraceRequest
-from atenlens.worker.client import PASSED_ENV, READER_THREAD_NAME, TraceWorker, worker_environment
+from atenlens.worker.client import PASSED_ENV, READER_THREAD_NAME, TraceWorker, _exited, worker_environment
 from atenlens.worker.supervise import RESIDENT_SLACK_MB, memory_over_limit, private_memory_mb, resident_mb
 from source_lines import line_of
 from worker_helpers import exits_within, fixture, process_is_gone, request
@@ -90,6 +91,31 @@ def test_a_dead_worker_fails_its_trace_and_is_replaced():
         next_report = worker.trace(request(TINY, "linear_step"))
         assert next_report.status == "ok", next_report.message
         assert worker.pid != first_pid and worker.alive
+
+
+def test_a_killed_worker_counts_as_ended_while_another_thread_waits_for_it():
+    """The client's reader thread reaps a killed worker with `wait()`; while it does,
+    `Popen.poll()` in another thread answers None (the wait holds the lock). A trace asked then
+    must still see the worker gone (and start a fresh one), not send its request to the dead
+    process and fail: `_exited` reads the process's state instead."""
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        os.kill(process.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while _proc_state(process.pid) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _proc_state(process.pid) == "Z"
+        with process._waitpid_lock:  # as the reader thread's `wait()` holds it
+            assert process.poll() is None  # what the client saw before: no answer yet
+            assert _exited(process)
+    finally:
+        process.wait()
+    assert _exited(process)
+
+
+def _proc_state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+        return handle.read().rsplit(")", 1)[1].split()[0]
 
 
 def reader_threads() -> set[threading.Thread]:

@@ -9,7 +9,8 @@ from pathlib import Path
 from atenlens.cli import build_parser
 from atenlens.lint.command import Task, _chunks, run_lint_command
 
-READ_IN_LOOP = "import torch\n\n\ndef f(xs):\n    for x in xs:\n        x.cuda().item()\n"
+# (each function named apart: a `def` that a later one of the same name replaces is never linted)
+READ_IN_LOOP = "import torch\n\n\ndef f{k}(xs):\n    for x in xs:\n        x.cuda().item()\n"
 
 
 def _concise(argv: list[str], folder: Path, monkeypatch) -> tuple[int, list[str]]:
@@ -38,7 +39,7 @@ def test_chunks_hold_every_file_once_in_about_equal_bytes_largest_first(tmp_path
 
 def test_two_processes_report_files_of_many_sizes_in_path_order_as_one_does(tmp_path: Path, monkeypatch) -> None:
     for i in range(30):
-        body = READ_IN_LOOP * (1 + (i * 7) % 11) if i % 4 else "x = 1\n"
+        body = "".join(READ_IN_LOOP.format(k=k) for k in range(1 + (i * 7) % 11)) if i % 4 else "x = 1\n"
         (tmp_path / f"m{i:02d}.py").write_text(body)
     one = _concise(["--jobs", "1", "--no-cache", "."], tmp_path, monkeypatch)
     two = _concise(["--jobs", "2", "--no-cache", "."], tmp_path, monkeypatch)

@@ -17,7 +17,7 @@ SET_UP_LOOPS = dedent(
 
 
     class Engine:
-        def capture_graphs(self, capture_sizes):
+        def record_graphs(self, capture_sizes):
             for size in capture_sizes:
                 self.forward_dummy(size)
                 torch.cuda.synchronize()

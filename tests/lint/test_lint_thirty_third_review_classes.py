@@ -696,3 +696,91 @@ def test_opt_in_logging_rank_flags_enums_empty_copies_caches_and_entry_points() 
             "step",
         ),
     ]
+
+
+SCRIPT_EDITS = dedent(
+    """\
+    import time
+
+    import torch
+
+
+    def export(model, device):
+        x = torch.randn(1, 3).to(device)
+        return torch.jit.trace(model, x)
+
+
+    def export(model, device):
+        return torch.jit.trace(model, torch.randn(1, 3, device=device))
+
+
+    def train(model, loader, optimizer, train_config, classes):
+        it = iter(loader)
+        for step in range(100):
+            start = time.time()
+            batch = next(it)
+            clips = batch[0].to("cuda")
+            labels = torch.tensor([classes[int(v)] for v in batch[1]]).cuda()
+            data_elapsed_time = time.time() - start
+            loss = model(clips, labels)
+            loss.backward()
+            optimizer.step()
+            if train_config.save_metrics:
+                print(loss.item())
+
+
+    class Runner:
+        def capture_model(self, model, sizes):
+            for n in sizes:
+                buffer = torch.zeros(n).to("cuda")
+                model(buffer)
+    """
+)
+
+
+def test_a_replaced_definition_a_host_batch_captures_and_metric_options() -> None:
+    """The first `export` is replaced by the second before anything calls it: no finding in it.
+    `batch = next(it)` whose items the loop moves itself (`batch[0].to("cuda")`) is a host batch, so
+    `int(v)` of `batch[1]` reads no GPU value, and the data time around it times host work;
+    `train_config.save_metrics` is an opt-in record; CUDA-graph capture runs once."""
+    assert findings(SCRIPT_EDITS) == [
+        (
+            27,
+            23,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU only on iterations where `train_config.save_metrics`",
+        ),
+        (
+            33,
+            36,
+            "AL302",
+            "information",
+            "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with `device=`; "
+            "it runs per item in `capture_model` (once per call, not per training step): a small cost, not paid "
+            "every step",
+        ),
+    ]
+
+
+USED_BEFORE_REPLACED = dedent(
+    """\
+    import torch
+
+
+    def make(device):
+        return torch.randn(1, 3).to(device)
+
+
+    FIRST = make("cuda")
+
+
+    def make(device):
+        return torch.randn(1, 3, device=device)
+    """
+)
+
+
+def test_a_definition_used_before_it_is_replaced_is_still_linted() -> None:
+    """`make` runs at module level before the second `def make` replaces it: its finding stays."""
+    assert [f[:4] for f in findings(USED_BEFORE_REPLACED)] == [(5, 29, "AL302", "warning")]

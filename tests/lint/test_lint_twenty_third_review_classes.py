@@ -47,10 +47,10 @@ DECORATED_SET_UP_HELPER = dedent(
         def __init__(self, model, max_batch_size):
             super().__init__()
             self.model = model
-            self.capture_model(max_batch_size)
+            self.build_buffers(max_batch_size)
 
         @torch.inference_mode()
-        def capture_model(self, max_batch_size):
+        def build_buffers(self, max_batch_size):
             self.input_tokens = torch.zeros(max_batch_size).cuda()
 
         def step(self, tokens):
@@ -60,7 +60,7 @@ DECORATED_SET_UP_HELPER = dedent(
 
 
 def test_a_decorated_helper_only_init_calls_runs_once() -> None:
-    """`@torch.inference_mode()` does not change how `capture_model` is called: only `__init__` calls
+    """`@torch.inference_mode()` does not change how `build_buffers` is called: only `__init__` calls
     it, so its create-then-move runs once per object (colossalai's CUDA-graph capture)."""
     assert findings(DECORATED_SET_UP_HELPER) == [
         (
@@ -69,7 +69,7 @@ def test_a_decorated_helper_only_init_calls_runs_once() -> None:
             "AL302",
             "information",
             "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with "
-            "`device=`; it runs in `capture_model`, which this file calls only from `__init__` (once per "
+            "`device=`; it runs in `build_buffers`, which this file calls only from `__init__` (once per "
             "object or run): a small cost, not paid every step",
         )
     ]

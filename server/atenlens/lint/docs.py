@@ -36,7 +36,9 @@ neither imports nor uses torch, and code for another accelerator: a file that im
 unconditionally (at column 0, not under `try:`), and a top-level function or class named for such
 an accelerator that calls its API and never says `cuda` (`class HPUWeightOnlyLinear`). A
 create-then-move to another accelerator (`.to("hpu")`, `DEV = "hpu"` then `.to(device=DEV)`) is no
-CUDA copy.
+CUDA copy. Nothing is reported inside a top-level function that a later `def` of the same name
+replaces before anything uses the name (a script edited by copying: the first definition never
+runs).
 """
 
 

@@ -14,6 +14,7 @@ from atenlens.lint.kernels import OTHER_DEVICE_CALL, kernel_rows
 from atenlens.lint.noqa import file_exemption, is_suppressed, suppressed_codes
 from atenlens.lint.registry import Rule
 from atenlens.lint.rules import RULES
+from atenlens.lint.shadowed import shadowed_rows
 from atenlens.lint.source import SourceText, encode_source
 from atenlens.lint.triggers import matches, skippable_definitions
 
@@ -118,8 +119,11 @@ def _lint(
                     raise
                 log.exception("rule %s failed", rule.code)
         if findings:
+            # device code: no host waits there (kernels.py); a `def` replaced before any use: never
+            # runs (shadowed.py)
             kernels = kernel_rows(context.source.root, context.source.whole_data)
-            if kernels:  # device code: no host waits there (kernels.py)
+            kernels += shadowed_rows(context.source.whole_data)
+            if kernels:
                 findings = [f for f in findings if not any(a <= f.line - 1 <= b for a, b in kernels)]
         return findings
 

@@ -99,9 +99,9 @@ _BOUND_NAME = re.compile(
 SET_UP_FUNCTION = re.compile(
     # (`log_images`: a module's, which an image-logging callback calls every N steps)
     # (`populate_modules`: nerfstudio's models build their fields and buffers there, from `__init__`;
-    # `log_tensorboard_graph`: the model's graph, traced once)
+    # `log_tensorboard_graph`: the model's graph, traced once; `capture_model`: CUDA graphs captured once)
     r"^_*init(?:_|$)|initiali[sz]e|^_*set_?up(?:_|$)|warm_?up|^_?load|_load_|save|export|plot|^__(?:str|repr)__$"
-    r"|^_*populate_|^log_\w*graph$"
+    r"|^_*populate_|^log_\w*graph$|^_*capture(?:_model|_graphs?)?$"
     r"|^log_images$",
     re.I,
 )
@@ -688,8 +688,8 @@ def is_throttle(condition: Node) -> bool:
         if _THROTTLE_NAME.search(name.split(".")[-1]):
             return True
         owner, _, last = name.rpartition(".")
-        if kind == "attribute" and last.startswith("log_") and _SETTINGS_OWNER.search(owner):
-            return True  # `if args.log_logit_mean:`: logging the user asks for, off by default
+        if kind == "attribute" and _OPT_IN_RECORD.match(last) and _SETTINGS_OWNER.search(owner):
+            return True  # `if args.log_logit_mean:`, `if train_config.save_metrics:`: records the user asks for
         if kind == "identifier":
             # `apply_path_penalty = self.steps > 5000 and self.steps % 32 == 0`, then `if apply_path_penalty:`
             value = _bound_value(condition)
@@ -713,7 +713,9 @@ def _grows_a_cache(comparison: Node) -> bool:
 _CACHED_SIZE = re.compile(r"cached|cache_(?:len|size)", re.I)
 
 
-# A settings object (`args`, `self.cfg`, `train_config`): its `log_*` fields are opt-in logging
+# A settings object (`args`, `self.cfg`, `train_config`): its `log_*` and `save_metrics` fields are
+# opt-in logging
+_OPT_IN_RECORD = re.compile(r"log_|save_metrics$|track_")
 _SETTINGS_OWNER = re.compile(r"(?:^|\.|_)(?:cfg|config|conf|args|opts?|options|settings|hparams)$", re.I)
 _VERBOSITY = re.compile(r"^_*(?:verbose|verbosity|debug|log_level|debug_level)$", re.I)
 

@@ -2380,6 +2380,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             and strip_parens(value).type == "call"
             and dotted_name(callee(strip_parens(value))) == "next"
         ):
+            if _parts_moved(node):
+                return False  # `udata = next(loader)`, then `clips = udata[0].to(device)`: a host batch
             return _in_training_loop(node)  # `batch = next(iterator)` inside a training loop
         if value is None:
             if binding.unpacked_from is not None:  # `loss, logits = model(x)`
@@ -2544,6 +2546,17 @@ def _ranged_on_cpu(ctx: LintContext, node: Node, depth: int) -> bool:
     if node.type != "call" or torch_name(ctx, callee(node)) not in _RANGE_FACTORIES:
         return False
     return device_of(ctx, node, depth + 1) is Device.CPU
+
+
+def _parts_moved(name: Node) -> bool:
+    """Does the function around `name` move items of it to the device itself (`clips =
+    udata[0].to(device)`, `udata[-1].cuda()`)? Then it holds a loader's host batch, and the items it
+    does not move (`udata[1]`, labels read with `int(v)`) stay on the host."""
+    function = next((a for a in ancestors(name) if a.type == "function_definition"), None)
+    scope = function if function is not None else next((a for a in ancestors(name) if a.type == "module"), None)
+    word = re.escape(text(name).encode())
+    moved = rb"(?<![\w.])" + word + rb"\s*\[[^\]\n]*\]\s*\.\s*(?:to|cuda)\s*\("
+    return scope is not None and re.search(moved, scope.text or b"") is not None
 
 
 def _svi_loss(call: Node) -> bool:

@@ -119,6 +119,27 @@ class _Pending:
             self.report = report
 
 
+_PROC = os.path.isdir("/proc/self")
+
+
+def _exited(process: subprocess.Popen) -> bool:
+    """Has the worker process ended? `poll()` answers None while another thread is inside
+    `wait()` for it (the reader thread reaping a killed worker), so on Linux its state in /proc
+    decides: a zombie, or no entry left, has ended."""
+    if process.poll() is not None:
+        return True
+    if not _PROC:
+        return False
+    try:
+        with open(f"/proc/{process.pid}/stat", "rb") as stat:
+            state = stat.read().rpartition(b")")[2].split()[:1]
+    except FileNotFoundError:
+        return True  # reaped by the thread that waits for it
+    except OSError:
+        return False
+    return state in ([b"Z"], [b"X"])
+
+
 class _Connection:
     """One worker process: its pipes, what it said, the traces sent to it, and its reader thread.
     Every field is guarded by the client's condition."""
@@ -138,7 +159,7 @@ class _Connection:
         self.reader = threading.Thread(target=self._read, name=READER_THREAD_NAME, daemon=True)
 
     def usable(self) -> bool:
-        return not (self.discarded or self.ended or self.state == "failed") and self.process.poll() is None
+        return not (self.discarded or self.ended or self.state == "failed") and not _exited(self.process)
 
     def stderr_text(self) -> str:
         return b"".join(self._stderr).decode("utf-8", errors="replace")[-STDERR_TAIL_BYTES:]

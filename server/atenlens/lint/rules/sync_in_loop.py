@@ -109,7 +109,9 @@ What it does:
     CUDA tensor would raise there.
     A module moved to the host (`model.cpu()`, `linear_layer.cpu()` as a statement) reads no value.
     Tensors made on the CPU (`torch.linspace(0, 1, 5)`, `.cpu()` results, a `DataLoader`'s
-    batches, also of a parameter annotated `DataLoader`, and their fields), numpy arrays and
+    batches, also of a parameter annotated `DataLoader`, and their fields; a batch taken with
+    `next(it)` whose items the function moves itself, `clips = batch[0].to(device)`: the items it
+    does not move), numpy arrays and
     data frames (`np.unique(a)`, `frame[col].dropna().unique()`), Python values and tensor
     metadata (`x.dtype`, `x.shape`, `x.ndimension()`) are never reported, nor a value on the path
     where the code tested it is no tensor (the `else` of `if torch.is_tensor(state["lr"]):`);
@@ -137,7 +139,7 @@ What it does:
     `if x.device.type == "cuda":`, `if x.is_cuda:`, `if torch.cuda.is_available():`).
     Deliberate or cheap reads are information, with a message that says how often: under
     `if step % N == 0:`, `if i == 0:` or a test spelled as one (`should_log`, `every_n_steps(state,
-    freq)`, a settings object's `log_*` option: `if args.log_logit_mean:`; a size compared with a
+    freq)`, a settings object's `log_*` or `save_metrics` option: `if args.log_logit_mean:`; a size compared with a
     cache's, `if seq_len > self.max_seq_len_cached:`, which rebuilds it when it grows) (also through a flag the function binds once to such a
     test: `apply_penalty = steps % 32 == 0`, `if apply_penalty:`; also combined: `if is_master and (step % N == 0 or
     count == num_batches_per_epoch):`, and in a loop over the loss terms inside such a test, also

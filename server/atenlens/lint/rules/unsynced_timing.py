@@ -23,7 +23,7 @@ What it does:
        `barrier`, `generate`, `rollout`, an environment's `env.step(...)` / `env.reset()`, or a
        call handed an environment, `evaluate(actor, test_env)`: host work that waits on its own), and the interval is not compared with a
        budget (`if now - start > max_time:` is a deadline, not a measurement), nor recorded as
-       the wait for data (`data_time.update(time.time() - end)`: the input pipeline's time is
+       the wait for data (`data_time.update(time.time() - end)`, `data_elapsed_time = ...`: the input pipeline's time is
        host time by design), nor spans a `yield` (a generator that times each batch it hands
        out times its caller's step, which this file does not show), and
     4. the interval runs GPU work: a call spelled as a model (`model(x)`, `self.net(x)`,
@@ -512,7 +512,7 @@ def _is_budget_check(ctx: LintContext, first: Node, second: Node) -> bool:
     return False
 
 
-_DATA_TIME = re.compile(r"data_?(?:time|wait|load)|load_?time|fetch_?time", re.I)
+_DATA_TIME = re.compile(r"data_?(?:elapsed_?)?(?:time|wait|load)|load_?time|fetch_?time", re.I)
 
 
 def _is_data_time(ctx: LintContext, second: Node) -> bool:
