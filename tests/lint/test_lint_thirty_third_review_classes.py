@@ -784,3 +784,36 @@ USED_BEFORE_REPLACED = dedent(
 def test_a_definition_used_before_it_is_replaced_is_still_linted() -> None:
     """`make` runs at module level before the second `def make` replaces it: its finding stays."""
     assert [f[:4] for f in findings(USED_BEFORE_REPLACED)] == [(5, 29, "AL302", "warning")]
+
+
+MODEL_ON_HOST_INPUTS = dedent(
+    """\
+    import numpy as np
+    import torch
+
+    cpu = torch.device("cpu")
+
+
+    class Separator:
+        def __init__(self, model):
+            self.model = model.cuda()
+
+        def demix(self, mixes):
+            for mix in mixes:
+                waves = torch.tensor(np.asarray(mix), dtype=torch.float32).to(cpu)
+                spec = self.model.stft(waves)
+                print(spec.cpu().numpy().sum())
+                ortho = self.model.ortho(self.model.device)
+                print(ortho.item())
+    """
+)
+
+
+def test_a_model_given_only_cpu_tensors_computes_on_the_cpu() -> None:
+    """`.to(cpu)` with `cpu = torch.device("cpu")` at the top of the module is on the CPU, and a
+    model's method given only CPU tensors computes there (a model on the GPU would raise): no wait
+    to report. A method given no tensor (`ortho(self.model.device)`) still computes on the model's
+    device."""
+    assert findings(MODEL_ON_HOST_INPUTS) == [
+        (17, 24, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+    ]

@@ -978,6 +978,8 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
             # no tensor method is spelled so but `get_device()` (an int): `meter.get_mean()` of
             # a module moved to the device is its own method and may return anything
             return Device.UNKNOWN
+        if owner is Device.CUDA and _spelled_model(receiver(call)) and _given_host_inputs(ctx, call, depth):
+            return Device.CPU  # `model.stft(waves.to(cpu))`: a model computes where its input is
         return owner if owner in (Device.CUDA, Device.CPU) else Device.UNKNOWN
     if name == "torch.from_numpy":
         return Device.CPU
@@ -1307,6 +1309,8 @@ def _cpu_by_default(ctx: LintContext, device: Node) -> bool:
         return False
     if _binding(ctx, device) is not None:
         return _bound_to_cpu(ctx, device)
+    if is_cpu_device(module_constant(ctx, device)):
+        return True  # `cpu = torch.device("cpu")` at the top of the module, then `.to(cpu)`
     function = next((a for a in ancestors(device) if a.type in ("function_definition", "lambda")), None)
     default = parameter_default(function, text(device)) if function is not None else None
     if default is None or not is_cpu_device(default):
@@ -2488,6 +2492,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             if _RUN_METRIC_METHOD.search(method) or _PREDICATE_METHOD.match(method) or _COUNT_METHOD.search(method):
                 return False  # `model.estimate_mfu(tokens, dt)`: a figure about the run, a Python number
             if method not in MODULE_METHODS and not method.lstrip("_").startswith("get_") and _spelled_model(owner):
+                if _given_host_inputs(ctx, node, depth):
+                    return False  # `model.stft(waves.to(cpu))`: computed where its input is
                 return True  # `self.policy.evaluate_actions(obs, actions)`: a model's own method
             if _LOSS_FUNCTION.search(method) and _given_a_model_output(ctx, node, depth):
                 return True  # `metrics.accuracy(outputs, pids)`: a module's loss or metric function
@@ -2557,6 +2563,16 @@ def _parts_moved(name: Node) -> bool:
     word = re.escape(text(name).encode())
     moved = rb"(?<![\w.])" + word + rb"\s*\[[^\]\n]*\]\s*\.\s*(?:to|cuda)\s*\("
     return scope is not None and re.search(moved, scope.text or b"") is not None
+
+
+def _given_host_inputs(ctx: LintContext, call: Node, depth: int) -> bool:
+    """Is every tensor a model's method is given known to be on the CPU (`model.stft(mix_waves)`
+    with `mix_waves = torch.tensor(...).to(cpu)`)? A model on the GPU would raise on such an input,
+    so what it computes is on the CPU too."""
+    positional, keywords = arguments(call)
+    devices = [device_of(ctx, a, depth + 1) for a in [*positional, *keywords.values()]]
+    # (at least one tensor on the CPU; numbers, strings and devices say nothing: `ortho(self.device)`)
+    return Device.CPU in devices and all(d in (Device.CPU, Device.HOST) for d in devices)
 
 
 def _svi_loss(call: Node) -> bool:

@@ -111,7 +111,8 @@ What it does:
     Tensors made on the CPU (`torch.linspace(0, 1, 5)`, `.cpu()` results, a `DataLoader`'s
     batches, also of a parameter annotated `DataLoader`, and their fields; a batch taken with
     `next(it)` whose items the function moves itself, `clips = batch[0].to(device)`: the items it
-    does not move), numpy arrays and
+    does not move; `.to(cpu)` with `cpu = torch.device("cpu")` at the top of the module; what a
+    model's method computes from CPU tensors only, `model.stft(waves.to(cpu))`), numpy arrays and
     data frames (`np.unique(a)`, `frame[col].dropna().unique()`), Python values and tensor
     metadata (`x.dtype`, `x.shape`, `x.ndimension()`) are never reported, nor a value on the path
     where the code tested it is no tensor (the `else` of `if torch.is_tensor(state["lr"]):`);
