@@ -817,3 +817,73 @@ def test_a_model_given_only_cpu_tensors_computes_on_the_cpu() -> None:
     assert findings(MODEL_ON_HOST_INPUTS) == [
         (17, 24, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
     ]
+
+
+SMOKE_TESTS_AND_TEXT = dedent(
+    """\
+    import torch
+
+
+    def adafactor_step(p, state, lr):
+        if len(state) == 0:
+            state["step"] = 0
+            state["exp_avg_sq"] = torch.zeros(p.shape).to(p.device)
+        p.data.add_(-lr * p.grad)
+
+
+    def chat(model, tokenizer, queries, pool):
+        history = []
+        for query in queries:
+            for response, history in model.stream_chat(tokenizer, query, history=history):
+                pass
+            for q, r in history:
+                print(f"{q}: {r}")
+            ids = model(tokenizer(query).cuda()).argmax(-1)
+            pool.add(ids.tolist())
+            if ids[-1] == tokenizer.eos_token:
+                break
+
+
+    if __name__ == "__main__":
+        model = torch.nn.Linear(4, 4).cuda()
+        steps = 10
+        for step in range(steps):
+            x = torch.randn(2, 4).cuda()
+            print(model(x).sum().item())
+    """
+)
+
+
+def test_smoke_tests_optimizer_state_and_text_that_is_no_tensor() -> None:
+    """`steps = 10`, then `for step in range(steps):` runs ten times (a smoke test under
+    `__main__`); an optimizer's state made under `if len(state) == 0:` once per parameter; a chat
+    model's `stream_chat` yields text; `tokenizer.eos_token` is text (a tensor compared with it is
+    False, nothing read); `pool.add(ids.tolist())` keeps the ids."""
+    ten = "(the loop runs 10 times)"
+    assert findings(SMOKE_TESTS_AND_TEXT) == [
+        (
+            7,
+            51,
+            "AL302",
+            "information",
+            "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with `device=`; "
+            "it runs once per object, on first use (`if len(state) == 0:`): a small cost, not paid every step",
+        ),
+        (
+            19,
+            21,
+            "AL100",
+            "information",
+            "`.tolist()` inside a loop: the host waits for the GPU on every iteration, collecting results on the "
+            "host (`outputs.append(t.tolist())`: one copy per batch, as intended)",
+        ),
+        (
+            28,
+            30,
+            "AL302",
+            "information",
+            "`torch.randn(...)` is created on the CPU and then copied to the device: create it there with `device=`; "
+            f"it runs 10 times {ten}: a small cost, not paid every step",
+        ),
+        (29, 29, "AL100", "information", f"`.item()` inside a loop: the host waits for the GPU 10 times {ten}"),
+    ]

@@ -1000,6 +1000,8 @@ def _lazy_initialization(condition: Node) -> bool:
     tested = strip_parens(condition)
     if tested.type == "comparison_operator" and _grows_a_cache(tested):
         return True  # `if seq_len > self.max_seq_len_cached:`: a rotary cache rebuilt when it grows
+    if tested.type == "comparison_operator" and _creates_state(tested):
+        return True  # `if len(state) == 0:` in an optimizer's per-parameter step: its state, made once
     body = statement.child_by_field_name("consequence")
     missing = _hasattr_missing(tested)
     if missing is not None:
@@ -1258,6 +1260,9 @@ def literal_length(iterable: Node) -> Optional[int]:
         return min(known) if known and (name == "zip" or len(known) == len(lengths)) else None
     if name == "range":
         positional, _ = arguments(iterable)
+        if len(positional) == 1 and positional[0].type == "identifier":
+            bound = _bound_integer(positional[0])  # `steps = 10` ... `for step in range(steps):`
+            return max(bound, 0) if bound is not None else None
         if len(positional) == 1 and positional[0].type == "call" and dotted_name(callee(positional[0])) == "len":
             measured, _ = arguments(positional[0])  # `range(len(multiplier))` of a literal list
             return literal_length(measured[0]) if len(measured) == 1 else None
@@ -1271,6 +1276,45 @@ def literal_length(iterable: Node) -> Optional[int]:
             return max(values[0], 0)
         step = values[2] if len(values) > 2 else 1
         return len(range(values[0], values[1], step)) if step else None
+    return None
+
+
+def _bound_integer(name: Node) -> Optional[int]:
+    """The integer that `name` is bound to by the one assignment of it in its scope (the function,
+    or the module's code), written as a statement of a block that holds the read, before it
+    (`steps = 10` above `for step in range(steps):` in a `__main__` smoke test); None otherwise."""
+    scope = next((a for a in ancestors(name) if a.type in ("function_definition", "module")), None)
+    if scope is None:
+        return None
+    word = re.escape(text(name).encode())
+    data = scope.text or b""
+    if len(re.findall(rb"(?<![\w.])" + word + rb"[ \t]*(?:[-+*/%]|//)?=(?!=)", data)) != 1:
+        return None
+    for block in ancestors(name):
+        if block == scope:
+            break
+        if block.type not in ("block", "module"):
+            continue
+        for statement in block.named_children:
+            if statement.start_byte >= name.start_byte:
+                break
+            inner = (
+                statement.named_children[0]
+                if statement.type == "expression_statement" and statement.named_children
+                else None
+            )
+            if (
+                inner is not None
+                and inner.type == "assignment"
+                and text(inner.child_by_field_name("left")) == text(name)
+            ):
+                value = inner.child_by_field_name("right")
+                if value is None or value.type != "integer":
+                    return None
+                try:
+                    return int(text(value), 0)
+                except ValueError:
+                    return None
     return None
 
 

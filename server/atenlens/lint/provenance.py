@@ -268,6 +268,8 @@ HOST_METHODS = frozenset(
         "max_memory_reserved",
         "mem_get_info",
         "memory_stats",
+        # `model.load_state_dict(sd)`: the missing and unexpected keys, names
+        "load_state_dict",
         # timm's names of parameters without weight decay, and of parameter groups
         "no_weight_decay",
         "no_weight_decay_keywords",
@@ -390,7 +392,10 @@ MODULE_METHODS = frozenset(
 _PREDICATE_METHOD = re.compile(r"^(?:has|contains|has_\w+|is_\w+)$")
 # A count of bytes or operations, whatever it is given (`model.kv_read_bytes(context)`)
 _COUNT_METHOD = re.compile(r"(?:^|_)(?:bytes|nbytes|footprint)$")
-_MODULE_HOST_METHODS = frozenset({"transcribe", "get", "num_parameters", "extra_repr", "export", "info"})
+# (`model.stream_chat(tokenizer, query)`, `model.chat(...)`: ChatGLM's and Qwen's, text and history)
+_MODULE_HOST_METHODS = frozenset(
+    {"transcribe", "get", "num_parameters", "extra_repr", "export", "info", "chat", "stream_chat"}
+)
 
 
 def _spelled_model(node: Optional[Node]) -> bool:
@@ -1066,6 +1071,8 @@ def _compares_with_string(node: Node) -> bool:
         return True
     if any((dotted_name(strip_parens(c)) or "").startswith("torch.ops.") for c in node.named_children):
         return True  # `node.target == torch.ops.aten.copy_.default`: an FX node's operator, no tensor
+    if any(_TOKENIZER_TEXT.search(dotted_name(strip_parens(c)) or "") for c in node.named_children):
+        return True  # `ids == tokenizer.eos_token`: the token's text (a tensor compared with it is False)
     operators = [c.type for c in node.children if not c.is_named]
     if operators in (["=="], ["!="], ["is"], ["is", "not"], ["in"], ["not", "in"]) and any(
         _enum_member(strip_parens(c)) for c in node.named_children
@@ -1076,6 +1083,8 @@ def _compares_with_string(node: Node) -> bool:
     )
 
 
+# A tokenizer's special token as text (`tokenizer.eos_token`, `self.tokenizer.pad_token`; not `*_token_id`)
+_TOKENIZER_TEXT = re.compile(r"(?:^|\.)\w*tokenizer\.\w*_token$", re.I)
 _ENUM_CLASS = re.compile(r"^_?[A-Z][a-z0-9]+(?:[A-Z][A-Za-z0-9]*)+$")
 
 
@@ -2760,6 +2769,8 @@ def _iterates_model_output(ctx: LintContext, iterable: Optional[Node], path: tup
     if iterable is None:
         return False
     iterable = strip_parens(iterable)
+    if iterable.type == "call" and method_name(iterable) in _MODULE_HOST_METHODS:
+        return False  # `for response, history in model.stream_chat(tokenizer, query):` text
     if iterable.type == "call" and method_name(iterable) in ("items", "keys"):
         # the keys of a model's outputs are names; the values are its outputs
         if method_name(iterable) == "keys" or not path or path[0] != 1:

@@ -43,7 +43,7 @@ What it does:
     set-up function (`_init_weights`, `setup`, `load_*`, `save`, `export`,
     `plot`, `populate_*`), a hook a trainer runs once per epoch or run (`on_train_start`,
     `on_validation_epoch_end`), module-level code, a loop's iteration that only some pass (`if len(state) == 0:`
-    creates an optimizer's state on its first step), a call that a modulus lets through (`if
+    creates an optimizer's state on its first step, also in a per-parameter step function with no loop), a call that a modulus lets through (`if
     batch_idx % self.frequency == 0:`, or an early `if (step - 1) % every != 0: return`), a
     debugging or logging flag (`if self.log_loss_info:`), the `compute`, `reset` or `results` of a
     metric (a class that also has an `update`: once per evaluation), the `forward` of an

@@ -10,7 +10,8 @@ What it does:
     from a box on the GPU: `__index__` reads it);
     a tensor as a condition (`if torch.isnan(loss) or torch.isinf(loss):`, `if mask.any():`,
     `while t:`, `x if t else y`, `[i for i, k in enumerate(mask) if k]`, `assert t`); printing or formatting it (`print(loss)`, `f"{loss}"`,
-    `"loss=%.4f" % loss`), logging it with TensorBoard's `writer.add_scalar(tag, loss, step)`
+    `"loss=%.4f" % loss`; not the text a chat model yields, `for response, history in
+    model.stream_chat(...)`), logging it with TensorBoard's `writer.add_scalar(tag, loss, step)`
     (the writer copies it to the host as a number); and
     operations whose output shape depends on the data (`.nonzero()`, `torch.nonzero`,
     `.unique()`, `torch.where(mask)` with one argument, `torch.masked_select`, `.argwhere()`,
@@ -175,7 +176,8 @@ What it does:
     environment (`env.step(actions)`: the host environment needs the actions every step), in a retry loop
     (`for _ in range(max_trials):` or `while attempts < max_attempts:` that returns or breaks at
     the first success, or `while not done:` whose `try` sets `done = True`), in a loop over a few
-    literal values (`range(3)`, also a comprehension's: `tuple(f(x) for axis in range(3))`; also a name the function binds once, outside any branch, to such
+    literal values (`range(3)`, also a comprehension's: `tuple(f(x) for axis in range(3))`; `range(steps)`
+    after `steps = 10`, the one binding of the name in its scope; also a name the function binds once, outside any branch, to such
     a list: `masks = ["train", "val", "test"]`, and `range(len(...))` of one; a dict literal the
     function only walks, indexes at its keys and returns: `errors = {0.0: 0.0, 1.0: 0.0}`), in any loop of a
     `test_*` function, a pytest fixture or a function nested in one (not the evaluation pass `def test(model,
@@ -1267,7 +1269,7 @@ def _through_host_function(node: Node) -> Node:
 
 # Methods that keep what they are handed: a list's, or a host buffer's `copy_`
 # (`streamer.put(next_tokens.cpu())`, `queue.put(...)`: handed out to a consumer)
-_KEEPING_METHODS = ("append", "extend", "copy_", "put")
+_KEEPING_METHODS = ("append", "extend", "copy_", "put", "add")
 # A call that writes what it is given to a file or a figure: `save_mels`, `np.save`, `imwrite`,
 # `write_labels`, `plot_sample`
 _WRITER = re.compile(rf"^_*(?:{_WRITER_WORDS}|imwrite|imsave)(?:_|$)|^_*(?:{_WRITER_WORDS})[a-z]")
