@@ -887,3 +887,42 @@ def test_smoke_tests_optimizer_state_and_text_that_is_no_tensor() -> None:
         ),
         (29, 29, "AL100", "information", f"`.item()` inside a loop: the host waits for the GPU 10 times {ten}"),
     ]
+
+
+MAX_NORM = dedent(
+    """\
+    import torch
+
+
+    def apply_max_norm(state_dict, keys, max_norm):
+        norms = []
+        for key in keys:
+            updown = state_dict[key].cuda()
+            norm = updown.norm().clamp(min=max_norm / 2)
+            desired = torch.clamp(norm, max=max_norm)
+            ratio = desired.cpu() / norm.cpu()
+            if ratio != 1:
+                state_dict[key] *= ratio
+            scaled = updown.norm() * ratio
+            norms.append(scaled.item())
+        return norms
+    """
+)
+
+
+def test_a_ratio_of_two_copies_used_at_once_is_a_wait_and_the_second_copy_adds_none() -> None:
+    """`ratio = desired.cpu() / norm.cpu()` tested at once is no result kept (`updown.norm() *
+    ratio` is GPU work beside it, not a host step of it): the first copy waits every iteration, the
+    second copies a value the first already waited for."""
+    every = "inside a loop: the host waits for the GPU on every iteration"
+    assert findings(MAX_NORM) == [
+        (10, 24, "AL100", "warning", f"`.cpu()` {every}"),
+        (
+            10,
+            37,
+            "AL100",
+            "information",
+            f"`.cpu()` {every}, but an earlier read of this statement (line 10) already waited: no new wait",
+        ),
+        (14, 28, "AL100", "warning", f"`.item()` {every}"),
+    ]

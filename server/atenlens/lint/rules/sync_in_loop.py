@@ -210,6 +210,8 @@ What it does:
     or skip a batch (`dist.all_reduce(done)` or `dist.broadcast(done, src=0)`, then `if done.item() > 0: break`, or `skip =
     bool(flag.item())`, then `if skip: continue`: ranks with uneven data agree to stop or skip
     together, and the host needs the flag), a
+    second blocking read in one statement of a value computed before the first (`ratio =
+    desired.cpu() / norm.cpu()`: no new wait), a
     second `.item()` of the same name in the statement right after the first (no new wait; not of
     a comprehension's own variable, read anew), an `.item()`, `int()` or `float()` of a value
     computed before a read in the statements just above, with only host code after that read (`losses.append(loss.item())`,
@@ -734,6 +736,10 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
                 "on every iteration of a loop that takes no training step, bringing the output home as NumPy "
                 "(`t.cpu().numpy()`: an inference pass's result, one copy per batch)",
             )
+        again = _read_earlier_in_statement_why(call) if method in ("cpu", "tolist") and how.every_iteration else None
+        if again is not None:
+            # (`ratio = desired.cpu() / norm.cpu()`: the second copy's value was waited for by the first)
+            how = Frequency(how.loop, False, f"{how.how_often}, but {again}: no new wait")
         finding = _report(ctx, f"`.{method}()`", attr or call, end=call, how=how, where=where)
         if finding is not None:
             yield finding
@@ -879,6 +885,26 @@ def _read_earlier_in_statement(call: Node, statement: Node, owner: Optional[Node
         return None  # (`int(box[3] + 1)`: the sum is new work on the GPU; `rows[start + n]` is not)
     earlier = [n for n in _walk(statement) if n.type == "call" and n.end_byte <= call.start_byte and _a_read(n)]
     return min(earlier, key=lambda n: n.start_byte).start_point[0] + 1 if earlier else None
+
+
+def _read_earlier_in_statement_why(call: Node) -> Optional[str]:
+    """For a `.cpu()` or `.tolist()`: the reason it adds no wait when a blocking read earlier in
+    its statement already waited for the value it copies (`ratio = desired.cpu() / norm.cpu()`)."""
+    owner = receiver(call)
+    if owner is None or owner.type != "identifier":
+        return None  # (`a.cpu() / b.sum().cpu()`: the sum is new work)
+    statement = statement_of(call)
+    earlier = [
+        n
+        for n in _walk(statement)
+        if n.type == "call"
+        and n.end_byte <= call.start_byte
+        and (_a_read(n) or (method_name(n) in ("cpu", "tolist") and not any(arguments(n))))
+    ]
+    if not earlier:
+        return None
+    line = min(earlier, key=lambda n: n.start_byte).start_point[0] + 1
+    return f"an earlier read of this statement (line {line}) already waited"
 
 
 def _walk(node: Node) -> Iterator[Node]:
@@ -1200,11 +1226,23 @@ def _collected(call: Node, loop: Optional[Node]) -> bool:
     start = parent.end_byte - body.start_byte
     names = [text(target).encode()]
     for step in _HOST_STEP.finditer(data, start):
-        if re.search(rb"\b" + re.escape(names[0]) + rb"\b", step.group(2)):
+        # (handed to the call, `y = f(ratio)`; not beside it, `scaled = updown.norm() * ratio`: GPU work)
+        if re.search(rb"\b" + re.escape(names[0]) + rb"\b", _call_arguments(step.group(2))):
             names += [n.strip() for n in step.group(1).split(b",") if re.fullmatch(rb"\s*\w+\s*", n)]
     if method_name(call) == "tolist" and re.search(rb"\w[ \t]*\+=[ \t]*" + re.escape(names[0]) + rb"\b", data[start:]):
         return True  # `all_probs += probs` of `probs = p.tolist()`: a list extended with the host values
     return any(_kept(data, start, name) for name in names if name != b"_")
+
+
+def _call_arguments(rest: bytes) -> bytes:
+    """The arguments of the call whose `(` opened just before `rest` (up to its matching `)`, or
+    the end of the line)."""
+    depth = 1
+    for at, byte in enumerate(rest):
+        depth += {40: 1, 41: -1}.get(byte, 0)  # ( and )
+        if depth == 0:
+            return rest[:at]
+    return rest
 
 
 # What a function that writes its argument to a file or a figure is spelled with (`_KEEPS`, `_WRITER`)
