@@ -1287,7 +1287,16 @@ def _bound_integer(name: Node) -> Optional[int]:
     if scope is None:
         return None
     word = re.escape(text(name).encode())
-    data = scope.text or b""
+    if scope.type == "module":
+        # the module's own code, not its definitions (other scopes, and left out of some parses)
+        parts = [
+            c
+            for c in scope.named_children
+            if c.type not in ("function_definition", "class_definition", "decorated_definition")
+        ]
+        data = b"\n".join(c.text or b"" for c in parts)
+    else:
+        data = scope.text or b""
     if len(re.findall(rb"(?<![\w.])" + word + rb"[ \t]*(?:[-+*/%]|//)?=(?!=)", data)) != 1:
         return None
     for block in ancestors(name):

@@ -2568,10 +2568,18 @@ def _parts_moved(name: Node) -> bool:
     udata[0].to(device)`, `udata[-1].cuda()`)? Then it holds a loader's host batch, and the items it
     does not move (`udata[1]`, labels read with `int(v)`) stay on the host."""
     function = next((a for a in ancestors(name) if a.type == "function_definition"), None)
-    scope = function if function is not None else next((a for a in ancestors(name) if a.type == "module"), None)
+    if function is not None:
+        data = function.text or b""
+    else:  # the module's own code, not its definitions (left out of some parses)
+        module = next((a for a in ancestors(name) if a.type == "module"), None)
+        kept = module.named_children if module is not None else []
+        data = b"\n".join(c.text or b"" for c in kept if c.type not in _DEFINITIONS)
     word = re.escape(text(name).encode())
     moved = rb"(?<![\w.])" + word + rb"\s*\[[^\]\n]*\]\s*\.\s*(?:to|cuda)\s*\("
-    return scope is not None and re.search(moved, scope.text or b"") is not None
+    return re.search(moved, data) is not None
+
+
+_DEFINITIONS = ("function_definition", "class_definition", "decorated_definition")
 
 
 def _given_host_inputs(ctx: LintContext, call: Node, depth: int) -> bool:
