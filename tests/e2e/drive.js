@@ -447,10 +447,14 @@ async function trusted(page) {
     await moveTo(page, plan.lintLine, 1);
     await page.keyboard.press("End");
     await page.keyboard.type(plan.editText);
-    const lines = await until(page, ([n, part]) => {
+    // (both the stale hint and the whole typed text: the hint may come after the first keystroke)
+    const lines = await until(page, ([n, part, edited, typed]) => {
       const line = window.__atenlensLines().find((l) => l.line === n);
-      return line && line.text.includes(part) ? window.__atenlensLines().map((l) => [l.line, l.text]) : false;
-    }, [plan.staleLine, "(stale)"], 30000);
+      const edit = window.__atenlensLines().find((l) => l.line === edited);
+      return line && line.text.includes(part) && edit && edit.text.endsWith(typed)
+        ? window.__atenlensLines().map((l) => [l.line, l.text])
+        : false;
+    }, [plan.staleLine, "(stale)", plan.lintLine, plan.editText], 30000);
     const status = await statusWith(page, plan.staleStatus, 30000);
     const clip = await page.evaluate((first) => {
       const editor = document.querySelector(".editor-instance .monaco-editor").getBoundingClientRect();
