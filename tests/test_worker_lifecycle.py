@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
@@ -98,12 +97,11 @@ def test_a_killed_worker_counts_as_ended_while_another_thread_waits_for_it():
     `Popen.poll()` in another thread answers None (the wait holds the lock). A trace asked then
     must still see the worker gone (and start a fresh one), not send its request to the dead
     process and fail: `_exited` reads the process's state instead."""
-    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    process = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     try:
         os.kill(process.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while _proc_state(process.pid) != "Z" and time.monotonic() < deadline:
-            time.sleep(0.01)
+        # blocks until it has exited, and leaves it unreaped (a zombie), as the reader finds it
+        os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
         assert _proc_state(process.pid) == "Z"
         with process._waitpid_lock:  # as the reader thread's `wait()` holds it
             assert process.poll() is None  # what the client saw before: no answer yet
