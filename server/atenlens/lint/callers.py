@@ -239,7 +239,8 @@ def _runs_rarely_at(ctx: LintContext, call: Node, depth: int, once: bool, per_ca
 def built_per_item(method: Node) -> bool:
     """Is `method` the `__init__` of a class that code may build once per item of a batch: a plain
     class (no base but `object`) spelled as a search, a beam, a hypothesis, a node or a candidate
-    (parlai's `class TreeSearch(object)`, one per example of each generation batch)? Other
+    (parlai's `class TreeSearch(object)`, one per example of each generation batch), or a mask
+    (`class TriangularCausalMask():`, built in an attention's `forward` for each batch)? Other
     classes (modules, optimizers, data sets, a plain `class DistributedGraph:` or `class
     BaseScore(object):`) are built once per run."""
     holder = definition_holder(method)
@@ -252,4 +253,6 @@ def built_per_item(method: Node) -> bool:
     return title is not None and _PER_ITEM_CLASS.search(text(title)) is not None
 
 
-_PER_ITEM_CLASS = re.compile(r"Search|Beam|Hypothes|Node|Candidate|Item|Sample|Particle|Trajector|Episode|Path", re.I)
+_PER_ITEM_CLASS = re.compile(
+    r"Search|Beam|Hypothes|Node|Candidate|Item|Sample|Particle|Trajector|Episode|Path|Mask", re.I
+)

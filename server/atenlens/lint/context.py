@@ -96,6 +96,7 @@ class LintContext:
     _host_loss_functions: frozenset[str]
     _seeding_functions: frozenset[str]
     _host_imported: frozenset[str]
+    _collated_lists: frozenset[str]
     _torch_cuda_imports: frozenset[str]
     _device_attributes: frozenset[str]
     _module_classes: frozenset[str]

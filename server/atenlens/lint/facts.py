@@ -20,6 +20,7 @@ from tree_sitter import Node
 
 from atenlens.lint.context import LintContext
 from atenlens.lint.provenance import (
+    collated_lists,
     cpu_only_file,
     device_attributes,
     framework_moves_batches,
@@ -52,6 +53,7 @@ FACTS: tuple[Fact, ...] = (
     Fact("host-loss-functions", host_loss_functions),  # `def accuracy(...): return [float(...) ...]`
     Fact("host-imported-functions", host_imported_functions),  # `from sklearn.metrics import log_loss`
     Fact("seeding-functions", seeding_functions),  # `def _init_env(rank): torch.manual_seed(rank)`
+    Fact("collated-lists", collated_lists),  # `return {"flags": flags}` of a list in `collate_fn`
 )
 # Facts summed up from each top-level statement's share, which is kept with the statement's text
 # from one lint to the next: `pins-host-memory` (a pinned DataLoader or buffer: any statement's)

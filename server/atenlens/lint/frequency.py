@@ -715,7 +715,9 @@ _CACHED_SIZE = re.compile(r"cached|cache_(?:len|size)", re.I)
 
 # A settings object (`args`, `self.cfg`, `train_config`): its `log_*` and `save_metrics` fields are
 # opt-in logging
-_OPT_IN_RECORD = re.compile(r"log_|save_metrics$|track_")
+_OPT_IN_RECORD = re.compile(
+    r"log_|save_metrics$|track_|save_(?:images?|samples?|outputs?|preds?|predictions?|visuals?|vis|figures?|plots?)$"
+)
 _SETTINGS_OWNER = re.compile(r"(?:^|\.|_)(?:cfg|config|conf|args|opts?|options|settings|hparams)$", re.I)
 _VERBOSITY = re.compile(r"^_*(?:verbose|verbosity|debug|log_level|debug_level)$", re.I)
 
@@ -1266,6 +1268,8 @@ def literal_length(iterable: Node) -> Optional[int]:
         if len(positional) == 1 and positional[0].type == "call" and dotted_name(callee(positional[0])) == "len":
             measured, _ = arguments(positional[0])  # `range(len(multiplier))` of a literal list
             return literal_length(measured[0]) if len(measured) == 1 else None
+        if len(positional) > 1 and not all(p.type == "integer" for p in positional):
+            return _range_length(positional)  # `range(0, max_len, chunk_size)` of numbers bound above
         if not positional or not all(p.type == "integer" for p in positional):
             return None
         try:
@@ -1280,9 +1284,21 @@ def literal_length(iterable: Node) -> Optional[int]:
 
 
 def _bound_integer(name: Node) -> Optional[int]:
-    """The integer that `name` is bound to by the one assignment of it in its scope (the function,
-    or the module's code), written as a statement of a block that holds the read, before it
-    (`steps = 10` above `for step in range(steps):` in a `__main__` smoke test); None otherwise."""
+    """The integer that `name` is bound to by the one assignment of it in its scope (`steps = 10`
+    above `for step in range(steps):` in a `__main__` smoke test); None otherwise."""
+    value = _bound_expression(name)
+    if value is None or value.type != "integer":
+        return None
+    try:
+        return int(text(value), 0)
+    except ValueError:
+        return None
+
+
+def _bound_expression(name: Node) -> Optional[Node]:
+    """The value that `name` is bound to by the one assignment of it in its scope (the function,
+    or the module's code), written as a statement of a block that holds the read, before it: `n =
+    10`, or its part of `max_len, chunk_size = 300, 30`; None otherwise."""
     scope = next((a for a in ancestors(name) if a.type in ("function_definition", "module")), None)
     if scope is None:
         return None
@@ -1297,7 +1313,10 @@ def _bound_integer(name: Node) -> Optional[int]:
         data = b"\n".join(c.text or b"" for c in parts)
     else:
         data = scope.text or b""
-    if len(re.findall(rb"(?<![\w.])" + word + rb"[ \t]*(?:[-+*/%]|//)?=(?!=)", data)) != 1:
+    # (a statement's target of its own, or one of a row of names: `a, n = 3, 10`; not a keyword
+    # argument, `f(1, n, device=d)`)
+    assigned = rb"^[ \t]*(?:[\w.]+[ \t]*,[ \t]*)*" + word + rb"(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*(?:[-+*/%]|//)?=(?!=)"
+    if len(re.findall(assigned, data, re.M)) != 1:
         return None
     for block in ancestors(name):
         if block == scope:
@@ -1312,19 +1331,66 @@ def _bound_integer(name: Node) -> Optional[int]:
                 if statement.type == "expression_statement" and statement.named_children
                 else None
             )
-            if (
-                inner is not None
-                and inner.type == "assignment"
-                and text(inner.child_by_field_name("left")) == text(name)
-            ):
-                value = inner.child_by_field_name("right")
-                if value is None or value.type != "integer":
-                    return None
-                try:
-                    return int(text(value), 0)
-                except ValueError:
-                    return None
+            if inner is None or inner.type != "assignment":
+                continue
+            left, right = inner.child_by_field_name("left"), inner.child_by_field_name("right")
+            if left is None or right is None:
+                continue
+            if text(left) == text(name):
+                return right
+            if left.type == "pattern_list" and right.type == "expression_list":
+                targets = [c for c in left.named_children if c.type != "comment"]
+                values = [c for c in right.named_children if c.type != "comment"]
+                if len(targets) == len(values):
+                    found = next((v for t, v in zip(targets, values) if text(t) == text(name)), None)
+                    if found is not None:
+                        return found
     return None
+
+
+def _multiple(node: Node, depth: int = 0) -> Optional[tuple[int, str]]:
+    """`node` as a whole multiple of one quantity, (factor, the quantity as written; "" for 1),
+    following names bound once: `300` is (300, ""); `max_len` after `max_len = 10 *
+    model.chunk` is (10, "model.chunk"); `chunk` after `chunk = model.chunk` is (1, "model.chunk")."""
+    node = strip_parens(node)
+    if depth > 3:
+        return None
+    if node.type == "integer":
+        try:
+            return int(text(node), 0), ""
+        except ValueError:
+            return None
+    if node.type == "identifier":
+        value = _bound_expression(node)
+        found = _multiple(value, depth + 1) if value is not None else None
+        return found if found is not None else (1, text(node))
+    if node.type == "binary_operator" and text(node.child_by_field_name("operator")) == "*":
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        one = _multiple(left, depth + 1) if left is not None else None
+        other = _multiple(right, depth + 1) if right is not None else None
+        if one is not None and other is not None and (not one[1] or not other[1]):
+            return one[0] * other[0], one[1] or other[1]
+        return None
+    if node.type == "attribute":
+        return 1, " ".join(text(node).split())
+    return None
+
+
+def _range_length(positional: list[Node]) -> Optional[int]:
+    """How many times `range(start, stop, step)` runs when its bounds are multiples of one quantity
+    (`range(0, max_len, chunk_size)` after `max_len = 10 * m.chunk` and `chunk_size = m.chunk`: 10
+    times; `range(0, n, k)` after `n, k = 300, 30`: 10 times)."""
+    if not 2 <= len(positional) <= 3:
+        return None
+    parts = [_multiple(p) for p in positional] + ([(1, "")] if len(positional) == 2 else [])
+    start, stop, step = parts
+    if start is None or stop is None or step is None or step[0] <= 0:
+        return None
+    # (the start may be 0 of any quantity; otherwise all three count the same one)
+    if stop[1] != step[1] or (start[0] != 0 and start[1] != stop[1]):
+        return None
+    first, last, stride = start[0], stop[0], step[0]
+    return max(0, -(-(last - first) // stride))
 
 
 _RETRIES = re.compile(r"trial|tries|retr|attempt", re.I)
@@ -1443,16 +1509,39 @@ def _is_epoch_loop(loop: Node) -> bool:
     iterable = loop.child_by_field_name("right")
     # (`epoch_iterator = tqdm(range(epochs))` ... `for i in epoch_iterator:`: what the name was
     # bound to speaks; the name alone may be a transformers Trainer's batches of one epoch)
-    bound = _bound_value(iterable) if iterable is not None and iterable.type == "identifier" else None
+    named = _iterated(iterable)
+    bound = None
+    if named is not None and named.type == "identifier":
+        bound = _with_value(named, loop) or _bound_value(named)
 
     def says_epoch(part: Optional[Node]) -> bool:
         return part is not None and bool(_EPOCH.search(text(part))) and not _WITHIN_EPOCH.search(text(part))
 
-    if any(says_epoch(part) for part in (_iterated(iterable), _iterated(bound) if bound is not None else None)):
+    # (`with tqdm(train_loader, desc=f"epoch {e}") as tepoch: for i, batch in enumerate(tepoch):`
+    # walks batches: when the name's value is known, the value speaks, not the name)
+    if says_epoch(_iterated(bound) if bound is not None else named):
         return True
     # `for epoch in range(self.discriminator_n_iter): ... optimizer.step()`: a name alone does not
     # make an epoch loop of one whose own body takes the optimizer step (an epoch's body walks batches)
     return says_epoch(target) and _own_call(loop, _OPTIMIZER_STEP) is None
+
+
+def _with_value(name: Node, loop: Node) -> Optional[Node]:
+    """The value that a `with value as name:` around `loop` binds to `name` (the nearest one)."""
+    for holder in ancestors(loop):
+        if holder.type in SCOPE_TYPES:
+            return None
+        if holder.type != "with_statement":
+            continue
+        clause = next((c for c in holder.named_children if c.type == "with_clause"), None)
+        for item in clause.named_children if clause is not None else []:
+            pattern = item.child_by_field_name("value")
+            if pattern is None or pattern.type != "as_pattern":
+                continue
+            alias = pattern.child_by_field_name("alias")
+            if alias is not None and text(alias) == text(name) and pattern.named_children:
+                return pattern.named_children[0]
+    return None
 
 
 def _inner_training_loop(loop: Node) -> Optional[Node]:
@@ -1857,11 +1946,36 @@ def runs_per_step(loop: Node) -> bool:
         target, iterable = current.child_by_field_name("left"), current.child_by_field_name("right")
         if "chunk" in header and (runs_a_model(current) or _INFERS.search(_body_bytes(current))):
             return True
+        if infers_per_input(current):
+            return True  # `for img_path in input_img_list: out = net(img)`: one inference per input
         if (target is not None and target.type == "identifier" and _STEP_COUNTER.match(text(target))) or (
             iterable is not None and _STEP_RANGE.match(text(iterable))
         ):
             return True
     return False
+
+
+def infers_per_input(loop: Node) -> bool:
+    """Does `loop` walk the inputs of an inference one by one and run a model on each (`for
+    filename in filenames: pred = model(load(filename))`)?"""
+    return loop.type == "for_statement" and _walks_inputs(loop) and runs_a_model(loop)
+
+
+def _walks_inputs(loop: Node) -> bool:
+    """Does the `for` loop walk the inputs of an inference, one by one: files, images, frames,
+    faces (`for i, img_path in enumerate(input_img_list):`, `for path in glob(...)`, `for idx,
+    cropped_face in enumerate(helper.cropped_faces):`)?"""
+    target, iterable = loop.child_by_field_name("left"), loop.child_by_field_name("right")
+    names = [n for n in ([target] if target is not None and target.type == "identifier" else []) if n is not None]
+    if target is not None and target.type in ("pattern_list", "tuple_pattern"):
+        names = [c for c in target.named_children if c.type == "identifier"]
+    if any(_INPUT_NAME.search(text(n)) for n in names):
+        return True
+    return iterable is not None and _LISTS_FILES.search(text(iterable)) is not None
+
+
+_INPUT_NAME = re.compile(r"(?:^|_)(?:img|image|file|path|frame|face|video|wav|audio|photo)(?:_?path|_?name)?$", re.I)
+_LISTS_FILES = re.compile(r"\bglob\(|\blistdir\(|\bscandir\(|\biterdir\(")
 
 
 def steps_or_runs_a_model(loop: Node) -> bool:

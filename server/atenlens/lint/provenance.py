@@ -71,6 +71,7 @@ from atenlens.lint.syntax import (
     strip_parens,
     text,
 )
+from atenlens.lint.triggers import definitions
 
 MAX_DEPTH = 64  # bindings followed; results are memoised per node, so a long chain costs its length
 
@@ -215,6 +216,13 @@ HOST_MODULES = frozenset(
         "pandas",
         "pl",
         "polars",
+        # (configuration files and the host: `yaml.load(f)`, a dict of strings and numbers)
+        "yaml",
+        "toml",
+        "tomllib",
+        "csv",
+        "glob",
+        "platform",
     }
 )
 HOST_METHODS = frozenset(
@@ -564,6 +572,40 @@ def host_imported_functions(ctx: LintContext) -> frozenset[str]:
     return cached
 
 
+def collated_lists(ctx: LintContext) -> frozenset[str]:
+    """The keys under which a collate function of this file hands its batch a Python list
+    (`drop_image_embeds = [example["drop_image_embed"] for example in data]`, then `return
+    {"drop_image_embeds": drop_image_embeds, ...}`): `batch["drop_image_embeds"]` holds numbers
+    or objects, not a tensor a framework would move. A module-wide fact (lint/facts.py), read from
+    the file's text so that what the prefilter leaves out of the parse does not change it."""
+    cached = getattr(ctx, "_collated_lists", None)
+    if cached is None:
+        data = ctx.source.whole_data
+        keys: set[str] = set()
+        if b"collat" in data:
+            for start, end in definitions(data):
+                header = _COLLATE_HEADER.match(data, start, end)
+                if header is None:
+                    continue
+                body = data[start:end]
+                listed = {m.group(1) for m in _LIST_BOUND.finditer(body)}
+                keys.update(m.group(1).decode() for m in _KEYED_NAME.finditer(body) if m.group(2) in listed)
+        cached = ctx._collated_lists = frozenset(keys)
+    return cached
+
+
+def _collated_list(ctx: LintContext, subscript: Node) -> bool:
+    key = subscript.child_by_field_name("subscript")
+    return key is not None and key.type == "string" and string_value(key) in collated_lists(ctx)
+
+
+_COLLATE_HEADER = re.compile(rb"(?:@[^\n]*\n)*(?:async\s+)?def\s+\w*collat\w*\s*\(")
+# `name = [... for ... in ...]` or `name = []`: a list built in the collate function
+_LIST_BOUND = re.compile(rb"^[ \t]+(\w+)[ \t]*=[ \t]*\[", re.M)
+# `"key": name` in the dictionary it returns
+_KEYED_NAME = re.compile(rb"[\"'](\w+)[\"'][ \t]*:[ \t]*(\w+)[ \t]*[,}\n]")
+
+
 def torch_name(ctx: LintContext, node: Optional[Node]) -> str:
     """`dotted_name`, with an alias of torch spelled `torch` (`th.mean` -> `torch.mean`); "" for
     anything that is no name chain."""
@@ -817,6 +859,8 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
     if kind == "subscript":
         if _made_on_the_cpu_each(ctx, node.child_by_field_name("value"), depth):
             return Device.CPU
+        if _collated_list(ctx, node):
+            return Device.HOST  # `batch["drop_image_embeds"]`: a list the collate function built
         inner = device_of(ctx, node.child_by_field_name("value"), depth + 1)
         return inner  # an element of a tensor lives where the tensor does; of a host value, on the host
     if kind == "comparison_operator" and _compares_with_string(node):
@@ -920,6 +964,34 @@ def _unpacked_part(binding: Binding) -> Optional[Node]:
     return parts[binding.path[0]]
 
 
+def _sibling_moved_later(binding: Binding) -> bool:
+    """`batch, gotit = batch` (of a loader), then `dataclass_to_cuda_(batch)` or `batch =
+    batch.to(device)` later in the function: the other targets of the same unpacking came from the
+    host with the part that the code moves (code does not move what is on the device already)."""
+    site = binding.site
+    target = next((a for a in ancestors(site) if a.type == "assignment"), None) if site is not None else None
+    left = target.child_by_field_name("left") if target is not None else None
+    if target is None or left is None or left.type not in ("pattern_list", "tuple_pattern", "list_pattern"):
+        return False
+    siblings = [c for c in left.named_children if c.type == "identifier" and text(c) != binding.name]
+    function = next((a for a in ancestors(target) if a.type == "function_definition"), None)
+    if not siblings or function is None:
+        return False
+    after = (function.text or b"")[target.end_byte - function.start_byte :]
+    for sibling in siblings:
+        word = re.escape(text(sibling).encode())
+        moved = (
+            rb"(?<![\w.])"
+            + word
+            + rb"\s*\.\s*(?:to|cuda)\s*\(|\b\w*(?:to_cuda|to_device|to_gpu)\w*\(\s*"
+            + word
+            + rb"\b"
+        )
+        if re.search(moved, after) is not None:
+            return True
+    return False
+
+
 def _binding_device(ctx: LintContext, binding: Binding, depth: int) -> Device:
     if _annotated_scalar(binding):
         return Device.HOST
@@ -933,6 +1005,10 @@ def _binding_device(ctx: LintContext, binding: Binding, depth: int) -> Device:
         whole = device_of(ctx, binding.unpacked_from, depth + 1)
         return whole if whole in (Device.CUDA, Device.CPU) else Device.UNKNOWN
     return device_of(ctx, binding.value, depth + 1)
+
+
+# Methods that NumPy arrays and tensors share, which keep a host array on the host
+_ARRAY_METHODS = frozenset({"flatten", "ravel", "reshape", "squeeze", "astype", "copy", "transpose", "mean", "sum"})
 
 
 def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
@@ -951,6 +1027,13 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
             # encoder or decoder (not str's `decode`) given a device tensor computes a device tensor
             if any(device_of(ctx, a, depth + 1) is Device.CUDA for a in positional):
                 return Device.CUDA
+        if (
+            method == "run"
+            and len(positional) == 2
+            and positional[1].type == "dictionary"
+            and (positional[0].type in ("none", "list"))
+        ):
+            return Device.HOST  # `session.run(None, {"input": x})`: ONNX Runtime's outputs, NumPy arrays
         if method in HOST_METHODS or _PREDICATE_METHOD.match(method) or _COUNT_METHOD.search(method):
             return Device.HOST  # (`instances.has("pred_masks")`: a bool; `model.kv_read_bytes(n)`: a count)
         if method == "get" and len(positional) == 2 and _literal(positional[1]):
@@ -985,6 +1068,8 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
             return Device.UNKNOWN
         if owner is Device.CUDA and _spelled_model(receiver(call)) and _given_host_inputs(ctx, call, depth):
             return Device.CPU  # `model.stft(waves.to(cpu))`: a model computes where its input is
+        if owner is Device.HOST and method in _ARRAY_METHODS:
+            return Device.HOST  # `session.run(None, feed)[0].flatten()`: a NumPy array reshaped
         return owner if owner in (Device.CUDA, Device.CPU) else Device.UNKNOWN
     if name == "torch.from_numpy":
         return Device.CPU
@@ -1218,6 +1303,8 @@ def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple
             return Device.UNKNOWN
         items = [Device.HOST if _literal_data(c) else device_of(ctx, c, depth + 1) for c in elements]
         return items[0] if items and len(set(items)) == 1 else Device.UNKNOWN
+    if iterable.type == "subscript" and _collated_list(ctx, iterable):
+        return Device.HOST  # `for flag in batch["drop_image_embeds"]:` a list the collate function built
     if iterable.type in ("subscript", "attribute", "binary_operator", "comparison_operator"):
         return _tensor_rows(ctx, iterable, depth)  # `for row in scores[mask]:` rows of a tensor
     return Device.UNKNOWN
@@ -2286,6 +2373,11 @@ def maybe_device(ctx: LintContext, node: Optional[Node]) -> bool:
     )
 
 
+def is_model_output(ctx: LintContext, node: Optional[Node]) -> bool:
+    """Is `node` what a model computed (its output, a loss, a value derived from them)?"""
+    return _model_output(ctx, node, 0)
+
+
 def _model_output(ctx: LintContext, node: Optional[Node], depth: int) -> bool:
     if node is None or depth > MAX_DEPTH:
         return False
@@ -2310,6 +2402,22 @@ def _model_output_in_a_branch(ctx: LintContext, node: Node, depth: int) -> bool:
         if other.loop is None and not other.augmented and _model_output(ctx, value, depth + 1):
             return device_of(ctx, value) is not Device.CPU
     return False
+
+
+def _a_models_host_result(ctx: LintContext, node: Node, fields: bool = False) -> bool:
+    """Is `node` a call of a model's method that returns Python values (`model.stream_chat(...)`),
+    or a name bound to one? `fields`: `node` is read for a field (`result.main_score`), so also
+    a model's evaluation (`result = self.model.evaluate(dev_data)`: flair's and Keras-style models
+    return scores; `policy.evaluate(env).item()` reads a tensor an RL policy returns)."""
+    node = strip_parens(node)
+    if node.type == "identifier":
+        binding = _binding(ctx, node)
+        node = strip_parens(binding.value) if binding is not None and binding.value is not None else node
+    if node.type != "call":
+        return False
+    method = method_name(node)
+    host = (method in _MODULE_HOST_METHODS and method != "get") or (fields and method == "evaluate")
+    return host and _spelled_model(receiver(node))
 
 
 def _optimizer_state(ctx: LintContext, node: Node) -> bool:
@@ -2397,6 +2505,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
                 return False  # `udata = next(loader)`, then `clips = udata[0].to(device)`: a host batch
             return _in_training_loop(node)  # `batch = next(iterator)` inside a training loop
         if value is None:
+            if binding.unpacked_from is not None and _sibling_moved_later(binding):
+                return False  # `batch, gotit = batch`, then `to_cuda_(batch)`: a loader's host batch
             if binding.unpacked_from is not None:  # `loss, logits = model(x)`
                 part = _unpacked_part(binding)  # (`a, b = model(x), y`: its own part)
                 return _model_output(ctx, part if part is not None else binding.unpacked_from, depth + 1)
@@ -2428,6 +2538,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             return False  # `self.best_loss = float("inf")` ... `self.best_loss = mean_loss` (np.mean)
         if owner is not None and _SETTINGS.search(text(owner)):
             return False  # `self.cfg.losses`, `args.loss_weight`: settings, no tensor
+        if owner is not None and _a_models_host_result(ctx, owner, fields=True):
+            return False  # `result.loss` of `result = self.model.evaluate(dev_data)`: a score
         if _LOSS_NAME.search(attr) or attr == "grad" or attr == "logits":
             return True
         if (
@@ -2482,6 +2594,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
                 return False
             if _svi_loss(node):
                 return False
+            if _a_models_host_result(ctx, node):
+                return False  # `self.model.evaluate(dev_data)`: the model's scores, Python values
             if method == "get" and _loss_key(ctx, node):
                 # `loss = outputs.get("loss")`: the loss of what a call returned, as `outputs["loss"]`
                 return True

@@ -117,6 +117,10 @@ def is_true(node: Optional[Node]) -> bool:
     return node is not None and node.type == "true"
 
 
+def is_false(node: Optional[Node]) -> bool:
+    return node is not None and node.type == "false"
+
+
 def repeating_loop(node: Node) -> Optional[Node]:
     """The innermost loop that runs `node` once per iteration, within its own function.
 

@@ -38,7 +38,8 @@ What it does:
     anywhere. Where it is paid once it is information, and the message says how often: a test's
     set-up (a `test_*` function, a pytest fixture, a module-level function the file uses only in
     its tests, such as a worker a test hands to `mp.Process`), the `__init__` of a class with a
-    base (a module, an optimizer, a dataset: not a plain object that code may build per item),
+    base (a module, an optimizer, a dataset: not a plain object that code may build per item, a
+    beam, a hypothesis, a mask such as `class TriangularCausalMask():` built in each forward),
     `main()` or the function a command runs (`fire.Fire(sample)`, `typer.run(name)`), another
     set-up function (`_init_weights`, `setup`, `load_*`, `save`, `export`,
     `plot`, `populate_*`), a hook a trainer runs once per epoch or run (`on_train_start`,
@@ -47,7 +48,10 @@ What it does:
     batch_idx % self.frequency == 0:`, or an early `if (step - 1) % every != 0: return`), a
     debugging or logging flag (`if self.log_loss_info:`), the `compute`, `reset` or `results` of a
     metric (a class that also has an `update`: once per evaluation), the `forward` of an
-    `autograd.Function` that also defines `symbolic` (an ONNX export stub: once per export), or the
+    `autograd.Function` that also defines `symbolic` (an ONNX export stub: once per export), the
+    fallback of a NaN or inf check (`if torch.isnan(self.K).any(): self.K = torch.eye(n).to(...)`),
+    a helper spelled as a forward that only `__init__` calls (`self.width = self._dummy_forward(n)`:
+    a shape probe), or the
     code of a function before its own loop that takes training steps (a fit's labels, made once
     and reused in every step; not before a loop that only counts iterations, as Sinkhorn's, which
     runs inside its caller's step).
@@ -106,6 +110,7 @@ from atenlens.lint.frequency import (
     in_a_test,
     in_unit_test_class,
     lazily_initialized,
+    on_nonfinite_path,
     periodic_throttle,
     shown,
     step_loop,
@@ -588,6 +593,9 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
         if throttle is not None and "%" in text(throttle):
             # `if batch_idx % self.frequency == 0:` in a collate function or a `forward`
             return f"only on calls where `{' '.join(text(throttle).split())}`"
+        if on_nonfinite_path(move, loop if loop is not None else function):
+            # `if torch.isnan(self.K).any(): self.K = torch.eye(n).to(self.K.device)`: a fallback
+            return "only when a value is not finite (the fallback of a NaN or inf check)"
         flag = debug_option(move)
         if flag is not None:
             return f"only when `{flag}` asks for debugging logs"
@@ -604,8 +612,10 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
         return "once per export (the `forward` of an `autograd.Function` with a `symbolic`: an ONNX export stub)"
     if _FORWARD.search(name):
         # (`if t == 0: h = torch.zeros(...).to(x.device)` in `forward`: once per call, and a
-        # model's forward runs on every step)
-        return None
+        # model's forward runs on every step; a helper spelled so that only `__init__` calls,
+        # `self.input_w_dim = self._dummy_forward(n)`, measures shapes once per model)
+        rare = rare_callers(ctx, move, per_call=True) if name not in ("forward", "__call__") else None
+        return f"in {rare}" if rare is not None else None
     if loop is not None:
         how = frequency(move)
         if not how.every_iteration:

@@ -33,7 +33,8 @@ What it does:
     reported once, as the read); writing a CUDA tensor into a CPU tensor
     (`losses[k] = loss` with `losses = torch.zeros(n)`: a copy to the host). `scaler.step(optimizer)` of a `GradScaler` (fp16
     loss scaling reads its inf/NaN flag on the host once per step) is reported at information
-    level: it is the price of fp16 loss scaling, not a mistake.
+    level: it is the price of fp16 loss scaling, not a mistake (not a scaler made with
+    `enabled=False`, which checks nothing).
     Also `.item()`, `.tolist()` and a blocking `.cpu()` outside any loop of a function
     that a loop of the file calls on every iteration (a method as `self._train_batch(x, y)` in
     its class, a module-level function by name or registered as a gradient hook,
@@ -113,8 +114,13 @@ What it does:
     batches, also of a parameter annotated `DataLoader`, and their fields; a batch taken with
     `next(it)` whose items the function moves itself, `clips = batch[0].to(device)`: the items it
     does not move; `.to(cpu)` with `cpu = torch.device("cpu")` at the top of the module; what a
-    model's method computes from CPU tensors only, `model.stft(waves.to(cpu))`), numpy arrays and
-    data frames (`np.unique(a)`, `frame[col].dropna().unique()`), Python values and tensor
+    model's method computes from CPU tensors only, `model.stft(waves.to(cpu))`; the other parts of
+    a loader's batch unpacked with a part the loop moves, `batch, flags = batch` then
+    `batch.cuda()`), numpy arrays and
+    data frames (`np.unique(a)`, `frame[col].dropna().unique()`; ONNX Runtime's outputs,
+    `session.run(None, feed)[0]`), values read from configuration files (`yaml.load(f)`), the fields
+    of what a model's `evaluate` returns (`result.main_score`: scores), a list a collate function of the file
+    hands the batch under a key (`batch["flags"]` of `"flags": flags` with `flags = [...]`), Python values and tensor
     metadata (`x.dtype`, `x.shape`, `x.ndimension()`) are never reported, nor a value on the path
     where the code tested it is no tensor (the `else` of `if torch.is_tensor(state["lr"]):`);
     neither is a tensor of
@@ -203,15 +209,19 @@ What it does:
     `pool.submit(evaluate, y)`; a copy stored under a key in such a loop:
     `results[prop] = out[prop].cpu().numpy() * units`; a copy that a function called per batch
     returns to a loop that collects it: `scores = self._predict_batch(x)`,
-    `results.append(scores)`), a copy brought home as NumPy per batch of a loop over batches that
-    takes no training step (`self.results.update(energy=out.detach().cpu().numpy()[0])` in `for
+    `results.append(scores)`, or stores in a container it returns to a loop taking no training
+    step: `out_dict["result"] = self.output.cpu()`, `return out_dict` in `get_current_visuals`), a
+    copy brought home as NumPy per batch of a loop over batches, or over input files that runs a
+    model on each, that takes no training step (`self.results.update(energy=out.detach().cpu().numpy()[0])` in `for
     batch in loader:`: an inference pass's output; not one compared or reduced at once, `(preds
     == labels).sum()`, a metric the device could keep), a flag all-reduced across ranks in the loop and tested to leave it
     or skip a batch (`dist.all_reduce(done)` or `dist.broadcast(done, src=0)`, then `if done.item() > 0: break`, or `skip =
     bool(flag.item())`, then `if skip: continue`: ranks with uneven data agree to stop or skip
     together, and the host needs the flag), a
     second blocking read in one statement of a value computed before the first (`ratio =
-    desired.cpu() / norm.cpu()`: no new wait), a
+    desired.cpu() / norm.cpu()`: no new wait), a blocking copy in such a loop right after another
+    with only host code between (`outputs = outputs.cpu().numpy()`, then `batch_y =
+    batch_y.cpu().numpy()`), a
     second `.item()` of the same name in the statement right after the first (no new wait; not of
     a comprehension's own variable, read anew), an `.item()`, `int()` or `float()` of a value
     computed before a read in the statements just above, with only host code after that read (`losses.append(loss.item())`,
@@ -270,6 +280,7 @@ from atenlens.lint.frequency import (
     frequency,
     function_name,
     in_training_loop,
+    infers_per_input,
     is_counter_bound,
     is_test_name,
     is_throttle,
@@ -290,6 +301,7 @@ from atenlens.lint.provenance import (
     device_of,
     is_cpu_device,
     is_dtype,
+    is_model_output,
     is_module,
     likely_device,
     maybe_device,
@@ -304,6 +316,7 @@ from atenlens.lint.syntax import (
     callee,
     definition_holder,
     dotted_name,
+    is_false,
     is_true,
     method_name,
     neighbour_statement,
@@ -691,9 +704,18 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             caller is not None
             and method == "cpu"
             and site is not None
-            and _returned(call)
-            and _collected(site, how.loop)
+            and (
+                (_returned(call) and _collected(site, how.loop))
+                or (
+                    _returned_in_container(call)
+                    and how.loop is not None
+                    and not in_training_loop(how.loop)
+                    and training_step_function(ctx, call) is None
+                )
+            )
         ):
+            # (also `out_dict["result"] = self.output.detach().cpu()` ... `return out_dict` in a
+            # `get_current_visuals` that a validation loop calls: the results it brings home)
             # `scores = self._predict_batch(X)`, `list_y_score.append(scores)`: the function hands
             # its host copy to a loop that collects the results on the host
             how = Frequency(
@@ -723,7 +745,7 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             and how.every_iteration
             and _as_numpy(call)
             and not _feeds_a_metric(call, how.loop)
-            and walks_batches(how.loop)
+            and (walks_batches(how.loop) or infers_per_input(how.loop))
             and not in_training_loop(how.loop)
             and training_step_function(ctx, call) is None
         ):
@@ -736,7 +758,38 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
                 "on every iteration of a loop that takes no training step, bringing the output home as NumPy "
                 "(`t.cpu().numpy()`: an inference pass's result, one copy per batch)",
             )
+        elif (
+            caller is None
+            and how.loop is not None
+            and method == "tolist"
+            and how.every_iteration
+            and _handed_out(call)
+            and is_model_output(ctx, receiver(call))
+            and walks_batches(how.loop)
+            and not in_training_loop(how.loop)
+            and training_step_function(ctx, call) is None
+        ):
+            # `for sentence, score in zip(batch, scores.tolist()): sentence.set_label(...)` per batch of a
+            # prediction loop: the batch's predictions brought home to be handed to its items
+            how = Frequency(
+                how.loop,
+                False,
+                "on every iteration of a loop that takes no training step, bringing a batch's predictions home "
+                "to hand them to its items (one copy per batch, as intended)",
+            )
         again = _read_earlier_in_statement_why(call) if method in ("cpu", "tolist") and how.every_iteration else None
+        if (
+            again is None
+            and method == "cpu"
+            and how.every_iteration
+            and how.loop is not None
+            and not in_training_loop(how.loop)
+            and training_step_function(ctx, call) is None
+        ):
+            # (`outputs = outputs.detach().cpu().numpy()`, then `batch_y = batch_y.detach().cpu().numpy()`
+            # in an inference loop; a training step's copies are each reported, as the labels have them)
+            drained = _drained_just_before(ctx, receiver(call), statement_of(call), copies=True)
+            again = f"the {drained[1]} on line {drained[0]} just before already waited for it" if drained else None
         if again is not None:
             # (`ratio = desired.cpu() / norm.cpu()`: the second copy's value was waited for by the first)
             how = Frequency(how.loop, False, f"{how.how_often}, but {again}: no new wait")
@@ -870,6 +923,21 @@ def _returned(call: Node) -> bool:
     return bool(returned.search(function.text or b"", parent.end_byte - function.start_byte))
 
 
+def _returned_in_container(call: Node) -> bool:
+    """Does the function store this host copy under a key of a container that it returns
+    (`out_dict["lq"] = self.lq.detach().cpu()` ... `return out_dict`)?"""
+    bound = _bound_to(_host_copy(call))
+    if bound is None:
+        return False
+    target, parent = bound
+    container = target.child_by_field_name("value") if target.type == "subscript" else None
+    function = next((a for a in ancestors(call) if a.type == "function_definition"), None)
+    if container is None or container.type != "identifier" or function is None:
+        return False
+    returned = re.compile(rb"\breturn[ \t]+" + re.escape(text(container).encode()) + rb"[ \t]*(?:\n|#|$)")
+    return bool(returned.search(function.text or b"", parent.end_byte - function.start_byte))
+
+
 def _read_earlier_in_statement(call: Node, statement: Node, owner: Optional[Node] = None) -> Optional[int]:
     """`self.log(total=loss.item(), recon=parts.recon.item())`, `(float(logits.sum()),
     bool(max_equal))`: the line of a read (`.item()`, `int()`, `float()`) of the same statement
@@ -980,21 +1048,42 @@ def _condition_waited_for(ctx: LintContext, owner: Node, condition: Node) -> boo
 
 
 # Calls of host code only, which queue no GPU work between two reads
+# (`pbar.set_postfix(loss=loss_value)`: a progress bar's text)
 _HOST_ONLY_CALL = re.compile(
-    r"(?:^|\.)(?:append|extend|item|float|int|len|print|round|format|str|update|add_scalar|log|size|numel|dim|isinstance)$"
+    r"(?:^|\.)(?:append|extend|item|float|int|len|print|round|format|str|update|add_scalar|log|size|numel|dim|isinstance"
+    r"|set_postfix|set_postfix_str|set_description|numpy)$"
 )
 # Reductions of a value already computed: a tiny kernel, nothing to wait for after a read
-_SMALL_REDUCTION = ("sum", "mean", "std", "max", "min", "detach", "float", "cpu", "clone")
+# (and views, which queue no kernel: `image.squeeze().cpu()`)
+_SMALL_REDUCTION = (
+    "sum",
+    "mean",
+    "std",
+    "max",
+    "min",
+    "detach",
+    "float",
+    "cpu",
+    "clone",
+    "squeeze",
+    "unsqueeze",
+    "view",
+    "permute",
+)
 
 
-def _drained_just_before(ctx: LintContext, owner: Optional[Node], statement: Node) -> Optional[tuple[int, str]]:
+def _drained_just_before(
+    ctx: LintContext, owner: Optional[Node], statement: Node, copies: bool = False
+) -> Optional[tuple[int, str]]:
     """The line of an `.item()`, `int()` or `float()` read in the statements right before the
     read of `owner` (up to three, with only host code after it: appends, prints, more reads),
     when `owner` was computed before that read: the read there waited for all the work queued so
     far, this value among it, so the host has nothing new to wait for (`losses.append(loss.item())`,
     then `aligns.append(align.item())`; `loss.mean().item()`, then `loss.std().item()`; `lo =
     int(r[k][0])`, then `hi = int(r[k][1])`). Not after a backward or an optimizer step, which
-    queue new work; not for a value bound in between."""
+    queue new work; not for a value bound in between. `copies`: a blocking `.cpu()` or `.tolist()`
+    above counts as a read too (`outputs = outputs.detach().cpu().numpy()`, then `batch_y =
+    batch_y.detach().cpu().numpy()`), for a copy of this statement."""
     reduced = False  # (`x.sum().item()`: the read waits for a kernel of its own)
     while owner is not None and owner.type == "call" and method_name(owner) in _SMALL_REDUCTION:
         reduced = reduced or method_name(owner) in ("sum", "mean", "std", "max", "min")
@@ -1024,7 +1113,8 @@ def _drained_just_before(ctx: LintContext, owner: Optional[Node], statement: Nod
         reads = [
             n
             for n in calls
-            if _a_read(n) and device_of(ctx, receiver(n) or _single_argument(n)) not in (Device.CPU, Device.HOST)
+            if (_a_read(n) or (copies and _blocking_copy(n)))
+            and device_of(ctx, receiver(n) or _single_argument(n)) not in (Device.CPU, Device.HOST)
         ]
         # (work queued inside the read, `int(out.argmax(-1).eq(labels).sum())`, is waited for by it;
         # but after such a read a read that reduces anew, `b.sum().item()` after `a.sum().item()`,
@@ -1081,6 +1171,13 @@ def _base_name(node: Node) -> Optional[Node]:
             return None
         base = strip_parens(inner)
     return base if base.type == "identifier" else None
+
+
+def _blocking_copy(call: Node) -> bool:
+    """`x.cpu()`, `x.tolist()`: a copy to the host that waits for the value (not `non_blocking=True`).
+    (Counted as a read before a `.cpu()` only: a `.tolist()` per element, `ids[:, 0].tolist()[i]`,
+    copies once per element, each a wait however empty the queue.)"""
+    return method_name(call) in ("cpu", "tolist") and not any(arguments(call))
 
 
 def _a_read(call: Node) -> bool:
@@ -1325,6 +1422,19 @@ _SAME_DATA = (
     "clone",
     "flatten",
 )
+
+
+def _handed_out(call: Node) -> bool:
+    """Is the host copy what an inner `for` walks, alone or zipped with the items of the batch
+    (`for sentence, score in zip(batch, scores.tolist()):`)?"""
+    node = call
+    parent = node.parent
+    if parent is not None and parent.type == "argument_list":
+        zipped = parent.parent
+        if zipped is None or zipped.type != "call" or dotted_name(callee(zipped)) not in ("zip", "enumerate"):
+            return False
+        node, parent = zipped, zipped.parent
+    return parent is not None and parent.type == "for_statement" and parent.child_by_field_name("right") == node
 
 
 def _as_numpy(call: Node) -> bool:
@@ -2124,6 +2234,8 @@ def _scaler_steps(ctx: LintContext) -> Iterator[Finding]:
         owner = receiver(call)
         if method_name(call) != "step" or owner is None or not ctx.in_loop(call) or not _is_grad_scaler(ctx, owner):
             continue
+        if _scaler_turned_off(ctx, owner):
+            continue  # `scaler = GradScaler(enabled=False)`: its step is the optimizer's, nothing read
         how = frequency(call)
         if how.loop is None:
             continue
@@ -2151,6 +2263,23 @@ def _is_grad_scaler(ctx: LintContext, owner: Node) -> bool:
             and (dotted_name(callee(value)) or "").split(".")[-1] == "GradScaler"
         )
     return False
+
+
+def _scaler_turned_off(ctx: LintContext, owner: Node) -> bool:
+    """Is the scaler made with `enabled=False` written out (`scaler = GradScaler(enabled=False)`,
+    or `self.scaler = torch.cuda.amp.GradScaler(enabled=False)` in its class)? Such a scaler checks
+    nothing: its `step` only calls the optimizer's."""
+    if owner.type == "identifier":
+        binding = ctx.bindings(owner).at(text(owner), owner.start_byte)
+        value = binding.value if binding is not None else None
+        return value is not None and value.type == "call" and is_false(arguments(value)[1].get("enabled"))
+    name = dotted_name(owner) or ""
+    if not name.startswith("self."):
+        return False
+    holder = next((a for a in ancestors(owner) if a.type == "class_definition"), None)
+    made = re.compile(rb"\b" + re.escape(name.encode()) + rb"\s*=\s*[\w.]*GradScaler\(([^()]*)\)")
+    found = made.findall(holder.text or b"") if holder is not None else []
+    return bool(found) and all(re.search(rb"\benabled\s*=\s*False\b", args) for args in found)
 
 
 def _short(node: Node) -> str:

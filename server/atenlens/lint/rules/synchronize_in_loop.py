@@ -30,7 +30,8 @@ What it does:
     new.
     A synchronize is written on purpose, so it is a warning only where the loop shows that it runs
     once per training or inference step: it (or a loop around it) walks batches (`for batch in
-    loader:`, `for i in range(0, n, batch_size):`, a model run on each chunk of the input), counts
+    loader:`, `for i in range(0, n, batch_size):`, a model run on each chunk of the input or on
+    each input file, `for img_path in input_img_list: out = net(load(img_path))`), counts
     steps (`for step in ...`, `for _ in range(num_steps):`), takes a training step
     (`loss.backward()`, `optimizer.step()`), or is in `forward`, a `*_step` method or an
     optimizer's `step` (one wait per parameter per step). Elsewhere (a warm-up, a loop over
