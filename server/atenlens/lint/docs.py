@@ -34,7 +34,8 @@ neither imports nor uses torch, and code for another accelerator: a file that im
 `habana_frameworks`, `torch_npu` or `torch_xla` and calls its API (`torch.ops.hpu.*`, `torch.npu.*`,
 `xm.xla_device()`) and never says `cuda`, a file that imports `habana_frameworks` or `torch_npu`
 unconditionally (at column 0, not under `try:`), and a top-level function or class named for such
-an accelerator that calls its API and never says `cuda` (`class HPUWeightOnlyLinear`). A
+an accelerator that calls its API and never says `cuda` (`class HPUWeightOnlyLinear`), and a file
+for Apple's backend (`torch.backends.mps`, `torch.mps.*`) that never says `cuda` or `gpu`. A
 create-then-move to another accelerator (`.to("hpu")`, `DEV = "hpu"` then `.to(device=DEV)`) is no
 CUDA copy. Nothing is reported inside a top-level function that a later `def` of the same name
 replaces before anything uses the name (a script edited by copying: the first definition never

@@ -150,11 +150,17 @@ def _other_framework_only(data: bytes) -> bool:
             # and calls that accelerator's API (`torch.ops.hpu.*`, `torch.npu.*`, `xm.xla_device()`;
             # not a pipeline that imports `torch_xla` when present and tests `device.type == "npu"`)
             return _OTHER_ACCELERATOR.search(data) is not None and OTHER_DEVICE_CALL.search(data) is not None
+    if b"mps" in data and _APPLE_ONLY.search(data) is not None and _CUDA_OR_GPU.search(data) is None:
+        # Apple's MPS backend (`torch.device("mps" if torch.backends.mps.is_available() else "cpu")`,
+        # `torch.mps.synchronize()`) in a file that never speaks of CUDA or a GPU
+        return True
     if b"jax" not in data and b"tensorflow" not in data and b"keras" not in data and b"mlx" not in data:
         return False  # (substring tests first: most files name none of them)
     return bool(_OTHER_FRAMEWORK.search(data)) and not _TORCH_WORD.search(data)
 
 
+_APPLE_ONLY = re.compile(rb"\btorch\.(?:mps\.|backends\.mps\b)")
+_CUDA_OR_GPU = re.compile(rb"cuda|gpu", re.I)
 _OTHER_ACCELERATOR_WORDS = (b"habana_frameworks", b"torch_npu", b"torch_xla")
 _OTHER_ACCELERATOR = re.compile(rb"^[ \t]*(?:import|from)[ \t]+(?:habana_frameworks|torch_npu|torch_xla)\b", re.M)
 # ... imported at column 0: not under a `try:` or an `if`, so the module runs nowhere else

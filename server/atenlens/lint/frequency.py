@@ -424,12 +424,30 @@ def on_failure_only(node: Node, loop: Node) -> bool:
         if parent.type == "assert_statement":
             parts = [c for c in parent.named_children if c.type != "comment"]
             return len(parts) > 1 and child != parts[0]
-        if parent.type == "block" and parent.parent is not None and parent.parent.type != "function_definition":
+        if parent.type == "block" and parent.parent is not None:
             statements = [c for c in parent.named_children if c.type != "comment"]
             if statements and _fails(statements[-1]) and child != statements[-1]:
+                if parent.parent.type == "function_definition":
+                    # `if torch.isfinite(t).all(): return`, then `lo = t.min().item()` ... `raise`:
+                    # past an early return, the rest of the function is the failure path
+                    return any(_returns_early(s) for s in statements if s.end_byte <= child.start_byte)
                 return parent.parent.type in ("if_statement", "elif_clause", "else_clause")
         child = parent
     return False
+
+
+def _returns_early(statement: Node) -> bool:
+    """`if torch.isfinite(t).all(): return` (a finite check whose body only returns; not a dispatch,
+    `if task == "binary": return ...`, whose later statements serve the other tasks)."""
+    if statement.type != "if_statement" or statement.child_by_field_name("alternative") is not None:
+        return False
+    condition = statement.child_by_field_name("condition")
+    said = text(condition) if condition is not None else ""
+    if not (_FINITE_TEST.search(said) and not said.lstrip().startswith("not")):
+        return False
+    body = statement.child_by_field_name("consequence")
+    parts = [c for c in body.named_children if c.type != "comment"] if body is not None else []
+    return len(parts) == 1 and parts[0].type == "return_statement"
 
 
 def _fails(statement: Node) -> bool:
@@ -648,6 +666,8 @@ def is_throttle(condition: Node) -> bool:
     while condition.type == "parenthesized_expression" and condition.named_child_count == 1:
         condition = condition.named_children[0]
     kind = condition.type
+    if kind in ("comparison_operator", "call", "subscript") and _DEBUG_ENVIRONMENT.search(text(condition)):
+        return True  # `if os.getenv("LTX2_PIPELINE_DEBUG_LOG", "0") == "1":` a debugging switch
     if kind == "boolean_operator":
         left = condition.child_by_field_name("left")
         right = condition.child_by_field_name("right")
@@ -1646,10 +1666,12 @@ def sampling_loop(function: Node) -> Optional[Node]:
     self.scheduler.timesteps:`), or stepping a scheduler (`self.scheduler.step(noise_pred, t,
     latents)`), as a diffusion pipeline's `__call__` does; what the function does outside it
     (encoding the prompt, preparing latents, decoding the result) runs once per generation.
-    None in a function a framework calls per step (`forward`, `step`)."""
+    None in a function a framework calls per step (`step`, `training_step`); a `forward` may be a
+    pipeline stage's, which runs the whole denoising loop once per request (`def forward(self,
+    batch, args): ... for i, t in enumerate(timesteps):`)."""
     body = function.child_by_field_name("body")
     title = function.child_by_field_name("name")
-    if body is None or title is None or _PER_STEP_FUNCTION.match(text(title)):
+    if body is None or title is None or (_PER_STEP_FUNCTION.match(text(title)) and text(title) != "forward"):
         return None
     if _SAMPLER_WORDS.search(body.text or b"") is None:
         return None  # (most functions: no loop of theirs is walked)
@@ -2072,6 +2094,10 @@ def debug_option(node: Node) -> Optional[str]:
 
 
 _FLAG = re.compile(r"^[A-Za-z_][\w.]*$")  # (a bare flag: `self.log_loss_info`, `debug`)
+# An environment variable that turns on debugging output, read in the condition
+_DEBUG_ENVIRONMENT = re.compile(
+    r"\b(?:os\.)?(?:getenv|environ\.get|environ\s*\[)\s*\(?\s*[\"'][A-Z0-9_]*(?:DEBUG|_LOG\b|LOGGING|PROFIL|PROBE|TRACE|VERBOSE)"
+)
 _DEBUG_WORDS = re.compile(r"debug|verbose|profil|(?:^|[._])log(?:_|$)", re.I)
 
 

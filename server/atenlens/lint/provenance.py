@@ -437,6 +437,11 @@ _TEXT_NAME = re.compile(
     r"(?:^|_)(?:name|names|key|keys|str|string|prefix|suffix|path|file|filename|fmt|msg|message|tag|desc|alias)$", re.I
 )
 _CPU_NAME = re.compile(r"(?:^|_)cpu$", re.I)
+# Keys under which results hold text (a text-generation pipeline's `generated_text`, a chat
+# message's `content`, a `caption`)
+_TEXT_KEY = re.compile(r"^(?:generated_text|text|content|caption|prompt|role|answer|question)$")
+# A rate or a frame count per second, a Python number (`output_audio_sample_rate`, `fps`)
+_RATE_NAME = re.compile(r"(?:^|_)(?:sample_rate|sampling_rate|frame_rate|fps)$", re.I)
 _COUNTER_NAME = re.compile(
     r"^(?:num|n)_|_(?:num|size|count|so_far|idx|index)$|^(?:step|idx|epoch|it|iteration|i|j|k)$", re.I
 )
@@ -818,6 +823,8 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
     if kind == "identifier":
         if _CPU_NAME.search(text(node)):
             return Device.CPU  # `token_ids_cpu`, `idx_cpu`: named as the host copy it is
+        if _RATE_NAME.search(text(node)):
+            return Device.HOST  # `int(output_audio_sample_rate)`: a number of samples per second
         binding = _binding(ctx, node)
         while binding is not None and binding.augmented and depth <= MAX_DEPTH:
             # `total += x` keeps the tensor `total` was: the binding before the statement applies
@@ -861,10 +868,15 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
             return Device.CPU
         if _collated_list(ctx, node):
             return Device.HOST  # `batch["drop_image_embeds"]`: a list the collate function built
+        key = node.child_by_field_name("subscript")
+        if key is not None and key.type == "string" and _TEXT_KEY.match(string_value(key)):
+            return Device.HOST  # `outputs[0]["generated_text"][-1]["content"]`: text
         inner = device_of(ctx, node.child_by_field_name("value"), depth + 1)
         return inner  # an element of a tensor lives where the tensor does; of a host value, on the host
     if kind == "comparison_operator" and _compares_with_string(node):
         return Device.HOST  # `layer_type == "a"`: no tensor is compared with a string
+    if kind == "comparison_operator" and all(text(c) in ("is", "not") for c in node.children if not c.is_named):
+        return Device.HOST  # `a is None`, `(a is None) != (b is None)`: an identity test, a Python bool
     if kind in ("binary_operator", "comparison_operator"):
         operands = [c for c in node.named_children if c.type != "comment"]
         devices = [device_of(ctx, c, depth + 1) for c in operands]

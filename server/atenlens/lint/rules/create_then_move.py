@@ -112,6 +112,7 @@ from atenlens.lint.frequency import (
     lazily_initialized,
     on_nonfinite_path,
     periodic_throttle,
+    sampling_loop,
     shown,
     step_loop,
     steps_or_runs_a_model,
@@ -610,6 +611,11 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
             return f"once per object, on first use (`if {shown(first_use)}:`)"
     if name == "forward" and _export_stub(ctx, function):
         return "once per export (the `forward` of an `autograd.Function` with a `symbolic`: an ONNX export stub)"
+    sampling = sampling_loop(function) if function is not None and name == "forward" else None
+    if sampling is not None and not sampling.start_byte <= move.start_byte < sampling.end_byte:
+        # a pipeline stage's `forward(self, batch, args)` that runs the denoising loop itself
+        line = sampling.start_point[0] + 1
+        return f"once per call of `forward`, outside the sampling loop it runs on line {line} (once per generation)"
     if _FORWARD.search(name):
         # (`if t == 0: h = torch.zeros(...).to(x.device)` in `forward`: once per call, and a
         # model's forward runs on every step; a helper spelled so that only `__init__` calls,

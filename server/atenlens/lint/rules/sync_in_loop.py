@@ -51,7 +51,8 @@ What it does:
     (`in `update_critic`, which takes a training step`). The same reads outside any loop of a
     module's `forward` (a method of a class with a base) are reported for every forward pass:
     a step runs it once, a transformer's layer once per layer (BART's `if not
-    torch.isfinite(hidden_states).all():` in fp16, JetMoE's `expert_size.tolist()`). In these
+    torch.isfinite(hidden_states).all():` in fp16, JetMoE's `expert_size.tolist()`); not in a
+    `forward` that walks the timesteps itself (a pipeline stage's, once per request). In these
     kinds of function a check for
     NaN or infinity as a condition (`if not torch.isfinite(loss):`, `if torch.isnan(x).any():`)
     is reported too; other conditions and `float(t)` outside loops are not looked at.
@@ -118,7 +119,9 @@ What it does:
     a loader's batch unpacked with a part the loop moves, `batch, flags = batch` then
     `batch.cuda()`), numpy arrays and
     data frames (`np.unique(a)`, `frame[col].dropna().unique()`; ONNX Runtime's outputs,
-    `session.run(None, feed)[0]`), values read from configuration files (`yaml.load(f)`), the fields
+    `session.run(None, feed)[0]`), identity tests (`(a is None) != (b is None)`), rates (`sample_rate`,
+    `fps`), text under a result's key (`out[0]["generated_text"]`, `["content"]`), values read from
+    configuration files (`yaml.load(f)`), the fields
     of what a model's `evaluate` returns (`result.main_score`: scores), a list a collate function of the file
     hands the batch under a key (`batch["flags"]` of `"flags": flags` with `flags = [...]`), Python values and tensor
     metadata (`x.dtype`, `x.shape`, `x.ndimension()`) are never reported, nor a value on the path
@@ -212,7 +215,8 @@ What it does:
     `results.append(scores)`, or stores in a container it returns to a loop taking no training
     step: `out_dict["result"] = self.output.cpu()`, `return out_dict` in `get_current_visuals`), a
     copy brought home as NumPy per batch of a loop over batches, or over input files that runs a
-    model on each, that takes no training step (`self.results.update(energy=out.detach().cpu().numpy()[0])` in `for
+    model on each, that takes no training step, or an output bound whole in an evaluation's loop
+    (`samples = out.cpu()` in `_log_validation`) (`self.results.update(energy=out.detach().cpu().numpy()[0])` in `for
     batch in loader:`: an inference pass's output; not one compared or reduced at once, `(preds
     == labels).sum()`, a metric the device could keep), a flag all-reduced across ranks in the loop and tested to leave it
     or skip a batch (`dist.all_reduce(done)` or `dist.broadcast(done, src=0)`, then `if done.item() > 0: break`, or `skip =
@@ -221,7 +225,8 @@ What it does:
     second blocking read in one statement of a value computed before the first (`ratio =
     desired.cpu() / norm.cpu()`: no new wait), a blocking copy in such a loop right after another
     with only host code between (`outputs = outputs.cpu().numpy()`, then `batch_y =
-    batch_y.cpu().numpy()`), a
+    batch_y.cpu().numpy()`), a read right after `writer.add_scalar("loss", loss)` of the same value (the
+    writer read it), a
     second `.item()` of the same name in the statement right after the first (no new wait; not of
     a comprehension's own variable, read anew), an `.item()`, `int()` or `float()` of a value
     computed before a read in the statements just above, with only host code after that read (`losses.append(loss.item())`,
@@ -239,7 +244,9 @@ What it does:
     convergence check; a tensor counter compared with a bound, `while pos < n - 1:`, stays a
     warning); a loop that runs once is not a loop (nor one whose body ends in `break`, `return`,
     `raise` or `exit()` with no `continue` before: one pass), and an `assert`'s message or a `raise` runs
-    only when a check fails. `.cpu(non_blocking=True)` does not wait (see AL201).
+    only when a check fails, as do the statements past an early return of a function that ends in
+    `raise` (`if torch.isfinite(t).all(): return`). Code under an environment variable that turns
+    on debugging (`if os.getenv("X_DEBUG_LOG", "0") == "1":`) runs only when asked. `.cpu(non_blocking=True)` does not wait (see AL201).
 
 Why it matters:
     CUDA kernels run asynchronously: the host queues work and moves on. Reading a value on the
@@ -286,6 +293,7 @@ from atenlens.lint.frequency import (
     is_throttle,
     runs_a_model,
     runs_rarely,
+    sampling_loop,
     steps_or_runs_a_model,
     walks_batches,
     whole_run_per_iteration,
@@ -743,7 +751,7 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             and how.loop is not None
             and method == "cpu"
             and how.every_iteration
-            and _as_numpy(call)
+            and (_as_numpy(call) or (_bound_whole(call) and _EVALUATION_FUNCTION.search(function_name(call))))
             and not _feeds_a_metric(call, how.loop)
             and (walks_batches(how.loop) or infers_per_input(how.loop))
             and not in_training_loop(how.loop)
@@ -756,7 +764,10 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
                 how.loop,
                 False,
                 "on every iteration of a loop that takes no training step, bringing the output home as NumPy "
-                "(`t.cpu().numpy()`: an inference pass's result, one copy per batch)",
+                "(`t.cpu().numpy()`: an inference pass's result, one copy per batch)"
+                if _as_numpy(call)
+                else f"on every iteration of a loop in `{function_name(call)}` that takes no training step, "
+                "bringing the output home (`samples = out.cpu()`: an evaluation's result, one copy per batch)",
             )
         elif (
             caller is None
@@ -872,6 +883,8 @@ def _forward_method(node: Node) -> Optional[Node]:
     holder = definition_holder(function)  # (past `@torch.no_grad()` and other decorators)
     if holder is None or holder.type != "class_definition" or holder.child_by_field_name("superclasses") is None:
         return None
+    if sampling_loop(function) is not None:
+        return None  # a pipeline stage's `forward` that runs its own denoising loop: once per request
     return function
 
 
@@ -1115,7 +1128,7 @@ def _drained_just_before(
             for n in calls
             if (_a_read(n) or (copies and _blocking_copy(n)))
             and device_of(ctx, receiver(n) or _single_argument(n)) not in (Device.CPU, Device.HOST)
-        ]
+        ] + [n for n in calls if _logs_a_tensor(ctx, n)]
         # (work queued inside the read, `int(out.argmax(-1).eq(labels).sum())`, is waited for by it;
         # but after such a read a read that reduces anew, `b.sum().item()` after `a.sum().item()`,
         # is counted as a wait of its own, as the labelled corpora have it)
@@ -1171,6 +1184,18 @@ def _base_name(node: Node) -> Optional[Node]:
             return None
         base = strip_parens(inner)
     return base if base.type == "identifier" else None
+
+
+def _logs_a_tensor(ctx: LintContext, call: Node) -> bool:
+    """`writer.add_scalar("loss", loss, step)` of a value likely on the device: TensorBoard's writer
+    reads it with `.item()`, a wait as any read."""
+    positional, _ = arguments(call)
+    return (
+        method_name(call) == "add_scalar"
+        and len(positional) >= 2
+        and positional[1].type in ("identifier", "attribute", "subscript")
+        and likely_device(ctx, positional[1])
+    )
 
 
 def _blocking_copy(call: Node) -> bool:
@@ -1516,6 +1541,28 @@ def _bound_to(node: Node) -> Optional[tuple[Node, Node]]:
         return None
     target = parent.child_by_field_name("left")
     return (target, parent) if target is not None else None
+
+
+# A function that evaluates, validates or samples: its loop's model outputs are results
+_EVALUATION_FUNCTION = re.compile(r"valid|evaluat|_eval|^eval|predict|inference|sample|generat", re.I)
+
+
+def _bound_whole(call: Node) -> bool:
+    """Is the host copy of a named value bound whole to a name (`samples = output_batch.output.cpu()`;
+    not `correct = (pred == y).cpu()`, a metric the device could keep)?"""
+    owner = receiver(call)
+    while owner is not None and owner.type == "call" and method_name(owner) in ("detach", "float"):
+        owner = receiver(owner)
+    if owner is None or owner.type not in ("identifier", "attribute", "subscript"):
+        return False
+    if any(n.type == "call" for n in _walk(owner)) or "loss" in text(owner).lower():
+        return False  # (`self._get_losses(out, y)[1].cpu()`: a loss computed for the copy, a metric)
+    node = _host_copy(call)
+    parent = node.parent
+    if parent is None or parent.type != "assignment":
+        return False
+    target = parent.child_by_field_name("left")
+    return target is not None and target.type == "identifier" and parent.child_by_field_name("right") == node
 
 
 def _host_copy(call: Node) -> Node:

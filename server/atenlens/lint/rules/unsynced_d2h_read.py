@@ -2,8 +2,8 @@
 
 What it does:
     Finds device-to-host copies with `non_blocking=True` — `.cpu(non_blocking=True)`,
-    `.to("cpu", non_blocking=True)`, `buf.copy_(src, non_blocking=True)` into a provably pinned
-    `buf` (see AL200 for "provably pinned") — and flags the first read of the result (the name it
+    `.to("cpu", non_blocking=True)` of a tensor not made on the CPU, `buf.copy_(src, non_blocking=True)`
+    into a provably pinned `buf` (see AL200 for "provably pinned") — and flags the first read of the result (the name it
     is assigned to, also through parentheses, or `buf`) that comes after the copy and before
     anything waits for the GPU in the same function: a synchronize (`torch.cuda.synchronize()`,
     `event.synchronize()`, `stream.synchronize()`, any `synchronize` method or function, a name
@@ -48,7 +48,7 @@ from atenlens.codes import Code
 from atenlens.lint.context import LintContext
 from atenlens.lint.dataflow import scope_for
 from atenlens.lint.findings import Finding
-from atenlens.lint.provenance import HOST_ATTRIBUTES, VIEW_METHODS, is_device_to_host, is_pinned
+from atenlens.lint.provenance import HOST_ATTRIBUTES, VIEW_METHODS, Device, device_of, is_device_to_host, is_pinned
 from atenlens.lint.registry import Rule
 from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, text
 from atenlens.lint.waits import WAIT_CALLS, alias_calls, is_wait, waiting_function_calls
@@ -62,7 +62,9 @@ def _is_d2h_non_blocking(ctx: LintContext, call: Node) -> bool:
         return False
     if method == "copy_":
         return is_pinned(ctx, receiver(call))
-    return is_device_to_host(call)
+    # (not of a tensor made on the CPU: `torch.from_numpy(frame).float().to("cpu", non_blocking=True)`
+    # copies nothing)
+    return is_device_to_host(call) and device_of(ctx, receiver(call)) is not Device.CPU
 
 
 def _result(call: Node) -> tuple[Optional[str], bool]:
