@@ -314,3 +314,75 @@ def test_a_file_for_apples_mps_backend_only_has_no_cuda_waits() -> None:
     """A file that picks `torch.device("mps" if torch.backends.mps.is_available() else "cpu")` and never speaks of
     CUDA or a GPU runs on Apple's backend: no CUDA findings."""
     assert findings(APPLE_ONLY) == []
+
+
+FIRST_VALUE = dedent(
+    """\
+    import torch
+
+
+    class Trainer:
+        def train(self, loader, optimizer):
+            for batch in loader:
+                loss = self.model(batch.cuda())
+                self.ema_loss = loss.mean().item() if self.ema_loss is None else self.ema_loss * 0.99 + loss.mean().item() * 0.01
+                loss.mean().backward()
+                optimizer.step()
+                output = self.model.synthesise(batch.cuda())
+                print(f"RTF: {output['rtf']:.4f}")
+    """
+)
+
+
+def test_the_first_value_of_a_running_average_and_a_real_time_factor() -> None:
+    """`x.item() if self.ema_loss is None else ...` reads only on the first iteration (the `else`
+    reads every time); `output["rtf"]` is a real-time factor, a number."""
+    assert findings(FIRST_VALUE) == [
+        (
+            8,
+            40,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU only on iterations where `self.ema_loss is None`",
+        ),
+        (8, 112, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+    ]
+
+
+WALL_CLOCK_LOGGING = dedent(
+    """\
+    import time
+
+    import torch
+
+
+    def train(model, loader, optimizer, args):
+        last_logging = time.time()
+        for step, batch in enumerate(loader):
+            loss = model(batch.cuda()).mean()
+            loss.backward()
+            optimizer.step()
+            current_time = time.time()
+            if args.rank == 0 and current_time - last_logging > args.log_freq_time:
+                print(loss.item())
+                last_logging = current_time
+            if args.rank == 0:
+                print(loss.item())
+    """
+)
+
+
+def test_logging_once_per_interval_of_wall_time_is_a_throttle() -> None:
+    """`current_time - last_logging > args.log_freq_time` lets the read through once per interval of
+    wall time. A rank test alone is fixed per process: rank 0 reads every step."""
+    assert findings(WALL_CLOCK_LOGGING) == [
+        (
+            14,
+            23,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU only on iterations where `args.rank == 0 and "
+            "current_time - last_logging > args.log...`",
+        ),
+        (17, 23, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+    ]

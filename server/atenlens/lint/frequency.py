@@ -545,6 +545,12 @@ def _throttling_if(node: Node, loop: Node, with_step: bool) -> Optional[Node]:
             left = parent.child_by_field_name("left")
             if left is not None and text(parent.child_by_field_name("operator")) == "and" and is_throttle(left):
                 return left
+        if parent.type == "conditional_expression" and not with_step:
+            # `ema = loss.item() if self.ema is None else ...`: the first value, on the first pass only
+            # (not `a if t.ndim == 2 else b`, a choice by shape on every pass)
+            parts = [c for c in parent.named_children if c.type != "comment"]
+            if len(parts) == 3 and child == parts[0] and _is_none_test(parts[1]):
+                return parts[1]
         if parent.type in ("if_statement", "elif_clause"):
             condition = parent.child_by_field_name("condition")
             body = parent.child_by_field_name("consequence")
@@ -558,6 +564,24 @@ def _throttling_if(node: Node, loop: Node, with_step: bool) -> Optional[Node]:
                 return condition
         child = parent
     return None
+
+
+# Time elapsed since the last time something ran, compared with an interval
+_CLOCK_INTERVAL = re.compile(r"\b\w*(?:time|now)\w*\s*-\s*(?:self\.)?\w*last\w*\s*>=?\s*[\w.]+", re.I)
+
+
+def _is_none_test(condition: Node) -> bool:
+    """`self.info.ema_loss is None`: a value not made yet, made on the first pass."""
+    condition = strip_parens(condition)
+    operators = [text(c) for c in condition.children if not c.is_named]
+    sides = [c for c in condition.named_children if c.type != "comment"]
+    return (
+        condition.type == "comparison_operator"
+        and operators == ["is"]
+        and len(sides) == 2
+        and sides[1].type == "none"
+        and sides[0].type in ("identifier", "attribute")
+    )
 
 
 def _gates_accumulation(body: Node, stop: Node) -> bool:
@@ -686,6 +710,8 @@ def is_throttle(condition: Node) -> bool:
             return True
         if _opt_in_logging(condition):
             return True
+        if _CLOCK_INTERVAL.search(text(condition)):
+            return True  # `current_time - last_logging > args.log_freq_time`: once per interval of wall time
         if _creates_state(condition):
             return True
         operators = [text(c) for c in condition.children if not c.is_named]

@@ -441,7 +441,7 @@ _CPU_NAME = re.compile(r"(?:^|_)cpu$", re.I)
 # message's `content`, a `caption`)
 _TEXT_KEY = re.compile(r"^(?:generated_text|text|content|caption|prompt|role|answer|question)$")
 # A rate or a frame count per second, a Python number (`output_audio_sample_rate`, `fps`)
-_RATE_NAME = re.compile(r"(?:^|_)(?:sample_rate|sampling_rate|frame_rate|fps)$", re.I)
+_RATE_NAME = re.compile(r"(?:^|_)(?:sample_rate|sampling_rate|frame_rate|fps|rtf)$", re.I)
 _COUNTER_NAME = re.compile(
     r"^(?:num|n)_|_(?:num|size|count|so_far|idx|index)$|^(?:step|idx|epoch|it|iteration|i|j|k)$", re.I
 )
@@ -871,6 +871,8 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
         key = node.child_by_field_name("subscript")
         if key is not None and key.type == "string" and _TEXT_KEY.match(string_value(key)):
             return Device.HOST  # `outputs[0]["generated_text"][-1]["content"]`: text
+        if key is not None and key.type == "string" and _RATE_NAME.search(string_value(key)):
+            return Device.HOST  # `output["rtf"]`, `meta["sample_rate"]`: a rate, a number
         inner = device_of(ctx, node.child_by_field_name("value"), depth + 1)
         return inner  # an element of a tensor lives where the tensor does; of a host value, on the host
     if kind == "comparison_operator" and _compares_with_string(node):

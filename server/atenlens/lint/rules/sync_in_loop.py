@@ -120,7 +120,7 @@ What it does:
     `batch.cuda()`), numpy arrays and
     data frames (`np.unique(a)`, `frame[col].dropna().unique()`; ONNX Runtime's outputs,
     `session.run(None, feed)[0]`), identity tests (`(a is None) != (b is None)`), rates (`sample_rate`,
-    `fps`), text under a result's key (`out[0]["generated_text"]`, `["content"]`), values read from
+    `fps`, a real-time factor `out["rtf"]`), text under a result's key (`out[0]["generated_text"]`, `["content"]`), values read from
     configuration files (`yaml.load(f)`), the fields
     of what a model's `evaluate` returns (`result.main_score`: scores), a list a collate function of the file
     hands the batch under a key (`batch["flags"]` of `"flags": flags` with `flags = [...]`), Python values and tensor
@@ -246,7 +246,9 @@ What it does:
     `raise` or `exit()` with no `continue` before: one pass), and an `assert`'s message or a `raise` runs
     only when a check fails, as do the statements past an early return of a function that ends in
     `raise` (`if torch.isfinite(t).all(): return`). Code under an environment variable that turns
-    on debugging (`if os.getenv("X_DEBUG_LOG", "0") == "1":`) runs only when asked. `.cpu(non_blocking=True)` does not wait (see AL201).
+    on debugging (`if os.getenv("X_DEBUG_LOG", "0") == "1":`) runs only when asked, and the first
+    value of `loss.item() if self.ema is None else ...` only on the first iteration; `if now -
+    last_logging > args.log_freq_time:` once per interval of wall time. `.cpu(non_blocking=True)` does not wait (see AL201).
 
 Why it matters:
     CUDA kernels run asynchronously: the host queues work and moves on. Reading a value on the
