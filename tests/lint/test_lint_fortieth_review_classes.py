@@ -1,4 +1,4 @@
-"""Classes of error found in the fortieth review (tests/lint/corpus_real/WHOLE_TREES.md), each with a small
+"""Classes of error found in the fortieth to forty-second reviews (tests/lint/corpus_real/WHOLE_TREES.md), each with a small
 program and the exact findings: line, column (0-based), code, severity and message. Each program is also
 linted without the prefilter (every definition parsed), which must give the same findings."""
 
@@ -386,3 +386,87 @@ def test_logging_once_per_interval_of_wall_time_is_a_throttle() -> None:
         ),
         (17, 23, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
     ]
+
+
+LOG_BLOCKS = dedent(
+    """\
+    import torch
+
+
+    def train_epoch(model, loader, optimizer, iters, args):
+        for step, (input_ids, labels) in enumerate(loader, start=1):
+            loss = model(input_ids.cuda(), labels.cuda()).loss
+            loss.backward()
+            optimizer.step()
+            if step % args.log_interval == 0 or step == iters:
+                print(loss.item())
+            if args.debug_mode and step % args.debug_interval == 0:
+                for i in range(len(labels)):
+                    for j in range(args.num_generations):
+                        print(loss[i, j].item())
+            if step % args.val_every_step == 0:
+                for name, val_loader in args.val_loaders.items():
+                    total = 0.0
+                    for vx, vy in val_loader:
+                        val_loss = model(vx.cuda(), vy.cuda()).loss
+                        total += val_loss.item()
+                    print(f"{name}: {val_loss}")
+    """
+)
+
+
+def test_log_blocks_and_loops_of_reports_under_a_throttle() -> None:
+    """`if step % args.log_interval == 0 or step == iters:` is a throttle (the last step too); loops of
+    debugging output or of per-dataset reports inside a throttle run only on the throttled steps. A
+    validation pass inside the throttle still reads once per validation batch."""
+    assert findings(LOG_BLOCKS) == [
+        (
+            10,
+            23,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU only on iterations where `step % "
+            "args.log_interval == 0 or step == iters`",
+        ),
+        (
+            14,
+            37,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU only on iterations where "
+            "`args.debug_mode and step % args.debug_interval == 0`",
+        ),
+        (20, 38, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            21,
+            32,
+            "AL100",
+            "information",
+            "formatting a CUDA tensor (`{val_loss}`) inside a loop: the host waits for the GPU only on "
+            "iterations where `step % args.val_every_step == 0`",
+        ),
+    ]
+
+
+DATASET_ITEM = dedent(
+    """\
+    import torch
+
+
+    class FormLangDataset(torch.utils.data.Dataset):
+        def __getitem__(self, idx):
+            mask = torch.from_numpy(self.masks[idx])
+            mask = torch.concat((torch.zeros([self.prefix]).to(device=mask.device, dtype=mask.dtype), mask))
+            out = []
+            for m in mask:
+                if m == 1:
+                    out.append(idx)
+            return mask, out
+    """
+)
+
+
+def test_a_move_to_the_device_of_a_cpu_tensor_stays_on_the_host() -> None:
+    """`.to(device=mask.device)` with `mask = torch.from_numpy(...)` stays on the host: no
+    create-then-move (AL302), and `m == 1` over that mask reads no GPU value."""
+    assert findings(DATASET_ITEM) == []

@@ -92,8 +92,11 @@ _EPOCH = re.compile(r"epoch", re.I)
 # a step of an epoch, not an epoch: `for step_in_epoch, batch in enumerate(loader):`
 _WITHIN_EPOCH = re.compile(r"_in_epoch|_of_epoch|per_epoch|epoch_(?:step|iter|batch)", re.I)
 _COLLECTOR = re.compile(r"(?:^|[^\w])(?:\w*_)?collector\b", re.I)
+# (also the bare count of a loop's iterations: minimind's `step == iters`, `i == num_batches`)
 _BOUND_NAME = re.compile(
-    r"^(?:num|max|total|n)_.*(?:step|iter|batch|epoch)|_per_epoch$|^(?:max|total)_?(?:steps|iters)$", re.I
+    r"^(?:num|max|total|n)_.*(?:step|iter|batch|epoch)|_per_epoch$|^(?:max|total)_?(?:steps|iters)$"
+    r"|^(?:iters|iterations|steps|num_batches|n_batches|total)$",
+    re.I,
 )
 # Functions that run once per object or per run: initializers, set-up, loading, saving, export, plots
 SET_UP_FUNCTION = re.compile(
@@ -256,6 +259,10 @@ def frequency(node: Node) -> Frequency:
         # `for epoch in range(n): ... {k: v.mean().item() for k, v in summaries}`: a few items
         # once per epoch, not a walk over the epoch's batches
         return Frequency(loop, False, "per item, once per epoch (the loop around it runs the epochs)")
+    gate = _throttle_around_loop(loop)
+    if gate is not None:
+        # (loops nested inside the throttled block: `if step % k == 0: for i in ...: for j in ...:`)
+        return Frequency(loop, False, f"only on iterations where `{shown(gate)}`")
     return Frequency(loop, True, "on every iteration")
 
 
@@ -525,6 +532,40 @@ def periodic_throttle(node: Node, stop: Node) -> Optional[Node]:
 
 
 _PERIODIC = re.compile(r"%|step|iter|epoch|batch|count|every|interval|freq|should_|log|verbose|debug|profil", re.I)
+
+
+def _throttle_around_loop(loop: Node) -> Optional[Node]:
+    """The throttle around `loop` itself, in the loop or function around it (`if step % N == 0:
+    for name, val_loader in val_loaders.items(): ... print(metrics.compute())`), when the loop's
+    own body runs no model: a loop of reports or of debugging output on the throttled steps, not a
+    validation pass, whose batches each cost a wait (its reads stay per iteration)."""
+    current: Optional[Node] = loop
+    while current is not None and current.type in ("for_statement", "while_statement"):
+        if _runs_a_model_itself(current):
+            return None
+        outer = repeating_loop(current)
+        stop = outer if outer is not None else next((a for a in ancestors(current) if a.type in SCOPE_TYPES), None)
+        if stop is None:
+            return None
+        found = _throttle_between(current, stop)
+        if found is not None and ("%" in text(found) or _DEBUG_WORDS.search(text(found))):
+            # (a modulus or a debugging flag: not `if self.beam_size == 1:`, a choice of decoding)
+            return found
+        current = outer  # (nested loops of debugging output: `for i in ...: for j in ...:` under the throttle)
+    return None
+
+
+def _runs_a_model_itself(loop: Node) -> bool:
+    """Does a statement of the loop's own body (not of a nested loop) call a model or take a step?"""
+    body = loop.child_by_field_name("body")
+    if body is None:
+        return False
+    for match in _RUNS_A_MODEL.finditer(body.text or b""):
+        at = body.start_byte + match.start()
+        node = body.descendant_for_byte_range(at, at)
+        if node is not None and repeating_loop(node) == loop:
+            return True
+    return False
 
 
 def _throttle_between(node: Node, loop: Node) -> Optional[Node]:

@@ -1065,7 +1065,7 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
             device = keywords.get("device") or (positional[0] if positional and not is_dtype(positional[0]) else None)
             if device is None:
                 return owner  # a cast keeps the device
-            if is_cpu_device(device) or _cpu_by_default(ctx, device):
+            if is_cpu_device(device) or _cpu_by_default(ctx, device) or names_the_cpu(ctx, device, depth):
                 return Device.CPU
             if is_clear_device(device):
                 return Device.CUDA
@@ -1393,12 +1393,16 @@ def _module_classes(ctx: LintContext) -> frozenset[str]:
     return cached
 
 
-def names_the_cpu(ctx: LintContext, device: Node) -> bool:
+def names_the_cpu(ctx: LintContext, device: Node, depth: int = 0) -> bool:
     """`"cpu"`, `torch.device("cpu")`, a name the function binds to it (`_bound_to_cpu`), or an
     attribute the class only ever sets to it (`self.device = "cpu"`, `_cpu_attribute`)."""
     device = strip_parens(device)
     if device.type == "attribute" and text(device).startswith("self.") and text(device).count(".") == 1:
         return _cpu_attribute(ctx, device)
+    if device.type == "attribute" and text(device.child_by_field_name("attribute")) == "device":
+        # `mask.device` of `mask = torch.from_numpy(a)`: where that tensor is, the host
+        owner = device.child_by_field_name("object")
+        return owner is not None and device_of(ctx, owner, depth + 1) is Device.CPU
     return is_cpu_device(device) or (device.type == "identifier" and _bound_to_cpu(ctx, device))
 
 

@@ -117,7 +117,7 @@ What it does:
     does not move; `.to(cpu)` with `cpu = torch.device("cpu")` at the top of the module; what a
     model's method computes from CPU tensors only, `model.stft(waves.to(cpu))`; the other parts of
     a loader's batch unpacked with a part the loop moves, `batch, flags = batch` then
-    `batch.cuda()`), numpy arrays and
+    `batch.cuda()`; `.to(device=mask.device)` of a mask made on the CPU), numpy arrays and
     data frames (`np.unique(a)`, `frame[col].dropna().unique()`; ONNX Runtime's outputs,
     `session.run(None, feed)[0]`), identity tests (`(a is None) != (b is None)`), rates (`sample_rate`,
     `fps`, a real-time factor `out["rtf"]`), text under a result's key (`out[0]["generated_text"]`, `["content"]`), values read from
@@ -153,7 +153,11 @@ What it does:
     freq)`, a settings object's `log_*` or `save_metrics` option: `if args.log_logit_mean:`; a size compared with a
     cache's, `if seq_len > self.max_seq_len_cached:`, which rebuilds it when it grows) (also through a flag the function binds once to such a
     test: `apply_penalty = steps % 32 == 0`, `if apply_penalty:`; also combined: `if is_master and (step % N == 0 or
-    count == num_batches_per_epoch):`, and in a loop over the loss terms inside such a test, also
+    count == num_batches_per_epoch):`, `if step % args.log_interval == 0 or step == iters:`, and in a
+    loop over the loss terms inside such a test, or in nested loops of reports or debugging output
+    under a modulus or a debugging flag whose own bodies run no model (`if step % val_every == 0: for
+    name, loader in val_loaders.items(): ... print(metrics.compute())`; a validation pass's batches
+    still read once each), also
     when the test is in a callback with no loop around it; also after an early exit that only such
     iterations pass: `if not should_log: return`; not when the `if` takes the optimizer
     step, `if step % accum_steps == 0: ... optimizer.step()`: gradient accumulation, whose reads run
