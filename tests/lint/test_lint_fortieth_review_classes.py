@@ -470,3 +470,57 @@ def test_a_move_to_the_device_of_a_cpu_tensor_stays_on_the_host() -> None:
     """`.to(device=mask.device)` with `mask = torch.from_numpy(...)` stays on the host: no
     create-then-move (AL302), and `m == 1` over that mask reads no GPU value."""
     assert findings(DATASET_ITEM) == []
+
+
+ARGUMENT_DEFAULTS = dedent(
+    """\
+    import argparse
+
+    import torch
+
+
+    def train_epoch(model, loader, optimizer, args):
+        for step, batch in enumerate(loader, start=1):
+            loss = model(batch.cuda()).mean()
+            loss.backward()
+            optimizer.step()
+            if step % args.log_interval == 0:
+                print(loss.item())
+            if step % args.save_interval == 0:
+                print(loss.item())
+            if step >= len(loader) - 1:
+                if step % args.log_interval == 0:
+                    print(loss.norm().item())
+
+
+    if __name__ == "__main__":
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--log_interval", type=int, default=1, help="log every N steps")
+        parser.add_argument("--save-interval", type=int, default=1000)
+        train_epoch(None, [], None, parser.parse_args())
+    """
+)
+
+
+def test_a_modulus_by_an_option_whose_default_is_one_is_every_step() -> None:
+    """`step % args.log_interval == 0` with `parser.add_argument("--log_interval", default=1)` in the
+    script's own code holds on every step unless the user asks otherwise: a warning. With a default
+    of 1000 it is a throttle, and so is `step >= len(loader) - 1` around it (the last batch only)."""
+    assert findings(ARGUMENT_DEFAULTS) == [
+        (12, 23, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            14,
+            23,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU only on iterations where `step % "
+            "args.save_interval == 0`",
+        ),
+        (
+            17,
+            34,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU only on iterations where `step >= len(loader) - 1`",
+        ),
+    ]

@@ -769,6 +769,8 @@ def is_throttle(condition: Node) -> bool:
             return True
         if len(operators) == 1 and operators[0] in ("<", "<=") and _first_iterations(condition):
             return True  # `if num_total < 10:` (llm.c's HellaSwag eval): a debug print of the first few
+        if operators == [">="] and _at_the_last_item(condition):
+            return True  # `if i_batch >= len(train_loader) - 1:`: the epoch's last batch
         return bool(operators) and all(op == "==" for op in operators) and _counter_at_bound(condition)
     if kind in ("identifier", "attribute", "call"):
         name = dotted_name(callee(condition) if kind == "call" else condition) or ""
@@ -1175,11 +1177,13 @@ def _every_one(divisor: Optional[Node]) -> bool:
     divisor = strip_parens(divisor)
     if divisor.type == "integer":
         return text(divisor) == "1"
-    if divisor.type != "identifier":
-        return False
     module = divisor
     while module.parent is not None:
         module = module.parent
+    if divisor.type == "attribute" and _SETTINGS_OWNER.search(text(divisor.child_by_field_name("object"))):
+        return _argument_default_one(module, text(divisor.child_by_field_name("attribute")))
+    if divisor.type != "identifier":
+        return False
     # (the module's own statements, not its text: this runs for every throttle the rules test)
     name = text(divisor)
     for statement in module.named_children:
@@ -1188,6 +1192,39 @@ def _every_one(divisor: Optional[Node]) -> bool:
             left, right = assignment.child_by_field_name("left"), assignment.child_by_field_name("right")
             if left is not None and right is not None and text(left) == name:
                 return right.type == "integer" and text(right) == "1"
+    return False
+
+
+def _at_the_last_item(comparison: Node) -> bool:
+    """`i_batch >= len(train_loader) - 1`: a name against one less than a length, which only the
+    last index reaches (not `step >= warmup_steps`, true on every step after it)."""
+    sides = [strip_parens(c) for c in comparison.named_children if c.type != "comment"]
+    if len(sides) != 2 or sides[0].type != "identifier":
+        return False
+    bound = sides[1]
+    if bound.type != "binary_operator" or text(bound.child_by_field_name("operator")) != "-":
+        return False
+    left, right = bound.child_by_field_name("left"), bound.child_by_field_name("right")
+    return (
+        left is not None
+        and right is not None
+        and text(right) == "1"
+        and left.type == "call"
+        and dotted_name(callee(left)) == "len"
+    )
+
+
+def _argument_default_one(module: Node, option: str) -> bool:
+    """Does the module's own code (a `__main__` block, not a definition the prefilter may leave
+    out) declare `parser.add_argument("--log_interval", type=int, default=1)`? Then `step %
+    args.log_interval == 0` holds on every step unless the user asks otherwise."""
+    spelled = rb"(?:" + re.escape(option.encode()) + rb"|" + re.escape(option.replace("_", "-").encode()) + rb")"
+    declared = re.compile(rb"add_argument\(\s*[\"']--" + spelled + rb"[\"'][^()]*?\bdefault\s*=\s*1\s*[,)]")
+    for statement in module.named_children:
+        if statement.type in ("function_definition", "class_definition", "decorated_definition"):
+            continue
+        if b"add_argument" in (statement.text or b"") and declared.search(statement.text or b""):
+            return True
     return False
 
 

@@ -153,7 +153,9 @@ What it does:
     freq)`, a settings object's `log_*` or `save_metrics` option: `if args.log_logit_mean:`; a size compared with a
     cache's, `if seq_len > self.max_seq_len_cached:`, which rebuilds it when it grows) (also through a flag the function binds once to such a
     test: `apply_penalty = steps % 32 == 0`, `if apply_penalty:`; also combined: `if is_master and (step % N == 0 or
-    count == num_batches_per_epoch):`, `if step % args.log_interval == 0 or step == iters:`, and in a
+    count == num_batches_per_epoch):`, `if step % args.log_interval == 0 or step == iters:` (not a
+    modulus by an option the script declares with `default=1`: `add_argument("--log_interval",
+    default=1)` logs every step), `if i_batch >= len(train_loader) - 1:` (the last batch), and in a
     loop over the loss terms inside such a test, or in nested loops of reports or debugging output
     under a modulus or a debugging flag whose own bodies run no model (`if step % val_every == 0: for
     name, loader in val_loaders.items(): ... print(metrics.compute())`; a validation pass's batches
