@@ -557,15 +557,7 @@ def _throttle_around_loop(loop: Node) -> Optional[Node]:
 
 def _runs_a_model_itself(loop: Node) -> bool:
     """Does a statement of the loop's own body (not of a nested loop) call a model or take a step?"""
-    body = loop.child_by_field_name("body")
-    if body is None:
-        return False
-    for match in _RUNS_A_MODEL.finditer(body.text or b""):
-        at = body.start_byte + match.start()
-        node = body.descendant_for_byte_range(at, at)
-        if node is not None and repeating_loop(node) == loop:
-            return True
-    return False
+    return _own_call(loop, _RUNS_A_MODEL) is not None
 
 
 def _throttle_between(node: Node, loop: Node) -> Optional[Node]:
@@ -2024,8 +2016,8 @@ def _loads_each_iteration(loop: Node) -> Optional[str]:
 
 
 def _own_call(loop: Node, pattern: "re.Pattern[bytes]") -> Optional[str]:
-    """The first group that matched, of the first match of `pattern` in the loop's own body (not a
-    nested loop's)."""
+    """The first group that matched (the whole match for a pattern without groups), of the first
+    match of `pattern` in the loop's own body (not a nested loop's)."""
     body = loop.child_by_field_name("body")
     if body is None:
         return None
@@ -2033,7 +2025,7 @@ def _own_call(loop: Node, pattern: "re.Pattern[bytes]") -> Optional[str]:
         at = body.start_byte + match.start()
         node = body.descendant_for_byte_range(at, at)
         if node is not None and repeating_loop(node) == loop:
-            return next(group for group in match.groups() if group is not None).decode()
+            return next((group for group in match.groups() if group is not None), match.group(0)).decode()
     return None
 
 
