@@ -610,3 +610,39 @@ def test_a_batchs_predictions_handed_to_its_items_are_results() -> None:
         ),
         (18, 53, "AL100", "warning", "`.tolist()` inside a loop: the host waits for the GPU on every iteration"),
     ]
+
+
+MOVED_ITSELF = dedent(
+    """\
+    import torch
+    import torch.nn.functional as F
+
+
+    def train(generator, optimizer, loader, device, stdout_interval):
+        for steps, batch in enumerate(loader):
+            x, y_mel = batch
+            x = x.to(device, non_blocking=True)
+            y_mel = y_mel.to(device, non_blocking=True)
+            loss = F.l1_loss(generator(x), y_mel)
+            loss.backward()
+            optimizer.step()
+            if steps % stdout_interval == 0:
+                print(F.l1_loss(y_mel, generator(x)).item())
+    """
+)
+
+
+def test_a_part_unpacked_beside_moved_parts_and_moved_itself_is_on_the_device() -> None:
+    """`x, y_mel = batch`, then both moved: `y_mel` after its own move is a CUDA tensor, and a loss
+    of it read every few steps is reported (the rule of the test above is asked at the read, of
+    the value read, not of every name a value was made from)."""
+    assert findings(MOVED_ITSELF) == [
+        (
+            14,
+            49,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU only on iterations where `steps % "
+            "stdout_interval == 0`",
+        ),
+    ]

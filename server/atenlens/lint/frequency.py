@@ -71,6 +71,7 @@ from atenlens.lint.syntax import (
     definition_holder,
     dotted_name,
     method_name,
+    module_code,
     receiver,
     repeating_loop,
     strip_parens,
@@ -723,8 +724,11 @@ def is_throttle(condition: Node) -> bool:
     while condition.type == "parenthesized_expression" and condition.named_child_count == 1:
         condition = condition.named_children[0]
     kind = condition.type
-    if kind in ("comparison_operator", "call", "subscript") and _DEBUG_ENVIRONMENT.search(text(condition)):
-        return True  # `if os.getenv("LTX2_PIPELINE_DEBUG_LOG", "0") == "1":` a debugging switch
+    said = text(condition)
+    # (a substring test first: most conditions read no environment variable)
+    if kind in ("comparison_operator", "call", "subscript") and ("environ" in said or "getenv" in said):
+        if _DEBUG_ENVIRONMENT.search(said):
+            return True  # `if os.getenv("LTX2_PIPELINE_DEBUG_LOG", "0") == "1":` a debugging switch
     if kind == "boolean_operator":
         left = condition.child_by_field_name("left")
         right = condition.child_by_field_name("right")
@@ -743,7 +747,7 @@ def is_throttle(condition: Node) -> bool:
             return True
         if _opt_in_logging(condition):
             return True
-        if _CLOCK_INTERVAL.search(text(condition)):
+        if "last" in said and _CLOCK_INTERVAL.search(said):
             return True  # `current_time - last_logging > args.log_freq_time`: once per interval of wall time
         if _creates_state(condition):
             return True
@@ -1169,16 +1173,13 @@ def _every_one(divisor: Optional[Node]) -> bool:
     divisor = strip_parens(divisor)
     if divisor.type == "integer":
         return text(divisor) == "1"
-    module = divisor
-    while module.parent is not None:
-        module = module.parent
     if divisor.type == "attribute" and _SETTINGS_OWNER.search(text(divisor.child_by_field_name("object"))):
-        return _argument_default_one(module, text(divisor.child_by_field_name("attribute")))
+        return _argument_default_one(divisor, text(divisor.child_by_field_name("attribute")))
     if divisor.type != "identifier":
         return False
     # (the module's own statements, not its text: this runs for every throttle the rules test)
     name = text(divisor)
-    for statement in module.named_children:
+    for statement in module_code(divisor):
         assignment = statement.named_children[0] if statement.type == "expression_statement" else None
         if assignment is not None and assignment.type == "assignment":
             left, right = assignment.child_by_field_name("left"), assignment.child_by_field_name("right")
@@ -1206,18 +1207,16 @@ def _at_the_last_item(comparison: Node) -> bool:
     )
 
 
-def _argument_default_one(module: Node, option: str) -> bool:
+def _argument_default_one(node: Node, option: str) -> bool:
     """Does the module's own code (a `__main__` block, not a definition the prefilter may leave
     out) declare `parser.add_argument("--log_interval", type=int, default=1)`? Then `step %
     args.log_interval == 0` holds on every step unless the user asks otherwise."""
     spelled = rb"(?:" + re.escape(option.encode()) + rb"|" + re.escape(option.replace("_", "-").encode()) + rb")"
     declared = re.compile(rb"add_argument\(\s*[\"']--" + spelled + rb"[\"'][^()]*?\bdefault\s*=\s*1\s*[,)]")
-    for statement in module.named_children:
-        if statement.type in ("function_definition", "class_definition", "decorated_definition"):
-            continue
-        if b"add_argument" in (statement.text or b"") and declared.search(statement.text or b""):
-            return True
-    return False
+    return any(
+        b"add_argument" in (statement.text or b"") and declared.search(statement.text or b"")
+        for statement in module_code(node)
+    )
 
 
 def is_counter_bound(node: Node) -> bool:
@@ -1412,23 +1411,18 @@ def _bound_integer(name: Node) -> Optional[int]:
 
 
 def _bound_expression(name: Node) -> Optional[Node]:
-    """The value that `name` is bound to by the one assignment of it in its scope (the function,
-    or the module's code), written as a statement of a block that holds the read, before it: `n =
-    10`, or its part of `max_len, chunk_size = 300, 30`; None otherwise."""
+    """The value that `name` is bound to by the one assignment of it in its scope: in a function,
+    `_bound_value`; in the module's code, an assignment written as a statement of a block that
+    holds the read, before it (`n = 10`, or its part of `max_len, chunk_size = 300, 30`, in a
+    `__main__` smoke test); None otherwise."""
     scope = next((a for a in ancestors(name) if a.type in ("function_definition", "module")), None)
     if scope is None:
         return None
+    if scope.type == "function_definition":
+        return _bound_value(name)  # (bound once in the function, before the read)
+    # the module's own code, not its definitions (other scopes, and left out of some parses)
     word = re.escape(text(name).encode())
-    if scope.type == "module":
-        # the module's own code, not its definitions (other scopes, and left out of some parses)
-        parts = [
-            c
-            for c in scope.named_children
-            if c.type not in ("function_definition", "class_definition", "decorated_definition")
-        ]
-        data = b"\n".join(c.text or b"" for c in parts)
-    else:
-        data = scope.text or b""
+    data = b"\n".join(c.text or b"" for c in module_code(scope))
     # (a statement's target of its own, or one of a row of names: `a, n = 3, 10`; not a keyword
     # argument, `f(1, n, device=d)`)
     assigned = rb"^[ \t]*(?:[\w.]+[ \t]*,[ \t]*)*" + word + rb"(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*(?:[-+*/%]|//)?=(?!=)"
@@ -2084,7 +2078,7 @@ def _walks_inputs(loop: Node) -> bool:
     faces (`for i, img_path in enumerate(input_img_list):`, `for path in glob(...)`, `for idx,
     cropped_face in enumerate(helper.cropped_faces):`)?"""
     target, iterable = loop.child_by_field_name("left"), loop.child_by_field_name("right")
-    names = [n for n in ([target] if target is not None and target.type == "identifier" else []) if n is not None]
+    names = [target] if target is not None and target.type == "identifier" else []
     if target is not None and target.type in ("pattern_list", "tuple_pattern"):
         names = [c for c in target.named_children if c.type == "identifier"]
     if any(_INPUT_NAME.search(text(n)) for n in names):

@@ -66,6 +66,7 @@ from atenlens.lint.syntax import (
     dotted_name,
     is_true,
     method_name,
+    module_code,
     receiver,
     repeating_loop,
     strip_parens,
@@ -599,9 +600,15 @@ def collated_lists(ctx: LintContext) -> frozenset[str]:
     return cached
 
 
-def _collated_list(ctx: LintContext, subscript: Node) -> bool:
+def _host_key(ctx: LintContext, subscript: Node) -> bool:
+    """Is the item a key names a host value: a list a collate function of the file built
+    (`batch["drop_image_embeds"]`), text (`outputs[0]["generated_text"]`, `["content"]`) or a rate
+    (`output["rtf"]`, `meta["sample_rate"]`)?"""
     key = subscript.child_by_field_name("subscript")
-    return key is not None and key.type == "string" and string_value(key) in collated_lists(ctx)
+    if key is None or key.type != "string":
+        return False
+    name = string_value(key)
+    return bool(_TEXT_KEY.match(name) or _RATE_NAME.search(name)) or name in collated_lists(ctx)
 
 
 _COLLATE_HEADER = re.compile(rb"(?:@[^\n]*\n)*(?:async\s+)?def\s+\w*collat\w*\s*\(")
@@ -866,13 +873,8 @@ def _device_of(ctx: LintContext, node: Node, depth: int) -> Device:
     if kind == "subscript":
         if _made_on_the_cpu_each(ctx, node.child_by_field_name("value"), depth):
             return Device.CPU
-        if _collated_list(ctx, node):
-            return Device.HOST  # `batch["drop_image_embeds"]`: a list the collate function built
-        key = node.child_by_field_name("subscript")
-        if key is not None and key.type == "string" and _TEXT_KEY.match(string_value(key)):
-            return Device.HOST  # `outputs[0]["generated_text"][-1]["content"]`: text
-        if key is not None and key.type == "string" and _RATE_NAME.search(string_value(key)):
-            return Device.HOST  # `output["rtf"]`, `meta["sample_rate"]`: a rate, a number
+        if _host_key(ctx, node):
+            return Device.HOST
         inner = device_of(ctx, node.child_by_field_name("value"), depth + 1)
         return inner  # an element of a tensor lives where the tensor does; of a host value, on the host
     if kind == "comparison_operator" and _compares_with_string(node):
@@ -1317,7 +1319,7 @@ def _loop_element_device(ctx: LintContext, iterable: Optional[Node], path: tuple
             return Device.UNKNOWN
         items = [Device.HOST if _literal_data(c) else device_of(ctx, c, depth + 1) for c in elements]
         return items[0] if items and len(set(items)) == 1 else Device.UNKNOWN
-    if iterable.type == "subscript" and _collated_list(ctx, iterable):
+    if iterable.type == "subscript" and _host_key(ctx, iterable):
         return Device.HOST  # `for flag in batch["drop_image_embeds"]:` a list the collate function built
     if iterable.type in ("subscript", "attribute", "binary_operator", "comparison_operator"):
         return _tensor_rows(ctx, iterable, depth)  # `for row in scores[mask]:` rows of a tensor
@@ -1966,7 +1968,8 @@ def moved_to_device_later(ctx: LintContext, node: Node) -> bool:
     """`labels[labels == pad] = -100` ... `labels = labels.to(device)`, or `targets =
     labels.to(device)` before or after the read: the value read (through subscripts and attributes
     of a name) is moved to the device somewhere in its function under the same binding, so it is
-    on the host where it is read: code does not move what is on the device already. (A value
+    on the host where it is read: code does not move what is on the device already; so is a part
+    unpacked beside a part moved later (`batch, gotit = batch`, then `to_cuda_(batch)`). (A value
     proven on the device stays so: this is asked only of values of unknown device.)"""
     root = strip_parens(node)
     if root.type in ("comparison_operator", "binary_operator"):
@@ -1982,6 +1985,8 @@ def moved_to_device_later(ctx: LintContext, node: Node) -> bool:
     binding = _binding(ctx, root)
     if _moved_in_scope(ctx, name, binding, scope):
         return True
+    if binding is not None and binding.unpacked_from is not None and _sibling_moved_later(binding):
+        return True  # `batch, gotit = batch`, then `to_cuda_(batch)`: the parts of a loader's host batch
     if binding is not None and binding.loop is not None:
         # `[... if label == 0 else ... for label in labels]` ... `labels.to(device)`: an element of it
         iterable = binding.loop.child_by_field_name("right")
@@ -2523,8 +2528,6 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
                 return False  # `udata = next(loader)`, then `clips = udata[0].to(device)`: a host batch
             return _in_training_loop(node)  # `batch = next(iterator)` inside a training loop
         if value is None:
-            if binding.unpacked_from is not None and _sibling_moved_later(binding):
-                return False  # `batch, gotit = batch`, then `to_cuda_(batch)`: a loader's host batch
             if binding.unpacked_from is not None:  # `loss, logits = model(x)`
                 part = _unpacked_part(binding)  # (`a, b = model(x), y`: its own part)
                 return _model_output(ctx, part if part is not None else binding.unpacked_from, depth + 1)
@@ -2703,15 +2706,10 @@ def _parts_moved(name: Node) -> bool:
     if function is not None:
         data = function.text or b""
     else:  # the module's own code, not its definitions (left out of some parses)
-        module = next((a for a in ancestors(name) if a.type == "module"), None)
-        kept = module.named_children if module is not None else []
-        data = b"\n".join(c.text or b"" for c in kept if c.type not in _DEFINITIONS)
+        data = b"\n".join(c.text or b"" for c in module_code(name))
     word = re.escape(text(name).encode())
     moved = rb"(?<![\w.])" + word + rb"\s*\[[^\]\n]*\]\s*\.\s*(?:to|cuda)\s*\("
     return re.search(moved, data) is not None
-
-
-_DEFINITIONS = ("function_definition", "class_definition", "decorated_definition")
 
 
 def _given_host_inputs(ctx: LintContext, call: Node, depth: int) -> bool:

@@ -18,6 +18,7 @@ SCOPE_TYPES = frozenset({"function_definition", "lambda", "class_definition", "m
 COMPREHENSION_TYPES = frozenset(
     {"list_comprehension", "set_comprehension", "dictionary_comprehension", "generator_expression"}
 )
+DEFINITION_TYPES = frozenset({"function_definition", "class_definition", "decorated_definition"})
 LITERAL_TYPES = frozenset(
     {
         "integer",
@@ -119,6 +120,16 @@ def is_true(node: Optional[Node]) -> bool:
 
 def is_false(node: Optional[Node]) -> bool:
     return node is not None and node.type == "false"
+
+
+def module_code(node: Node) -> list[Node]:
+    """The statements of the module around `node` that are no definitions: its own code (imports,
+    constants, a `__main__` block), which the prefilter always parses, unlike the definitions it
+    may leave out (lint/triggers.py)."""
+    module = node
+    while module.parent is not None:
+        module = module.parent
+    return [c for c in module.named_children if c.type not in DEFINITION_TYPES]
 
 
 def repeating_loop(node: Node) -> Optional[Node]:

@@ -313,6 +313,7 @@ from atenlens.lint.provenance import (
     TRAINING_STEP_EVIDENCE,
     VIEW_METHODS,
     Device,
+    class_text,
     converted_with_numpy,
     device_of,
     is_cpu_device,
@@ -722,12 +723,7 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             and site is not None
             and (
                 (_returned(call) and _collected(site, how.loop))
-                or (
-                    _returned_in_container(call)
-                    and how.loop is not None
-                    and not in_training_loop(how.loop)
-                    and training_step_function(ctx, call) is None
-                )
+                or (_returned_in_container(call) and _inference_loop(ctx, call, how) is not None)
             )
         ):
             # (also `out_dict["result"] = self.output.detach().cpu()` ... `return out_dict` in a
@@ -756,14 +752,11 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             )
         elif (
             caller is None
-            and how.loop is not None
             and method == "cpu"
-            and how.every_iteration
             and (_as_numpy(call) or (_bound_whole(call) and _EVALUATION_FUNCTION.search(function_name(call))))
-            and not _feeds_a_metric(call, how.loop)
-            and (walks_batches(how.loop) or infers_per_input(how.loop))
-            and not in_training_loop(how.loop)
-            and training_step_function(ctx, call) is None
+            and (loop := _inference_loop(ctx, call, how)) is not None
+            and not _feeds_a_metric(call, loop)
+            and (walks_batches(loop) or infers_per_input(loop))
         ):
             # `probs = model(x).cpu().numpy()` per batch of a loop over batches that takes no training
             # step: an inference pass bringing its output home for NumPy (a training loop's is a
@@ -779,14 +772,11 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             )
         elif (
             caller is None
-            and how.loop is not None
             and method == "tolist"
-            and how.every_iteration
             and _handed_out(call)
+            and (loop := _inference_loop(ctx, call, how)) is not None
+            and walks_batches(loop)
             and is_model_output(ctx, receiver(call))
-            and walks_batches(how.loop)
-            and not in_training_loop(how.loop)
-            and training_step_function(ctx, call) is None
         ):
             # `for sentence, score in zip(batch, scores.tolist()): sentence.set_label(...)` per batch of a
             # prediction loop: the batch's predictions brought home to be handed to its items
@@ -797,18 +787,10 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
                 "to hand them to its items (one copy per batch, as intended)",
             )
         again = _read_earlier_in_statement_why(call) if method in ("cpu", "tolist") and how.every_iteration else None
-        if (
-            again is None
-            and method == "cpu"
-            and how.every_iteration
-            and how.loop is not None
-            and not in_training_loop(how.loop)
-            and training_step_function(ctx, call) is None
-        ):
+        if again is None and method == "cpu" and _inference_loop(ctx, call, how) is not None:
             # (`outputs = outputs.detach().cpu().numpy()`, then `batch_y = batch_y.detach().cpu().numpy()`
             # in an inference loop; a training step's copies are each reported, as the labels have them)
-            drained = _drained_just_before(ctx, receiver(call), statement_of(call), copies=True)
-            again = f"the {drained[1]} on line {drained[0]} just before already waited for it" if drained else None
+            again = _drained_why(ctx, receiver(call), statement_of(call), copies=True)
         if again is not None:
             # (`ratio = desired.cpu() / norm.cpu()`: the second copy's value was waited for by the first)
             how = Frequency(how.loop, False, f"{how.how_often}, but {again}: no new wait")
@@ -934,37 +916,36 @@ def _returned(call: Node) -> bool:
     if parent is not None and parent.type == "return_statement":
         return True
     bound = _bound_to(node)
-    if bound is None:
-        return False
-    target, parent = bound
-    function = next((a for a in ancestors(call) if a.type == "function_definition"), None)
-    if target.type != "identifier" or function is None:
-        return False
-    returned = re.compile(rb"\breturn[ \t]+" + re.escape(text(target).encode()) + rb"[ \t]*(?:\n|#|$)")
-    return bool(returned.search(function.text or b"", parent.end_byte - function.start_byte))
+    return bound is not None and _returned_after(bound[0], bound[1])
 
 
 def _returned_in_container(call: Node) -> bool:
     """Does the function store this host copy under a key of a container that it returns
     (`out_dict["lq"] = self.lq.detach().cpu()` ... `return out_dict`)?"""
     bound = _bound_to(_host_copy(call))
-    if bound is None:
+    if bound is None or bound[0].type != "subscript":
         return False
-    target, parent = bound
-    container = target.child_by_field_name("value") if target.type == "subscript" else None
-    function = next((a for a in ancestors(call) if a.type == "function_definition"), None)
-    if container is None or container.type != "identifier" or function is None:
-        return False
-    returned = re.compile(rb"\breturn[ \t]+" + re.escape(text(container).encode()) + rb"[ \t]*(?:\n|#|$)")
-    return bool(returned.search(function.text or b"", parent.end_byte - function.start_byte))
+    container = bound[0].child_by_field_name("value")
+    return container is not None and _returned_after(container, bound[1])
 
 
-def _read_earlier_in_statement(call: Node, statement: Node, owner: Optional[Node] = None) -> Optional[int]:
+def _returned_after(name: Node, statement: Node) -> bool:
+    """Does the function around `statement` return `name` (an identifier) after it?"""
+    function = next((a for a in ancestors(statement) if a.type == "function_definition"), None)
+    if name.type != "identifier" or function is None:
+        return False
+    returned = re.compile(rb"\breturn[ \t]+" + re.escape(text(name).encode()) + rb"[ \t]*(?:\n|#|$)")
+    return bool(returned.search(function.text or b"", statement.end_byte - function.start_byte))
+
+
+def _read_earlier_in_statement(
+    call: Node, statement: Node, owner: Optional[Node] = None, copies: bool = False
+) -> Optional[int]:
     """`self.log(total=loss.item(), recon=parts.recon.item())`, `(float(logits.sum()),
-    bool(max_equal))`: the line of a read (`.item()`, `int()`, `float()`) of the same statement
-    evaluated before this one, when this one reads a value already computed (`owner`, by default
-    the call's receiver: a name, an attribute, an item; nothing queued on the GPU in between, so
-    no new wait)."""
+    bool(max_equal))`: the line of a read (`.item()`, `int()`, `float()`; with `copies`, also a
+    blocking `.cpu()` or `.tolist()`) of the same statement evaluated before this one, when this
+    one reads a value already computed (`owner`, by default the call's receiver: a name, an
+    attribute, an item; nothing queued on the GPU in between, so no new wait)."""
     owner = receiver(call) if owner is None else owner
     while owner is not None and owner.type == "call" and method_name(owner) == "detach" and not arguments(owner)[0]:
         owner = receiver(owner)  # (`phi_loss.detach().item()`: a view, no work queued)
@@ -972,7 +953,11 @@ def _read_earlier_in_statement(call: Node, statement: Node, owner: Optional[Node
         return None
     if _base_name(owner) is None:
         return None  # (`int(box[3] + 1)`: the sum is new work on the GPU; `rows[start + n]` is not)
-    earlier = [n for n in _walk(statement) if n.type == "call" and n.end_byte <= call.start_byte and _a_read(n)]
+    earlier = [
+        n
+        for n in _walk(statement)
+        if n.type == "call" and n.end_byte <= call.start_byte and (_a_read(n) or (copies and _blocking_copy(n)))
+    ]
     return min(earlier, key=lambda n: n.start_byte).start_point[0] + 1 if earlier else None
 
 
@@ -982,18 +967,8 @@ def _read_earlier_in_statement_why(call: Node) -> Optional[str]:
     owner = receiver(call)
     if owner is None or owner.type != "identifier":
         return None  # (`a.cpu() / b.sum().cpu()`: the sum is new work)
-    statement = statement_of(call)
-    earlier = [
-        n
-        for n in _walk(statement)
-        if n.type == "call"
-        and n.end_byte <= call.start_byte
-        and (_a_read(n) or (method_name(n) in ("cpu", "tolist") and not any(arguments(n))))
-    ]
-    if not earlier:
-        return None
-    line = min(earlier, key=lambda n: n.start_byte).start_point[0] + 1
-    return f"an earlier read of this statement (line {line}) already waited"
+    line = _read_earlier_in_statement(call, statement_of(call), copies=True)
+    return f"an earlier read of this statement (line {line}) already waited" if line is not None else None
 
 
 def _walk(node: Node) -> Iterator[Node]:
@@ -1046,10 +1021,7 @@ def _read_just_before(ctx: LintContext, call: Node) -> Optional[str]:
         # (not when the block above ran `loss.backward()` / `optimizer.step()` after its last
         # read: this read waits for that work)
         return f"the value was read on line {previous.start_point[0] + 1} just before"
-    drained = _drained_just_before(ctx, receiver(call), statement)
-    if drained is not None:
-        return f"the {drained[1]} on line {drained[0]} just before already waited for it"
-    return None
+    return _drained_why(ctx, receiver(call), statement)
 
 
 def _condition_waited_for(ctx: LintContext, owner: Node, condition: Node) -> bool:
@@ -1192,6 +1164,20 @@ def _base_name(node: Node) -> Optional[Node]:
             return None
         base = strip_parens(inner)
     return base if base.type == "identifier" else None
+
+
+def _drained_why(ctx: LintContext, owner: Optional[Node], statement: Node, copies: bool = False) -> Optional[str]:
+    """`_drained_just_before`, said as the reason for "no new wait"."""
+    drained = _drained_just_before(ctx, owner, statement, copies)
+    return f"the {drained[1]} on line {drained[0]} just before already waited for it" if drained else None
+
+
+def _inference_loop(ctx: LintContext, call: Node, how: Frequency) -> Optional[Node]:
+    """The loop `call` runs on every iteration of, when that loop takes no training step and no
+    function around `call` takes one (a validation, a prediction, an inference pass)."""
+    if how.loop is None or not how.every_iteration or in_training_loop(how.loop):
+        return None
+    return how.loop if training_step_function(ctx, call) is None else None
 
 
 def _logs_a_tensor(ctx: LintContext, call: Node) -> bool:
@@ -2333,7 +2319,8 @@ def _scaler_turned_off(ctx: LintContext, owner: Node) -> bool:
         return False
     holder = next((a for a in ancestors(owner) if a.type == "class_definition"), None)
     made = re.compile(rb"\b" + re.escape(name.encode()) + rb"\s*=\s*[\w.]*GradScaler\(([^()]*)\)")
-    found = made.findall(holder.text or b"") if holder is not None else []
+    # (the class's whole text: its `__init__` may be left out of the parse)
+    found = made.findall(class_text(ctx, holder)) if holder is not None else []
     return bool(found) and all(re.search(rb"\benabled\s*=\s*False\b", args) for args in found)
 
 
