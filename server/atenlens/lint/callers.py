@@ -186,11 +186,19 @@ _TRAINS = re.compile(r"should_(?:train|learn|update|optimi[sz]e)|\b_?(?:train|le
 def _runs_rarely_at(ctx: LintContext, call: Node, depth: int, once: bool, per_call: bool = False) -> Optional[str]:
     """Where `call` (not in a test) runs rarely: on an error path, under a throttle that speaks of
     steps or logging, in `main` or set-up (`__init__`, `setup`, a loader) outside any loop, in
-    module-level code outside any loop, or (one level up) in a function that this file calls only
+    module-level code outside any loop or in a loop of a few iterations there, or (one level up) in a function that this file calls only
     so; None otherwise."""
     caller = next((a for a in ancestors(call) if a.type in SCOPE_TYPES), None)
     if caller is None or caller.type == "module":
-        return "from module-level code" if repeating_loop(call) is None else None
+        loop = repeating_loop(call)
+        if loop is None:
+            return "from module-level code"
+        # (`for channels in [30, 32, 64]: check_gradient_numerical(channels)` in a test script)
+        return (
+            "from a short loop of module-level code"
+            if runs_a_few_times(loop) and repeating_loop(loop) is None
+            else None
+        )
     if caller.type != "function_definition":
         return None
     caller_name = function_name(call)

@@ -102,6 +102,7 @@ class LintContext:
     _module_classes: frozenset[str]
     _may_page: bool
     _sync_aliases: frozenset[str]
+    _names_from_time: frozenset[str]
     _torch_aliases: frozenset[str]
     _waiting_function_calls: tuple[tuple[int, int], list[Node]]
 

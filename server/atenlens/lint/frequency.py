@@ -1897,11 +1897,23 @@ def chunked_walk(loop: Optional[Node]) -> Optional[tuple[str, str]]:
     nothing to the device: tensor
     work over an existing tensor in chunks, usually a search or a metric whose result is wanted on
     the host, which reads once per chunk of rows rather than once per item; None otherwise."""
+    positional = _range_in_steps(loop)
+    body = loop.child_by_field_name("body") if loop is not None else None
+    if positional is None or body is None or positional[2].type not in ("identifier", "attribute"):
+        return None
+    measured = _rows_of(positional[1])
+    if measured is None or _RUNS_A_MODEL.search(body.text or b"") or _MOVES_TO_DEVICE.search(body.text or b""):
+        return None
+    return measured, text(positional[2])
+
+
+def _range_in_steps(loop: Optional[Node]) -> Optional[list[Node]]:
+    """The three arguments of `for start in range(0, n, step):` (or `trange(...)`,
+    `tqdm(range(...))`); None for another loop."""
     if loop is None or loop.type != "for_statement":
         return None
     iterable = loop.child_by_field_name("right")
-    body = loop.child_by_field_name("body")
-    if iterable is None or body is None or iterable.type != "call":
+    if iterable is None or iterable.type != "call":
         return None
     name = dotted_name(callee(iterable)) or ""
     if name.split(".")[-1] == "tqdm":
@@ -1911,12 +1923,15 @@ def chunked_walk(loop: Optional[Node]) -> Optional[tuple[str, str]]:
     if name.split(".")[-1] not in ("range", "trange"):
         return None
     positional, _ = arguments(iterable)
-    if len(positional) != 3 or positional[2].type not in ("identifier", "attribute"):
-        return None
-    measured = _rows_of(positional[1])
-    if measured is None or _RUNS_A_MODEL.search(body.text or b"") or _MOVES_TO_DEVICE.search(body.text or b""):
-        return None
-    return measured, text(positional[2])
+    return positional if len(positional) == 3 else None
+
+
+def infers_in_chunks(loop: Node) -> bool:
+    """Does `loop` run a model on each chunk of an input (`for f in range(0, video_length,
+    neighbor_stride): pred = model(frames[:, f : f + n])`)? Each iteration is one inference's
+    worth of the input, so what it brings home is that inference's result."""
+    positional = _range_in_steps(loop)
+    return positional is not None and positional[2].type != "integer" and runs_a_model(loop)
 
 
 # A chunk moved to the device in the loop (`z[i : i + bs].to(device)`): batches streamed through

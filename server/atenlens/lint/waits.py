@@ -63,8 +63,18 @@ _TORCH_CUDA = rb"torch\.cuda"
 _IMPORTS_FROM_TORCH_CUDA = re.compile(rb"[ \t]+".join((b"from", _TORCH_CUDA, b"import")))
 
 
-def is_clock_read(call: Node) -> bool:
-    return dotted_name(callee(call)) in CLOCK_NAMES
+def is_clock_read(ctx: LintContext, call: Node) -> bool:
+    """`time.perf_counter()`, `perf_counter()`, or a bare `time()` where the file imports it with
+    `from time import time` (a bare `time()` of another kind is not a clock the file shows)."""
+    name = dotted_name(callee(call))
+    return name in CLOCK_NAMES or (name == "time" and "time" in _names_from_time(ctx))
+
+
+def _names_from_time(ctx: LintContext) -> frozenset[str]:
+    cached: Optional[frozenset[str]] = getattr(ctx, "_names_from_time", None)
+    if cached is None:
+        cached = ctx._names_from_time = names_imported_from(ctx.source.whole_data, rb"time")
+    return cached
 
 
 def synchronize_aliases(ctx: LintContext) -> frozenset[str]:

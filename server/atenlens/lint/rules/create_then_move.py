@@ -58,7 +58,8 @@ What it does:
 
     Quick fix, offered only in the simple, safe cases: the move is called on the factory's call,
     the factory has no `device=` and no `**kwargs`, it is not a random draw (`randn`, `rand`,
-    `randint`, `randperm`) after its function (or a function it is nested in) seeds the default
+    `randint`, `randperm`) after its function (or a function it is nested in, or the module's own
+    code above that function: a test file's `torch.manual_seed(3)`) seeds the default
     generators (`torch.manual_seed(...)`, `seed_everything(...)`, `set_seed(...)`, or a call of a
     module-level function of the file that does, `_init_env(rank)`: the GPU's generator gives other numbers for the
     same seed; in a unit test, which compares with numbers drawn before, such a draw is
@@ -201,15 +202,20 @@ def _none_unless_given(ctx: LintContext, device: Node) -> bool:
 
 
 def _seeded_before(ctx: LintContext, move: Node) -> bool:
-    """Are the default generators seeded before `move`, in its own function (in a script's
-    module-level code: anywhere above it)? A seed set elsewhere (another test, a `__main__` block
-    that runs the tests) says nothing of what this draw must give."""
+    """Are the default generators seeded before `move`, in its own function or in the module's
+    own code above that function (in a script's module-level code: anywhere above it)? A seed set
+    elsewhere (another test, a `__main__` block that runs the tests) says nothing of what this
+    draw must give."""
     # (the outermost function: `run_model` seeds, then its nested `run_epochs` draws)
     function = next((a for a in reversed(list(ancestors(move))) if a.type == "function_definition"), None)
     data = ctx.source.whole_data
     if function is None:
         return bool(seeding_calls(data, 0, move.start_byte))
     if seeding_calls(data, function.start_byte, move.start_byte):
+        return True
+    # `torch.manual_seed(3)` in the module's own code above the function (a test file's seed, set
+    # when the module is loaded, before any of its functions draws)
+    if any(at == 0 or data[at - 1] == 0x0A for at in seeding_calls(data, 0, function.start_byte)):
         return True
     # `_init_bagua_env(rank, env)` above the draw: a function of this file that seeds them
     seeding = seeding_functions(ctx)

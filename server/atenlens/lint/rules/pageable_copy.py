@@ -31,6 +31,9 @@ What it does:
     for t in ts}`). An empty tensor (`torch.zeros(0, dtype=torch.int64)`, `torch.tensor([])`) copies nothing. A file
     that page-locks memory in place with `cudaHostRegister` (through `torch.cuda.cudart()`) is
     trusted with all its copies.
+    A copy that runs once per run or per object (outside any loop, in module-level code, in
+    `main`, in set-up such as `__init__`, or in a function that the file calls only from there)
+    is reported at information level: the wait is real but paid once.
 
 Why it matters:
     A host-to-device copy can run asynchronously only from page-locked memory. From ordinary
@@ -56,8 +59,10 @@ from typing import Iterator, Optional
 from tree_sitter import Node
 
 from atenlens.codes import Code
+from atenlens.lint.callers import built_per_item, rare_callers
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
+from atenlens.lint.frequency import SET_UP_FUNCTION, function_name
 from atenlens.lint.provenance import (
     TORCH_FACTORIES,
     VIEW_METHODS,
@@ -73,8 +78,18 @@ from atenlens.lint.provenance import (
     to_device_argument,
 )
 from atenlens.lint.registry import Rule
-from atenlens.lint.source import definition_text
-from atenlens.lint.syntax import arguments, callee, dotted_name, is_true, method_name, receiver, strip_parens, text
+from atenlens.lint.source import ancestors, definition_text
+from atenlens.lint.syntax import (
+    arguments,
+    callee,
+    dotted_name,
+    is_true,
+    method_name,
+    receiver,
+    repeating_loop,
+    strip_parens,
+    text,
+)
 
 COPY_METHODS = ("to", "cuda", "copy_")
 # Methods that take an item out of a container (a list, a deque, a queue) or make a contiguous view.
@@ -131,12 +146,38 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             # tensors are handed in, kept, taken out) or makes no batch that may be pageable
             continue
         keyword = arguments(call)[1]["non_blocking"].parent or call
-        yield ctx.finding(
-            Code.PAGEABLE_COPY,
+        message = (
             "`non_blocking=True` copy from memory not known to be pinned: from pageable memory the host "
-            "waits for the copy; pin the source (`.pin_memory()`, `DataLoader(pin_memory=True)`)",
-            keyword,
+            "waits for the copy; pin the source (`.pin_memory()`, `DataLoader(pin_memory=True)`)"
         )
+        once = _runs_once(ctx, call)
+        if once is None:
+            yield ctx.finding(Code.PAGEABLE_COPY, message, keyword)
+        else:
+            yield ctx.finding(
+                Code.PAGEABLE_COPY,
+                f"{message}; it runs {once}: a small cost, not paid every step",
+                keyword,
+                severity="information",
+            )
+
+
+def _runs_once(ctx: LintContext, call: Node) -> Optional[str]:
+    """How often a copy outside any loop runs, where that is once per run or per object: in
+    module-level code, in `main`, in set-up (`__init__`, `setup`, `load_*`), or in a function that
+    every call in the file makes so (`rare_callers`: only `__init__` calls it); None otherwise."""
+    if repeating_loop(call) is not None:
+        return None
+    function = next((a for a in ancestors(call) if a.type == "function_definition"), None)
+    if function is None:
+        return "once (module-level code)"
+    name = function_name(call)
+    if name == "main":
+        return "once per run (`main`)"
+    if SET_UP_FUNCTION.search(name) and not (name == "__init__" and built_per_item(function)):
+        return f"once per call of `{name}` (set-up, not a step)"
+    rare = rare_callers(ctx, call, once=True)
+    return f"in {rare}" if rare is not None else None
 
 
 # torch calls that make a tensor on the host from Python or numpy data, or from a file

@@ -4,13 +4,16 @@ What it does:
     Flags, inside a `for`/`while` loop or a comprehension (its body, a `while` condition, a
     comprehension's element and conditions; not a `for` loop's iterable or `else`, not a nested
     `def`/`lambda`), each way the host reads a tensor that is on the GPU:
-    `.item()`, `.tolist()`, a blocking `.cpu()`; `float(t)`, `int(t)`, `bool(t)`, `str(t)`;
+    `.item()`, `.tolist()`, a blocking `.cpu()`; `float(t)`, `int(t)`, `bool(t)`, `str(t)`, and
+    the math module's one-argument functions (`math.isnan(grad_norm)`, `math.sqrt(t)`: they convert
+    with `__float__`);
     a tensor built from a list of CUDA tensors (`torch.tensor([torch.min(x), torch.max(x)])`: one
     read per element); a CUDA tensor as a slice bound (`masks[i, y1:y2]` with `y1, y2` unpacked
     from a box on the GPU: `__index__` reads it);
     a tensor as a condition (`if torch.isnan(loss) or torch.isinf(loss):`, `if mask.any():`,
     `while t:`, `x if t else y`, `[i for i, k in enumerate(mask) if k]`, `assert t`); printing or formatting it (`print(loss)`, `f"{loss}"`,
-    `"loss=%.4f" % loss`; not the text a chat model yields, `for response, history in
+    `"loss=%.4f" % loss`, `("%11s" * 2 + "%11.4g" * 3) % (epoch, i, *mloss)`,
+    `"{:.4f}".format(loss)`; not the text a chat model yields, `for response, history in
     model.stream_chat(...)`), logging it with TensorBoard's `writer.add_scalar(tag, loss, step)`
     (the writer copies it to the host as a number); and
     operations whose output shape depends on the data (`.nonzero()`, `torch.nonzero`,
@@ -295,6 +298,7 @@ from atenlens.lint.frequency import (
     frequency,
     function_name,
     in_training_loop,
+    infers_in_chunks,
     infers_per_input,
     is_counter_bound,
     is_test_name,
@@ -348,6 +352,11 @@ from atenlens.lint.waits import is_clock_read, is_device_synchronize
 
 SYNC_METHODS = ("item", "tolist", "cpu")
 CONVERSIONS = ("float", "int", "bool", "str")
+# `math.isnan(grad_norm)`: the math module converts its argument with `__float__`, which reads a
+# tensor on the host as `float(t)` does (one-argument functions only)
+MATH_CONVERSIONS = frozenset(
+    f"math.{name}" for name in ("isnan", "isinf", "isfinite", "floor", "ceil", "trunc", "sqrt", "exp", "log", "fabs")
+)
 # (`bincount`: its length is the input's largest value plus one, read on the host first)
 DATA_DEPENDENT_METHODS = ("nonzero", "unique", "argwhere", "unique_consecutive", "masked_select", "bincount")
 DATA_DEPENDENT_FUNCTIONS = frozenset(
@@ -362,8 +371,9 @@ TENSOR_BUILDERS = frozenset(
 CALLS = frozenset(
     SYNC_METHODS
     + CONVERSIONS
+    + tuple(name.split(".")[-1] for name in MATH_CONVERSIONS)
     + DATA_DEPENDENT_METHODS
-    + ("where", "print", "step", "add_scalar", "repeat_interleave")
+    + ("where", "print", "format", "step", "add_scalar", "repeat_interleave")
     + tuple(name.split(".")[-1] for name in TENSOR_BUILDERS)
 )
 _KEYWORDS = re.compile(rb"\b(if|elif|while|assert)\b")
@@ -399,6 +409,7 @@ def check(ctx: LintContext) -> Iterator[Finding]:
     yield from _nonfinite_checks(ctx)
     yield from _fstrings(ctx)
     yield from _percent_formats(ctx)
+    yield from _string_formats(ctx)
     yield from _masked_reads(ctx)
     yield from _scaler_steps(ctx)
 
@@ -753,10 +764,19 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
         elif (
             caller is None
             and method == "cpu"
-            and (_as_numpy(call) or (_bound_whole(call) and _EVALUATION_FUNCTION.search(function_name(call))))
+            and (
+                _as_numpy(call)
+                or (_bound_whole(call) and _EVALUATION_FUNCTION.search(function_name(call)))
+                or _copy_bound_to(call) is not None
+            )
             and (loop := _inference_loop(ctx, call, how)) is not None
             and not _feeds_a_metric(call, loop)
-            and (walks_batches(loop) or infers_per_input(loop))
+            and (walks_batches(loop) or infers_per_input(loop) or infers_in_chunks(loop))
+            and (
+                _as_numpy(call)
+                or (_bound_whole(call) and _EVALUATION_FUNCTION.search(function_name(call)))
+                or _read_as_numpy_later(ctx, call, loop)
+            )
         ):
             # `probs = model(x).cpu().numpy()` per batch of a loop over batches that takes no training
             # step: an inference pass bringing its output home for NumPy (a training loop's is a
@@ -766,7 +786,7 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
                 False,
                 "on every iteration of a loop that takes no training step, bringing the output home as NumPy "
                 "(`t.cpu().numpy()`: an inference pass's result, one copy per batch)"
-                if _as_numpy(call)
+                if _as_numpy(call) or not _bound_whole(call) or not _EVALUATION_FUNCTION.search(function_name(call))
                 else f"on every iteration of a loop in `{function_name(call)}` that takes no training step, "
                 "bringing the output home (`samples = out.cpu()`: an evaluation's result, one copy per batch)",
             )
@@ -824,7 +844,7 @@ def _clock_read_next(ctx: LintContext, node: Node) -> Optional[int]:
             return None
         calls = list(ctx.calls_within(after.start_byte, after.end_byte))
     for call in calls:
-        if is_clock_read(call):
+        if is_clock_read(ctx, call):
             return ctx.source.position(call.start_point)[0]
     return None
 
@@ -1142,7 +1162,7 @@ def _clock_bookkeeping(ctx: LintContext, statement: Node) -> bool:
         if node.type in ("integer", "float"):
             continue
         if node.type == "call":
-            if not is_clock_read(node):
+            if not is_clock_read(ctx, node):
                 return False
         elif node.type == "identifier":
             if device_of(ctx, node) is not Device.HOST:
@@ -1440,6 +1460,12 @@ _SAME_DATA = (
     "contiguous",
     "clone",
     "flatten",
+    # (the same data laid out for an image: `pred.cpu().permute(0, 2, 3, 1).numpy()`)
+    "permute",
+    "transpose",
+    "unsqueeze",
+    "view",
+    "reshape",
 )
 
 
@@ -1544,19 +1570,78 @@ _EVALUATION_FUNCTION = re.compile(r"valid|evaluat|_eval|^eval|predict|inference|
 def _bound_whole(call: Node) -> bool:
     """Is the host copy of a named value bound whole to a name (`samples = output_batch.output.cpu()`;
     not `correct = (pred == y).cpu()`, a metric the device could keep)?"""
+    target = _copy_bound_to(call)
+    return target is not None and target.parent is not None and target.parent.type == "assignment"
+
+
+def _copy_bound_to(call: Node) -> Optional[Node]:
+    """The name that the host copy of a named value is bound to, whole: `samples = out.cpu()`, or
+    its place in `imgs, outputs = imgs.cpu(), outputs.cpu()` (not `correct = (pred == y).cpu()`,
+    a metric the device could keep)."""
     owner = receiver(call)
     while owner is not None and owner.type == "call" and method_name(owner) in ("detach", "float"):
         owner = receiver(owner)
     if owner is None or owner.type not in ("identifier", "attribute", "subscript"):
-        return False
+        return None
     if any(n.type == "call" for n in _walk(owner)) or "loss" in text(owner).lower():
-        return False  # (`self._get_losses(out, y)[1].cpu()`: a loss computed for the copy, a metric)
+        return None  # (`self._get_losses(out, y)[1].cpu()`: a loss computed for the copy, a metric)
     node = _host_copy(call)
     parent = node.parent
-    if parent is None or parent.type != "assignment":
+    if parent is not None and parent.type == "expression_list":
+        values = [c for c in parent.named_children if c.type != "comment"]
+        assignment = parent.parent
+        left = assignment.child_by_field_name("left") if assignment is not None else None
+        if assignment is None or assignment.type != "assignment" or left is None or left.type != "pattern_list":
+            return None
+        targets = [c for c in left.named_children if c.type != "comment"]
+        if len(targets) != len(values) or assignment.child_by_field_name("right") != parent:
+            return None
+        target: Optional[Node] = targets[values.index(node)]
+    elif parent is not None and parent.type == "assignment" and parent.child_by_field_name("right") == node:
+        target = parent.child_by_field_name("left")
+    else:
+        return None
+    return target if target is not None and target.type == "identifier" else None
+
+
+def _read_as_numpy_later(ctx: LintContext, call: Node, loop: Node) -> bool:
+    """Is the name a host copy is bound to read later in the loop as NumPy, whole or a row of it
+    (`imgs, outputs = imgs.cpu(), outputs.cpu()`, then `am = outputs[j, ...].numpy()` per image)?
+    The copy is a result brought home for NumPy, as `t.cpu().numpy()` is."""
+    target = _copy_bound_to(call)
+    if target is None:
         return False
-    target = parent.child_by_field_name("left")
-    return target is not None and target.type == "identifier" and parent.child_by_field_name("right") == node
+    names, rows = [text(target)], []
+    for _ in range(2):  # (the copy, then a row of it bound to a name: `img = imgs[j, ...]`)
+        for name in ctx.identifiers(tuple(names), statement_of(call).end_byte, loop.end_byte):
+            node = name
+            while (
+                node.parent is not None
+                and node.parent.type == "subscript"
+                and node.parent.child_by_field_name("value") == node
+            ):
+                node = node.parent
+            parent = node.parent
+            if parent is None:
+                continue
+            if (
+                parent.type == "attribute"
+                and parent.child_by_field_name("object") == node
+                and text(parent.child_by_field_name("attribute")) == "numpy"
+            ):
+                return True
+            left = parent.child_by_field_name("left") if parent.type == "assignment" else None
+            if (
+                node != name
+                and left is not None
+                and left.type == "identifier"
+                and parent.child_by_field_name("right") == node
+            ):
+                rows.append(text(left))
+        if not rows:
+            break
+        names, rows = rows, []
+    return False
 
 
 def _host_copy(call: Node) -> Node:
@@ -1656,12 +1741,16 @@ def _single_argument(call: Node) -> Optional[Node]:
 
 
 def _conversions(ctx: LintContext) -> Iterator[Finding]:
-    for call in ctx.calls_in_loops(*CONVERSIONS):
+    for call in ctx.calls_in_loops(*CONVERSIONS, *(name.split(".")[-1] for name in MATH_CONVERSIONS)):
         name = dotted_name(callee(call))
         argument = _single_argument(call)
-        if name not in CONVERSIONS or argument is None:
+        if (name not in CONVERSIONS and name not in MATH_CONVERSIONS) or argument is None:
             continue
         if not ctx.in_loop(call) or not likely_device(ctx, argument):
+            continue
+        if name in MATH_CONVERSIONS and "loss" in text(argument).lower() and device_of(ctx, argument) is not Device.CUDA:
+            # (`math.isfinite(metrics["loss/mean"])`: the math module is given numbers; a loss whose
+            # device the file does not show is most often one already read, a float in a dict)
             continue
         how = frequency(call)
         statement = statement_of(call)
@@ -1721,6 +1810,33 @@ def _prints(ctx: LintContext) -> Iterator[Finding]:
         if shown is None:
             continue
         finding = _report(ctx, f"printing a CUDA tensor (`{_short(shown)}`)", call)
+        if finding is not None:
+            yield finding
+
+
+def _string_formats(ctx: LintContext) -> Iterator[Finding]:
+    """`"Grad Norm {:.6f}".format(grad_norm)`: `str.format` formats a tensor as an f-string does
+    (a 0-dim tensor through `.item()`). Only a string literal's `format`: `x.format(...)` may be
+    anything's."""
+    for call in ctx.calls_in_loops("format"):
+        function = callee(call)
+        owner = (
+            function.child_by_field_name("object") if function is not None and function.type == "attribute" else None
+        )
+        if owner is None or strip_parens(owner).type != "string" or not ctx.in_loop(call):
+            continue
+        positional, keywords = arguments(call)
+        shown = next(
+            (
+                value
+                for value in (*positional, *keywords.values())
+                if value.type not in ("string", "integer", "float") and likely_device(ctx, value)
+            ),
+            None,
+        )
+        if shown is None:
+            continue
+        finding = _report(ctx, f"formatting a CUDA tensor (`.format({_short(shown)})`)", call)
         if finding is not None:
             yield finding
 
@@ -2030,7 +2146,8 @@ def _fstrings(ctx: LintContext) -> Iterator[Finding]:
                 break
 
 
-_PERCENT = re.compile(rb"[\"']\s*(%)(?!=)")
+# (after a quote, or a bracket: `("%11s" * 2 + "%11.4g" * 5) % (...)`, `_built_string` decides)
+_PERCENT = re.compile(rb"[\"')]\s*(%)(?!=)")
 
 
 def _percent_formats(ctx: LintContext) -> Iterator[Finding]:
@@ -2042,11 +2159,11 @@ def _percent_formats(ctx: LintContext) -> Iterator[Finding]:
         if node is None or node.type != "binary_operator" or node.child_by_field_name("operator") != operator:
             continue
         left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-        if left is None or right is None or strip_parens(left).type != "string":
+        if left is None or right is None or not _built_string(left):
             continue
-        values = right.named_children if strip_parens(right).type == "tuple" else [right]
-        if strip_parens(right).type == "tuple":
-            values = strip_parens(right).named_children
+        values = strip_parens(right).named_children if strip_parens(right).type == "tuple" else [right]
+        # (`% (epoch, *mloss)`: the elements of a starred tensor are formatted one by one)
+        values = [v.named_children[0] if v.type == "list_splat" and v.named_children else v for v in values]
         shown = next(
             (v for v in values if v.type not in ("string", "integer", "float") and likely_device(ctx, v)), None
         )
@@ -2055,6 +2172,19 @@ def _percent_formats(ctx: LintContext) -> Iterator[Finding]:
         finding = _report(ctx, f"formatting a CUDA tensor (`% {_short(shown)}`)", node)
         if finding is not None:
             yield finding
+
+
+def _built_string(node: Node) -> bool:
+    """A string literal, or one built from literals: `("%11s" * 2 + "%11.4g" * 5)`."""
+    node = strip_parens(node)
+    if node.type == "string":
+        return True
+    if node.type != "binary_operator" or text(node.child_by_field_name("operator")) not in ("+", "*"):
+        return False
+    parts = [node.child_by_field_name("left"), node.child_by_field_name("right")]
+    return any(p is not None and _built_string(p) for p in parts) and all(
+        p is not None and (strip_parens(p).type == "integer" or _built_string(p)) for p in parts
+    )
 
 
 def _formats_host_value(interpolation: Node) -> bool:

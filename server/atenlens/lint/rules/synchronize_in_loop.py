@@ -101,7 +101,7 @@ def check(ctx: LintContext) -> Iterator[Finding]:
             clock_calls = [
                 (c.start_point[0], ctx.definition_of(c))
                 for c in ctx.calls(*CLOCK_FUNCTIONS, "elapsed_time", "record")
-                if is_clock_read(c) or method_name(c) == "elapsed_time" or _records_a_timing_event(c)
+                if is_clock_read(ctx, c) or method_name(c) == "elapsed_time" or _records_a_timing_event(c)
             ]
         # Only the clock reads of the same top-level definition (or of the module-level code)
         # time this synchronize: a clock in the next function is no part of the measurement.

@@ -172,7 +172,9 @@ def check(ctx: LintContext) -> Iterator[Finding]:
         within = [c for c in ctx.calls_within(start, end) if scope_for(c) == scope]
         if any(_spelled_as_a_wait(c) for c in within):
             continue
-        work = [c for c in within if not is_clock_read(c) and not _is_logging(c) and not calls_waiting_function(ctx, c)]
+        work = [
+            c for c in within if not is_clock_read(ctx, c) and not _is_logging(c) and not calls_waiting_function(ctx, c)
+        ]
         if (
             not work
             or _yields_between(ctx, start, end)
@@ -234,7 +236,7 @@ def _running_total(ctx: LintContext, first: Node, second: Node) -> bool:
     for call in ctx.calls_within(loop.start_byte, loop.end_byte):
         assignment = call.parent
         if (
-            is_clock_read(call)
+            is_clock_read(ctx, call)
             and assignment is not None
             and assignment.type == "assignment"
             and text(assignment.child_by_field_name("left") or call) == name
@@ -303,7 +305,7 @@ def _waits_after_restart(ctx: LintContext, first: Node, second: Node, waiting: l
         (
             c
             for c in ctx.calls_within(second.end_byte, body.end_byte)
-            if is_clock_read(c)
+            if is_clock_read(ctx, c)
             and c.parent is not None
             and c.parent.type == "assignment"
             and text(c.parent.child_by_field_name("left") or c) == name
@@ -535,7 +537,7 @@ def _is_data_time(ctx: LintContext, second: Node) -> bool:
 def _intervals(ctx: LintContext) -> Iterator[tuple[Node, Node]]:
     """(start read, end read) for each `end - start` of two clock reads, the start before the end."""
     for call in ctx.calls(*CLOCK_FUNCTIONS):
-        if not is_clock_read(call):
+        if not is_clock_read(ctx, call):
             continue
         for minus in _subtractions_using(ctx, call):
             left = _clock_read_behind(ctx, minus.child_by_field_name("left"))
@@ -571,11 +573,11 @@ def _clock_read_behind(ctx: LintContext, node: Optional[Node]) -> Optional[Node]
     while node.type == "parenthesized_expression" and node.named_child_count == 1:
         node = node.named_children[0]
     if node.type == "call":
-        return node if is_clock_read(node) else None
+        return node if is_clock_read(ctx, node) else None
     if node.type == "identifier":
         binding = ctx.bindings(node).at(text(node), node.start_byte)
         value = binding.value if binding is not None else None
-        if value is not None and value.type == "call" and is_clock_read(value):
+        if value is not None and value.type == "call" and is_clock_read(ctx, value):
             return value
     return None
 
