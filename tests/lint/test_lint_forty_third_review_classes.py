@@ -126,3 +126,272 @@ def test_a_copy_bound_per_batch_of_an_inference_loop_and_read_later_as_numpy_is_
             "`.cpu()` inside a loop: the host waits for the GPU on every iteration",
         ),
     ]
+
+
+BARE_TIME = dedent(
+    """\
+    from time import time
+
+    import torch
+
+
+    def evaluate(model, videos):
+        for video in videos:
+            torch.cuda.synchronize()
+            time_start = time()
+            out = model(video.cuda())
+            torch.cuda.synchronize()
+            elapsed = time() - time_start
+            print(elapsed)
+    """
+)
+
+
+def test_a_bare_time_imported_from_the_time_module_is_a_clock_read() -> None:
+    """`from time import time`, then `torch.cuda.synchronize()` right before `time_start = time()`
+    or `time() - time_start`: the synchronizes bound a timed region, as with `time.time()`."""
+    assert findings(BARE_TIME) == []
+
+
+CHUNKS = dedent(
+    """\
+    import numpy as np
+    import torch
+
+
+    @torch.no_grad()
+    def inpaint(model, frames, masks, video_length, neighbor_stride):
+        frames, masks = frames.cuda(), masks.cuda()
+        comp_frames = [None] * video_length
+        for f in range(0, video_length, neighbor_stride):
+            ids = list(range(f, min(video_length, f + neighbor_stride)))
+            pred = model(frames[:, ids], masks[:, ids])
+            pred = pred.cpu().permute(0, 2, 3, 1).numpy() * 255
+            for i, idx in enumerate(ids):
+                comp_frames[idx] = np.array(pred[i]).astype(np.uint8)
+        return comp_frames
+    """
+)
+
+
+def test_a_loop_that_runs_a_model_on_each_chunk_of_an_input_brings_each_result_home() -> None:
+    """`for f in range(0, video_length, neighbor_stride): pred = model(frames[:, ids])`, then
+    `pred.cpu().permute(0, 2, 3, 1).numpy()`: one inference per chunk, its output copied home as
+    NumPy (information). A layout view between `.cpu()` and `.numpy()` keeps the same data."""
+    assert findings(CHUNKS) == [
+        (
+            12,
+            20,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU on every iteration of a loop that takes no "
+            "training step, bringing the output home as NumPy (`t.cpu().numpy()`: an inference pass's result, "
+            "one copy per batch)",
+        ),
+    ]
+
+
+MODULE_SEED = dedent(
+    """\
+    import torch
+
+    torch.manual_seed(3)
+
+
+    def check_gradient_numerical(channels):
+        value = torch.rand(2, channels).cuda()
+        return torch.autograd.gradcheck(torch.sin, (value.double().requires_grad_(),))
+
+
+    if __name__ == "__main__":
+        for channels in [30, 32, 64, 71]:
+            check_gradient_numerical(channels)
+    """
+)
+
+
+def test_a_test_script_seeded_at_module_level_keeps_its_draws_and_its_short_loop_runs_once() -> None:
+    """`torch.manual_seed(3)` in the module's own code seeds every draw of the functions below it:
+    no quick fix that would draw on the GPU's generator. A function that only a loop over four
+    literal values of the `__main__` block calls runs a few times per run: information."""
+    assert findings(MODULE_SEED) == [
+        (
+            7,
+            36,
+            "AL302",
+            "information",
+            "`torch.rand(...)` is created on the CPU and then copied to the device: create it there with "
+            "`device=` (the generators are seeded above: drawn there, the numbers differ from the CPU's); it "
+            "runs in `check_gradient_numerical`, which this file calls only from a short loop of module-level "
+            "code: a small cost, not paid every step",
+        ),
+    ]
+
+
+PAGEABLE_ONCE = dedent(
+    """\
+    import torch
+
+
+    class Contrastive(torch.nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.mask = self._precompute_mask(n)
+
+        def _precompute_mask(self, n):
+            mask = torch.eye(n)
+            return mask.cuda(non_blocking=True)
+
+
+    def main(args):
+        pos = torch.zeros(args.n)
+        pos = pos.to("cuda", non_blocking=True)
+        for batch in range(args.steps):
+            x = torch.randn(8)
+            x = x.to("cuda", non_blocking=True)
+    """
+)
+
+
+def test_a_pageable_non_blocking_copy_that_runs_once_per_run_or_object_is_information() -> None:
+    """AL200 in a method that only `__init__` calls, or in `main` outside its loop: the copy is
+    synchronous, but it runs once. In the loop it stays a warning."""
+    message = (
+        "`non_blocking=True` copy from memory not known to be pinned: from pageable memory the host waits for "
+        "the copy; pin the source (`.pin_memory()`, `DataLoader(pin_memory=True)`)"
+    )
+    assert findings(PAGEABLE_ONCE) == [
+        (
+            11,
+            25,
+            "AL200",
+            "information",
+            f"{message}; it runs in `_precompute_mask`, which this file calls only from `__init__` (once per "
+            "object or run): a small cost, not paid every step",
+        ),
+        (
+            16,
+            25,
+            "AL200",
+            "information",
+            f"{message}; it runs once per run (`main`): a small cost, not paid every step",
+        ),
+        (19, 25, "AL200", "warning", message),
+    ]
+
+
+UNPACKED_UPLOAD = dedent(
+    """\
+    import torch
+
+
+    def train_one_epoch(model, loader, optimizer, device):
+        for step, batch in enumerate(loader):
+            videos, masks = batch
+            videos = videos.to(device, non_blocking=True)
+            masks = masks.to(device, non_blocking=True)
+            loss = model(videos, masks)
+            loss.backward()
+            optimizer.step()
+            torch.cuda.synchronize()
+    """
+)
+
+
+def test_a_synchronize_after_uploading_parts_unpacked_from_the_loops_batch_completes_no_copy() -> None:
+    """`videos, masks = batch` then `videos.to(device, non_blocking=True)`: an upload of the
+    loop's own batch, from memory nothing refills, so the synchronize after the step is not
+    there to finish the copy: a warning, as after `batch.to(device, non_blocking=True)`."""
+    assert findings(UNPACKED_UPLOAD) == [
+        (
+            12,
+            8,
+            "AL101",
+            "warning",
+            "`torch.cuda.synchronize()` inside a loop: the host waits for all GPU work on every iteration",
+        ),
+    ]
+
+
+TEST_LOOP = dedent(
+    """\
+    import torch
+
+
+    @torch.no_grad()
+    def perform_test(loader, model, meter, cfg):
+        model.eval()
+        for inputs, labels in loader:
+            inputs = inputs.cuda(non_blocking=True)
+            preds = model(inputs)
+            preds = preds.detach().cpu() if cfg.NUM_GPUS else preds.detach()
+            meter.update_stats(preds, labels)
+    """
+)
+
+
+def test_an_evaluation_output_copied_home_in_a_conditional_expression_is_its_result() -> None:
+    """`preds = preds.detach().cpu() if cfg.NUM_GPUS else preds.detach()` per batch of
+    `perform_test`, which takes no training step: the evaluation's output brought home
+    (information), as `preds = preds.cpu()` is."""
+    assert findings(TEST_LOOP) == [
+        (
+            10,
+            31,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU on every iteration of a loop in `perform_test` "
+            "that takes no training step, bringing the output home (`samples = out.cpu()`: an evaluation's "
+            "result, one copy per batch)",
+        ),
+    ]
+
+
+FACE_DETECTOR = dedent(
+    """\
+    import numpy as np
+    import torch
+
+
+    class Preprocesser:
+        def __init__(self, device="cuda"):
+            self.det_net = init_detection_model("retinaface_resnet50", device=device)
+            self.model = Model().to(device)
+
+        def crop(self, images):
+            img = np.array(images)
+            for _ in range(3):
+                bboxes = self.det_net.detect_faces(images, 0.97)[0]
+                img = img[int(bboxes[1]) : int(bboxes[3]), int(bboxes[0]) : int(bboxes[2])]
+            return img
+
+        def embed(self, batches):
+            for x in batches:
+                while True:
+                    try:
+                        out = self.model(x.to("cuda"))
+                        score = out.max().item()
+                        break
+                    except RuntimeError:
+                        torch.cuda.empty_cache()
+                print(score)
+    """
+)
+
+
+def test_a_face_detectors_boxes_are_numpy_and_a_try_that_breaks_runs_once() -> None:
+    """`self.det_net.detect_faces(images, 0.97)` (facexlib's RetinaFace, as `get_landmarks` of
+    face_alignment) hands back NumPy boxes: `int(bboxes[1])` reads no tensor. `while True: try:
+    ...; break` repeats only after a failed attempt: its read runs once per batch of the loop
+    around it, a warning (alone, it would run once per attempt)."""
+    assert findings(FACE_DETECTOR) == [
+        (22, 38, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            25,
+            20,
+            "AL300",
+            "information",
+            "`torch.cuda.empty_cache()` inside a loop: frees cached blocks that the next iteration must allocate "
+            "again; it runs only when the `try` above it raises: an error path",
+        ),
+    ]

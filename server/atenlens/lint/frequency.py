@@ -178,6 +178,9 @@ def frequency(node: Node) -> Frequency:
             f"once per configuration of a benchmark (each iteration times the loop on line {timed.start_point[0] + 1})",
         )
     if _is_retry_loop(loop):
+        if repeating_loop(loop) is not None:
+            # (`for x in batches: while True: try: ...; break`: one attempt per batch, usually)
+            return frequency(loop)
         return Frequency(loop, False, "once per attempt of a retry loop (it stops at the first success)")
     if _is_collector_loop(loop):
         return Frequency(
@@ -1507,9 +1510,16 @@ _RETRIES = re.compile(r"trial|tries|retr|attempt", re.I)
 _EXITS = re.compile(rb"\b(?:return|break)\b")
 
 
+def _ends_in_break(block: Optional[Node]) -> bool:
+    """`try: ...; break` (the attempt's last statement leaves the loop when it succeeds)."""
+    statements = [c for c in block.named_children if c.type != "comment"] if block is not None else []
+    return bool(statements) and statements[-1].type == "break_statement"
+
+
 def _is_retry_loop(loop: Node) -> bool:
     """`for _ in range(max_trials): ... if ok: return` (then `raise`), or `while True: try: ...
-    except ...: continue else: break`: it repeats only until an attempt succeeds, usually once."""
+    except ...: continue else: break` (or `try: ...; break`): it repeats only until an attempt
+    succeeds, usually once."""
     if loop.type == "while_statement":
         condition = loop.child_by_field_name("condition")
         body = loop.child_by_field_name("body")
@@ -1524,9 +1534,12 @@ def _is_retry_loop(loop: Node) -> bool:
             and text(condition) == "True"
             and any(
                 statement.type == "try_statement"
-                and any(
-                    c.type == "else_clause" and re.search(rb"^\s*break\b", c.text or b"", re.M) is not None
-                    for c in statement.named_children
+                and (
+                    any(
+                        c.type == "else_clause" and re.search(rb"^\s*break\b", c.text or b"", re.M) is not None
+                        for c in statement.named_children
+                    )
+                    or _ends_in_break(statement.child_by_field_name("body"))
                 )
                 for statement in statements
             )

@@ -404,6 +404,9 @@ _COUNT_METHOD = re.compile(r"(?:^|_)(?:bytes|nbytes|footprint)$")
 # (`model.stream_chat(tokenizer, query)`, `model.chat(...)`: ChatGLM's and Qwen's, text and history)
 _MODULE_HOST_METHODS = frozenset(
     {"transcribe", "get", "num_parameters", "extra_repr", "export", "info", "chat", "stream_chat"}
+    # face detectors and aligners (facexlib's RetinaFace, face_alignment's FaceAlignment) hand back
+    # NumPy boxes and landmarks
+    | {"detect_faces", "get_landmarks", "get_landmarks_from_image"}
 )
 
 

@@ -32,7 +32,7 @@ What it does:
     that page-locks memory in place with `cudaHostRegister` (through `torch.cuda.cudart()`) is
     trusted with all its copies.
     A copy that runs once per run or per object (outside any loop, in module-level code, in
-    `main`, in set-up such as `__init__`, or in a function that the file calls only from there)
+    `main`, in `__init__`, or in a function that the file calls only from there)
     is reported at information level: the wait is real but paid once.
 
 Why it matters:
@@ -62,7 +62,7 @@ from atenlens.codes import Code
 from atenlens.lint.callers import built_per_item, rare_callers
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
-from atenlens.lint.frequency import SET_UP_FUNCTION, function_name
+from atenlens.lint.frequency import function_name
 from atenlens.lint.provenance import (
     TORCH_FACTORIES,
     VIEW_METHODS,
@@ -164,8 +164,8 @@ def check(ctx: LintContext) -> Iterator[Finding]:
 
 def _runs_once(ctx: LintContext, call: Node) -> Optional[str]:
     """How often a copy outside any loop runs, where that is once per run or per object: in
-    module-level code, in `main`, in set-up (`__init__`, `setup`, `load_*`), or in a function that
-    every call in the file makes so (`rare_callers`: only `__init__` calls it); None otherwise."""
+    module-level code, in `main`, in `__init__`, or in a function that every call in the file
+    makes so (`rare_callers`: only `__init__` calls it); None otherwise."""
     if repeating_loop(call) is not None:
         return None
     function = next((a for a in ancestors(call) if a.type == "function_definition"), None)
@@ -174,8 +174,9 @@ def _runs_once(ctx: LintContext, call: Node) -> Optional[str]:
     name = function_name(call)
     if name == "main":
         return "once per run (`main`)"
-    if SET_UP_FUNCTION.search(name) and not (name == "__init__" and built_per_item(function)):
-        return f"once per call of `{name}` (set-up, not a step)"
+    # (only `__init__` by its name: a `load_tensor` spelled as set-up may run per layer per step)
+    if name == "__init__" and not built_per_item(function):
+        return "once per object (`__init__`)"
     rare = rare_callers(ctx, call, once=True)
     return f"in {rare}" if rare is not None else None
 

@@ -82,7 +82,8 @@ What it does:
     y)` called in an evaluation loop makes `accuracy`'s reads of `output` reads of `logits`), or a model's
     output or a loss (`model(x)`, `self._forward_and_gradient(x)`, `criterion(...)`, `outputs.loss`,
     a method of a model (`self.policy.evaluate_actions(obs, actions)`; not `parameters()`,
-    `state_dict()`, `predict()` or `generate()`), `step["loss"]` of what a call returned,
+    `state_dict()`, `predict()` or `generate()`, nor a face detector's `detect_faces(...)` or
+    `get_landmarks(...)`, which hand back NumPy), `step["loss"]` of what a call returned,
     a name or attribute spelled with `loss` (not `self.loss`: a module's loss function, or a float
     it keeps; not an attribute the class only sets to numbers: `self.best_loss = float("inf")`,
     `self.best_loss = mean_loss` with `mean_loss = np.mean(losses)`), a sum of losses (`sum(F.mse_loss(q, t) for q in q_values)`),
@@ -777,6 +778,8 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
                 or (_bound_whole(call) and _EVALUATION_FUNCTION.search(function_name(call)))
                 or _read_as_numpy_later(ctx, call, loop)
             )
+            # (`labels = labels.cpu()` right after `preds = preds.cpu()`: no new wait, said so below)
+            and (_as_numpy(call) or _drained_why(ctx, receiver(call), statement_of(call), copies=True) is None)
         ):
             # `probs = model(x).cpu().numpy()` per batch of a loop over batches that takes no training
             # step: an inference pass bringing its output home for NumPy (a training loop's is a
@@ -1564,7 +1567,7 @@ def _bound_to(node: Node) -> Optional[tuple[Node, Node]]:
 
 
 # A function that evaluates, validates or samples: its loop's model outputs are results
-_EVALUATION_FUNCTION = re.compile(r"valid|evaluat|_eval|^eval|predict|inference|sample|generat", re.I)
+_EVALUATION_FUNCTION = re.compile(r"valid|evaluat|_eval|^eval|predict|inference|sample|generat|(?:^|_)test", re.I)
 
 
 def _bound_whole(call: Node) -> bool:
@@ -1587,6 +1590,9 @@ def _copy_bound_to(call: Node) -> Optional[Node]:
         return None  # (`self._get_losses(out, y)[1].cpu()`: a loss computed for the copy, a metric)
     node = _host_copy(call)
     parent = node.parent
+    if parent is not None and parent.type == "conditional_expression" and parent.named_children[0] == node:
+        # `preds = preds.detach().cpu() if cfg.NUM_GPUS else preds.detach()`: the copy when on a GPU
+        node, parent = parent, parent.parent
     if parent is not None and parent.type == "expression_list":
         values = [c for c in parent.named_children if c.type != "comment"]
         assignment = parent.parent
@@ -1748,7 +1754,11 @@ def _conversions(ctx: LintContext) -> Iterator[Finding]:
             continue
         if not ctx.in_loop(call) or not likely_device(ctx, argument):
             continue
-        if name in MATH_CONVERSIONS and "loss" in text(argument).lower() and device_of(ctx, argument) is not Device.CUDA:
+        if (
+            name in MATH_CONVERSIONS
+            and "loss" in text(argument).lower()
+            and device_of(ctx, argument) is not Device.CUDA
+        ):
             # (`math.isfinite(metrics["loss/mean"])`: the math module is given numbers; a loss whose
             # device the file does not show is most often one already read, a float in a dict)
             continue

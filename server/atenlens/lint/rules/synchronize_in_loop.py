@@ -19,7 +19,8 @@ What it does:
     asynchronous error (an out-of-memory, a failed collective) is raised inside the `try`. A
     synchronize after a `non_blocking=True` copy (or `non_blocking=flag`) earlier in the loop's body is information too:
     it is what makes the copy's result (device to host) or its pinned source (a staging buffer
-    the next iteration refills) safe to use, as AL201 asks; and so is one followed at once by
+    the next iteration refills) safe to use, as AL201 asks (not after an upload of the loop's own
+    batch, or of a part unpacked from it, `videos, masks = batch`: nothing refills that memory); and so is one followed at once by
     `empty_cache()`, a pair that bounds the peak memory of a chunked loop; and one that waits for
     the loop's own device in a loop over the GPUs (`for idx in range(torch.cuda.device_count()):
     torch.cuda.synchronize(idx)`, or under `with torch.cuda.device(dev):` for each device of a
@@ -257,6 +258,13 @@ def _async_copy_before(call: Node, loop: Node) -> Optional[int]:
         return None
     before = body.text[: max(0, call.start_byte - body.start_byte)]
     batch = _loop_targets(loop)
+    # (`videos, masks = batch`, `x = batch["x"]` in the body: parts of the loop's own batch)
+    batch |= {
+        name
+        for match in _UNPACKED.finditer(before)
+        if match.group(2) in batch
+        for name in re.findall(rb"[A-Za-z_]\w*", match.group(1))
+    }
     at = before.rfind(b"non_blocking")
     while at >= 0:
         line = before[before.rfind(b"\n", 0, at) + 1 : at]
@@ -275,6 +283,9 @@ def _async_copy_before(call: Node, loop: Node) -> Optional[int]:
 
 # `x = x.to(device, non_blocking=True)`, `x.cuda(non_blocking=True)`: an upload of `x` (not `.to("cpu")`)
 _UPLOAD = re.compile(rb"[ \t]*(?:[\w.]+[ \t]*=[ \t]*)?\[?[ \t]*([A-Za-z_]\w*)\.(?:to|cuda)\((?![ \t]*[\"']cpu)")
+
+
+_UNPACKED = re.compile(rb"^[ \t]*(\w+(?:[ \t]*,[ \t]*\w+)*)[ \t]*,?[ \t]*=[ \t]*(\w+)(?:\[[^\]\n]*\])?[ \t]*$", re.M)
 
 
 def _loop_targets(loop: Node) -> frozenset[bytes]:
