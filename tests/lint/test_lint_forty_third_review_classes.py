@@ -395,3 +395,220 @@ def test_a_face_detectors_boxes_are_numpy_and_a_try_that_breaks_runs_once() -> N
             "again; it runs only when the `try` above it raises: an error path",
         ),
     ]
+
+
+BUFFERS = dedent(
+    """\
+    import torch
+    import torch.nn as nn
+
+
+    class MoCo(nn.Module):
+        def __init__(self, dim=128, K=4096):
+            super().__init__()
+            self.register_buffer("queue", torch.randn(dim, K))
+            self.register_buffer("queue_ptr", torch.zeros(1, dtype=torch.long))
+
+        def forward(self, im_q, im_k):
+            q, k = self.encoder_q(im_q), self.encoder_k(im_k)
+            ptr = self.queue_ptr.item()
+            self.queue[:, ptr : ptr + k.shape[0]] = k.T
+            return q, k
+
+
+    class Trainer(nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model.cuda()
+            self.register_buffer("steps", torch.Tensor([0]))
+
+        def train_step(self, batch):
+            steps = int(self.steps.item())
+            loss = self.model(batch)
+            loss.backward()
+            self.steps += 1
+            return steps
+    """
+)
+
+
+def test_a_buffer_a_model_registers_moves_with_it_but_not_a_trainers_step_counter() -> None:
+    """`self.queue_ptr` of `self.register_buffer("queue_ptr", ...)` in a model (a class with a
+    `forward`) lives where the model runs: its `.item()` in `forward` waits for the GPU on every
+    forward pass. A trainer that is a `Module` only for its `steps` buffer is never moved: that
+    buffer stays on the CPU."""
+    assert findings(BUFFERS) == [
+        (
+            13,
+            29,
+            "AL100",
+            "warning",
+            "`.item()` in `forward`: the host waits for the GPU on every forward pass",
+        ),
+    ]
+
+
+HOST_VALUES = dedent(
+    """\
+    import torch
+    from nanotron.random import set_random_seed
+
+
+    def main(cfg, model, loader, optimizer, device):
+        for epoch in range(cfg.epochs):
+            for i, (media_type, (image, idx)) in enumerate(loader):
+                image = image.to(device, non_blocking=True)
+                idx = idx.to(device, non_blocking=True)
+                loss = model(image, idx)
+                if cfg.loss_params.gan_loss > 0:
+                    loss = loss + model.gan(image)
+                loss.backward()
+                optimizer.step()
+                print(f"{media_type}-{i}")
+            test_stats = validation_one_epoch(loader, model, device)
+            print(f"loss {test_stats['loss']:.3f}")
+            stats = ppo_trainer.step(queries, responses, rewards)
+            print(float(stats["ppo/loss/total"]))
+
+
+    def test_optimizer_groups():
+        set_random_seed(42)
+        x = torch.randn(10, 10).to(device="cuda")
+        return x.sum()
+    """
+)
+
+
+def test_settings_a_passs_averages_logged_metrics_and_unmoved_batch_parts_are_host_values() -> None:
+    """`cfg.loss_params.gan_loss` is a setting however deep its `loss` (the chain starts at `cfg`);
+    `media_type`, unpacked in a nested target beside parts the loop moves, stays on the host;
+    `test_stats["loss"]` of `validation_one_epoch(...)` is a meter's average; a key with a slash
+    (`"ppo/loss/total"`) names a logged metric. None is read as a CUDA tensor. A project's own seeding
+    helper (`set_random_seed(42)`) keeps its draws: no quick fix."""
+    assert findings(HOST_VALUES) == [
+        (
+            24,
+            28,
+            "AL302",
+            "information",
+            "`torch.randn(...)` is created on the CPU and then copied to the device: create it there with "
+            "`device=` (the generators are seeded above: drawn there, the numbers differ from the CPU's); it runs "
+            "once per test (`test_optimizer_groups`): a small cost, not paid every step",
+        ),
+    ]
+
+
+DECODING = dedent(
+    """\
+    import torch
+
+
+    def generate(model, idx, max_new_tokens, use_cache=True):
+        idx = idx.cuda()
+        past = torch.zeros(1, device="cuda")
+        for _ in range(max_new_tokens):
+            if use_cache:
+                logits = model(idx[:, -1:], past=past if past != None else None)
+                torch.cuda.synchronize()
+            else:
+                logits = model(idx)
+            idx = torch.cat([idx, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+        return idx
+
+
+    def train(model, loader, optimizer, args):
+        for global_step, (x, y) in enumerate(loader):
+            loss_tag, loss_dis = model(x.cuda(), y.cuda())
+            loss = loss_tag + loss_dis
+            loss.backward()
+            optimizer.step()
+            print(loss.item(), loss_tag.item())
+            if global_step % args.logging_steps == 0:
+                pipe = Pipeline.from_pretrained(args.path)
+                pipe(x)
+    """
+)
+
+
+def test_a_decoding_loop_is_per_token_and_none_comparisons_and_a_throttled_load_decide_nothing() -> None:
+    """`for _ in range(max_new_tokens): logits = model(...)` runs one decoding step per iteration,
+    and `if use_cache:` switches the key-value cache, no option that asks for the synchronize: a
+    warning. `past != None` reads nothing (Python compares identities). `loss_tag, loss_dis =
+    model(...)` are losses whatever their suffix, and a `from_pretrained` under `if global_step %
+    args.logging_steps == 0:` does not make every iteration a model load."""
+    assert findings(DECODING) == [
+        (
+            10,
+            12,
+            "AL101",
+            "warning",
+            "`torch.cuda.synchronize()` inside a loop: the host waits for all GPU work on every iteration",
+        ),
+        (23, 19, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            23,
+            36,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU on every iteration, but an earlier read of this "
+            "statement (line 23) already waited: no new wait",
+        ),
+    ]
+
+
+LOSS_DICT = dedent(
+    """\
+    import torch
+
+
+    def train(cfg, model_dict, loader, accelerator):
+        loss_dict = initialize_loss_functions(cfg, accelerator)
+        for step, batch in enumerate(loader):
+            pred = model_dict["net"](batch["x"].to(accelerator.device))
+            l1_loss = loss_dict["L1_loss"](pred, batch["y"])
+            total = l1_loss.item()
+            for scale in loss_dict["disc_scales"]:
+                print("prediction_map_%s" % scale)
+            l1_loss.backward()
+    """
+)
+
+
+def test_models_and_losses_kept_in_dicts_are_called_and_the_dict_of_loss_functions_holds_settings() -> None:
+    """`loss_dict["L1_loss"](pred, y)` of `model_dict["net"](x)` is a loss on the device; the dict
+    that `initialize_loss_functions(cfg, ...)` builds holds loss modules and settings, so
+    `"prediction_map_%s" % scale` of its `disc_scales` formats a number."""
+    assert findings(LOSS_DICT) == [
+        (9, 24, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+    ]
+
+
+OPT_IN_FORWARD = dedent(
+    """\
+    import torch
+    import torch.nn as nn
+
+
+    class AudioEncoder(nn.Module):
+        def __init__(self, n_ctx, n_state):
+            super().__init__()
+            self.register_buffer("positional_embedding", torch.zeros(n_ctx, n_state))
+
+        def forward(self, x, include_embeddings=False):
+            x = x.cuda() + self.positional_embedding
+            if include_embeddings:
+                embeddings = [x.cpu().numpy()]
+                return x, embeddings
+            scale = x.abs().max().item()
+            return x / scale
+    """
+)
+
+
+def test_a_read_in_forward_under_a_parameter_that_defaults_to_false_runs_only_when_asked() -> None:
+    """`if include_embeddings:` of `forward(self, x, include_embeddings=False)`: the copy runs only
+    for a caller that asks for the embeddings (silent, as a throttled read is); the read after it
+    runs on every forward pass."""
+    assert findings(OPT_IN_FORWARD) == [
+        (15, 30, "AL100", "warning", "`.item()` in `forward`: the host waits for the GPU on every forward pass"),
+    ]

@@ -2033,22 +2033,35 @@ def _processes_each_layer(loop: Node) -> Optional[str]:
 def _loads_each_iteration(loop: Node) -> Optional[str]:
     """`for model_id in model_ids: model = AutoModel.from_pretrained(model_id)...`: the name of the
     loader the loop's own body calls (not a nested loop's), so that each iteration loads a model
-    or a file and a wait there is small beside it."""
-    return _own_call(loop, _LOADS)
+    or a file and a wait there is small beside it. Not a load under an `if` (`if global_step %
+    args.logging_steps == 0: pipe = Pipeline.from_pretrained(...)`): not every iteration's."""
+    return _own_call(loop, _LOADS, unconditional=True)
 
 
-def _own_call(loop: Node, pattern: "re.Pattern[bytes]") -> Optional[str]:
+def _own_call(loop: Node, pattern: "re.Pattern[bytes]", unconditional: bool = False) -> Optional[str]:
     """The first group that matched (the whole match for a pattern without groups), of the first
-    match of `pattern` in the loop's own body (not a nested loop's)."""
+    match of `pattern` in the loop's own body (not a nested loop's; `unconditional`: nor under an
+    `if` in the body)."""
     body = loop.child_by_field_name("body")
     if body is None:
         return None
     for match in pattern.finditer(body.text or b""):
         at = body.start_byte + match.start()
         node = body.descendant_for_byte_range(at, at)
-        if node is not None and repeating_loop(node) == loop:
-            return next((group for group in match.groups() if group is not None), match.group(0)).decode()
+        if node is None or repeating_loop(node) != loop:
+            continue
+        if unconditional and any(a.type == "if_statement" for a in _ancestors_within(node, body)):
+            continue
+        return next((group for group in match.groups() if group is not None), match.group(0)).decode()
     return None
+
+
+def _ancestors_within(node: Node, stop: Node) -> Iterator[Node]:
+    """The ancestors of `node` below `stop`."""
+    for parent in ancestors(node):
+        if parent == stop:
+            return
+        yield parent
 
 
 # What shows that a loop runs once per training or inference step, for the rules whose call is
@@ -2064,14 +2077,19 @@ _WALKS_BATCHES = re.compile(r"batch|loader(?!s)|(?<![A-Za-z])dl\b", re.I)  # not
 _STEP_COUNTER = re.compile(r"^_*(?:\w+_)?(?:step|it|iter|iteration|itr)$", re.I)
 # `range(steps)`, `range(self.max_iters)`, `trange(num_train_steps)`, `range(start_step, total_steps)`
 _STEP_RANGE = re.compile(r"^t?range\((?:[^()]*,\s*)?[\w.]*(?:steps?|iters|iterations)\)$", re.I)
+# `range(max_new_tokens)`, `range(self.max_len)`: a decoding loop's tokens
+_DECODE_RANGE = re.compile(
+    r"^t?range\((?:[^()]*,\s*)?[\w.]*(?:new_tokens|max_len|max_length|gen_len|num_tokens)\)$", re.I
+)
 _PER_STEP_FUNCTION = re.compile(r"^(?:forward|step|\w+_step)$")  # `training_step`; an optimizer's `step`
 
 
 def runs_per_step(loop: Node) -> bool:
     """Does `loop` (or a loop around it in its function) show that it runs once per training or
     inference step? It walks batches (`for batch in loader:`, `for i in range(0, n,
-    batch_size):`), counts steps (`for step in range(steps):`), runs a model on each chunk of the
-    input, takes a training step (`loss.backward()`, `optimizer.step()`), or is in a function
+    batch_size):`), counts steps (`for step in range(steps):`) or tokens of a decoding loop that
+    runs a model (`for _ in range(max_new_tokens):`), runs a model on each chunk of the input,
+    takes a training step (`loss.backward()`, `optimizer.step()`), or is in a function
     that a framework calls per step (`forward`, `training_step`, an optimizer's `step`)."""
     if _PER_STEP_FUNCTION.match(function_name(loop)):
         return True
@@ -2086,8 +2104,10 @@ def runs_per_step(loop: Node) -> bool:
         target, iterable = current.child_by_field_name("left"), current.child_by_field_name("right")
         if "chunk" in header and (runs_a_model(current) or _INFERS.search(_body_bytes(current))):
             return True
-        if infers_per_input(current):
+        if infers_per_input(current) or infers_in_chunks(current):
             return True  # `for img_path in input_img_list: out = net(img)`: one inference per input
+        if iterable is not None and _DECODE_RANGE.match(text(iterable)) and runs_a_model(current):
+            return True  # `for _ in range(max_new_tokens): logits = model(idx)`: one decoding step each
         if (target is not None and target.type == "identifier" and _STEP_COUNTER.match(text(target))) or (
             iterable is not None and _STEP_RANGE.match(text(iterable))
         ):
@@ -2202,6 +2222,7 @@ def _body_bytes(loop: Node) -> bytes:
 # that asks for the memory to be freed (or the device waited for) on each iteration
 _OPTION_WORDS = re.compile(r"cache|mem|offload|sync|profil|debug|verbose|low_?vram", re.I)
 _OPTION_PART = re.compile(r"^(?:not\s+)?[A-Za-z_][\w.]*(?:\(\))?$")
+_KV_CACHE_SWITCH = re.compile(r"(?:^|[\s.])(?:use_(?:kv_)?cache|kv_cache)\b", re.I)
 
 
 def debug_option(node: Node) -> Optional[str]:
@@ -2226,6 +2247,8 @@ def opt_in_option(node: Node) -> Optional[str]:
 
     def asks(words: str) -> bool:
         parts = [part.strip() for part in re.split(r"\band\b", words)]
+        if _KV_CACHE_SWITCH.search(words):
+            return False  # (`if use_cache:` switches a decoder's key-value cache: no option for a wait)
         return all(_OPTION_PART.match(part) for part in parts) and bool(_OPTION_WORDS.search(words))
 
     return _option_around(node, asks)

@@ -451,6 +451,9 @@ _COUNTER_NAME = re.compile(
 )
 # (not `train_model(...)` / `train_epoch(...)`: a whole epoch, whose loss comes back averaged as a float)
 _LOSS_CALLEE = re.compile(r"loss|step|forward|criterion|^_?train(?!_(?:model|epoch|one_epoch)$)", re.I)
+# A function that builds the loss functions (`initialize_loss_functions(cfg)`, `build_criterion`)
+# (not `get_unitary_loss(model)`, which computes one)
+_MAKES_LOSS_FUNCTIONS = re.compile(r"^_?(?:init|initiali[sz]e|build|create|setup)_\w*(?:loss|criterion)", re.I)
 # A loss or a metric function: of a model's output it computes a tensor on the output's device
 # (`metrics.accuracy(outputs, pids)[0]`, timm's `accuracy(output, target, topk=(1, 5))`)
 _LOSS_FUNCTION = re.compile(r"loss|entropy|nll|criterion|divergence|mse|bce|accuracy", re.I)
@@ -1093,7 +1096,11 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
     if name == "torch.from_numpy":
         return Device.CPU
     if is_factory(call, name):
-        return factory_device(call)
+        made = factory_device(call)
+        device = keywords.get("device")
+        if made is not Device.CPU and device is not None and names_the_cpu(ctx, device, depth):
+            return Device.CPU  # `device = torch.device("cpu")`, then `torch.randn(n, device=device)`
+        return made
     if name == "sum" and _summed(call) is not None:
         # `sum(F.mse_loss(q, target) for q in qs)`: a tensor where its terms are
         inner = device_of(ctx, _summed(call), depth + 1)
@@ -1101,7 +1108,9 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
     if name.startswith("torch.") or name.startswith("F."):
         if "device" in keywords:
             device = keywords["device"]
-            return Device.CPU if is_cpu_device(device) else (Device.CUDA if is_clear_device(device) else Device.UNKNOWN)
+            if is_cpu_device(device) or names_the_cpu(ctx, device, depth):
+                return Device.CPU
+            return Device.CUDA if is_clear_device(device) else Device.UNKNOWN
         first = positional[0] if positional else None
         if first is not None and strip_parens(first).type in ("list", "tuple"):
             items = [c for c in strip_parens(first).named_children if c.type != "comment"]
@@ -1169,10 +1178,14 @@ _HOLDS_TENSORS = re.compile(r"Tensor|Parameter|Variable|Any|Array|Batch|Sample|D
 
 def _compares_with_string(node: Node) -> bool:
     """`x == "name"`, or `e.loss == loss` with a parameter `loss: Optional[str]`: text compared;
-    an operator compared (`node.target == torch.ops.aten.add.Tensor`); or a member of an enum
+    `x != None` (no read: Python compares identities); an operator compared (`node.target == torch.ops.aten.add.Tensor`); or a member of an enum
     (`reduction == ReduceType.max`)."""
     if any(strip_parens(c).type in ("string", "concatenated_string") for c in node.named_children):
         return True
+    if [c.type for c in node.children if not c.is_named] in (["=="], ["!="]) and any(
+        strip_parens(c).type == "none" for c in node.named_children
+    ):
+        return True  # `past != None`: a tensor's `__eq__` gives way to Python's identity test, a bool
     if any((dotted_name(strip_parens(c)) or "").startswith("torch.ops.") for c in node.named_children):
         return True  # `node.target == torch.ops.aten.copy_.default`: an FX node's operator, no tensor
     if any(_TOKENIZER_TEXT.search(dotted_name(strip_parens(c)) or "") for c in node.named_children):
@@ -1568,7 +1581,10 @@ def host_loss_functions(ctx: LintContext) -> frozenset[str]:
 # `g.manual_seed(0)`), which draws only where it is handed
 _SEEDING = re.compile(
     rb"\btorch[ \t]*\.[ \t]*(?:cuda[ \t]*\.[ \t]*)?manual_seed(?:_all)?[ \t]*\("
-    rb"|(?<![\w.])(?:manual_seed|seed_everything|set_seed)[ \t]*\("
+    # (a project's own helper, maybe from another module: nanotron's `set_random_seed(42)`,
+    # yolov5's `init_seeds(...)`, `utils.fix_seed(...)`; not `np.random.seed`, which leaves torch's be)
+    rb"|(?<![\w.])(?:[A-Za-z_]\w*\.)*(?:manual_seed|seed_everything|set_seed|set_random_seed|set_seeds|seed_all"
+    rb"|fix_seeds?|setup_seed|init_seeds?|seed_torch)[ \t]*\("
 )
 _TOP_LEVEL_DEF = re.compile(rb"(?:async[ \t]+)?def[ \t]+(\w+)")
 
@@ -1990,12 +2006,36 @@ def moved_to_device_later(ctx: LintContext, node: Node) -> bool:
         return True
     if binding is not None and binding.unpacked_from is not None and _sibling_moved_later(binding):
         return True  # `batch, gotit = batch`, then `to_cuda_(batch)`: the parts of a loader's host batch
+    if binding is not None and binding.loop is not None and _loop_sibling_moved(ctx, binding, name, scope):
+        return True  # `for i, (media_type, (image, idx)) in enumerate(loader):`, then `image.to(device)`
     if binding is not None and binding.loop is not None:
         # `[... if label == 0 else ... for label in labels]` ... `labels.to(device)`: an element of it
         iterable = binding.loop.child_by_field_name("right")
         if iterable is not None and iterable.type in ("identifier", "subscript", "attribute"):
             return moved_to_device_later(ctx, iterable)
     return False
+
+
+def _loop_sibling_moved(ctx: LintContext, binding: Binding, name: str, scope: Node) -> bool:
+    """Is another part of the batch that a `for` loop unpacks (`for i, (media_type, (image, idx))
+    in enumerate(loader):`) moved to the device in the loop? Then the loader's batch is on the
+    host, and so is this part, which the code leaves there."""
+    loop = binding.loop
+    target = loop.child_by_field_name("left") if loop is not None and loop.type == "for_statement" else None
+    if target is None or target.type not in ("pattern_list", "tuple_pattern", "list_pattern"):
+        return False
+    siblings = [n for n in _identifiers_within(target) if text(n) != name]
+    for sibling in siblings:
+        other = _binding(ctx, sibling)
+        if other is not None and other.loop == loop and _moved_in_scope(ctx, text(sibling), other, scope):
+            return True
+    return False
+
+
+def _identifiers_within(node: Node) -> list[Node]:
+    if node.type == "identifier":
+        return [node]
+    return [n for child in node.named_children for n in _identifiers_within(child)]
 
 
 def _moved_in_scope(ctx: LintContext, name: str, binding: Optional[Binding], scope: Node) -> bool:
@@ -2122,6 +2162,39 @@ def _assignments(text_: bytes, word: bytes) -> tuple[list[bytes], list[bytes]]:
     starts = re.findall(rb"^[ \t]*" + name + rb"[ \t]*=(?!=)[ \t]*(.*)$", text_, re.M)
     updates = re.findall(rb"^[ \t]*" + name + rb"[ \t]*(?:[-+*/%]|//)=[ \t]*(.*)$", text_, re.M)
     return starts, updates
+
+
+_TRAINER_CLASS = re.compile(r"Trainer|Learner|Runner|Engine|Loop", re.I)
+
+
+def _rooted_in_settings(owner: Node) -> bool:
+    """Is `owner` a chain of attributes that starts at an object of settings (`cfg.loss_params`,
+    `self.config.model.loss`): its fields are numbers and names however deep?"""
+    parts = (dotted_name(owner) or "").split(".")
+    if parts[0] == "self":
+        parts = parts[1:]
+    return len(parts) > 1 and _SETTINGS.search(parts[0]) is not None
+
+
+def _module_buffer(ctx: LintContext, node: Node, attr: str) -> bool:
+    """Is `self.<attr>` a buffer that the module class around `node` registers
+    (`self.register_buffer("queue_ptr", torch.zeros(1, dtype=torch.long))`) of a model (a class with
+    a `forward`)? A buffer moves with its module: where the model runs, on the device, so does the
+    buffer (MoCo's `self.queue_ptr`). Not a trainer's `steps` buffer (a class spelled as a trainer,
+    even with a `forward` that trains): nothing moves the trainer."""
+    holder = next((a for a in ancestors(node) if a.type == "class_definition"), None)
+    bases = holder.child_by_field_name("superclasses") if holder is not None else None
+    if holder is None or bases is None or not bases.named_children:
+        return False
+    whole = class_text(ctx, holder)
+    title = holder.child_by_field_name("name")
+    if b"def forward(" not in whole or (title is not None and _TRAINER_CLASS.search(text(title))):
+        # (a trainer that is a `Module` for its `step` buffer, maybe with a `forward` that trains:
+        # nothing moves it)
+        return False
+    return any(
+        m.group(1).decode() == attr and not m.group(2).startswith(b"None") for m in _BUFFER_REGISTERED.finditer(whole)
+    )
 
 
 def _number_attribute(ctx: LintContext, node: Node, attr: str) -> bool:
@@ -2476,9 +2549,11 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
     node = strip_parens(node)
     kind = node.type
     if kind == "identifier":
-        if _TEXT_NAME.search(text(node)):
-            return False
         loss_named = bool(_LOSS_NAME.search(text(node)))
+        if _TEXT_NAME.search(text(node)) and not (loss_named and _bound_to_a_call(ctx, node)):
+            # (`loss_tag, loss_dis = model(...)`: a loss that a model returns, whatever its suffix;
+            # a `loss_tag = "train/loss"` is a name)
+            return False
         if _backward_of(ctx, node):
             # `loss = self._process_batch(...)` ... `loss.backward()`: the step's loss, whatever its
             # name (`evaluation_error.backward()`)
@@ -2544,6 +2619,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             if _svi_loss(call):
                 return False
             name = (dotted_name(callee(call)) or "").split(".")[-1]
+            if _MAKES_LOSS_FUNCTIONS.search(name):
+                return False  # `loss_dict = initialize_loss_functions(cfg, ...)`: the loss modules, no value
             if _LOSS_CALLEE.search(name):
                 return True
             positional, keywords = arguments(call)
@@ -2560,8 +2637,11 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             return False  # `self.loss`: the module's loss function, or a value it keeps (a float)
         if owner is not None and text(owner) == "self" and _number_attribute(ctx, node, attr):
             return False  # `self.best_loss = float("inf")` ... `self.best_loss = mean_loss` (np.mean)
-        if owner is not None and _SETTINGS.search(text(owner)):
-            return False  # `self.cfg.losses`, `args.loss_weight`: settings, no tensor
+        if owner is not None and text(owner) == "self" and _module_buffer(ctx, node, attr):
+            return True  # `self.queue_ptr` of `self.register_buffer("queue_ptr", ...)`: moves with the module
+        if owner is not None and (_SETTINGS.search(text(owner)) or _rooted_in_settings(owner)):
+            # `self.cfg.losses`, `args.loss_weight`, `cfg.loss_params.gan_loss`: settings, no tensor
+            return False
         if owner is not None and _a_models_host_result(ctx, owner, fields=True):
             return False  # `result.loss` of `result = self.model.evaluate(dev_data)`: a score
         if _LOSS_NAME.search(attr) or attr == "grad" or attr == "logits":
@@ -2587,7 +2667,12 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
             and _LOSS_NAME.search(text(value) if value is not None else "")
         ):
             return False  # `self.loss_information["generator_iters"]`
-        if key is not None and key.type == "string" and _LOSS_NAME.search(string_value(key)):
+        if (
+            key is not None
+            and key.type == "string"
+            and _LOSS_NAME.search(string_value(key))
+            and "/" not in string_value(key)  # (`stats["ppo/loss/total"]`: a logged metric's name)
+        ):
             # `step = step_fn(batch)` ... `step["loss"]`: the loss of what a call returned, as
             # `outputs.loss`; not `self.history["loss"]` or `{"loss": loss.item()}["loss"]` (logs)
             if _returned_by_a_call(ctx, node.child_by_field_name("value")):
@@ -2607,6 +2692,15 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         method = method_name(node)
         if name in HOST_BUILTINS or name.split(".")[0] in HOST_MODULES:
             return False
+        function = callee(node)
+        if function is not None and function.type == "subscript":
+            # `model_dict["net"](x)`, `loss_dict["L1_loss"](pred, y)`: a model or a loss kept in a dict
+            key = function.child_by_field_name("subscript")
+            holder = dotted_name(function.child_by_field_name("value")) or ""
+            spelled = string_value(key) if key is not None and key.type == "string" else ""
+            return bool(
+                _MODEL_NAME.search(holder.split(".")[-1]) or _MODEL_NAME.search(spelled) or _LOSS_NAME.search(spelled)
+            )
         if _returns_python_value(ctx, node):
             return False  # `_clamp_block_m(4, n)` of `def _clamp_block_m(m: int, n: int) -> int:`
         if _GRAD_NORM.search(name.split(".")[-1]):
@@ -2806,11 +2900,29 @@ def _given_a_model_output(ctx: LintContext, call: Node, depth: int) -> bool:
     return any(_model_output(ctx, a, depth + 1) for a in [*positional, *keywords.values()])
 
 
+def _bound_to_a_call(ctx: LintContext, name: Node) -> bool:
+    """Is `name` bound to what a call returns, whole or unpacked (`a, b = model(x)`)?"""
+    binding = _binding(ctx, name)
+    if binding is None:
+        return False
+    value = binding.value if binding.value is not None else binding.unpacked_from
+    return value is not None and strip_parens(value).type == "call"
+
+
 def _returned_by_a_call(ctx: LintContext, value: Optional[Node]) -> bool:
-    """Is `value` a name bound to what a call returned (`outputs = self.batch_outputs(batch)`)?"""
+    """Is `value` a name bound to what a call returned (`outputs = self.batch_outputs(batch)`)?
+    Not the averages a whole pass returns (`test_stats = validation_one_epoch(...)`, `stats =
+    evaluate(...)`: a meter's floats per key)."""
     value = strip_parens(value) if value is not None else None
     binding = _binding(ctx, value) if value is not None and value.type == "identifier" else None
-    return binding is not None and binding.value is not None and strip_parens(binding.value).type == "call"
+    if binding is None or binding.value is None or strip_parens(binding.value).type != "call":
+        return False
+    name = (dotted_name(callee(strip_parens(binding.value))) or "").split(".")[-1]
+    return _WHOLE_PASS.search(name) is None
+
+
+# A function that runs a whole pass over the data and returns its averaged statistics
+_WHOLE_PASS = re.compile(r"one_epoch|_epoch$|^_?evaluat|^_?validat", re.I)
 
 
 def _loss_key(ctx: LintContext, call: Node) -> bool:

@@ -60,7 +60,8 @@ What it does:
     the factory has no `device=` and no `**kwargs`, it is not a random draw (`randn`, `rand`,
     `randint`, `randperm`) after its function (or a function it is nested in, or the module's own
     code above that function: a test file's `torch.manual_seed(3)`) seeds the default
-    generators (`torch.manual_seed(...)`, `seed_everything(...)`, `set_seed(...)`, or a call of a
+    generators (`torch.manual_seed(...)`, `seed_everything(...)`, `set_seed(...)`, a project's
+    helper spelled so, `set_random_seed(42)`, `init_seeds(...)`, `fix_seed(...)`, or a call of a
     module-level function of the file that does, `_init_env(rank)`: the GPU's generator gives other numbers for the
     same seed; in a unit test, which compares with numbers drawn before, such a draw is
     information), and the move is `.cuda()` with no arguments,

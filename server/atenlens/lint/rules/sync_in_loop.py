@@ -55,8 +55,10 @@ What it does:
     module's `forward` (a method of a class with a base) are reported for every forward pass:
     a step runs it once, a transformer's layer once per layer (BART's `if not
     torch.isfinite(hidden_states).all():` in fp16, JetMoE's `expert_size.tolist()`); not in a
-    `forward` that walks the timesteps itself (a pipeline stage's, once per request). In these
-    kinds of function a check for
+    `forward` that walks the timesteps itself (a pipeline stage's, once per request), and not
+    under `if <flag>:` of a parameter that defaults to `False` (`forward(self, x,
+    include_embeddings=False)`: only a caller that asks runs it). In these kinds of function a
+    check for
     NaN or infinity as a condition (`if not torch.isfinite(loss):`, `if torch.isnan(x).any():`)
     is reported too; other conditions and `float(t)` outside loops are not looked at.
     A method is not taken as per-iteration by its name (`on_batch_end`, `after_batch`,
@@ -71,7 +73,8 @@ What it does:
     CUDA, a reference for the rest).
     Only tensors with evidence of being on the GPU are reported (provenance.py): made or moved
     there (`.cuda()`, `.to(device)`, `device=`; an attribute `self.x` that every assignment in
-    the file makes so, in any method), computed from such a tensor (also its rows, both
+    the file makes so, in any method; a buffer that a model, a class with a `forward`, registers:
+    `self.register_buffer("queue_ptr", ...)` moves with it), computed from such a tensor (also its rows, both
     results of `torch.topk(x)`, `torch.cat(parts)` of a list it was appended to, a torch op
     with any operand there (`torch.add(mask.type_as(offsets) * n, offsets)`), an optimizer's
     per-parameter state read in its `step` (`state = self.state[p]`, `state["exp_avg"]`, a key the
@@ -328,6 +331,7 @@ from atenlens.lint.provenance import (
     likely_device,
     maybe_device,
     on_host_branch,
+    parameter_default,
     torch_name,
     training_step_function,
 )
@@ -864,6 +868,8 @@ def _repeated_call(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, st
     )
     if function is not None and runs_rarely(node, function):
         return None  # (a read every N steps, or on the way out: cheap, and left silent)
+    if function is not None and function.type == "function_definition" and _under_opt_in_parameter(node, function):
+        return None  # (`if include_embeddings:` of `forward(self, x, include_embeddings=False)`: asked for)
     found = _called_in_loops(ctx, node)
     if found is not None:
         return found
@@ -877,6 +883,27 @@ def _repeated_call(ctx: LintContext, node: Node) -> Optional[tuple[Frequency, st
     title = function.child_by_field_name("name")
     name = text(title) if title is not None else ""
     return Frequency(function, True, "on every training step"), f"in `{name}`, which takes a training step", None
+
+
+def _under_opt_in_parameter(node: Node, function: Node) -> bool:
+    """Is `node` in the body of an `if <flag>:` (or `if <flag> and ...:`) of `function`, where
+    `<flag>` is a parameter of `function` that defaults to `False` (`include_embeddings=False`,
+    `return_attention=False`)? Such a read runs only when a caller asks for it."""
+    child = node
+    for parent in ancestors(node):
+        if parent == function:
+            return False
+        if parent.type == "if_statement" and parent.child_by_field_name("consequence") == child:
+            condition = strip_parens(parent.child_by_field_name("condition") or parent)
+            first = condition
+            while first.type == "boolean_operator" and text(first.child_by_field_name("operator")) == "and":
+                first = strip_parens(first.child_by_field_name("left") or first)
+            if first.type == "identifier":
+                default = parameter_default(function, text(first))
+                if default is not None and text(default) == "False":
+                    return True
+        child = parent
+    return False
 
 
 def _forward_method(node: Node) -> Optional[Node]:
