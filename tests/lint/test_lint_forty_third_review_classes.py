@@ -612,3 +612,92 @@ def test_a_read_in_forward_under_a_parameter_that_defaults_to_false_runs_only_wh
     assert findings(OPT_IN_FORWARD) == [
         (15, 30, "AL100", "warning", "`.item()` in `forward`: the host waits for the GPU on every forward pass"),
     ]
+
+
+EVALUATION = dedent(
+    """\
+    import torch
+    import torch.distributed as dist
+
+
+    def distributed_init(rank):
+        dist.all_reduce(torch.zeros(1).cuda())
+
+
+    @torch.no_grad()
+    def evaluation(model, data_loader, num_images, device):
+        scores = torch.full((num_images, 10), -100.0).to(device, non_blocking=True)
+        logits = torch.empty(num_images, 10)
+        final_result = []
+        pos = 0
+        for images, target in data_loader:
+            images, target = images.to(device), target.to(device)
+            out = model(images)
+            logits[pos : pos + len(out), :] = out.cpu()
+            for i in range(out.size(0)):
+                final_result.append("{} {}".format(str(out[i].cpu().numpy().tolist()), str(int(target[i].cpu()))))
+            pos += len(out)
+        return scores, logits, final_result
+    """
+)
+
+
+def test_an_evaluations_set_up_its_result_buffers_and_its_result_rows_are_paid_as_intended() -> None:
+    """In `evaluation(model, data_loader, ...)`, the buffer made outside its loops is paid once per
+    evaluation (AL302 and AL200: information); `logits[pos : pos + n, :] = out.cpu()` fills a
+    batch's rows of a result buffer; the second copy in one `.format(...)` reads a row of a value
+    the first already waited for; a dummy all-reduce in `distributed_init` runs once."""
+    assert findings(EVALUATION) == [
+        (
+            6,
+            35,
+            "AL302",
+            "information",
+            "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with "
+            "`device=`; it runs once per call of `distributed_init` (set-up, not a step): a small cost, not paid "
+            "every step",
+        ),
+        (
+            11,
+            50,
+            "AL302",
+            "information",
+            "`torch.full(...)` is created on the CPU and then copied to the device: create it there with "
+            "`device=`; it runs once per pass over the data (`evaluation` walks `data_loader` itself, in its loop "
+            "on line 15): a small cost, not paid every step",
+        ),
+        (
+            11,
+            61,
+            "AL200",
+            "information",
+            "`non_blocking=True` copy from memory not known to be pinned: from pageable memory the host waits for "
+            "the copy; pin the source (`.pin_memory()`, `DataLoader(pin_memory=True)`); it runs once per call of "
+            "`evaluation`, an evaluation, outside its loops: a small cost, not paid every step",
+        ),
+        (
+            18,
+            46,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU on every iteration, collecting results on the host "
+            "(`results[key] = t.cpu()`: one copy per result, as intended)",
+        ),
+        (
+            20,
+            58,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU on every iteration of a loop that takes no training "
+            "step, bringing the output home as NumPy (`t.cpu().numpy()`: an inference pass's result, one copy per "
+            "batch)",
+        ),
+        (
+            20,
+            101,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU on every iteration, but an earlier read of this "
+            "statement (line 20) already waited: no new wait",
+        ),
+    ]

@@ -104,7 +104,7 @@ SET_UP_FUNCTION = re.compile(
     # (`log_images`: a module's, which an image-logging callback calls every N steps)
     # (`populate_modules`: nerfstudio's models build their fields and buffers there, from `__init__`;
     # `log_tensorboard_graph`: the model's graph, traced once; `capture_model`: CUDA graphs captured once)
-    r"^_*init(?:_|$)|initiali[sz]e|^_*set_?up(?:_|$)|warm_?up|^_?load|_load_|save|export|plot|^__(?:str|repr)__$"
+    r"^_*init(?:_|$)|^(?:dist|distributed)_init$|initiali[sz]e|^_*set_?up(?:_|$)|warm_?up|^_?load|_load_|save|export|plot|^__(?:str|repr)__$"
     r"|^_*populate_|^log_\w*graph$|^_*capture(?:_model|_graphs?)?$"
     r"|^log_images$",
     re.I,
@@ -1747,6 +1747,24 @@ def data_pass(function: Node) -> Optional[Node]:
         if iterable is not None and _DATA_PASS.search(text(iterable)):
             return loop
     return None
+
+
+def evaluation_pass(function: Node) -> Optional[Node]:
+    """The first loop of a function spelled as a whole evaluation (`evaluation(model, data_loader,
+    ...)`, `validate`, `eval_one_epoch`) that walks something: what the function does outside
+    its loops runs once per evaluation, not once per step; None otherwise."""
+    title = function.child_by_field_name("name")
+    body = function.child_by_field_name("body")
+    if title is None or body is None or not _EVALUATION_PASS.search(text(title)):
+        return None
+    return next((loop for loop in _loops_in(body) if loop.type == "for_statement"), None)
+
+
+# (the whole name: `evaluate_action_sequences` is a planner's inner step)
+_EVALUATION_PASS = re.compile(
+    r"^_?(?:evaluation|evaluate|validate|validation)(?:_model|_loop|_epoch)?$|_one_epoch$|^(?:eval|val|test)_epoch$",
+    re.I,
+)
 
 
 def step_loop(function: Node) -> Optional[Node]:

@@ -51,7 +51,8 @@ What it does:
     `autograd.Function` that also defines `symbolic` (an ONNX export stub: once per export), the
     fallback of a NaN or inf check (`if torch.isnan(self.K).any(): self.K = torch.eye(n).to(...)`),
     a helper spelled as a forward that only `__init__` calls (`self.width = self._dummy_forward(n)`:
-    a shape probe), or the
+    a shape probe), the code outside the loops of an evaluation (`evaluation(model, data_loader)`,
+    `validate`, `eval_one_epoch`: once per evaluation), or the
     code of a function before its own loop that takes training steps (a fit's labels, made once
     and reused in every step; not before a loop that only counts iterations, as Sinkhorn's, which
     runs inside its caller's step).
@@ -107,6 +108,7 @@ from atenlens.lint.frequency import (
     early_exit_throttle,
     enclosing_test,
     epoch_hook,
+    evaluation_pass,
     frequency,
     function_name,
     in_a_test,
@@ -650,6 +652,9 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
     if passing is not None:
         walked = " ".join(text(passing.child_by_field_name("right") or passing).split())
         return f"once per pass over the data (`{name}` walks `{walked}` itself, in its loop on line {passing.start_point[0] + 1})"
+    evaluating = evaluation_pass(function) if function is not None and loop is None else None
+    if evaluating is not None:
+        return f"once per call of `{name}`, an evaluation, outside its loops"
     stepping = step_loop(function) if function is not None and loop is None else None
     if stepping is not None and stepping.start_byte > move.end_byte:
         return f"once per call of `{name}`, before its loop of steps on line {stepping.start_point[0] + 1}"

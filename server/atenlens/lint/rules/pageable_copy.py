@@ -32,7 +32,8 @@ What it does:
     that page-locks memory in place with `cudaHostRegister` (through `torch.cuda.cudart()`) is
     trusted with all its copies.
     A copy that runs once per run or per object (outside any loop, in module-level code, in
-    `main`, in `__init__`, or in a function that the file calls only from there)
+    `main`, in `__init__`, outside the loops of an evaluation such as `evaluation(model,
+    data_loader)`, or in a function that the file calls only from there)
     is reported at information level: the wait is real but paid once.
 
 Why it matters:
@@ -62,7 +63,7 @@ from atenlens.codes import Code
 from atenlens.lint.callers import built_per_item, rare_callers
 from atenlens.lint.context import LintContext
 from atenlens.lint.findings import Finding
-from atenlens.lint.frequency import function_name
+from atenlens.lint.frequency import evaluation_pass, function_name
 from atenlens.lint.provenance import (
     TORCH_FACTORIES,
     VIEW_METHODS,
@@ -177,6 +178,8 @@ def _runs_once(ctx: LintContext, call: Node) -> Optional[str]:
     # (only `__init__` by its name: a `load_tensor` spelled as set-up may run per layer per step)
     if name == "__init__" and not built_per_item(function):
         return "once per object (`__init__`)"
+    if evaluation_pass(function) is not None:
+        return f"once per call of `{name}`, an evaluation, outside its loops"
     rare = rare_callers(ctx, call, once=True)
     return f"in {rare}" if rare is not None else None
 

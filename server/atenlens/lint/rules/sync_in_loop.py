@@ -1015,8 +1015,8 @@ def _read_earlier_in_statement_why(call: Node) -> Optional[str]:
     """For a `.cpu()` or `.tolist()`: the reason it adds no wait when a blocking read earlier in
     its statement already waited for the value it copies (`ratio = desired.cpu() / norm.cpu()`)."""
     owner = receiver(call)
-    if owner is None or owner.type != "identifier":
-        return None  # (`a.cpu() / b.sum().cpu()`: the sum is new work)
+    if owner is None or owner.type not in ("identifier", "subscript", "attribute"):
+        return None  # (`a.cpu() / b.sum().cpu()`: the sum is new work; `target[i].cpu()` is a view)
     line = _read_earlier_in_statement(call, statement_of(call), copies=True)
     return f"an earlier read of this statement (line {line}) already waited" if line is not None else None
 
@@ -1757,6 +1757,8 @@ def _stored_in_item(node: Node) -> bool:
         return False
     target, parent = bound
     keys = target.children_by_field_name("subscript") if target.type == "subscript" else []
+    if len(keys) > 1 and keys[0].type == "slice" and all(k.type in ("slice", "ellipsis") for k in keys):
+        return True  # (`logits[pos : pos + bs, :] = out.cpu()`: a batch's rows of a result buffer)
     # (a key, not an index: `self.masks[i, c] = m.cpu()` fills a tensor, one copy per element)
     if len(keys) != 1:
         return False
