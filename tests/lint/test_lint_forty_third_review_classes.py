@@ -701,3 +701,88 @@ def test_an_evaluations_set_up_its_result_buffers_and_its_result_rows_are_paid_a
             "statement (line 20) already waited: no new wait",
         ),
     ]
+
+
+ONCE_AND_GENERATE = dedent(
+    """\
+    from functools import lru_cache
+
+    import torch
+
+
+    class Rotary(torch.nn.Module):
+        def get_cos_sin(self, seq_len, device):
+            if (seq_len, device) not in self.cache:
+                t = torch.arange(seq_len).float().to(device)
+                self.cache[seq_len, device] = (t.cos(), t.sin())
+            return self.cache[seq_len, device]
+
+        def initialize_shape(self, device):
+            optim = torch.optim.Adam(self.parameters(), lr=1e-3)
+            for _ in range(1000):
+                points = torch.rand(10000, 3).to(device)
+                loss = self.forward_sdf(points).square().mean()
+                loss.backward()
+                optim.step()
+
+
+    @lru_cache
+    def first_time_calculation(device):
+        x = torch.zeros((1, 1)).to(device)
+        return x
+
+
+    @torch.inference_mode()
+    def answer(model, tokenizer, questions, device):
+        for input_ids in questions:
+            if model.memory_required(input_ids.shape) > 2**30:
+                continue
+            output_ids = model.generate(input_ids.to(device), max_new_tokens=64)
+            n = input_ids.shape[1]
+            changed = (input_ids.to(device) != output_ids[:, :n]).sum().item()
+            print(changed, tokenizer.batch_decode(output_ids[:, n:]))
+    """
+)
+
+
+def test_caches_a_set_ups_own_training_loop_memory_bookkeeping_and_reads_after_generate() -> None:
+    """`if (seq_len, device) not in self.cache:` fills the cache once per key, and an `@lru_cache`
+    function runs once per distinct call (AL302: information); a copy inside the training loop of
+    a set-up function (`initialize_shape` stepping its optimizer 1000 times) is per step (warning);
+    `model.memory_required(shape)` is a number; a read of what `model.generate(...)` returned just
+    before adds no new wait (information)."""
+    assert findings(ONCE_AND_GENERATE) == [
+        (
+            9,
+            46,
+            "AL302",
+            "information",
+            "`torch.arange(...)` is created on the CPU and then copied to the device: create it there with "
+            "`device=`; it runs once per object, on first use (`if (seq_len, device) not in self.cache:`): a small "
+            "cost, not paid every step",
+        ),
+        (
+            16,
+            42,
+            "AL302",
+            "warning",
+            "`torch.rand(...)` is created on the CPU and then copied to the device: create it there with `device=`",
+        ),
+        (
+            24,
+            28,
+            "AL302",
+            "information",
+            "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with "
+            "`device=`; it runs once per distinct call of `first_time_calculation` (its result is cached): a small "
+            "cost, not paid every step",
+        ),
+        (
+            35,
+            68,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU on every iteration, but `generate` on line 33 just "
+            "before already waited for its output: no new wait",
+        ),
+    ]

@@ -199,7 +199,7 @@ def frequency(node: Node) -> Frequency:
             loop, False, f"once per layer of a layer-by-layer pass (`{layer}(...)` loads, quantizes or offloads each)"
         )
     function = function_name(loop)
-    if _memoized(loop):
+    if memoized(loop):
         return Frequency(loop, False, "once per object (the function's result is cached)")
     in_test = in_a_test(loop)
     outer_loop = repeating_loop(loop) if count is not None and count <= FEW_ITERATIONS and not in_test else None
@@ -221,7 +221,8 @@ def frequency(node: Node) -> Frequency:
         # `debug_check_classes()`, `sanity_check(...)`: a check run by hand, in a test or under a
         # debug flag (not `check_*`: `_check_for_inf_or_nan(grads)` runs every optimizer step)
         return Frequency(loop, False, f"on every iteration of a loop in the check `{function}` (not a training step)")
-    if _RARE_FUNCTION.search(function):
+    if _RARE_FUNCTION.search(function) and not _takes_a_step(loop):
+        # (not a set-up's own training loop: `initialize_shape` fitting an SDF for 1000 steps)
         return Frequency(loop, False, f"per item in `{function}` (once per call, not per training step)")
     if loop.type in COMPREHENSION_TYPES and function in ("", "main") and repeating_loop(loop) is None:
         # `metrics.update({n: v.mean().item() for n, v in summaries})` in `main()` or a script's
@@ -315,7 +316,7 @@ _CHECK_FUNCTION = re.compile(r"_*(?:debug|sanity)_", re.I)
 _MEMOIZING = re.compile(r"(?:^|\.)(?:cached_property|cache|lru_cache)\b")
 
 
-def _memoized(node: Node) -> bool:
+def memoized(node: Node) -> bool:
     """Is `node` in a function whose result is cached (`@cached_property`, `@functools.cache`,
     `@lru_cache(...)`): its loops run once per object or argument, not per step?"""
     function = next((a for a in ancestors(node) if a.type == "function_definition"), None)
@@ -1107,6 +1108,11 @@ def _lazy_initialization(condition: Node) -> bool:
         )
     sides = tested.named_children if tested.type == "comparison_operator" else []
     operators = [text(c) for c in tested.children if not c.is_named] if sides else []
+    if operators in (["not", "in"], ["not in"]) and len(sides) == 2 and text(sides[1]).startswith("self."):
+        # `if (D, seq_len, device) not in self.cache: ... self.cache[key] = ...`: filled once per key
+        cache = re.escape(text(sides[1]).encode())
+        filled = statement.child_by_field_name("consequence")
+        return filled is not None and re.search(cache + rb"\[[^\]\n]*\][ \t]*=(?!=)", filled.text or b"") is not None
     if operators != ["is"] or len(sides) != 2 or sides[1].type != "none" or not text(sides[0]).startswith("self."):
         return False
     body = statement.child_by_field_name("consequence")

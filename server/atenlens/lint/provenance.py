@@ -2852,7 +2852,10 @@ def _loaded_here_on_the_cpu(ctx: LintContext, owner: Optional[Node]) -> bool:
 
 # A model's method that counts or sizes something, called with no input: a number
 # A model's figures about a run rather than about its input (nanoGPT's `estimate_mfu(fwdbwd_per_iter, dt)`)
-_RUN_METRIC_METHOD = re.compile(r"^_*estimate_|(?:^|_)(?:mfu|t?flops|throughput)(?:$|_)", re.I)
+# (also memory bookkeeping: `model.memory_required(shape)`, `loaded.model_memory_required(dev)`)
+_RUN_METRIC_METHOD = re.compile(
+    r"^_*estimate_|(?:^|_)(?:mfu|t?flops|throughput)(?:$|_)|(?:^|_)memory_(?:required|used|needed|usage)$", re.I
+)
 # A getter of metadata (`get_element_type()`, `get_partial_shape()`, `get_name()`): no tensor
 _METADATA_GETTER = re.compile(
     r"^_?get_(?:\w+_)?(?:type|shape|name|names|dtype|rank|size|sizes|length|index|id|key|keys|info|config)$"

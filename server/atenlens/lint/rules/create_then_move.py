@@ -44,14 +44,16 @@ What it does:
     set-up function (`_init_weights`, `setup`, `load_*`, `save`, `export`,
     `plot`, `populate_*`), a hook a trainer runs once per epoch or run (`on_train_start`,
     `on_validation_epoch_end`), module-level code, a loop's iteration that only some pass (`if len(state) == 0:`
-    creates an optimizer's state on its first step, also in a per-parameter step function with no loop), a call that a modulus lets through (`if
+    creates an optimizer's state on its first step, also in a per-parameter step function with no loop;
+    `if key not in self.cache:` fills a cache once per key), a call that a modulus lets through (`if
     batch_idx % self.frequency == 0:`, or an early `if (step - 1) % every != 0: return`), a
     debugging or logging flag (`if self.log_loss_info:`), the `compute`, `reset` or `results` of a
     metric (a class that also has an `update`: once per evaluation), the `forward` of an
     `autograd.Function` that also defines `symbolic` (an ONNX export stub: once per export), the
     fallback of a NaN or inf check (`if torch.isnan(self.K).any(): self.K = torch.eye(n).to(...)`),
     a helper spelled as a forward that only `__init__` calls (`self.width = self._dummy_forward(n)`:
-    a shape probe), the code outside the loops of an evaluation (`evaluation(model, data_loader)`,
+    a shape probe), a function whose result is cached (`@lru_cache`, `@functools.cache`: once per
+    distinct call), the code outside the loops of an evaluation (`evaluation(model, data_loader)`,
     `validate`, `eval_one_epoch`: once per evaluation), or the
     code of a function before its own loop that takes training steps (a fit's labels, made once
     and reused in every step; not before a loop that only counts iterations, as Sinkhorn's, which
@@ -114,6 +116,7 @@ from atenlens.lint.frequency import (
     in_a_test,
     in_unit_test_class,
     lazily_initialized,
+    memoized,
     on_nonfinite_path,
     periodic_throttle,
     sampling_loop,
@@ -618,6 +621,8 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
             # (not in a beam or a hypothesis, built per example: parlai's `if self.scores is None:`)
             # `if not hasattr(self, "colorize"): self.register_buffer("colorize", torch.randn(...).to(x))`
             return f"once per object, on first use (`if {shown(first_use)}:`)"
+    if function is not None and memoized(move):
+        return f"once per distinct call of `{name}` (its result is cached)"
     if name == "forward" and _export_stub(ctx, function):
         return "once per export (the `forward` of an `autograd.Function` with a `symbolic`: an ONNX export stub)"
     sampling = sampling_loop(function) if function is not None and name == "forward" else None

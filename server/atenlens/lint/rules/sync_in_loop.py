@@ -239,7 +239,9 @@ What it does:
     desired.cpu() / norm.cpu()`: no new wait), a blocking copy in such a loop right after another
     with only host code between (`outputs = outputs.cpu().numpy()`, then `batch_y =
     batch_y.cpu().numpy()`), a read right after `writer.add_scalar("loss", loss)` of the same value (the
-    writer read it), a
+    writer read it), a read of what `output_ids = model.generate(...)` returned in the three
+    statements before it (`(input_ids != output_ids[:, :n]).sum().item()`: generation checked its
+    stopping condition on the host after every token), a
     second `.item()` of the same name in the statement right after the first (no new wait; not of
     a comprehension's own variable, read anew), an `.item()`, `int()` or `float()` of a value
     computed before a read in the statements just above, with only host code after that read (`losses.append(loss.item())`,
@@ -1071,7 +1073,34 @@ def _read_just_before(ctx: LintContext, call: Node) -> Optional[str]:
         # (not when the block above ran `loss.backward()` / `optimizer.step()` after its last
         # read: this read waits for that work)
         return f"the value was read on line {previous.start_point[0] + 1} just before"
+    generated = _generated_just_before(ctx, owner, statement)
+    if generated is not None:
+        return f"`generate` on line {generated} just before already waited for its output"
     return _drained_why(ctx, receiver(call), statement)
+
+
+def _generated_just_before(ctx: LintContext, owner: Node, statement: Node) -> Optional[int]:
+    """The line of `output_ids = model.generate(...)` in one of the three statements before this
+    one, when the read computes from `output_ids` (`(input_ids != output_ids[:, :n]).sum().item()`):
+    generation checks its stopping condition on the host after every token, so its output is
+    complete when it returns, and the read waits only for the little it computes itself."""
+    earlier: list[Node] = []
+    current: Optional[Node] = statement
+    for _ in range(3):
+        current = neighbour_statement(current, forward=False)
+        if current is None:
+            break
+        earlier.append(current)
+    if not earlier:
+        return None
+    for name in (n for n in _walk(owner) if n.type == "identifier"):
+        binding = ctx.bindings(name).at(text(name), name.start_byte)
+        value = strip_parens(binding.value) if binding is not None and binding.value is not None else None
+        if value is None or value.type != "call" or method_name(value) != "generate":
+            continue
+        if any(s.start_byte <= value.start_byte < s.end_byte for s in earlier):
+            return value.start_point[0] + 1
+    return None
 
 
 def _condition_waited_for(ctx: LintContext, owner: Node, condition: Node) -> bool:
@@ -1521,6 +1550,9 @@ def _as_numpy(call: Node) -> bool:
         if attribute is None or attribute.type != "attribute" or attribute.child_by_field_name("object") != node:
             break
         outer = attribute.parent
+        if text(attribute.child_by_field_name("attribute")) == "data":
+            node = attribute  # (`t.cpu().data.numpy()`: the same data, without its autograd history)
+            continue
         if outer is None or outer.type != "call":
             return False
         method = method_name(outer)
