@@ -786,3 +786,68 @@ def test_caches_a_set_ups_own_training_loop_memory_bookkeeping_and_reads_after_g
             "before already waited for its output: no new wait",
         ),
     ]
+
+
+MOE_FORWARD = dedent(
+    """\
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+
+
+    class MoEFeedForward(nn.Module):
+        def __init__(self, cfg):
+            super().__init__()
+            self.gate = nn.Linear(cfg["emb_dim"], cfg["num_experts"], bias=False)
+            self.k = cfg["k"]
+
+        def forward(self, x):
+            scores = self.gate(x)
+            topk_scores, topk_indices = torch.topk(scores, self.k, dim=-1)
+            out = torch.zeros_like(x, device=x.device)
+            for expert_id_tensor in torch.unique(topk_indices):
+                expert_id = int(expert_id_tensor.item())
+                mask = topk_indices == expert_id
+                if not mask.any():
+                    continue
+            return self.helper(x)
+
+        def helper(self, x):
+            return x
+
+
+    def train_one_epoch(model, loader, optimizer):
+        for x, y in loader:
+            loss = model(x.cuda(), y.cuda())
+            loss.backward()
+            optimizer.step()
+            loss_list = [torch.zeros_like(loss) for _ in range(dist.get_world_size())]
+            dist.all_gather(loss_list, loss)
+            loss_list = torch.tensor(loss_list)
+    """
+)
+
+
+def test_a_layers_output_in_forward_and_a_list_of_gathered_losses_are_on_the_device() -> None:
+    """`scores = self.gate(x)` in the `forward` of a module that builds `self.gate = nn.Linear(...)`
+    is what a layer of the model computes, on the model's device: the experts' `.item()` and
+    `mask.any()` wait once per expert per forward. `torch.tensor(loss_list)` of a list bound to
+    `[torch.zeros_like(loss) for ...]` (then filled by `all_gather`) reads each element."""
+    assert findings(MOE_FORWARD) == [
+        (17, 45, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            19,
+            19,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a condition (`mask.any()`) inside a loop: the host waits for the GPU on every iteration",
+        ),
+        (
+            34,
+            20,
+            "AL100",
+            "warning",
+            "`torch.tensor(...)` of CUDA tensors (`torch.zeros_like(loss)`, one read each) inside a loop: the host "
+            "waits for the GPU on every iteration",
+        ),
+    ]

@@ -2176,6 +2176,21 @@ def _rooted_in_settings(owner: Node) -> bool:
     return len(parts) > 1 and _SETTINGS.search(parts[0]) is not None
 
 
+def _submodule_in_forward(ctx: LintContext, call: Node) -> bool:
+    """Is `call` (`self.gate(x)`) in the `forward` of a module class (a class with a base) that
+    sets `self.gate` to a module it builds (`self.gate = nn.Linear(d, n)`, `self.experts =
+    Experts(cfg)`)? A layer of a model computes where the model runs."""
+    function = next((a for a in ancestors(call) if a.type == "function_definition"), None)
+    title = function.child_by_field_name("name") if function is not None else None
+    holder = next((a for a in ancestors(call) if a.type == "class_definition"), None)
+    bases = holder.child_by_field_name("superclasses") if holder is not None else None
+    if title is None or text(title) != "forward" or holder is None or bases is None or not bases.named_children:
+        return False
+    method = method_name(call) or ""
+    built = rb"self\." + re.escape(method.encode()) + rb"[ \t]*=[ \t]*(?:[A-Za-z_]\w*\.)*[A-Z]\w*\("
+    return re.search(built, class_text(ctx, holder)) is not None
+
+
 def _module_buffer(ctx: LintContext, node: Node, attr: str) -> bool:
     """Is `self.<attr>` a buffer that the module class around `node` registers
     (`self.register_buffer("queue_ptr", torch.zeros(1, dtype=torch.long))`) of a model (a class with
@@ -2738,6 +2753,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
                 return True  # `self.policy.evaluate_actions(obs, actions)`: a model's own method
             if _LOSS_FUNCTION.search(method) and _given_a_model_output(ctx, node, depth):
                 return True  # `metrics.accuracy(outputs, pids)`: a module's loss or metric function
+            if owner is not None and text(owner) == "self" and arguments(node)[0] and _submodule_in_forward(ctx, node):
+                return True  # `scores = self.gate(x)` in a module's `forward`: what a layer of it computes
             return _model_output(ctx, owner, depth + 1)
         if name == "sum":
             # `0.5 * sum(F.mse_loss(q, target) for q in q_values)`: a loss summed over terms

@@ -1852,6 +1852,13 @@ def _tensors_from_elements(ctx: LintContext) -> Iterator[Finding]:
         data = strip_parens(positional[0]) if positional else None
         if data is None:
             continue
+        if data.type == "identifier":
+            # `loss_list = [torch.zeros_like(loss) for _ in range(n)]`, `dist.all_gather(loss_list,
+            # loss)`, then `torch.tensor(loss_list)`: the list the name was bound to
+            binding = ctx.bindings(data).at(text(data), data.start_byte)
+            if binding is not None and binding.value is not None and not binding.augmented:
+                bound = strip_parens(binding.value)
+                data = bound if bound.type in ("list", "list_comprehension") else data
         if data.type in ("list", "tuple"):
             elements = [c for c in data.named_children if c.type not in ("comment", "list_splat")]
         elif data.type == "list_comprehension":
