@@ -86,7 +86,9 @@ What it does:
     output or a loss (`model(x)`, `self._forward_and_gradient(x)`, `criterion(...)`, `outputs.loss`,
     a method of a model (`self.policy.evaluate_actions(obs, actions)`; not `parameters()`,
     `state_dict()`, `predict()` or `generate()`, nor a face detector's `detect_faces(...)` or
-    `get_landmarks(...)`, which hand back NumPy), `step["loss"]` of what a call returned,
+    `get_landmarks(...)`, which hand back NumPy), what a layer that a module builds computes in
+    its `forward` (`scores = self.gate(x)` with `self.gate = nn.Linear(d, n)`), `step["loss"]` of
+    what a call returned, `torch.tensor(parts)` of a name bound to a list of such tensors,
     a name or attribute spelled with `loss` (not `self.loss`: a module's loss function, or a float
     it keeps; not an attribute the class only sets to numbers: `self.best_loss = float("inf")`,
     `self.best_loss = mean_loss` with `mean_loss = np.mean(losses)`), a sum of losses (`sum(F.mse_loss(q, t) for q in q_values)`),
