@@ -851,3 +851,69 @@ def test_a_layers_output_in_forward_and_a_list_of_gathered_losses_are_on_the_dev
             "waits for the GPU on every iteration",
         ),
     ]
+
+
+GENERATE_LOOP = dedent(
+    """\
+    import torch
+    import supervision as sv
+
+
+    def infer(model, tokenizer, samples, image):
+        for i in range(len(samples)):
+            response = model.generate(samples[i].cuda(), max_new_tokens=128)
+            print(tokenizer.decode(response[0]))
+            torch.cuda.empty_cache()
+        detections = model.predict_with_classes(image=image, classes=["dog"])
+        labels = [f"{confidence:0.2f}" for _, _, confidence, class_id, _, _ in detections]
+        scores = torch.from_numpy(detections.confidence)
+        return labels, scores
+    """
+)
+
+
+def test_a_loop_that_generates_per_iteration_is_per_inference_and_numpy_detections_are_host() -> None:
+    """`response = model.generate(...)` on each iteration is one inference per iteration, so the
+    `empty_cache()` after it is paid per inference (AL300 warning). A detections object whose
+    field the function hands to `torch.from_numpy` holds NumPy: its confidences are host numbers."""
+    assert findings(GENERATE_LOOP) == [
+        (
+            9,
+            8,
+            "AL300",
+            "warning",
+            "`torch.cuda.empty_cache()` inside a loop: frees cached blocks that the next iteration must allocate again",
+        ),
+    ]
+
+
+RANDOM_THROTTLE = dedent(
+    """\
+    import random
+
+    import torch
+
+
+    def train(model, loader, optimizer):
+        for x, y in loader:
+            loss = model(x.cuda(), y.cuda())
+            loss.backward()
+            optimizer.step()
+            if random.random() < 0.01:
+                print(loss.item())
+    """
+)
+
+
+def test_a_read_under_a_small_random_chance_is_a_throttle() -> None:
+    """`if random.random() < 0.01:` runs one iteration in a hundred on purpose (icefall's scaling
+    modules sync their counters so): the read is information, as under `step % 100 == 0`."""
+    assert findings(RANDOM_THROTTLE) == [
+        (
+            12,
+            23,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU only on iterations where `random.random() < 0.01`",
+        ),
+    ]

@@ -721,6 +721,10 @@ def _names_a_nonfinite_mask(condition: str, loop: Node) -> bool:
     return re.search(bound, loop.text or b"") is not None
 
 
+# `random.random() < 0.01`, `np.random.rand() < 0.05`: a chance of at most a fifth per iteration
+_RANDOM_DRAW = re.compile(r"^(?:random\.random|np\.random\.rand|numpy\.random\.rand)\(\)\s*<\s*0?\.(?:0\d*|1\d*|2)$")
+
+
 def is_throttle(condition: Node) -> bool:
     """Does this condition hold on a few iterations only (`step % N == 0`, `i == 0`, `should_log`)?"""
     if _one_shot(condition) or _lazy_initialization(condition):
@@ -749,6 +753,8 @@ def is_throttle(condition: Node) -> bool:
     if kind == "comparison_operator":
         if any(_is_modulo(c) for c in condition.named_children):
             return True
+        if "rand" in said and _RANDOM_DRAW.match(said):
+            return True  # `if random.random() < 0.01:`: one iteration in a hundred, on purpose
         if _opt_in_logging(condition):
             return True
         if "last" in said and _CLOCK_INTERVAL.search(said):
@@ -2101,6 +2107,8 @@ _WALKS_BATCHES = re.compile(r"batch|loader(?!s)|(?<![A-Za-z])dl\b", re.I)  # not
 _STEP_COUNTER = re.compile(r"^_*(?:\w+_)?(?:step|it|iter|iteration|itr)$", re.I)
 # `range(steps)`, `range(self.max_iters)`, `trange(num_train_steps)`, `range(start_step, total_steps)`
 _STEP_RANGE = re.compile(r"^t?range\((?:[^()]*,\s*)?[\w.]*(?:steps?|iters|iterations)\)$", re.I)
+# A whole generation in the loop's own body (`model.generate(...)`, `model.chat(...)`)
+_GENERATES = re.compile(rb"\.(?:generate|chat)\(")
 # `range(max_new_tokens)`, `range(self.max_len)`: a decoding loop's tokens
 _DECODE_RANGE = re.compile(
     r"^t?range\((?:[^()]*,\s*)?[\w.]*(?:new_tokens|max_len|max_length|gen_len|num_tokens)\)$", re.I
@@ -2112,7 +2120,8 @@ def runs_per_step(loop: Node) -> bool:
     """Does `loop` (or a loop around it in its function) show that it runs once per training or
     inference step? It walks batches (`for batch in loader:`, `for i in range(0, n,
     batch_size):`), counts steps (`for step in range(steps):`) or tokens of a decoding loop that
-    runs a model (`for _ in range(max_new_tokens):`), runs a model on each chunk of the input,
+    runs a model (`for _ in range(max_new_tokens):`), runs a whole generation per iteration
+    (`model.generate(...)`), runs a model on each chunk of the input,
     takes a training step (`loss.backward()`, `optimizer.step()`), or is in a function
     that a framework calls per step (`forward`, `training_step`, an optimizer's `step`)."""
     if _PER_STEP_FUNCTION.match(function_name(loop)):
@@ -2132,6 +2141,8 @@ def runs_per_step(loop: Node) -> bool:
             return True  # `for img_path in input_img_list: out = net(img)`: one inference per input
         if iterable is not None and _DECODE_RANGE.match(text(iterable)) and runs_a_model(current):
             return True  # `for _ in range(max_new_tokens): logits = model(idx)`: one decoding step each
+        if _own_call(current, _GENERATES) is not None:
+            return True  # `for i in tqdm(range(n)): response = model.generate(...)`: one generation each
         if (target is not None and target.type == "identifier" and _STEP_COUNTER.match(text(target))) or (
             iterable is not None and _STEP_RANGE.match(text(iterable))
         ):

@@ -2588,6 +2588,8 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
         if binding.loop is not None:
             # `for step, batch in enumerate(loader):` ... `loss.backward()`: the batch, not the counter
             iterable = binding.loop.child_by_field_name("right")
+            if iterable is not None and iterable.type == "identifier" and _held_as_numpy(ctx, iterable):
+                return False  # `for _, _, confidence, *_ in detections:` of NumPy `sv.Detections`
             element = _loop_element_device(ctx, iterable, binding.path, depth + 1)
             if element is Device.HOST or _iterates_keys(binding.loop, binding.path, text(node)):
                 return False
@@ -2918,6 +2920,15 @@ def _given_a_model_output(ctx: LintContext, call: Node, depth: int) -> bool:
     where its inputs are)?"""
     positional, keywords = arguments(call)
     return any(_model_output(ctx, a, depth + 1) for a in [*positional, *keywords.values()])
+
+
+def _held_as_numpy(ctx: LintContext, name: Node) -> bool:
+    """Does the scope of `name` hand one of its fields to `torch.from_numpy` (`torch.from_numpy(
+    detections.confidence)`)? Then the object holds NumPy arrays (supervision's `Detections`), and
+    what it yields is on the host."""
+    scope = scope_for(name)
+    spelled = rb"from_numpy\([ \t]*" + re.escape(text(name).encode()) + rb"[.\[]"
+    return re.search(spelled, scope.text or b"") is not None
 
 
 def _bound_to_a_call(ctx: LintContext, name: Node) -> bool:

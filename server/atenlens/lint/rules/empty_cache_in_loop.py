@@ -9,7 +9,8 @@ What it does:
     message that says how often (see AL100). As with AL101, the call is written on purpose, so it
     is a warning only where the loop shows that it runs once per training or inference step (it
     walks batches, counts steps, takes a training step, walks input files or images and runs a
-    model on each, or is in `forward` or a `*_step` method),
+    model on each, runs a model on each chunk of an input or a whole generation on each iteration
+    (`response = model.generate(...)`), or is in `forward` or a `*_step` method),
     and information elsewhere or under an option that asks for it (`if self.cpu_cache:`,
     `if args.empty_cache_after_prefix:`).
 

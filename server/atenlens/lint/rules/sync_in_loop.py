@@ -158,7 +158,7 @@ What it does:
     `d.items()` or of a loop that indexes what it iterates (`for k in output: output[k]`), nor code in the branch taken without a GPU (the `else` of
     `if x.device.type == "cuda":`, `if x.is_cuda:`, `if torch.cuda.is_available():`).
     Deliberate or cheap reads are information, with a message that says how often: under
-    `if step % N == 0:`, `if i == 0:` or a test spelled as one (`should_log`, `every_n_steps(state,
+    `if step % N == 0:`, `if i == 0:`, `if random.random() < 0.01:` or a test spelled as one (`should_log`, `every_n_steps(state,
     freq)`, a settings object's `log_*` or `save_metrics` option: `if args.log_logit_mean:`; a size compared with a
     cache's, `if seq_len > self.max_seq_len_cached:`, which rebuilds it when it grows) (also through a flag the function binds once to such a
     test: `apply_penalty = steps % 32 == 0`, `if apply_penalty:`; also combined: `if is_master and (step % N == 0 or

@@ -34,7 +34,8 @@ What it does:
     loader:`, `for i in range(0, n, batch_size):`, a model run on each chunk of the input or on
     each input file, `for img_path in input_img_list: out = net(load(img_path))`), counts
     steps (`for step in ...`, `for _ in range(num_steps):`) or the tokens of a decoding loop that
-    runs a model (`for _ in range(max_new_tokens): logits = model(idx)`), takes a training step
+    runs a model (`for _ in range(max_new_tokens): logits = model(idx)`), runs a whole generation
+    on each iteration (`response = model.generate(...)`), takes a training step
     (`loss.backward()`, `optimizer.step()`), or is in `forward`, a `*_step` method or an
     optimizer's `step` (one wait per parameter per step). Elsewhere (a warm-up, a loop over
     models, layers or configurations) it is information, and so is one under an option that asks
