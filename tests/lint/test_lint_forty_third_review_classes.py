@@ -917,3 +917,40 @@ def test_a_read_under_a_small_random_chance_is_a_throttle() -> None:
             "`.item()` inside a loop: the host waits for the GPU only on iterations where `random.random() < 0.01`",
         ),
     ]
+
+
+RETURNED_ON_HOST = dedent(
+    """\
+    import torch
+    import torch.nn as nn
+
+
+    class Stage(nn.Module):
+        def __init__(self, device):
+            super().__init__()
+            self.device = device
+            self.seq = nn.Linear(8, 8).to(device)
+
+        def forward(self, x):
+            out = self.seq(x.to(self.device))
+            peak = out.abs().max().cpu()
+            return out.cpu()
+    """
+)
+
+
+def test_a_copy_that_forward_returns_is_handed_back_on_the_host_by_design() -> None:
+    """`return out.cpu()` in `forward` (an RPC pipeline stage, a vocoder's waveform): the module
+    hands its output back on the host, one copy per call (information); another copy in
+    `forward` is still a wait on every forward pass."""
+    assert findings(RETURNED_ON_HOST) == [
+        (13, 31, "AL100", "warning", "`.cpu()` in `forward`: the host waits for the GPU on every forward pass"),
+        (
+            14,
+            19,
+            "AL100",
+            "information",
+            "`.cpu()` in `forward`: the host waits for the GPU on every forward pass, handing the output back on the "
+            "host (one copy per call, as designed)",
+        ),
+    ]

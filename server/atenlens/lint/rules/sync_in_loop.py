@@ -55,7 +55,9 @@ What it does:
     module's `forward` (a method of a class with a base) are reported for every forward pass:
     a step runs it once, a transformer's layer once per layer (BART's `if not
     torch.isfinite(hidden_states).all():` in fp16, JetMoE's `expert_size.tolist()`); not in a
-    `forward` that walks the timesteps itself (a pipeline stage's, once per request), and not
+    `forward` that walks the timesteps itself (a pipeline stage's, once per request); a `.cpu()`
+    copy that `forward` returns is information (`return out.cpu()`: the module hands its output
+    back on the host by design, as an RPC stage or a vocoder's waveform does); and not
     under `if <flag>:` of a parameter that defaults to `False` (`forward(self, x,
     include_embeddings=False)`: only a caller that asks runs it). In these kinds of function a
     check for
@@ -737,7 +739,15 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
         again = _read_just_before(ctx, call) if method == "item" and how.every_iteration else None
         if again is not None:
             how = Frequency(how.loop, False, f"{how.how_often}, but {again}: no new wait")
-        if (
+        if caller is not None and method == "cpu" and where == "in `forward`" and _returned(call):
+            # `return torch.clamp(waveform, -1, 1).squeeze().cpu()`, an RPC stage's `return out.cpu()`:
+            # the module hands its output back on the host by design
+            how = Frequency(
+                how.loop,
+                False,
+                "on every forward pass, handing the output back on the host (one copy per call, as designed)",
+            )
+        elif (
             caller is not None
             and method == "cpu"
             and site is not None
