@@ -954,3 +954,45 @@ def test_a_copy_that_forward_returns_is_handed_back_on_the_host_by_design() -> N
             "host (one copy per call, as designed)",
         ),
     ]
+
+
+COUNT_BETWEEN = dedent(
+    """\
+    import torch
+
+
+    @torch.no_grad()
+    def evaluate(model, loader, device):
+        num_seen, total = 1, 0.0
+        for feats, target in loader:
+            loss = model(feats.to(device), target.to(device))
+            num = target.size(0)
+            if torch.isfinite(loss):
+                num_seen += num
+                total += loss.item() * num
+        return total / num_seen
+    """
+)
+
+
+def test_a_read_after_a_condition_on_it_with_only_a_count_between_adds_no_wait() -> None:
+    """`if torch.isfinite(loss): num_seen += num; total += loss.item() * num`: the condition read
+    the loss, and a counter of host numbers between queues nothing, so the `.item()` adds no wait."""
+    assert findings(COUNT_BETWEEN) == [
+        (
+            10,
+            11,
+            "AL100",
+            "warning",
+            "a CUDA tensor as a condition (`torch.isfinite(loss)`) inside a loop: the host waits for the GPU on "
+            "every iteration",
+        ),
+        (
+            12,
+            26,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU on every iteration, but the condition on line 10 "
+            "just before already waited for it: no new wait",
+        ),
+    ]

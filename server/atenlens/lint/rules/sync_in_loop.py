@@ -243,7 +243,8 @@ What it does:
     desired.cpu() / norm.cpu()`: no new wait), a blocking copy in such a loop right after another
     with only host code between (`outputs = outputs.cpu().numpy()`, then `batch_y =
     batch_y.cpu().numpy()`), a read right after `writer.add_scalar("loss", loss)` of the same value (the
-    writer read it), a read of what `output_ids = model.generate(...)` returned in the three
+    writer read it; a counter of host numbers between, `num_seen += n`, queues nothing), a read of
+    what `output_ids = model.generate(...)` returned in the three
     statements before it (`(input_ids != output_ids[:, :n]).sum().item()`: generation checked its
     stopping condition on the host after every token), a
     second `.item()` of the same name in the statement right after the first (no new wait; not of
@@ -1064,6 +1065,13 @@ def _read_just_before(ctx: LintContext, call: Node) -> Optional[str]:
             return None
     spelled = re.compile(rb"(?<![\w.])" + re.escape(text(owner).encode()) + rb"\s*\.\s*item\s*\(")
     previous = neighbour_statement(statement, forward=False)
+    first = previous
+    while first is not None and _counts_on_the_host(ctx, first):
+        first = neighbour_statement(first, forward=False)
+    if first is None:
+        # (`if torch.isfinite(loss): num_seen += n; total += loss.item() * n`: only counts between
+        # the block's test and this read; not past them to a block a rank may skip)
+        previous = None
     holder = statement.parent.parent if statement.parent is not None else None
     if previous is None and holder is not None and holder.type == "with_statement":
         # `train_err += loss.item()`, then `with torch.no_grad(): avg_loss += loss.item()`
@@ -1113,6 +1121,21 @@ def _generated_just_before(ctx: LintContext, owner: Node, statement: Node) -> Op
         if any(s.start_byte <= value.start_byte < s.end_byte for s in earlier):
             return value.start_point[0] + 1
     return None
+
+
+def _counts_on_the_host(ctx: LintContext, statement: Node) -> bool:
+    """Is `statement` an update of a counter from names that hold numbers (`num_seen_utts +=
+    num_utts`, `step = step + 1`): no call, and no name in it likely on the device? Such a
+    statement queues nothing on the GPU."""
+    expression = (
+        statement.named_children[0] if statement.type == "expression_statement" and statement.named_children else None
+    )
+    if expression is None or expression.type not in ("augmented_assignment", "assignment"):
+        return False
+    parts = list(_walk(expression))
+    if any(n.type in ("call", "subscript", "attribute", "lambda") for n in parts):
+        return False
+    return not any(n.type == "identifier" and likely_device(ctx, n) for n in parts)
 
 
 def _condition_waited_for(ctx: LintContext, owner: Node, condition: Node) -> bool:
