@@ -2186,9 +2186,14 @@ def _submodule_in_forward(ctx: LintContext, call: Node) -> bool:
     bases = holder.child_by_field_name("superclasses") if holder is not None else None
     if title is None or text(title) != "forward" or holder is None or bases is None or not bases.named_children:
         return False
-    method = method_name(call) or ""
-    built = rb"self\." + re.escape(method.encode()) + rb"[ \t]*=[ \t]*(?:[A-Za-z_]\w*\.)*[A-Z]\w*\("
-    return re.search(built, class_text(ctx, holder)) is not None
+    memo = _memo(ctx, "_built_modules_memo")
+    if holder.id not in memo:  # (every `self.x(...)` of the class asks: the class is read once)
+        memo[holder.id] = frozenset(m.group(1).decode() for m in _BUILT_MODULE.finditer(class_text(ctx, holder)))
+    return (method_name(call) or "") in memo[holder.id]
+
+
+# `self.gate = nn.Linear(d, n)`, `self.experts = Experts(cfg)`: an attribute set to a module built there
+_BUILT_MODULE = re.compile(rb"self\.(\w+)[ \t]*=[ \t]*(?:[A-Za-z_]\w*\.)*[A-Z]\w*\(")
 
 
 def _module_buffer(ctx: LintContext, node: Node, attr: str) -> bool:
@@ -2201,15 +2206,16 @@ def _module_buffer(ctx: LintContext, node: Node, attr: str) -> bool:
     bases = holder.child_by_field_name("superclasses") if holder is not None else None
     if holder is None or bases is None or not bases.named_children:
         return False
-    whole = class_text(ctx, holder)
-    title = holder.child_by_field_name("name")
-    if b"def forward(" not in whole or (title is not None and _TRAINER_CLASS.search(text(title))):
-        # (a trainer that is a `Module` for its `step` buffer, maybe with a `forward` that trains:
-        # nothing moves it)
-        return False
-    return any(
-        m.group(1).decode() == attr and not m.group(2).startswith(b"None") for m in _BUFFER_REGISTERED.finditer(whole)
-    )
+    memo = _memo(ctx, "_model_buffers_memo")
+    if holder.id not in memo:  # (one read of the class for all its attributes)
+        whole = class_text(ctx, holder)
+        title = holder.child_by_field_name("name")
+        # (not a trainer that is a `Module` for its `step` buffer, maybe with a `forward` that
+        # trains: nothing moves it)
+        model = b"def forward(" in whole and not (title is not None and _TRAINER_CLASS.search(text(title)))
+        registered = _BUFFER_REGISTERED.finditer(whole) if model else iter(())
+        memo[holder.id] = frozenset(m.group(1).decode() for m in registered if not m.group(2).startswith(b"None"))
+    return attr in memo[holder.id]
 
 
 def _number_attribute(ctx: LintContext, node: Node, attr: str) -> bool:

@@ -1682,25 +1682,9 @@ def _copy_bound_to(call: Node) -> Optional[Node]:
         return None
     if any(n.type == "call" for n in _walk(owner)) or "loss" in text(owner).lower():
         return None  # (`self._get_losses(out, y)[1].cpu()`: a loss computed for the copy, a metric)
-    node = _host_copy(call)
-    parent = node.parent
-    if parent is not None and parent.type == "conditional_expression" and parent.named_children[0] == node:
-        # `preds = preds.detach().cpu() if cfg.NUM_GPUS else preds.detach()`: the copy when on a GPU
-        node, parent = parent, parent.parent
-    if parent is not None and parent.type == "expression_list":
-        values = [c for c in parent.named_children if c.type != "comment"]
-        assignment = parent.parent
-        left = assignment.child_by_field_name("left") if assignment is not None else None
-        if assignment is None or assignment.type != "assignment" or left is None or left.type != "pattern_list":
-            return None
-        targets = [c for c in left.named_children if c.type != "comment"]
-        if len(targets) != len(values) or assignment.child_by_field_name("right") != parent:
-            return None
-        target: Optional[Node] = targets[values.index(node)]
-    elif parent is not None and parent.type == "assignment" and parent.child_by_field_name("right") == node:
-        target = parent.child_by_field_name("left")
-    else:
-        return None
+    # (`preds = preds.detach().cpu() if cfg.NUM_GPUS else preds.detach()`: the copy when on a GPU)
+    bound = _bound_to(_host_copy(call))
+    target = bound[0] if bound is not None else None
     return target if target is not None and target.type == "identifier" else None
 
 
