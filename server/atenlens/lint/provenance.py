@@ -1983,7 +1983,7 @@ def _numpy_argument(node: Node) -> bool:
     return name.split(".")[0] in ("np", "numpy")
 
 
-def moved_to_device_later(ctx: LintContext, node: Node) -> bool:
+def moved_to_device_later(ctx: LintContext, node: Node, _loops: frozenset[int] = frozenset()) -> bool:
     """`labels[labels == pad] = -100` ... `labels = labels.to(device)`, or `targets =
     labels.to(device)` before or after the read: the value read (through subscripts and attributes
     of a name) is moved to the device somewhere in its function under the same binding, so it is
@@ -1993,7 +1993,7 @@ def moved_to_device_later(ctx: LintContext, node: Node) -> bool:
     root = strip_parens(node)
     if root.type in ("comparison_operator", "binary_operator"):
         # `labels[i][j] != pad_id`, `labels[i] == eos_id`: a comparison of the value
-        return any(moved_to_device_later(ctx, c) for c in root.named_children)
+        return any(moved_to_device_later(ctx, c, _loops) for c in root.named_children)
     root = _named_root(root)
     if root.type != "identifier":
         return False
@@ -2010,9 +2010,13 @@ def moved_to_device_later(ctx: LintContext, node: Node) -> bool:
         return True  # `for i, (media_type, (image, idx)) in enumerate(loader):`, then `image.to(device)`
     if binding is not None and binding.loop is not None:
         # `[... if label == 0 else ... for label in labels]` ... `labels.to(device)`: an element of it
+        # (`[str(x) for x in x.shape]` names its own loop variable in its iterable: each loop is
+        # followed once)
         iterable = binding.loop.child_by_field_name("right")
+        if binding.loop.id in _loops:
+            return False
         if iterable is not None and iterable.type in ("identifier", "subscript", "attribute"):
-            return moved_to_device_later(ctx, iterable)
+            return moved_to_device_later(ctx, iterable, _loops | {binding.loop.id})
     return False
 
 
