@@ -196,7 +196,7 @@ def _runs_rarely_at(ctx: LintContext, call: Node, depth: int, once: bool, per_ca
         # (`for channels in [30, 32, 64]: check_gradient_numerical(channels)` in a test script)
         return (
             "from a short loop of module-level code"
-            if runs_a_few_times(loop) and repeating_loop(loop) is None
+            if (runs_a_few_times(loop) or _walks_a_display(ctx, loop)) and repeating_loop(loop) is None
             else None
         )
     if caller.type != "function_definition":
@@ -242,6 +242,19 @@ def _runs_rarely_at(ctx: LintContext, call: Node, depth: int, once: bool, per_ca
         if above is not None:
             return f"from {above}"
     return None
+
+
+def _walks_a_display(ctx: LintContext, loop: Node) -> bool:
+    """Does `loop` walk a list or tuple written out in the file (`for args in _BENCHMARKS:` of
+    `_BENCHMARKS = ((1024, 8), (2048, 8), ...)`, bound once at module level)? A script's sweep
+    of configurations written by hand: each runs once per run, however many there are."""
+    iterable = loop.child_by_field_name("right") if loop.type == "for_statement" else None
+    if iterable is not None and iterable.type == "identifier":
+        bindings = ctx.bindings(ctx.source.root).of(text(iterable))
+        if len(bindings) != 1 or bindings[0].loop is not None or bindings[0].path:
+            return False
+        iterable = bindings[0].value
+    return iterable is not None and iterable.type in ("list", "tuple")
 
 
 def built_per_item(method: Node) -> bool:

@@ -203,11 +203,11 @@ def frequency(node: Node) -> Frequency:
         return Frequency(loop, False, "once per object (the function's result is cached)")
     in_test = in_a_test(loop)
     outer_loop = repeating_loop(loop) if count is not None and count <= FEW_ITERATIONS and not in_test else None
-    if outer_loop is not None and _walks_a_tensor_dimension(outer_loop):
+    if outer_loop is not None and (_walks_a_tensor_dimension(outer_loop) or _walks_batches(outer_loop)):
         around = frequency(loop)
         if around.every_iteration:
-            # `for part in parts: for mask in (a, b): ...`: a few times on every iteration of the
-            # loop around it
+            # `for part in parts: for mask in (a, b): ...`, `for data, target in test_loader: for k
+            # in (1, 2, 8): ...`: a few times on every iteration of the loop around it
             return Frequency(around.loop, True, f"{around.how_often} ({count} times each)")
     if count is not None and (count <= FEW_ITERATIONS or in_test):
         return Frequency(loop, False, f"{count} times (the loop runs {count} times)")
@@ -224,9 +224,14 @@ def frequency(node: Node) -> Frequency:
     if _RARE_FUNCTION.search(function) and not _takes_a_step(loop):
         # (not a set-up's own training loop: `initialize_shape` fitting an SDF for 1000 steps)
         return Frequency(loop, False, f"per item in `{function}` (once per call, not per training step)")
-    if loop.type in COMPREHENSION_TYPES and function in ("", "main") and repeating_loop(loop) is None:
-        # `metrics.update({n: v.mean().item() for n, v in summaries})` in `main()` or a script's
-        # top level, in no loop: once per run, one read per entry
+    if (
+        (loop.type in COMPREHENSION_TYPES or (_walks_a_mapping(loop) and not _hot_items(loop)))
+        and function in ("", "main")
+        and repeating_loop(loop) is None
+    ):
+        # `metrics.update({n: v.mean().item() for n, v in summaries})`, `for k, a in
+        # outputs.items(): print(k, torch.sum(a))` in `main()` or a script's top level, in no
+        # loop: once per run, one read per entry
         where = "`main`" if function else "module-level code"
         return Frequency(loop, False, f"per item, once per run ({where} runs once)")
     if _EPOCH_HOOK.search(function):
@@ -2192,6 +2197,23 @@ def loops_around(loop: Node) -> Iterator[Node]:
     while current is not None:
         yield current
         current = repeating_loop(current)
+
+
+def _walks_a_mapping(loop: Node) -> bool:
+    """Is `loop` a `for` over the entries of a dict (`for k, v in outputs.items():`)?"""
+    iterable = loop.child_by_field_name("right") if loop.type == "for_statement" else None
+    return (
+        iterable is not None
+        and iterable.type == "call"
+        and method_name(iterable) in ("items", "keys", "values")
+        and not arguments(iterable)[0]
+    )
+
+
+def _walks_batches(loop: Node) -> bool:
+    """Does `loop` walk the batches of a loader (`for data, target in test_loader:`)?"""
+    header = _loop_header(loop)
+    return header is not None and loop.type == "for_statement" and bool(_WALKS_BATCHES.search(header))
 
 
 def _loop_header(loop: Node) -> Optional[str]:

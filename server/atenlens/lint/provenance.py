@@ -1105,6 +1105,8 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
         # `sum(F.mse_loss(q, target) for q in qs)`: a tensor where its terms are
         inner = device_of(ctx, _summed(call), depth + 1)
         return inner if inner in (Device.CUDA, Device.CPU) else Device.UNKNOWN
+    if "device" in keywords and not name.startswith(("torch.", "F.")) and names_the_cpu(ctx, keywords["device"], depth):
+        return Device.CPU  # `to_tensor(val, device="cpu")`, `load_model(path, device="cpu")`: asked for on the CPU
     if name.startswith("torch.") or name.startswith("F."):
         if "device" in keywords:
             device = keywords["device"]
@@ -2012,12 +2014,36 @@ def moved_to_device_later(ctx: LintContext, node: Node, _loops: frozenset[int] =
         # `[... if label == 0 else ... for label in labels]` ... `labels.to(device)`: an element of it
         # (`[str(x) for x in x.shape]` names its own loop variable in its iterable: each loop is
         # followed once)
-        iterable = binding.loop.child_by_field_name("right")
+        iterable = _element_source(binding)
         if binding.loop.id in _loops:
             return False
         if iterable is not None and iterable.type in ("identifier", "subscript", "attribute"):
             return moved_to_device_later(ctx, iterable, _loops | {binding.loop.id})
     return False
+
+
+def _element_source(binding: Binding) -> Optional[Node]:
+    """What a loop variable is an element of: the iterable itself (`for label in labels`), or,
+    by the variable's place in the target, the argument of `zip(...)` (`for r_id, cam in
+    zip(ref_ids, gradcam)`: `ref_ids`) or what `enumerate(...)` walks (`for i, (x, y) in
+    enumerate(zip(xs, ys))`: `xs` for `x`); None where the place names no argument."""
+    assert binding.loop is not None
+    iterable = binding.loop.child_by_field_name("right")
+    path = binding.path
+    while iterable is not None and iterable.type == "call" and path:
+        callee, arguments = iterable.child_by_field_name("function"), iterable.child_by_field_name("arguments")
+        if callee is None or arguments is None or text(callee) not in ("zip", "enumerate"):
+            return iterable
+        positional = [a for a in arguments.named_children if a.type not in ("keyword_argument", "comment")]
+        if text(callee) == "enumerate":
+            if path[0] != 1 or not positional:
+                return None  # the counter
+            iterable, path = positional[0], path[1:]
+        else:
+            if path[0] >= len(positional):
+                return None
+            iterable, path = positional[path[0]], path[1:]
+    return iterable
 
 
 def _loop_sibling_moved(ctx: LintContext, binding: Binding, name: str, scope: Node) -> bool:
@@ -2207,19 +2233,35 @@ def _module_buffer(ctx: LintContext, node: Node, attr: str) -> bool:
     buffer (MoCo's `self.queue_ptr`). Not a trainer's `steps` buffer (a class spelled as a trainer,
     even with a `forward` that trains): nothing moves the trainer."""
     holder = next((a for a in ancestors(node) if a.type == "class_definition"), None)
-    bases = holder.child_by_field_name("superclasses") if holder is not None else None
-    if holder is None or bases is None or not bases.named_children:
+    if holder is None or not _model_class(ctx, holder):
         return False
     memo = _memo(ctx, "_model_buffers_memo")
     if holder.id not in memo:  # (one read of the class for all its attributes)
-        whole = class_text(ctx, holder)
-        title = holder.child_by_field_name("name")
-        # (not a trainer that is a `Module` for its `step` buffer, maybe with a `forward` that
-        # trains: nothing moves it)
-        model = b"def forward(" in whole and not (title is not None and _TRAINER_CLASS.search(text(title)))
-        registered = _BUFFER_REGISTERED.finditer(whole) if model else iter(())
+        registered = _BUFFER_REGISTERED.finditer(class_text(ctx, holder))
         memo[holder.id] = frozenset(m.group(1).decode() for m in registered if not m.group(2).startswith(b"None"))
     return attr in memo[holder.id]
+
+
+def in_model_method(ctx: LintContext, node: Node) -> bool:
+    """Is `node` in a method of a model class (`_model_class`): code that runs as part of a
+    model's forward pass or its set-up, not a driver loop around a model?"""
+    holder = next((a for a in ancestors(node) if a.type == "class_definition"), None)
+    return holder is not None and _model_class(ctx, holder)
+
+
+def _model_class(ctx: LintContext, holder: Node) -> bool:
+    """Is the class a model: one with a base and a `forward` method, not spelled as a trainer (a
+    trainer that is a `Module` for its `step` buffer, maybe with a `forward` that trains)?"""
+    bases = holder.child_by_field_name("superclasses")
+    if bases is None or not bases.named_children:
+        return False
+    memo = _memo(ctx, "_model_class_memo")
+    if holder.id not in memo:
+        title = holder.child_by_field_name("name")
+        memo[holder.id] = b"def forward(" in class_text(ctx, holder) and not (
+            title is not None and _TRAINER_CLASS.search(text(title))
+        )
+    return bool(memo[holder.id])
 
 
 def _number_attribute(ctx: LintContext, node: Node, attr: str) -> bool:

@@ -5,7 +5,8 @@ What it does:
     `torch.randn`, `rand`, `randint`, `randperm`, `zeros`, `ones`, `empty`, `full`, `arange`,
     `linspace`, `logspace`, `eye` — or a legacy typed constructor given sizes
     (`torch.FloatTensor(n, d)`, `torch.Tensor(self.beam_size)`: one argument counts as a size
-    when it is a number, `x.size()`, `len(x)`, `x.shape[0]`, a name spelled as a size or arithmetic of
+    when it is a number, `x.size()`, `len(x)`, `x.shape[0]`, a name spelled as a size (not the
+    extent of a cell of space, `voxel_size`, `grid_size`: vectors of values) or arithmetic of
     those: not `1 - done`, an array of data) made on the CPU, with no `device=` argument of its own. The move
     may be called on the factory's call (`torch.zeros(n).to(device)`) or after shape, cast, fill
     and arithmetic steps that stay on the CPU (`(torch.arange(b) * k).unsqueeze(1).to(device)`,
@@ -364,6 +365,7 @@ def _a_size(node: Node, depth: int = 0) -> bool:
     return (
         name is not None
         and _SIZE_NAME.search(name.split(".")[-1]) is not None
+        and _SPATIAL_EXTENT.search(name.split(".")[-1]) is None
         and not _a_list(node, name)
         and not _data_parameter(node, name)
     )
@@ -393,6 +395,9 @@ def _a_list(node: Node, name: str) -> bool:
 
 
 _SIZE_NAME = re.compile(r"size|^n_|^num_|_len$|^length$|_count$|^dim$", re.I)
+# The extent of a cell of space in point-cloud and grid code (`voxel_size = [0.1, 0.1, 0.15]`,
+# `grid_size = np.array([1408, 1600, 40])`): a vector of values, not the size of a new tensor
+_SPATIAL_EXTENT = re.compile(r"voxel|grid|pixel", re.I)
 
 
 def _host_made(node: Optional[Node], depth: int = 0) -> Optional[Node]:

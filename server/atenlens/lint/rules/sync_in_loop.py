@@ -331,6 +331,7 @@ from atenlens.lint.provenance import (
     class_text,
     converted_with_numpy,
     device_of,
+    in_model_method,
     is_cpu_device,
     is_dtype,
     is_model_output,
@@ -769,6 +770,7 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             and method in ("cpu", "tolist")
             and how.every_iteration
             and chunked_walk(how.loop) is None  # (a walk in chunks says so: `_report`)
+            and not _walks_losses(how.loop)
             and _collected(call, how.loop)
         ):
             kept = _through_host_function(_host_copy(call))
@@ -792,6 +794,9 @@ def _method_reads(ctx: LintContext) -> Iterator[Finding]:
             and (loop := _inference_loop(ctx, call, how)) is not None
             and not _feeds_a_metric(call, loop)
             and (walks_batches(loop) or infers_per_input(loop) or infers_in_chunks(loop))
+            # (not a per-sample loop of a model's own method: `construct_multimodal_features`, which
+            # `forward` calls, projects each sample's points with NumPy on every training step)
+            and (not in_model_method(ctx, call) or _walks_a_loader(loop))
             and (
                 _as_numpy(call)
                 or (_bound_whole(call) and _EVALUATION_FUNCTION.search(function_name(call)))
@@ -1030,6 +1035,8 @@ def _read_earlier_in_statement_why(call: Node) -> Optional[str]:
     """For a `.cpu()` or `.tolist()`: the reason it adds no wait when a blocking read earlier in
     its statement already waited for the value it copies (`ratio = desired.cpu() / norm.cpu()`)."""
     owner = receiver(call)
+    while owner is not None and owner.type == "call" and method_name(owner) == "detach" and not arguments(owner)[0]:
+        owner = receiver(owner)  # (`{"hm": hm.detach().cpu(), "box": box.detach().cpu()}`: a view)
     if owner is None or owner.type not in ("identifier", "subscript", "attribute"):
         return None  # (`a.cpu() / b.sum().cpu()`: the sum is new work; `target[i].cpu()` is a view)
     line = _read_earlier_in_statement(call, statement_of(call), copies=True)
@@ -1898,12 +1905,53 @@ def _tensors_from_elements(ctx: LintContext) -> Iterator[Finding]:
             yield finding
 
 
+def _walks_losses(loop: Optional[Node]) -> bool:
+    """Does the loop walk a step's losses (`{k: v.detach().cpu().item() for k, v in
+    loss_dict.items()}`)? Copies of them are the step's logging, not results kept."""
+    if loop is None:
+        return False
+    clause = (
+        loop
+        if loop.type == "for_statement"
+        else next((c for c in loop.named_children if c.type == "for_in_clause"), None)
+    )
+    iterable = clause.child_by_field_name("right") if clause is not None else None
+    return iterable is not None and b"loss" in (iterable.text or b"").lower()
+
+
+def _walks_a_loader(loop: Node) -> bool:
+    """Does the loop walk a loader or a dataset (`for batch in self.val_loader:`), not the samples
+    of one batch (`for b in range(batch_size):`)?"""
+    iterable = loop.child_by_field_name("right")
+    return iterable is not None and _LOADER_WORD.search(iterable.text or b"") is not None
+
+
+_LOADER_WORD = re.compile(rb"loader|dataset", re.I)
+
+
+def _string_expression(node: Node) -> bool:
+    """A string, or text built from one (`name + " recall: %.2f" % (t * 100)`): printing it
+    reads nothing more; a tensor formatted into it is the formatting's own finding."""
+    node = strip_parens(node)
+    if node.type in ("string", "concatenated_string"):
+        return True
+    if node.type != "binary_operator":
+        return False
+    operator = node.child_by_field_name("operator")
+    left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+    if operator is None or left is None or right is None:
+        return False
+    if operator.type == "%":
+        return _string_expression(left)
+    return operator.type == "+" and (_string_expression(left) or _string_expression(right))
+
+
 def _prints(ctx: LintContext) -> Iterator[Finding]:
     for call in ctx.calls_in_loops("print"):
         if dotted_name(callee(call)) != "print" or not ctx.in_loop(call):
             continue
         positional, _ = arguments(call)
-        shown = next((a for a in positional if a.type != "string" and likely_device(ctx, a)), None)
+        shown = next((a for a in positional if not _string_expression(a) and likely_device(ctx, a)), None)
         if shown is None:
             continue
         finding = _report(ctx, f"printing a CUDA tensor (`{_short(shown)}`)", call)

@@ -21,7 +21,8 @@ What it does:
     it is what makes the copy's result (device to host) or its pinned source (a staging buffer
     the next iteration refills) safe to use, as AL201 asks (not after an upload of the loop's own
     batch, or of a part unpacked from it, `videos, masks = batch`: nothing refills that memory); and so is one followed at once by
-    `empty_cache()`, a pair that bounds the peak memory of a chunked loop; and one that waits for
+    `empty_cache()`, a pair that bounds the peak memory of a chunked loop (not in a loop that calls
+    `backward()`: there the pair is a wait on every training step); and one that waits for
     the loop's own device in a loop over the GPUs (`for idx in range(torch.cuda.device_count()):
     torch.cuda.synchronize(idx)`, or under `with torch.cuda.device(dev):` for each device of a
     table: one barrier across the devices), or in a layer-by-layer pass (see AL100). So is one right
@@ -185,7 +186,9 @@ def _on_purpose(call: Node, loop: Node) -> Optional[tuple[str, str]]:
             "inside a loop",
             f"it completes the `non_blocking` copy of line {copy_row} before the host uses its buffers",
         )
-    if _frees_memory_next(call):
+    if _frees_memory_next(call) and b"backward(" not in (loop.text or b""):
+        # (not in a training loop: a synchronize and `empty_cache()` after every training step
+        # cost a wait per step, whatever memory they give back)
         return "inside a loop", (
             "`empty_cache()` right after it returns the memory of the finished work (a chunked loop that bounds "
             "its peak memory)"
