@@ -383,3 +383,54 @@ def test_a_synchronize_before_empty_cache_in_a_training_loop_and_a_loss_dict_cop
         ),
         (33, 33, "AL100", "warning", "`.cpu()` inside a loop: the host waits for the GPU on every iteration"),
     ]
+
+
+SAMPLED_AND_SCALED = dedent(
+    """\
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+
+    class ALBEF(nn.Module):
+        def __init__(self, embed_dim):
+            super().__init__()
+            self.vision_proj = nn.Linear(768, embed_dim)
+
+        def forward(self, image, text_feat):
+            image_embeds = self.visual_encoder(image.to(text_feat.device))
+            image_feat = F.normalize(self.vision_proj(image_embeds[:, 0, :]), dim=-1)
+            with torch.no_grad():
+                weights = F.softmax(image_feat @ text_feat.t(), dim=1)
+            negs = []
+            for b in range(image.size(0)):
+                neg_idx = torch.multinomial(weights[b], 1).item()
+                negs.append(image_embeds[neg_idx])
+            noise = [torch.normal(0.0, 1.0, size=(4,)).item() for _ in range(3)]
+            return torch.stack(negs), noise
+
+
+    def train_one_epoch(model, optimizer, model_func, dataloader_iter, total_it_each_epoch, meter):
+        scaler = torch.cuda.amp.GradScaler(enabled=False)
+        for cur_it in range(total_it_each_epoch):
+            batch = next(dataloader_iter)
+            optimizer.zero_grad()
+            loss, tb_dict, disp_dict = model_func(model, batch)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            meter.update(loss.item())
+    """
+)
+
+
+def test_draws_from_a_device_tensor_and_a_scaled_loss_are_on_the_device() -> None:
+    """`torch.multinomial(weights[b], 1)` draws where `weights` is (ALBEF's hard-negative mining, a
+    read per sample of every step; it was taken for a CPU factory); `torch.normal(0.0, 1.0,
+    size=...)` is one. `scaler.scale(loss).backward()` makes `loss` the step's loss however it was
+    unpacked (`loss, tb_dict, disp_dict = model_func(model, batch)`, OpenPCDet), and
+    `range(total_it_each_epoch)` walks the iterations of an epoch, not epochs."""
+    assert findings(SAMPLED_AND_SCALED) == [
+        (18, 55, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (33, 26, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+    ]

@@ -91,7 +91,8 @@ _STATE = re.compile(r"(?:^|[._])state$")
 _PER_PROCESS = re.compile(r"rank|process_index|is_main|local_process|world", re.I)
 _EPOCH = re.compile(r"epoch", re.I)
 # a step of an epoch, not an epoch: `for step_in_epoch, batch in enumerate(loader):`
-_WITHIN_EPOCH = re.compile(r"_in_epoch|_of_epoch|per_epoch|epoch_(?:step|iter|batch)", re.I)
+# (`range(start_it, total_it_each_epoch)`: the iterations of each epoch)
+_WITHIN_EPOCH = re.compile(r"_in_epoch|_of_epoch|per_epoch|each_epoch|epoch_(?:step|iter|batch)", re.I)
 _COLLECTOR = re.compile(r"(?:^|[^\w])(?:\w*_)?collector\b", re.I)
 # (also the bare count of a loop's iterations: minimind's `step == iters`, `i == num_batches`)
 _BOUND_NAME = re.compile(

@@ -634,6 +634,10 @@ def torch_name(ctx: LintContext, node: Optional[Node]) -> str:
     return name
 
 
+# Random draws given a tensor of parameters: their samples are where that tensor is
+_SAMPLES_ITS_INPUT = frozenset({"torch.multinomial", "torch.bernoulli", "torch.normal", "torch.poisson"})
+
+
 def factory_device(call: Node) -> Device:
     """Where a torch factory puts its tensor: CPU without `device=`."""
     device = arguments(call)[1].get("device")
@@ -1095,6 +1099,11 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
         return owner if owner in (Device.CUDA, Device.CPU) else Device.UNKNOWN
     if name == "torch.from_numpy":
         return Device.CPU
+    if name in _SAMPLES_ITS_INPUT and positional and positional[0].type not in ("integer", "float"):
+        # `torch.multinomial(weights[b], 1)`, `torch.bernoulli(probs)`, `torch.normal(mean, std)`:
+        # draws where the tensor of probabilities or means is (not `torch.normal(0.0, 1.0, size)`)
+        drawn = device_of(ctx, positional[0], depth + 1)
+        return drawn if drawn in (Device.CUDA, Device.CPU) else Device.UNKNOWN
     if is_factory(call, name):
         made = factory_device(call)
         device = keywords.get("device")
@@ -3074,12 +3083,16 @@ _BACKWARD_CALL = re.compile(rb"\.\s*backward\(\s*(?:\)|\w+\s*=(?!=))")
 # `accelerator.backward(loss / self.grad_accum_every)`: the name handed over is the loss
 _HANDED_TO_BACKWARD = re.compile(rb"\.\s*backward\(\s*(\w+)\s*(?:[,)]|[/*][^,()\n]*[,)])")
 _NAME_BEFORE = re.compile(rb"(?<![\w.])(\w+)\s*$")
+# `scaler.scale(loss).backward()`: a GradScaler's scaled loss (fp16 training)
+_SCALED_BACKWARD = re.compile(rb"\.\s*scale\(\s*(\w+)\s*\)\s*\.\s*backward\(")
 
 
 def _names_backward_is_called_on(data: bytes) -> frozenset[bytes]:
-    """`loss` and `err` in `loss.backward()`, `err .backward(retain_graph=True)` (not attributes:
+    """`loss` and `err` in `loss.backward()`, `err .backward(retain_graph=True)`,
+    `scaler.scale(loss).backward()` (not attributes:
     `self.loss.backward()`, nor `fabric` in `fabric.backward(loss)`, where `loss` is)."""
     found = set(_HANDED_TO_BACKWARD.findall(data))
+    found.update(_SCALED_BACKWARD.findall(data))
     for match in _BACKWARD_CALL.finditer(data):
         before = _NAME_BEFORE.search(data, max(0, match.start() - 80), match.start())
         if before is not None:
