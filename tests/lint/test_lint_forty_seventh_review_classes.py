@@ -434,3 +434,330 @@ def test_draws_from_a_device_tensor_and_a_scaled_loss_are_on_the_device() -> Non
         (18, 55, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
         (33, 26, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
     ]
+
+
+GATHERED = dedent(
+    """\
+    import torch
+
+
+    def train(model, loader, optimizer, accelerator, diffusion):
+        for step, batch in enumerate(loader):
+            with accelerator.accumulate(model):
+                optimizer.zero_grad()
+                loss_term = diffusion.training_losses(model, batch.to(accelerator.device))
+                loss = loss_term["loss"].mean()
+                accelerator.backward(loss)
+                grad_norm = accelerator.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+            logs = {"loss": accelerator.gather(loss).mean().item()}
+            logs.update(grad_norm=accelerator.gather(grad_norm).mean().item())
+            index = torch.arange(4).view(2, 2)
+            picked = index.gather(1, torch.zeros(2, 1, dtype=torch.long))
+            print(logs, picked.sum().item())
+    """
+)
+
+
+def test_what_a_distributed_framework_gathers_is_where_the_tensor_was() -> None:
+    """`accelerator.gather(loss).mean().item()` after every step (PixArt's seven training scripts:
+    14 reads a step, none reported) reads the loss of every rank where the loss is, on the device;
+    a tensor's own `index.gather(1, ...)` of a CPU tensor stays where it is."""
+    assert findings(GATHERED) == [
+        (13, 56, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (14, 67, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+    ]
+
+
+STATIC_AND_RANK_ZERO = dedent(
+    """\
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader
+    from torch.utils.tensorboard import SummaryWriter
+
+
+    class DiT(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.freqs_cis = DiT.precompute_freqs_cis(dim, 4096)
+
+        @staticmethod
+        def precompute_freqs_cis(dim, end, theta=10000.0):
+            freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: (dim // 2)].float().cuda() / dim))
+            return torch.outer(torch.arange(end, device=freqs.device), freqs)
+
+        @staticmethod
+        def noise_like(x):
+            return torch.randn(x.shape).to(x.device)
+
+        def forward(self, x):
+            return x + DiT.noise_like(x)
+
+
+    def train(model, loader, optimizer, rank, device, target_names):
+        if rank == 0:
+            tb_logger = SummaryWriter("runs")
+        else:
+            tb_logger = None
+        for step, batch in enumerate(loader):
+            loss_dict = model(batch)
+            loss = sum(loss_dict.values())
+            loss.backward()
+            optimizer.step()
+            if tb_logger is not None:
+                for key, value in loss_dict.items():
+                    tb_logger.add_scalar(key, value.mean(), step)
+
+
+    def evaluate(model, loader: DataLoader, target_names, writer=None):
+        for step, batch in enumerate(loader):
+            for target_name in target_names:
+                batch[target_name] = batch[target_name].squeeze().to("cuda")
+            out = model(batch)
+            if writer is not None:
+                writer.add_scalar("out", out.mean(), step)
+    """
+)
+
+
+def test_static_methods_called_by_class_name_a_rank_zero_logger_and_keyed_stores() -> None:
+    """`DiT.precompute_freqs_cis(...)` called only from `__init__` runs once per model (Lumina's
+    `FlagDiT`); `DiT.noise_like(x)` from `forward` runs every step. `tb_logger = SummaryWriter(...)`
+    made by the training function on rank 0 logs on every step there: no throttle (a `writer`
+    handed in as `None` by default stays opt-in). `batch[target_name] = ...to("cuda")` replaces a
+    dict entry (Marigold's validation): nothing is written into a CPU tensor."""
+    assert findings(STATIC_AND_RANK_ZERO) == [
+        (
+            14,
+            79,
+            "AL302",
+            "information",
+            "`torch.arange(...)` is created on the CPU and then copied to the device: create it there with "
+            "`device=`; it runs in `precompute_freqs_cis`, which this file calls only from `__init__` (once "
+            "per object or run): a small cost, not paid every step",
+        ),
+        (
+            19,
+            36,
+            "AL302",
+            "warning",
+            "`torch.randn(...)` is created on the CPU and then copied to the device: create it there with `device=`",
+        ),
+        (
+            37,
+            16,
+            "AL100",
+            "warning",
+            "logging a CUDA tensor (`value.mean()`) with `add_scalar` inside a loop: the host waits for the "
+            "GPU on every iteration",
+        ),
+        (
+            46,
+            12,
+            "AL100",
+            "information",
+            "logging a CUDA tensor (`out.mean()`) with `add_scalar` inside a loop: the host waits for the "
+            "GPU only on iterations where `writer is not None`",
+        ),
+    ]
+
+
+SERVED_REQUESTS = dedent(
+    """\
+    import gradio as gr
+    import torch
+
+    device = "cuda"
+
+
+    def generate(model, input_ids, parallel_size=4, image_tokens=576):
+        tokens = torch.zeros((parallel_size * 2, len(input_ids)), dtype=torch.int).to(device)
+        noise = torch.randn((parallel_size, 4, 48, 48)).to(device)
+        for i in range(image_tokens):
+            logits = model(tokens, noise)
+            tokens = torch.cat([tokens, logits.argmax(-1, keepdim=True)], dim=1)
+        return tokens
+
+
+    def generate_image(model, prompt, seed):
+        torch.manual_seed(seed)
+        return generate(model, prompt)
+
+
+    def serve(model, request_queue, response_queue, vocoder):
+        while True:
+            prompt, seed = request_queue.get()
+            samples = model(prompt.cuda())
+            wav = vocoder(samples.squeeze(0).cpu().numpy())
+            response_queue.put(wav)
+
+
+    with gr.Blocks() as demo:
+        button = gr.Button("Generate")
+    """
+)
+
+
+def test_an_apps_functions_and_a_request_loop_run_once_per_request() -> None:
+    """A module-level function of a file that builds a Gradio (FastAPI, Flask, Streamlit) app runs
+    once per user request outside its loops (Janus' demos); a random draw in it keeps no fix when
+    the caller seeds the generators first (`torch.manual_seed(seed)`, then `generate(...)`). A
+    `while True:` loop that takes a request from a queue per iteration copies once per request
+    (Lumina's audio demo)."""
+    assert findings(SERVED_REQUESTS) == [
+        (
+            8,
+            79,
+            "AL302",
+            "information",
+            "`torch.zeros(...)` is created on the CPU and then copied to the device: create it there with "
+            "`device=`; it runs once per request (this file serves a Gradio app; `generate` runs per "
+            "request, outside its loops): a small cost, not paid every step",
+        ),
+        (
+            9,
+            52,
+            "AL302",
+            "information",
+            "`torch.randn(...)` is created on the CPU and then copied to the device: create it there with "
+            "`device=` (the generators are seeded above: drawn there, the numbers differ from the CPU's); "
+            "it runs once per request (this file serves a Gradio app; `generate` runs per request, outside "
+            "its loops): a small cost, not paid every step",
+        ),
+        (
+            25,
+            41,
+            "AL100",
+            "information",
+            "`.cpu()` inside a loop: the host waits for the GPU once per request (each iteration takes one "
+            "from `request_queue`)",
+        ),
+    ]
+
+
+OVERRIDES_AND_OPTIONS = dedent(
+    """\
+    import torch
+    from torch import nn
+
+
+    class RotaryEmbedding(nn.Module):
+        def __init__(self, dim, max_position_embeddings=2048, base=10000, device=None):
+            super().__init__()
+            self.dim, self.base = dim, base
+            inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, device=device).float() / dim))
+            self.register_buffer("inv_freq", inv_freq, persistent=False)
+            self._set_cos_sin_cache(max_position_embeddings, self.inv_freq.device, torch.float32)
+
+        def _set_cos_sin_cache(self, seq_len, device, dtype):
+            self.max_seq_len_cached = seq_len
+            t = torch.arange(seq_len, device=device, dtype=torch.float32)
+            self.register_buffer("cos_cached", torch.outer(t, self.inv_freq).cos().to(dtype), persistent=False)
+
+        def forward(self, x, seq_len=None):
+            if seq_len > self.max_seq_len_cached:
+                self._set_cos_sin_cache(seq_len=seq_len, device=x.device, dtype=x.dtype)
+            return self.cos_cached[:seq_len].to(dtype=x.dtype)
+
+
+    class DynamicNTKScalingRotaryEmbedding(RotaryEmbedding):
+        def _set_cos_sin_cache(self, seq_len, device, dtype):
+            self.max_seq_len_cached = seq_len
+            base = self.base * (seq_len / 2048) ** (self.dim / (self.dim - 2))
+            inv_freq = 1.0 / (base ** (torch.arange(0, self.dim, 2).float().to(device) / self.dim))
+            self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+
+    def train(model, loader, optimizer, logger):
+        for step, batch in enumerate(loader):
+            model.feed_data(batch)
+            model.optimize_parameters(step)
+            if step % 100 == 0:
+                logs = model.current_log()
+                message = "lr:{:.3e} ".format(model.current_learning_rate())
+                for k, v in logs.items():
+                    message += "{:s}: {:.3e} ".format(k, v)
+                logger.info(message)
+
+
+    class Trainer:
+        def track_tokens(self, inputs):
+            if self.args.include_num_input_tokens_seen == "no":
+                return
+            tokens = torch.as_tensor(inputs["input_ids"].numel(), device=self.args.device)
+            self.num_input_tokens_seen += tokens.sum().item()
+
+        def train(self, loader):
+            for inputs in loader:
+                loss = self.model(**inputs).loss
+                loss.backward()
+                self.track_tokens(inputs)
+    """
+)
+
+
+def test_an_override_its_base_calls_a_models_logged_numbers_and_an_option_left_off() -> None:
+    """An override of `_set_cos_sin_cache` (a dynamic NTK rotary embedding) is called by its base
+    class of the same file, from `__init__` and when the cache grows: a set-up cost. A model's
+    `current_learning_rate()` and `current_log()` (KAIR's trainers) hand back Python numbers. An
+    early `return` when `self.args.include_num_input_tokens_seen == "no"` (transformers' Trainer,
+    off by default) leaves the read after it to those who turn the option on."""
+    assert findings(OVERRIDES_AND_OPTIONS) == [
+        (
+            28,
+            72,
+            "AL302",
+            "information",
+            "`torch.arange(...)` is created on the CPU and then copied to the device: create it there with "
+            "`device=`; it runs in `_set_cos_sin_cache`, which this file calls only from `__init__` (once "
+            "per object or run) and 1 more such place: a small cost, not paid every step",
+        )
+    ]
+
+
+AFTER_THE_STEPS = dedent(
+    """\
+    import torch
+
+
+    def fit(fabric, model, optimizer, loader, max_steps, extra_counters):
+        token_counts = {
+            "raw": torch.tensor(0, device=fabric.device, dtype=torch.long),
+            "template": torch.tensor(0, device=fabric.device, dtype=torch.long),
+            "padding": torch.tensor(0, device=fabric.device, dtype=torch.long),
+        }
+        token_counts.update({name: torch.tensor(0, device=fabric.device) for name in extra_counters})
+        step = 0
+        while step < max_steps:
+            batch = next(loader)
+            loss = model(batch["input_ids"])
+            fabric.backward(loss)
+            optimizer.step()
+            token_counts["raw"] += batch["counts"].sum().item()
+            token_counts["padding"] += batch["input_ids"].numel()
+            step += 1
+        totals = {}
+        for key in token_counts:
+            total = fabric.all_reduce(token_counts[key], reduce_op="sum")
+            totals[key] = total.item()
+        return totals
+    """
+)
+
+
+def test_reads_after_a_functions_own_training_loop_run_once_per_fit() -> None:
+    """`fabric.all_reduce(token_counts[key])` returns the counts where they are, on the device; a loop
+    after the function's own training loop, walking no batches, reads them once per fit (litgpt's
+    `fit`): information. The read in the training loop is a warning."""
+    assert findings(AFTER_THE_STEPS) == [
+        (17, 53, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration"),
+        (
+            23,
+            28,
+            "AL100",
+            "information",
+            "`.item()` inside a loop: the host waits for the GPU per item, once per call of `fit` (after "
+            "its training loop on line 12)",
+        ),
+    ]

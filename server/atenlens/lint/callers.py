@@ -64,10 +64,19 @@ def call_sites(
     `decorated` (then not a property or a static or class method, which are called otherwise)."""
     title = function.child_by_field_name("name")
     name = text(title) if title is not None else ""
-    if function.parent is not None and function.parent.type == "decorated_definition":
-        if not decorated or any(_CALLED_OTHERWISE.search(d) for d in decorators(function)):
-            return None
     holder = definition_holder(function)
+    if function.parent is not None and function.parent.type == "decorated_definition":
+        written = decorators(function)
+        if (
+            decorated
+            and holder is not None
+            and holder.type == "class_definition"
+            and written
+            and all(_STATIC.fullmatch(d) for d in written)
+        ):
+            return _static_call_sites(ctx, holder, name)
+        if not decorated or any(_CALLED_OTHERWISE.search(d) for d in written):
+            return None
     calls: list[Node] = []
     hooks: set[int] = set()
     other_uses = False
@@ -102,9 +111,56 @@ def call_sites(
                 calls.append(call)
             else:
                 other_uses = True
+        if not calls and not other_uses:
+            # an override (`_set_cos_sin_cache` of a rotary embedding's scaled variant): the base
+            # class of this file calls it as `self.name(...)`
+            calls, other_uses = _calls_in_bases(ctx, holder, name)
     else:
         return None
     return name, calls, hooks, other_uses
+
+
+def _calls_in_bases(ctx: LintContext, holder: Node, name: str) -> tuple[list[Node], bool]:
+    """The `self.name(...)` calls of the classes of this file that `holder` derives from, and
+    whether they also use `.name` otherwise."""
+    calls: list[Node] = []
+    other_uses = False
+    for definition in _bases_in_file(ctx, holder):
+        for use in ctx.identifiers((name,), definition.start_byte, definition.end_byte):
+            attribute = use.parent
+            if attribute is None or attribute.type != "attribute":
+                continue  # (its own `def name(...)`)
+            owner = attribute.child_by_field_name("object")
+            call = attribute.parent
+            if owner is not None and text(owner) == "self" and call is not None and call.type == "call":
+                calls.append(call)
+            else:
+                other_uses = True
+    return calls, other_uses
+
+
+_STATIC = re.compile(r"staticmethod|classmethod")
+
+
+def _static_call_sites(ctx: LintContext, holder: Node, name: str) -> tuple[str, list[Node], set[int], bool]:
+    """The calls in the file of a static or class method `name` of the class `holder`, as
+    `self.name(...)`, `cls.name(...)` or `Class.name(...)` (`FlagDiT.precompute_freqs_cis(...)`
+    in `__init__`); any other use of `.name` is a caller the file does not show."""
+    title = holder.child_by_field_name("name")
+    owners = {"self", "cls", text(title) if title is not None else "self"}
+    calls: list[Node] = []
+    other_uses = False
+    for use in ctx.identifiers((name,)):
+        attribute = use.parent
+        if attribute is None or attribute.type != "attribute" or attribute.child_by_field_name("attribute") != use:
+            continue  # (the `def` itself, a local of the same spelling)
+        owner = attribute.child_by_field_name("object")
+        call = attribute.parent
+        if owner is not None and text(owner) in owners and call is not None and call.type == "call":
+            calls.append(call)
+        else:
+            other_uses = True
+    return name, calls, set(), other_uses
 
 
 # Decorators after which a method is not called as `self.name(...)`: a property is read, a static
@@ -120,10 +176,30 @@ def _called_outside(ctx: LintContext, holder: Node, name: str) -> bool:
     word = "." + name
     ctx.attribute_queries.add(word)
     data = ctx.source.whole_data
-    start = data.rfind(b"\n", 0, holder.start_byte) + 1
-    end = start + len(class_text(ctx, holder))
+    spans = [_class_span(ctx, holder)] + [_class_span(ctx, base) for base in _bases_in_file(ctx, holder)]
     spelled = re.compile(re.escape(word.encode()) + rb"\b")
-    return any(not start <= match.start() < end for match in spelled.finditer(data))
+    return any(not any(a <= match.start() < b for a, b in spans) for match in spelled.finditer(data))
+
+
+def _class_span(ctx: LintContext, holder: Node) -> tuple[int, int]:
+    data = ctx.source.whole_data
+    start = data.rfind(b"\n", 0, holder.start_byte) + 1
+    return start, start + len(class_text(ctx, holder))
+
+
+def _bases_in_file(ctx: LintContext, holder: Node) -> list[Node]:
+    """The top-level classes of this file that `holder` names as its bases."""
+    bases = holder.child_by_field_name("superclasses")
+    named = {text(b) for b in bases.named_children} if bases is not None else set()
+    found = []
+    for statement in ctx.source.root.named_children if named else []:
+        definition = statement
+        if definition.type == "decorated_definition":
+            definition = definition.child_by_field_name("definition") or definition
+        title = definition.child_by_field_name("name") if definition.type == "class_definition" else None
+        if title is not None and text(title) in named:
+            found.append(definition)
+    return found
 
 
 def rare_callers(

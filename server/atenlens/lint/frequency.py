@@ -191,6 +191,9 @@ def frequency(node: Node) -> Frequency:
         return Frequency(
             loop, False, "once per environment step (the environment runs on the host and waits for its inputs)"
         )
+    queue = _takes_requests(loop)
+    if queue is not None:
+        return Frequency(loop, False, f"once per request (each iteration takes one from `{queue}`)")
     loaded = _loads_each_iteration(loop)
     if loaded is not None:
         return Frequency(loop, False, f"once per `{loaded}(...)`, as each iteration loads a model or a file")
@@ -225,6 +228,11 @@ def frequency(node: Node) -> Frequency:
     if _RARE_FUNCTION.search(function) and not _takes_a_step(loop):
         # (not a set-up's own training loop: `initialize_shape` fitting an SDF for 1000 steps)
         return Frequency(loop, False, f"per item in `{function}` (once per call, not per training step)")
+    after = _after_the_training_loop(loop)
+    if after is not None:
+        return Frequency(
+            loop, False, f"per item, once per call of `{function}` (after its training loop on line {after})"
+        )
     if (
         (loop.type in COMPREHENSION_TYPES or (_walks_a_mapping(loop) and not _hot_items(loop)))
         and function in ("", "main")
@@ -887,7 +895,13 @@ def _opt_in_logging(comparison: Node) -> bool:
     if operators != "is not" or len(sides) != 2 or sides[1].type != "none":
         return False
     name = dotted_name(sides[0]) or ""
-    return bool(_OPT_IN_LOGGER.search(name.split(".")[-1]))
+    if not _OPT_IN_LOGGER.search(name.split(".")[-1]):
+        return False
+    # (not a logger the function itself makes, `tb_logger = SummaryWriter(...)` on rank 0: on by
+    # default there, so that rank reads on every step)
+    function = next((a for a in ancestors(comparison) if a.type == "function_definition"), None)
+    made = re.compile(rb"(?<![\w.])" + re.escape(name.encode()) + rb"[ \t]*=[ \t]*(?!None\b)[A-Za-z_][\w.]*\(")
+    return function is None or made.search(function.text or b"") is None
 
 
 def _counter_reset_in_body(comparison: Node) -> bool:
@@ -1049,11 +1063,27 @@ def _skips_unless_throttled(condition: Node) -> bool:
         return True  # `if step % N: continue`
     if condition.type == "comparison_operator":
         operators = [text(c) for c in condition.children if not c.is_named]
+        if operators in (["=="], ["is"]) and _option_off(condition):
+            return True  # `if self.args.include_num_input_tokens_seen == "no": return`: an opt-in option
         if not operators or any(op != "!=" for op in operators):
             return False
         # (not `if x.ndim != 4: continue`: only a modulo says "a few iterations")
         return any(_is_modulo(c) for c in condition.named_children)
     return False
+
+
+def _option_off(comparison: Node) -> bool:
+    """`self.args.include_num_input_tokens_seen == "no"`, `cfg.track_grad_norm is False`: a
+    setting compared with its "off" value (the exit skips what the user did not ask for)."""
+    sides = [c for c in comparison.named_children if c.type != "comment"]
+    if len(sides) != 2:
+        return False
+    setting, value = sides
+    off = value.type == "false" or (
+        value.type == "string" and text(value).strip("\"'").lower() in ("no", "none", "off", "disabled")
+    )
+    parts = (dotted_name(setting) or "").split(".")
+    return off and len(parts) >= 2 and any(_SETTINGS_OWNER.search(part) for part in parts[:-1])
 
 
 _EXIT_STATEMENTS = ("return_statement", "continue_statement")
@@ -2198,6 +2228,34 @@ def loops_around(loop: Node) -> Iterator[Node]:
     while current is not None:
         yield current
         current = repeating_loop(current)
+
+
+def _takes_requests(loop: Node) -> Optional[str]:
+    """The queue of requests a serving loop takes one from per iteration, as its own statement
+    (`cap, steps, seed = request_queue.get()` in a demo's worker): each iteration answers a
+    person's request, at their pace, not a training or decoding step."""
+    body = loop.child_by_field_name("body")
+    if loop.type != "while_statement" or body is None or b".get(" not in (body.text or b""):
+        return None
+    for statement in body.named_children:
+        found = _REQUEST_TAKEN.search(statement.text or b"") if statement.type == "expression_statement" else None
+        if found is not None:
+            return found.group(1).decode()
+    return None
+
+
+_REQUEST_TAKEN = re.compile(rb"^[\w\s,()\[\]]*=\s*((?:self\.)?\w*(?:request|queue)\w*)\.get\(\s*\)", re.I)
+
+
+def _after_the_training_loop(loop: Node) -> Optional[int]:
+    """The line of the training loop of the function around `loop` when `loop` comes after it, in
+    no loop itself, and walks no batches and runs no model (litgpt's `fit` all-reduces its token
+    counts once its steps are done: `for key in token_counts: total.item()`); None otherwise."""
+    if repeating_loop(loop) is not None or _hot_items(loop):
+        return None
+    function = next((a for a in ancestors(loop) if a.type == "function_definition"), None)
+    stepping = step_loop(function) if function is not None else None
+    return stepping.start_point[0] + 1 if stepping is not None and stepping.end_byte <= loop.start_byte else None
 
 
 def _walks_a_mapping(loop: Node) -> bool:

@@ -638,6 +638,21 @@ def torch_name(ctx: LintContext, node: Optional[Node]) -> str:
 _SAMPLES_ITS_INPUT = frozenset({"torch.multinomial", "torch.bernoulli", "torch.normal", "torch.poisson"})
 
 
+def _gathered(call: Node) -> Optional[Node]:
+    """The tensor `accelerator.gather(loss)`, `fabric.all_reduce(x)`, `accelerator.reduce(t)` or
+    `gather_for_metrics(preds)` hands to a distributed framework, which returns the ranks' values
+    on the same device (not a tensor's own `logits.gather(1, index)`)."""
+    owner = receiver(call)
+    if method_name(call) not in _GATHERS or owner is None or not _DISTRIBUTED_FRAMEWORK.search(text(owner)):
+        return None
+    positional, _ = arguments(call)
+    return positional[0] if positional else None
+
+
+_GATHERS = frozenset({"gather", "gather_for_metrics", "reduce", "all_reduce", "all_gather", "pad_across_processes"})
+_DISTRIBUTED_FRAMEWORK = re.compile(r"(?:^|\.)(?:accelerator|fabric)$", re.I)
+
+
 def factory_device(call: Node) -> Device:
     """Where a torch factory puts its tensor: CPU without `device=`."""
     device = arguments(call)[1].get("device")
@@ -1072,6 +1087,9 @@ def _call_device(ctx: LintContext, call: Node, depth: int) -> Device:
             # `model.transcribe(path)`: text and numbers, though the model is on the GPU;
             # `model.estimate_mfu(tokens, dt)`: a figure about the run
             return Device.HOST
+        handed = _gathered(call)
+        if handed is not None:
+            return device_of(ctx, handed, depth + 1)  # `accelerator.gather(loss)`: where the loss is
         owner = device_of(ctx, receiver(call), depth + 1)
         if method == "to":
             device = keywords.get("device") or (positional[0] if positional and not is_dtype(positional[0]) else None)
@@ -2792,6 +2810,10 @@ def _model_output_of(ctx: LintContext, node: Node, depth: int) -> bool:
                 return False
             if _a_models_host_result(ctx, node):
                 return False  # `self.model.evaluate(dev_data)`: the model's scores, Python values
+            handed = _gathered(node)
+            if handed is not None:
+                # `accelerator.gather(loss)`: the loss of every rank, where the loss was
+                return _model_output(ctx, handed, depth + 1)
             if method == "get" and _loss_key(ctx, node):
                 # `loss = outputs.get("loss")`: the loss of what a call returned, as `outputs["loss"]`
                 return True
@@ -2934,7 +2956,12 @@ def _loaded_here_on_the_cpu(ctx: LintContext, owner: Optional[Node]) -> bool:
 # A model's figures about a run rather than about its input (nanoGPT's `estimate_mfu(fwdbwd_per_iter, dt)`)
 # (also memory bookkeeping: `model.memory_required(shape)`, `loaded.model_memory_required(dev)`)
 _RUN_METRIC_METHOD = re.compile(
-    r"^_*estimate_|(?:^|_)(?:mfu|t?flops|throughput)(?:$|_)|(?:^|_)memory_(?:required|used|needed|usage)$", re.I
+    r"^_*estimate_|(?:^|_)(?:mfu|t?flops|throughput)(?:$|_)|(?:^|_)memory_(?:required|used|needed|usage)$"
+    # the learning rate (`model.current_learning_rate()`, `get_lr()`: a scheduler's Python float) and
+    # the log a model keeps of its last step (`model.current_log()`, `get_current_losses()`: the
+    # `.item()` numbers it recorded)
+    r"|(?:^|_)(?:lr|learning_rate)$|^get_(?:last_)?lr$|^(?:get_)?current_(?:log|logs|losses|errors)$",
+    re.I,
 )
 # A getter of metadata (`get_element_type()`, `get_partial_shape()`, `get_name()`): no tensor
 _METADATA_GETTER = re.compile(

@@ -224,6 +224,15 @@ def _seeded_before(ctx: LintContext, move: Node) -> bool:
     # when the module is loaded, before any of its functions draws)
     if any(at == 0 or data[at - 1] == 0x0A for at in seeding_calls(data, 0, function.start_byte)):
         return True
+    # `generate_image(...)`: `torch.manual_seed(seed)`, then `generate(...)` that draws: a caller in
+    # this file seeds before it calls the function
+    title = function.child_by_field_name("name")
+    holder = definition_holder(function)
+    if title is not None and holder is not None and holder.type == "module":
+        for use in ctx.function_uses(text(title)):
+            caller = next((a for a in ancestors(use) if a.type == "function_definition"), None)
+            if use != title and caller is not None and seeding_calls(data, caller.start_byte, use.start_byte):
+                return True
     # `_init_bagua_env(rank, env)` above the draw: a function of this file that seeds them
     seeding = seeding_functions(ctx)
     return bool(seeding) and any(
@@ -658,6 +667,10 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
         return f"once per call of `{name}` (set-up, not a step)"
     elif epoch_hook(name):
         return f"once per epoch or run (`{name}` is a hook a trainer calls that often)"
+    holder = definition_holder(function) if function is not None else None
+    served = _serves_requests(ctx) if holder is not None and holder.type == "module" and loop is None else None
+    if served is not None:
+        return f"once per request (this file serves a {served} app; `{name}` runs per request, outside its loops)"
     passing = data_pass(function) if function is not None and loop is None else None
     if passing is not None:
         walked = " ".join(text(passing.child_by_field_name("right") or passing).split())
@@ -675,6 +688,21 @@ def _paid_once(ctx: LintContext, move: Node) -> Optional[str]:
         return None  # (a pass over batches that runs a model: per batch, however rarely the pass runs)
     rare = rare_callers(ctx, move, per_call=True) if function is not None else None
     return f"in {rare}" if rare is not None else None
+
+
+def _serves_requests(ctx: LintContext) -> Optional[str]:
+    """The web framework a file builds an app with (`import gradio as gr`, `from fastapi import
+    FastAPI`, Flask, Streamlit): its module-level functions run once per user request, at a
+    person's pace, not once per step; None for other files."""
+    data = ctx.source.whole_data
+    if b"gradio" not in data and b"fastapi" not in data and b"flask" not in data and b"streamlit" not in data:
+        return None
+    found = _WEB_APP.search(data)
+    return _WEB_FRAMEWORKS[found.group(1).decode()] if found is not None else None
+
+
+_WEB_FRAMEWORKS = {"gradio": "Gradio", "fastapi": "FastAPI", "flask": "Flask", "streamlit": "Streamlit"}
+_WEB_APP = re.compile(rb"^[ \t]*(?:import|from)[ \t]+(gradio|fastapi|flask|streamlit)\b", re.M)
 
 
 def _used_only_in_tests(ctx: LintContext, function: Node) -> bool:

@@ -2418,6 +2418,10 @@ def _feeds_a_kept_copy(node: Node) -> bool:
     return False
 
 
+# A name that holds a key or a name (`target_name`, `key`): an index of a mapping, not a mask
+_SPELLED_AS_A_KEY = re.compile(r"(?:^|_)(?:name|key)$", re.I)
+
+
 def _keyed_by_name(subscript: Node) -> bool:
     """Is `subscript` indexed by a string (`batch["img"]`), by the variable of a loop over
     strings (`for k in ["cls", "bboxes"]: batch[k]`), or by the keys of the container itself (`for
@@ -2430,6 +2434,8 @@ def _keyed_by_name(subscript: Node) -> bool:
         return True
     if key.type != "identifier":
         return False
+    if _SPELLED_AS_A_KEY.search(text(key)):
+        return True  # `for target_name in self.model.target_names: batch[target_name] = ...`
     for loop in ancestors(key):
         if loop.type == "for_statement" and text(loop.child_by_field_name("left") or loop) == text(key):
             iterable = strip_parens(loop.child_by_field_name("right") or loop)
