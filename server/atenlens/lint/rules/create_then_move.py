@@ -55,7 +55,9 @@ What it does:
     a helper spelled as a forward that only `__init__` calls (`self.width = self._dummy_forward(n)`:
     a shape probe), a function whose result is cached (`@lru_cache`, `@functools.cache`: once per
     distinct call), the code outside the loops of an evaluation (`evaluation(model, data_loader)`,
-    `validate`, `eval_one_epoch`: once per evaluation), or the
+    `validate`, `eval_one_epoch`: once per evaluation), a module-level function of a file that
+    serves a web app (it imports Gradio, FastAPI, Flask or Streamlit) outside its loops: once per
+    user request, or the
     code of a function before its own loop that takes training steps (a fit's labels, made once
     and reused in every step; not before a loop that only counts iterations, as Sinkhorn's, which
     runs inside its caller's step).
@@ -66,7 +68,8 @@ What it does:
     code above that function: a test file's `torch.manual_seed(3)`) seeds the default
     generators (`torch.manual_seed(...)`, `seed_everything(...)`, `set_seed(...)`, a project's
     helper spelled so, `set_random_seed(42)`, `init_seeds(...)`, `fix_seed(...)`, or a call of a
-    module-level function of the file that does, `_init_env(rank)`: the GPU's generator gives other numbers for the
+    module-level function of the file that does, `_init_env(rank)`, or a caller in the file seeds
+    before it calls the function, `torch.manual_seed(seed)` then `generate(...)`: the GPU's generator gives other numbers for the
     same seed; in a unit test, which compares with numbers drawn before, such a draw is
     information), and the move is `.cuda()` with no arguments,
     or `.to(X)` / `.to(device=X)` with nothing else (no dtype, no `non_blocking`, no `copy`). It
