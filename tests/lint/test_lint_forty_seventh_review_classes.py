@@ -761,3 +761,33 @@ def test_reads_after_a_functions_own_training_loop_run_once_per_fit() -> None:
             "its training loop on line 12)",
         ),
     ]
+
+
+RESUMED = dedent(
+    """\
+    import torch
+
+
+    def train(model, loader, config):
+        if config["load_checkpoint"] is not None:
+            total_iter = model.load_checkpoint(config["load_checkpoint"])
+        else:
+            total_iter = 0
+        while total_iter < config["iterations"]:
+            for data in loader:
+                loss = model.do_pass(data.cuda(), total_iter)
+                total_iter += 1
+                print(total_iter, loss.item())
+                if total_iter >= config["iterations"]:
+                    break
+    """
+)
+
+
+def test_the_iteration_a_checkpoint_resumes_from_is_a_host_number() -> None:
+    """`total_iter = model.load_checkpoint(path)` is the iteration to resume from, a Python number
+    (XMem's trainer): comparing it with the iteration count reads nothing (it was five warnings
+    of a condition on a CUDA tensor); the loss read beside it is still one wait per step."""
+    assert findings(RESUMED) == [
+        (13, 35, "AL100", "warning", "`.item()` inside a loop: the host waits for the GPU on every iteration")
+    ]

@@ -2957,10 +2957,12 @@ def _loaded_here_on_the_cpu(ctx: LintContext, owner: Optional[Node]) -> bool:
 # (also memory bookkeeping: `model.memory_required(shape)`, `loaded.model_memory_required(dev)`)
 _RUN_METRIC_METHOD = re.compile(
     r"^_*estimate_|(?:^|_)(?:mfu|t?flops|throughput)(?:$|_)|(?:^|_)memory_(?:required|used|needed|usage)$"
-    # the learning rate (`model.current_learning_rate()`, `get_lr()`: a scheduler's Python float) and
+    # the learning rate (`model.current_learning_rate()`, `get_lr()`: a scheduler's Python float),
     # the log a model keeps of its last step (`model.current_log()`, `get_current_losses()`: the
     # `.item()` numbers it recorded)
-    r"|(?:^|_)(?:lr|learning_rate)$|^get_(?:last_)?lr$|^(?:get_)?current_(?:log|logs|losses|errors)$",
+    r"|(?:^|_)(?:lr|learning_rate)$|^get_(?:last_)?lr$|^(?:get_)?current_(?:log|logs|losses|errors)$"
+    # what resuming from a checkpoint hands back: the iteration or epoch to go on from
+    r"|^_*(?:load|resume)_(?:from_)?(?:checkpoint|ckpt|state)$",
     re.I,
 )
 # A getter of metadata (`get_element_type()`, `get_partial_shape()`, `get_name()`): no tensor
