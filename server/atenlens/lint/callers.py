@@ -126,16 +126,30 @@ def _calls_in_bases(ctx: LintContext, holder: Node, name: str) -> tuple[list[Nod
     calls: list[Node] = []
     other_uses = False
     for definition in _bases_in_file(ctx, holder):
-        for use in ctx.identifiers((name,), definition.start_byte, definition.end_byte):
-            attribute = use.parent
-            if attribute is None or attribute.type != "attribute":
-                continue  # (its own `def name(...)`)
-            owner = attribute.child_by_field_name("object")
-            call = attribute.parent
-            if owner is not None and text(owner) == "self" and call is not None and call.type == "call":
-                calls.append(call)
-            else:
-                other_uses = True
+        found, other = _attribute_calls(ctx, name, {"self"}, definition.start_byte, definition.end_byte)
+        calls += found
+        other_uses = other_uses or other
+    return calls, other_uses
+
+
+def _attribute_calls(
+    ctx: LintContext, name: str, owners: set[str], start: int = 0, end: Optional[int] = None
+) -> tuple[list[Node], bool]:
+    """The calls `owner.name(...)` in [start, end) with `owner` one of `owners`, and whether
+    `.name` is also written otherwise there (another owner, not called: a caller not shown).
+    A bare `name` (the `def` itself, a local of the same spelling) is neither."""
+    calls: list[Node] = []
+    other_uses = False
+    for use in ctx.identifiers((name,), start, end):
+        attribute = use.parent
+        if attribute is None or attribute.type != "attribute" or attribute.child_by_field_name("attribute") != use:
+            continue
+        owner = attribute.child_by_field_name("object")
+        call = attribute.parent
+        if owner is not None and text(owner) in owners and call is not None and call.type == "call":
+            calls.append(call)
+        else:
+            other_uses = True
     return calls, other_uses
 
 
@@ -148,18 +162,7 @@ def _static_call_sites(ctx: LintContext, holder: Node, name: str) -> tuple[str, 
     in `__init__`); any other use of `.name` is a caller the file does not show."""
     title = holder.child_by_field_name("name")
     owners = {"self", "cls", text(title) if title is not None else "self"}
-    calls: list[Node] = []
-    other_uses = False
-    for use in ctx.identifiers((name,)):
-        attribute = use.parent
-        if attribute is None or attribute.type != "attribute" or attribute.child_by_field_name("attribute") != use:
-            continue  # (the `def` itself, a local of the same spelling)
-        owner = attribute.child_by_field_name("object")
-        call = attribute.parent
-        if owner is not None and text(owner) in owners and call is not None and call.type == "call":
-            calls.append(call)
-        else:
-            other_uses = True
+    calls, other_uses = _attribute_calls(ctx, name, owners)
     return name, calls, set(), other_uses
 
 
